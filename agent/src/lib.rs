@@ -1,0 +1,1 @@
+//! The Shepherd node agent.

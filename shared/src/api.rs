@@ -1,0 +1,195 @@
+//! The wire contract between the server and its clients (agent, sheepctl, dashboard):
+//! the one error shape, list and watch envelopes, node heartbeats, and the URL of each
+//! resource. Clients build URLs here so that no route is spelled twice.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Condition, Kind, NodeResources, Object, Time};
+
+/// The default address of the API server, as in the original.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:9876";
+/// The environment variable that names the server, as in the original.
+pub const API_ENV: &str = "SHEPHERD_API";
+pub const TOKEN_ENV: &str = "SHEPHERD_TOKEN";
+/// Server-Sent Events `event:` names on a watch stream.
+pub const SSE_EVENT_WATCH: &str = "watch";
+
+/// Every error the API returns: `{"error": {"code", "reason", "message", "details"}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiErrorBody {
+    pub error: ApiErrorStatus,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ApiErrorStatus {
+    /// The HTTP status code.
+    pub code: u16,
+    /// A CamelCase word a script can match: `NotFound`, `Conflict`, `Invalid`, `BadRequest`,
+    /// `Unauthorized`, `Forbidden`, `Gone`, `PayloadTooLarge`, `InternalError`.
+    pub reason: String,
+    pub message: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<FieldError>,
+}
+
+/// One invalid field: `{"field": "spec.containers[0].image", "message": "must not be empty"}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+/// The answer of a list endpoint. `resource_version` is the store revision the list was
+/// read at: a watch from it misses nothing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct List<T> {
+    pub kind: String,
+    pub resource_version: u64,
+    pub items: Vec<T>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum WatchEventType {
+    Added,
+    Modified,
+    Deleted,
+    /// Carries no change: only the revision the stream has reached, so a client can resume.
+    Bookmark,
+}
+
+/// One change on a watch stream (`?watch=true&resource_version=N`), sent as an SSE `data:`
+/// line. For DELETED the object is its last state; for BOOKMARK it is absent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WatchEvent {
+    #[serde(rename = "type")]
+    pub type_: WatchEventType,
+    pub resource_version: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<Object>,
+}
+
+/// `POST /api/v1/nodes/{name}/heartbeat`: the agent's periodic proof of life.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Heartbeat {
+    /// Conditions the agent reports (`Ready`); the server stamps the heartbeat time.
+    pub conditions: Vec<Condition>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<NodeResources>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allocatable: Option<NodeResources>,
+}
+
+/// `GET /api/v1/info`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Info {
+    pub name: String,
+    pub version: String,
+    pub started_at: Option<Time>,
+    /// The store's current revision.
+    pub resource_version: u64,
+    /// `sqlite` or `memory`.
+    pub store: String,
+    pub auth_required: bool,
+    pub nodes: usize,
+    pub pods: usize,
+    pub scheduler_profile: String,
+}
+
+/// URL paths under the server's base URL.
+pub mod paths {
+    use super::Kind;
+
+    pub const PREFIX: &str = "/api/v1";
+
+    /// The list path for a kind: namespaced kinds in `namespace`, or across every namespace
+    /// when it is `None`.
+    pub fn collection(kind: Kind, namespace: Option<&str>) -> String {
+        match namespace {
+            Some(ns) if kind.namespaced() => format!("{PREFIX}/namespaces/{ns}/{}", kind.plural()),
+            _ => format!("{PREFIX}/{}", kind.plural()),
+        }
+    }
+
+    /// The path of one object; `namespace` is ignored for cluster-scoped kinds.
+    pub fn object(kind: Kind, namespace: &str, name: &str) -> String {
+        if kind.namespaced() {
+            format!("{PREFIX}/namespaces/{namespace}/{}/{name}", kind.plural())
+        } else {
+            format!("{PREFIX}/{}/{name}", kind.plural())
+        }
+    }
+
+    pub fn binding(namespace: &str, pod: &str) -> String {
+        format!("{}/binding", object(Kind::Pod, namespace, pod))
+    }
+
+    pub fn pod_status(namespace: &str, pod: &str) -> String {
+        format!("{}/status", object(Kind::Pod, namespace, pod))
+    }
+
+    pub fn pod_log(namespace: &str, pod: &str) -> String {
+        format!("{}/log", object(Kind::Pod, namespace, pod))
+    }
+
+    /// The scheduler's last decision for a pod, with every node's verdict.
+    pub fn pod_scheduling(namespace: &str, pod: &str) -> String {
+        format!("{}/scheduling", object(Kind::Pod, namespace, pod))
+    }
+
+    pub fn scale(namespace: &str, deployment: &str) -> String {
+        format!("{}/scale", object(Kind::Deployment, namespace, deployment))
+    }
+
+    pub fn node_heartbeat(node: &str) -> String {
+        format!("{}/heartbeat", object(Kind::Node, "", node))
+    }
+
+    pub fn node_cordon(node: &str) -> String {
+        format!("{}/cordon", object(Kind::Node, "", node))
+    }
+
+    pub fn node_uncordon(node: &str) -> String {
+        format!("{}/uncordon", object(Kind::Node, "", node))
+    }
+
+    pub const INFO: &str = "/api/v1/info";
+    pub const HEALTHZ: &str = "/healthz";
+    pub const READYZ: &str = "/readyz";
+    pub const METRICS: &str = "/metrics";
+    pub const OPENAPI: &str = "/api/openapi.json";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_follow_the_original_routes() {
+        assert_eq!(paths::collection(Kind::Pod, None), "/api/v1/pods");
+        assert_eq!(paths::collection(Kind::Pod, Some("default")), "/api/v1/namespaces/default/pods");
+        assert_eq!(paths::collection(Kind::Node, Some("default")), "/api/v1/nodes");
+        assert_eq!(paths::binding("default", "web-0"), "/api/v1/namespaces/default/pods/web-0/binding");
+        assert_eq!(paths::node_heartbeat("node-1"), "/api/v1/nodes/node-1/heartbeat");
+        assert_eq!(paths::scale("default", "web"), "/api/v1/namespaces/default/deployments/web/scale");
+    }
+
+    #[test]
+    fn watch_event_round_trips_with_its_object() {
+        let json = r#"{"type":"ADDED","resource_version":7,"object":{"kind":"Pod","metadata":{"name":"a"}}}"#;
+        let event: WatchEvent = serde_json::from_str(json).unwrap();
+        assert_eq!(event.type_, WatchEventType::Added);
+        assert_eq!(event.object.as_ref().unwrap().metadata().name, "a");
+        let again: WatchEvent = serde_json::from_str(&serde_json::to_string(&event).unwrap()).unwrap();
+        assert_eq!(again, event);
+    }
+}

@@ -1,0 +1,20 @@
+//! Shepherd's shared core: everything the server, the agent, `sheepctl` and the browser
+//! agree on, as pure code with no I/O and no clock (callers pass `now`), so that it builds
+//! for wasm32 and the dashboard runs the very scheduler the server runs.
+//!
+//! Layout:
+//! - [`model`]: the objects (Pod, Node, Deployment, Service, Event, Binding, Namespace) in
+//!   the original project's JSON shape;
+//! - [`selector`]: label selectors, equality and set-based, and their string form;
+//! - [`validation`]: every field error of an object at once, with its path;
+//! - [`manifest`]: JSON and YAML manifests, several documents per file, with line and column
+//!   in errors;
+//! - [`scheduler`]: filters, scores, the assume cache and the explanation of every decision;
+//! - [`api`]: the wire contract: error shape, list and watch envelopes, URL paths.
+
+pub mod api;
+pub mod manifest;
+pub mod model;
+pub mod scheduler;
+pub mod selector;
+pub mod validation;

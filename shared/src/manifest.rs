@@ -1,0 +1,1 @@
+//! Manifests in JSON or YAML.

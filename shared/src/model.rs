@@ -1,0 +1,995 @@
+//! The object model: Pod, Node, Deployment, Service, Event, Binding, Namespace.
+//!
+//! The JSON shape is the original project's (`../shared/reference/examples/*.json`):
+//! snake_case fields, memory in bytes, CPU in millicores. Every field a manifest may leave
+//! out has a default, so the reference manifests deserialize unchanged.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::selector::LabelSelector;
+
+/// A point in time. `shared` never reads the clock: callers pass `now` in.
+pub type Time = DateTime<Utc>;
+
+/// Labels and node selectors: ordered so that output is stable.
+pub type Labels = BTreeMap<String, String>;
+
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// Identity and bookkeeping common to every object.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ObjectMeta {
+    pub name: String,
+    /// Empty for cluster-scoped objects (nodes, namespaces).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: Labels,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: Labels,
+    /// The store's global revision at this object's last write; the token for every
+    /// compare-and-swap update.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub resource_version: u64,
+    /// Bumped by the server when the spec changes.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub generation: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<Time>,
+    /// Set when a graceful delete has begun; the object goes once its owner lets go.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deletion_timestamp: Option<Time>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub owner_references: Vec<OwnerReference>,
+}
+
+impl ObjectMeta {
+    pub fn named(namespace: &str, name: &str) -> Self {
+        ObjectMeta { name: name.to_string(), namespace: namespace.to_string(), ..Default::default() }
+    }
+
+    /// `namespace/name`, or just `name` for cluster-scoped objects.
+    pub fn key(&self) -> String {
+        if self.namespace.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{}/{}", self.namespace, self.name)
+        }
+    }
+
+    pub fn controller(&self) -> Option<&OwnerReference> {
+        self.owner_references.iter().find(|r| r.controller)
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct OwnerReference {
+    pub kind: String,
+    pub name: String,
+    pub uid: String,
+    #[serde(skip_serializing_if = "is_false")]
+    pub controller: bool,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Resources
+
+/// What a container asks for, or what a node offers: memory in bytes, CPU in millicores.
+///
+/// Manifests may write either the original's plain numbers (`"memory": 67108864`,
+/// `"cpu": 250`) or Kubernetes quantities (`"memory": "64Mi"`, `"cpu": "250m"`, `"cpu": 0.5`
+/// is not accepted: a bare number is always millicores, as in the original).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ResourceRequirements {
+    #[serde(deserialize_with = "de_memory")]
+    pub memory: i64,
+    #[serde(deserialize_with = "de_cpu")]
+    pub cpu: i64,
+}
+
+/// A node's capacity or allocatable amount.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NodeResources {
+    #[serde(deserialize_with = "de_cpu")]
+    pub cpu: i64,
+    #[serde(deserialize_with = "de_memory")]
+    pub memory: i64,
+    pub pods: i64,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum NumberOrString {
+    Number(i64),
+    String(String),
+}
+
+fn de_memory<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    match NumberOrString::deserialize(d)? {
+        NumberOrString::Number(n) => Ok(n),
+        NumberOrString::String(s) => parse_memory(&s).map_err(serde::de::Error::custom),
+    }
+}
+
+fn de_cpu<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    match NumberOrString::deserialize(d)? {
+        NumberOrString::Number(n) => Ok(n),
+        NumberOrString::String(s) => parse_cpu(&s).map_err(serde::de::Error::custom),
+    }
+}
+
+/// Parses a memory quantity: `67108864`, `64Mi`, `1Gi`, `500M`, `128k`.
+pub fn parse_memory(text: &str) -> Result<i64, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-')).unwrap_or(text.len());
+    let (number, suffix) = text.split_at(split);
+    let factor: f64 = match suffix {
+        "" => 1.0,
+        "k" | "K" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "Ki" => 1024.0,
+        "Mi" => 1024.0 * 1024.0,
+        "Gi" => 1024.0 * 1024.0 * 1024.0,
+        "Ti" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        _ => return Err(format!("invalid memory quantity {text:?}: unknown suffix {suffix:?} (use Ki, Mi, Gi, k, M, G or plain bytes)")),
+    };
+    let value: f64 = number.parse().map_err(|_| format!("invalid memory quantity {text:?}: expected a number such as 64Mi or 67108864"))?;
+    Ok((value * factor).round() as i64)
+}
+
+/// Parses a CPU quantity: `250m` (millicores), `2` or `0.5` (cores), as Kubernetes writes them.
+pub fn parse_cpu(text: &str) -> Result<i64, String> {
+    let text = text.trim();
+    let invalid = || format!("invalid cpu quantity {text:?}: expected millicores such as 250m, or cores such as 0.5");
+    if let Some(milli) = text.strip_suffix('m') {
+        return milli.parse::<i64>().map_err(|_| invalid());
+    }
+    let cores: f64 = text.parse().map_err(|_| invalid())?;
+    Ok((cores * 1000.0).round() as i64)
+}
+
+/// Formats bytes the way people read them: `64Mi`, `1.5Gi`.
+pub fn format_memory(bytes: i64) -> String {
+    const UNITS: [(&str, f64); 4] = [("Ti", 1099511627776.0), ("Gi", 1073741824.0), ("Mi", 1048576.0), ("Ki", 1024.0)];
+    for (unit, size) in UNITS {
+        let value = bytes as f64 / size;
+        if value.abs() >= 1.0 {
+            return if value.fract() == 0.0 { format!("{value}{unit}") } else { format!("{value:.1}{unit}") };
+        }
+    }
+    bytes.to_string()
+}
+
+/// Formats millicores: `250m`, `2` (whole cores).
+pub fn format_cpu(millis: i64) -> String {
+    if millis % 1000 == 0 { (millis / 1000).to_string() } else { format!("{millis}m") }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pods
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Pod {
+    pub kind: String,
+    pub metadata: ObjectMeta,
+    pub spec: PodSpec,
+    pub status: PodStatus,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PodSpec {
+    pub containers: Vec<Container>,
+    /// `Always` (the default), `OnFailure` or `Never`; validation rejects anything else.
+    pub restart_policy: String,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: Labels,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    /// Empty until the scheduler binds the pod; written only through the binding subresource.
+    pub node_name: String,
+    /// Seconds an agent waits after SIGTERM before it kills the containers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub termination_grace_period_seconds: Option<i64>,
+}
+
+impl PodSpec {
+    pub fn restart_policy(&self) -> Option<RestartPolicy> {
+        RestartPolicy::parse(&self.restart_policy)
+    }
+
+    /// The sum of every container's requests: what the scheduler reserves on a node.
+    pub fn requests(&self) -> ResourceRequirements {
+        self.containers.iter().fold(ResourceRequirements::default(), |sum, c| ResourceRequirements {
+            memory: sum.memory + c.resources.memory,
+            cpu: sum.cpu + c.resources.cpu,
+        })
+    }
+
+    /// Every host port the pod publishes, with its protocol.
+    pub fn host_ports(&self) -> impl Iterator<Item = (i32, &str)> {
+        self.containers
+            .iter()
+            .flat_map(|c| c.ports.iter())
+            .filter_map(|p| p.host_port.filter(|&hp| hp > 0).map(|hp| (hp, p.protocol.as_str())))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RestartPolicy {
+    Always,
+    OnFailure,
+    Never,
+}
+
+impl RestartPolicy {
+    pub const ALL: [&'static str; 3] = ["Always", "OnFailure", "Never"];
+
+    /// An empty policy means `Always`, as in Kubernetes.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "" | "Always" => Some(RestartPolicy::Always),
+            "OnFailure" => Some(RestartPolicy::OnFailure),
+            "Never" => Some(RestartPolicy::Never),
+            _ => None,
+        }
+    }
+
+    /// Whether a container that exited with `exit_code` is started again.
+    pub fn restarts(self, exit_code: i64) -> bool {
+        match self {
+            RestartPolicy::Always => true,
+            RestartPolicy::OnFailure => exit_code != 0,
+            RestartPolicy::Never => false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Container {
+    pub name: String,
+    pub image: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvVar>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<ContainerPort>,
+    pub resources: ResourceRequirements,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct EnvVar {
+    pub name: String,
+    pub value: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ContainerPort {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    pub container_port: i32,
+    /// Published on the node; the scheduler keeps two pods from claiming the same one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_port: Option<i32>,
+    /// The node address the host port binds to; the agent defaults it to 127.0.0.1.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub host_ip: String,
+    /// `TCP` (the default) or `UDP`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub protocol: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Toleration {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub key: String,
+    /// `Equal` (the default) or `Exists`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub operator: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub value: String,
+    /// Empty matches every effect.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub effect: String,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum PodPhase {
+    #[default]
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    Unknown,
+}
+
+impl PodPhase {
+    pub fn is_terminal(self) -> bool {
+        matches!(self, PodPhase::Succeeded | PodPhase::Failed)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PodPhase::Pending => "Pending",
+            PodPhase::Running => "Running",
+            PodPhase::Succeeded => "Succeeded",
+            PodPhase::Failed => "Failed",
+            PodPhase::Unknown => "Unknown",
+        }
+    }
+}
+
+impl fmt::Display for PodPhase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PodStatus {
+    pub phase: PodPhase,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// A short CamelCase reason for the phase, such as `NodeLost`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub host_ip: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub pod_ip: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub container_statuses: Vec<ContainerStatus>,
+}
+
+/// Condition types and reasons, named as in Kubernetes.
+pub mod conditions {
+    pub const POD_SCHEDULED: &str = "PodScheduled";
+    pub const READY: &str = "Ready";
+    pub const CONTAINERS_READY: &str = "ContainersReady";
+    pub const INITIALIZED: &str = "Initialized";
+    pub const NODE_READY: &str = "Ready";
+    pub const UNSCHEDULABLE: &str = "Unschedulable";
+    pub const TRUE: &str = "True";
+    pub const FALSE: &str = "False";
+    pub const UNKNOWN: &str = "Unknown";
+}
+
+/// A pod or node condition: `{type, status, reason, message, last_transition_time}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Time>,
+    /// Nodes only: when the agent last confirmed this condition.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_heartbeat_time: Option<Time>,
+}
+
+/// Finds a condition by type.
+pub fn find_condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// Sets a condition, keeping `last_transition_time` unless the status changes.
+/// Returns whether anything changed.
+pub fn set_condition(conditions: &mut Vec<Condition>, mut new: Condition, now: Time) -> bool {
+    match conditions.iter_mut().find(|c| c.type_ == new.type_) {
+        Some(existing) => {
+            new.last_transition_time = if existing.status == new.status { existing.last_transition_time } else { Some(now) };
+            if new.last_heartbeat_time.is_none() {
+                new.last_heartbeat_time = existing.last_heartbeat_time;
+            }
+            let changed = *existing != new;
+            *existing = new;
+            changed
+        }
+        None => {
+            new.last_transition_time = Some(now);
+            conditions.push(new);
+            true
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ContainerStatus {
+    pub name: String,
+    pub state: ContainerState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_state: Option<ContainerState>,
+    pub ready: bool,
+    pub restart_count: u32,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub image: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub container_id: String,
+}
+
+/// A container's state, written as Kubernetes does: `{"running": {"started_at": …}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContainerState {
+    Waiting {
+        #[serde(default)]
+        reason: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        message: String,
+    },
+    Running {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        started_at: Option<Time>,
+    },
+    Terminated {
+        #[serde(default)]
+        exit_code: i64,
+        #[serde(default)]
+        reason: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        message: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        started_at: Option<Time>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        finished_at: Option<Time>,
+    },
+}
+
+impl Default for ContainerState {
+    fn default() -> Self {
+        ContainerState::Waiting { reason: "ContainerCreating".to_string(), message: String::new() }
+    }
+}
+
+impl ContainerState {
+    /// The word `sheepctl get` shows: the waiting or terminated reason, or `Running`.
+    pub fn summary(&self) -> &str {
+        match self {
+            ContainerState::Waiting { reason, .. } => reason,
+            ContainerState::Running { .. } => "Running",
+            ContainerState::Terminated { reason, .. } if !reason.is_empty() => reason,
+            ContainerState::Terminated { .. } => "Terminated",
+        }
+    }
+}
+
+impl Pod {
+    pub fn is_bound(&self) -> bool {
+        !self.spec.node_name.is_empty()
+    }
+
+    /// Pending with no node: what the scheduler works on.
+    pub fn needs_scheduling(&self) -> bool {
+        self.status.phase == PodPhase::Pending && self.spec.node_name.is_empty() && self.metadata.deletion_timestamp.is_none()
+    }
+
+    /// Which of the seed's stages the pod is in, for views that colour or group pods.
+    pub fn stage(&self) -> PodStage {
+        match self.status.phase {
+            PodPhase::Pending if self.spec.node_name.is_empty() => {
+                let unschedulable = find_condition(&self.status.conditions, conditions::POD_SCHEDULED)
+                    .is_some_and(|c| c.status == conditions::FALSE && c.reason == conditions::UNSCHEDULABLE);
+                if unschedulable { PodStage::Unschedulable } else { PodStage::WaitingForScheduler }
+            }
+            PodPhase::Pending => PodStage::WaitingForAgent,
+            PodPhase::Running => PodStage::Running,
+            PodPhase::Succeeded => PodStage::Succeeded,
+            PodPhase::Failed => PodStage::Failed,
+            PodPhase::Unknown => PodStage::Unknown,
+        }
+    }
+
+    /// The STATUS column of `sheepctl get pods`: a container's waiting reason
+    /// (`ErrImagePull`, `CrashLoopBackOff`) wins over the phase, as in kubectl.
+    pub fn display_status(&self) -> String {
+        if self.metadata.deletion_timestamp.is_some() {
+            return "Terminating".to_string();
+        }
+        for status in &self.status.container_statuses {
+            match &status.state {
+                ContainerState::Waiting { reason, .. } if !reason.is_empty() && reason != "ContainerCreating" => return reason.clone(),
+                ContainerState::Terminated { reason, .. } if !self.status.phase.is_terminal() && !reason.is_empty() => return reason.clone(),
+                _ => {}
+            }
+        }
+        if !self.status.reason.is_empty() && self.status.phase.is_terminal() {
+            return self.status.reason.clone();
+        }
+        match self.stage() {
+            PodStage::WaitingForAgent => "ContainerCreating".to_string(),
+            _ => self.status.phase.to_string(),
+        }
+    }
+
+    /// `ready/total` containers, as in kubectl's READY column.
+    pub fn ready_count(&self) -> (usize, usize) {
+        let ready = self.status.container_statuses.iter().filter(|c| c.ready).count();
+        (ready, self.spec.containers.len())
+    }
+
+    pub fn restart_count(&self) -> u32 {
+        self.status.container_statuses.iter().map(|c| c.restart_count).sum()
+    }
+}
+
+/// The stages a user must be able to tell apart (the seed's three Pending stages and after).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum PodStage {
+    /// Pending, no node yet: the scheduler has not placed it.
+    WaitingForScheduler,
+    /// Pending, no node, and the scheduler found none that fits (PodScheduled=False).
+    Unschedulable,
+    /// Pending with a node: the agent has not started it yet.
+    WaitingForAgent,
+    Running,
+    Succeeded,
+    Failed,
+    Unknown,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Nodes
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Node {
+    pub kind: String,
+    pub metadata: ObjectMeta,
+    pub status: NodeStatus,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NodeStatus {
+    /// `Ready` with status `True`, `False` or `Unknown`, written by the agent's heartbeat
+    /// and by the node lifecycle controller.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    pub capacity: NodeResources,
+    pub allocatable: NodeResources,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_heartbeat: Option<Time>,
+    /// Cordoned: running pods stay, new pods are not scheduled here.
+    #[serde(skip_serializing_if = "is_false")]
+    pub unschedulable: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<Taint>,
+    /// The address the agent reports for its host; pods' `host_ip`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub address: String,
+    /// Where the agent's own HTTP API (logs) listens, e.g. `http://127.0.0.1:10250`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub agent_endpoint: String,
+    pub node_info: NodeInfo,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NodeInfo {
+    /// `docker` or `simulated`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub runtime: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub runtime_version: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub agent_version: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub os: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub arch: String,
+    #[serde(skip_serializing_if = "is_false")]
+    pub simulated: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Taint {
+    pub key: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub value: String,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+    pub effect: String,
+}
+
+impl Node {
+    /// The `Ready` condition's status, `Unknown` when the node never reported one.
+    pub fn ready_status(&self) -> &str {
+        find_condition(&self.status.conditions, conditions::NODE_READY).map_or(conditions::UNKNOWN, |c| c.status.as_str())
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready_status() == conditions::TRUE
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deployments
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Deployment {
+    pub kind: String,
+    pub metadata: ObjectMeta,
+    pub spec: DeploymentSpec,
+    pub status: DeploymentStatus,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DeploymentSpec {
+    pub replicas: i32,
+    /// An equality map as in the reference (`{"app": "web"}`), or
+    /// `{match_labels, match_expressions}` for set-based selection.
+    pub selector: LabelSelector,
+    pub template: PodTemplateSpec,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PodTemplateSpec {
+    pub metadata: ObjectMeta,
+    pub spec: PodSpec,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DeploymentStatus {
+    pub replicas: i32,
+    pub ready_replicas: i32,
+    pub available_replicas: i32,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub observed_generation: u64,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+/// The body of `GET/PUT …/deployments/{name}/scale`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Scale {
+    pub kind: String,
+    pub metadata: ObjectMeta,
+    pub spec: ScaleSpec,
+    pub status: ScaleStatus,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ScaleSpec {
+    pub replicas: i32,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ScaleStatus {
+    pub replicas: i32,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Services
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Service {
+    pub kind: String,
+    pub metadata: ObjectMeta,
+    pub spec: ServiceSpec,
+    pub status: ServiceStatus,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ServiceSpec {
+    pub selector: Labels,
+    pub ports: Vec<ServicePort>,
+    /// `ClusterIP` (the default) or `NodePort`.
+    #[serde(rename = "type")]
+    pub type_: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ServicePort {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    pub port: i32,
+    pub target_port: i32,
+    /// `tcp`/`TCP` or `udp`/`UDP`: the reference writes it in lower case.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub protocol: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ServiceStatus {
+    /// The running, ready pods the selector matches, kept by the endpoints controller.
+    pub endpoints: Vec<Endpoint>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Endpoint {
+    pub ip: String,
+    pub pod: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub node_name: String,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Events, bindings, namespaces
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Event {
+    pub kind: String,
+    pub metadata: ObjectMeta,
+    /// `Normal` or `Warning`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub reason: String,
+    pub message: String,
+    pub involved_object: ObjectReference,
+    /// The component that reported it: `api-server`, `scheduler`, `agent/node-1`, ….
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub source: String,
+    /// How many times this event happened; repeats update one event instead of adding more.
+    pub count: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_timestamp: Option<Time>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_timestamp: Option<Time>,
+}
+
+pub mod event_types {
+    pub const NORMAL: &str = "Normal";
+    pub const WARNING: &str = "Warning";
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ObjectReference {
+    pub kind: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    pub name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+}
+
+impl ObjectReference {
+    /// `pod/web-server`, the original's `Object` field.
+    pub fn short(&self) -> String {
+        format!("{}/{}", self.kind.to_lowercase(), self.name)
+    }
+}
+
+/// The body of `POST …/pods/{name}/binding`: the scheduler's assignment letter.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Binding {
+    pub kind: String,
+    pub metadata: ObjectMeta,
+    pub target: ObjectReference,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Namespace {
+    pub kind: String,
+    pub metadata: ObjectMeta,
+    pub status: NamespaceStatus,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NamespaceStatus {
+    /// `Active` or `Terminating`.
+    pub phase: String,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Any object
+
+/// The kinds the API serves, with the names and aliases `sheepctl` accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Kind {
+    Pod,
+    Deployment,
+    Service,
+    Node,
+    Event,
+    Namespace,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 6] = [Kind::Pod, Kind::Deployment, Kind::Service, Kind::Node, Kind::Event, Kind::Namespace];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Pod => "Pod",
+            Kind::Deployment => "Deployment",
+            Kind::Service => "Service",
+            Kind::Node => "Node",
+            Kind::Event => "Event",
+            Kind::Namespace => "Namespace",
+        }
+    }
+
+    /// The plural used in URLs: `pods`, `deployments`, ….
+    pub fn plural(self) -> &'static str {
+        match self {
+            Kind::Pod => "pods",
+            Kind::Deployment => "deployments",
+            Kind::Service => "services",
+            Kind::Node => "nodes",
+            Kind::Event => "events",
+            Kind::Namespace => "namespaces",
+        }
+    }
+
+    pub fn namespaced(self) -> bool {
+        !matches!(self, Kind::Node | Kind::Namespace)
+    }
+
+    /// Accepts the kind, its plural and the short names kubectl users know:
+    /// `pods`/`pod`/`po`, `deployments`/`deployment`/`deploy`, `services`/`service`/`svc`,
+    /// `nodes`/`node`/`no`, `events`/`event`/`ev`, `namespaces`/`namespace`/`ns`.
+    pub fn from_alias(text: &str) -> Option<Kind> {
+        match text.to_ascii_lowercase().as_str() {
+            "pod" | "pods" | "po" => Some(Kind::Pod),
+            "deployment" | "deployments" | "deploy" => Some(Kind::Deployment),
+            "service" | "services" | "svc" => Some(Kind::Service),
+            "node" | "nodes" | "no" => Some(Kind::Node),
+            "event" | "events" | "ev" => Some(Kind::Event),
+            "namespace" | "namespaces" | "ns" => Some(Kind::Namespace),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One object of any kind, as a manifest or a watch stream carries it.
+/// Serialized as the object itself; `kind` says which.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Object {
+    Pod(Pod),
+    Deployment(Deployment),
+    Service(Service),
+    Node(Node),
+    Event(Event),
+    Namespace(Namespace),
+}
+
+impl Object {
+    pub fn kind(&self) -> Kind {
+        match self {
+            Object::Pod(_) => Kind::Pod,
+            Object::Deployment(_) => Kind::Deployment,
+            Object::Service(_) => Kind::Service,
+            Object::Node(_) => Kind::Node,
+            Object::Event(_) => Kind::Event,
+            Object::Namespace(_) => Kind::Namespace,
+        }
+    }
+
+    pub fn metadata(&self) -> &ObjectMeta {
+        match self {
+            Object::Pod(o) => &o.metadata,
+            Object::Deployment(o) => &o.metadata,
+            Object::Service(o) => &o.metadata,
+            Object::Node(o) => &o.metadata,
+            Object::Event(o) => &o.metadata,
+            Object::Namespace(o) => &o.metadata,
+        }
+    }
+
+    pub fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        match self {
+            Object::Pod(o) => &mut o.metadata,
+            Object::Deployment(o) => &mut o.metadata,
+            Object::Service(o) => &mut o.metadata,
+            Object::Node(o) => &mut o.metadata,
+            Object::Event(o) => &mut o.metadata,
+            Object::Namespace(o) => &mut o.metadata,
+        }
+    }
+
+    /// Builds an object from JSON whose `kind` names it. An absent `kind` is an error:
+    /// a manifest must say what it is.
+    pub fn from_value(value: serde_json::Value) -> Result<Object, ObjectError> {
+        let kind_text = value.get("kind").and_then(|k| k.as_str()).ok_or(ObjectError::MissingKind)?;
+        let kind = match kind_text {
+            "Pod" => Kind::Pod,
+            "Deployment" => Kind::Deployment,
+            "Service" => Kind::Service,
+            "Node" => Kind::Node,
+            "Event" => Kind::Event,
+            "Namespace" => Kind::Namespace,
+            other => return Err(ObjectError::UnknownKind(other.to_string())),
+        };
+        let bad = |e: serde_json::Error| ObjectError::Invalid { kind, message: e.to_string() };
+        Ok(match kind {
+            Kind::Pod => Object::Pod(serde_json::from_value(value).map_err(bad)?),
+            Kind::Deployment => Object::Deployment(serde_json::from_value(value).map_err(bad)?),
+            Kind::Service => Object::Service(serde_json::from_value(value).map_err(bad)?),
+            Kind::Node => Object::Node(serde_json::from_value(value).map_err(bad)?),
+            Kind::Event => Object::Event(serde_json::from_value(value).map_err(bad)?),
+            Kind::Namespace => Object::Namespace(serde_json::from_value(value).map_err(bad)?),
+        })
+    }
+}
+
+impl Serialize for Object {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Object::Pod(o) => o.serialize(s),
+            Object::Deployment(o) => o.serialize(s),
+            Object::Service(o) => o.serialize(s),
+            Object::Node(o) => o.serialize(s),
+            Object::Event(o) => o.serialize(s),
+            Object::Namespace(o) => o.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Object {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(d)?;
+        Object::from_value(value).map_err(serde::de::Error::custom)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ObjectError {
+    #[error("the object has no \"kind\": say which it is (Pod, Deployment, Service, Node, Namespace)")]
+    MissingKind,
+    #[error("unknown kind {0:?}: Shepherd serves Pod, Deployment, Service, Node, Event and Namespace")]
+    UnknownKind(String),
+    #[error("invalid {kind}: {message}")]
+    Invalid { kind: Kind, message: String },
+}

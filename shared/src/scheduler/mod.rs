@@ -1,0 +1,1 @@
+//! The scheduler: filters, scores, the assume cache and explanations.

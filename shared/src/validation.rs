@@ -1,0 +1,1 @@
+//! Validation of objects with field paths.

@@ -1,0 +1,1 @@
+//! End-to-end tests across the parts live in tests/.
