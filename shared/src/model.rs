@@ -65,11 +65,7 @@ impl ObjectMeta {
 
     /// `namespace/name`, or just `name` for cluster-scoped objects.
     pub fn key(&self) -> String {
-        if self.namespace.is_empty() {
-            self.name.clone()
-        } else {
-            format!("{}/{}", self.namespace, self.name)
-        }
+        if self.namespace.is_empty() { self.name.clone() } else { format!("{}/{}", self.namespace, self.name) }
     }
 
     pub fn controller(&self) -> Option<&OwnerReference> {
@@ -528,7 +524,9 @@ impl Pod {
         for status in &self.status.container_statuses {
             match &status.state {
                 ContainerState::Waiting { reason, .. } if !reason.is_empty() && reason != "ContainerCreating" => return reason.clone(),
-                ContainerState::Terminated { reason, .. } if !self.status.phase.is_terminal() && !reason.is_empty() => return reason.clone(),
+                ContainerState::Terminated { reason, .. } if !self.status.phase.is_terminal() && !reason.is_empty() => {
+                    return reason.clone();
+                }
                 _ => {}
             }
         }

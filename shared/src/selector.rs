@@ -262,7 +262,9 @@ impl Serialize for LabelSelector {
 impl<'de> Deserialize<'de> for LabelSelector {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         match SelectorForm::deserialize(d).map_err(|_| {
-            serde::de::Error::custom("a selector is a map of labels ({\"app\": \"web\"}) or {\"match_labels\": {...}, \"match_expressions\": [...]}")
+            serde::de::Error::custom(
+                "a selector is a map of labels ({\"app\": \"web\"}) or {\"match_labels\": {...}, \"match_expressions\": [...]}",
+            )
         })? {
             SelectorForm::Structured(s) => Ok(LabelSelector { match_labels: s.match_labels, match_expressions: s.match_expressions }),
             SelectorForm::Equality(labels) => Ok(LabelSelector::from_labels(labels)),
