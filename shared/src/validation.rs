@@ -1,1 +1,483 @@
-//! Validation of objects with field paths.
+//! Validation of objects before they are stored. Every error is collected, not just the
+//! first, each with the path of its field (`spec.containers[0].image`), so a user fixes a
+//! manifest in one pass.
+
+use std::collections::BTreeSet;
+
+use crate::api::FieldError;
+use crate::model::{Container, Deployment, Event, Labels, Namespace, Node, Object, ObjectMeta, Pod, PodSpec, RestartPolicy, Service};
+
+const MAX_NAME: usize = 253;
+const MAX_LABEL: usize = 63;
+const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
+
+/// Collects the errors of one object.
+#[derive(Default)]
+struct Errors(Vec<FieldError>);
+
+impl Errors {
+    fn add(&mut self, field: impl Into<String>, message: impl Into<String>) {
+        self.0.push(FieldError { field: field.into(), message: message.into() });
+    }
+
+    fn finish(self) -> Result<(), Vec<FieldError>> {
+        if self.0.is_empty() { Ok(()) } else { Err(self.0) }
+    }
+}
+
+/// Validates an object of any kind.
+pub fn validate(object: &Object) -> Result<(), Vec<FieldError>> {
+    match object {
+        Object::Pod(o) => validate_pod(o),
+        Object::Deployment(o) => validate_deployment(o),
+        Object::Service(o) => validate_service(o),
+        Object::Node(o) => validate_node(o),
+        Object::Event(o) => validate_event(o),
+        Object::Namespace(o) => validate_namespace(o),
+    }
+}
+
+pub fn validate_pod(pod: &Pod) -> Result<(), Vec<FieldError>> {
+    let mut errors = Errors::default();
+    check_meta(&mut errors, &pod.metadata, true);
+    check_pod_spec(&mut errors, "spec", &pod.spec);
+    errors.finish()
+}
+
+pub fn validate_deployment(deployment: &Deployment) -> Result<(), Vec<FieldError>> {
+    let mut errors = Errors::default();
+    check_meta(&mut errors, &deployment.metadata, true);
+    let spec = &deployment.spec;
+    if spec.replicas < 0 {
+        errors.add("spec.replicas", format!("must be 0 or more, got {}", spec.replicas));
+    }
+    if spec.selector.is_empty() {
+        errors.add("spec.selector", "must not be empty: it says which pods the deployment owns");
+    } else if !spec.selector.matches(&spec.template.metadata.labels) {
+        errors.add("spec.template.metadata.labels", format!("must match the selector {:?}", spec.selector.to_string()));
+    }
+    for (i, requirement) in spec.selector.match_expressions.iter().enumerate() {
+        check_label_key(&mut errors, &format!("spec.selector.match_expressions[{i}].key"), &requirement.key);
+        let needs_values = matches!(requirement.operator, crate::selector::Operator::In | crate::selector::Operator::NotIn);
+        if needs_values == requirement.values.is_empty() {
+            let message = if needs_values { "In and NotIn need at least one value" } else { "Exists and DoesNotExist take no values" };
+            errors.add(format!("spec.selector.match_expressions[{i}].values"), message);
+        }
+    }
+    check_labels(&mut errors, "spec.selector.match_labels", &spec.selector.match_labels);
+    check_labels(&mut errors, "spec.template.metadata.labels", &spec.template.metadata.labels);
+    check_pod_spec(&mut errors, "spec.template.spec", &spec.template.spec);
+    if !spec.template.spec.node_name.is_empty() {
+        errors.add("spec.template.spec.node_name", "must be empty: the scheduler places a deployment's pods");
+    }
+    errors.finish()
+}
+
+pub fn validate_service(service: &Service) -> Result<(), Vec<FieldError>> {
+    let mut errors = Errors::default();
+    check_meta(&mut errors, &service.metadata, true);
+    check_labels(&mut errors, "spec.selector", &service.spec.selector);
+    if !matches!(service.spec.type_.as_str(), "" | "ClusterIP" | "NodePort") {
+        errors.add("spec.type", format!("must be ClusterIP or NodePort, got {:?}", service.spec.type_));
+    }
+    let mut names = BTreeSet::new();
+    for (i, port) in service.spec.ports.iter().enumerate() {
+        let path = format!("spec.ports[{i}]");
+        check_port(&mut errors, &format!("{path}.port"), port.port);
+        if port.target_port != 0 {
+            check_port(&mut errors, &format!("{path}.target_port"), port.target_port);
+        }
+        check_protocol(&mut errors, &format!("{path}.protocol"), &port.protocol);
+        if !port.name.is_empty() && !names.insert(port.name.as_str()) {
+            errors.add(format!("{path}.name"), format!("duplicate port name {:?}", port.name));
+        }
+    }
+    errors.finish()
+}
+
+pub fn validate_node(node: &Node) -> Result<(), Vec<FieldError>> {
+    let mut errors = Errors::default();
+    check_meta(&mut errors, &node.metadata, false);
+    let status = &node.status;
+    for (path, amount) in [
+        ("status.capacity.cpu", status.capacity.cpu),
+        ("status.capacity.memory", status.capacity.memory),
+        ("status.capacity.pods", status.capacity.pods),
+        ("status.allocatable.cpu", status.allocatable.cpu),
+        ("status.allocatable.memory", status.allocatable.memory),
+        ("status.allocatable.pods", status.allocatable.pods),
+    ] {
+        if amount < 0 {
+            errors.add(path, format!("must be 0 or more, got {amount}"));
+        }
+    }
+    for (i, taint) in status.taints.iter().enumerate() {
+        check_label_key(&mut errors, &format!("status.taints[{i}].key"), &taint.key);
+        if !TAINT_EFFECTS.contains(&taint.effect.as_str()) {
+            errors
+                .add(format!("status.taints[{i}].effect"), format!("must be one of {}, got {:?}", TAINT_EFFECTS.join(", "), taint.effect));
+        }
+    }
+    errors.finish()
+}
+
+pub fn validate_event(event: &Event) -> Result<(), Vec<FieldError>> {
+    let mut errors = Errors::default();
+    check_meta(&mut errors, &event.metadata, true);
+    if !matches!(event.type_.as_str(), "Normal" | "Warning") {
+        errors.add("type", format!("must be Normal or Warning, got {:?}", event.type_));
+    }
+    if event.reason.is_empty() {
+        errors.add("reason", "must not be empty");
+    }
+    if event.involved_object.kind.is_empty() {
+        errors.add("involved_object.kind", "must not be empty");
+    }
+    if event.involved_object.name.is_empty() {
+        errors.add("involved_object.name", "must not be empty");
+    }
+    errors.finish()
+}
+
+pub fn validate_namespace(namespace: &Namespace) -> Result<(), Vec<FieldError>> {
+    let mut errors = Errors::default();
+    check_meta(&mut errors, &namespace.metadata, false);
+    if let Some(message) = dns_label_error(&namespace.metadata.name) {
+        errors.add("metadata.name", message);
+    }
+    errors.finish()
+}
+
+fn check_meta(errors: &mut Errors, meta: &ObjectMeta, namespaced: bool) {
+    if let Some(message) = dns_subdomain_error(&meta.name) {
+        errors.add("metadata.name", message);
+    }
+    if namespaced && !meta.namespace.is_empty() {
+        if let Some(message) = dns_label_error(&meta.namespace) {
+            errors.add("metadata.namespace", message);
+        }
+    }
+    check_labels(errors, "metadata.labels", &meta.labels);
+}
+
+fn check_pod_spec(errors: &mut Errors, path: &str, spec: &PodSpec) {
+    if spec.containers.is_empty() {
+        errors.add(format!("{path}.containers"), "must have at least one container");
+    }
+    let mut names = BTreeSet::new();
+    let mut host_ports = BTreeSet::new();
+    for (i, container) in spec.containers.iter().enumerate() {
+        let container_path = format!("{path}.containers[{i}]");
+        check_container(errors, &container_path, container);
+        if !container.name.is_empty() && !names.insert(container.name.as_str()) {
+            errors.add(format!("{container_path}.name"), format!("duplicate container name {:?}", container.name));
+        }
+        for (j, port) in container.ports.iter().enumerate() {
+            if let Some(host_port) = port.host_port.filter(|&p| p != 0) {
+                let protocol = if port.protocol.is_empty() { "TCP".to_string() } else { port.protocol.to_ascii_uppercase() };
+                if !host_ports.insert((host_port, protocol)) {
+                    errors.add(format!("{container_path}.ports[{j}].host_port"), format!("host port {host_port} is published twice"));
+                }
+            }
+        }
+    }
+    if RestartPolicy::parse(&spec.restart_policy).is_none() {
+        errors.add(
+            format!("{path}.restart_policy"),
+            format!("must be one of {}, got {:?}", RestartPolicy::ALL.join(", "), spec.restart_policy),
+        );
+    }
+    check_labels(errors, &format!("{path}.node_selector"), &spec.node_selector);
+    for (i, toleration) in spec.tolerations.iter().enumerate() {
+        let toleration_path = format!("{path}.tolerations[{i}]");
+        match toleration.operator.as_str() {
+            "" | "Equal" => {
+                if toleration.key.is_empty() {
+                    errors.add(
+                        format!("{toleration_path}.key"),
+                        "must not be empty with operator Equal (use Exists to tolerate every taint)",
+                    );
+                }
+            }
+            "Exists" => {
+                if !toleration.value.is_empty() {
+                    errors.add(format!("{toleration_path}.value"), "must be empty with operator Exists");
+                }
+            }
+            other => errors.add(format!("{toleration_path}.operator"), format!("must be Equal or Exists, got {other:?}")),
+        }
+        if !toleration.effect.is_empty() && !TAINT_EFFECTS.contains(&toleration.effect.as_str()) {
+            errors.add(
+                format!("{toleration_path}.effect"),
+                format!("must be empty or one of {}, got {:?}", TAINT_EFFECTS.join(", "), toleration.effect),
+            );
+        }
+    }
+    if let Some(seconds) = spec.termination_grace_period_seconds.filter(|&s| s < 0) {
+        errors.add(format!("{path}.termination_grace_period_seconds"), format!("must be 0 or more, got {seconds}"));
+    }
+}
+
+fn check_container(errors: &mut Errors, path: &str, container: &Container) {
+    if let Some(message) = dns_label_error(&container.name) {
+        errors.add(format!("{path}.name"), message);
+    }
+    if container.image.trim().is_empty() {
+        errors.add(format!("{path}.image"), "must not be empty");
+    } else if container.image.chars().any(char::is_whitespace) {
+        errors.add(format!("{path}.image"), format!("must not contain spaces, got {:?}", container.image));
+    }
+    if container.resources.memory < 0 {
+        errors.add(format!("{path}.resources.memory"), format!("must be 0 or more bytes, got {}", container.resources.memory));
+    }
+    if container.resources.cpu < 0 {
+        errors.add(format!("{path}.resources.cpu"), format!("must be 0 or more millicores, got {}", container.resources.cpu));
+    }
+    let mut env_names = BTreeSet::new();
+    for (i, env) in container.env.iter().enumerate() {
+        if env.name.is_empty() || env.name.contains('=') {
+            errors.add(format!("{path}.env[{i}].name"), "must be a non-empty name without '='");
+        } else if !env_names.insert(env.name.as_str()) {
+            errors.add(format!("{path}.env[{i}].name"), format!("duplicate variable {:?}", env.name));
+        }
+    }
+    for (i, port) in container.ports.iter().enumerate() {
+        check_port(errors, &format!("{path}.ports[{i}].container_port"), port.container_port);
+        if let Some(host_port) = port.host_port.filter(|&p| p != 0) {
+            check_port(errors, &format!("{path}.ports[{i}].host_port"), host_port);
+        }
+        check_protocol(errors, &format!("{path}.ports[{i}].protocol"), &port.protocol);
+    }
+}
+
+fn check_port(errors: &mut Errors, path: &str, port: i32) {
+    if !(1..=65535).contains(&port) {
+        errors.add(path, format!("must be between 1 and 65535, got {port}"));
+    }
+}
+
+fn check_protocol(errors: &mut Errors, path: &str, protocol: &str) {
+    if !matches!(protocol.to_ascii_uppercase().as_str(), "" | "TCP" | "UDP") {
+        errors.add(path, format!("must be TCP or UDP, got {protocol:?}"));
+    }
+}
+
+fn check_labels(errors: &mut Errors, path: &str, labels: &Labels) {
+    for (key, value) in labels {
+        check_label_key(errors, &format!("{path}.{key}"), key);
+        if !value.is_empty() && label_part_error(value).is_some() {
+            errors.add(
+                format!("{path}.{key}"),
+                format!(
+                    "label value {value:?} must be at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+                ),
+            );
+        }
+    }
+}
+
+fn check_label_key(errors: &mut Errors, path: &str, key: &str) {
+    let name = match key.split_once('/') {
+        Some((prefix, name)) => {
+            if let Some(message) = dns_subdomain_error(prefix) {
+                errors.add(path, format!("label key prefix {prefix:?}: {message}"));
+            }
+            name
+        }
+        None => key,
+    };
+    if let Some(message) = label_part_error(name) {
+        errors.add(path, format!("label key {key:?}: {message}"));
+    }
+}
+
+/// A label key's name or a label value: at most 63 of `[A-Za-z0-9_.-]`, alphanumeric at both ends.
+fn label_part_error(text: &str) -> Option<String> {
+    if text.is_empty() {
+        return Some("must not be empty".into());
+    }
+    if text.len() > MAX_LABEL {
+        return Some(format!("must be at most {MAX_LABEL} characters"));
+    }
+    let ends_ok = text.starts_with(|c: char| c.is_ascii_alphanumeric()) && text.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if !ends_ok || !text.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) {
+        return Some("must be letters, digits, '-', '_' or '.', starting and ending with a letter or digit".into());
+    }
+    None
+}
+
+/// A DNS-1123 label: at most 63 lower-case letters, digits and '-', alphanumeric at both ends.
+pub fn dns_label_error(name: &str) -> Option<String> {
+    if name.is_empty() {
+        return Some("must not be empty".into());
+    }
+    if name.len() > MAX_LABEL {
+        return Some(format!("must be at most {MAX_LABEL} characters, got {}", name.len()));
+    }
+    if !is_dns_label(name) {
+        return Some(format!(
+            "{name:?} is not a valid DNS-1123 label: use lower-case letters, digits and '-', starting and ending with a letter or digit"
+        ));
+    }
+    None
+}
+
+/// A DNS-1123 subdomain: at most 253 characters of dot-separated DNS-1123 labels.
+pub fn dns_subdomain_error(name: &str) -> Option<String> {
+    if name.is_empty() {
+        return Some("must not be empty".into());
+    }
+    if name.len() > MAX_NAME {
+        return Some(format!("must be at most {MAX_NAME} characters, got {}", name.len()));
+    }
+    if !name.split('.').all(is_dns_label) {
+        return Some(format!(
+            "{name:?} is not a valid DNS-1123 name: use lower-case letters, digits, '-' and '.', starting and ending with a letter or digit"
+        ));
+    }
+    None
+}
+
+fn is_dns_label(part: &str) -> bool {
+    !part.is_empty()
+        && part.len() <= MAX_LABEL
+        && part.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !part.starts_with('-')
+        && !part.ends_with('-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ContainerPort, Toleration};
+
+    fn pod() -> Pod {
+        serde_json::from_str(
+            r#"{"kind":"Pod","metadata":{"name":"web","labels":{"app":"web"}},
+                "spec":{"containers":[{"name":"web","image":"minimal","resources":{"memory":1,"cpu":1}}]}}"#,
+        )
+        .unwrap()
+    }
+
+    fn fields(result: Result<(), Vec<FieldError>>) -> Vec<String> {
+        result.unwrap_err().into_iter().map(|e| e.field).collect()
+    }
+
+    #[test]
+    fn a_good_pod_passes() {
+        assert_eq!(validate_pod(&pod()), Ok(()));
+    }
+
+    #[test]
+    fn every_error_is_reported_with_its_path() {
+        let mut p = pod();
+        p.metadata.name = "Web_Server".into();
+        p.spec.restart_policy = "Sometimes".into();
+        let mut second = p.spec.containers[0].clone();
+        second.image = String::new();
+        second.resources.memory = -1;
+        second.resources.cpu = -5;
+        second.ports = vec![ContainerPort { container_port: 70000, ..Default::default() }];
+        p.spec.containers.push(second);
+        let errors = fields(validate_pod(&p));
+        assert_eq!(
+            errors,
+            vec![
+                "metadata.name",
+                "spec.containers[1].image",
+                "spec.containers[1].resources.memory",
+                "spec.containers[1].resources.cpu",
+                "spec.containers[1].ports[0].container_port",
+                "spec.containers[1].name",
+                "spec.restart_policy",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_pod_needs_containers() {
+        let mut p = pod();
+        p.spec.containers.clear();
+        assert_eq!(fields(validate_pod(&p)), vec!["spec.containers"]);
+    }
+
+    #[test]
+    fn names_must_be_dns_1123() {
+        assert!(dns_subdomain_error("web-server.v1").is_none());
+        assert!(dns_subdomain_error("-web").is_some());
+        assert!(dns_subdomain_error("web-").is_some());
+        assert!(dns_subdomain_error("WEB").is_some());
+        assert!(dns_subdomain_error("a..b").is_some());
+        assert!(dns_subdomain_error(&"a".repeat(254)).is_some());
+        assert!(dns_label_error("a.b").is_some());
+        assert!(dns_label_error(&"a".repeat(64)).is_some());
+        assert!(dns_label_error(&"a".repeat(63)).is_none());
+    }
+
+    #[test]
+    fn ports_and_protocols_are_checked() {
+        let mut p = pod();
+        p.spec.containers[0].ports = vec![
+            ContainerPort { container_port: 0, ..Default::default() },
+            ContainerPort { container_port: 80, host_port: Some(8080), protocol: "tcp".into(), ..Default::default() },
+            ContainerPort { container_port: 81, host_port: Some(8080), ..Default::default() },
+            ContainerPort { container_port: 82, host_port: Some(8080), protocol: "UDP".into(), ..Default::default() },
+            ContainerPort { container_port: 83, protocol: "sctp".into(), ..Default::default() },
+        ];
+        assert_eq!(
+            fields(validate_pod(&p)),
+            vec![
+                "spec.containers[0].ports[0].container_port",
+                "spec.containers[0].ports[4].protocol",
+                "spec.containers[0].ports[2].host_port"
+            ]
+        );
+    }
+
+    #[test]
+    fn tolerations_are_checked() {
+        let mut p = pod();
+        p.spec.tolerations = vec![
+            Toleration { operator: "Exists".into(), ..Default::default() },
+            Toleration { key: "gpu".into(), operator: "Maybe".into(), ..Default::default() },
+            Toleration { key: "".into(), ..Default::default() },
+            Toleration { key: "gpu".into(), effect: "Sometimes".into(), ..Default::default() },
+        ];
+        assert_eq!(fields(validate_pod(&p)), vec!["spec.tolerations[1].operator", "spec.tolerations[2].key", "spec.tolerations[3].effect"]);
+    }
+
+    #[test]
+    fn a_deployment_selector_must_match_its_template() {
+        let mut d: Deployment = serde_json::from_str(
+            r#"{"kind":"Deployment","metadata":{"name":"web"},"spec":{"replicas":2,"selector":{"app":"web"},
+                "template":{"metadata":{"labels":{"app":"api"}},"spec":{"containers":[{"name":"c","image":"minimal"}]}}}}"#,
+        )
+        .unwrap();
+        assert_eq!(fields(validate_deployment(&d)), vec!["spec.template.metadata.labels"]);
+        d.spec.replicas = -1;
+        d.spec.selector = Default::default();
+        assert_eq!(fields(validate_deployment(&d)), vec!["spec.replicas", "spec.selector"]);
+    }
+
+    #[test]
+    fn labels_are_checked() {
+        let mut p = pod();
+        p.metadata.labels.insert("bad key".into(), "v".into());
+        p.metadata.labels.insert("example.com/ok".into(), "-bad".into());
+        assert_eq!(fields(validate_pod(&p)), vec!["metadata.labels.bad key", "metadata.labels.example.com/ok"]);
+    }
+
+    #[test]
+    fn services_and_nodes_are_checked() {
+        let s: Service = serde_json::from_str(
+            r#"{"kind":"Service","metadata":{"name":"svc"},"spec":{"type":"LoadBalancer","ports":[{"port":0,"target_port":8080,"protocol":"icmp"}]}}"#,
+        )
+        .unwrap();
+        assert_eq!(fields(validate_service(&s)), vec!["spec.type", "spec.ports[0].port", "spec.ports[0].protocol"]);
+        let n: Node = serde_json::from_str(
+            r#"{"kind":"Node","metadata":{"name":"node-1"},"status":{"capacity":{"cpu":-1},"taints":[{"key":"gpu","effect":"Never"}]}}"#,
+        )
+        .unwrap();
+        assert_eq!(fields(validate_node(&n)), vec!["status.capacity.cpu", "status.taints[0].effect"]);
+    }
+}
