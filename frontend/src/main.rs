@@ -1,1 +1,5 @@
-fn main() {}
+//! The dashboard's entry point: mounts the app on `<body>` in the browser.
+
+fn main() {
+    frontend::start();
+}
