@@ -1,1 +1,475 @@
-//! The scheduler: filters, scores, the assume cache and explanations.
+//! The scheduler: filters, scores, the assume cache and explanations. Pure and
+//! deterministic (the caller passes `now`), so the server and the browser run the same code.
+//!
+//! One decision: walk the nodes in name order from a rotating start index, run the filters
+//! on each (NodeReady, NodeUnschedulable, NodeSelector, TaintToleration, NodeResourcesFit,
+//! PodCount, NodePorts; a node fails at its first failing filter) until
+//! [`num_nodes_to_find`] feasible nodes are found, score those with the profile's weighted
+//! plugins, and pick the highest total; ties go to the node evaluated first. Per-node
+//! counters (requested CPU and memory, pods, host ports, pods per owner) are kept pod by
+//! pod, so each filter is O(1) and the hot path allocates nothing per node.
+
+mod cache;
+mod explain;
+mod plugins;
+mod profile;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::model::{Node, Pod, Time};
+
+use cache::{Footprint, NodeInfo, NodeState, Owners, PodRecord, Slot, owner_key, pod_id};
+use explain::{NodeRecord, PodSummary};
+
+pub use explain::{Decision, Explanation, FilterVerdict, NodeExplanation, ScoreEntry, Verdict};
+pub use plugins::{
+    DEFAULT_CPU_REQUEST, DEFAULT_MEMORY_REQUEST, FilterPlugin, HostPort, MAX_SCORE, Protocol, ScorePlugin, balanced_allocation,
+    least_allocated, most_allocated, reasons, selector_matches, spread, tolerates,
+};
+pub use profile::{DEFAULT_HEARTBEAT_TIMEOUT_SECONDS, Profile, Weights};
+
+/// Below this many nodes every node is evaluated (Kubernetes' `minFeasibleNodesToFind`).
+pub const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
+/// The adaptive percentage never drops below this (`minFeasibleNodesPercentageToFind`).
+pub const MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: i64 = 5;
+
+/// How many feasible nodes a decision looks for before it stops filtering, by Kubernetes'
+/// rule: every node below 100 nodes; otherwise `N × p / 100` but at least 100, where `p` is
+/// the profile's percentage or, when it is `None` or 0, the adaptive `max(5, 50 − N/125)`.
+/// 5,000 nodes → 500; 50,000 → 2,500.
+pub fn num_nodes_to_find(total_nodes: usize, percentage: Option<u32>) -> usize {
+    if total_nodes < MIN_FEASIBLE_NODES_TO_FIND {
+        return total_nodes;
+    }
+    let percentage = match percentage {
+        Some(p) if p > 0 => p as i64,
+        _ => (50 - total_nodes as i64 / 125).max(MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND),
+    };
+    if percentage >= 100 {
+        return total_nodes;
+    }
+    ((total_nodes as i64 * percentage / 100) as usize).max(MIN_FEASIBLE_NODES_TO_FIND)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SchedulerError {
+    #[error("cannot assume pod {pod} on node {node}: the scheduler does not know that node")]
+    UnknownNode { pod: String, node: String },
+    #[error("cannot assume pod {pod} on node {node}: it is already {state} on node {other}")]
+    AlreadyPlaced { pod: String, node: String, other: String, state: &'static str },
+}
+
+pub type Result<T, E = SchedulerError> = std::result::Result<T, E>;
+
+/// What the pods counted on a node request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeUsage {
+    /// Millicores.
+    pub cpu: i64,
+    /// Bytes.
+    pub memory: i64,
+    pub pods: i64,
+    /// Of `pods`, those assumed and not yet seen bound.
+    pub assumed_pods: usize,
+}
+
+/// The pod being scheduled, reduced to what the filters and scores read.
+struct Request<'a> {
+    footprint: Footprint,
+    owner: Option<u32>,
+    selector: &'a crate::model::Labels,
+    tolerations: &'a [crate::model::Toleration],
+}
+
+/// The scheduler's state: nodes, per-node counters, the pods counted (bound or assumed) and
+/// the rotating start index. Feed it every node and pod change; ask it for decisions.
+#[derive(Debug, Clone)]
+pub struct Scheduler {
+    profile: Arc<Profile>,
+    slots: Vec<Slot>,
+    free_slots: Vec<u32>,
+    by_name: HashMap<String, u32>,
+    /// Slots of known nodes in name order: the evaluation order.
+    order: Vec<u32>,
+    /// The infos of `order`, shared with decisions.
+    view: Arc<Vec<Arc<NodeInfo>>>,
+    order_dirty: bool,
+    view_dirty: bool,
+    pods: HashMap<String, PodRecord>,
+    owners: Owners,
+    next_start: usize,
+    known_nodes: usize,
+}
+
+impl Default for Scheduler {
+    fn default() -> Self {
+        Scheduler::new(Profile::default())
+    }
+}
+
+impl Scheduler {
+    pub fn new(profile: Profile) -> Scheduler {
+        Scheduler {
+            profile: Arc::new(profile),
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            by_name: HashMap::new(),
+            order: Vec::new(),
+            view: Arc::new(Vec::new()),
+            order_dirty: false,
+            view_dirty: false,
+            pods: HashMap::new(),
+            owners: Owners::default(),
+            next_start: 0,
+            known_nodes: 0,
+        }
+    }
+
+    pub fn profile(&self) -> &Profile {
+        &self.profile
+    }
+
+    /// Number of known nodes.
+    pub fn node_count(&self) -> usize {
+        self.known_nodes
+    }
+
+    /// Where the next decision starts in the name-ordered node list.
+    pub fn next_start_index(&self) -> usize {
+        self.next_start
+    }
+
+    fn slot_for(&mut self, name: &str) -> u32 {
+        if let Some(&slot) = self.by_name.get(name) {
+            return slot;
+        }
+        let slot = Slot { name: name.to_string(), ..Slot::default() };
+        let index = match self.free_slots.pop() {
+            Some(i) => {
+                self.slots[i as usize] = slot;
+                i
+            }
+            None => {
+                self.slots.push(slot);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.by_name.insert(name.to_string(), index);
+        index
+    }
+
+    fn free_slot(&mut self, index: u32) {
+        let slot = std::mem::take(&mut self.slots[index as usize]);
+        self.by_name.remove(&slot.name);
+        self.free_slots.push(index);
+    }
+
+    /// Adds or updates a node (registration, heartbeat, cordon, taints, labels).
+    pub fn upsert_node(&mut self, node: &Node) {
+        let state = NodeState::from_node(node);
+        let index = self.slot_for(&node.metadata.name) as usize;
+        match &mut self.slots[index].node {
+            Some(existing) => {
+                if *existing.info != *state.info {
+                    existing.info = state.info;
+                    existing.allocatable = state.allocatable;
+                    self.view_dirty = true;
+                }
+                existing.ready = state.ready;
+                existing.heartbeat_ms = state.heartbeat_ms;
+                existing.unschedulable = state.unschedulable;
+            }
+            empty => {
+                *empty = Some(state);
+                self.known_nodes += 1;
+                self.order_dirty = true;
+            }
+        }
+    }
+
+    /// Forgets a node and every pod counted on it.
+    pub fn remove_node(&mut self, name: &str) {
+        let Some(&index) = self.by_name.get(name) else { return };
+        let owners = &mut self.owners;
+        self.pods.retain(|_, record| {
+            if record.slot != index {
+                return true;
+            }
+            if let Some(key) = &record.owner_key {
+                owners.release(key);
+            }
+            false
+        });
+        if self.slots[index as usize].node.is_some() {
+            self.known_nodes -= 1;
+            self.order_dirty = true;
+        }
+        self.free_slot(index);
+    }
+
+    /// A pod as the store has it. Bound and not finished: it counts on its node (an
+    /// assumed pod with the same uid is confirmed, not counted twice). Finished: its
+    /// reservation is released. Not bound yet: an assumed reservation stays (its bind is
+    /// in flight; [`Scheduler::forget`] drops it if the bind fails), anything else is released.
+    pub fn upsert_pod(&mut self, pod: &Pod) {
+        let id = pod_id(pod);
+        if pod.status.phase.is_terminal() {
+            self.release(&id);
+            return;
+        }
+        if !pod.is_bound() {
+            if self.pods.get(&id).is_some_and(|r| !r.assumed) {
+                self.release(&id);
+            }
+            return;
+        }
+        let footprint = Footprint::of(pod);
+        let owner = owner_key(pod).map(|(key, _)| key);
+        if let Some(record) = self.pods.get_mut(&id) {
+            let same_node = self.slots[record.slot as usize].name == pod.spec.node_name;
+            if same_node && record.footprint == footprint && record.owner_key == owner {
+                if record.assumed {
+                    record.assumed = false;
+                    self.slots[record.slot as usize].assumed -= 1;
+                }
+                return;
+            }
+            self.release(&id);
+        }
+        self.count(id, &pod.spec.node_name, footprint, owner, false);
+    }
+
+    /// The pod was deleted from the store: release whatever it held.
+    pub fn remove_pod(&mut self, pod: &Pod) {
+        self.release(&pod_id(pod));
+    }
+
+    /// Reserves the pod's requests, host ports and spread count on `node` before the bind
+    /// returns, so the next decision already sees them.
+    pub fn assume(&mut self, pod: &Pod, node: &str) -> Result<()> {
+        let id = pod_id(pod);
+        let known = self.by_name.get(node).is_some_and(|&i| self.slots[i as usize].node.is_some());
+        if !known {
+            return Err(SchedulerError::UnknownNode { pod: pod.metadata.key(), node: node.to_string() });
+        }
+        if let Some(record) = self.pods.get(&id) {
+            let other = &self.slots[record.slot as usize].name;
+            if other == node {
+                return Ok(());
+            }
+            let state = if record.assumed { "assumed" } else { "bound" };
+            return Err(SchedulerError::AlreadyPlaced { pod: pod.metadata.key(), node: node.to_string(), other: other.clone(), state });
+        }
+        let owner = owner_key(pod).map(|(key, _)| key);
+        self.count(id, node, Footprint::of(pod), owner, true);
+        Ok(())
+    }
+
+    /// The bind failed: drop the pod's assumed reservation. Returns whether there was one
+    /// (a pod already seen bound stays counted).
+    pub fn forget(&mut self, pod: &Pod) -> bool {
+        let id = pod_id(pod);
+        if self.pods.get(&id).is_some_and(|r| r.assumed) {
+            self.release(&id);
+            return true;
+        }
+        false
+    }
+
+    /// Whether the pod is assumed on a node and not yet seen bound.
+    pub fn is_assumed(&self, pod: &Pod) -> bool {
+        self.pods.get(&pod_id(pod)).is_some_and(|r| r.assumed)
+    }
+
+    /// The node the pod is counted on, bound or assumed.
+    pub fn pod_node(&self, pod: &Pod) -> Option<&str> {
+        self.pods.get(&pod_id(pod)).map(|r| self.slots[r.slot as usize].name.as_str())
+    }
+
+    /// What the pods counted on a known node request.
+    pub fn node_usage(&self, name: &str) -> Option<NodeUsage> {
+        let slot = &self.slots[*self.by_name.get(name)? as usize];
+        slot.node.as_ref()?;
+        Some(NodeUsage { cpu: slot.usage.cpu, memory: slot.usage.memory, pods: slot.usage.pods, assumed_pods: slot.assumed })
+    }
+
+    fn count(&mut self, id: String, node: &str, footprint: Footprint, owner_key: Option<String>, assumed: bool) {
+        let slot = self.slot_for(node);
+        let owner = owner_key.as_deref().map(|key| self.owners.acquire(key));
+        self.slots[slot as usize].add(&footprint, owner, assumed);
+        self.pods.insert(id, PodRecord { slot, footprint, owner_key, owner, assumed });
+    }
+
+    fn release(&mut self, id: &str) {
+        let Some(record) = self.pods.remove(id) else { return };
+        let slot = &mut self.slots[record.slot as usize];
+        slot.release(&record.footprint, record.owner, record.assumed);
+        if let Some(key) = &record.owner_key {
+            self.owners.release(key);
+        }
+        if slot.node.is_none() && slot.is_empty() {
+            self.free_slot(record.slot);
+        }
+    }
+
+    fn refresh(&mut self) {
+        if self.order_dirty {
+            let mut order: Vec<u32> = (0..self.slots.len() as u32).filter(|&i| self.slots[i as usize].node.is_some()).collect();
+            order.sort_by(|&a, &b| self.slots[a as usize].name.cmp(&self.slots[b as usize].name));
+            self.order = order;
+            self.order_dirty = false;
+            self.view_dirty = true;
+        }
+        if self.view_dirty {
+            let view = self.order.iter().map(|&i| self.slots[i as usize].node.as_ref().map(|n| n.info.clone())).collect::<Option<Vec<_>>>();
+            self.view = Arc::new(view.expect("the order lists only slots with a node"));
+            self.view_dirty = false;
+        }
+    }
+
+    /// Chooses a node for the pod, or explains why none fits. Reserves nothing (call
+    /// [`Scheduler::assume`] with the chosen node); moves the start index on by the number
+    /// of nodes evaluated.
+    pub fn schedule(&mut self, pod: &Pod, now: Time) -> Decision {
+        self.refresh();
+        let total = self.order.len();
+        let to_find = num_nodes_to_find(total, self.profile.percentage_of_nodes_to_score);
+        let start = if total == 0 { 0 } else { self.next_start % total };
+        let owner = owner_key(pod);
+        let request = Request {
+            footprint: Footprint::of(pod),
+            owner: owner.as_ref().and_then(|(key, _)| self.owners.get(key)),
+            selector: &pod.spec.node_selector,
+            tolerations: &pod.spec.tolerations,
+        };
+        let now_ms = now.timestamp_millis();
+        let cutoff_ms = now_ms - self.profile.heartbeat_timeout_seconds * 1000;
+        let weights = self.profile.weights;
+
+        let mut records: Vec<NodeRecord> = Vec::with_capacity(to_find.min(total));
+        let mut feasible = 0;
+        let mut pos = start;
+        for _ in 0..total {
+            if feasible >= to_find {
+                break;
+            }
+            let slot = &self.slots[self.order[pos] as usize];
+            let failure = filter(slot, &request, now_ms, cutoff_ms);
+            let mut record = NodeRecord { pos: pos as u32, failure, usage: slot.usage, spread_count: 0, scores: [0; 4], total: 0 };
+            if failure.is_none() {
+                feasible += 1;
+                score(slot, &request, &weights, &mut record);
+            }
+            records.push(record);
+            pos += 1;
+            if pos == total {
+                pos = 0;
+            }
+        }
+        if total > 0 {
+            self.next_start = (start + records.len()) % total;
+        }
+
+        let selected = pick(&mut records, &weights);
+        Decision {
+            pod: PodSummary {
+                key: pod.metadata.key(),
+                footprint: request.footprint,
+                node_selector: pod.spec.node_selector.clone(),
+                owner: owner.map(|(_, description)| description),
+            },
+            profile: self.profile.clone(),
+            nodes: self.view.clone(),
+            records,
+            selected,
+            feasible,
+            nodes_to_find: to_find,
+            start_index: start,
+        }
+    }
+}
+
+/// Runs the filters in order; `None` when the node passes them all.
+#[inline]
+fn filter(slot: &Slot, request: &Request<'_>, now_ms: i64, cutoff_ms: i64) -> Option<plugins::Failure> {
+    use plugins::{Failure, ReadyState};
+    let node = slot.node.as_ref().expect("only known nodes are evaluated");
+    if node.ready != ReadyState::True {
+        return Some(Failure::NotReady(node.ready));
+    }
+    match node.heartbeat_ms {
+        None => return Some(Failure::NoHeartbeat),
+        Some(heartbeat) if heartbeat < cutoff_ms => return Some(Failure::StaleHeartbeat { age_ms: now_ms - heartbeat }),
+        Some(_) => {}
+    }
+    if node.unschedulable {
+        return Some(Failure::Cordoned);
+    }
+    if !request.selector.is_empty() && !selector_matches(request.selector, &node.info.labels) {
+        return Some(Failure::SelectorMismatch);
+    }
+    if let Some(index) = plugins::first_untolerated(&node.info.taints, request.tolerations) {
+        return Some(Failure::UntoleratedTaint { index: index as u16 });
+    }
+    let fp = &request.footprint;
+    let alloc = &node.allocatable;
+    let cpu = fp.cpu > 0 && slot.usage.cpu + fp.cpu > alloc.cpu;
+    let memory = fp.memory > 0 && slot.usage.memory + fp.memory > alloc.memory;
+    if cpu || memory {
+        return Some(Failure::Insufficient { cpu, memory });
+    }
+    if slot.usage.pods + 1 > alloc.pods {
+        return Some(Failure::TooManyPods);
+    }
+    if let Some(port) = plugins::first_port_conflict(&fp.ports, &slot.ports) {
+        return Some(Failure::PortConflict { port: port.port, protocol: port.protocol });
+    }
+    None
+}
+
+/// Raw scores of a feasible node, except Spread, which needs every feasible node's count.
+#[inline]
+fn score(slot: &Slot, request: &Request<'_>, weights: &Weights, record: &mut NodeRecord) {
+    let alloc = &slot.node.as_ref().expect("only known nodes are scored").allocatable;
+    let fp = &request.footprint;
+    if weights.least_allocated > 0 || weights.most_allocated > 0 {
+        let cpu = slot.usage.nonzero_cpu + fp.nonzero_cpu;
+        let memory = slot.usage.nonzero_memory + fp.nonzero_memory;
+        if weights.least_allocated > 0 {
+            record.scores[ScorePlugin::LeastAllocated as usize] = least_allocated(cpu, alloc.cpu, memory, alloc.memory);
+        }
+        if weights.most_allocated > 0 {
+            record.scores[ScorePlugin::MostAllocated as usize] = most_allocated(cpu, alloc.cpu, memory, alloc.memory);
+        }
+    }
+    if weights.balanced_allocation > 0 {
+        record.scores[ScorePlugin::BalancedAllocation as usize] =
+            balanced_allocation(slot.usage.cpu + fp.cpu, alloc.cpu, slot.usage.memory + fp.memory, alloc.memory);
+    }
+    if let Some(owner) = request.owner {
+        record.spread_count = slot.owner_count(owner);
+    }
+}
+
+/// Finishes Spread, totals every feasible node and returns the index of the best, the
+/// first evaluated among equals.
+fn pick(records: &mut [NodeRecord], weights: &Weights) -> Option<usize> {
+    let max_spread = records.iter().filter(|r| r.failure.is_none()).map(|r| r.spread_count).max().unwrap_or(0);
+    let mut best: Option<(usize, u64)> = None;
+    for (i, record) in records.iter_mut().enumerate() {
+        if record.failure.is_some() {
+            continue;
+        }
+        if weights.spread > 0 {
+            record.scores[ScorePlugin::Spread as usize] = spread(record.spread_count, max_spread);
+        }
+        record.total = ScorePlugin::ALL.iter().map(|&p| record.scores[p as usize] as u64 * weights.of(p) as u64).sum();
+        if best.is_none_or(|(_, total)| record.total > total) {
+            best = Some((i, record.total));
+        }
+    }
+    best.map(|(i, _)| i)
+}
