@@ -133,6 +133,7 @@ impl Decision {
     /// Every evaluated node's filters and scores, in words.
     pub fn explain(&self) -> Explanation {
         let weights = self.profile.weights;
+        let max_spread = self.records.iter().filter(|r| r.failure.is_none()).map(|r| r.spread_count).max().unwrap_or(0);
         let nodes = self
             .records
             .iter()
@@ -164,7 +165,6 @@ impl Decision {
                     })
                     .collect();
                 let (scores, total) = if record.failure.is_none() {
-                    let max_spread = self.records.iter().filter(|r| r.failure.is_none()).map(|r| r.spread_count).max().unwrap_or(0);
                     let scores = weights
                         .active()
                         .map(|(plugin, weight)| {
