@@ -1,1 +1,182 @@
-//! The Shepherd node agent.
+//! The Shepherd node agent, a small kubelet: it registers a node, keeps it alive with
+//! heartbeats, and runs the pods bound to it as containers.
+//!
+//! Layout:
+//! - [`runtime`]: the `ContainerRuntime` trait, with Docker (bollard) and simulated runtimes;
+//! - [`pod`]: one pod's level-triggered reconcile: image, create, start, restart, status, events;
+//! - [`agent`]: the worker per pod, the watch with its periodic re-list, runtime events, orphans;
+//! - [`node`]: the node object (capacity from the host), registration and heartbeats;
+//! - [`client`]: the API server client (`ApiClient` trait, REST and Server-Sent Events);
+//! - [`http`]: the agent's own HTTP API (logs, health);
+//! - [`image`]: `bootstrap-image`, the `minimal` image made from the host's busybox.
+//!
+//! [`run`] is the entry point the `shepherd-agent` binary and the `shepherd` server (to run
+//! a local node) both call.
+
+pub mod agent;
+pub mod client;
+pub mod http;
+pub mod image;
+pub mod node;
+pub mod pod;
+pub mod runtime;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use shared::model::{Labels, NodeInfo, NodeResources, Taint};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::{ApiClient, HttpApiClient};
+use crate::node::NodeDescription;
+pub use crate::pod::Backoff;
+use crate::pod::NodeContext;
+use crate::runtime::{ContainerRuntime, DockerRuntime, SimulatedRuntime};
+
+/// The default address of the agent's HTTP API, the kubelet's port.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:10250";
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Runtime(#[from] runtime::Error),
+    #[error("cannot listen on {addr} for the agent API: {source}")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error("the agent API stopped: {0}")]
+    Serve(std::io::Error),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Which runtime runs the pods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuntimeChoice {
+    Docker,
+    /// No containers: pods reach Running after `start_delay`.
+    Simulated {
+        start_delay: Duration,
+    },
+}
+
+/// Everything one node agent needs; [`AgentConfig::new`] fills in the defaults.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// The API server's base URL, such as `http://127.0.0.1:9876`.
+    pub server: String,
+    pub token: Option<String>,
+    pub node_name: String,
+    pub labels: Labels,
+    pub taints: Vec<Taint>,
+    /// CPU in millicores, memory in bytes, and the pod limit.
+    pub capacity: NodeResources,
+    /// The node's address: pods' `host_ip`, where host ports are published by default.
+    pub address: String,
+    pub runtime: RuntimeChoice,
+    /// Where the agent API (logs) listens; port 0 picks a free one.
+    pub listen: SocketAddr,
+    pub heartbeat_interval: Duration,
+    /// How often the pod list is read in full, whatever the watch said.
+    pub resync_interval: Duration,
+    /// Restart and image pull back-off.
+    pub backoff: Backoff,
+}
+
+impl AgentConfig {
+    /// Defaults: the host name as node name, capacity detected from the host, Docker,
+    /// address 127.0.0.1, API on 127.0.0.1:10250, heartbeat 5 s, resync 10 s.
+    pub fn new(server: &str) -> Self {
+        AgentConfig {
+            server: server.to_string(),
+            token: None,
+            node_name: node::hostname(),
+            labels: Labels::new(),
+            taints: Vec::new(),
+            capacity: node::detect_capacity(),
+            address: "127.0.0.1".to_string(),
+            runtime: RuntimeChoice::Docker,
+            listen: DEFAULT_LISTEN.parse().expect("the default listen address is valid"),
+            heartbeat_interval: Duration::from_secs(5),
+            resync_interval: Duration::from_secs(10),
+            backoff: Backoff::default(),
+        }
+    }
+}
+
+/// Connects the configured runtime.
+pub async fn connect_runtime(choice: RuntimeChoice) -> Result<Arc<dyn ContainerRuntime>> {
+    Ok(match choice {
+        RuntimeChoice::Docker => Arc::new(DockerRuntime::connect().await?),
+        RuntimeChoice::Simulated { start_delay } => Arc::new(SimulatedRuntime::new(start_delay)),
+    })
+}
+
+/// Runs a node agent until `shutdown`: connects the runtime, listens for the agent API and
+/// talks to the server over HTTP. Pods keep running after it returns.
+pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> Result<()> {
+    let runtime = connect_runtime(config.runtime).await?;
+    let listener = TcpListener::bind(config.listen).await.map_err(|source| Error::Bind { addr: config.listen, source })?;
+    let api = Arc::new(HttpApiClient::new(&config.server, config.token.clone()));
+    run_node(config, runtime, api, listener, shutdown).await
+}
+
+/// Runs a node agent on a given runtime, API client and listener (tests, simulated fleets).
+pub async fn run_node(
+    config: AgentConfig,
+    runtime: Arc<dyn ContainerRuntime>,
+    api: Arc<dyn ApiClient>,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> Result<()> {
+    let local = listener.local_addr().map_err(|source| Error::Bind { addr: config.listen, source })?;
+    let endpoint_host = if local.ip().is_unspecified() { config.address.clone() } else { local.ip().to_string() };
+    let runtime_version = match runtime.version().await {
+        Ok(version) => version,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the runtime version");
+            String::new()
+        }
+    };
+    let description = NodeDescription {
+        name: config.node_name.clone(),
+        labels: config.labels.clone(),
+        taints: config.taints.clone(),
+        capacity: config.capacity,
+        address: config.address.clone(),
+        agent_endpoint: format!("http://{endpoint_host}:{}", local.port()),
+        info: NodeInfo {
+            runtime: runtime.kind().to_string(),
+            runtime_version,
+            agent_version: env!("CARGO_PKG_VERSION").to_string(),
+            os: std::env::consts::OS.to_string(),
+            arch: std::env::consts::ARCH.to_string(),
+            simulated: runtime.kind() == "simulated",
+        },
+    };
+    let ctx = Arc::new(NodeContext {
+        node_name: config.node_name.clone(),
+        address: config.address.clone(),
+        network: runtime.network().to_string(),
+        runtime: runtime.clone(),
+        api: api.clone(),
+        backoff: config.backoff,
+    });
+    tracing::info!(node = %config.node_name, runtime = runtime.kind(), endpoint = %description.agent_endpoint, server = %config.server, "agent starting");
+    let manager = agent::PodManager::new(ctx, shutdown.clone());
+    let state = http::AppState { node_name: config.node_name.clone(), runtime, shutdown: shutdown.clone() };
+    let serve = http::run(listener, state);
+    let lifecycle = async {
+        if node::register(api.as_ref(), &description, &shutdown).await {
+            node::heartbeat_loop(api.as_ref(), &description, config.heartbeat_interval, &shutdown).await;
+        }
+    };
+    let (served, (), (), ()) = tokio::join!(
+        serve,
+        lifecycle,
+        agent::watch_pods(manager.clone(), config.resync_interval, shutdown.clone()),
+        agent::follow_runtime_events(manager, shutdown.clone()),
+    );
+    tracing::info!(node = %config.node_name, "agent stopped; its pods keep running");
+    served.map_err(Error::Serve)
+}

@@ -1,1 +1,259 @@
-fn main() {}
+//! `shepherd-agent`: runs a Shepherd node (or N simulated ones), or bootstraps the `minimal`
+//! image. Flags are parsed here and turned into `agent::AgentConfig`; the work is in the library.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use agent::{AgentConfig, Backoff, RuntimeChoice};
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand, ValueEnum};
+use shared::api::{API_ENV, DEFAULT_ADDR, TOKEN_ENV};
+use shared::model::{parse_cpu, parse_memory};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Parser, Debug)]
+#[command(name = "shepherd-agent", version, about = "The Shepherd node agent: runs the pods bound to this node.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+
+    /// The API server's URL.
+    #[arg(long, env = API_ENV, default_value_t = format!("http://{DEFAULT_ADDR}"))]
+    server: String,
+    /// The node's name (default: the host name).
+    #[arg(long)]
+    node_name: Option<String>,
+    /// Where pods run.
+    #[arg(long, value_enum, default_value_t = RuntimeKind::Docker)]
+    runtime: RuntimeKind,
+    /// Run N simulated nodes in this process (like KWOK), named <node-name>-0 … <node-name>-(N-1).
+    #[arg(long, value_name = "N")]
+    simulate_nodes: Option<usize>,
+    /// How long a simulated container takes to start, e.g. 500ms or 2s.
+    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    simulated_start_delay: Duration,
+    /// A node label, key=value (repeat for more).
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    labels: Vec<String>,
+    /// A node taint, key=value:Effect (repeat for more).
+    #[arg(long = "taint", value_name = "KEY=VALUE:EFFECT")]
+    taints: Vec<String>,
+    /// Bearer token for the API server.
+    #[arg(long, env = TOKEN_ENV, hide_env_values = true)]
+    token: Option<String>,
+    /// CPU capacity (250m, 2, 0.5; default: the host's CPU count).
+    #[arg(long)]
+    cpu: Option<String>,
+    /// Memory capacity (512Mi, 4Gi; default: the host's MemTotal).
+    #[arg(long)]
+    memory: Option<String>,
+    /// Pod limit.
+    #[arg(long)]
+    max_pods: Option<i64>,
+    /// The node's address: pods' host_ip and where host ports are published.
+    #[arg(long, default_value = "127.0.0.1")]
+    address: String,
+    /// Where the agent API (logs) listens.
+    #[arg(long, default_value = agent::DEFAULT_LISTEN)]
+    listen: SocketAddr,
+    /// First delay of the restart and image pull back-off, doubling up to --backoff-max.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    backoff_base: Duration,
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    backoff_max: Duration,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Build a tiny local image from the host's static busybox, with no registry.
+    BootstrapImage {
+        /// The image name (only busybox-based images can be made).
+        #[arg(default_value = agent::image::MINIMAL_IMAGE)]
+        name: String,
+        /// The static busybox binary to use.
+        #[arg(long, default_value = agent::image::DEFAULT_BUSYBOX)]
+        busybox: PathBuf,
+        /// Build and import again even if the image exists.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum RuntimeKind {
+    Docker,
+    Simulated,
+}
+
+/// `500ms`, `2s`, `1m`, or a bare number of seconds.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number.parse().map_err(|_| format!("invalid duration {text:?}: write 500ms, 2s or 1m"))?;
+    let seconds = match unit {
+        "ms" => value / 1000.0,
+        "" | "s" => value,
+        "m" => value * 60.0,
+        _ => return Err(format!("invalid duration {text:?}: unknown unit {unit:?} (ms, s or m)")),
+    };
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+fn config(cli: &Cli) -> anyhow::Result<AgentConfig> {
+    let mut config = AgentConfig::new(&cli.server);
+    if let Some(name) = &cli.node_name {
+        config.node_name = name.clone();
+    }
+    for label in &cli.labels {
+        let (k, v) = agent::node::parse_label(label)?;
+        config.labels.insert(k, v);
+    }
+    for taint in &cli.taints {
+        config.taints.push(agent::node::parse_taint(taint)?);
+    }
+    if let Some(cpu) = &cli.cpu {
+        config.capacity.cpu = parse_cpu(cpu).map_err(anyhow::Error::msg).context("--cpu")?;
+    }
+    if let Some(memory) = &cli.memory {
+        config.capacity.memory = parse_memory(memory).map_err(anyhow::Error::msg).context("--memory")?;
+    }
+    if let Some(pods) = cli.max_pods {
+        config.capacity.pods = pods;
+    }
+    config.token = cli.token.clone();
+    config.address = cli.address.clone();
+    config.listen = cli.listen;
+    config.runtime = match cli.runtime {
+        RuntimeKind::Docker => RuntimeChoice::Docker,
+        RuntimeKind::Simulated => RuntimeChoice::Simulated { start_delay: cli.simulated_start_delay },
+    };
+    if cli.backoff_base.is_zero() || cli.backoff_max < cli.backoff_base {
+        bail!("--backoff-base must be above zero and at most --backoff-max");
+    }
+    config.backoff = Backoff { base: cli.backoff_base, max: cli.backoff_max };
+    Ok(config)
+}
+
+/// Cancels on SIGTERM or Ctrl-C: the agent stops, its pods keep running.
+fn shutdown_on_signal() -> CancellationToken {
+    let token = CancellationToken::new();
+    let cancel = token.clone();
+    tokio::spawn(async move {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        {
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+            tokio::select! {
+                _ = ctrl_c => {}
+                _ = term.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = ctrl_c.await;
+        tracing::info!("shutting down; pods keep running");
+        cancel.cancel();
+    });
+    token
+}
+
+async fn bootstrap(name: &str, busybox: &std::path::Path, force: bool) -> anyhow::Result<()> {
+    let docker = agent::runtime::DockerRuntime::connect().await?;
+    match agent::image::bootstrap(docker.client(), name, busybox, force).await? {
+        agent::image::Outcome::Imported => println!("image {name} imported from {}", busybox.display()),
+        agent::image::Outcome::AlreadyPresent => println!("image {name} already present (use --force to build it again)"),
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    if let Some(Command::BootstrapImage { name, busybox, force }) = &cli.command {
+        return bootstrap(name, busybox, *force).await;
+    }
+    let config = config(&cli)?;
+    let shutdown = shutdown_on_signal();
+    match cli.simulate_nodes {
+        None => agent::run(config, shutdown).await?,
+        Some(0) => bail!("--simulate-nodes must be at least 1"),
+        Some(n) => {
+            if cli.runtime != RuntimeKind::Simulated {
+                bail!("--simulate-nodes runs simulated nodes: add --runtime simulated");
+            }
+            let mut nodes = tokio::task::JoinSet::new();
+            for i in 0..n {
+                let mut node = config.clone();
+                node.node_name = format!("{}-{i}", config.node_name);
+                // Every simulated node gets its own agent API on a free port.
+                node.listen = SocketAddr::new(config.listen.ip(), 0);
+                nodes.spawn(agent::run(node, shutdown.clone()));
+            }
+            while let Some(done) = nodes.join_next().await {
+                done.context("a simulated node panicked")??;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+        assert_eq!(parse_duration("1m").unwrap(), Duration::from_secs(60));
+        assert!(parse_duration("2h").is_err());
+        assert!(parse_duration("fast").is_err());
+    }
+
+    #[test]
+    fn flags_become_a_config() {
+        let cli = Cli::parse_from([
+            "shepherd-agent",
+            "--server",
+            "http://127.0.0.1:1234",
+            "--node-name",
+            "n1",
+            "--label",
+            "zone=a",
+            "--taint",
+            "gpu=true:NoSchedule",
+            "--cpu",
+            "1500m",
+            "--memory",
+            "1Gi",
+            "--max-pods",
+            "7",
+            "--runtime",
+            "simulated",
+            "--listen",
+            "127.0.0.1:0",
+        ]);
+        let config = config(&cli).unwrap();
+        assert_eq!(config.node_name, "n1");
+        assert_eq!(config.labels["zone"], "a");
+        assert_eq!(config.taints[0].effect, "NoSchedule");
+        assert_eq!((config.capacity.cpu, config.capacity.memory, config.capacity.pods), (1500, 1 << 30, 7));
+        assert!(matches!(config.runtime, RuntimeChoice::Simulated { .. }));
+    }
+
+    #[test]
+    fn bad_flags_are_refused() {
+        let cli = Cli::parse_from(["shepherd-agent", "--taint", "gpu"]);
+        assert!(config(&cli).unwrap_err().to_string().contains("gpu"));
+        let cli = Cli::parse_from(["shepherd-agent", "--memory", "lots"]);
+        assert!(format!("{:#}", config(&cli).unwrap_err()).contains("lots"));
+    }
+}

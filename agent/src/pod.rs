@@ -1,0 +1,602 @@
+//! One pod's worker: the level-triggered reconcile that makes the runtime match a pod spec
+//! (image, create, start, restart with back-off, terminal phases) and reports the result as
+//! the pod's status and events; and the termination of a deleted pod.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use shared::model::{
+    Condition, Container, ContainerState, ContainerStatus, Event, ObjectMeta, ObjectReference, Pod, PodPhase, PodStatus, RestartPolicy,
+    Time, conditions, event_types, set_condition,
+};
+
+use crate::client::ApiClient;
+use crate::runtime::{
+    ContainerConfig, ContainerInfo, ContainerRuntime, LABEL_CONTAINER, LABEL_GRACE, LABEL_NAMESPACE, LABEL_NODE, LABEL_POD, LABEL_POD_UID,
+    PortMapping, RunState,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("pod {pod}: {source}")]
+    Runtime { pod: String, source: crate::runtime::Error },
+    #[error("pod {pod}: {source}")]
+    Api { pod: String, source: crate::client::Error },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The default grace period, as in Kubernetes.
+pub const DEFAULT_GRACE_SECONDS: i64 = 30;
+
+/// How restarts and image pulls back off: `base`, doubling up to `max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    pub base: Duration,
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff { base: Duration::from_secs(1), max: Duration::from_secs(60) }
+    }
+}
+
+impl Backoff {
+    fn next(&self, current: Duration) -> Duration {
+        (current * 2).clamp(self.base, self.max)
+    }
+}
+
+/// What every pod worker of a node shares.
+pub struct NodeContext {
+    pub node_name: String,
+    /// The node's address: pods' `host_ip`, and where host ports are published by default.
+    pub address: String,
+    /// The network containers join; empty for the runtime's default.
+    pub network: String,
+    pub runtime: Arc<dyn ContainerRuntime>,
+    pub api: Arc<dyn ApiClient>,
+    pub backoff: Backoff,
+}
+
+impl NodeContext {
+    fn source(&self) -> String {
+        format!("agent/{}", self.node_name)
+    }
+
+    /// Records an event without waiting for the server: a lost event never holds a pod back.
+    fn event(&self, pod: &Pod, type_: &str, reason: &str, message: String) {
+        let now = Utc::now();
+        let event = Event {
+            kind: "Event".to_string(),
+            metadata: ObjectMeta {
+                name: format!("{}.{:x}", pod.metadata.name, now.timestamp_nanos_opt().unwrap_or_default()),
+                namespace: pod.metadata.namespace.clone(),
+                ..Default::default()
+            },
+            type_: type_.to_string(),
+            reason: reason.to_string(),
+            message,
+            involved_object: ObjectReference {
+                kind: "Pod".to_string(),
+                namespace: pod.metadata.namespace.clone(),
+                name: pod.metadata.name.clone(),
+                uid: pod.metadata.uid.clone(),
+            },
+            source: self.source(),
+            count: 1,
+            first_timestamp: Some(now),
+            last_timestamp: Some(now),
+        };
+        let api = self.api.clone();
+        tokio::spawn(async move {
+            if let Err(e) = api.create_event(&event).await {
+                tracing::debug!(error = %e, "event not recorded");
+            }
+        });
+    }
+}
+
+/// The engine-level name of a pod's container: readable, and unique thanks to the uid.
+pub fn container_name(pod: &Pod, container: &str) -> String {
+    let uid: String = pod.metadata.uid.chars().filter(char::is_ascii_alphanumeric).take(8).collect();
+    let clean = |s: &str| s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '-' }).collect::<String>();
+    format!("shepherd_{}_{}_{}_{uid}", clean(&pod.metadata.namespace), clean(&pod.metadata.name), clean(container))
+}
+
+pub fn grace_period(pod: &Pod) -> Duration {
+    Duration::from_secs(pod.spec.termination_grace_period_seconds.unwrap_or(DEFAULT_GRACE_SECONDS).max(0) as u64)
+}
+
+/// What the runtime should be told to create for one container of a pod.
+pub fn container_config(ctx: &NodeContext, pod: &Pod, container: &Container) -> ContainerConfig {
+    let labels = BTreeMap::from([
+        (LABEL_POD_UID.to_string(), pod.metadata.uid.clone()),
+        (LABEL_NAMESPACE.to_string(), pod.metadata.namespace.clone()),
+        (LABEL_POD.to_string(), pod.metadata.name.clone()),
+        (LABEL_CONTAINER.to_string(), container.name.clone()),
+        (LABEL_NODE.to_string(), ctx.node_name.clone()),
+        (LABEL_GRACE.to_string(), grace_period(pod).as_secs().to_string()),
+    ]);
+    let ports = container
+        .ports
+        .iter()
+        .map(|p| PortMapping {
+            container_port: p.container_port,
+            host_port: p.host_port.unwrap_or(0),
+            host_ip: if p.host_ip.is_empty() { ctx.address.clone() } else { p.host_ip.clone() },
+            protocol: if p.protocol.is_empty() { "tcp".to_string() } else { p.protocol.to_ascii_lowercase() },
+        })
+        .collect();
+    ContainerConfig {
+        name: container_name(pod, &container.name),
+        image: container.image.clone(),
+        command: container.command.clone(),
+        args: container.args.clone(),
+        env: container.env.iter().map(|e| (e.name.clone(), e.value.clone())).collect(),
+        labels,
+        memory_limit: container.resources.memory.max(0),
+        nano_cpus: container.resources.cpu.max(0) * 1_000_000,
+        ports,
+        network: ctx.network.clone(),
+    }
+}
+
+/// A container's restart bookkeeping: how many times the agent started it again, and the
+/// delay before the next restart.
+#[derive(Debug, Clone, Copy)]
+struct Restarts {
+    count: u32,
+    delay: Duration,
+}
+
+/// A failing image pull: retry only once `until` has passed.
+#[derive(Debug, Clone)]
+struct PullBackoff {
+    delay: Duration,
+    until: Instant,
+    message: String,
+}
+
+/// The in-memory state of one pod's worker; everything else is read again on every pass.
+pub struct PodWorker {
+    ctx: Arc<NodeContext>,
+    restarts: HashMap<String, Restarts>,
+    pulls: HashMap<String, PullBackoff>,
+    last_reported: Option<PodStatus>,
+    seeded: bool,
+}
+
+/// Terminated `reason` as Kubernetes writes it.
+fn exit_reason(exit_code: i64, oom_killed: bool) -> &'static str {
+    if oom_killed {
+        "OOMKilled"
+    } else if exit_code == 0 {
+        "Completed"
+    } else {
+        "Error"
+    }
+}
+
+fn terminated(info: &ContainerInfo, exit_code: i64, oom_killed: bool) -> ContainerState {
+    ContainerState::Terminated {
+        exit_code,
+        reason: exit_reason(exit_code, oom_killed).to_string(),
+        message: String::new(),
+        started_at: info.started_at,
+        finished_at: info.finished_at,
+    }
+}
+
+fn waiting(reason: &str, message: String) -> ContainerState {
+    ContainerState::Waiting { reason: reason.to_string(), message }
+}
+
+/// The outcome of reconciling one container.
+struct Step {
+    status: ContainerStatus,
+    requeue: Option<Duration>,
+    ip: String,
+    /// Finished for good: exited and the restart policy does not start it again.
+    done: bool,
+}
+
+impl Step {
+    fn new(status: ContainerStatus, requeue: Option<Duration>, ip: String) -> Self {
+        Step { status, requeue, ip, done: false }
+    }
+}
+
+impl PodWorker {
+    pub fn new(ctx: Arc<NodeContext>) -> Self {
+        PodWorker { ctx, restarts: HashMap::new(), pulls: HashMap::new(), last_reported: None, seeded: false }
+    }
+
+    /// Continues from what the server knows (after an agent restart): restart counts and the
+    /// status last written.
+    fn seed(&mut self, pod: &Pod) {
+        if self.seeded {
+            return;
+        }
+        self.seeded = true;
+        for status in &pod.status.container_statuses {
+            self.restarts.insert(status.name.clone(), Restarts { count: status.restart_count, delay: self.ctx.backoff.base });
+        }
+        self.last_reported = Some(pod.status.clone());
+    }
+
+    /// Makes the runtime match the pod and reports its status. Returns when to look again
+    /// (`None`: only on the next change or resync).
+    pub async fn reconcile(&mut self, pod: &Pod) -> Result<Option<Duration>> {
+        self.seed(pod);
+        let key = pod.metadata.key();
+        let runtime_error = |source| Error::Runtime { pod: key.clone(), source };
+        let uid = pod.metadata.uid.as_str();
+        let existing =
+            self.ctx.runtime.list(&[(LABEL_POD_UID, uid), (LABEL_NODE, self.ctx.node_name.as_str())]).await.map_err(runtime_error)?;
+        let mut by_name: HashMap<String, Vec<ContainerInfo>> = HashMap::new();
+        for info in existing {
+            by_name.entry(info.label(LABEL_CONTAINER).to_string()).or_default().push(info);
+        }
+        // Containers the spec does not name, and duplicates of one that it does, go.
+        for (name, infos) in by_name.iter_mut() {
+            if !pod.spec.containers.iter().any(|c| &c.name == name) {
+                for info in infos.drain(..) {
+                    self.ctx.runtime.remove(&info.id).await.map_err(runtime_error)?;
+                }
+                continue;
+            }
+            infos.sort_by_key(|i| (i.state == RunState::Running, i.created_at));
+            while infos.len() > 1 {
+                let extra = infos.remove(0);
+                tracing::warn!(pod = %key, container = %extra.name, "removing a duplicate container");
+                self.ctx.runtime.remove(&extra.id).await.map_err(runtime_error)?;
+            }
+        }
+
+        let policy = pod.spec.restart_policy().unwrap_or(RestartPolicy::Always);
+        let terminal = pod.status.phase.is_terminal();
+        let mut steps = Vec::with_capacity(pod.spec.containers.len());
+        for container in &pod.spec.containers {
+            let found = by_name.get(&container.name).and_then(|v| v.first()).cloned();
+            let step = match found {
+                Some(info) => self.existing_container(pod, container, info, policy).await.map_err(runtime_error)?,
+                None if terminal => Step { status: self.previous_status(pod, container), requeue: None, ip: String::new(), done: true },
+                None => self.new_container(pod, container).await.map_err(runtime_error)?,
+            };
+            steps.push(step);
+        }
+        let requeue = steps.iter().filter_map(|s| s.requeue).min();
+        let status = self.pod_status(pod, &steps);
+        self.report(pod, status).await?;
+        Ok(requeue)
+    }
+
+    fn previous_status(&self, pod: &Pod, container: &Container) -> ContainerStatus {
+        pod.status.container_statuses.iter().find(|s| s.name == container.name).cloned().unwrap_or_else(|| ContainerStatus {
+            name: container.name.clone(),
+            image: container.image.clone(),
+            ..Default::default()
+        })
+    }
+
+    fn restarts(&mut self, container: &str) -> &mut Restarts {
+        let base = self.ctx.backoff.base;
+        self.restarts.entry(container.to_string()).or_insert(Restarts { count: 0, delay: base })
+    }
+
+    fn base_status(&mut self, container: &Container, state: ContainerState) -> ContainerStatus {
+        let restart_count = self.restarts(&container.name).count;
+        ContainerStatus {
+            name: container.name.clone(),
+            ready: matches!(state, ContainerState::Running { .. }),
+            state,
+            last_state: None,
+            restart_count,
+            image: container.image.clone(),
+            container_id: String::new(),
+        }
+    }
+
+    /// No container yet: image, create, start.
+    async fn new_container(&mut self, pod: &Pod, container: &Container) -> crate::runtime::Result<Step> {
+        let image = container.image.as_str();
+        if let Some(backoff) = self.pulls.get(image) {
+            let now = Instant::now();
+            if now < backoff.until {
+                let message = format!("Back-off pulling image {image:?}: {}", backoff.message);
+                let requeue = backoff.until - now;
+                self.ctx.event(pod, event_types::NORMAL, "BackOff", message.clone());
+                let status = self.base_status(container, waiting("ImagePullBackOff", message));
+                return Ok(Step::new(status, Some(requeue), String::new()));
+            }
+        }
+        match self.ctx.runtime.has_image(image).await? {
+            true => {
+                if self.pulls.remove(image).is_some() || !self.restarts.contains_key(&container.name) {
+                    self.ctx.event(pod, event_types::NORMAL, "Pulled", format!("Container image {image:?} already present on machine"));
+                }
+            }
+            false => {
+                self.ctx.event(pod, event_types::NORMAL, "Pulling", format!("Pulling image {image:?}"));
+                let began = Instant::now();
+                match self.ctx.runtime.pull_image(image).await {
+                    Ok(()) => {
+                        self.pulls.remove(image);
+                        let took = began.elapsed().as_secs_f64();
+                        self.ctx.event(pod, event_types::NORMAL, "Pulled", format!("Successfully pulled image {image:?} in {took:.2}s"));
+                    }
+                    Err(e) => {
+                        let message = e.to_string();
+                        let delay = self.pulls.get(image).map_or(self.ctx.backoff.base, |b| self.ctx.backoff.next(b.delay));
+                        self.pulls
+                            .insert(image.to_string(), PullBackoff { delay, until: Instant::now() + delay, message: message.clone() });
+                        self.ctx.event(pod, event_types::WARNING, "Failed", format!("Failed to pull image {image:?}: {message}"));
+                        let status = self.base_status(container, waiting("ErrImagePull", message));
+                        // Look again within the back-off, to show ImagePullBackOff.
+                        return Ok(Step::new(status, Some(delay / 2), String::new()));
+                    }
+                }
+            }
+        }
+        let config = container_config(&self.ctx, pod, container);
+        let id = match self.ctx.runtime.create(&config).await {
+            Ok(id) => id,
+            Err(e) => {
+                let message = e.to_string();
+                self.ctx.event(pod, event_types::WARNING, "Failed", format!("Error: {message}"));
+                let delay = self.bump_delay(&container.name);
+                let status = self.base_status(container, waiting("CreateContainerError", message));
+                return Ok(Step::new(status, Some(delay), String::new()));
+            }
+        };
+        self.restarts(&container.name);
+        self.ctx.event(pod, event_types::NORMAL, "Created", format!("Created container {}", container.name));
+        self.start(pod, container, &id, None).await
+    }
+
+    /// The delay before the next attempt, doubling it for the one after.
+    fn bump_delay(&mut self, container: &str) -> Duration {
+        let backoff = self.ctx.backoff;
+        let restarts = self.restarts(container);
+        let delay = restarts.delay;
+        restarts.delay = backoff.next(delay);
+        delay
+    }
+
+    async fn start(
+        &mut self,
+        pod: &Pod,
+        container: &Container,
+        id: &str,
+        last_state: Option<ContainerState>,
+    ) -> crate::runtime::Result<Step> {
+        if let Err(e) = self.ctx.runtime.start(id).await {
+            let message = e.to_string();
+            self.ctx.event(pod, event_types::WARNING, "Failed", format!("Error: {message}"));
+            let delay = self.bump_delay(&container.name);
+            let mut status = self.base_status(container, waiting("RunContainerError", message));
+            status.container_id = id.to_string();
+            status.last_state = last_state;
+            return Ok(Step::new(status, Some(delay), String::new()));
+        }
+        self.ctx.event(pod, event_types::NORMAL, "Started", format!("Started container {}", container.name));
+        let info = self.ctx.runtime.inspect(id).await?;
+        let (state, ip, requeue) = match &info {
+            // It has exited already: the next pass applies the restart policy.
+            Some(info @ ContainerInfo { state: RunState::Exited { exit_code, oom_killed }, .. }) => {
+                (terminated(info, *exit_code, *oom_killed), info.ip.clone(), Some(Duration::ZERO))
+            }
+            Some(info) => (ContainerState::Running { started_at: info.started_at.or(Some(Utc::now())) }, info.ip.clone(), None),
+            None => (ContainerState::Running { started_at: Some(Utc::now()) }, String::new(), Some(Duration::ZERO)),
+        };
+        let mut status = self.base_status(container, state);
+        status.container_id = id.to_string();
+        status.last_state = last_state;
+        Ok(Step::new(status, requeue, ip))
+    }
+
+    async fn existing_container(
+        &mut self,
+        pod: &Pod,
+        container: &Container,
+        info: ContainerInfo,
+        policy: RestartPolicy,
+    ) -> crate::runtime::Result<Step> {
+        let previous_last_state =
+            pod.status.container_statuses.iter().find(|s| s.name == container.name).and_then(|s| s.last_state.clone());
+        match info.state.clone() {
+            RunState::Running => {
+                let mut status = self.base_status(container, ContainerState::Running { started_at: info.started_at });
+                status.container_id = info.id.clone();
+                status.last_state = previous_last_state;
+                self.maybe_reset_backoff(&container.name, &info);
+                Ok(Step::new(status, None, info.ip))
+            }
+            RunState::Created => {
+                let id = info.id.clone();
+                self.start(pod, container, &id, previous_last_state).await
+            }
+            RunState::Exited { exit_code, oom_killed } => {
+                let ended = terminated(&info, exit_code, oom_killed);
+                if pod.status.phase.is_terminal() || !policy.restarts(exit_code) {
+                    let mut status = self.base_status(container, ended);
+                    status.container_id = info.id.clone();
+                    status.last_state = previous_last_state;
+                    return Ok(Step { status, requeue: None, ip: String::new(), done: true });
+                }
+                let delay = self.restarts(&container.name).delay;
+                let finished = info.finished_at.unwrap_or_else(Utc::now);
+                let due = finished + chrono::Duration::from_std(delay).unwrap_or_default();
+                let now = Utc::now();
+                if now < due {
+                    let wait = (due - now).to_std().unwrap_or_default();
+                    let message = format!(
+                        "back-off {}s restarting failed container={} pod={}",
+                        delay.as_secs_f64(),
+                        container.name,
+                        pod.metadata.key()
+                    );
+                    self.ctx.event(
+                        pod,
+                        event_types::WARNING,
+                        "BackOff",
+                        format!("Back-off restarting failed container {}", container.name),
+                    );
+                    let mut status = self.base_status(container, waiting("CrashLoopBackOff", message));
+                    status.container_id = info.id.clone();
+                    status.last_state = Some(ended);
+                    return Ok(Step::new(status, Some(wait), String::new()));
+                }
+                if oom_killed {
+                    self.ctx.event(
+                        pod,
+                        event_types::WARNING,
+                        "OOMKilled",
+                        format!("Container {} was killed: out of memory", container.name),
+                    );
+                }
+                self.bump_delay(&container.name);
+                self.restarts(&container.name).count += 1;
+                let id = info.id.clone();
+                self.start(pod, container, &id, Some(ended)).await
+            }
+            RunState::Other(state) => {
+                let mut status = self.base_status(container, waiting("ContainerCreating", format!("container is {state}")));
+                status.container_id = info.id.clone();
+                Ok(Step::new(status, Some(Duration::from_secs(1)), info.ip))
+            }
+        }
+    }
+
+    /// A container that has run well for a while earns a fresh back-off.
+    fn maybe_reset_backoff(&mut self, container: &str, info: &ContainerInfo) {
+        let backoff = self.ctx.backoff;
+        let ran_long = info.started_at.is_some_and(|t| (Utc::now() - t).to_std().unwrap_or_default() >= backoff.max * 2);
+        if ran_long {
+            self.restarts(container).delay = backoff.base;
+        }
+    }
+
+    fn pod_status(&self, pod: &Pod, steps: &[Step]) -> PodStatus {
+        let now: Time = Utc::now();
+        let all_done = !steps.is_empty() && steps.iter().all(|s| s.done);
+        // Running: at least one container runs, or is between restarts.
+        let live = steps.iter().any(|s| {
+            matches!(&s.status.state, ContainerState::Running { .. })
+                || matches!(&s.status.state, ContainerState::Waiting { reason, .. } if reason == "CrashLoopBackOff")
+                || (!s.done && s.status.restart_count > 0)
+        });
+        let phase = if pod.status.phase.is_terminal() {
+            pod.status.phase
+        } else if all_done {
+            let failed = steps.iter().any(|s| matches!(&s.status.state, ContainerState::Terminated { exit_code, .. } if *exit_code != 0));
+            if failed { PodPhase::Failed } else { PodPhase::Succeeded }
+        } else if live {
+            PodPhase::Running
+        } else {
+            PodPhase::Pending
+        };
+        let ready = !steps.is_empty() && steps.iter().all(|s| s.status.ready) && phase == PodPhase::Running;
+        let mut status = pod.status.clone();
+        status.phase = phase;
+        status.host_ip = self.ctx.address.clone();
+        if let Some(ip) = steps.iter().map(|s| s.ip.as_str()).find(|ip| !ip.is_empty()) {
+            status.pod_ip = ip.to_string();
+        }
+        if status.start_time.is_none() {
+            status.start_time = Some(now);
+        }
+        status.container_statuses = steps.iter().map(|s| s.status.clone()).collect();
+        let (reason, message) = match phase {
+            PodPhase::Failed | PodPhase::Succeeded => {
+                let summary = steps
+                    .iter()
+                    .filter_map(|s| match &s.status.state {
+                        ContainerState::Terminated { exit_code, reason, .. } => {
+                            Some(format!("container {} exited with code {exit_code} ({reason})", s.status.name))
+                        }
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                (String::new(), summary)
+            }
+            _ => (String::new(), String::new()),
+        };
+        if !pod.status.phase.is_terminal() {
+            status.reason = reason;
+            status.message = message;
+        }
+        let condition = |type_: &str, ok: bool, reason: &str| Condition {
+            type_: type_.to_string(),
+            status: if ok { conditions::TRUE } else { conditions::FALSE }.to_string(),
+            reason: if ok { String::new() } else { reason.to_string() },
+            ..Default::default()
+        };
+        set_condition(&mut status.conditions, condition(conditions::INITIALIZED, true, ""), now);
+        let not_ready_reason = if phase.is_terminal() { "PodCompleted" } else { "ContainersNotReady" };
+        set_condition(&mut status.conditions, condition(conditions::CONTAINERS_READY, ready, not_ready_reason), now);
+        set_condition(&mut status.conditions, condition(conditions::READY, ready, not_ready_reason), now);
+        status
+    }
+
+    async fn report(&mut self, pod: &Pod, status: PodStatus) -> Result<()> {
+        if self.last_reported.as_ref() == Some(&status) {
+            return Ok(());
+        }
+        let mut update = pod.clone();
+        // The agent owns the status of its pods: write without compare-and-swap.
+        update.metadata.resource_version = 0;
+        update.status = status.clone();
+        self.ctx.api.update_pod_status(&update).await.map_err(|source| Error::Api { pod: pod.metadata.key(), source })?;
+        if pod.status.phase != status.phase && status.phase.is_terminal() {
+            tracing::info!(pod = %pod.metadata.key(), phase = %status.phase, "pod finished");
+        }
+        self.last_reported = Some(status);
+        Ok(())
+    }
+
+    /// Stops every container of the pod within its grace period, then removes them.
+    pub async fn terminate(&mut self, pod: &Pod) -> Result<()> {
+        let key = pod.metadata.key();
+        let runtime_error = |source| Error::Runtime { pod: key.clone(), source };
+        let containers = self
+            .ctx
+            .runtime
+            .list(&[(LABEL_POD_UID, pod.metadata.uid.as_str()), (LABEL_NODE, self.ctx.node_name.as_str())])
+            .await
+            .map_err(runtime_error)?;
+        let grace = grace_period(pod);
+        let stops = containers.iter().map(|info| async {
+            if info.state == RunState::Running {
+                self.ctx.event(
+                    pod,
+                    event_types::NORMAL,
+                    "Killing",
+                    format!("Stopping container {} (grace period {}s)", info.label(LABEL_CONTAINER), grace.as_secs()),
+                );
+                self.ctx.runtime.stop(&info.id, grace).await?;
+            }
+            self.ctx.runtime.remove(&info.id).await
+        });
+        for outcome in futures::future::join_all(stops).await {
+            outcome.map_err(runtime_error)?;
+        }
+        Ok(())
+    }
+}
+
+/// Stops and removes a container whose pod is gone, within the grace period its labels
+/// recorded.
+pub async fn remove_orphan(runtime: &dyn ContainerRuntime, info: &ContainerInfo) -> crate::runtime::Result<()> {
+    let grace = info.label(LABEL_GRACE).parse::<u64>().map_or(Duration::from_secs(DEFAULT_GRACE_SECONDS as u64), Duration::from_secs);
+    tracing::info!(container = %info.name, pod = %format!("{}/{}", info.label(LABEL_NAMESPACE), info.label(LABEL_POD)), "removing a container whose pod is gone");
+    if info.state == RunState::Running {
+        runtime.stop(&info.id, grace).await?;
+    }
+    runtime.remove(&info.id).await
+}

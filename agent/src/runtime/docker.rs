@@ -1,0 +1,397 @@
+//! The real runtime: Docker Engine through bollard. Containers go on a `shepherd` bridge
+//! network created on first use; Docker's 304/404/409 answers are read as "already done" so
+//! that every operation can be repeated safely.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bollard::Docker;
+use bollard::errors::Error as BollardError;
+use bollard::models::{
+    ContainerCreateBody, ContainerInspectResponse, ContainerStateStatusEnum, EndpointSettings, EventMessage, HostConfig,
+    NetworkCreateRequest, NetworkingConfig, PortBinding,
+};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, CreateImageOptionsBuilder, EventsOptionsBuilder, InspectContainerOptions, InspectNetworkOptions,
+    ListContainersOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder, StartContainerOptions, StopContainerOptionsBuilder,
+};
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+
+use super::{ContainerConfig, ContainerInfo, ContainerRuntime, Error, Result, RunState, RuntimeEvent};
+
+/// The bridge network every pod container joins.
+pub const NETWORK: &str = "shepherd";
+
+/// Docker Engine, reached over its local socket.
+pub struct DockerRuntime {
+    docker: Docker,
+    network_ready: AtomicBool,
+}
+
+impl DockerRuntime {
+    /// Connects to the local engine (`DOCKER_HOST` or `/var/run/docker.sock`), agrees on an
+    /// API version and checks that the engine answers.
+    pub async fn connect() -> Result<Self> {
+        let unreachable = |e: BollardError| {
+            Error::Unreachable(format!(
+                "cannot reach the Docker engine ({e}); install Docker (Debian: apt-get install docker.io) and start dockerd, \
+                 or point DOCKER_HOST at a running engine"
+            ))
+        };
+        let docker = Docker::connect_with_local_defaults().map_err(unreachable)?;
+        let docker = docker.negotiate_version().await.map_err(unreachable)?;
+        docker.ping().await.map_err(unreachable)?;
+        Ok(DockerRuntime { docker, network_ready: AtomicBool::new(false) })
+    }
+
+    /// The bollard client, for callers that need more than the trait offers (image bootstrap).
+    pub fn client(&self) -> &Docker {
+        &self.docker
+    }
+
+    async fn ensure_network(&self, name: &str) -> Result<()> {
+        if name.is_empty() || (name == NETWORK && self.network_ready.load(Ordering::Relaxed)) {
+            return Ok(());
+        }
+        match self.docker.inspect_network(name, None::<InspectNetworkOptions>).await {
+            Ok(_) => {}
+            Err(e) if status(&e) == Some(404) => {
+                let request = NetworkCreateRequest {
+                    name: name.to_string(),
+                    driver: Some("bridge".to_string()),
+                    labels: Some(HashMap::from([("shepherd.network".to_string(), "true".to_string())])),
+                    ..Default::default()
+                };
+                match self.docker.create_network(request).await {
+                    Ok(_) => tracing::info!(network = name, "created the bridge network"),
+                    Err(e) if status(&e) == Some(409) => {}
+                    Err(e) => return Err(Error::Other { action: "create the shepherd network", message: e.to_string() }),
+                }
+            }
+            Err(e) => return Err(Error::Other { action: "inspect the shepherd network", message: e.to_string() }),
+        }
+        if name == NETWORK {
+            self.network_ready.store(true, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    fn create_body(config: &ContainerConfig) -> ContainerCreateBody {
+        let mut exposed = Vec::new();
+        let mut bindings: HashMap<String, Option<Vec<PortBinding>>> = HashMap::new();
+        for port in &config.ports {
+            let key = format!("{}/{}", port.container_port, port.protocol);
+            exposed.push(key.clone());
+            if port.host_port > 0 {
+                bindings
+                    .entry(key)
+                    .or_insert_with(|| Some(Vec::new()))
+                    .get_or_insert_with(Vec::new)
+                    .push(PortBinding { host_ip: Some(port.host_ip.clone()), host_port: Some(port.host_port.to_string()) });
+            }
+        }
+        let networking_config = (!config.network.is_empty())
+            .then(|| NetworkingConfig { endpoints_config: Some(HashMap::from([(config.network.clone(), EndpointSettings::default())])) });
+        ContainerCreateBody {
+            image: Some(config.image.clone()),
+            entrypoint: (!config.command.is_empty()).then(|| config.command.clone()),
+            cmd: (!config.args.is_empty()).then(|| config.args.clone()),
+            env: Some(config.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
+            labels: Some(config.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
+            exposed_ports: (!exposed.is_empty()).then_some(exposed),
+            host_config: Some(HostConfig {
+                memory: (config.memory_limit > 0).then_some(config.memory_limit),
+                nano_cpus: (config.nano_cpus > 0).then_some(config.nano_cpus),
+                port_bindings: (!bindings.is_empty()).then_some(bindings),
+                network_mode: (!config.network.is_empty()).then(|| config.network.clone()),
+                ..Default::default()
+            }),
+            networking_config,
+            ..Default::default()
+        }
+    }
+}
+
+/// The HTTP status of a Docker error answer.
+fn status(error: &BollardError) -> Option<u16> {
+    match error {
+        BollardError::DockerResponseServerError { status_code, .. } => Some(*status_code),
+        _ => None,
+    }
+}
+
+fn parse_time(text: Option<&str>) -> Option<DateTime<Utc>> {
+    let time = DateTime::parse_from_rfc3339(text?).ok()?.with_timezone(&Utc);
+    // Docker writes the zero time (year 1) for "never".
+    (time.timestamp() > 0).then_some(time)
+}
+
+fn info_from_inspect(inspect: ContainerInspectResponse) -> ContainerInfo {
+    let state = inspect.state.unwrap_or_default();
+    let run_state = match state.status {
+        Some(ContainerStateStatusEnum::CREATED) => RunState::Created,
+        Some(ContainerStateStatusEnum::RUNNING) => RunState::Running,
+        Some(ContainerStateStatusEnum::EXITED | ContainerStateStatusEnum::DEAD) => {
+            RunState::Exited { exit_code: state.exit_code.unwrap_or(0), oom_killed: state.oom_killed.unwrap_or(false) }
+        }
+        Some(other) => RunState::Other(other.to_string()),
+        None => RunState::Other(String::new()),
+    };
+    let config = inspect.config.unwrap_or_default();
+    let host = inspect.host_config.unwrap_or_default();
+    let ip = inspect
+        .network_settings
+        .and_then(|n| n.networks)
+        .and_then(|networks| {
+            let mut addresses: Vec<(String, String)> =
+                networks.into_iter().filter_map(|(name, e)| e.ip_address.filter(|ip| !ip.is_empty()).map(|ip| (name, ip))).collect();
+            addresses.sort_by_key(|(name, _)| name != NETWORK);
+            addresses.into_iter().next().map(|(_, ip)| ip)
+        })
+        .unwrap_or_default();
+    let mut command = inspect.path.into_iter().filter(|p| !p.is_empty()).collect::<Vec<_>>();
+    command.extend(inspect.args.unwrap_or_default());
+    ContainerInfo {
+        id: inspect.id.unwrap_or_default(),
+        name: inspect.name.unwrap_or_default().trim_start_matches('/').to_string(),
+        image: config.image.unwrap_or_default(),
+        labels: config.labels.unwrap_or_default().into_iter().collect(),
+        state: run_state,
+        created_at: inspect.created.as_deref().and_then(|t| parse_time(Some(t))),
+        started_at: parse_time(state.started_at.as_deref()),
+        finished_at: parse_time(state.finished_at.as_deref()),
+        ip,
+        memory_limit: host.memory.unwrap_or(0),
+        nano_cpus: host.nano_cpus.unwrap_or(0),
+        command,
+    }
+}
+
+/// Splits `repo[:tag]` for the pull API, which pulls every tag when none is given.
+fn split_reference(image: &str) -> (&str, &str) {
+    if image.contains('@') {
+        return (image, "");
+    }
+    let last_slash = image.rfind('/').map_or(0, |i| i + 1);
+    match image[last_slash..].rfind(':') {
+        Some(i) => (&image[..last_slash + i], &image[last_slash + i + 1..]),
+        None => (image, "latest"),
+    }
+}
+
+fn label_filters(labels: &[(&str, &str)]) -> Vec<String> {
+    labels.iter().map(|(k, v)| format!("{k}={v}")).collect()
+}
+
+#[async_trait]
+impl ContainerRuntime for DockerRuntime {
+    fn kind(&self) -> &'static str {
+        "docker"
+    }
+
+    fn network(&self) -> &str {
+        NETWORK
+    }
+
+    async fn version(&self) -> Result<String> {
+        let version = self.docker.version().await.map_err(|e| Error::Unreachable(e.to_string()))?;
+        Ok(version.version.unwrap_or_default())
+    }
+
+    async fn has_image(&self, image: &str) -> Result<bool> {
+        match self.docker.inspect_image(image).await {
+            Ok(_) => Ok(true),
+            Err(e) if status(&e) == Some(404) => Ok(false),
+            Err(e) => Err(Error::Other { action: "inspect an image", message: format!("{image}: {e}") }),
+        }
+    }
+
+    async fn pull_image(&self, image: &str) -> Result<()> {
+        let (repo, tag) = split_reference(image);
+        let mut options = CreateImageOptionsBuilder::default().from_image(repo);
+        if !tag.is_empty() {
+            options = options.tag(tag);
+        }
+        let mut progress = self.docker.create_image(Some(options.build()), None, None);
+        while let Some(step) = progress.next().await {
+            step.map_err(|e| Error::Pull { image: image.to_string(), message: pull_message(e) })?;
+        }
+        Ok(())
+    }
+
+    async fn create(&self, config: &ContainerConfig) -> Result<String> {
+        self.ensure_network(&config.network).await?;
+        let options = CreateContainerOptionsBuilder::default().name(&config.name).build();
+        let attempt = self.docker.create_container(Some(options.clone()), Self::create_body(config)).await;
+        let attempt = match attempt {
+            // The network was removed behind our back: make it again, once.
+            Err(e) if status(&e) == Some(404) && e.to_string().contains("network") => {
+                self.network_ready.store(false, Ordering::Relaxed);
+                self.ensure_network(&config.network).await?;
+                self.docker.create_container(Some(options), Self::create_body(config)).await
+            }
+            other => other,
+        };
+        match attempt {
+            Ok(created) => Ok(created.id),
+            // Already there (a retry after a lost answer): the name is unique, use it.
+            Err(e) if status(&e) == Some(409) => match self.inspect(&config.name).await? {
+                Some(existing) => Ok(existing.id),
+                None => Err(Error::Container { action: "create", container: config.name.clone(), message: e.to_string() }),
+            },
+            Err(e) => Err(Error::Container { action: "create", container: config.name.clone(), message: e.to_string() }),
+        }
+    }
+
+    async fn start(&self, id: &str) -> Result<()> {
+        match self.docker.start_container(id, None::<StartContainerOptions>).await {
+            Ok(()) => Ok(()),
+            Err(e) if status(&e) == Some(404) => Err(Error::NotFound(id.to_string())),
+            Err(e) => Err(Error::Container { action: "start", container: id.to_string(), message: e.to_string() }),
+        }
+    }
+
+    async fn stop(&self, id: &str, grace: Duration) -> Result<()> {
+        let seconds = i32::try_from(grace.as_secs()).unwrap_or(i32::MAX);
+        let options = StopContainerOptionsBuilder::default().t(seconds).build();
+        match self.docker.stop_container(id, Some(options)).await {
+            Ok(()) => Ok(()),
+            Err(e) if matches!(status(&e), Some(304 | 404)) => Ok(()),
+            Err(e) => Err(Error::Container { action: "stop", container: id.to_string(), message: e.to_string() }),
+        }
+    }
+
+    async fn remove(&self, id: &str) -> Result<()> {
+        let options = RemoveContainerOptionsBuilder::default().force(true).build();
+        match self.docker.remove_container(id, Some(options)).await {
+            Ok(()) => Ok(()),
+            Err(e) if matches!(status(&e), Some(404 | 409)) => Ok(()),
+            Err(e) => Err(Error::Container { action: "remove", container: id.to_string(), message: e.to_string() }),
+        }
+    }
+
+    async fn inspect(&self, id: &str) -> Result<Option<ContainerInfo>> {
+        match self.docker.inspect_container(id, None::<InspectContainerOptions>).await {
+            Ok(inspect) => Ok(Some(info_from_inspect(inspect))),
+            Err(e) if status(&e) == Some(404) => Ok(None),
+            Err(e) => Err(Error::Container { action: "inspect", container: id.to_string(), message: e.to_string() }),
+        }
+    }
+
+    async fn list(&self, labels: &[(&str, &str)]) -> Result<Vec<ContainerInfo>> {
+        let filters = HashMap::from([("label", label_filters(labels))]);
+        let options = ListContainersOptionsBuilder::default().all(true).filters(&filters).build();
+        let summaries = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(|e| Error::Other { action: "list containers", message: e.to_string() })?;
+        let inspected = futures::future::join_all(summaries.iter().filter_map(|s| s.id.as_deref()).map(|id| self.inspect(id))).await;
+        let mut infos = Vec::with_capacity(inspected.len());
+        for info in inspected {
+            // A container removed between the list and the inspect is simply gone.
+            if let Some(info) = info? {
+                infos.push(info);
+            }
+        }
+        Ok(infos)
+    }
+
+    fn logs(&self, id: &str, tail: Option<u64>, follow: bool) -> BoxStream<'static, Result<Bytes>> {
+        let tail = tail.map_or_else(|| "all".to_string(), |n| n.to_string());
+        let options = LogsOptionsBuilder::default().stdout(true).stderr(true).follow(follow).tail(&tail).build();
+        let container = id.to_string();
+        self.docker
+            .logs(id, Some(options))
+            .map_ok(|output| output.into_bytes())
+            .map_err(move |e| match status(&e) {
+                Some(404) => Error::NotFound(container.clone()),
+                _ => Error::Container { action: "read the logs of", container: container.clone(), message: e.to_string() },
+            })
+            .boxed()
+    }
+
+    fn events(&self, labels: &[(&str, &str)]) -> BoxStream<'static, Result<RuntimeEvent>> {
+        let filters = HashMap::from([
+            ("type", vec!["container".to_string()]),
+            ("event", ["start", "die", "oom", "destroy"].map(String::from).to_vec()),
+            ("label", label_filters(labels)),
+        ]);
+        let options = EventsOptionsBuilder::default().filters(&filters).build();
+        self.docker
+            .events(Some(options))
+            .map_ok(|message: EventMessage| {
+                let actor = message.actor.unwrap_or_default();
+                RuntimeEvent {
+                    container_id: actor.id.unwrap_or_default(),
+                    action: message.action.unwrap_or_default(),
+                    labels: actor.attributes.unwrap_or_default().into_iter().collect::<BTreeMap<_, _>>(),
+                }
+            })
+            .map_err(|e| Error::Other { action: "watch Docker events", message: e.to_string() })
+            .boxed()
+    }
+}
+
+/// Docker's pull errors carry the registry's answer; keep the message a person can act on.
+fn pull_message(error: BollardError) -> String {
+    match error {
+        BollardError::DockerResponseServerError { message, .. } => message,
+        BollardError::DockerStreamError { error } => error,
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_split_into_repo_and_tag() {
+        assert_eq!(split_reference("minimal"), ("minimal", "latest"));
+        assert_eq!(split_reference("busybox:1.36"), ("busybox", "1.36"));
+        assert_eq!(split_reference("127.0.0.1:5000/team/app"), ("127.0.0.1:5000/team/app", "latest"));
+        assert_eq!(split_reference("127.0.0.1:5000/team/app:v2"), ("127.0.0.1:5000/team/app", "v2"));
+        assert_eq!(split_reference("app@sha256:abc"), ("app@sha256:abc", ""));
+    }
+
+    #[test]
+    fn zero_time_means_never() {
+        assert_eq!(parse_time(Some("0001-01-01T00:00:00Z")), None);
+        assert!(parse_time(Some("2026-01-02T03:04:05.123456789Z")).is_some());
+        assert_eq!(parse_time(None), None);
+    }
+
+    #[test]
+    fn create_body_publishes_ports_on_the_given_address() {
+        let config = ContainerConfig {
+            name: "x".into(),
+            image: "minimal".into(),
+            command: vec!["/bin/sh".into()],
+            ports: vec![super::super::PortMapping {
+                container_port: 8080,
+                host_port: 18080,
+                host_ip: "127.0.0.1".into(),
+                protocol: "tcp".into(),
+            }],
+            memory_limit: 64 << 20,
+            nano_cpus: 250_000_000,
+            network: NETWORK.into(),
+            ..Default::default()
+        };
+        let body = DockerRuntime::create_body(&config);
+        let host = body.host_config.unwrap();
+        let binding = &host.port_bindings.unwrap()["8080/tcp"].clone().unwrap()[0];
+        assert_eq!(binding.host_ip.as_deref(), Some("127.0.0.1"));
+        assert_eq!(binding.host_port.as_deref(), Some("18080"));
+        assert_eq!(host.memory, Some(64 << 20));
+        assert_eq!(host.nano_cpus, Some(250_000_000));
+        assert_eq!(body.entrypoint, Some(vec!["/bin/sh".to_string()]));
+        assert_eq!(body.cmd, None);
+    }
+}

@@ -1,0 +1,236 @@
+//! The simulated runtime: containers that exist only in memory and reach Running after a
+//! configurable delay, for scale tests (many nodes in one process, like KWOK) and laptops
+//! without Docker. Every image is "present"; nothing is executed.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use chrono::Utc;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use tokio::sync::broadcast;
+use tokio_stream::wrappers::BroadcastStream;
+
+use super::{ContainerConfig, ContainerInfo, ContainerRuntime, Error, Result, RunState, RuntimeEvent};
+
+/// In-memory containers. Cheap enough to run thousands of pods in one process.
+pub struct SimulatedRuntime {
+    start_delay: Duration,
+    containers: Mutex<HashMap<String, ContainerInfo>>,
+    next_id: AtomicU64,
+    events: broadcast::Sender<RuntimeEvent>,
+}
+
+impl SimulatedRuntime {
+    pub fn new(start_delay: Duration) -> Self {
+        SimulatedRuntime {
+            start_delay,
+            containers: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            events: broadcast::channel(1024).0,
+        }
+    }
+
+    fn containers(&self) -> std::sync::MutexGuard<'_, HashMap<String, ContainerInfo>> {
+        self.containers.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn emit(&self, info: &ContainerInfo, action: &str) {
+        // No subscriber is fine: nobody is watching yet.
+        let _ = self.events.send(RuntimeEvent { container_id: info.id.clone(), action: action.to_string(), labels: info.labels.clone() });
+    }
+
+    /// Moves a container to its end state, as if its process had exited.
+    fn finish(&self, id: &str, exit_code: i64) -> Result<()> {
+        let info = {
+            let mut containers = self.containers();
+            let info = containers.get_mut(id).ok_or_else(|| Error::NotFound(id.to_string()))?;
+            if info.state != RunState::Running {
+                return Ok(());
+            }
+            info.state = RunState::Exited { exit_code, oom_killed: false };
+            info.finished_at = Some(Utc::now());
+            info.clone()
+        };
+        self.emit(&info, "die");
+        Ok(())
+    }
+}
+
+fn matches(info: &ContainerInfo, labels: &[(&str, &str)]) -> bool {
+    labels.iter().all(|(k, v)| info.labels.get(*k).is_some_and(|value| value == v))
+}
+
+#[async_trait]
+impl ContainerRuntime for SimulatedRuntime {
+    fn kind(&self) -> &'static str {
+        "simulated"
+    }
+
+    async fn version(&self) -> Result<String> {
+        Ok(env!("CARGO_PKG_VERSION").to_string())
+    }
+
+    async fn has_image(&self, _image: &str) -> Result<bool> {
+        Ok(true)
+    }
+
+    async fn pull_image(&self, _image: &str) -> Result<()> {
+        Ok(())
+    }
+
+    async fn create(&self, config: &ContainerConfig) -> Result<String> {
+        let mut containers = self.containers();
+        if let Some(existing) = containers.values().find(|c| c.name == config.name) {
+            return Ok(existing.id.clone());
+        }
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let id = format!("sim{n:013x}");
+        let info = ContainerInfo {
+            id: id.clone(),
+            name: config.name.clone(),
+            image: config.image.clone(),
+            labels: config.labels.clone(),
+            state: RunState::Created,
+            created_at: Some(Utc::now()),
+            started_at: None,
+            finished_at: None,
+            // A made-up address in the documentation range (RFC 5737): shown, never contacted.
+            ip: format!("192.0.2.{}", n % 254 + 1),
+            memory_limit: config.memory_limit,
+            nano_cpus: config.nano_cpus,
+            command: config.command.iter().chain(&config.args).cloned().collect(),
+        };
+        containers.insert(id.clone(), info);
+        Ok(id)
+    }
+
+    async fn start(&self, id: &str) -> Result<()> {
+        if !self.containers().contains_key(id) {
+            return Err(Error::NotFound(id.to_string()));
+        }
+        tokio::time::sleep(self.start_delay).await;
+        let info = {
+            let mut containers = self.containers();
+            let info = containers.get_mut(id).ok_or_else(|| Error::NotFound(id.to_string()))?;
+            if info.state == RunState::Running {
+                return Ok(());
+            }
+            info.state = RunState::Running;
+            info.started_at = Some(Utc::now());
+            info.finished_at = None;
+            info.clone()
+        };
+        self.emit(&info, "start");
+        Ok(())
+    }
+
+    async fn stop(&self, id: &str, _grace: Duration) -> Result<()> {
+        match self.finish(id, 0) {
+            Err(Error::NotFound(_)) => Ok(()),
+            other => other,
+        }
+    }
+
+    async fn remove(&self, id: &str) -> Result<()> {
+        let removed = self.containers().remove(id);
+        if let Some(info) = removed {
+            self.emit(&info, "destroy");
+        }
+        Ok(())
+    }
+
+    async fn inspect(&self, id: &str) -> Result<Option<ContainerInfo>> {
+        let containers = self.containers();
+        Ok(containers.get(id).or_else(|| containers.values().find(|c| c.name == id)).cloned())
+    }
+
+    async fn list(&self, labels: &[(&str, &str)]) -> Result<Vec<ContainerInfo>> {
+        let mut found: Vec<ContainerInfo> = self.containers().values().filter(|c| matches(c, labels)).cloned().collect();
+        found.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(found)
+    }
+
+    fn logs(&self, id: &str, _tail: Option<u64>, _follow: bool) -> BoxStream<'static, Result<Bytes>> {
+        let line = match self.containers().get(id) {
+            Some(info) => Ok(Bytes::from(format!(
+                "[simulated] container {} runs image {} with command {:?}; a simulated node executes nothing\n",
+                info.name, info.image, info.command
+            ))),
+            None => Err(Error::NotFound(id.to_string())),
+        };
+        futures::stream::once(async move { line }).boxed()
+    }
+
+    fn events(&self, labels: &[(&str, &str)]) -> BoxStream<'static, Result<RuntimeEvent>> {
+        let wanted: BTreeMap<String, String> = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        BroadcastStream::new(self.events.subscribe())
+            .filter_map(move |event| {
+                let keep = match &event {
+                    Ok(e) => wanted.iter().all(|(k, v)| e.labels.get(k) == Some(v)),
+                    Err(_) => true,
+                };
+                async move {
+                    match event {
+                        Ok(e) if keep => Some(Ok(e)),
+                        Ok(_) => None,
+                        // Lagged behind: say so, the caller resyncs from a full list.
+                        Err(e) => Some(Err(Error::Other { action: "follow simulated events", message: e.to_string() })),
+                    }
+                }
+            })
+            .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::LABEL_POD_UID;
+
+    fn config(name: &str, uid: &str) -> ContainerConfig {
+        ContainerConfig {
+            name: name.into(),
+            image: "minimal".into(),
+            labels: BTreeMap::from([(LABEL_POD_UID.to_string(), uid.to_string())]),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn containers_run_after_the_delay_and_stop_idempotently() {
+        let runtime = SimulatedRuntime::new(Duration::from_millis(20));
+        let mut events = runtime.events(&[(LABEL_POD_UID, "u1")]);
+        let id = runtime.create(&config("a", "u1")).await.unwrap();
+        assert_eq!(runtime.create(&config("a", "u1")).await.unwrap(), id, "create is idempotent by name");
+        assert_eq!(runtime.inspect(&id).await.unwrap().unwrap().state, RunState::Created);
+        let began = std::time::Instant::now();
+        runtime.start(&id).await.unwrap();
+        assert!(began.elapsed() >= Duration::from_millis(20));
+        assert_eq!(runtime.inspect(&id).await.unwrap().unwrap().state, RunState::Running);
+        assert_eq!(events.next().await.unwrap().unwrap().action, "start");
+        runtime.stop(&id, Duration::ZERO).await.unwrap();
+        runtime.stop(&id, Duration::ZERO).await.unwrap();
+        assert_eq!(runtime.inspect(&id).await.unwrap().unwrap().state, RunState::Exited { exit_code: 0, oom_killed: false });
+        runtime.remove(&id).await.unwrap();
+        runtime.remove(&id).await.unwrap();
+        assert!(runtime.inspect(&id).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn list_and_events_filter_by_label() {
+        let runtime = SimulatedRuntime::new(Duration::ZERO);
+        let mut events = runtime.events(&[(LABEL_POD_UID, "u2")]);
+        let a = runtime.create(&config("a", "u1")).await.unwrap();
+        let b = runtime.create(&config("b", "u2")).await.unwrap();
+        runtime.start(&a).await.unwrap();
+        runtime.start(&b).await.unwrap();
+        let listed = runtime.list(&[(LABEL_POD_UID, "u2")]).await.unwrap();
+        assert_eq!(listed.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), vec![b.as_str()]);
+        assert_eq!(events.next().await.unwrap().unwrap().container_id, b);
+    }
+}
