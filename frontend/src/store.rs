@@ -1,0 +1,377 @@
+//! The dashboard's cache of the cluster: one collection per watched kind, filled by a list
+//! and kept current by watch events. `Cluster` is a yew `Reducible`; every change arrives as
+//! a [`ClusterAction`], so the whole cache is a pure function that native tests drive.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use shared::api::{WatchEvent, WatchEventType};
+use shared::model::{Deployment, Event, Kind, Node, Object, ObjectMeta, Pod, Service};
+use yew::Reducible;
+
+/// A kind the dashboard caches, and how to get it out of an [`Object`].
+pub trait Resource: Clone + PartialEq + 'static {
+    const KIND: Kind;
+    fn meta(&self) -> &ObjectMeta;
+    fn into_object(self) -> Object;
+    fn from_object(object: Object) -> Option<Self>;
+}
+
+macro_rules! resource {
+    ($type:ident, $kind:ident) => {
+        impl Resource for $type {
+            const KIND: Kind = Kind::$kind;
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+            fn into_object(self) -> Object {
+                Object::$kind(self)
+            }
+            fn from_object(object: Object) -> Option<Self> {
+                match object {
+                    Object::$kind(o) => Some(o),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+resource!(Pod, Pod);
+resource!(Node, Node);
+resource!(Deployment, Deployment);
+resource!(Service, Service);
+resource!(Event, Event);
+
+/// How a collection's stream is doing, shown as the connection light.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum SyncState {
+    /// Nobody watches this kind right now; the items are as last seen.
+    #[default]
+    Idle,
+    Listing,
+    /// The watch stream is open and events flow.
+    Live,
+    /// The stream broke; the watcher waits, then resumes from the last resource version.
+    Retrying {
+        attempt: u32,
+        error: String,
+    },
+    /// The server asked for a token.
+    Unauthorized,
+}
+
+/// Every cached object of one kind, keyed by `namespace/name`. Items sit behind `Rc` so a
+/// new state shares every unchanged object with the old one, and views can compare by pointer.
+#[derive(Debug, Clone)]
+pub struct Collection<T> {
+    pub items: Rc<BTreeMap<String, Rc<T>>>,
+    /// The revision the cache has reached: where a resumed watch starts.
+    pub resource_version: u64,
+    pub sync: SyncState,
+    /// Whether a list has filled this collection at least once.
+    pub listed: bool,
+}
+
+/// Two collections are equal when they share the same item map: a changed map is always a
+/// new allocation, so this is exact for "did anything change" and costs nothing.
+impl<T> PartialEq for Collection<T> {
+    fn eq(&self, other: &Self) -> bool {
+        Rc::ptr_eq(&self.items, &other.items)
+            && self.resource_version == other.resource_version
+            && self.sync == other.sync
+            && self.listed == other.listed
+    }
+}
+
+impl<T> Default for Collection<T> {
+    fn default() -> Self {
+        Collection { items: Rc::default(), resource_version: 0, sync: SyncState::Idle, listed: false }
+    }
+}
+
+impl<T: Resource> Collection<T> {
+    pub fn get(&self, key: &str) -> Option<&Rc<T>> {
+        self.items.get(key)
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &Rc<T>> {
+        self.items.values()
+    }
+
+    /// Replaces everything with a fresh list: objects deleted while the watch was away
+    /// disappear here, which is why a 410 leads to a re-list.
+    fn replace(&mut self, resource_version: u64, items: Vec<Object>) {
+        let map = items.into_iter().filter_map(T::from_object).map(|item| (item.meta().key(), Rc::new(item))).collect::<BTreeMap<_, _>>();
+        self.items = Rc::new(map);
+        self.resource_version = resource_version;
+        self.listed = true;
+    }
+
+    /// Applies a batch of watch events in order. Returns whether anything changed.
+    fn apply(&mut self, events: Vec<WatchEvent>) -> bool {
+        let mut changed = false;
+        for event in events {
+            if event.resource_version > self.resource_version {
+                self.resource_version = event.resource_version;
+                changed = true;
+            }
+            let Some(object) = event.object.and_then(T::from_object) else { continue };
+            let key = object.meta().key();
+            match event.type_ {
+                WatchEventType::Added | WatchEventType::Modified => {
+                    let stale = self.items.get(&key).is_some_and(|old| old.meta().resource_version > object.meta().resource_version);
+                    if !stale {
+                        Rc::make_mut(&mut self.items).insert(key, Rc::new(object));
+                        changed = true;
+                    }
+                }
+                WatchEventType::Deleted => {
+                    if self.items.contains_key(&key) {
+                        Rc::make_mut(&mut self.items).remove(&key);
+                        changed = true;
+                    }
+                }
+                WatchEventType::Bookmark => {}
+            }
+        }
+        changed
+    }
+}
+
+/// The cached cluster.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Cluster {
+    pub pods: Collection<Pod>,
+    pub nodes: Collection<Node>,
+    pub deployments: Collection<Deployment>,
+    pub services: Collection<Service>,
+    pub events: Collection<Event>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClusterAction {
+    /// A list answered: replace the kind's collection.
+    Listed { kind: Kind, resource_version: u64, items: Vec<Object> },
+    /// Watch events, in stream order (one network chunk may carry several).
+    Watched { kind: Kind, events: Vec<WatchEvent> },
+    /// The kind's stream changed state.
+    Sync { kind: Kind, sync: SyncState },
+}
+
+impl Cluster {
+    /// The resource version a resumed watch of `kind` starts from, 0 when never listed.
+    pub fn resource_version(&self, kind: Kind) -> u64 {
+        match kind {
+            Kind::Pod => self.pods.resource_version,
+            Kind::Node => self.nodes.resource_version,
+            Kind::Deployment => self.deployments.resource_version,
+            Kind::Service => self.services.resource_version,
+            Kind::Event => self.events.resource_version,
+            Kind::Namespace => 0,
+        }
+    }
+
+    pub fn sync(&self, kind: Kind) -> Option<&SyncState> {
+        match kind {
+            Kind::Pod => Some(&self.pods.sync),
+            Kind::Node => Some(&self.nodes.sync),
+            Kind::Deployment => Some(&self.deployments.sync),
+            Kind::Service => Some(&self.services.sync),
+            Kind::Event => Some(&self.events.sync),
+            Kind::Namespace => None,
+        }
+    }
+
+    /// Applies one action in place; returns whether the state changed.
+    pub fn update(&mut self, action: ClusterAction) -> bool {
+        match action {
+            ClusterAction::Listed { kind, resource_version, items } => {
+                match kind {
+                    Kind::Pod => self.pods.replace(resource_version, items),
+                    Kind::Node => self.nodes.replace(resource_version, items),
+                    Kind::Deployment => self.deployments.replace(resource_version, items),
+                    Kind::Service => self.services.replace(resource_version, items),
+                    Kind::Event => self.events.replace(resource_version, items),
+                    Kind::Namespace => return false,
+                }
+                true
+            }
+            ClusterAction::Watched { kind, events } => match kind {
+                Kind::Pod => self.pods.apply(events),
+                Kind::Node => self.nodes.apply(events),
+                Kind::Deployment => self.deployments.apply(events),
+                Kind::Service => self.services.apply(events),
+                Kind::Event => self.events.apply(events),
+                Kind::Namespace => false,
+            },
+            ClusterAction::Sync { kind, sync } => {
+                let slot = match kind {
+                    Kind::Pod => &mut self.pods.sync,
+                    Kind::Node => &mut self.nodes.sync,
+                    Kind::Deployment => &mut self.deployments.sync,
+                    Kind::Service => &mut self.services.sync,
+                    Kind::Event => &mut self.events.sync,
+                    Kind::Namespace => return false,
+                };
+                if *slot == sync {
+                    return false;
+                }
+                *slot = sync;
+                true
+            }
+        }
+    }
+}
+
+impl Reducible for Cluster {
+    type Action = ClusterAction;
+
+    fn reduce(self: Rc<Self>, action: ClusterAction) -> Rc<Self> {
+        let mut next = (*self).clone();
+        if next.update(action) { Rc::new(next) } else { self }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use shared::model::{PodPhase, PodStage};
+
+    pub fn pod(name: &str, rv: u64, node: &str, phase: PodPhase) -> Pod {
+        let mut pod = Pod { kind: "Pod".into(), metadata: ObjectMeta::named("default", name), ..Default::default() };
+        pod.metadata.resource_version = rv;
+        pod.spec.node_name = node.into();
+        pod.status.phase = phase;
+        pod
+    }
+
+    fn event(type_: WatchEventType, rv: u64, object: Option<Pod>) -> WatchEvent {
+        WatchEvent { type_, resource_version: rv, object: object.map(Object::Pod) }
+    }
+
+    fn listed(items: Vec<Pod>, rv: u64) -> ClusterAction {
+        ClusterAction::Listed { kind: Kind::Pod, resource_version: rv, items: items.into_iter().map(Object::Pod).collect() }
+    }
+
+    fn reduce(state: Rc<Cluster>, action: ClusterAction) -> Rc<Cluster> {
+        state.reduce(action)
+    }
+
+    #[test]
+    fn a_list_fills_the_collection_and_sets_the_revision() {
+        let state = reduce(Rc::default(), listed(vec![pod("a", 3, "", PodPhase::Pending), pod("b", 5, "n1", PodPhase::Running)], 9));
+        assert_eq!(state.pods.len(), 2);
+        assert_eq!(state.pods.resource_version, 9);
+        assert!(state.pods.listed);
+        assert_eq!(state.resource_version(Kind::Pod), 9);
+    }
+
+    #[test]
+    fn watch_events_add_modify_and_delete() {
+        let state = reduce(Rc::default(), listed(vec![pod("a", 3, "", PodPhase::Pending)], 3));
+        let state = reduce(
+            state,
+            ClusterAction::Watched {
+                kind: Kind::Pod,
+                events: vec![
+                    event(WatchEventType::Modified, 4, Some(pod("a", 4, "n1", PodPhase::Pending))),
+                    event(WatchEventType::Added, 5, Some(pod("b", 5, "", PodPhase::Pending))),
+                    event(WatchEventType::Modified, 6, Some(pod("a", 6, "n1", PodPhase::Running))),
+                ],
+            },
+        );
+        assert_eq!(state.pods.get("default/a").unwrap().stage(), PodStage::Running);
+        assert_eq!(state.pods.get("default/b").unwrap().stage(), PodStage::WaitingForScheduler);
+        assert_eq!(state.pods.resource_version, 6);
+
+        let state = reduce(
+            state,
+            ClusterAction::Watched {
+                kind: Kind::Pod,
+                events: vec![event(WatchEventType::Deleted, 7, Some(pod("a", 7, "n1", PodPhase::Running)))],
+            },
+        );
+        assert!(state.pods.get("default/a").is_none());
+        assert_eq!(state.pods.len(), 1);
+        assert_eq!(state.pods.resource_version, 7);
+    }
+
+    #[test]
+    fn a_bookmark_only_moves_the_revision() {
+        let state = reduce(Rc::default(), listed(vec![pod("a", 3, "", PodPhase::Pending)], 3));
+        let items = state.pods.items.clone();
+        let state = reduce(state, ClusterAction::Watched { kind: Kind::Pod, events: vec![event(WatchEventType::Bookmark, 40, None)] });
+        assert_eq!(state.pods.resource_version, 40);
+        assert!(Rc::ptr_eq(&items, &state.pods.items), "a bookmark must not copy the items");
+    }
+
+    #[test]
+    fn an_older_version_of_an_object_does_not_replace_a_newer_one() {
+        let state = reduce(Rc::default(), listed(vec![pod("a", 8, "n1", PodPhase::Running)], 8));
+        let state = reduce(
+            state,
+            ClusterAction::Watched {
+                kind: Kind::Pod,
+                events: vec![event(WatchEventType::Modified, 5, Some(pod("a", 5, "", PodPhase::Pending)))],
+            },
+        );
+        assert_eq!(state.pods.get("default/a").unwrap().status.phase, PodPhase::Running);
+        assert_eq!(state.pods.resource_version, 8);
+    }
+
+    #[test]
+    fn a_resync_drops_objects_deleted_while_away() {
+        let state = reduce(Rc::default(), listed(vec![pod("a", 3, "", PodPhase::Pending), pod("b", 4, "", PodPhase::Pending)], 4));
+        // After a 410 Gone the watcher lists again; "a" was deleted in the gap.
+        let state = reduce(state, listed(vec![pod("b", 4, "", PodPhase::Pending), pod("c", 90, "", PodPhase::Pending)], 100));
+        let keys: Vec<&String> = state.pods.items.keys().collect();
+        assert_eq!(keys, ["default/b", "default/c"]);
+        assert_eq!(state.pods.resource_version, 100);
+    }
+
+    #[test]
+    fn unchanged_objects_are_shared_between_states() {
+        let state = reduce(Rc::default(), listed(vec![pod("a", 3, "", PodPhase::Pending), pod("b", 4, "", PodPhase::Pending)], 4));
+        let before = state.pods.get("default/a").unwrap().clone();
+        let state = reduce(
+            state,
+            ClusterAction::Watched {
+                kind: Kind::Pod,
+                events: vec![event(WatchEventType::Modified, 5, Some(pod("b", 5, "n1", PodPhase::Pending)))],
+            },
+        );
+        assert!(Rc::ptr_eq(&before, state.pods.get("default/a").unwrap()));
+    }
+
+    #[test]
+    fn objects_of_another_kind_are_ignored() {
+        let node = Node { kind: "Node".into(), metadata: ObjectMeta::named("", "n1"), ..Default::default() };
+        let state = reduce(
+            Rc::default(),
+            ClusterAction::Watched {
+                kind: Kind::Pod,
+                events: vec![WatchEvent { type_: WatchEventType::Added, resource_version: 2, object: Some(Object::Node(node)) }],
+            },
+        );
+        assert!(state.pods.is_empty());
+        assert!(state.nodes.is_empty());
+    }
+
+    #[test]
+    fn sync_state_changes_only_when_different() {
+        let state: Rc<Cluster> = Rc::default();
+        let live = reduce(state.clone(), ClusterAction::Sync { kind: Kind::Node, sync: SyncState::Live });
+        assert_eq!(live.nodes.sync, SyncState::Live);
+        let again = reduce(live.clone(), ClusterAction::Sync { kind: Kind::Node, sync: SyncState::Live });
+        assert!(Rc::ptr_eq(&live, &again));
+    }
+}
