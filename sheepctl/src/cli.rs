@@ -1,0 +1,261 @@
+//! Every flag and subcommand of `sheepctl`, declared once with clap's derive API.
+//! Nothing here talks to the server: [`crate::settings`] turns these raw flags into
+//! validated settings, and `crate::commands` runs them.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use shared::api::{API_ENV, TOKEN_ENV};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "sheepctl",
+    version,
+    about = "Drive a Shepherd cluster from the command line, the way kubectl drives Kubernetes.",
+    after_help = "Examples:\n  sheepctl apply -f examples/pod.json\n  sheepctl get pods -o wide\n  sheepctl wait --for=Running pod/web-server --timeout=30s\n  sheepctl describe pod web-server\n  sheepctl events -w"
+)]
+pub struct Cli {
+    /// Address of the Shepherd API server, with or without http:// [default: 127.0.0.1:9876]
+    #[arg(long, global = true, env = API_ENV, value_name = "URL")]
+    pub server: Option<String>,
+
+    /// Bearer token, when the server requires one
+    #[arg(long, global = true, env = TOKEN_ENV, hide_env_values = true, value_name = "TOKEN")]
+    pub token: Option<String>,
+
+    /// Namespace to work in [default: default]
+    #[arg(short = 'n', long, global = true, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+
+    /// List across every namespace
+    #[arg(short = 'A', long = "all-namespaces", global = true)]
+    pub all_namespaces: bool,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create or update objects from JSON or YAML manifests
+    Apply(ApplyArgs),
+    /// List objects, or show one
+    Get(GetArgs),
+    /// Explain one object: spec, conditions, scheduling decision and events
+    Describe(DescribeArgs),
+    /// Delete objects by name or by manifest
+    Delete(DeleteArgs),
+    /// Set the number of replicas of a deployment
+    Scale(ScaleArgs),
+    /// Print a container's output
+    Logs(LogsArgs),
+    /// List events, oldest first
+    Events(EventsArgs),
+    /// List nodes with their readiness and capacity
+    Nodes(NodesArgs),
+    /// Mark a node unschedulable: its pods stay, new pods go elsewhere
+    Cordon(NodeArgs),
+    /// Make a cordoned node schedulable again
+    Uncordon(NodeArgs),
+    /// Show what the server reports about itself
+    Info(InfoArgs),
+    /// Block until objects reach a state, or until a timeout
+    Wait(WaitArgs),
+    /// Print a shell completion script
+    Completion(CompletionArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// Extra columns: the pod IP and, for a Pending pod, why
+    Wide,
+    Json,
+    Yaml,
+    /// kind/name, one per line
+    Name,
+}
+
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// A manifest file, a directory of them (.json, .yaml, .yml), or - for standard input
+    #[arg(short = 'f', long = "filename", value_name = "FILE|DIR|-", required = true)]
+    pub files: Vec<PathBuf>,
+
+    /// Wait until pods are Running and deployments available
+    #[arg(long)]
+    pub wait: bool,
+
+    /// How long --wait waits, e.g. 30s, 2m
+    #[arg(long, default_value = "120s", value_name = "DURATION")]
+    pub timeout: String,
+}
+
+#[derive(Debug, Args)]
+pub struct GetArgs {
+    /// pods (po), deployments (deploy), services (svc), nodes (no), events (ev), namespaces (ns); or KIND/NAME
+    #[arg(value_name = "KIND")]
+    pub kind: String,
+
+    /// Only this object
+    #[arg(value_name = "NAME")]
+    pub name: Option<String>,
+
+    #[arg(short = 'o', long = "output", value_name = "FORMAT")]
+    pub output: Option<OutputFormat>,
+
+    /// Label selector, e.g. app=web,tier!=db or 'env in (prod,staging)'
+    #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
+    pub selector: Option<String>,
+
+    /// After listing, keep printing changes as they happen
+    #[arg(short = 'w', long)]
+    pub watch: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DescribeArgs {
+    /// KIND NAME, or KIND/NAME
+    #[arg(value_name = "KIND", required = true, num_args = 1..=2)]
+    pub target: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    /// KIND NAME..., or KIND/NAME...
+    #[arg(value_name = "TARGET", required_unless_present = "files", conflicts_with = "files")]
+    pub target: Vec<String>,
+
+    /// Delete the objects these manifests describe
+    #[arg(short = 'f', long = "filename", value_name = "FILE|DIR|-")]
+    pub files: Vec<PathBuf>,
+
+    /// Succeed when an object is already gone
+    #[arg(long)]
+    pub ignore_not_found: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ScaleArgs {
+    /// deployment/NAME, or deployment NAME
+    #[arg(value_name = "DEPLOYMENT", required = true, num_args = 1..=2)]
+    pub target: Vec<String>,
+
+    /// The desired number of pods
+    #[arg(long, value_name = "N")]
+    pub replicas: i32,
+}
+
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// The pod, as NAME or pod/NAME
+    #[arg(value_name = "POD")]
+    pub pod: String,
+
+    /// Which container, when the pod has several
+    #[arg(short = 'c', long, value_name = "CONTAINER")]
+    pub container: Option<String>,
+
+    /// Keep streaming new output
+    #[arg(short = 'f', long)]
+    pub follow: bool,
+
+    /// Only the last N lines
+    #[arg(long, value_name = "N")]
+    pub tail: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    /// Keep printing new events as they happen
+    #[arg(short = 'w', long)]
+    pub watch: bool,
+
+    /// Only the events of this object, e.g. pod/web-server
+    #[arg(long = "for", value_name = "KIND/NAME")]
+    pub for_object: Option<String>,
+
+    #[arg(short = 'o', long = "output", value_name = "FORMAT")]
+    pub output: Option<OutputFormat>,
+}
+
+#[derive(Debug, Args)]
+pub struct NodesArgs {
+    #[arg(short = 'o', long = "output", value_name = "FORMAT")]
+    pub output: Option<OutputFormat>,
+
+    /// Label selector over node labels
+    #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
+    pub selector: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct NodeArgs {
+    /// The node, as NAME or node/NAME
+    #[arg(value_name = "NODE")]
+    pub node: String,
+}
+
+#[derive(Debug, Args)]
+pub struct InfoArgs {
+    #[arg(short = 'o', long = "output", value_name = "FORMAT")]
+    pub output: Option<OutputFormat>,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Conditions:\n  --for=Running              pods Running, deployments available, nodes Ready, services with endpoints\n  --for=phase=Succeeded      a pod phase\n  --for=condition=PodScheduled[=True|False]\n  --for=delete               the object is gone"
+)]
+pub struct WaitArgs {
+    /// KIND/NAME..., or KIND NAME...
+    #[arg(value_name = "TARGET", required = true)]
+    pub target: Vec<String>,
+
+    /// The state to wait for
+    #[arg(long = "for", value_name = "CONDITION", required = true)]
+    pub condition: String,
+
+    /// Give up after this long, e.g. 30s, 2m, 500ms
+    #[arg(long, default_value = "30s", value_name = "DURATION")]
+    pub timeout: String,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionArgs {
+    #[arg(value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn the_command_tree_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn global_flags_go_anywhere() {
+        let cli = Cli::try_parse_from(["sheepctl", "get", "pods", "-n", "prod", "--server", "h:1", "-o", "wide"]).unwrap();
+        assert_eq!(cli.namespace.as_deref(), Some("prod"));
+        assert_eq!(cli.server.as_deref(), Some("h:1"));
+        let Command::Get(get) = cli.command else { panic!("expected get") };
+        assert_eq!(get.output, Some(OutputFormat::Wide));
+    }
+
+    #[test]
+    fn wait_requires_a_condition() {
+        let err = Cli::try_parse_from(["sheepctl", "wait", "pod/a"]).unwrap_err();
+        assert!(err.to_string().contains("--for"), "{err}");
+    }
+
+    #[test]
+    fn delete_takes_names_or_files_but_not_both() {
+        assert!(Cli::try_parse_from(["sheepctl", "delete", "pod", "a"]).is_ok());
+        assert!(Cli::try_parse_from(["sheepctl", "delete", "-f", "x.json"]).is_ok());
+        assert!(Cli::try_parse_from(["sheepctl", "delete", "pod/a", "-f", "x.json"]).is_err());
+        assert!(Cli::try_parse_from(["sheepctl", "delete"]).is_err());
+    }
+}

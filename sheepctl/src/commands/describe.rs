@@ -1,0 +1,559 @@
+//! `sheepctl describe KIND NAME`: one object for a person. A summary of its spec, its
+//! conditions and container states, for a pod the scheduler's decision (why this node and
+//! not the others, or why it is Pending), and the object's events with their ages.
+
+use anyhow::{Result, bail};
+use shared::model::{
+    Condition, Container, ContainerState, Deployment, Event, Kind, Labels, Namespace, Node, Object, Pod, PodSpec, Service, Time,
+    format_cpu, format_memory,
+};
+use shared::scheduler::{Explanation, Verdict};
+
+use super::apply::LAST_APPLIED;
+use super::{Context, print};
+use crate::cli::DescribeArgs;
+use crate::settings;
+use crate::table::{Table, age};
+use crate::view;
+
+/// Width of the labels in the left column, as kubectl aligns them.
+const LABEL_WIDTH: usize = 16;
+
+pub async fn run(context: &Context, args: &DescribeArgs) -> Result<()> {
+    let targets = settings::targets(&args.target)?;
+    let [(kind, name)] = targets.as_slice() else {
+        bail!("describe shows one object: give KIND NAME or KIND/NAME");
+    };
+    let namespace = &context.settings.namespace;
+    let object = context.client.get_object(*kind, namespace, name).await?;
+    let now = context.now();
+    let mut text = Text::default();
+    match &object {
+        Object::Pod(pod) => {
+            pod_text(&mut text, pod, now);
+            let explanation = scheduling(context, pod).await?;
+            scheduling_text(&mut text, pod, explanation.as_ref());
+        }
+        Object::Deployment(deployment) => {
+            let pods = context.client.list(Kind::Pod, Some(namespace), Some(&deployment.spec.selector.to_string())).await?;
+            deployment_text(&mut text, deployment, &pods.items, now);
+        }
+        Object::Service(service) => service_text(&mut text, service, now),
+        Object::Node(node) => {
+            let pods = context.client.list(Kind::Pod, None, None).await?;
+            node_text(&mut text, node, &pods.items, now);
+        }
+        Object::Namespace(namespace) => namespace_text(&mut text, namespace, now),
+        Object::Event(event) => event_text(&mut text, event, now),
+    }
+    if *kind != Kind::Event {
+        let events = events_about(context, &object).await?;
+        events_text(&mut text, &events, now);
+    }
+    print(&text.0)
+}
+
+/// The scheduler's last decision, or `None` when it has none for this pod.
+async fn scheduling(context: &Context, pod: &Pod) -> Result<Option<Explanation>> {
+    let path = shared::api::paths::pod_scheduling(&pod.metadata.namespace, &pod.metadata.name);
+    match context.client.get_json::<Explanation>(&path, &[]).await {
+        Ok(explanation) => Ok(Some(explanation)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The events whose involved object is this one, oldest first.
+async fn events_about(context: &Context, object: &Object) -> Result<Vec<Event>> {
+    let meta = object.metadata();
+    let scope = if object.kind().namespaced() { Some(meta.namespace.as_str()) } else { None };
+    let mut list = context.client.list(Kind::Event, scope, None).await?.items;
+    view::sort_events(&mut list);
+    Ok(list
+        .into_iter()
+        .filter_map(|o| match o {
+            Object::Event(e) => Some(e),
+            _ => None,
+        })
+        .filter(|e| {
+            let involved = &e.involved_object;
+            Kind::from_alias(&involved.kind) == Some(object.kind())
+                && involved.name == meta.name
+                && (involved.uid.is_empty() || meta.uid.is_empty() || involved.uid == meta.uid)
+        })
+        .collect())
+}
+
+/// Lines of `Label:  value`, indented by section.
+#[derive(Default)]
+struct Text(String);
+
+impl Text {
+    fn field(&mut self, indent: usize, label: &str, value: impl AsRef<str>) {
+        let width = LABEL_WIDTH.saturating_sub(indent);
+        let value = value.as_ref();
+        let value = if value.is_empty() { "<none>" } else { value };
+        let mut lines = value.lines();
+        let first = lines.next().unwrap_or("");
+        self.0.push_str(&format!("{:indent$}{:<width$}{first}\n", "", format!("{label}:")));
+        for line in lines {
+            self.0.push_str(&format!("{:indent$}{:width$}{line}\n", "", ""));
+        }
+    }
+
+    fn heading(&mut self, indent: usize, label: &str) {
+        self.0.push_str(&format!("{:indent$}{label}:\n", ""));
+    }
+
+    fn line(&mut self, indent: usize, line: &str) {
+        self.0.push_str(&format!("{:indent$}{line}\n", ""));
+    }
+
+    fn table(&mut self, indent: usize, table: &Table) {
+        for line in table.render().lines() {
+            self.line(indent, line);
+        }
+    }
+}
+
+fn labels_text(labels: &Labels) -> String {
+    labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("\n")
+}
+
+fn annotations_text(annotations: &Labels) -> String {
+    annotations.iter().filter(|(k, _)| *k != LAST_APPLIED).map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join("\n")
+}
+
+fn when(now: Time, time: Option<Time>) -> String {
+    match time {
+        Some(t) => format!("{} ({} ago)", t.format("%Y-%m-%d %H:%M:%S UTC"), age(now, Some(t))),
+        None => String::new(),
+    }
+}
+
+fn meta_text(text: &mut Text, object_meta: &shared::model::ObjectMeta, now: Time) {
+    text.field(0, "Name", &object_meta.name);
+    if !object_meta.namespace.is_empty() {
+        text.field(0, "Namespace", &object_meta.namespace);
+    }
+    text.field(0, "Labels", labels_text(&object_meta.labels));
+    text.field(0, "Annotations", annotations_text(&object_meta.annotations));
+    text.field(0, "Created", when(now, object_meta.created_at));
+    if let Some(owner) = object_meta.controller() {
+        text.field(0, "Controlled By", format!("{}/{}", owner.kind, owner.name));
+    }
+    if object_meta.deletion_timestamp.is_some() {
+        text.field(0, "Deleting Since", when(now, object_meta.deletion_timestamp));
+    }
+}
+
+fn pod_text(text: &mut Text, pod: &Pod, now: Time) {
+    meta_text(text, &pod.metadata, now);
+    let node = match (pod.spec.node_name.as_str(), pod.status.host_ip.as_str()) {
+        ("", _) => String::new(),
+        (node, "") => node.to_string(),
+        (node, ip) => format!("{node} ({ip})"),
+    };
+    text.field(0, "Node", node);
+    text.field(0, "Status", pod.display_status());
+    if let Some(reason) = view::pending_reason(pod) {
+        text.field(0, "Pending", reason);
+    }
+    if !pod.status.message.is_empty() {
+        text.field(0, "Message", &pod.status.message);
+    }
+    text.field(0, "IP", &pod.status.pod_ip);
+    text.field(0, "Started", when(now, pod.status.start_time));
+    spec_text(text, 0, &pod.spec);
+    text.heading(0, "Containers");
+    for container in &pod.spec.containers {
+        text.heading(2, &container.name);
+        container_text(text, 4, container);
+        if let Some(status) = pod.status.container_statuses.iter().find(|s| s.name == container.name) {
+            text.field(4, "State", state_text(&status.state, now));
+            if let Some(last) = &status.last_state {
+                text.field(4, "Last State", state_text(last, now));
+            }
+            text.field(4, "Ready", if status.ready { "True" } else { "False" });
+            text.field(4, "Restart Count", status.restart_count.to_string());
+            if !status.container_id.is_empty() {
+                text.field(4, "Container ID", &status.container_id);
+            }
+        } else {
+            text.field(4, "State", "not reported yet");
+        }
+    }
+    conditions_text(text, &pod.status.conditions, now);
+}
+
+fn spec_text(text: &mut Text, indent: usize, spec: &PodSpec) {
+    text.field(indent, "Restart Policy", if spec.restart_policy.is_empty() { "Always" } else { &spec.restart_policy });
+    text.field(indent, "Node Selector", labels_text(&spec.node_selector));
+    let tolerations: Vec<String> = spec
+        .tolerations
+        .iter()
+        .map(|t| {
+            let key = if t.key.is_empty() { "*".to_string() } else { t.key.clone() };
+            let value = if t.value.is_empty() { String::new() } else { format!("={}", t.value) };
+            let effect = if t.effect.is_empty() { "any effect".to_string() } else { t.effect.clone() };
+            format!("{key}{value}:{effect}")
+        })
+        .collect();
+    text.field(indent, "Tolerations", tolerations.join("\n"));
+    let requests = spec.requests();
+    text.field(indent, "Requests", format!("cpu {}, memory {}", format_cpu(requests.cpu), format_memory(requests.memory)));
+}
+
+fn container_text(text: &mut Text, indent: usize, container: &Container) {
+    text.field(indent, "Image", &container.image);
+    if !container.command.is_empty() {
+        text.field(indent, "Command", container.command.join(" "));
+    }
+    if !container.args.is_empty() {
+        text.field(indent, "Args", container.args.join(" "));
+    }
+    let ports: Vec<String> = container
+        .ports
+        .iter()
+        .map(|p| {
+            let protocol = if p.protocol.is_empty() { "TCP".to_string() } else { p.protocol.to_uppercase() };
+            match p.host_port {
+                Some(host) if host > 0 => format!("{}/{protocol} (host port {host})", p.container_port),
+                _ => format!("{}/{protocol}", p.container_port),
+            }
+        })
+        .collect();
+    text.field(indent, "Ports", ports.join(", "));
+    let resources = container.resources;
+    text.field(indent, "Requests", format!("cpu {}, memory {}", format_cpu(resources.cpu), format_memory(resources.memory)));
+    if !container.env.is_empty() {
+        text.field(indent, "Environment", container.env.iter().map(|e| format!("{}={}", e.name, e.value)).collect::<Vec<_>>().join("\n"));
+    }
+}
+
+fn state_text(state: &ContainerState, now: Time) -> String {
+    match state {
+        ContainerState::Waiting { reason, message } if message.is_empty() => format!("Waiting ({reason})"),
+        ContainerState::Waiting { reason, message } => format!("Waiting ({reason}: {message})"),
+        ContainerState::Running { started_at } => match started_at {
+            Some(_) => format!("Running since {}", when(now, *started_at)),
+            None => "Running".to_string(),
+        },
+        ContainerState::Terminated { exit_code, reason, message, finished_at, .. } => {
+            let mut words = format!("Terminated ({}, exit code {exit_code})", if reason.is_empty() { "Completed" } else { reason });
+            if !message.is_empty() {
+                words.push_str(&format!(": {message}"));
+            }
+            if finished_at.is_some() {
+                words.push_str(&format!(", finished {}", when(now, *finished_at)));
+            }
+            words
+        }
+    }
+}
+
+fn conditions_text(text: &mut Text, conditions: &[Condition], now: Time) {
+    if conditions.is_empty() {
+        text.field(0, "Conditions", "");
+        return;
+    }
+    text.heading(0, "Conditions");
+    let mut table = Table::new(["TYPE", "STATUS", "REASON", "SINCE", "MESSAGE"]);
+    for c in conditions {
+        table.push(vec![c.type_.clone(), c.status.clone(), c.reason.clone(), age(now, c.last_transition_time), c.message.clone()]);
+    }
+    text.table(2, &table);
+}
+
+/// Why this node and not the others, or why no node fits.
+fn scheduling_text(text: &mut Text, pod: &Pod, explanation: Option<&Explanation>) {
+    text.heading(0, "Scheduling");
+    let Some(explanation) = explanation else {
+        let line = if pod.spec.node_name.is_empty() {
+            "no decision yet: the scheduler has not looked at this pod".to_string()
+        } else {
+            format!("bound to {}; the scheduler no longer keeps the explanation of that decision", pod.spec.node_name)
+        };
+        text.line(2, &line);
+        return;
+    };
+    text.line(2, &explanation.message);
+    let mut scope = format!(
+        "profile {:?}: {} node(s), {} evaluated, {} feasible",
+        explanation.profile, explanation.total_nodes, explanation.nodes_evaluated, explanation.feasible_nodes
+    );
+    if explanation.nodes_evaluated < explanation.total_nodes {
+        scope.push_str(&format!(" (stopped after finding {} feasible)", explanation.nodes_to_find));
+    }
+    text.line(2, &scope);
+    if explanation.nodes.is_empty() {
+        return;
+    }
+    let mut table = Table::new(["NODE", "RESULT", "SCORE", "WHY"]);
+    for node in &explanation.nodes {
+        let result = if node.selected {
+            "selected"
+        } else if node.feasible {
+            "feasible"
+        } else {
+            "filtered out"
+        };
+        let why = match node.filters.iter().find(|f| f.verdict == Verdict::Failed) {
+            Some(failed) if failed.detail.is_empty() => format!("{}: {}", failed.filter, failed.reason),
+            Some(failed) => format!("{}: {} ({})", failed.filter, failed.reason, failed.detail),
+            None => node.scores.iter().map(|s| format!("{} {}x{}", s.plugin, s.raw, s.weight)).collect::<Vec<_>>().join(", "),
+        };
+        let score = node.total.map_or("-".to_string(), |t| t.to_string());
+        table.push(vec![node.node.clone(), result.to_string(), score, why]);
+    }
+    text.table(2, &table);
+}
+
+fn deployment_text(text: &mut Text, deployment: &Deployment, pods: &[Object], now: Time) {
+    meta_text(text, &deployment.metadata, now);
+    let status = &deployment.status;
+    text.field(0, "Selector", deployment.spec.selector.to_string());
+    text.field(
+        0,
+        "Replicas",
+        format!(
+            "{} desired | {} current | {} ready | {} available",
+            deployment.spec.replicas, status.replicas, status.ready_replicas, status.available_replicas
+        ),
+    );
+    text.heading(0, "Pod Template");
+    let template = &deployment.spec.template;
+    text.field(2, "Labels", labels_text(&template.metadata.labels));
+    spec_text(text, 2, &template.spec);
+    text.heading(2, "Containers");
+    for container in &template.spec.containers {
+        text.heading(4, &container.name);
+        container_text(text, 6, container);
+    }
+    conditions_text(text, &status.conditions, now);
+    pods_text(text, pods, now);
+}
+
+fn pods_text(text: &mut Text, pods: &[Object], now: Time) {
+    if pods.is_empty() {
+        text.field(0, "Pods", "");
+        return;
+    }
+    text.heading(0, "Pods");
+    let context = view::RowContext { now, wide: false, all_namespaces: false, node_usage: None };
+    text.table(2, &view::table(Kind::Pod, pods, &context));
+}
+
+fn service_text(text: &mut Text, service: &Service, now: Time) {
+    meta_text(text, &service.metadata, now);
+    text.field(0, "Type", if service.spec.type_.is_empty() { "ClusterIP" } else { &service.spec.type_ });
+    text.field(0, "Selector", labels_text(&service.spec.selector));
+    let ports: Vec<String> = service
+        .spec
+        .ports
+        .iter()
+        .map(|p| {
+            let name = if p.name.is_empty() { String::new() } else { format!("{} ", p.name) };
+            let protocol = if p.protocol.is_empty() { "TCP".to_string() } else { p.protocol.to_uppercase() };
+            format!("{name}{}/{protocol} -> {}", p.port, p.target_port)
+        })
+        .collect();
+    text.field(0, "Ports", ports.join("\n"));
+    let endpoints: Vec<String> = service
+        .status
+        .endpoints
+        .iter()
+        .map(|e| {
+            let node = if e.node_name.is_empty() { String::new() } else { format!(" on {}", e.node_name) };
+            format!("{} (pod/{}{node})", e.ip, e.pod)
+        })
+        .collect();
+    text.field(0, "Endpoints", endpoints.join("\n"));
+}
+
+fn node_text(text: &mut Text, node: &Node, pods: &[Object], now: Time) {
+    meta_text(text, &node.metadata, now);
+    let status = &node.status;
+    text.field(0, "Status", view::node_status(node));
+    text.field(0, "Address", &status.address);
+    text.field(0, "Agent", &status.agent_endpoint);
+    text.field(0, "Last Heartbeat", when(now, status.last_heartbeat));
+    let taints: Vec<String> = status
+        .taints
+        .iter()
+        .map(|t| if t.value.is_empty() { format!("{}:{}", t.key, t.effect) } else { format!("{}={}:{}", t.key, t.value, t.effect) })
+        .collect();
+    text.field(0, "Taints", taints.join("\n"));
+    conditions_text(text, &status.conditions, now);
+    let resources =
+        |r: shared::model::NodeResources| format!("cpu {}, memory {}, pods {}", format_cpu(r.cpu), format_memory(r.memory), r.pods);
+    text.field(0, "Capacity", resources(status.capacity));
+    text.field(0, "Allocatable", resources(status.allocatable));
+    let info = &status.node_info;
+    let runtime = match (info.simulated, info.runtime.as_str(), info.runtime_version.as_str()) {
+        (true, _, _) => "simulated".to_string(),
+        (false, runtime, "") => runtime.to_string(),
+        (false, runtime, version) => format!("{runtime} {version}"),
+    };
+    text.field(0, "Runtime", runtime);
+    text.field(0, "Agent Version", &info.agent_version);
+    if !info.os.is_empty() || !info.arch.is_empty() {
+        text.field(0, "Platform", format!("{}/{}", info.os, info.arch));
+    }
+
+    let on_node: Vec<Object> =
+        pods.iter().filter(|o| matches!(o, Object::Pod(p) if p.spec.node_name == node.metadata.name)).cloned().collect();
+    let usage = view::node_usage(&on_node).remove(&node.metadata.name).unwrap_or_default();
+    let percent = |used: i64, total: i64| if total > 0 { format!(" ({}%)", used * 100 / total) } else { String::new() };
+    text.field(
+        0,
+        "Requested",
+        format!(
+            "cpu {}{}, memory {}{}, pods {} of {}",
+            format_cpu(usage.cpu),
+            percent(usage.cpu, status.allocatable.cpu),
+            format_memory(usage.memory),
+            percent(usage.memory, status.allocatable.memory),
+            usage.pods,
+            status.allocatable.pods
+        ),
+    );
+    if on_node.is_empty() {
+        text.field(0, "Pods", "");
+        return;
+    }
+    text.heading(0, "Pods");
+    let context = view::RowContext { now, wide: false, all_namespaces: true, node_usage: None };
+    text.table(2, &view::table(Kind::Pod, &on_node, &context));
+}
+
+fn namespace_text(text: &mut Text, namespace: &Namespace, now: Time) {
+    meta_text(text, &namespace.metadata, now);
+    text.field(0, "Status", if namespace.status.phase.is_empty() { "Active" } else { &namespace.status.phase });
+}
+
+fn event_text(text: &mut Text, event: &Event, now: Time) {
+    meta_text(text, &event.metadata, now);
+    text.field(0, "Type", &event.type_);
+    text.field(0, "Reason", &event.reason);
+    text.field(0, "Object", view::event_object(event));
+    text.field(0, "Message", &event.message);
+    text.field(0, "Source", &event.source);
+    text.field(0, "Count", event.count.to_string());
+    text.field(0, "First Seen", when(now, event.first_timestamp));
+    text.field(0, "Last Seen", when(now, event.last_timestamp));
+}
+
+fn events_text(text: &mut Text, events: &[Event], now: Time) {
+    if events.is_empty() {
+        text.field(0, "Events", "");
+        return;
+    }
+    text.heading(0, "Events");
+    let mut table = Table::new(["LAST SEEN", "TYPE", "REASON", "FROM", "MESSAGE"]);
+    for event in events {
+        let mut seen = age(now, view::event_time(event));
+        if event.count > 1 {
+            seen.push_str(&format!(" (x{})", event.count));
+        }
+        table.push(vec![seen, event.type_.clone(), event.reason.clone(), event.source.clone(), event.message.clone()]);
+    }
+    text.table(2, &table);
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{Duration, TimeZone, Utc};
+    use shared::model::ObjectMeta;
+    use shared::scheduler::{FilterVerdict, NodeExplanation, ScoreEntry};
+
+    use super::*;
+
+    fn now() -> Time {
+        Utc.with_ymd_and_hms(2025, 3, 1, 10, 0, 0).unwrap()
+    }
+
+    #[test]
+    fn fields_align_and_empty_values_read_none() {
+        let mut text = Text::default();
+        text.field(0, "Name", "web");
+        text.field(0, "Labels", "app=web\ntier=fe");
+        text.field(2, "Image", "");
+        assert_eq!(text.0, "Name:           web\nLabels:         app=web\n                tier=fe\n  Image:        <none>\n");
+    }
+
+    #[test]
+    fn the_scheduling_section_says_why_each_node_won_or_lost() {
+        let pod = Pod { metadata: ObjectMeta::named("default", "web"), ..Default::default() };
+        let passed =
+            |name: &str| FilterVerdict { filter: name.into(), verdict: Verdict::Passed, reason: String::new(), detail: String::new() };
+        let explanation = Explanation {
+            pod: "default/web".into(),
+            profile: "default".into(),
+            total_nodes: 2,
+            nodes_evaluated: 2,
+            feasible_nodes: 1,
+            nodes_to_find: 2,
+            start_index: 0,
+            selected: Some("node-1".into()),
+            message: "Successfully assigned default/web to node-1".into(),
+            nodes: vec![
+                NodeExplanation {
+                    node: "node-1".into(),
+                    feasible: true,
+                    filters: vec![passed("NodeResourcesFit")],
+                    scores: vec![ScoreEntry { plugin: "LeastAllocated".into(), raw: 80, weight: 1, weighted: 80, detail: String::new() }],
+                    total: Some(80),
+                    selected: true,
+                },
+                NodeExplanation {
+                    node: "node-2".into(),
+                    feasible: false,
+                    filters: vec![FilterVerdict {
+                        filter: "NodeResourcesFit".into(),
+                        verdict: Verdict::Failed,
+                        reason: "Insufficient memory".into(),
+                        detail: "the pod requests memory 64Mi; 1Gi of 1Gi already requested, 0 free".into(),
+                    }],
+                    scores: vec![],
+                    total: None,
+                    selected: false,
+                },
+            ],
+        };
+        let mut text = Text::default();
+        scheduling_text(&mut text, &pod, Some(&explanation));
+        assert_eq!(
+            text.0,
+            "Scheduling:\n  Successfully assigned default/web to node-1\n  profile \"default\": 2 node(s), 2 evaluated, 1 feasible\n  \
+             NODE     RESULT         SCORE   WHY\n  \
+             node-1   selected       80      LeastAllocated 80x1\n  \
+             node-2   filtered out   -       NodeResourcesFit: Insufficient memory (the pod requests memory 64Mi; 1Gi of 1Gi already requested, 0 free)\n"
+        );
+
+        let mut pending = Text::default();
+        scheduling_text(&mut pending, &pod, None);
+        assert_eq!(pending.0, "Scheduling:\n  no decision yet: the scheduler has not looked at this pod\n");
+    }
+
+    #[test]
+    fn container_states_in_words() {
+        let started = now() - Duration::seconds(30);
+        assert_eq!(
+            state_text(&ContainerState::Running { started_at: Some(started) }, now()),
+            "Running since 2025-03-01 09:59:30 UTC (30s ago)"
+        );
+        assert_eq!(
+            state_text(&ContainerState::Waiting { reason: "ErrImagePull".into(), message: "no such image".into() }, now()),
+            "Waiting (ErrImagePull: no such image)"
+        );
+        let terminated = ContainerState::Terminated {
+            exit_code: 1,
+            reason: "Error".into(),
+            message: String::new(),
+            started_at: None,
+            finished_at: None,
+        };
+        assert_eq!(state_text(&terminated, now()), "Terminated (Error, exit code 1)");
+    }
+}

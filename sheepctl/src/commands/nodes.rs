@@ -1,0 +1,24 @@
+//! `sheepctl nodes`, `cordon NODE` and `uncordon NODE`: the node list with what pods ask
+//! of each node, and switching a node's schedulability.
+
+use anyhow::Result;
+use shared::api::paths;
+use shared::model::Kind;
+
+use super::get::{self, Query};
+use super::{Context, print};
+use crate::cli::{NodeArgs, NodesArgs};
+use crate::settings;
+
+pub async fn run(context: &Context, args: &NodesArgs) -> Result<()> {
+    let selector = get::parse_selector(args.selector.as_deref())?;
+    get::show(context, Query { kind: Kind::Node, name: None, selector }, args.output, false).await
+}
+
+/// Cordons the node when `cordon`, else uncordons it.
+pub async fn cordon(context: &Context, args: &NodeArgs, cordon: bool) -> Result<()> {
+    let name = settings::name_of(Kind::Node, &args.node)?;
+    let (path, done) = if cordon { (paths::node_cordon(&name), "cordoned") } else { (paths::node_uncordon(&name), "uncordoned") };
+    context.client.post_empty(&path).await?;
+    print(&format!("node/{name} {done}\n"))
+}

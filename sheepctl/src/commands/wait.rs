@@ -1,0 +1,130 @@
+//! `sheepctl wait --for=… KIND/NAME --timeout=30s`: follows the object on the watch stream
+//! (which reconnects, re-lists, or falls back to polling by itself) until the condition
+//! holds, exits 0 then, and fails with the object's last state when time runs out.
+
+use anyhow::{Result, bail};
+use shared::api::WatchEventType;
+use shared::model::Kind;
+use tokio::time::Instant;
+
+use super::{Context, print};
+use crate::cli::WaitArgs;
+use crate::condition::{Check, WaitFor, state};
+use crate::progress::{Mode, Progress};
+use crate::settings::{self, kind_word};
+use crate::watch::Watcher;
+
+/// One object to wait for.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    pub kind: Kind,
+    pub namespace: &'a str,
+    pub name: &'a str,
+}
+
+pub async fn run(context: &Context, args: &WaitArgs) -> Result<()> {
+    let condition = WaitFor::parse(&args.condition)?;
+    let timeout = settings::duration(&args.timeout)?;
+    let targets = settings::targets(&args.target)?;
+    for (kind, _) in &targets {
+        condition.applies_to(*kind)?;
+    }
+    let deadline = Instant::now() + timeout;
+    let mut progress = Progress::new(Mode::detect(Mode::Quiet));
+    let mut met = String::new();
+    for (kind, name) in &targets {
+        let target = Target { kind: *kind, namespace: &context.settings.namespace, name };
+        until(context, target, &condition, deadline, &args.timeout, &mut progress).await?;
+        met.push_str(&format!("{}/{name} condition met\n", kind_word(*kind)));
+    }
+    progress.finish();
+    print(&met)
+}
+
+/// What the condition means for this kind, as in "waiting for pod/web to be Running".
+fn goal(condition: &WaitFor, kind: Kind) -> String {
+    match (condition, kind) {
+        (WaitFor::Running, Kind::Deployment) => "be available".to_string(),
+        (WaitFor::Running, Kind::Node) => "be Ready".to_string(),
+        (WaitFor::Running, Kind::Service) => "have endpoints".to_string(),
+        (WaitFor::Running, _) => "be Running".to_string(),
+        (WaitFor::Phase(phase), _) => format!("reach phase {phase}"),
+        (WaitFor::Condition { type_, status }, _) => format!("have condition {type_}={status}"),
+        (WaitFor::Delete, _) => "be deleted".to_string(),
+    }
+}
+
+/// Waits until `condition` holds for the target, reporting each state change to `progress`.
+/// Fails at once when the condition can no longer be met, and at `deadline` with the last
+/// state seen. `timeout_text` is how the user wrote the timeout, for the message.
+pub async fn until(
+    context: &Context,
+    target: Target<'_>,
+    condition: &WaitFor,
+    deadline: Instant,
+    timeout_text: &str,
+    progress: &mut Progress,
+) -> Result<()> {
+    let label = format!("{}/{}", kind_word(target.kind), target.name);
+    let goal = goal(condition, target.kind);
+    let mut last_state = "it was not read before the time ran out".to_string();
+    let waiting = async {
+        let namespace = target.kind.namespaced().then_some(target.namespace);
+        let mut watcher = Watcher::new(context.client.clone(), target.kind, namespace, None).named(target.name);
+        let mut current = watcher.list().await?.into_iter().next();
+        if current.is_none() && *condition != WaitFor::Delete {
+            match namespace {
+                Some(ns) => bail!("{label} not found in namespace {ns:?}: create it first, or pass -n"),
+                None => bail!("{label} not found"),
+            }
+        }
+        loop {
+            match condition.check(current.as_ref()) {
+                Check::Met => {
+                    if let Some(object) = &current {
+                        progress.update(&label, &state(object));
+                    }
+                    return Ok(());
+                }
+                Check::Never(why) => bail!("{label} will never {goal}: {why}"),
+                Check::NotYet(now) => {
+                    if let Some(object) = &current {
+                        progress.update(&label, &state(object));
+                    }
+                    last_state = now;
+                }
+            }
+            let change = watcher.next().await?;
+            current = if change.type_ == WatchEventType::Deleted { None } else { Some(change.object) };
+        }
+    };
+    let outcome = tokio::time::timeout_at(deadline, waiting).await;
+    match outcome {
+        Ok(result) => result,
+        Err(_) => {
+            let hint = match target.kind {
+                Kind::Pod | Kind::Deployment | Kind::Node | Kind::Service => {
+                    format!("; see `sheepctl describe {} {}`", kind_word(target.kind), target.name)
+                }
+                _ => String::new(),
+            };
+            bail!("timed out after {timeout_text} waiting for {label} to {goal}: {last_state}{hint}")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use shared::model::PodPhase;
+
+    use super::*;
+
+    #[test]
+    fn goals_read_naturally() {
+        assert_eq!(goal(&WaitFor::Running, Kind::Pod), "be Running");
+        assert_eq!(goal(&WaitFor::Running, Kind::Deployment), "be available");
+        assert_eq!(goal(&WaitFor::Phase(PodPhase::Succeeded), Kind::Pod), "reach phase Succeeded");
+        assert_eq!(goal(&WaitFor::parse("condition=PodScheduled").unwrap(), Kind::Pod), "have condition PodScheduled=True");
+        assert_eq!(goal(&WaitFor::Delete, Kind::Service), "be deleted");
+    }
+}

@@ -1,0 +1,445 @@
+//! How each kind reads in a table, and the one-line state of a pod or deployment that
+//! `get -o wide`, `apply --wait`, `wait` and `describe` all use: which of the seed's Pending
+//! stages a pod is in, and why.
+
+use std::collections::BTreeMap;
+
+use shared::model::{
+    Deployment, Event, Kind, Namespace, Node, Object, Pod, PodPhase, PodStage, Service, Time, conditions, find_condition, format_cpu,
+    format_memory,
+};
+
+use crate::settings::kind_word;
+use crate::table::{Table, age};
+
+/// What pods ask of one node, for the node table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeUsage {
+    pub pods: usize,
+    pub cpu: i64,
+    pub memory: i64,
+}
+
+/// Sums the requests of the pods bound to each node that have not finished.
+pub fn node_usage(pods: &[Object]) -> BTreeMap<String, NodeUsage> {
+    let mut usage: BTreeMap<String, NodeUsage> = BTreeMap::new();
+    for object in pods {
+        let Object::Pod(pod) = object else { continue };
+        if pod.spec.node_name.is_empty() || pod.status.phase.is_terminal() {
+            continue;
+        }
+        let requests = pod.spec.requests();
+        let entry = usage.entry(pod.spec.node_name.clone()).or_default();
+        entry.pods += 1;
+        entry.cpu += requests.cpu;
+        entry.memory += requests.memory;
+    }
+    usage
+}
+
+/// Everything a row may need besides the object itself.
+#[derive(Debug, Clone)]
+pub struct RowContext {
+    pub now: Time,
+    pub wide: bool,
+    pub all_namespaces: bool,
+    /// For the node table; `None` leaves the usage columns out.
+    pub node_usage: Option<BTreeMap<String, NodeUsage>>,
+}
+
+pub fn headers(kind: Kind, context: &RowContext) -> Vec<&'static str> {
+    let mut headers: Vec<&'static str> = Vec::new();
+    if context.all_namespaces && kind.namespaced() {
+        headers.push("NAMESPACE");
+    }
+    headers.extend_from_slice(match kind {
+        Kind::Pod => &["NAME", "READY", "STATUS", "RESTARTS", "NODE", "AGE"],
+        Kind::Deployment => &["NAME", "READY", "CURRENT", "AVAILABLE", "AGE"],
+        Kind::Service => &["NAME", "TYPE", "PORT(S)", "ENDPOINTS", "AGE"],
+        Kind::Node if context.node_usage.is_some() => &["NAME", "STATUS", "PODS", "CPU", "MEMORY", "AGE"],
+        Kind::Node => &["NAME", "STATUS", "CPU", "MEMORY", "AGE"],
+        Kind::Event => &["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+        Kind::Namespace => &["NAME", "STATUS", "AGE"],
+    });
+    if context.wide {
+        headers.extend_from_slice(match kind {
+            Kind::Pod => &["IP", "REASON"],
+            Kind::Deployment => &["IMAGES", "SELECTOR"],
+            Kind::Service => &["SELECTOR"],
+            Kind::Node => &["RUNTIME", "ADDRESS", "TAINTS"],
+            Kind::Event => &["SOURCE"],
+            Kind::Namespace => &[],
+        });
+    }
+    headers
+}
+
+pub fn row(object: &Object, context: &RowContext) -> Vec<String> {
+    let mut cells = Vec::new();
+    if context.all_namespaces && object.kind().namespaced() {
+        cells.push(object.metadata().namespace.clone());
+    }
+    match object {
+        Object::Pod(pod) => pod_row(pod, context, &mut cells),
+        Object::Deployment(deployment) => deployment_row(deployment, context, &mut cells),
+        Object::Service(service) => service_row(service, context, &mut cells),
+        Object::Node(node) => node_row(node, context, &mut cells),
+        Object::Event(event) => event_row(event, context, &mut cells),
+        Object::Namespace(namespace) => namespace_row(namespace, context, &mut cells),
+    }
+    cells
+}
+
+pub fn table(kind: Kind, objects: &[Object], context: &RowContext) -> Table {
+    let mut table = Table::new(headers(kind, context));
+    for object in objects {
+        table.push(row(object, context));
+    }
+    table
+}
+
+fn or_none(text: &str) -> String {
+    if text.is_empty() { "<none>".to_string() } else { text.to_string() }
+}
+
+fn pod_row(pod: &Pod, context: &RowContext, cells: &mut Vec<String>) {
+    let (ready, total) = pod.ready_count();
+    cells.extend([
+        pod.metadata.name.clone(),
+        format!("{ready}/{total}"),
+        pod.display_status(),
+        pod.restart_count().to_string(),
+        or_none(&pod.spec.node_name),
+        age(context.now, pod.metadata.created_at),
+    ]);
+    if context.wide {
+        cells.push(or_none(&pod.status.pod_ip));
+        cells.push(or_none(&pending_reason(pod).unwrap_or_default()));
+    }
+}
+
+/// Why a Pending pod is not running yet, in the seed's three stages; `None` otherwise.
+pub fn pending_reason(pod: &Pod) -> Option<String> {
+    match pod.stage() {
+        PodStage::WaitingForScheduler => Some("waiting for the scheduler".to_string()),
+        PodStage::Unschedulable => {
+            let condition = find_condition(&pod.status.conditions, conditions::POD_SCHEDULED);
+            let message = condition.map(|c| if c.message.is_empty() { c.reason.clone() } else { c.message.clone() });
+            Some(format!("Unschedulable: {}", message.unwrap_or_default()).trim_end_matches(": ").to_string())
+        }
+        PodStage::WaitingForAgent => {
+            let status = pod.display_status();
+            if status == "ContainerCreating" {
+                Some(format!("scheduled to {}, waiting for its agent", pod.spec.node_name))
+            } else {
+                Some(format!("{status} on {}", pod.spec.node_name))
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The state of a pod in a few words: `Pending (waiting for the scheduler)`,
+/// `Running on node-1`, `Failed: Error`.
+pub fn pod_state(pod: &Pod) -> String {
+    if let Some(reason) = pending_reason(pod) {
+        return format!("Pending ({reason})");
+    }
+    let status = pod.display_status();
+    match pod.status.phase {
+        PodPhase::Running if status == "Running" => format!("Running on {}", pod.spec.node_name),
+        PodPhase::Running => format!("Running on {} ({status})", pod.spec.node_name),
+        phase if status != phase.as_str() => format!("{phase} ({status})"),
+        phase => phase.to_string(),
+    }
+}
+
+/// `2/3 ready, 2 available`.
+pub fn deployment_state(deployment: &Deployment) -> String {
+    let status = &deployment.status;
+    format!("{}/{} ready, {} available", status.ready_replicas, deployment.spec.replicas, status.available_replicas)
+}
+
+fn deployment_row(deployment: &Deployment, context: &RowContext, cells: &mut Vec<String>) {
+    let status = &deployment.status;
+    cells.extend([
+        deployment.metadata.name.clone(),
+        format!("{}/{}", status.ready_replicas, deployment.spec.replicas),
+        status.replicas.to_string(),
+        status.available_replicas.to_string(),
+        age(context.now, deployment.metadata.created_at),
+    ]);
+    if context.wide {
+        let images: Vec<&str> = deployment.spec.template.spec.containers.iter().map(|c| c.image.as_str()).collect();
+        cells.push(or_none(&images.join(",")));
+        cells.push(or_none(&deployment.spec.selector.to_string()));
+    }
+}
+
+/// `80/TCP,443/TCP`.
+pub fn service_ports(service: &Service) -> String {
+    let ports: Vec<String> = service
+        .spec
+        .ports
+        .iter()
+        .map(|p| format!("{}/{}", p.port, if p.protocol.is_empty() { "TCP".to_string() } else { p.protocol.to_uppercase() }))
+        .collect();
+    or_none(&ports.join(","))
+}
+
+/// `10.20.0.2:8080,10.20.0.3:8080 + 1 more`, as kubectl shows endpoints.
+pub fn service_endpoints(service: &Service) -> String {
+    let port = service.spec.ports.first().map(|p| p.target_port);
+    let addresses: Vec<String> = service
+        .status
+        .endpoints
+        .iter()
+        .map(|e| match port {
+            Some(port) if port > 0 => format!("{}:{port}", e.ip),
+            _ => e.ip.clone(),
+        })
+        .collect();
+    match addresses.len() {
+        0 => "<none>".to_string(),
+        1..=3 => addresses.join(","),
+        n => format!("{} + {} more", addresses[..3].join(","), n - 3),
+    }
+}
+
+fn service_row(service: &Service, context: &RowContext, cells: &mut Vec<String>) {
+    let type_ = if service.spec.type_.is_empty() { "ClusterIP" } else { &service.spec.type_ };
+    cells.extend([
+        service.metadata.name.clone(),
+        type_.to_string(),
+        service_ports(service),
+        service_endpoints(service),
+        age(context.now, service.metadata.created_at),
+    ]);
+    if context.wide {
+        let selector: Vec<String> = service.spec.selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        cells.push(or_none(&selector.join(",")));
+    }
+}
+
+/// `Ready`, `NotReady`, `Unknown`, with `,SchedulingDisabled` when cordoned.
+pub fn node_status(node: &Node) -> String {
+    let ready = match node.ready_status() {
+        conditions::TRUE => "Ready",
+        conditions::FALSE => "NotReady",
+        _ => "Unknown",
+    };
+    if node.status.unschedulable { format!("{ready},SchedulingDisabled") } else { ready.to_string() }
+}
+
+fn node_row(node: &Node, context: &RowContext, cells: &mut Vec<String>) {
+    let allocatable = node.status.allocatable;
+    cells.push(node.metadata.name.clone());
+    cells.push(node_status(node));
+    match &context.node_usage {
+        Some(usage) => {
+            let used = usage.get(&node.metadata.name).copied().unwrap_or_default();
+            cells.push(format!("{}/{}", used.pods, allocatable.pods));
+            cells.push(format!("{}/{}", format_cpu(used.cpu), format_cpu(allocatable.cpu)));
+            cells.push(format!("{}/{}", format_memory(used.memory), format_memory(allocatable.memory)));
+        }
+        None => {
+            cells.push(format_cpu(allocatable.cpu));
+            cells.push(format_memory(allocatable.memory));
+        }
+    }
+    cells.push(age(context.now, node.metadata.created_at));
+    if context.wide {
+        let info = &node.status.node_info;
+        let runtime = if info.simulated { "simulated".to_string() } else { info.runtime.clone() };
+        let taints: Vec<String> = node
+            .status
+            .taints
+            .iter()
+            .map(|t| if t.value.is_empty() { format!("{}:{}", t.key, t.effect) } else { format!("{}={}:{}", t.key, t.value, t.effect) })
+            .collect();
+        cells.push(or_none(&runtime));
+        cells.push(or_none(&node.status.address));
+        cells.push(or_none(&taints.join(",")));
+    }
+}
+
+/// When an event last happened: its last timestamp, else its first, else its creation.
+pub fn event_time(event: &Event) -> Option<Time> {
+    event.last_timestamp.or(event.first_timestamp).or(event.metadata.created_at)
+}
+
+/// `kind/name` of the object an event is about, in lower case as in `pod/web-server`.
+pub fn event_object(event: &Event) -> String {
+    match Kind::from_alias(&event.involved_object.kind) {
+        Some(kind) => format!("{}/{}", kind_word(kind), event.involved_object.name),
+        None => event.involved_object.short(),
+    }
+}
+
+fn event_row(event: &Event, context: &RowContext, cells: &mut Vec<String>) {
+    let mut seen = age(context.now, event_time(event));
+    if event.count > 1 {
+        seen.push_str(&format!(" (x{})", event.count));
+    }
+    cells.extend([seen, event.type_.clone(), event.reason.clone(), event_object(event), event.message.clone()]);
+    if context.wide {
+        cells.push(or_none(&event.source));
+    }
+}
+
+fn namespace_row(namespace: &Namespace, context: &RowContext, cells: &mut Vec<String>) {
+    let phase = if namespace.status.phase.is_empty() { "Active" } else { &namespace.status.phase };
+    cells.extend([namespace.metadata.name.clone(), phase.to_string(), age(context.now, namespace.metadata.created_at)]);
+}
+
+/// Oldest first, as the story of a pod reads: Created → Scheduled → Pulled → Started.
+pub fn sort_events(events: &mut [Object]) {
+    events.sort_by_key(|o| match o {
+        Object::Event(e) => (event_time(e), e.first_timestamp, e.metadata.resource_version),
+        _ => (None, None, 0),
+    });
+}
+
+/// `pod/web-server`.
+pub fn object_name(object: &Object) -> String {
+    format!("{}/{}", kind_word(object.kind()), object.metadata().name)
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{Duration, TimeZone, Utc};
+    use shared::model::{Condition, ContainerState, ContainerStatus, Endpoint, NodeResources, ObjectMeta, ServicePort};
+
+    use super::*;
+
+    fn now() -> Time {
+        Utc.with_ymd_and_hms(2025, 3, 1, 10, 0, 0).unwrap()
+    }
+
+    fn pod(name: &str) -> Pod {
+        let mut pod = Pod { kind: "Pod".into(), metadata: ObjectMeta::named("default", name), ..Default::default() };
+        pod.metadata.created_at = Some(now() - Duration::seconds(42));
+        pod.spec.containers.push(Default::default());
+        pod
+    }
+
+    fn context(wide: bool) -> RowContext {
+        RowContext { now: now(), wide, all_namespaces: false, node_usage: None }
+    }
+
+    #[test]
+    fn pending_pods_say_which_stage_they_are_in() {
+        let waiting = pod("a");
+        assert_eq!(pod_state(&waiting), "Pending (waiting for the scheduler)");
+
+        let mut unschedulable = pod("b");
+        unschedulable.status.conditions.push(Condition {
+            type_: conditions::POD_SCHEDULED.into(),
+            status: conditions::FALSE.into(),
+            reason: conditions::UNSCHEDULABLE.into(),
+            message: "0/2 nodes are available: 2 Insufficient memory".into(),
+            ..Default::default()
+        });
+        assert_eq!(pod_state(&unschedulable), "Pending (Unschedulable: 0/2 nodes are available: 2 Insufficient memory)");
+
+        let mut bound = pod("c");
+        bound.spec.node_name = "node-1".into();
+        assert_eq!(pod_state(&bound), "Pending (scheduled to node-1, waiting for its agent)");
+        bound.status.container_statuses.push(ContainerStatus {
+            state: ContainerState::Waiting { reason: "ErrImagePull".into(), message: String::new() },
+            ..Default::default()
+        });
+        assert_eq!(pod_state(&bound), "Pending (ErrImagePull on node-1)");
+
+        let mut running = pod("d");
+        running.spec.node_name = "node-2".into();
+        running.status.phase = PodPhase::Running;
+        assert_eq!(pod_state(&running), "Running on node-2");
+    }
+
+    #[test]
+    fn pod_rows_have_the_columns_users_know() {
+        let mut running = pod("web-server");
+        running.spec.node_name = "node-1".into();
+        running.status.phase = PodPhase::Running;
+        running.status.pod_ip = "10.20.0.2".into();
+        running.status.container_statuses.push(ContainerStatus { ready: true, restart_count: 2, ..Default::default() });
+        let pending = pod("stuck");
+        let objects = vec![Object::Pod(running), Object::Pod(pending)];
+
+        assert_eq!(
+            table(Kind::Pod, &objects, &context(false)).render(),
+            "NAME         READY   STATUS    RESTARTS   NODE     AGE\n\
+             web-server   1/1     Running   2          node-1   42s\n\
+             stuck        0/1     Pending   0          <none>   42s\n"
+        );
+        let wide = table(Kind::Pod, &objects, &context(true)).render();
+        assert!(wide.lines().next().unwrap().ends_with("AGE   IP          REASON"), "{wide}");
+        assert!(wide.contains("10.20.0.2   <none>"), "{wide}");
+        assert!(wide.contains("<none>      waiting for the scheduler"), "{wide}");
+
+        let all = RowContext { all_namespaces: true, ..context(false) };
+        assert_eq!(headers(Kind::Pod, &all)[0], "NAMESPACE");
+        assert_eq!(row(&objects[0], &all)[0], "default");
+        assert_eq!(headers(Kind::Node, &all)[0], "NAME");
+    }
+
+    #[test]
+    fn services_show_ports_and_endpoints() {
+        let mut service = Service { metadata: ObjectMeta::named("default", "web"), ..Default::default() };
+        service.spec.ports.push(ServicePort { port: 80, target_port: 8080, protocol: "tcp".into(), ..Default::default() });
+        assert_eq!(service_ports(&service), "80/TCP");
+        assert_eq!(service_endpoints(&service), "<none>");
+        for i in 1..=5 {
+            service.status.endpoints.push(Endpoint { ip: format!("10.0.0.{i}"), ..Default::default() });
+        }
+        assert_eq!(service_endpoints(&service), "10.0.0.1:8080,10.0.0.2:8080,10.0.0.3:8080 + 2 more");
+    }
+
+    #[test]
+    fn nodes_show_readiness_cordon_and_usage() {
+        let mut node = Node { metadata: ObjectMeta::named("", "node-1"), ..Default::default() };
+        assert_eq!(node_status(&node), "Unknown");
+        node.status.conditions.push(Condition { type_: "Ready".into(), status: "True".into(), ..Default::default() });
+        node.status.unschedulable = true;
+        assert_eq!(node_status(&node), "Ready,SchedulingDisabled");
+        node.status.allocatable = NodeResources { cpu: 2000, memory: 1 << 30, pods: 110 };
+
+        let mut p = pod("a");
+        p.spec.node_name = "node-1".into();
+        p.spec.containers[0].resources.cpu = 250;
+        p.spec.containers[0].resources.memory = 64 << 20;
+        let usage = node_usage(&[Object::Pod(p)]);
+        let context = RowContext { node_usage: Some(usage), ..context(false) };
+        assert_eq!(
+            row(&Object::Node(node), &context),
+            vec!["node-1", "Ready,SchedulingDisabled", "1/110", "250m/2", "64Mi/1Gi", "<unknown>"]
+        );
+    }
+
+    #[test]
+    fn events_sort_oldest_first_and_show_repeats() {
+        let event = |reason: &str, seconds_ago: i64, count: u32| {
+            Object::Event(Event {
+                metadata: ObjectMeta::named("default", reason),
+                type_: "Normal".into(),
+                reason: reason.into(),
+                message: format!("{reason} it"),
+                involved_object: shared::model::ObjectReference { kind: "Pod".into(), name: "web-server".into(), ..Default::default() },
+                count,
+                last_timestamp: Some(now() - Duration::seconds(seconds_ago)),
+                ..Default::default()
+            })
+        };
+        let mut events = vec![event("Started", 1, 1), event("Created", 5, 1), event("Scheduled", 4, 3)];
+        sort_events(&mut events);
+        let text = table(Kind::Event, &events, &context(false)).render();
+        assert_eq!(
+            text,
+            "LAST SEEN   TYPE     REASON      OBJECT           MESSAGE\n\
+             5s          Normal   Created     pod/web-server   Created it\n\
+             4s (x3)     Normal   Scheduled   pod/web-server   Scheduled it\n\
+             1s          Normal   Started     pod/web-server   Started it\n"
+        );
+    }
+}
