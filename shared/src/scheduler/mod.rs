@@ -176,6 +176,7 @@ impl Scheduler {
                 if *existing.info != *state.info {
                     existing.info = state.info;
                     existing.allocatable = state.allocatable;
+                    existing.tainted = state.tainted;
                     self.view_dirty = true;
                 }
                 existing.ready = state.ready;
@@ -411,7 +412,8 @@ fn filter(slot: &Slot, request: &Request<'_>, now_ms: i64, cutoff_ms: i64) -> Op
     if !request.selector.is_empty() && !selector_matches(request.selector, &node.info.labels) {
         return Some(Failure::SelectorMismatch);
     }
-    if let Some(index) = plugins::first_untolerated(&node.info.taints, request.tolerations) {
+    let untolerated = if node.tainted { plugins::first_untolerated(&node.info.taints, request.tolerations) } else { None };
+    if let Some(index) = untolerated {
         return Some(Failure::UntoleratedTaint { index: index as u16 });
     }
     let fp = &request.footprint;

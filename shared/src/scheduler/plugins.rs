@@ -286,7 +286,11 @@ pub fn fraction_ppm(requested: i64, allocatable: i64) -> Option<i64> {
     if allocatable <= 0 {
         return None;
     }
-    Some((requested.max(0) as i128 * 1_000_000 / allocatable as i128).min(1_000_000) as i64)
+    let requested = requested.clamp(0, allocatable);
+    Some(match requested.checked_mul(1_000_000) {
+        Some(scaled) => scaled / allocatable,
+        None => (requested as i128 * 1_000_000 / allocatable as i128) as i64,
+    })
 }
 
 /// BalancedAllocation: `(1 - std) × 100` where std is the standard deviation of the CPU
