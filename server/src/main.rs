@@ -1,1 +1,103 @@
-fn main() {}
+//! `shepherd`: the control plane binary. Parses flags into a [`server::Config`], binds the
+//! address and runs until SIGINT or SIGTERM.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Parser;
+use server::auth::{Principal, Role, Tokens};
+use server::config::{Config, default_data_dir};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, Parser)]
+#[command(name = "shepherd", version, about = "The Shepherd control plane: API server, store, scheduler and controllers.")]
+struct Args {
+    /// Address to listen on. Anything but loopback requires --token or --tokens-file.
+    #[arg(long, env = "SHEPHERD_ADDR", default_value = shared::api::DEFAULT_ADDR)]
+    addr: SocketAddr,
+    /// Where the SQLite store lives [default: $XDG_DATA_HOME/shepherd, else ~/.local/share/shepherd].
+    #[arg(long, env = "SHEPHERD_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Keep everything in memory: nothing survives a restart.
+    #[arg(long, conflicts_with = "data_dir")]
+    in_memory: bool,
+    /// An admin bearer token.
+    #[arg(long, env = "SHEPHERD_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// A file of tokens, one `<token> <role> [node-name]` per line; roles: admin, node, viewer.
+    #[arg(long)]
+    tokens_file: Option<PathBuf>,
+    /// Scheduler profile: spread (least allocated, spread a deployment's pods) or bin-pack.
+    #[arg(long, default_value = "spread", value_parser = ["spread", "bin-pack"])]
+    scheduler_profile: String,
+    /// How many changes a watch can replay before it gets 410 Gone.
+    #[arg(long, default_value_t = 20_000)]
+    watch_history: usize,
+    /// Seconds without a heartbeat before a node becomes NotReady.
+    #[arg(long, default_value_t = 40)]
+    node_monitor_grace: u64,
+    /// Seconds a node stays NotReady before its pods are marked Failed (NodeLost).
+    #[arg(long, default_value_t = 60)]
+    pod_eviction_grace: u64,
+    /// Seconds events are kept after they last happened.
+    #[arg(long, default_value_t = 3600)]
+    event_ttl: u64,
+}
+
+impl Args {
+    fn into_config(self) -> anyhow::Result<Config> {
+        let mut tokens = match &self.tokens_file {
+            Some(path) => Tokens::load(path)?,
+            None => Tokens::default(),
+        };
+        if let Some(token) = &self.token {
+            anyhow::ensure!(token.len() >= 8, "--token must be at least 8 characters long");
+            tokens.add(token, Principal { role: Role::Admin, node: None });
+        }
+        let data_dir = if self.in_memory { None } else { Some(self.data_dir.unwrap_or_else(default_data_dir)) };
+        Ok(Config {
+            data_dir,
+            tokens,
+            scheduler_profile: self.scheduler_profile,
+            watch_history: self.watch_history.max(100),
+            node_monitor_grace: Duration::from_secs(self.node_monitor_grace),
+            pod_eviction_grace: Duration::from_secs(self.pod_eviction_grace),
+            event_ttl: Duration::from_secs(self.event_ttl),
+            ..Config::default()
+        })
+    }
+}
+
+/// Cancels `shutdown` on SIGINT or SIGTERM.
+fn watch_signals(shutdown: CancellationToken) -> anyhow::Result<()> {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("cannot listen for SIGTERM")?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
+            _ = terminate.recv() => tracing::info!("SIGTERM: shutting down"),
+        }
+        shutdown.cancel();
+    });
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .init();
+    let args = Args::parse();
+    let addr = args.addr;
+    let config = args.into_config()?;
+    if let Some(dir) = &config.data_dir {
+        tracing::info!("data directory: {}", dir.display());
+    }
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+    let shutdown = CancellationToken::new();
+    watch_signals(shutdown.clone())?;
+    server::run(listener, config, shutdown).await?;
+    tracing::info!("stopped cleanly");
+    Ok(())
+}

@@ -1,0 +1,262 @@
+//! The HTTP API: [`app`] builds the whole router (routes, auth, metrics, the 1 MiB body
+//! limit and the one JSON error shape for every failure, including unknown routes and
+//! rejected extractors). Handlers live in one file per resource family.
+
+mod nodes;
+mod objects;
+pub mod openapi;
+mod pods;
+mod watch;
+
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Query, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, get, post};
+use axum::{Json, Router};
+use serde::de::DeserializeOwned;
+use shared::api::{Info, paths};
+use shared::model::{Deployment, Event, Kind, Namespace, Node, Pod, Service, Time};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+use crate::scheduler::SchedulerHandle;
+use crate::store::Store;
+
+/// The largest request body the API reads.
+pub const BODY_LIMIT: usize = 1024 * 1024;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+    pub config: Arc<Config>,
+    pub metrics: Arc<Metrics>,
+    pub scheduler: SchedulerHandle,
+    pub started_at: Time,
+    pub shutdown: CancellationToken,
+    /// For proxying logs from node agents.
+    pub http: reqwest::Client,
+}
+
+/// A route and the methods it answers, as registered: the OpenAPI test compares the
+/// document against this table.
+pub type RouteTable = Vec<(String, Vec<Method>)>;
+
+struct Routes {
+    router: Router<AppState>,
+    table: RouteTable,
+}
+
+impl Routes {
+    fn add(mut self, path: &str, methods: &[Method], handler: MethodRouter<AppState>) -> Self {
+        self.router = self.router.route(path, handler);
+        self.table.push((path.to_string(), methods.to_vec()));
+        self
+    }
+
+    /// The five routes of a namespaced kind: list across namespaces (and create from the
+    /// body's namespace), list/create in a namespace, get/replace/delete one.
+    fn namespaced<R: crate::resources::Resource>(self) -> Self {
+        let plural = R::KIND.plural();
+        self.add(
+            &format!("/api/v1/{plural}"),
+            &[Method::GET, Method::POST],
+            get(objects::list_all::<R>).post(objects::create_from_body::<R>),
+        )
+        .add(
+            &format!("/api/v1/namespaces/{{namespace}}/{plural}"),
+            &[Method::GET, Method::POST],
+            get(objects::list_namespaced::<R>).post(objects::create_namespaced::<R>),
+        )
+        .add(
+            &format!("/api/v1/namespaces/{{namespace}}/{plural}/{{name}}"),
+            &[Method::GET, Method::PUT, Method::DELETE],
+            get(objects::get_namespaced::<R>).put(objects::replace_namespaced::<R>).delete(objects::delete_namespaced::<R>),
+        )
+    }
+
+    fn cluster_scoped<R: crate::resources::Resource>(self) -> Self {
+        let plural = R::KIND.plural();
+        self.add(
+            &format!("/api/v1/{plural}"),
+            &[Method::GET, Method::POST],
+            get(objects::list_all::<R>).post(objects::create_from_body::<R>),
+        )
+        .add(
+            &format!("/api/v1/{plural}/{{name}}"),
+            &[Method::GET, Method::PUT, Method::DELETE],
+            get(objects::get_cluster::<R>).put(objects::replace_cluster::<R>).delete(objects::delete_cluster::<R>),
+        )
+    }
+}
+
+fn routes() -> Routes {
+    Routes { router: Router::new(), table: Vec::new() }
+        .add(paths::HEALTHZ, &[Method::GET], get(healthz))
+        .add(paths::READYZ, &[Method::GET], get(readyz))
+        .add(paths::METRICS, &[Method::GET], get(metrics))
+        .add(paths::OPENAPI, &[Method::GET], get(openapi::serve))
+        .add(paths::INFO, &[Method::GET], get(info))
+        .namespaced::<Pod>()
+        .namespaced::<Deployment>()
+        .namespaced::<Service>()
+        .namespaced::<Event>()
+        .cluster_scoped::<Node>()
+        .cluster_scoped::<Namespace>()
+        .add("/api/v1/namespaces/{namespace}/pods/{name}/binding", &[Method::POST], post(pods::bind))
+        .add("/api/v1/namespaces/{namespace}/pods/{name}/status", &[Method::GET, Method::PUT], get(pods::get_status).put(pods::put_status))
+        .add("/api/v1/namespaces/{namespace}/pods/{name}/scheduling", &[Method::GET], get(pods::scheduling))
+        .add("/api/v1/namespaces/{namespace}/pods/{name}/log", &[Method::GET], get(pods::log))
+        .add(
+            "/api/v1/namespaces/{namespace}/deployments/{name}/scale",
+            &[Method::GET, Method::PUT],
+            get(objects::get_scale).put(objects::put_scale),
+        )
+        .add("/api/v1/nodes/{name}/heartbeat", &[Method::POST], post(nodes::heartbeat))
+        .add("/api/v1/nodes/{name}/status", &[Method::GET, Method::PUT], get(nodes::get_status).put(nodes::put_status))
+        .add("/api/v1/nodes/{name}/cordon", &[Method::POST], post(nodes::cordon))
+        .add("/api/v1/nodes/{name}/uncordon", &[Method::POST], post(nodes::uncordon))
+}
+
+/// Every route the API serves, with its methods.
+pub fn route_table() -> RouteTable {
+    routes().table
+}
+
+/// The whole API.
+pub fn app(state: AppState) -> Router {
+    routes()
+        .router
+        .fallback(unknown_route)
+        .layer(middleware::from_fn_with_state(state.clone(), crate::auth::authenticate))
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(middleware::from_fn_with_state(state.clone(), crate::metrics::track))
+        .layer(middleware::from_fn(json_errors))
+        .layer(tower_http::cors::CorsLayer::permissive())
+        .with_state(state)
+}
+
+async fn unknown_route(method: Method, uri: Uri) -> ApiError {
+    ApiError::not_found(format!("no route for {method} {}: see /api/openapi.json for the routes this server has", uri.path()))
+}
+
+/// Turns any error response that is not already JSON (405 from the router, a rejection
+/// a layer produced) into the one error shape.
+async fn json_errors(request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    let path = request.uri().path().to_string();
+    let response = next.run(request).await;
+    let status = response.status();
+    let is_json =
+        response.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 64 * 1024).await.map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+    let mut error = ApiError::from_status(status, &text);
+    if status == StatusCode::METHOD_NOT_ALLOWED {
+        let allowed = parts.headers.get(header::ALLOW).and_then(|v| v.to_str().ok()).unwrap_or("");
+        error.message = format!("{method} is not allowed on {path}; this route answers {allowed}");
+    }
+    let mut rebuilt = error.into_response();
+    if let Some(allow) = parts.headers.get(header::ALLOW) {
+        rebuilt.headers_mut().insert(header::ALLOW, allow.clone());
+    }
+    rebuilt
+}
+
+/// A request body read whole, within [`BODY_LIMIT`]; too large is 413 in the JSON shape.
+pub struct BodyBytes(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for BodyBytes {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match Bytes::from_request(request, state).await {
+            Ok(bytes) => Ok(BodyBytes(bytes)),
+            Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "PayloadTooLarge",
+                format!("the request body is larger than {} bytes (1 MiB)", BODY_LIMIT),
+            )),
+            Err(rejection) => Err(ApiError::bad_request(format!("cannot read the request body: {}", rejection.body_text()))),
+        }
+    }
+}
+
+/// Parses a JSON body into `T`, with line and column on error.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, ApiError> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        ApiError::bad_request(format!("the body is not a valid {what}: {} at line {}, column {}", strip_position(&e), e.line(), e.column()))
+    })
+}
+
+/// serde_json's message without its own trailing " at line L column C".
+fn strip_position(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" at line ") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    }
+}
+
+/// Query parameters whose parse errors are 400s in the JSON shape.
+pub struct Params<T>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for Params<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Query(v)| Params(v))
+            .map_err(|e| ApiError::bad_request(format!("invalid query parameters: {}", e.body_text())))
+    }
+}
+
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+async fn readyz(State(state): State<AppState>) -> Response {
+    if state.shutdown.is_cancelled() {
+        return ApiError::unavailable("the server is shutting down").into_response();
+    }
+    "ok".into_response()
+}
+
+async fn info(State(state): State<AppState>) -> Json<Info> {
+    Json(Info {
+        name: "shepherd".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        started_at: Some(state.started_at),
+        resource_version: state.store.revision(),
+        store: state.store.backend().into(),
+        auth_required: !state.config.tokens.is_empty(),
+        nodes: state.store.count(Kind::Node),
+        pods: state.store.count(Kind::Pod),
+        scheduler_profile: state.config.scheduler_profile.clone(),
+    })
+}
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    let store = &state.store;
+    let mut gauges = vec![("shepherd_store_revision", "The store's current revision.", store.revision())];
+    let counts: Vec<(String, u64)> =
+        Kind::ALL.iter().map(|k| (format!("shepherd_objects_{}", k.plural()), store.count(*k) as u64)).collect();
+    for (name, count) in &counts {
+        gauges.push((name.as_str(), "Objects of this kind in the store.", *count));
+    }
+    let text = state.metrics.render(&gauges);
+    let mut response = Body::from(text).into_response();
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+    response
+}

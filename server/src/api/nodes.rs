@@ -1,0 +1,72 @@
+//! A node's subresources: heartbeat and status (the agent's, only for its own node) and
+//! cordon / uncordon (admins').
+
+use axum::Extension;
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use shared::api::Heartbeat;
+use shared::model::{Kind, Node, Object};
+
+use super::objects::parse_object;
+use super::{AppState, BodyBytes, parse_json};
+use crate::auth::Principal;
+use crate::error::{ApiError, ApiResult};
+use crate::ops;
+use crate::store::{Key, Outcome, Write, commit_one};
+
+async fn write_node(state: &AppState, write: Write) -> ApiResult<Response> {
+    let outcome: Outcome = commit_one(&*state.store, write).await?;
+    match outcome.object() {
+        Some(o) => Ok(Json(&**o).into_response()),
+        None => Err(ApiError::internal("the store returned no node")),
+    }
+}
+
+pub async fn heartbeat(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(name): Path<String>,
+    BodyBytes(body): BodyBytes,
+) -> ApiResult<Response> {
+    principal.may_write_node(&name)?;
+    let beat: Heartbeat = if body.is_empty() { Heartbeat::default() } else { parse_json(&body, "Heartbeat")? };
+    write_node(&state, ops::heartbeat(&name, beat, chrono::Utc::now())).await
+}
+
+pub async fn get_status(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Node>> {
+    match state.store.get(&Key::new(Kind::Node, "", &name)).as_deref() {
+        Some(Object::Node(n)) => Ok(Json(n.clone())),
+        _ => Err(ApiError::not_found(format!("node {name:?} not found"))),
+    }
+}
+
+/// `PUT /api/v1/nodes/{name}/status` with a whole node: its status is taken, except
+/// cordon and taints, which belong to admins.
+pub async fn put_status(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(name): Path<String>,
+    BodyBytes(body): BodyBytes,
+) -> ApiResult<Response> {
+    principal.may_write_node(&name)?;
+    let node: Node = parse_object(&body)?;
+    if !node.metadata.name.is_empty() && node.metadata.name != name {
+        return Err(ApiError::bad_request(format!(
+            "the body's metadata.name {:?} does not match the name {name:?} in the path",
+            node.metadata.name
+        )));
+    }
+    let mut check = node.clone();
+    check.metadata.name = name.clone();
+    shared::validation::validate_node(&check).map_err(|details| ApiError::invalid(&format!("the status of node {name}"), details))?;
+    write_node(&state, ops::set_node_status(&name, node.status, node.metadata.resource_version, chrono::Utc::now())).await
+}
+
+pub async fn cordon(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Response> {
+    write_node(&state, ops::set_cordon(&name, true)).await
+}
+
+pub async fn uncordon(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Response> {
+    write_node(&state, ops::set_cordon(&name, false)).await
+}

@@ -1,0 +1,165 @@
+//! A pod's subresources: `binding` (the scheduler's compare-and-swap), `status` (the
+//! agent's reports), `scheduling` (the last decision's explanation) and `log` (streamed
+//! from the node's agent).
+
+use axum::Extension;
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use shared::api::FieldError;
+use shared::model::{Binding, Kind, Object, Pod, PodPhase, PodStatus};
+
+use super::objects::parse_object;
+use super::{AppState, BodyBytes, Params, parse_json};
+use crate::auth::Principal;
+use crate::error::{ApiError, ApiResult};
+use crate::events::SOURCE_SCHEDULER;
+use crate::ops;
+use crate::store::{Key, commit_one};
+
+fn stored_pod(state: &AppState, namespace: &str, name: &str) -> ApiResult<Pod> {
+    match state.store.get(&Key::new(Kind::Pod, namespace, name)).as_deref() {
+        Some(Object::Pod(p)) => Ok(p.clone()),
+        _ => Err(ApiError::not_found(format!("pod \"{namespace}/{name}\" not found"))),
+    }
+}
+
+/// `POST …/pods/{name}/binding`: sets node_name only if it is still empty (else 409) and
+/// the node still has room (else 409).
+pub async fn bind(
+    State(state): State<AppState>,
+    Path((namespace, name)): Path<(String, String)>,
+    BodyBytes(body): BodyBytes,
+) -> ApiResult<Response> {
+    let binding: Binding = parse_json(&body, "Binding")?;
+    let mut details = Vec::new();
+    if !binding.target.kind.is_empty() && binding.target.kind != "Node" {
+        details.push(FieldError { field: "target.kind".into(), message: format!("must be Node, got {:?}", binding.target.kind) });
+    }
+    if binding.target.name.is_empty() {
+        details.push(FieldError { field: "target.name".into(), message: "must name the node to bind the pod to".into() });
+    }
+    if !details.is_empty() {
+        return Err(ApiError::invalid(&format!("the binding of pod {namespace}/{name}"), details));
+    }
+    let txn = ops::bind(&namespace, &name, &binding.target.name, &binding.metadata.uid, SOURCE_SCHEDULER, chrono::Utc::now());
+    let outcomes = state.store.commit(txn).await?;
+    let pod = outcomes.first().and_then(|o| o.object()).cloned();
+    if let Some(Object::Pod(p)) = pod.as_deref() {
+        if let Some(created) = p.metadata.created_at {
+            state.metrics.observe_create_to_bound((chrono::Utc::now() - created).to_std().unwrap_or_default());
+        }
+    }
+    Ok(match pod {
+        Some(p) => (StatusCode::CREATED, Json(&*p)).into_response(),
+        None => StatusCode::CREATED.into_response(),
+    })
+}
+
+pub async fn get_status(State(state): State<AppState>, Path((namespace, name)): Path<(String, String)>) -> ApiResult<Json<Pod>> {
+    stored_pod(&state, &namespace, &name).map(Json)
+}
+
+/// `PUT …/pods/{name}/status` with a whole pod: only its status is taken.
+pub async fn put_status(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path((namespace, name)): Path<(String, String)>,
+    BodyBytes(body): BodyBytes,
+) -> ApiResult<Response> {
+    let pod: Pod = parse_object(&body)?;
+    if !pod.metadata.name.is_empty() && pod.metadata.name != name {
+        return Err(ApiError::bad_request(format!(
+            "the body's metadata.name {:?} does not match the name {name:?} in the path",
+            pod.metadata.name
+        )));
+    }
+    let before = stored_pod(&state, &namespace, &name)?;
+    principal.may_write_pod_status(&format!("{namespace}/{name}"), &before.spec.node_name)?;
+    let status: PodStatus = pod.status;
+    let outcome = commit_one(&*state.store, ops::set_pod_status(&namespace, &name, status, pod.metadata.resource_version)).await?;
+    let after = outcome.object().cloned();
+    if let Some(Object::Pod(p)) = after.as_deref() {
+        if before.status.phase != PodPhase::Running && p.status.phase == PodPhase::Running {
+            if let Some(created) = p.metadata.created_at {
+                state.metrics.observe_create_to_running((chrono::Utc::now() - created).to_std().unwrap_or_default());
+            }
+        }
+    }
+    Ok(match after {
+        Some(p) => Json(&*p).into_response(),
+        None => StatusCode::OK.into_response(),
+    })
+}
+
+/// `GET …/pods/{name}/scheduling`: the explanation of the scheduler's last decision.
+pub async fn scheduling(State(state): State<AppState>, Path((namespace, name)): Path<(String, String)>) -> ApiResult<Response> {
+    let pod = stored_pod(&state, &namespace, &name)?;
+    match state.scheduler.decision(&Key::new(Kind::Pod, &namespace, &name)) {
+        Some(explanation) => Ok(Json(explanation).into_response()),
+        None if pod.is_bound() => Err(ApiError::not_found(format!(
+            "pod {namespace}/{name} is bound to {} but this server has no record of the decision (it was bound by another scheduler or before a restart)",
+            pod.spec.node_name
+        ))),
+        None => Err(ApiError::not_found(format!("the scheduler has not tried pod {namespace}/{name} yet"))),
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct LogParams {
+    pub container: Option<String>,
+    pub tail: Option<u64>,
+    pub follow: Option<bool>,
+}
+
+/// `GET …/pods/{name}/log`: proxied from the agent at the node's `agent_endpoint`.
+pub async fn log(
+    State(state): State<AppState>,
+    Path((namespace, name)): Path<(String, String)>,
+    Params(params): Params<LogParams>,
+) -> ApiResult<Response> {
+    let pod = stored_pod(&state, &namespace, &name)?;
+    if pod.spec.node_name.is_empty() {
+        return Err(ApiError::bad_request(format!("pod {namespace}/{name} is not scheduled yet, so it has no logs")));
+    }
+    let node = match state.store.get(&Key::new(Kind::Node, "", &pod.spec.node_name)).as_deref() {
+        Some(Object::Node(n)) => n.clone(),
+        _ => return Err(ApiError::not_found(format!("node {} of pod {namespace}/{name} no longer exists", pod.spec.node_name))),
+    };
+    if node.status.agent_endpoint.is_empty() {
+        return Err(ApiError::unavailable(format!("node {} does not report an agent endpoint to read logs from", node.metadata.name)));
+    }
+    let mut query: Vec<(&str, String)> = Vec::new();
+    if let Some(c) = params.container {
+        query.push(("container", c));
+    }
+    if let Some(t) = params.tail {
+        query.push(("tail", t.to_string()));
+    }
+    if let Some(f) = params.follow {
+        query.push(("follow", f.to_string()));
+    }
+    let url = format!("{}/logs/{namespace}/{name}", node.status.agent_endpoint.trim_end_matches('/'));
+    let bad_gateway = |e: String| ApiError::new(StatusCode::BAD_GATEWAY, "BadGateway", e);
+    let upstream = state
+        .http
+        .get(&url)
+        .query(&query)
+        .send()
+        .await
+        .map_err(|e| bad_gateway(format!("cannot reach the agent of node {} at {url}: {e}", node.metadata.name)))?;
+    let status = StatusCode::from_u16(upstream.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+    if !status.is_success() {
+        let text = upstream.text().await.unwrap_or_default();
+        let mut error = ApiError::from_status(status, &text);
+        error.message = format!("the agent of node {} answered {status}: {}", node.metadata.name, error.message);
+        return Err(error);
+    }
+    let mut response = Body::from_stream(upstream.bytes_stream()).into_response();
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    Ok(response)
+}

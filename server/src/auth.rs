@@ -1,0 +1,231 @@
+//! Bearer tokens and their roles: `admin` may do anything, `node` may read and write only
+//! its own node and the status of pods bound to it (plus events), `viewer` may only read.
+//! With no token configured the API is open, which `run` allows on loopback only.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use axum::extract::{Request, State};
+use axum::http::{Method, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::api::AppState;
+use crate::error::ApiError;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Admin,
+    Node,
+    Viewer,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Admin => "admin",
+            Role::Node => "node",
+            Role::Viewer => "viewer",
+        }
+    }
+}
+
+/// Who is calling: a token's role and, for node tokens, the node it speaks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub role: Role,
+    pub node: Option<String>,
+}
+
+impl Principal {
+    /// The caller when no token is configured.
+    pub fn anonymous() -> Self {
+        Principal { role: Role::Admin, node: None }
+    }
+
+    fn describe(&self) -> String {
+        match &self.node {
+            Some(node) => format!("the token of node {node}"),
+            None => format!("a {} token", self.role.as_str()),
+        }
+    }
+
+    /// Allows a write to node `name`: admins, and the node itself.
+    pub fn may_write_node(&self, name: &str) -> Result<(), ApiError> {
+        match self.role {
+            Role::Admin => Ok(()),
+            Role::Node if self.node.as_deref() == Some(name) => Ok(()),
+            _ => Err(ApiError::forbidden(format!("{} may not write node {name}", self.describe()))),
+        }
+    }
+
+    /// Allows a write to the status of a pod bound to `node_name`.
+    pub fn may_write_pod_status(&self, pod: &str, node_name: &str) -> Result<(), ApiError> {
+        match self.role {
+            Role::Admin => Ok(()),
+            Role::Node if !node_name.is_empty() && self.node.as_deref() == Some(node_name) => Ok(()),
+            _ => Err(ApiError::forbidden(format!(
+                "{} may not write the status of pod {pod}, which is bound to {}",
+                self.describe(),
+                if node_name.is_empty() { "no node" } else { node_name }
+            ))),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    #[error("cannot read the tokens file {path}: {message}")]
+    Read { path: String, message: String },
+    #[error("{path} line {line}: {message}")]
+    Syntax { path: String, line: usize, message: String },
+}
+
+/// The configured tokens. Empty means the API is open.
+#[derive(Debug, Clone, Default)]
+pub struct Tokens {
+    by_token: HashMap<String, Principal>,
+}
+
+impl Tokens {
+    pub fn is_empty(&self) -> bool {
+        self.by_token.is_empty()
+    }
+
+    pub fn add(&mut self, token: &str, principal: Principal) {
+        self.by_token.insert(token.to_string(), principal);
+    }
+
+    pub fn lookup(&self, token: &str) -> Option<&Principal> {
+        self.by_token.get(token)
+    }
+
+    /// Reads a tokens file: one `<token> <role> [node-name]` per line, role `admin`,
+    /// `viewer` or `node` (which needs the node name); `#` starts a comment.
+    pub fn load(path: &Path) -> Result<Tokens, TokenError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| TokenError::Read { path: shown.clone(), message: e.to_string() })?;
+        Tokens::parse(&text, &shown)
+    }
+
+    pub fn parse(text: &str, path: &str) -> Result<Tokens, TokenError> {
+        let mut tokens = Tokens::default();
+        for (index, raw) in text.lines().enumerate() {
+            let line = raw.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let syntax = |message: String| TokenError::Syntax { path: path.to_string(), line: index + 1, message };
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let principal = match fields.as_slice() {
+                [_, "admin"] => Principal { role: Role::Admin, node: None },
+                [_, "viewer"] => Principal { role: Role::Viewer, node: None },
+                [_, "node", node] => Principal { role: Role::Node, node: Some(node.to_string()) },
+                [_, "node"] => return Err(syntax("a node token needs the node name: <token> node <node-name>".into())),
+                [_, role, ..] if !["admin", "viewer", "node"].contains(role) => {
+                    return Err(syntax(format!("unknown role {role:?}: use admin, node or viewer")));
+                }
+                _ => return Err(syntax("expected <token> <role> [node-name]".into())),
+            };
+            if fields[0].len() < 8 {
+                return Err(syntax("a token must be at least 8 characters long".into()));
+            }
+            tokens.add(fields[0], principal);
+        }
+        Ok(tokens)
+    }
+}
+
+/// Paths anyone may read without a token: liveness and readiness probes.
+fn is_public(path: &str) -> bool {
+    path == shared::api::paths::HEALTHZ || path == shared::api::paths::READYZ
+}
+
+/// Whether a node token may attempt this write at all; handlers check which node and pod.
+fn node_may_attempt(method: &Method, path: &str) -> bool {
+    let parts: Vec<&str> = path.trim_end_matches('/').split('/').collect();
+    match (method, parts.as_slice()) {
+        (&Method::POST, ["", "api", "v1", "nodes"]) => true,
+        (&Method::POST, ["", "api", "v1", "nodes", _, "heartbeat"]) => true,
+        (&Method::PUT, ["", "api", "v1", "nodes", _, "status"]) => true,
+        (&Method::PUT, ["", "api", "v1", "namespaces", _, "pods", _, "status"]) => true,
+        (&Method::POST, ["", "api", "v1", "namespaces", _, "events"]) => true,
+        _ => false,
+    }
+}
+
+/// Authenticates the bearer token, applies each role's coarse rules and leaves the
+/// [`Principal`] in the request's extensions for the handlers' finer checks.
+pub async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    let tokens = &state.config.tokens;
+    let principal = if tokens.is_empty() || is_public(request.uri().path()) {
+        Principal::anonymous()
+    } else {
+        let header = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        let Some(header) = header else {
+            return ApiError::unauthorized("this server requires a bearer token: send Authorization: Bearer <token>").into_response();
+        };
+        let Some(token) = header.strip_prefix("Bearer ").map(str::trim) else {
+            return ApiError::unauthorized("the Authorization header must be \"Bearer <token>\"").into_response();
+        };
+        match tokens.lookup(token) {
+            Some(p) => p.clone(),
+            None => return ApiError::unauthorized("the bearer token is not known to this server").into_response(),
+        }
+    };
+    let method = request.method().clone();
+    let read = method == Method::GET || method == Method::HEAD;
+    match principal.role {
+        Role::Admin => {}
+        Role::Viewer if !read => {
+            return ApiError::forbidden(format!("a viewer token is read-only: {method} {} is not allowed", request.uri().path()))
+                .into_response();
+        }
+        Role::Node if !read && !node_may_attempt(&method, request.uri().path()) => {
+            return ApiError::forbidden(format!(
+                "{} may write only its node, its heartbeat, the status of its pods and events, not {method} {}",
+                principal.describe(),
+                request.uri().path()
+            ))
+            .into_response();
+        }
+        _ => {}
+    }
+    request.extensions_mut().insert(principal);
+    next.run(request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_tokens_file_with_every_role() {
+        let tokens =
+            Tokens::parse("# comment\nadmin-secret admin\nnode-one-secret node node-1  # n1\n\nviewer-secret viewer\n", "t").unwrap();
+        assert_eq!(tokens.lookup("admin-secret").unwrap().role, Role::Admin);
+        assert_eq!(tokens.lookup("node-one-secret").unwrap().node.as_deref(), Some("node-1"));
+        assert_eq!(tokens.lookup("viewer-secret").unwrap().role, Role::Viewer);
+    }
+
+    #[test]
+    fn rejects_bad_lines_with_their_number() {
+        let err = Tokens::parse("abcdefgh admin\nabcdefgh node\n", "tokens").unwrap_err();
+        assert_eq!(err.to_string(), "tokens line 2: a node token needs the node name: <token> node <node-name>");
+        let err = Tokens::parse("abcdefgh root\n", "tokens").unwrap_err();
+        assert!(err.to_string().contains("unknown role \"root\""), "{err}");
+        let err = Tokens::parse("short admin\n", "tokens").unwrap_err();
+        assert!(err.to_string().contains("at least 8"), "{err}");
+    }
+
+    #[test]
+    fn a_node_may_write_only_itself() {
+        let p = Principal { role: Role::Node, node: Some("n1".into()) };
+        assert!(p.may_write_node("n1").is_ok());
+        assert!(p.may_write_node("n2").is_err());
+        assert!(p.may_write_pod_status("default/a", "n1").is_ok());
+        assert!(p.may_write_pod_status("default/a", "").is_err());
+        assert!(node_may_attempt(&Method::PUT, "/api/v1/namespaces/default/pods/a/status"));
+        assert!(!node_may_attempt(&Method::DELETE, "/api/v1/namespaces/default/pods/a"));
+    }
+}

@@ -1,0 +1,77 @@
+//! The server's validated settings: where data lives, who may call, which scheduler
+//! profile runs and the timings of every loop. `main` turns flags into a [`Config`];
+//! tests build one with short timings.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::auth::Tokens;
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where the SQLite database lives; `None` keeps everything in memory.
+    pub data_dir: Option<PathBuf>,
+    pub tokens: Tokens,
+    /// `spread` or `bin-pack`.
+    pub scheduler_profile: String,
+    /// Whether the server runs its scheduler loop (tests of manual binding turn it off).
+    pub run_scheduler: bool,
+    /// How many changes a watch can replay before 410 Gone.
+    pub watch_history: usize,
+    pub bookmark_interval: Duration,
+    /// The scheduler's safety-net sweep of Pending pods without a node.
+    pub scheduler_sweep: Duration,
+    /// A node with no heartbeat for this long becomes NotReady (Ready=Unknown).
+    pub node_monitor_grace: Duration,
+    /// Pods on a node NotReady for this long are marked Failed with reason NodeLost.
+    pub pod_eviction_grace: Duration,
+    /// How often the node lifecycle controller looks at every node.
+    pub node_monitor_period: Duration,
+    /// Full resync of the deployment and endpoints controllers.
+    pub controller_resync: Duration,
+    /// Events older than this (by last_timestamp) are deleted.
+    pub event_ttl: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            data_dir: None,
+            tokens: Tokens::default(),
+            scheduler_profile: "spread".into(),
+            run_scheduler: true,
+            watch_history: 20_000,
+            bookmark_interval: Duration::from_secs(5),
+            scheduler_sweep: Duration::from_secs(2),
+            node_monitor_grace: Duration::from_secs(40),
+            pod_eviction_grace: Duration::from_secs(60),
+            node_monitor_period: Duration::from_secs(5),
+            controller_resync: Duration::from_secs(30),
+            event_ttl: Duration::from_secs(3600),
+        }
+    }
+}
+
+impl Config {
+    /// An in-memory server with the default timings.
+    pub fn in_memory() -> Self {
+        Config::default()
+    }
+
+    /// A durable server under `dir`.
+    pub fn durable(dir: impl Into<PathBuf>) -> Self {
+        Config { data_dir: Some(dir.into()), ..Config::default() }
+    }
+}
+
+/// The default data directory: `$XDG_DATA_HOME/shepherd`, else `~/.local/share/shepherd`,
+/// else `./shepherd-data`.
+pub fn default_data_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir).join("shepherd");
+    }
+    if let Some(home) = std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(home).join(".local/share/shepherd");
+    }
+    PathBuf::from("shepherd-data")
+}

@@ -1,0 +1,313 @@
+//! Level-triggered controllers: each is a `reconcile(key, ctx, now) -> Result<Action>` that
+//! reads the current state, acts and may run again at any time with the same result. The
+//! runner here feeds it keys from the store's watch and a periodic resync, dedups them,
+//! and requeues on error with a growing delay.
+//!
+//! - [`deployment`]: replicas up and down, replacement of failed pods, cascade delete, status;
+//! - [`endpoints`]: a service's endpoints from its running, ready pods;
+//! - [`node_lifecycle`]: NotReady after missed heartbeats, NodeLost pods past a grace period;
+//! - [`collect_events`]: events past their TTL are deleted.
+
+pub mod deployment;
+pub mod endpoints;
+pub mod node_lifecycle;
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use shared::model::{Kind, Object, Time};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::ops;
+use crate::store::{Key, Store, StoreError, StoreEvent, Txn};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    #[error("{controller} could not reconcile {key}: {source}")]
+    Store { controller: &'static str, key: String, source: StoreError },
+}
+
+pub type Result<T, E = ControllerError> = std::result::Result<T, E>;
+
+/// What to do with a key after a successful reconcile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing until the next change or resync.
+    AwaitChange,
+    /// Look again after this long (a deadline the controller waits for).
+    RequeueAfter(Duration),
+}
+
+/// What every reconcile gets: the store and the settings.
+#[derive(Clone)]
+pub struct Context {
+    pub store: Arc<dyn Store>,
+    pub config: Arc<Config>,
+}
+
+/// A controller: which kinds it watches, which keys a change concerns, and its reconcile.
+pub trait Controller: Send + Sync + 'static {
+    const NAME: &'static str;
+    fn watched(&self) -> &'static [Kind];
+    /// The keys a change concerns (they are reconciled, not the change itself).
+    fn keys_for(&self, store: &dyn Store, event: &StoreEvent) -> Vec<Key>;
+    /// Every key, for the periodic resync.
+    fn all_keys(&self, store: &dyn Store) -> Vec<Key>;
+    fn reconcile(&self, key: &Key, ctx: &Context, now: Time) -> impl Future<Output = Result<Action>> + Send;
+}
+
+/// Keys waiting for a reconcile: each at most once in the ready queue; delayed ones wait
+/// in a map; failures back off from 100 ms, doubling to 30 s.
+#[derive(Default)]
+struct WorkQueue {
+    ready: VecDeque<Key>,
+    queued: HashSet<Key>,
+    delayed: HashMap<Key, Instant>,
+    failures: HashMap<Key, u32>,
+}
+
+impl WorkQueue {
+    fn add(&mut self, key: Key) {
+        self.delayed.remove(&key);
+        if self.queued.insert(key.clone()) {
+            self.ready.push_back(key);
+        }
+    }
+
+    fn add_after(&mut self, key: Key, at: Instant) {
+        if self.queued.contains(&key) {
+            return;
+        }
+        let entry = self.delayed.entry(key).or_insert(at);
+        *entry = (*entry).min(at);
+    }
+
+    fn pop(&mut self) -> Option<Key> {
+        let key = self.ready.pop_front()?;
+        self.queued.remove(&key);
+        Some(key)
+    }
+
+    fn promote(&mut self, now: Instant) {
+        let due: Vec<Key> = self.delayed.iter().filter(|(_, t)| **t <= now).map(|(k, _)| k.clone()).collect();
+        for key in due {
+            self.add(key);
+        }
+    }
+
+    fn next_due(&self) -> Option<Instant> {
+        self.delayed.values().min().copied()
+    }
+
+    fn failed(&mut self, key: &Key) -> Duration {
+        let n = self.failures.entry(key.clone()).or_insert(0);
+        *n += 1;
+        (Duration::from_millis(100) * 2u32.pow((*n - 1).min(10))).min(Duration::from_secs(30))
+    }
+}
+
+/// Runs a controller until `shutdown`: watch, resync every `resync`, reconcile, requeue.
+pub async fn run<C: Controller>(controller: C, ctx: Context, resync: Duration, shutdown: CancellationToken) {
+    let store = ctx.store.clone();
+    let mut queue = WorkQueue::default();
+    let start = store.revision();
+    for key in controller.all_keys(&*store) {
+        queue.add(key);
+    }
+    let mut changes = match store.watch(controller.watched(), start) {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::error!("{} cannot watch the store: {e}", C::NAME);
+            return;
+        }
+    };
+    let mut resync_tick = tokio::time::interval_at(Instant::now() + resync, resync);
+    resync_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let now = Instant::now();
+        queue.promote(now);
+        let wake = queue.next_due().unwrap_or(now + resync);
+        let has_work = !queue.ready.is_empty();
+        tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => break,
+            batch = changes.next() => match batch {
+                Some(Ok(batch)) => {
+                    for event in &batch.events {
+                        for key in controller.keys_for(&*store, event) {
+                            queue.add(key);
+                        }
+                    }
+                }
+                Some(Err(e)) => {
+                    tracing::warn!("{} fell behind the store ({e}); resyncing", C::NAME);
+                    let from = store.revision();
+                    for key in controller.all_keys(&*store) {
+                        queue.add(key);
+                    }
+                    match store.watch(controller.watched(), from) {
+                        Ok(w) => changes = w,
+                        Err(e) => { tracing::error!("{} cannot watch the store: {e}", C::NAME); break; }
+                    }
+                }
+                None => break,
+            },
+            _ = resync_tick.tick() => {
+                for key in controller.all_keys(&*store) {
+                    queue.add(key);
+                }
+            }
+            _ = std::future::ready(()), if has_work => {
+                let Some(key) = queue.pop() else { continue };
+                match controller.reconcile(&key, &ctx, chrono::Utc::now()).await {
+                    Ok(action) => {
+                        queue.failures.remove(&key);
+                        if let Action::RequeueAfter(after) = action {
+                            queue.add_after(key, Instant::now() + after);
+                        }
+                    }
+                    Err(e) => {
+                        let wait = queue.failed(&key);
+                        tracing::warn!("{e}; retrying in {wait:?}");
+                        queue.add_after(key, Instant::now() + wait);
+                    }
+                }
+            }
+            _ = tokio::time::sleep_until(wake) => {}
+        }
+    }
+}
+
+/// Deletes events whose last occurrence is older than `ttl`; returns how many.
+pub async fn collect_events(store: &dyn Store, ttl: Duration, now: Time) -> Result<usize> {
+    let cutoff = now - chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::MAX);
+    let (_, events) = store.list(Kind::Event, None);
+    let mut txn = Txn::new();
+    for event in events {
+        if let Object::Event(e) = &*event {
+            let last = e.last_timestamp.or(e.metadata.created_at);
+            if last.is_some_and(|t| t < cutoff) {
+                txn.push(ops::delete(Key::of(&event), e.metadata.resource_version));
+            }
+        }
+    }
+    let n = txn.writes.len();
+    if n == 0 {
+        return Ok(0);
+    }
+    store.commit(txn).await.map_err(|source| ControllerError::Store { controller: "event-gc", key: "events".into(), source })?;
+    Ok(n)
+}
+
+/// Runs [`collect_events`] every minute until `shutdown`.
+pub async fn run_event_gc(store: Arc<dyn Store>, ttl: Duration, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(Duration::from_secs(60));
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tick.tick() => {
+                if let Err(e) = collect_events(&*store, ttl, chrono::Utc::now()).await {
+                    tracing::warn!("{e}");
+                }
+            }
+        }
+    }
+}
+
+/// A store error met while reconciling `key`.
+pub(crate) fn store_error(controller: &'static str, key: &Key, source: StoreError) -> ControllerError {
+    ControllerError::Store { controller, key: key.to_string(), source }
+}
+
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use shared::model::{Namespace, Node, NodeResources, ObjectMeta, Pod, PodPhase};
+
+    use super::*;
+    use crate::store::{CachedStore, Change, Write};
+
+    pub async fn context() -> Context {
+        let store = CachedStore::in_memory(10_000);
+        let ns = Namespace { kind: "Namespace".into(), metadata: ObjectMeta::named("", "default"), ..Default::default() };
+        store.commit(Txn::new().with(ops::create(ns))).await.unwrap();
+        Context { store: Arc::new(store), config: Arc::new(Config::default()) }
+    }
+
+    pub async fn put(ctx: &Context, object: Object) {
+        let key = Key::of(&object);
+        ctx.store.commit(Txn::new().with(Write::new(key, move |_, _| Ok(Change::Put(object))))).await.unwrap();
+    }
+
+    pub fn pod(name: &str, labels: &[(&str, &str)], node: &str, phase: PodPhase) -> Pod {
+        let mut p: Pod = serde_json::from_str(include_str!("../../../examples/pod.json")).unwrap();
+        p.metadata.name = name.into();
+        p.metadata.labels = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        p.spec.containers[0].ports.clear();
+        crate::resources::stamp_new(&mut p, chrono::Utc::now());
+        p.spec.node_name = node.into();
+        p.status.phase = phase;
+        p
+    }
+
+    pub fn node(name: &str) -> Node {
+        let mut n = Node { kind: "Node".into(), metadata: ObjectMeta::named("", name), ..Node::default() };
+        n.status.capacity = NodeResources { cpu: 4000, memory: 8 << 30, pods: 110 };
+        n.status.allocatable = n.status.capacity;
+        n
+    }
+
+    pub fn pods(ctx: &Context) -> Vec<Pod> {
+        ctx.store
+            .list(Kind::Pod, None)
+            .1
+            .iter()
+            .filter_map(|o| match &**o {
+                Object::Pod(p) => Some(p.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use shared::model::{ObjectReference, event_types};
+
+    use super::*;
+    use crate::events;
+
+    #[tokio::test]
+    async fn old_events_are_collected() {
+        let ctx = fixtures::context().await;
+        let now = chrono::Utc::now();
+        let involved = ObjectReference { kind: "Pod".into(), namespace: "default".into(), name: "a".into(), uid: "1".into() };
+        let old = events::new_event(involved.clone(), event_types::NORMAL, "Old", "old", "test");
+        let new = events::new_event(involved, event_types::NORMAL, "New", "new", "test");
+        ctx.store.commit(Txn::new().with(events::record(old, now - chrono::Duration::hours(2)))).await.unwrap();
+        ctx.store.commit(Txn::new().with(events::record(new, now))).await.unwrap();
+        assert_eq!(collect_events(&*ctx.store, Duration::from_secs(3600), now).await.unwrap(), 1);
+        assert_eq!(ctx.store.count(Kind::Event), 1);
+    }
+
+    #[test]
+    fn the_work_queue_dedups_and_backs_off() {
+        let mut q = WorkQueue::default();
+        let k = Key::new(Kind::Pod, "default", "a");
+        q.add(k.clone());
+        q.add(k.clone());
+        assert_eq!(q.ready.len(), 1);
+        assert_eq!(q.pop(), Some(k.clone()));
+        assert_eq!(q.failed(&k), Duration::from_millis(100));
+        assert_eq!(q.failed(&k), Duration::from_millis(200));
+        let now = Instant::now();
+        q.add_after(k.clone(), now + Duration::from_secs(1));
+        q.promote(now);
+        assert!(q.ready.is_empty());
+        q.promote(now + Duration::from_secs(1));
+        assert_eq!(q.pop(), Some(k));
+    }
+}

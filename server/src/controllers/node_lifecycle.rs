@@ -1,0 +1,220 @@
+//! The node lifecycle controller: a node without a heartbeat for `node_monitor_grace` gets
+//! Ready=Unknown (NotReady) and a `NodeNotReady` event; the pods on a node that stays
+//! NotReady past `pod_eviction_grace` are marked Failed with reason `NodeLost`, so that
+//! their deployments replace them elsewhere.
+
+use std::time::Duration;
+
+use shared::model::{Condition, Kind, Node, Object, Pod, PodPhase, Time, conditions, event_types, find_condition, set_condition};
+
+use super::{Action, Context, Controller, Result, store_error};
+use crate::events::{self, SOURCE_NODE_CONTROLLER};
+use crate::ops;
+use crate::store::{Key, Store, StoreError, StoreEvent, Txn};
+
+pub struct NodeLifecycleController;
+
+pub const NODE_LOST: &str = "NodeLost";
+
+fn to_chrono(d: Duration) -> chrono::Duration {
+    chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
+}
+
+fn until(deadline: Time, now: Time) -> Duration {
+    (deadline - now).to_std().unwrap_or_default() + Duration::from_millis(50)
+}
+
+impl Controller for NodeLifecycleController {
+    const NAME: &'static str = "node-lifecycle-controller";
+
+    fn watched(&self) -> &'static [Kind] {
+        &[Kind::Node]
+    }
+
+    fn keys_for(&self, _store: &dyn Store, event: &StoreEvent) -> Vec<Key> {
+        vec![Key::of(&event.object)]
+    }
+
+    fn all_keys(&self, store: &dyn Store) -> Vec<Key> {
+        store.list(Kind::Node, None).1.iter().map(|n| Key::of(n)).collect()
+    }
+
+    async fn reconcile(&self, key: &Key, ctx: &Context, now: Time) -> Result<Action> {
+        let err = |e| store_error(Self::NAME, key, e);
+        let node = match ctx.store.get(key).as_deref() {
+            Some(Object::Node(n)) => n.clone(),
+            _ => return Ok(Action::AwaitChange),
+        };
+        let grace = to_chrono(ctx.config.node_monitor_grace);
+        let eviction = to_chrono(ctx.config.pod_eviction_grace);
+        let last_seen = node.status.last_heartbeat.or(node.metadata.created_at).unwrap_or(now);
+        let ready = find_condition(&node.status.conditions, conditions::NODE_READY).cloned();
+
+        if now - last_seen > grace && ready.as_ref().is_none_or(|c| c.status != conditions::UNKNOWN) {
+            mark_unknown(ctx, &node, last_seen, now).await.map_err(err)?;
+            return Ok(Action::RequeueAfter(ctx.config.pod_eviction_grace));
+        }
+        let Some(ready) = ready.filter(|c| c.status != conditions::TRUE) else {
+            // Ready: look again when the heartbeat would go stale.
+            return Ok(Action::RequeueAfter(until(last_seen + grace, now)));
+        };
+        let since = ready.last_transition_time.unwrap_or(now);
+        if now - since < eviction {
+            return Ok(Action::RequeueAfter(until(since + eviction, now)));
+        }
+        evict_pods(ctx, &node, now).await.map_err(err)?;
+        Ok(Action::RequeueAfter(ctx.config.node_monitor_period))
+    }
+}
+
+async fn mark_unknown(ctx: &Context, node: &Node, last_seen: Time, now: Time) -> Result<(), StoreError> {
+    let name = node.metadata.name.clone();
+    let silent = (now - last_seen).num_seconds();
+    let message = format!("the agent stopped posting node status: no heartbeat for {silent}s");
+    let condition_message = message.clone();
+    let judged_heartbeat = node.status.last_heartbeat;
+    let write = ops::modify::<Node>(Key::new(Kind::Node, "", &name), move |_, n| {
+        if n.status.last_heartbeat != judged_heartbeat {
+            return Err(StoreError::conflict("a heartbeat arrived meanwhile"));
+        }
+        set_condition(
+            &mut n.status.conditions,
+            Condition {
+                type_: conditions::NODE_READY.into(),
+                status: conditions::UNKNOWN.into(),
+                reason: "NodeStatusUnknown".into(),
+                message: condition_message,
+                ..Condition::default()
+            },
+            now,
+        );
+        Ok(())
+    });
+    let event = events::new_event(
+        events::reference(&Object::Node(node.clone())),
+        event_types::WARNING,
+        "NodeNotReady",
+        format!("Node {name} status is now: NodeNotReady ({message})"),
+        SOURCE_NODE_CONTROLLER,
+    );
+    match ctx.store.commit(Txn::new().with(write).with(events::record(event, now))).await {
+        Ok(_) | Err(StoreError::Conflict(_)) | Err(StoreError::NotFound { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+async fn evict_pods(ctx: &Context, node: &Node, now: Time) -> Result<(), StoreError> {
+    let name = node.metadata.name.clone();
+    let (_, pods) = ctx.store.pods_on_node(&name);
+    let mut txn = Txn::new();
+    for object in pods {
+        let Object::Pod(pod) = &*object else { continue };
+        if pod.status.phase.is_terminal() {
+            continue;
+        }
+        let message = format!("node {name} has been NotReady for longer than {:?}", ctx.config.pod_eviction_grace);
+        let node_name = name.clone();
+        let status_message = message.clone();
+        txn.push(ops::modify::<Pod>(Key::of(&object), move |_, p| {
+            if p.spec.node_name != node_name || p.status.phase.is_terminal() {
+                return Ok(());
+            }
+            p.status.phase = PodPhase::Failed;
+            p.status.reason = NODE_LOST.into();
+            p.status.message = status_message;
+            for condition in [conditions::READY, conditions::CONTAINERS_READY] {
+                if find_condition(&p.status.conditions, condition).is_some() {
+                    set_condition(
+                        &mut p.status.conditions,
+                        Condition {
+                            type_: condition.into(),
+                            status: conditions::FALSE.into(),
+                            reason: NODE_LOST.into(),
+                            ..Condition::default()
+                        },
+                        now,
+                    );
+                }
+            }
+            Ok(())
+        }));
+        let event = events::new_event(events::reference(&object), event_types::WARNING, NODE_LOST, message, SOURCE_NODE_CONTROLLER);
+        txn.push(events::record(event, now));
+    }
+    if txn.writes.is_empty() {
+        return Ok(());
+    }
+    ctx.store.commit(txn).await.map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::super::fixtures;
+    use super::*;
+    use crate::config::Config;
+
+    async fn setup() -> (Context, Time) {
+        let mut ctx = fixtures::context().await;
+        ctx.config = Arc::new(Config {
+            node_monitor_grace: Duration::from_secs(40),
+            pod_eviction_grace: Duration::from_secs(60),
+            ..Config::default()
+        });
+        let now = chrono::Utc::now();
+        let mut node = fixtures::node("n1");
+        node.metadata.created_at = Some(now - chrono::Duration::seconds(100));
+        node.status.last_heartbeat = Some(now - chrono::Duration::seconds(50));
+        set_condition(
+            &mut node.status.conditions,
+            Condition { type_: "Ready".into(), status: "True".into(), ..Condition::default() },
+            now - chrono::Duration::seconds(100),
+        );
+        fixtures::put(&ctx, Object::Node(node)).await;
+        fixtures::put(&ctx, Object::Pod(fixtures::pod("a", &[], "n1", PodPhase::Running))).await;
+        (ctx, now)
+    }
+
+    fn ready(ctx: &Context) -> Condition {
+        match ctx.store.get(&Key::new(Kind::Node, "", "n1")).as_deref() {
+            Some(Object::Node(n)) => find_condition(&n.status.conditions, "Ready").unwrap().clone(),
+            _ => panic!("node missing"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_silent_node_becomes_not_ready_then_loses_its_pods() {
+        let (ctx, now) = setup().await;
+        let key = Key::new(Kind::Node, "", "n1");
+        let action = NodeLifecycleController.reconcile(&key, &ctx, now).await.unwrap();
+        assert_eq!(action, Action::RequeueAfter(Duration::from_secs(60)));
+        let condition = ready(&ctx);
+        assert_eq!((condition.status.as_str(), condition.reason.as_str()), ("Unknown", "NodeStatusUnknown"));
+        let events = ctx.store.list(Kind::Event, Some("default")).1;
+        assert!(events.iter().any(|e| matches!(&**e, Object::Event(e) if e.reason == "NodeNotReady")));
+        assert_eq!(fixtures::pods(&ctx)[0].status.phase, PodPhase::Running, "the pods wait for the grace period");
+
+        // Idempotent: the same reconcile changes nothing more.
+        let revision = ctx.store.revision();
+        NodeLifecycleController.reconcile(&key, &ctx, now).await.unwrap();
+        assert_eq!(ctx.store.revision(), revision);
+
+        NodeLifecycleController.reconcile(&key, &ctx, now + chrono::Duration::seconds(61)).await.unwrap();
+        let pod = &fixtures::pods(&ctx)[0];
+        assert_eq!((pod.status.phase, pod.status.reason.as_str()), (PodPhase::Failed, NODE_LOST));
+    }
+
+    #[tokio::test]
+    async fn a_fresh_node_is_left_alone_until_its_heartbeat_goes_stale() {
+        let (ctx, now) = setup().await;
+        let key = Key::new(Kind::Node, "", "n1");
+        let earlier = now - chrono::Duration::seconds(30);
+        let action = NodeLifecycleController.reconcile(&key, &ctx, earlier).await.unwrap();
+        assert_eq!(ready(&ctx).status, "True");
+        match action {
+            Action::RequeueAfter(d) => assert!(d > Duration::from_secs(19) && d < Duration::from_secs(21), "{d:?}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! Events with deduplication: one event per (involved object, reason, source), whose count
+//! and last_timestamp grow on repeats. The event's name is derived from that triple, so a
+//! repeat is a read-modify-write of one known key rather than a search.
+
+use shared::model::{Event, Kind, Object, ObjectMeta, ObjectReference, Time};
+
+use crate::store::{Change, Key, Write};
+
+pub const SOURCE_API: &str = "api-server";
+pub const SOURCE_SCHEDULER: &str = "scheduler";
+pub const SOURCE_NODE_CONTROLLER: &str = "node-controller";
+pub const SOURCE_DEPLOYMENT_CONTROLLER: &str = "deployment-controller";
+
+/// Where events about cluster-scoped objects (nodes, namespaces) are kept.
+pub const CLUSTER_EVENTS_NAMESPACE: &str = "default";
+
+/// A reference to an object, for an event's `involved_object`.
+pub fn reference(object: &Object) -> ObjectReference {
+    let meta = object.metadata();
+    ObjectReference {
+        kind: object.kind().as_str().to_string(),
+        namespace: meta.namespace.clone(),
+        name: meta.name.clone(),
+        uid: meta.uid.clone(),
+    }
+}
+
+/// FNV-1a: a stable hash (std's hasher may change between Rust releases).
+fn fnv1a(parts: &[&str]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for byte in part.bytes().chain(std::iter::once(0)) {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    hash
+}
+
+/// The namespace and name an event about `involved` with `reason` from `source` lives at.
+pub fn event_key(involved: &ObjectReference, reason: &str, source: &str) -> (String, String) {
+    let namespace = if involved.namespace.is_empty() { CLUSTER_EVENTS_NAMESPACE.to_string() } else { involved.namespace.clone() };
+    let hash = fnv1a(&[&involved.kind, &involved.namespace, &involved.name, &involved.uid, reason, source]);
+    let prefix: String = involved.name.chars().take(200).collect();
+    (namespace, format!("{prefix}.{hash:016x}"))
+}
+
+/// A write that records `event`: created with count 1, or, when the same (involved object,
+/// reason, source) was seen before, the stored one with count + 1, the new message and
+/// `last_timestamp = now`.
+pub fn record(mut event: Event, now: Time) -> Write {
+    let (namespace, name) = event_key(&event.involved_object, &event.reason, &event.source);
+    event.kind = "Event".into();
+    let key = Key::new(Kind::Event, &namespace, &name);
+    Write::new(key, move |_, current| {
+        let stored = match current {
+            Some(Object::Event(previous)) => {
+                let mut bumped = previous.clone();
+                bumped.count = previous.count.saturating_add(1);
+                bumped.message = event.message;
+                bumped.type_ = event.type_;
+                bumped.last_timestamp = Some(now);
+                bumped
+            }
+            _ => {
+                event.metadata = ObjectMeta {
+                    name,
+                    namespace,
+                    uid: uuid::Uuid::new_v4().to_string(),
+                    created_at: Some(now),
+                    generation: 1,
+                    labels: event.metadata.labels,
+                    annotations: event.metadata.annotations,
+                    ..ObjectMeta::default()
+                };
+                event.count = 1;
+                event.first_timestamp = Some(event.first_timestamp.unwrap_or(now));
+                event.last_timestamp = Some(now);
+                event
+            }
+        };
+        Ok(Change::Put(Object::Event(stored)))
+    })
+}
+
+/// Builds the event a component reports about `involved`.
+pub fn new_event(involved: ObjectReference, type_: &str, reason: &str, message: impl Into<String>, source: &str) -> Event {
+    Event {
+        kind: "Event".into(),
+        type_: type_.to_string(),
+        reason: reason.to_string(),
+        message: message.into(),
+        involved_object: involved,
+        source: source.to_string(),
+        count: 1,
+        ..Event::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{CachedStore, Store, Txn};
+    use shared::model::event_types;
+
+    #[tokio::test]
+    async fn repeats_bump_one_event() {
+        let store = CachedStore::in_memory(100);
+        let involved = ObjectReference { kind: "Pod".into(), namespace: "default".into(), name: "web".into(), uid: "u1".into() };
+        let t0 = chrono::Utc::now();
+        for i in 0..3 {
+            let e = new_event(involved.clone(), event_types::WARNING, "FailedScheduling", format!("try {i}"), SOURCE_SCHEDULER);
+            store.commit(Txn::new().with(record(e, t0 + chrono::Duration::seconds(i)))).await.unwrap();
+        }
+        let other = new_event(involved.clone(), event_types::NORMAL, "Scheduled", "ok", SOURCE_SCHEDULER);
+        store.commit(Txn::new().with(record(other, t0))).await.unwrap();
+        let (_, events) = store.list(Kind::Event, Some("default"));
+        assert_eq!(events.len(), 2);
+        let failed = events
+            .iter()
+            .find_map(|e| match &**e {
+                Object::Event(e) if e.reason == "FailedScheduling" => Some(e.clone()),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(failed.count, 3);
+        assert_eq!(failed.message, "try 2");
+        assert_eq!(failed.first_timestamp, Some(t0));
+        assert_eq!(failed.last_timestamp, Some(t0 + chrono::Duration::seconds(2)));
+    }
+}

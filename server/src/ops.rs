@@ -1,0 +1,410 @@
+//! The writes of the API as store mutations, shared by the HTTP handlers, the scheduler loop
+//! and the controllers so that each has one code path: create, update (CAS on
+//! resource_version), delete, bind (CAS on an empty node_name, with room on the node), pod
+//! status and node registration.
+
+use shared::api::Heartbeat;
+use shared::model::{
+    Condition, Kind, Node, Object, Pod, PodPhase, PodStatus, Time, conditions, event_types, find_condition, format_cpu, format_memory,
+    set_condition,
+};
+
+use shared::scheduler::HostPort;
+
+use crate::events::{self, SOURCE_SCHEDULER};
+use crate::resources::{Resource, default_allocatable};
+use crate::store::{Change, Key, StoreError, Txn, View, Write};
+
+/// Creates `object`, which must not exist yet, in a namespace that must exist.
+pub fn create<R: Resource>(object: R) -> Write {
+    let key = Key::new(R::KIND, &object.meta().namespace, &object.meta().name);
+    Write::new(key.clone(), move |view, current| {
+        if current.is_some() {
+            return Err(StoreError::AlreadyExists { kind: key.kind, key: key.key });
+        }
+        check_namespace(view, R::KIND, &object.meta().namespace)?;
+        Ok(Change::Put(object.into_object()))
+    })
+}
+
+fn check_namespace(view: &dyn View, kind: Kind, namespace: &str) -> Result<(), StoreError> {
+    if kind.namespaced() && view.get(&Key::new(Kind::Namespace, "", namespace)).is_none() {
+        return Err(StoreError::NotFound { kind: Kind::Namespace, key: namespace.to_string() });
+    }
+    Ok(())
+}
+
+/// The compare-and-swap check: a non-zero `expected` must equal the stored version.
+pub fn check_version(key: &Key, expected: u64, stored: &Object) -> Result<(), StoreError> {
+    let actual = stored.metadata().resource_version;
+    if expected != 0 && expected != actual {
+        return Err(StoreError::conflict(format!(
+            "{} was modified: you sent resource_version {expected} but it is now at {actual}; read it again and reapply your change",
+            key
+        )));
+    }
+    Ok(())
+}
+
+/// Replaces the user-editable fields of an existing object (see [`Resource::merge_update`]).
+pub fn update<R: Resource>(new: R) -> Write {
+    let key = Key::new(R::KIND, &new.meta().namespace, &new.meta().name);
+    let expected = new.meta().resource_version;
+    Write::new(key.clone(), move |_, current| {
+        let current = current.ok_or_else(|| StoreError::NotFound { kind: key.kind, key: key.key.clone() })?;
+        check_version(&key, expected, current)?;
+        let stored = R::from_object(current).ok_or_else(|| StoreError::Backend(format!("{key} holds another kind")))?;
+        let merged = R::merge_update(stored, new)
+            .map_err(|details| StoreError::Invalid { message: format!("{key} cannot be updated that way"), details })?;
+        if &merged == stored { Ok(Change::Keep) } else { Ok(Change::Put(merged.into_object())) }
+    })
+}
+
+/// Runs `f` on the stored object of type `R` and stores the result, unless `f` leaves it equal.
+pub fn modify<R: Resource>(key: Key, f: impl FnOnce(&dyn View, &mut R) -> Result<(), StoreError> + Send + 'static) -> Write {
+    Write::new(key.clone(), move |view, current| {
+        let current = current.ok_or_else(|| StoreError::NotFound { kind: key.kind, key: key.key.clone() })?;
+        let stored = R::from_object(current).ok_or_else(|| StoreError::Backend(format!("{key} holds another kind")))?;
+        let mut changed = stored.clone();
+        f(view, &mut changed)?;
+        if &changed == stored { Ok(Change::Keep) } else { Ok(Change::Put(changed.into_object())) }
+    })
+}
+
+/// Deletes an object; a non-zero `expected` resource_version must match.
+pub fn delete(key: Key, expected: u64) -> Write {
+    Write::new(key.clone(), move |_, current| {
+        let current = current.ok_or_else(|| StoreError::NotFound { kind: key.kind, key: key.key.clone() })?;
+        check_version(&key, expected, current)?;
+        Ok(Change::Delete)
+    })
+}
+
+/// Binds a pod to a node, and records the `Scheduled` event in the same transaction.
+///
+/// The compare-and-swap: the pod's node_name must still be empty, and the node must still
+/// have room for the pod's requests next to every pod already bound to it. So neither two
+/// schedulers nor the fast path and the sweep can bind a pod twice or oversell a node.
+pub fn bind(namespace: &str, name: &str, node: &str, uid: &str, source: &str, now: Time) -> Txn {
+    let key = Key::new(Kind::Pod, namespace, name);
+    let node_name = node.to_string();
+    let expected_uid = uid.to_string();
+    let (event_namespace, event_name) = (namespace.to_string(), name.to_string());
+    let source_name = source.to_string();
+    let bind = Write::new(key.clone(), move |view, current| {
+        let Some(Object::Pod(pod)) = current else {
+            return Err(StoreError::NotFound { kind: Kind::Pod, key: key.key.clone() });
+        };
+        if !expected_uid.is_empty() && expected_uid != pod.metadata.uid {
+            return Err(StoreError::conflict(format!(
+                "pod {} was replaced: the binding is for uid {expected_uid}, the pod now has uid {}",
+                key.key, pod.metadata.uid
+            )));
+        }
+        if !pod.spec.node_name.is_empty() {
+            return Err(StoreError::conflict(format!("pod {} is already bound to node {}", key.key, pod.spec.node_name)));
+        }
+        if pod.status.phase != PodPhase::Pending {
+            return Err(StoreError::conflict(format!("pod {} is {} and can no longer be bound", key.key, pod.status.phase)));
+        }
+        let Some(Object::Node(target)) = view.get(&Key::new(Kind::Node, "", &node_name)) else {
+            return Err(StoreError::invalid("target.name", format!("node {node_name:?} does not exist")));
+        };
+        check_room(view, target, pod)
+            .map_err(|why| StoreError::conflict(format!("node {node_name} has no room for pod {}: {why}", key.key)))?;
+        let mut bound = pod.clone();
+        bound.spec.node_name = node_name.clone();
+        set_condition(
+            &mut bound.status.conditions,
+            Condition { type_: conditions::POD_SCHEDULED.into(), status: conditions::TRUE.into(), ..Condition::default() },
+            now,
+        );
+        bound.status.reason.clear();
+        bound.status.message.clear();
+        Ok(Change::Put(Object::Pod(bound)))
+    });
+    let involved = shared::model::ObjectReference {
+        kind: "Pod".into(),
+        namespace: event_namespace.clone(),
+        name: event_name.clone(),
+        uid: uid.to_string(),
+    };
+    let event = events::new_event(
+        involved,
+        event_types::NORMAL,
+        "Scheduled",
+        format!("Successfully assigned {event_namespace}/{event_name} to {node}"),
+        &source_name,
+    );
+    Txn::new().with(bind).with(events::record(event, now))
+}
+
+/// Whether `pod` fits on `node` next to the pods bound there: CPU, memory, pod count and
+/// host ports. The answer is the reason when it does not.
+pub fn check_room(view: &dyn View, node: &Node, pod: &Pod) -> Result<(), String> {
+    let allocatable = node.status.allocatable;
+    let (mut cpu, mut memory, mut count) = (0i64, 0i64, 0i64);
+    let wanted = host_ports(pod);
+    for other in view.pods_on_node(&node.metadata.name) {
+        let Object::Pod(other) = other else { continue };
+        if other.status.phase.is_terminal() {
+            continue;
+        }
+        let requests = other.spec.requests();
+        cpu += requests.cpu;
+        memory += requests.memory;
+        count += 1;
+        let used = host_ports(other);
+        if let Some(port) = wanted.iter().find(|w| used.iter().any(|u| w.conflicts(u))) {
+            return Err(format!("host port {}/{} is already used by pod {}", port.port, port.protocol.as_str(), other.metadata.key()));
+        }
+    }
+    let requests = pod.spec.requests();
+    if requests.cpu > 0 && cpu + requests.cpu > allocatable.cpu {
+        return Err(format!(
+            "cpu {} requested, {} of {} allocatable is free",
+            format_cpu(requests.cpu),
+            format_cpu((allocatable.cpu - cpu).max(0)),
+            format_cpu(allocatable.cpu)
+        ));
+    }
+    if requests.memory > 0 && memory + requests.memory > allocatable.memory {
+        return Err(format!(
+            "memory {} requested, {} of {} allocatable is free",
+            format_memory(requests.memory),
+            format_memory((allocatable.memory - memory).max(0)),
+            format_memory(allocatable.memory)
+        ));
+    }
+    if count + 1 > allocatable.pods {
+        return Err(format!("it already runs {count} pods, its limit is {}", allocatable.pods));
+    }
+    Ok(())
+}
+
+fn host_ports(pod: &Pod) -> Vec<HostPort> {
+    pod.spec
+        .containers
+        .iter()
+        .flat_map(|c| c.ports.iter())
+        .filter_map(|p| p.host_port.filter(|&hp| hp > 0).map(|hp| HostPort::new(hp, &p.protocol, &p.host_ip)))
+        .collect()
+}
+
+/// Records that the scheduler found no node: PodScheduled=False/Unschedulable with its
+/// message on the pod, and the Warning `FailedScheduling` event (bumped on repeats).
+pub fn mark_unschedulable(pod: &Pod, message: &str, now: Time) -> Txn {
+    let key = Key::new(Kind::Pod, &pod.metadata.namespace, &pod.metadata.name);
+    let uid = pod.metadata.uid.clone();
+    let condition_message = message.to_string();
+    let condition = modify::<Pod>(key, move |_, p| {
+        if p.metadata.uid != uid || !p.spec.node_name.is_empty() {
+            return Err(StoreError::conflict(format!("pod {} changed while it was being scheduled", p.metadata.key())));
+        }
+        set_condition(
+            &mut p.status.conditions,
+            Condition {
+                type_: conditions::POD_SCHEDULED.into(),
+                status: conditions::FALSE.into(),
+                reason: conditions::UNSCHEDULABLE.into(),
+                message: condition_message,
+                ..Condition::default()
+            },
+            now,
+        );
+        Ok(())
+    });
+    let event = events::new_event(
+        events::reference(&Object::Pod(pod.clone())),
+        event_types::WARNING,
+        "FailedScheduling",
+        message,
+        SOURCE_SCHEDULER,
+    );
+    Txn::new().with(condition).with(events::record(event, now))
+}
+
+/// Replaces a pod's status (the `/status` subresource); CAS when `expected` is non-zero.
+/// The phase cannot leave a terminal state, and the scheduler's PodScheduled condition
+/// is kept when the writer leaves it out.
+pub fn set_pod_status(namespace: &str, name: &str, status: PodStatus, expected: u64) -> Write {
+    let key = Key::new(Kind::Pod, namespace, name);
+    Write::new(key.clone(), move |_, current| {
+        let Some(Object::Pod(pod)) = current else {
+            return Err(StoreError::NotFound { kind: Kind::Pod, key: key.key.clone() });
+        };
+        check_version(&key, expected, current.expect("matched above"))?;
+        if pod.status.phase.is_terminal() && status.phase != pod.status.phase {
+            return Err(StoreError::invalid(
+                "status.phase",
+                format!("pod {} has already {} and cannot become {}", key.key, pod.status.phase, status.phase),
+            ));
+        }
+        if status.phase != PodPhase::Pending && pod.spec.node_name.is_empty() {
+            return Err(StoreError::invalid(
+                "status.phase",
+                format!("pod {} is not bound to a node yet, so it cannot be {}", key.key, status.phase),
+            ));
+        }
+        let mut updated = pod.clone();
+        let mut status = status;
+        if find_condition(&status.conditions, conditions::POD_SCHEDULED).is_none() {
+            if let Some(scheduled) = find_condition(&pod.status.conditions, conditions::POD_SCHEDULED) {
+                status.conditions.insert(0, scheduled.clone());
+            }
+        }
+        updated.status = status;
+        if updated == *pod { Ok(Change::Keep) } else { Ok(Change::Put(Object::Pod(updated))) }
+    })
+}
+
+/// Registers a node: creates it, or updates what the agent owns (capacity, allocatable,
+/// info, addresses, conditions) and keeps what admins set (cordon, taints, labels they
+/// added). Labels the agent sends are merged in.
+pub fn register_node(mut node: Node, now: Time) -> Write {
+    let key = Key::new(Kind::Node, "", &node.metadata.name);
+    Write::new(key, move |_, current| match current {
+        Some(Object::Node(stored)) => {
+            let mut updated = stored.clone();
+            updated.metadata.labels.extend(node.metadata.labels);
+            updated.metadata.annotations.extend(node.metadata.annotations);
+            updated.status.capacity = node.status.capacity;
+            updated.status.allocatable = node.status.allocatable;
+            updated.status.node_info = node.status.node_info;
+            updated.status.address = node.status.address;
+            updated.status.agent_endpoint = node.status.agent_endpoint;
+            for condition in node.status.conditions {
+                set_condition(&mut updated.status.conditions, condition, now);
+            }
+            if node.status.last_heartbeat.is_some() {
+                updated.status.last_heartbeat = Some(now);
+            }
+            default_allocatable(&mut updated);
+            Ok(Change::Put(Object::Node(updated)))
+        }
+        _ => {
+            crate::resources::stamp_new(&mut node, now);
+            let conditions = std::mem::take(&mut node.status.conditions);
+            for condition in conditions {
+                set_condition(&mut node.status.conditions, condition, now);
+            }
+            Ok(Change::Put(Object::Node(node)))
+        }
+    })
+}
+
+/// A heartbeat: stamps `last_heartbeat`, sets the reported conditions (their heartbeat time
+/// too) and, when present, capacity and allocatable.
+pub fn heartbeat(name: &str, beat: Heartbeat, now: Time) -> Write {
+    modify::<Node>(Key::new(Kind::Node, "", name), move |_, node| {
+        node.status.last_heartbeat = Some(now);
+        for mut condition in beat.conditions {
+            condition.last_heartbeat_time = Some(now);
+            set_condition(&mut node.status.conditions, condition, now);
+        }
+        if let Some(capacity) = beat.capacity {
+            node.status.capacity = capacity;
+        }
+        if let Some(allocatable) = beat.allocatable {
+            node.status.allocatable = allocatable;
+        }
+        default_allocatable(node);
+        Ok(())
+    })
+}
+
+/// The agent's `/status` for its node: everything but cordon and taints, which admins own.
+pub fn set_node_status(name: &str, status: shared::model::NodeStatus, expected: u64, now: Time) -> Write {
+    let key = Key::new(Kind::Node, "", name);
+    let check_key = key.clone();
+    modify::<Node>(key, move |_, node| {
+        check_version(&check_key, expected, &Object::Node(node.clone()))?;
+        let (unschedulable, taints) = (node.status.unschedulable, std::mem::take(&mut node.status.taints));
+        let old_conditions = std::mem::take(&mut node.status.conditions);
+        node.status = status;
+        node.status.unschedulable = unschedulable;
+        node.status.taints = taints;
+        let reported = std::mem::replace(&mut node.status.conditions, old_conditions);
+        for condition in reported {
+            set_condition(&mut node.status.conditions, condition, now);
+        }
+        default_allocatable(node);
+        Ok(())
+    })
+}
+
+/// Cordons (`true`) or uncordons a node.
+pub fn set_cordon(name: &str, unschedulable: bool) -> Write {
+    modify::<Node>(Key::new(Kind::Node, "", name), move |_, node| {
+        node.status.unschedulable = unschedulable;
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use shared::model::{NodeResources, ObjectMeta};
+
+    use super::*;
+    use crate::store::{CachedStore, Store};
+
+    fn node(name: &str, cpu: i64, pods: i64) -> Node {
+        let mut n = Node { kind: "Node".into(), metadata: ObjectMeta::named("", name), ..Node::default() };
+        n.status.capacity = NodeResources { cpu, memory: 1 << 30, pods };
+        n
+    }
+
+    fn pod(name: &str, cpu: i64) -> Pod {
+        let mut p: Pod = serde_json::from_str(include_str!("../../examples/pod.json")).unwrap();
+        p.metadata.name = name.into();
+        p.spec.containers[0].resources.cpu = cpu;
+        p.spec.containers[0].ports.clear();
+        crate::resources::stamp_new(&mut p, chrono::Utc::now());
+        p
+    }
+
+    async fn setup() -> CachedStore {
+        let store = CachedStore::in_memory(1000);
+        let ns = shared::model::Namespace { metadata: ObjectMeta::named("", "default"), ..Default::default() };
+        store.commit(Txn::new().with(create(ns))).await.unwrap();
+        store.commit(Txn::new().with(register_node(node("n1", 1000, 10), chrono::Utc::now()))).await.unwrap();
+        store
+    }
+
+    #[tokio::test]
+    async fn bind_is_a_cas_on_an_empty_node_name() {
+        let store = setup().await;
+        let p = pod("a", 100);
+        let uid = p.metadata.uid.clone();
+        store.commit(Txn::new().with(create(p))).await.unwrap();
+        let now = chrono::Utc::now();
+        store.commit(bind("default", "a", "n1", &uid, SOURCE_SCHEDULER, now)).await.unwrap();
+        let err = store.commit(bind("default", "a", "n1", &uid, SOURCE_SCHEDULER, now)).await.unwrap_err();
+        assert!(matches!(&err, StoreError::Conflict(m) if m.contains("already bound to node n1")), "{err}");
+        let err = store.commit(bind("default", "missing", "n1", "", SOURCE_SCHEDULER, now)).await.unwrap_err();
+        assert!(matches!(err, StoreError::NotFound { .. }));
+    }
+
+    #[tokio::test]
+    async fn bind_never_oversells_a_node_even_within_one_batch() {
+        let store = setup().await;
+        for i in 0..8 {
+            store.commit(Txn::new().with(create(pod(&format!("p{i}"), 300)))).await.unwrap();
+        }
+        let binds = (0..8).map(|i| store.commit(bind("default", &format!("p{i}"), "n1", "", "test", chrono::Utc::now())));
+        let results = futures::future::join_all(binds).await;
+        let bound = results.iter().filter(|r| r.is_ok()).count();
+        assert_eq!(bound, 3, "1000m fits three pods of 300m");
+        let rejected = results.iter().find_map(|r| r.as_ref().err()).unwrap();
+        assert!(rejected.to_string().contains("cpu 300m requested, 100m of 1 allocatable is free"), "{rejected}");
+    }
+
+    #[tokio::test]
+    async fn an_unknown_namespace_is_refused() {
+        let store = setup().await;
+        let mut p = pod("a", 1);
+        p.metadata.namespace = "nowhere".into();
+        let err = store.commit(Txn::new().with(create(p))).await.unwrap_err();
+        assert!(matches!(err, StoreError::NotFound { kind: Kind::Namespace, .. }));
+    }
+}

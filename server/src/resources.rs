@@ -1,0 +1,302 @@
+//! What each kind means to the API: how a new object is defaulted, how it is validated,
+//! and which fields a PUT may change (status and `spec.node_name` never: they have their
+//! own subresources).
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use shared::api::FieldError;
+use shared::model::{Deployment, Event, Kind, Namespace, Node, Object, ObjectMeta, Pod, PodStatus, Service, Time};
+use shared::validation;
+
+pub trait Resource: Serialize + DeserializeOwned + Clone + PartialEq + Send + Sync + 'static {
+    const KIND: Kind;
+
+    fn meta(&self) -> &ObjectMeta;
+    fn meta_mut(&mut self) -> &mut ObjectMeta;
+    fn into_object(self) -> Object;
+    fn from_object(object: &Object) -> Option<&Self>;
+    fn validate(&self) -> Result<(), Vec<FieldError>>;
+    /// Resets what a client may not set on create (status, bookkeeping) and fills defaults.
+    fn prepare_create(&mut self);
+    /// The stored object after a PUT of `new` onto `stored`.
+    fn merge_update(stored: &Self, new: Self) -> Result<Self, Vec<FieldError>>;
+}
+
+/// Stamps identity on a new object: kind, uid, created_at, generation 1.
+pub fn stamp_new<R: Resource>(object: &mut R, now: Time) {
+    object.prepare_create();
+    let meta = object.meta_mut();
+    meta.uid = uuid::Uuid::new_v4().to_string();
+    meta.created_at = Some(now);
+    meta.resource_version = 0;
+    meta.generation = 1;
+    meta.deletion_timestamp = None;
+}
+
+/// Keeps the identity and bookkeeping of `stored` and the user-editable metadata of `new`.
+fn merged_meta(stored: &ObjectMeta, new: &ObjectMeta) -> ObjectMeta {
+    ObjectMeta { labels: new.labels.clone(), annotations: new.annotations.clone(), ..stored.clone() }
+}
+
+macro_rules! object_conversions {
+    ($type:ident, $kind:ident) => {
+        fn meta(&self) -> &ObjectMeta {
+            &self.metadata
+        }
+        fn meta_mut(&mut self) -> &mut ObjectMeta {
+            &mut self.metadata
+        }
+        fn into_object(self) -> Object {
+            Object::$kind(self)
+        }
+        fn from_object(object: &Object) -> Option<&Self> {
+            match object {
+                Object::$kind(o) => Some(o),
+                _ => None,
+            }
+        }
+    };
+}
+
+impl Resource for Pod {
+    const KIND: Kind = Kind::Pod;
+    object_conversions!(Pod, Pod);
+
+    fn validate(&self) -> Result<(), Vec<FieldError>> {
+        let mut errors = validation::validate_pod(self).err().unwrap_or_default();
+        if !self.spec.node_name.is_empty() {
+            errors.push(FieldError {
+                field: "spec.node_name".into(),
+                message: "must be empty when a pod is created: the scheduler assigns it through the binding subresource".into(),
+            });
+        }
+        if errors.is_empty() { Ok(()) } else { Err(errors) }
+    }
+
+    fn prepare_create(&mut self) {
+        self.kind = "Pod".into();
+        self.status = PodStatus::default();
+        if self.spec.restart_policy.is_empty() {
+            self.spec.restart_policy = "Always".into();
+        }
+    }
+
+    fn merge_update(stored: &Self, new: Self) -> Result<Self, Vec<FieldError>> {
+        let mut wanted = new.spec.clone();
+        wanted.node_name = stored.spec.node_name.clone();
+        if wanted.restart_policy.is_empty() {
+            wanted.restart_policy = stored.spec.restart_policy.clone();
+        }
+        let mut without_images = wanted.clone();
+        let mut stored_without_images = stored.spec.clone();
+        for c in without_images.containers.iter_mut().chain(stored_without_images.containers.iter_mut()) {
+            c.image.clear();
+        }
+        if without_images != stored_without_images {
+            return Err(vec![FieldError {
+                field: "spec".into(),
+                message: "a pod's spec cannot change after creation, apart from its containers' images; delete the pod and create it again"
+                    .into(),
+            }]);
+        }
+        let mut merged = stored.clone();
+        merged.metadata = merged_meta(&stored.metadata, &new.metadata);
+        if merged.spec != wanted {
+            merged.spec = wanted;
+            merged.metadata.generation += 1;
+        }
+        validation::validate_pod(&merged)?;
+        Ok(merged)
+    }
+}
+
+impl Resource for Deployment {
+    const KIND: Kind = Kind::Deployment;
+    object_conversions!(Deployment, Deployment);
+
+    fn validate(&self) -> Result<(), Vec<FieldError>> {
+        validation::validate_deployment(self)
+    }
+
+    fn prepare_create(&mut self) {
+        self.kind = "Deployment".into();
+        self.status = Default::default();
+        if self.spec.template.spec.restart_policy.is_empty() {
+            self.spec.template.spec.restart_policy = "Always".into();
+        }
+    }
+
+    fn merge_update(stored: &Self, new: Self) -> Result<Self, Vec<FieldError>> {
+        let mut merged = stored.clone();
+        merged.metadata = merged_meta(&stored.metadata, &new.metadata);
+        let mut spec = new.spec;
+        if spec.template.spec.restart_policy.is_empty() {
+            spec.template.spec.restart_policy = "Always".into();
+        }
+        if merged.spec != spec {
+            merged.spec = spec;
+            merged.metadata.generation += 1;
+        }
+        validation::validate_deployment(&merged)?;
+        Ok(merged)
+    }
+}
+
+impl Resource for Service {
+    const KIND: Kind = Kind::Service;
+    object_conversions!(Service, Service);
+
+    fn validate(&self) -> Result<(), Vec<FieldError>> {
+        validation::validate_service(self)
+    }
+
+    fn prepare_create(&mut self) {
+        self.kind = "Service".into();
+        self.status = Default::default();
+        if self.spec.type_.is_empty() {
+            self.spec.type_ = "ClusterIP".into();
+        }
+    }
+
+    fn merge_update(stored: &Self, new: Self) -> Result<Self, Vec<FieldError>> {
+        let mut merged = stored.clone();
+        merged.metadata = merged_meta(&stored.metadata, &new.metadata);
+        let mut spec = new.spec;
+        if spec.type_.is_empty() {
+            spec.type_ = "ClusterIP".into();
+        }
+        if merged.spec != spec {
+            merged.spec = spec;
+            merged.metadata.generation += 1;
+        }
+        validation::validate_service(&merged)?;
+        Ok(merged)
+    }
+}
+
+impl Resource for Node {
+    const KIND: Kind = Kind::Node;
+    object_conversions!(Node, Node);
+
+    fn validate(&self) -> Result<(), Vec<FieldError>> {
+        validation::validate_node(self)
+    }
+
+    fn prepare_create(&mut self) {
+        self.kind = "Node".into();
+        self.metadata.namespace.clear();
+        default_allocatable(self);
+    }
+
+    /// An admin's PUT changes labels, annotations, cordon and taints; the rest of the
+    /// status is the agent's, written through heartbeats and `/status`.
+    fn merge_update(stored: &Self, new: Self) -> Result<Self, Vec<FieldError>> {
+        let mut merged = stored.clone();
+        merged.metadata = merged_meta(&stored.metadata, &new.metadata);
+        merged.status.unschedulable = new.status.unschedulable;
+        merged.status.taints = new.status.taints;
+        validation::validate_node(&merged)?;
+        Ok(merged)
+    }
+}
+
+/// A node that reports only its capacity offers all of it.
+pub fn default_allocatable(node: &mut Node) {
+    if node.status.allocatable == Default::default() {
+        node.status.allocatable = node.status.capacity;
+    }
+}
+
+impl Resource for Event {
+    const KIND: Kind = Kind::Event;
+    object_conversions!(Event, Event);
+
+    fn validate(&self) -> Result<(), Vec<FieldError>> {
+        validation::validate_event(self)
+    }
+
+    fn prepare_create(&mut self) {
+        self.kind = "Event".into();
+        self.count = self.count.max(1);
+    }
+
+    fn merge_update(stored: &Self, new: Self) -> Result<Self, Vec<FieldError>> {
+        let merged = Event { kind: "Event".into(), metadata: merged_meta(&stored.metadata, &new.metadata), ..new };
+        validation::validate_event(&merged)?;
+        Ok(merged)
+    }
+}
+
+impl Resource for Namespace {
+    const KIND: Kind = Kind::Namespace;
+    object_conversions!(Namespace, Namespace);
+
+    fn validate(&self) -> Result<(), Vec<FieldError>> {
+        validation::validate_namespace(self)
+    }
+
+    fn prepare_create(&mut self) {
+        self.kind = "Namespace".into();
+        self.metadata.namespace.clear();
+        self.status.phase = "Active".into();
+    }
+
+    fn merge_update(stored: &Self, new: Self) -> Result<Self, Vec<FieldError>> {
+        let mut merged = stored.clone();
+        merged.metadata = merged_meta(&stored.metadata, &new.metadata);
+        validation::validate_namespace(&merged)?;
+        Ok(merged)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod() -> Pod {
+        serde_json::from_str(include_str!("../../examples/pod.json")).unwrap()
+    }
+
+    #[test]
+    fn a_new_pod_is_pending_with_identity_and_no_node() {
+        let mut p = pod();
+        p.status.phase = shared::model::PodPhase::Running;
+        stamp_new(&mut p, chrono::Utc::now());
+        assert_eq!(p.status.phase, shared::model::PodPhase::Pending);
+        assert!(!p.metadata.uid.is_empty());
+        assert!(p.metadata.created_at.is_some());
+        assert!(p.spec.node_name.is_empty());
+    }
+
+    #[test]
+    fn a_pod_update_keeps_status_and_node_and_rejects_spec_changes() {
+        let mut stored = pod();
+        stored.spec.node_name = "node-1".into();
+        stored.status.phase = shared::model::PodPhase::Running;
+        let mut new = pod();
+        new.metadata.labels.insert("extra".into(), "yes".into());
+        new.spec.containers[0].image = "minimal:2".into();
+        let merged = Pod::merge_update(&stored, new).unwrap();
+        assert_eq!(merged.spec.node_name, "node-1");
+        assert_eq!(merged.status.phase, shared::model::PodPhase::Running);
+        assert_eq!(merged.spec.containers[0].image, "minimal:2");
+        assert_eq!(merged.metadata.labels["extra"], "yes");
+
+        let mut changed = pod();
+        changed.spec.containers[0].command.clear();
+        let errors = Pod::merge_update(&stored, changed).unwrap_err();
+        assert_eq!(errors[0].field, "spec");
+    }
+
+    #[test]
+    fn a_node_put_changes_cordon_and_labels_only() {
+        let mut stored = Node { kind: "Node".into(), metadata: ObjectMeta::named("", "n1"), ..Node::default() };
+        stored.status.capacity.cpu = 4000;
+        let mut new = stored.clone();
+        new.status.capacity.cpu = 1;
+        new.status.unschedulable = true;
+        let merged = Node::merge_update(&stored, new).unwrap();
+        assert!(merged.status.unschedulable);
+        assert_eq!(merged.status.capacity.cpu, 4000);
+    }
+}

@@ -1,0 +1,556 @@
+//! The embedded store: an in-memory cache that serves every read, one writer thread that
+//! batches concurrent transactions into one backend commit (group commit), and the ring of
+//! recent changes that watches replay from.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
+
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
+use shared::model::{Kind, Object};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::{Change, EventType, Key, Outcome, Result, Store, StoreError, StoreEvent, Txn, View, WatchBatch, WatchStream};
+
+/// The most transactions one backend commit takes.
+const MAX_BATCH: usize = 2048;
+/// Transactions waiting for the writer before `commit` callers wait for room.
+const QUEUE_DEPTH: usize = 8192;
+
+/// Everything a backend holds: the revision it reached and every object.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    pub revision: u64,
+    pub objects: Vec<Object>,
+}
+
+/// One key's new state in a backend commit; `None` deletes it.
+pub struct PersistedChange<'a> {
+    pub kind: Kind,
+    pub key: &'a str,
+    pub object: Option<&'a Object>,
+}
+
+/// Durability under the cache: loads everything at start, then commits batches atomically.
+pub trait Persistence: Send + 'static {
+    fn name(&self) -> &'static str;
+    fn load(&mut self) -> Result<Snapshot>;
+    /// Writes every change and the new revision in one atomic, durable step.
+    fn commit(&mut self, changes: &[PersistedChange<'_>], revision: u64) -> Result<()>;
+    fn close(&mut self) -> Result<()>;
+}
+
+/// No durability: for tests, benchmarks and throwaway clusters.
+pub struct MemoryPersistence;
+
+impl Persistence for MemoryPersistence {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+
+    fn load(&mut self) -> Result<Snapshot> {
+        Ok(Snapshot::default())
+    }
+
+    fn commit(&mut self, _changes: &[PersistedChange<'_>], _revision: u64) -> Result<()> {
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[derive(Default)]
+struct State {
+    objects: HashMap<Kind, BTreeMap<String, Arc<Object>>>,
+    /// Pod keys by `spec.node_name` (bound pods only).
+    by_node: HashMap<String, BTreeSet<String>>,
+    revision: u64,
+    /// Every change after `history_start`, in order: the change at revision r sits at
+    /// index `r - history_start - 1`.
+    history: VecDeque<StoreEvent>,
+    history_start: u64,
+}
+
+impl State {
+    fn get(&self, key: &Key) -> Option<&Arc<Object>> {
+        self.objects.get(&key.kind).and_then(|m| m.get(&key.key))
+    }
+
+    fn apply(&mut self, key: &Key, object: Option<Arc<Object>>) -> Option<Arc<Object>> {
+        let map = self.objects.entry(key.kind).or_default();
+        let prev = match &object {
+            Some(o) => map.insert(key.key.clone(), o.clone()),
+            None => map.remove(&key.key),
+        };
+        if key.kind == Kind::Pod {
+            if let Some(node) = prev.as_deref().and_then(node_of) {
+                if let Some(set) = self.by_node.get_mut(node) {
+                    set.remove(&key.key);
+                    if set.is_empty() {
+                        self.by_node.remove(node);
+                    }
+                }
+            }
+            if let Some(node) = object.as_deref().and_then(node_of) {
+                self.by_node.entry(node.to_string()).or_default().insert(key.key.clone());
+            }
+        }
+        prev
+    }
+}
+
+fn node_of(object: &Object) -> Option<&str> {
+    match object {
+        Object::Pod(p) if !p.spec.node_name.is_empty() => Some(&p.spec.node_name),
+        _ => None,
+    }
+}
+
+struct Request {
+    txn: Txn,
+    reply: oneshot::Sender<Result<Vec<Outcome>>>,
+}
+
+struct Inner {
+    name: &'static str,
+    state: RwLock<State>,
+    sender: RwLock<Option<mpsc::Sender<Request>>>,
+    revision_tx: watch::Sender<u64>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// The embedded [`Store`]: cache, group-committing writer and watch history.
+#[derive(Clone)]
+pub struct CachedStore {
+    inner: Arc<Inner>,
+}
+
+impl CachedStore {
+    /// Loads everything from `persistence` and starts the writer. `history` is how many
+    /// changes watches can replay.
+    pub fn open(mut persistence: Box<dyn Persistence>, history: usize) -> Result<CachedStore> {
+        let snapshot = persistence.load()?;
+        let mut state = State { revision: snapshot.revision, history_start: snapshot.revision, ..State::default() };
+        for object in snapshot.objects {
+            let key = Key::of(&object);
+            state.apply(&key, Some(Arc::new(object)));
+        }
+        let (sender, receiver) = mpsc::channel(QUEUE_DEPTH);
+        let (revision_tx, _) = watch::channel(state.revision);
+        let inner = Arc::new(Inner {
+            name: persistence.name(),
+            state: RwLock::new(state),
+            sender: RwLock::new(Some(sender)),
+            revision_tx,
+            writer: Mutex::new(None),
+        });
+        let writer_inner = inner.clone();
+        let handle = std::thread::Builder::new()
+            .name("store-writer".into())
+            .spawn(move || writer_loop(writer_inner, persistence, receiver, history.max(1)))
+            .map_err(|e| StoreError::Backend(format!("cannot start the store writer thread: {e}")))?;
+        *inner.writer.lock().expect("writer handle lock") = Some(handle);
+        Ok(CachedStore { inner })
+    }
+
+    /// A store that keeps nothing on disk.
+    pub fn in_memory(history: usize) -> CachedStore {
+        CachedStore::open(Box::new(MemoryPersistence), history).expect("the memory store cannot fail to open")
+    }
+
+    /// The oldest revision a watch can still start from.
+    pub fn oldest_revision(&self) -> u64 {
+        self.inner.state.read().expect("store state lock").history_start
+    }
+}
+
+struct Staging<'a> {
+    state: &'a State,
+    overlay: HashMap<Key, Option<Arc<Object>>>,
+    overlay_by_node: HashMap<String, HashSet<String>>,
+}
+
+impl Staging<'_> {
+    fn current(&self, key: &Key) -> Option<Arc<Object>> {
+        match self.overlay.get(key) {
+            Some(staged) => staged.clone(),
+            None => self.state.get(key).cloned(),
+        }
+    }
+
+    fn stage(&mut self, key: &Key, object: Option<Arc<Object>>) -> Option<Option<Arc<Object>>> {
+        if let Some(node) = object.as_deref().and_then(node_of) {
+            self.overlay_by_node.entry(node.to_string()).or_default().insert(key.key.clone());
+        }
+        self.overlay.insert(key.clone(), object)
+    }
+}
+
+impl View for Staging<'_> {
+    fn get(&self, key: &Key) -> Option<&Object> {
+        match self.overlay.get(key) {
+            Some(staged) => staged.as_deref(),
+            None => self.state.get(key).map(|o| &**o),
+        }
+    }
+
+    fn pods_on_node(&self, node: &str) -> Vec<&Object> {
+        let mut pods: Vec<&Object> = Vec::new();
+        if let Some(keys) = self.state.by_node.get(node) {
+            for key in keys {
+                let k = Key { kind: Kind::Pod, key: key.clone() };
+                if !self.overlay.contains_key(&k) {
+                    if let Some(o) = self.state.get(&k) {
+                        pods.push(o);
+                    }
+                }
+            }
+        }
+        if let Some(keys) = self.overlay_by_node.get(node) {
+            for key in keys {
+                let k = Key { kind: Kind::Pod, key: key.clone() };
+                if let Some(Some(o)) = self.overlay.get(&k) {
+                    if node_of(o) == Some(node) {
+                        pods.push(o);
+                    }
+                }
+            }
+        }
+        pods
+    }
+}
+
+struct Staged {
+    key: Key,
+    object: Option<Arc<Object>>,
+    prev: Option<Arc<Object>>,
+    revision: u64,
+}
+
+fn writer_loop(inner: Arc<Inner>, mut persistence: Box<dyn Persistence>, mut receiver: mpsc::Receiver<Request>, history_limit: usize) {
+    while let Some(first) = receiver.blocking_recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match receiver.try_recv() {
+                Ok(request) => batch.push(request),
+                Err(_) => break,
+            }
+        }
+        commit_batch(&inner, persistence.as_mut(), batch, history_limit);
+    }
+    if let Err(e) = persistence.close() {
+        tracing::error!("closing the {} store: {e}", persistence.name());
+    }
+}
+
+fn commit_batch(inner: &Inner, persistence: &mut dyn Persistence, batch: Vec<Request>, history_limit: usize) {
+    let mut staged: Vec<Staged> = Vec::new();
+    // Per request: its outcomes, or the error that rejected it.
+    let mut results: Vec<(oneshot::Sender<Result<Vec<Outcome>>>, Result<Vec<Outcome>>)> = Vec::with_capacity(batch.len());
+    let base_revision;
+    {
+        let state = inner.state.read().expect("store state lock");
+        base_revision = state.revision;
+        let mut staging = Staging { state: &state, overlay: HashMap::new(), overlay_by_node: HashMap::new() };
+        let mut revision = base_revision;
+        for request in batch {
+            let staged_before = staged.len();
+            let revision_before = revision;
+            let mut undo: Vec<(Key, Option<Option<Arc<Object>>>)> = Vec::new();
+            let mut outcomes = Vec::with_capacity(request.txn.writes.len());
+            let mut failure = None;
+            for write in request.txn.writes {
+                let current = staging.current(&write.key);
+                match (write.mutate)(&staging, current.as_deref()) {
+                    Ok(Change::Keep) => outcomes.push(Outcome::Kept(current)),
+                    Ok(Change::Delete) => match current {
+                        Some(prev) => {
+                            revision += 1;
+                            undo.push((write.key.clone(), staging.stage(&write.key, None)));
+                            staged.push(Staged { key: write.key, object: None, prev: Some(prev.clone()), revision });
+                            outcomes.push(Outcome::Deleted(prev));
+                        }
+                        None => {
+                            failure = Some(StoreError::NotFound { kind: write.key.kind, key: write.key.key });
+                            break;
+                        }
+                    },
+                    Ok(Change::Put(mut object)) => {
+                        if Key::of(&object) != write.key {
+                            failure = Some(StoreError::Backend(format!("a write to {} tried to store {}", write.key, Key::of(&object))));
+                            break;
+                        }
+                        revision += 1;
+                        object.metadata_mut().resource_version = revision;
+                        let object = Arc::new(object);
+                        undo.push((write.key.clone(), staging.stage(&write.key, Some(object.clone()))));
+                        outcomes.push(Outcome::Put { object: object.clone(), created: current.is_none() });
+                        staged.push(Staged { key: write.key, object: Some(object), prev: current, revision });
+                    }
+                    Err(e) => {
+                        failure = Some(e);
+                        break;
+                    }
+                }
+            }
+            match failure {
+                None => results.push((request.reply, Ok(outcomes))),
+                Some(e) => {
+                    for (key, previous) in undo.into_iter().rev() {
+                        match previous {
+                            Some(p) => staging.overlay.insert(key, p),
+                            None => staging.overlay.remove(&key),
+                        };
+                    }
+                    staged.truncate(staged_before);
+                    revision = revision_before;
+                    results.push((request.reply, Err(e)));
+                }
+            }
+        }
+    }
+
+    if !staged.is_empty() {
+        let changes: Vec<PersistedChange<'_>> =
+            staged.iter().map(|s| PersistedChange { kind: s.key.kind, key: &s.key.key, object: s.object.as_deref() }).collect();
+        let last = staged.last().map_or(base_revision, |s| s.revision);
+        if let Err(e) = persistence.commit(&changes, last) {
+            tracing::error!("store commit of {} changes failed: {e}", staged.len());
+            for (reply, result) in results {
+                let _ = reply.send(result.and(Err(e.clone())));
+            }
+            return;
+        }
+        let mut state = inner.state.write().expect("store state lock");
+        for s in staged {
+            state.apply(&s.key, s.object.clone());
+            let event = match (s.object, s.prev) {
+                (Some(object), None) => StoreEvent { type_: EventType::Added, revision: s.revision, object, prev: None },
+                (Some(object), Some(prev)) => StoreEvent { type_: EventType::Modified, revision: s.revision, object, prev: Some(prev) },
+                (None, Some(prev)) => {
+                    StoreEvent { type_: EventType::Deleted, revision: s.revision, object: prev.clone(), prev: Some(prev) }
+                }
+                (None, None) => unreachable!("a staged change always has a new or a previous state"),
+            };
+            state.history.push_back(event);
+            state.revision = s.revision;
+        }
+        while state.history.len() > history_limit {
+            if let Some(dropped) = state.history.pop_front() {
+                state.history_start = dropped.revision;
+            }
+        }
+        let revision = state.revision;
+        drop(state);
+        inner.revision_tx.send_replace(revision);
+    }
+    for (reply, result) in results {
+        let _ = reply.send(result);
+    }
+}
+
+impl Store for CachedStore {
+    fn backend(&self) -> &'static str {
+        self.inner.name
+    }
+
+    fn revision(&self) -> u64 {
+        self.inner.state.read().expect("store state lock").revision
+    }
+
+    fn get(&self, key: &Key) -> Option<Arc<Object>> {
+        self.inner.state.read().expect("store state lock").get(key).cloned()
+    }
+
+    fn list(&self, kind: Kind, namespace: Option<&str>) -> (u64, Vec<Arc<Object>>) {
+        let state = self.inner.state.read().expect("store state lock");
+        let Some(map) = state.objects.get(&kind) else { return (state.revision, Vec::new()) };
+        let items = match namespace.filter(|_| kind.namespaced()) {
+            Some(ns) => {
+                let prefix = format!("{ns}/");
+                map.range(prefix.clone()..).take_while(|(k, _)| k.starts_with(&prefix)).map(|(_, v)| v.clone()).collect()
+            }
+            None => map.values().cloned().collect(),
+        };
+        (state.revision, items)
+    }
+
+    fn pods_on_node(&self, node: &str) -> (u64, Vec<Arc<Object>>) {
+        let state = self.inner.state.read().expect("store state lock");
+        let pods = state
+            .by_node
+            .get(node)
+            .map(|keys| keys.iter().filter_map(|k| state.get(&Key { kind: Kind::Pod, key: k.clone() }).cloned()).collect())
+            .unwrap_or_default();
+        (state.revision, pods)
+    }
+
+    fn count(&self, kind: Kind) -> usize {
+        self.inner.state.read().expect("store state lock").objects.get(&kind).map_or(0, BTreeMap::len)
+    }
+
+    fn commit(&self, txn: Txn) -> BoxFuture<'static, Result<Vec<Outcome>>> {
+        let sender = self.inner.sender.read().expect("store sender lock").clone();
+        async move {
+            let sender = sender.ok_or(StoreError::Closed)?;
+            let (reply, answer) = oneshot::channel();
+            sender.send(Request { txn, reply }).await.map_err(|_| StoreError::Closed)?;
+            answer.await.map_err(|_| StoreError::Closed)?
+        }
+        .boxed()
+    }
+
+    fn watch(&self, kinds: &[Kind], from: u64) -> Result<WatchStream> {
+        let (cursor, oldest) = {
+            let state = self.inner.state.read().expect("store state lock");
+            (if from == 0 { state.revision } else { from }, state.history_start)
+        };
+        if cursor < oldest {
+            return Err(StoreError::Gone { requested: from, oldest });
+        }
+        let watcher = Watcher {
+            inner: self.inner.clone(),
+            kinds: kinds.to_vec(),
+            cursor,
+            changes: self.inner.revision_tx.subscribe(),
+            failed: false,
+        };
+        Ok(futures::stream::unfold(watcher, |mut w| async move { w.next().await.map(|item| (item, w)) }).boxed())
+    }
+
+    fn close(&self) -> BoxFuture<'static, ()> {
+        let sender = self.inner.sender.write().expect("store sender lock").take();
+        let inner = self.inner.clone();
+        async move {
+            drop(sender);
+            let handle = inner.writer.lock().expect("writer handle lock").take();
+            if let Some(handle) = handle {
+                let _ = tokio::task::spawn_blocking(move || handle.join()).await;
+            }
+        }
+        .boxed()
+    }
+}
+
+struct Watcher {
+    inner: Arc<Inner>,
+    kinds: Vec<Kind>,
+    cursor: u64,
+    changes: watch::Receiver<u64>,
+    failed: bool,
+}
+
+impl Watcher {
+    async fn next(&mut self) -> Option<Result<WatchBatch>> {
+        if self.failed {
+            return None;
+        }
+        loop {
+            {
+                let state = self.inner.state.read().expect("store state lock");
+                if self.cursor < state.history_start {
+                    self.failed = true;
+                    return Some(Err(StoreError::Gone { requested: self.cursor, oldest: state.history_start }));
+                }
+                if state.revision > self.cursor {
+                    let start = (self.cursor - state.history_start) as usize;
+                    let events = state.history.range(start..).filter(|e| self.kinds.contains(&e.object.kind())).cloned().collect();
+                    self.cursor = state.revision;
+                    return Some(Ok(WatchBatch { events, revision: state.revision }));
+                }
+            }
+            if self.changes.changed().await.is_err() {
+                return None;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use shared::model::{ObjectMeta, Pod};
+
+    use super::*;
+    use crate::store::Write;
+
+    fn pod(name: &str, node: &str) -> Object {
+        let mut p = Pod { kind: "Pod".into(), metadata: ObjectMeta::named("default", name), ..Pod::default() };
+        p.spec.node_name = node.to_string();
+        Object::Pod(p)
+    }
+
+    fn put(object: Object) -> Write {
+        Write::new(Key::of(&object), move |_, _| Ok(Change::Put(object)))
+    }
+
+    #[tokio::test]
+    async fn revisions_grow_by_one_per_change_and_a_failed_txn_leaves_nothing() {
+        let store = CachedStore::in_memory(100);
+        store.commit(Txn::new().with(put(pod("a", "")))).await.unwrap();
+        let failing = Txn::new()
+            .with(put(pod("b", "")))
+            .with(Write::new(Key::new(Kind::Pod, "default", "c"), |_, _| Err(StoreError::conflict("no"))));
+        assert_eq!(store.commit(failing).await.unwrap_err(), StoreError::conflict("no"));
+        assert!(store.get(&Key::new(Kind::Pod, "default", "b")).is_none());
+        let outcomes = store.commit(Txn::new().with(put(pod("d", "n1")))).await.unwrap();
+        assert_eq!(outcomes[0].object().unwrap().metadata().resource_version, 2);
+        assert_eq!(store.revision(), 2);
+        assert_eq!(store.pods_on_node("n1").1.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn concurrent_writes_see_each_other_within_a_batch() {
+        let store = CachedStore::in_memory(100);
+        let mut tasks = Vec::new();
+        for i in 0..50 {
+            let store = store.clone();
+            tasks.push(tokio::spawn(async move {
+                let key = Key::new(Kind::Pod, "default", "counter");
+                let write = Write::new(key, move |view, current| {
+                    let on_node = view.pods_on_node("n1").len();
+                    let mut p = match current {
+                        Some(Object::Pod(p)) => p.clone(),
+                        _ => match pod("counter", "n1") {
+                            Object::Pod(p) => p,
+                            _ => unreachable!(),
+                        },
+                    };
+                    p.metadata.labels.insert(format!("w{i}"), on_node.to_string());
+                    Ok(Change::Put(Object::Pod(p)))
+                });
+                store.commit(Txn::new().with(write)).await.unwrap();
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let Some(obj) = store.get(&Key::new(Kind::Pod, "default", "counter")) else { panic!("missing") };
+        assert_eq!(obj.metadata().labels.len(), 50);
+        assert_eq!(store.revision(), 50);
+    }
+
+    #[tokio::test]
+    async fn watch_replays_then_streams_and_reports_gone() {
+        let store = CachedStore::in_memory(3);
+        for name in ["a", "b", "c", "d"] {
+            store.commit(Txn::new().with(put(pod(name, "")))).await.unwrap();
+        }
+        assert_eq!(store.oldest_revision(), 1);
+        assert!(store.watch(&[Kind::Pod], 0).is_ok(), "0 means from now");
+        assert!(store.watch(&[Kind::Pod], 1).is_ok(), "revision 1 is the oldest retained");
+        let mut stream = store.watch(&[Kind::Pod], 2).unwrap();
+        let batch = stream.next().await.unwrap().unwrap();
+        assert_eq!(batch.events.iter().map(|e| e.revision).collect::<Vec<_>>(), vec![3, 4]);
+        store.commit(Txn::new().with(Write::new(Key::new(Kind::Pod, "default", "a"), |_, _| Ok(Change::Delete)))).await.unwrap();
+        let batch = stream.next().await.unwrap().unwrap();
+        assert_eq!(batch.events[0].type_, EventType::Deleted);
+        assert_eq!(batch.revision, 5);
+        match store.watch(&[Kind::Pod], 1) {
+            Err(StoreError::Gone { oldest, .. }) => assert_eq!(oldest, 2),
+            _ => panic!("expected Gone"),
+        }
+    }
+}

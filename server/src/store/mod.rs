@@ -1,0 +1,203 @@
+//! The object store: every object by kind and key, one global revision counter, atomic
+//! read-modify-write transactions (the compare-and-swap every update relies on) and the
+//! watch history. [`Store`] is the seam a distributed backend (etcd) would implement;
+//! [`CachedStore`] is the embedded one, over SQLite or memory.
+
+mod cached;
+mod sqlite;
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures::Stream;
+use futures::future::BoxFuture;
+use shared::api::FieldError;
+use shared::model::{Kind, Object};
+
+pub use cached::{CachedStore, MemoryPersistence, PersistedChange, Persistence, Snapshot};
+pub use sqlite::SqlitePersistence;
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    #[error("{kind} {key:?} not found")]
+    NotFound { kind: Kind, key: String },
+    #[error("{kind} {key:?} already exists")]
+    AlreadyExists { kind: Kind, key: String },
+    /// A compare-and-swap lost: the message says what was expected and what was found.
+    #[error("{0}")]
+    Conflict(String),
+    /// A write the object's current state does not allow, with the fields at fault.
+    #[error("{message}")]
+    Invalid { message: String, details: Vec<FieldError> },
+    #[error(
+        "resource_version {requested} is too old: the server keeps history only after revision {oldest}; list again and watch from the list's resource_version"
+    )]
+    Gone { requested: u64, oldest: u64 },
+    #[error("the store failed to persist the write: {0}")]
+    Backend(String),
+    #[error("the store is shut down")]
+    Closed,
+}
+
+impl StoreError {
+    pub fn conflict(message: impl Into<String>) -> Self {
+        StoreError::Conflict(message.into())
+    }
+
+    pub fn invalid(field: &str, message: impl Into<String>) -> Self {
+        let message = message.into();
+        StoreError::Invalid { message: format!("{field}: {message}"), details: vec![FieldError { field: field.to_string(), message }] }
+    }
+}
+
+/// Where an object lives: its kind and `namespace/name` (or `name` when cluster-scoped).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key {
+    pub kind: Kind,
+    pub key: String,
+}
+
+impl Key {
+    pub fn new(kind: Kind, namespace: &str, name: &str) -> Self {
+        let key = if kind.namespaced() { format!("{namespace}/{name}") } else { name.to_string() };
+        Key { kind, key }
+    }
+
+    pub fn of(object: &Object) -> Self {
+        Key::new(object.kind(), &object.metadata().namespace, &object.metadata().name)
+    }
+}
+
+impl std::fmt::Display for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.kind, self.key)
+    }
+}
+
+/// What a mutation decides, given the object's current state.
+#[derive(Debug)]
+pub enum Change {
+    /// Store this state; the store stamps the new resource_version.
+    Put(Object),
+    Delete,
+    /// Nothing to write: the revision does not move.
+    Keep,
+}
+
+/// Read access for a mutation: the state as of every write committed or staged before it.
+pub trait View {
+    fn get(&self, key: &Key) -> Option<&Object>;
+    /// Every pod whose `spec.node_name` is `node` (the field index a bind checks room with).
+    fn pods_on_node(&self, node: &str) -> Vec<&Object>;
+}
+
+/// A read-modify-write of one object, run by the store's single writer against the latest
+/// state, so that the check and the write are atomic.
+pub type Mutate = Box<dyn FnOnce(&dyn View, Option<&Object>) -> Result<Change> + Send>;
+
+pub struct Write {
+    pub key: Key,
+    pub mutate: Mutate,
+}
+
+impl Write {
+    pub fn new(key: Key, mutate: impl FnOnce(&dyn View, Option<&Object>) -> Result<Change> + Send + 'static) -> Self {
+        Write { key, mutate: Box::new(mutate) }
+    }
+}
+
+/// Writes that commit together or not at all.
+#[derive(Default)]
+pub struct Txn {
+    pub writes: Vec<Write>,
+}
+
+impl Txn {
+    pub fn new() -> Self {
+        Txn::default()
+    }
+
+    pub fn with(mut self, write: Write) -> Self {
+        self.writes.push(write);
+        self
+    }
+
+    pub fn push(&mut self, write: Write) {
+        self.writes.push(write);
+    }
+}
+
+/// The result of one write of a committed transaction.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    Put { object: Arc<Object>, created: bool },
+    Deleted(Arc<Object>),
+    Kept(Option<Arc<Object>>),
+}
+
+impl Outcome {
+    /// The object as it now is (or was, when deleted).
+    pub fn object(&self) -> Option<&Arc<Object>> {
+        match self {
+            Outcome::Put { object, .. } | Outcome::Deleted(object) => Some(object),
+            Outcome::Kept(object) => object.as_ref(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// One committed change, as watchers see it.
+#[derive(Debug, Clone)]
+pub struct StoreEvent {
+    pub type_: EventType,
+    pub revision: u64,
+    /// The new state; for `Deleted` the last state.
+    pub object: Arc<Object>,
+    /// The state before, for `Modified` and `Deleted`.
+    pub prev: Option<Arc<Object>>,
+}
+
+/// What a watch yields on every wake-up: the events of the watched kinds after the previous
+/// batch, and the revision the stream has now reached (for bookmarks).
+#[derive(Debug, Clone)]
+pub struct WatchBatch {
+    pub events: Vec<StoreEvent>,
+    pub revision: u64,
+}
+
+pub type WatchStream = Pin<Box<dyn Stream<Item = Result<WatchBatch>> + Send>>;
+
+/// The store every part of the server uses.
+pub trait Store: Send + Sync + 'static {
+    /// `sqlite` or `memory`.
+    fn backend(&self) -> &'static str;
+    /// The revision of the last committed write.
+    fn revision(&self) -> u64;
+    fn get(&self, key: &Key) -> Option<Arc<Object>>;
+    /// Objects of a kind, in one namespace or all, with the revision they were read at.
+    fn list(&self, kind: Kind, namespace: Option<&str>) -> (u64, Vec<Arc<Object>>);
+    /// Pods bound to a node, read through the `spec.node_name` index.
+    fn pods_on_node(&self, node: &str) -> (u64, Vec<Arc<Object>>);
+    fn count(&self, kind: Kind) -> usize;
+    /// Commits a transaction; resolves once it is durable, with one outcome per write.
+    fn commit(&self, txn: Txn) -> BoxFuture<'static, Result<Vec<Outcome>>>;
+    /// Every change of `kinds` strictly after revision `from` (0: from now), then live ones.
+    /// Fails with [`StoreError::Gone`] when `from` is older than the retained history.
+    fn watch(&self, kinds: &[Kind], from: u64) -> Result<WatchStream>;
+    /// Stops taking writes, lets the queued ones commit and closes the backend.
+    fn close(&self) -> BoxFuture<'static, ()>;
+}
+
+/// Commits one write and returns its outcome.
+pub async fn commit_one(store: &dyn Store, write: Write) -> Result<Outcome> {
+    let mut outcomes = store.commit(Txn::new().with(write)).await?;
+    outcomes.pop().ok_or(StoreError::Closed)
+}
