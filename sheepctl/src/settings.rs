@@ -44,7 +44,9 @@ pub struct Settings {
 
 impl Settings {
     pub fn from_cli(cli: &Cli) -> Result<Settings> {
-        let base_url = base_url(cli.server.as_deref().unwrap_or(DEFAULT_ADDR))?;
+        // An empty SHEPHERD_API counts as unset, as shells often export empty variables.
+        let server = cli.server.as_deref().filter(|s| !s.trim().is_empty()).unwrap_or(DEFAULT_ADDR);
+        let base_url = base_url(server)?;
         Ok(Settings {
             base_url,
             token: cli.token.clone().filter(|t| !t.trim().is_empty()),

@@ -1,0 +1,171 @@
+//! `get`, `describe`, `delete`, `scale`, `nodes`, `cordon`, `events` and `info` against a
+//! real server.
+
+mod support;
+
+use predicates::prelude::*;
+use serde_json::Value;
+use support::{TestServer, example};
+
+fn apply(server: &TestServer, file: &str) {
+    server.sheepctl().args(["apply", "-f"]).arg(example(file)).assert().success();
+}
+
+fn stdout(command: &mut assert_cmd::Command) -> String {
+    let output = command.output().expect("run sheepctl");
+    assert!(output.status.success(), "stderr: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).expect("utf-8")
+}
+
+#[test]
+fn get_pods_as_a_table_and_in_every_format() {
+    let server = TestServer::start();
+    apply(&server, "pod.json");
+
+    let table = stdout(server.sheepctl().args(["get", "pods"]));
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "READY", "STATUS", "RESTARTS", "NODE", "AGE"]);
+    let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(&row[..5], ["web-server", "0/1", "Pending", "0", "<none>"]);
+
+    // No node exists: wide output says why the pod waits.
+    let wide = stdout(server.sheepctl().args(["get", "po", "-o", "wide"]));
+    assert!(wide.lines().next().unwrap().ends_with("IP       REASON"), "{wide}");
+    let reason = wide.lines().nth(1).unwrap();
+    assert!(reason.contains("waiting for the scheduler") || reason.contains("Unschedulable: 0/0 nodes are available"), "{wide}");
+
+    let list: Value = serde_json::from_str(&stdout(server.sheepctl().args(["get", "pods", "-o", "json"]))).unwrap();
+    assert_eq!(list["items"][0]["metadata"]["name"], "web-server");
+    assert!(list["resource_version"].as_u64().unwrap() > 0);
+    let one: Value = serde_json::from_str(&stdout(server.sheepctl().args(["get", "pod/web-server", "-o", "json"]))).unwrap();
+    assert_eq!(one["kind"], "Pod");
+    let yaml = stdout(server.sheepctl().args(["get", "pod", "web-server", "-o", "yaml"]));
+    assert!(yaml.contains("name: web-server"), "{yaml}");
+    server.sheepctl().args(["get", "pods", "-o", "name"]).assert().success().stdout("pod/web-server\n");
+
+    server.sheepctl().args(["get", "pods", "-l", "app=web,tier in (frontend)", "-o", "name"]).assert().success().stdout("pod/web-server\n");
+    server
+        .sheepctl()
+        .args(["get", "pods", "-l", "app=db"])
+        .assert()
+        .success()
+        .stdout("")
+        .stderr("No pods found in namespace \"default\".\n");
+    server.sheepctl().args(["get", "pods", "-A"]).assert().success().stdout(predicate::str::starts_with("NAMESPACE   NAME"));
+}
+
+#[test]
+fn describe_explains_the_scheduling_decision_and_shows_events() {
+    let server = TestServer::start();
+    server.register_node("node-1");
+    apply(&server, "pod.json");
+    server.pod_bound("default", "web-server");
+
+    let text = stdout(server.sheepctl().args(["describe", "pod", "web-server"]));
+    for expected in [
+        "Name:           web-server",
+        "Namespace:      default",
+        "Labels:         app=web",
+        "Node:           node-1",
+        "    Image:      minimal",
+        "    Requests:   cpu 250m, memory 64Mi",
+        "Pending:        scheduled to node-1, waiting for its agent",
+        "Scheduling:",
+        "Successfully assigned default/web-server to node-1",
+        "node-1   selected",
+        "Events:",
+        "Created",
+        "Scheduled",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in\n{text}");
+    }
+    assert!(!text.contains("shepherd.io/last-applied"), "the apply record is not shown:\n{text}");
+}
+
+#[test]
+fn describe_says_why_a_pod_is_pending() {
+    let server = TestServer::start();
+    server.register_node("node-1");
+    apply(&server, "unschedulable-pod.json");
+    server.eventually("/api/v1/namespaces/default/pods/too-big", "unschedulable", |pod| {
+        pod["status"]["conditions"].as_array().is_some_and(|c| c.iter().any(|c| c["reason"] == "Unschedulable"))
+    });
+    let text = stdout(server.sheepctl().args(["describe", "po/too-big"]));
+    assert!(text.contains("Pending:        Unschedulable: 0/1 nodes are available: 1 Insufficient memory"), "{text}");
+    assert!(text.contains("node-1   filtered out"), "{text}");
+    assert!(text.contains("NodeResourcesFit: Insufficient memory (the pod requests memory 64Ti"), "{text}");
+}
+
+#[test]
+fn describe_deployments_services_and_nodes() {
+    let server = TestServer::start();
+    server.register_node("node-1");
+    apply(&server, "deployment.json");
+    apply(&server, "service.json");
+    let deployment = stdout(server.sheepctl().args(["describe", "deploy", "web"]));
+    assert!(deployment.contains("Replicas:       3 desired"), "{deployment}");
+    assert!(deployment.contains("Selector:       app=web"), "{deployment}");
+    let service = stdout(server.sheepctl().args(["describe", "svc/web-service"]));
+    assert!(service.contains("Ports:          http 80/TCP -> 8080"), "{service}");
+    let node = stdout(server.sheepctl().args(["describe", "node", "node-1"]));
+    assert!(node.contains("Status:         Ready"), "{node}");
+    assert!(node.contains("Allocatable:    cpu 4, memory 8Gi, pods 110"), "{node}");
+}
+
+#[test]
+fn scale_then_delete_by_name_and_by_manifest() {
+    let server = TestServer::start();
+    apply(&server, "deployment.json");
+    apply(&server, "service.json");
+    apply(&server, "pod.json");
+
+    server.sheepctl().args(["scale", "deployment/web", "--replicas=1"]).assert().success().stdout("deployment/web scaled to 1 replicas\n");
+    assert_eq!(server.get("/api/v1/namespaces/default/deployments/web")["spec"]["replicas"], 1);
+    server.sheepctl().args(["scale", "deploy", "web", "--replicas", "0"]).assert().success();
+    assert_eq!(server.get("/api/v1/namespaces/default/deployments/web")["spec"]["replicas"], 0);
+
+    server.sheepctl().args(["delete", "pod", "web-server"]).assert().success().stdout("pod/web-server deleted\n");
+    server.sheepctl().args(["delete", "-f"]).arg(example("service.json")).assert().success().stdout("service/web-service deleted\n");
+    server.sheepctl().args(["get", "svc", "web-service"]).assert().code(1);
+    server.sheepctl().args(["delete", "pod/web-server", "--ignore-not-found"]).assert().success().stdout("");
+    server.sheepctl().args(["delete", "deploy/web"]).assert().success().stdout("deployment/web deleted\n");
+}
+
+#[test]
+fn nodes_cordon_and_uncordon() {
+    let server = TestServer::start();
+    server.register_node("node-1");
+    let table = stdout(server.sheepctl().args(["nodes"]));
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "STATUS", "PODS", "CPU", "MEMORY", "AGE"]);
+    assert!(table.contains("node-1   Ready    0/110   0/4   0/8Gi"), "{table}");
+
+    server.sheepctl().args(["cordon", "node-1"]).assert().success().stdout("node/node-1 cordoned\n");
+    server.sheepctl().args(["get", "nodes"]).assert().success().stdout(predicate::str::contains("Ready,SchedulingDisabled"));
+    server.sheepctl().args(["uncordon", "node/node-1"]).assert().success().stdout("node/node-1 uncordoned\n");
+    server.sheepctl().args(["get", "no", "node-1", "-o", "name"]).assert().success().stdout("node/node-1\n");
+}
+
+#[test]
+fn events_tell_the_story_oldest_first() {
+    let server = TestServer::start();
+    server.register_node("node-1");
+    apply(&server, "pod.json");
+    server.pod_bound("default", "web-server");
+    let text = stdout(server.sheepctl().args(["events", "--for", "pod/web-server"]));
+    let reasons: Vec<&str> = text.lines().skip(1).map(|l| l.split_whitespace().nth(2).unwrap_or("")).collect();
+    let created = reasons.iter().position(|r| *r == "Created").expect("Created");
+    let scheduled = reasons.iter().position(|r| *r == "Scheduled").expect("Scheduled");
+    assert!(created < scheduled, "{text}");
+}
+
+#[test]
+fn info_names_the_server() {
+    let server = TestServer::start();
+    let text = stdout(server.sheepctl().args(["info"]));
+    assert!(text.starts_with(&format!("Server:        {}\n", server.url)), "{text}");
+    assert!(text.contains("Store:         sqlite"), "{text}");
+    let json: Value = serde_json::from_str(&stdout(server.sheepctl().args(["info", "-o", "json"]))).unwrap();
+    assert_eq!(json["store"], "sqlite");
+}

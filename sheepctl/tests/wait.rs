@@ -1,0 +1,95 @@
+//! `sheepctl wait` on the watch stream: success when a fake agent reports the pod Running,
+//! when a heartbeating node lets the scheduler bind it, and on deletion; a clear failure on
+//! timeout, on a pod that can never get there, and on an object that does not exist.
+
+mod support;
+
+use std::time::Duration;
+
+use predicates::prelude::*;
+use support::{TestServer, example};
+
+fn apply(server: &TestServer, file: &str) {
+    server.sheepctl().args(["apply", "-f"]).arg(example(file)).assert().success();
+}
+
+#[test]
+fn waits_until_the_pod_runs() {
+    let server = TestServer::start();
+    server.register_node("node-1");
+    apply(&server, "pod.json");
+    let wait = server.spawn(&["wait", "--for=Running", "pod/web-server", "--timeout=30s"]);
+    server.pod_bound("default", "web-server");
+    std::thread::sleep(Duration::from_millis(300));
+    server.report_running("default", "web-server");
+    let (code, out, err) = wait.finish(Duration::from_secs(20));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "pod/web-server condition met");
+}
+
+#[test]
+fn waits_for_the_scheduler_to_bind_the_pod() {
+    let server = TestServer::start();
+    apply(&server, "pod.json");
+    let mut wait = server.spawn(&["wait", "--for=condition=PodScheduled", "pod/web-server", "--timeout=30s"]);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(wait.is_running(), "no node yet: the pod cannot be scheduled");
+    server.register_node("node-1");
+    let (code, out, err) = wait.finish(Duration::from_secs(20));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "pod/web-server condition met");
+}
+
+#[test]
+fn times_out_with_the_pods_state() {
+    let server = TestServer::start();
+    apply(&server, "pod.json");
+    server.sheepctl().args(["wait", "--for=Running", "pod/web-server", "--timeout=1s"]).assert().code(1).stdout("").stderr(
+        predicate::str::starts_with("error: timed out after 1s waiting for pod/web-server to be Running: it is Pending (")
+            .and(predicate::str::ends_with("; see `sheepctl describe pod web-server`\n")),
+    );
+}
+
+#[test]
+fn waits_for_deletion() {
+    let server = TestServer::start();
+    apply(&server, "service.json");
+    let wait = server.spawn(&["wait", "--for=delete", "svc/web-service", "--timeout=30s"]);
+    std::thread::sleep(Duration::from_millis(300));
+    server.sheepctl().args(["delete", "service", "web-service"]).assert().success();
+    let (code, out, err) = wait.finish(Duration::from_secs(20));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "service/web-service condition met");
+    // Already gone: met at once.
+    server.sheepctl().args(["wait", "--for=delete", "svc/web-service"]).assert().success();
+}
+
+#[test]
+fn a_pod_that_failed_will_never_run() {
+    let server = TestServer::start();
+    server.register_node("node-1");
+    apply(&server, "pod.json");
+    let mut pod = server.pod_bound("default", "web-server");
+    pod["status"]["phase"] = serde_json::json!("Failed");
+    pod["status"]["reason"] = serde_json::json!("Error");
+    pod["metadata"]["resource_version"] = serde_json::json!(0);
+    let (status, body) = server.request(reqwest::Method::PUT, "/api/v1/namespaces/default/pods/web-server/status", Some(pod));
+    assert_eq!(status, 200, "{body}");
+    server
+        .sheepctl()
+        .args(["wait", "--for=Running", "pod/web-server", "--timeout=10s"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::starts_with("error: pod/web-server will never be Running: it finished as Failed"));
+}
+
+#[test]
+fn a_missing_object_is_an_error_at_once() {
+    let server = TestServer::start();
+    server
+        .sheepctl()
+        .args(["wait", "--for=Running", "pod/ghost", "--timeout=30s"])
+        .assert()
+        .code(1)
+        .stderr("error: pod/ghost not found in namespace \"default\": create it first, or pass -n\n");
+}
