@@ -1,0 +1,304 @@
+//! The REST contract against a real server on 127.0.0.1:0: the async create→schedule→bind
+//! pipeline, the binding CAS, every kind of bad input, updates, selectors and visibility
+//! of why a pod is Pending.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{TestServer, eventually, pod};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use server::Config;
+
+const GI: i64 = 1 << 30;
+
+#[tokio::test]
+async fn a_created_pod_is_pending_at_once_then_bound_with_events() {
+    let server = TestServer::in_memory().await;
+    server.add_node("node-1", 4000, 8 * GI, 110).await;
+    let (status, created) = server.post("/api/v1/pods", pod("web-0", 250, 64 << 20)).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["status"]["phase"], "Pending");
+    assert_eq!(created["spec"]["node_name"], "");
+    assert_eq!(created["metadata"]["namespace"], "default");
+    assert!(created["metadata"]["uid"].as_str().is_some_and(|u| !u.is_empty()));
+    assert!(created["metadata"]["created_at"].is_string());
+    assert!(created["metadata"]["resource_version"].as_u64().unwrap() > 0);
+
+    let bound = eventually(Duration::from_secs(5), "the pod to be bound", || async {
+        let (_, p) = server.get("/api/v1/namespaces/default/pods/web-0").await;
+        (p["spec"]["node_name"] == "node-1").then_some(p)
+    })
+    .await;
+    let scheduled = bound["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "PodScheduled").unwrap();
+    assert_eq!(scheduled["status"], "True");
+
+    let (_, events) = server.get("/api/v1/namespaces/default/events?field_selector=involved_object.name=web-0").await;
+    let reasons: Vec<&str> = events["items"].as_array().unwrap().iter().map(|e| e["reason"].as_str().unwrap()).collect();
+    assert!(reasons.contains(&"Created") && reasons.contains(&"Scheduled"), "{reasons:?}");
+
+    let (status, explanation) = server.get("/api/v1/namespaces/default/pods/web-0/scheduling").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(explanation["selected"], "node-1");
+    assert_eq!(explanation["nodes"][0]["node"], "node-1");
+
+    let (_, metrics) = server.get("/metrics").await;
+    let metrics = metrics.as_str().unwrap();
+    assert!(metrics.contains("shepherd_scheduler_attempts_total{result=\"scheduled\"} 1"), "{metrics}");
+    assert!(metrics.contains("route=\"/api/v1/pods\",code=\"201\""), "{metrics}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn binding_is_a_compare_and_swap() {
+    let server = TestServer::start(Config { run_scheduler: false, ..Config::in_memory() }).await;
+    server.add_node("node-1", 1000, GI, 10).await;
+    server.add_node("node-2", 1000, GI, 10).await;
+    server.post("/api/v1/namespaces/default/pods", pod("a", 100, 1 << 20)).await;
+    let binding = |node: &str| json!({"kind": "Binding", "target": {"kind": "Node", "name": node}});
+    let (status, bound) = server.post("/api/v1/namespaces/default/pods/a/binding", binding("node-1")).await;
+    assert_eq!(status, StatusCode::CREATED, "{bound}");
+    assert_eq!(bound["spec"]["node_name"], "node-1");
+    let (status, err) = server.post("/api/v1/namespaces/default/pods/a/binding", binding("node-2")).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(err["error"]["reason"], "Conflict");
+    assert!(err["error"]["message"].as_str().unwrap().contains("already bound to node node-1"), "{err}");
+
+    server.post("/api/v1/namespaces/default/pods", pod("big", 2000, 1 << 20)).await;
+    let (status, err) = server.post("/api/v1/namespaces/default/pods/big/binding", binding("node-2")).await;
+    assert_eq!(status, StatusCode::CONFLICT, "a bind never oversells a node: {err}");
+    assert!(err["error"]["message"].as_str().unwrap().contains("no room"), "{err}");
+
+    let (status, err) = server.post("/api/v1/namespaces/default/pods/big/binding", json!({"target": {"name": ""}})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(err["error"]["details"][0]["field"], "target.name");
+    let (status, _) = server.post("/api/v1/namespaces/default/pods/missing/binding", binding("node-1")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn validation_reports_every_field_and_stores_nothing() {
+    let server = TestServer::in_memory().await;
+    let bad = json!({
+        "kind": "Pod",
+        "metadata": {"name": "Bad_Name"},
+        "spec": {
+            "containers": [
+                {"name": "web", "image": "", "ports": [{"container_port": 70000}], "resources": {"cpu": -1}},
+                {"name": "web", "image": "minimal"}
+            ],
+            "restart_policy": "Sometimes"
+        }
+    });
+    let (status, err) = server.post("/api/v1/pods", bad).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    assert_eq!(err["error"]["reason"], "Invalid");
+    let fields: Vec<&str> = err["error"]["details"].as_array().unwrap().iter().map(|d| d["field"].as_str().unwrap()).collect();
+    for expected in [
+        "metadata.name",
+        "spec.containers[0].image",
+        "spec.containers[0].ports[0].container_port",
+        "spec.containers[0].resources.cpu",
+        "spec.containers[1].name",
+        "spec.restart_policy",
+    ] {
+        assert!(fields.contains(&expected), "{expected} missing from {fields:?}");
+    }
+    let (_, pods) = server.get("/api/v1/pods").await;
+    assert_eq!(pods["items"].as_array().unwrap().len(), 0, "nothing half-written");
+    let (_, events) = server.get("/api/v1/events").await;
+    assert_eq!(events["items"].as_array().unwrap().len(), 0, "no Created event either");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn malformed_bodies_get_json_errors_with_line_and_column() {
+    let server = TestServer::in_memory().await;
+    let (status, err) = server.raw(Method::POST, "/api/v1/pods", "{\n  \"kind\": \"Pod\",\n  \"metadata\": {\"name\": \"a\",}\n}").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let message = err["error"]["message"].as_str().unwrap();
+    assert!(message.contains("line 3, column"), "{message}");
+
+    let (status, err) = server.raw(Method::POST, "/api/v1/pods", r#"{"kind": "Sheep", "metadata": {"name": "dolly"}}"#).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(err["error"]["message"].as_str().unwrap().contains("unknown kind \"Sheep\""), "{err}");
+
+    let (status, err) = server.raw(Method::POST, "/api/v1/pods", r#"{"kind": "Service", "metadata": {"name": "s"}}"#).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(err["error"]["message"].as_str().unwrap().contains("this path takes a Pod"), "{err}");
+
+    let big = format!("{{\"kind\": \"Pod\", \"metadata\": {{\"name\": \"a\", \"labels\": {{\"x\": \"{}\"}}}}}}", "y".repeat(1_100_000));
+    let (status, err) = server.raw(Method::POST, "/api/v1/pods", big).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(err["error"]["reason"], "PayloadTooLarge");
+
+    let (status, err) = server.get("/api/v1/sheep").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(err["error"]["reason"], "NotFound");
+    let (status, err) = server.request(Method::PATCH, "/api/v1/pods", None).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(err["error"]["reason"], "MethodNotAllowed");
+    let (status, err) = server.get("/api/v1/pods?watch=maybe").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(err["error"]["message"].as_str().unwrap().contains("invalid query"), "{err}");
+    let (status, err) = server.get("/api/v1/pods?label_selector=app%3E3").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    let (status, _) = server.get("/api/v1/namespaces/default/pods/nope").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn updates_are_compare_and_swap_and_never_touch_status_or_node() {
+    let server = TestServer::start(Config { run_scheduler: false, ..Config::in_memory() }).await;
+    let deployment: Value = serde_json::from_str(include_str!("../../examples/deployment.json")).unwrap();
+    let (status, created) = server.post("/api/v1/namespaces/default/deployments", deployment).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    // The deployment controller writes the status once it has created the pods.
+    let created = eventually(Duration::from_secs(5), "the deployment's status", || async {
+        let (_, d) = server.get("/api/v1/namespaces/default/deployments/web").await;
+        (d["status"]["replicas"] == 3 && d["status"]["observed_generation"] == 1).then_some(d)
+    })
+    .await;
+    let rv = created["metadata"]["resource_version"].as_u64().unwrap();
+
+    let mut changed = created.clone();
+    changed["spec"]["replicas"] = json!(5);
+    changed["metadata"]["resource_version"] = json!(rv);
+    let (status, updated) = server.put("/api/v1/namespaces/default/deployments/web", changed.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{updated}");
+    assert_eq!(updated["spec"]["replicas"], 5);
+    assert_eq!(updated["metadata"]["generation"], 2);
+
+    let (status, err) = server.put("/api/v1/namespaces/default/deployments/web", changed).await;
+    assert_eq!(status, StatusCode::CONFLICT, "a stale resource_version loses");
+    assert!(err["error"]["message"].as_str().unwrap().contains(&format!("you sent resource_version {rv}")), "{err}");
+
+    let (status, scale) = server.put("/api/v1/namespaces/default/deployments/web/scale", json!({"spec": {"replicas": 1}})).await;
+    assert_eq!((status, scale["spec"]["replicas"].clone()), (StatusCode::OK, json!(1)));
+    let (_, scale) = server.get("/api/v1/namespaces/default/deployments/web/scale").await;
+    assert_eq!(scale["spec"]["replicas"], 1);
+
+    server.add_node("node-1", 1000, GI, 10).await;
+    server.post("/api/v1/pods", pod("p", 10, 1)).await;
+    server.post("/api/v1/namespaces/default/pods/p/binding", json!({"target": {"name": "node-1"}})).await;
+    let (_, stored) = server.get("/api/v1/namespaces/default/pods/p").await;
+    let mut edit = stored.clone();
+    edit["metadata"]["labels"]["tier"] = json!("frontend");
+    edit["spec"]["node_name"] = json!("elsewhere");
+    edit["status"]["phase"] = json!("Running");
+    let (status, updated) = server.put("/api/v1/namespaces/default/pods/p", edit).await;
+    assert_eq!(status, StatusCode::OK, "{updated}");
+    assert_eq!(updated["metadata"]["labels"]["tier"], "frontend");
+    assert_eq!(updated["spec"]["node_name"], "node-1");
+    assert_eq!(updated["status"]["phase"], "Pending");
+
+    let mut running = updated.clone();
+    running["status"]["phase"] = json!("Running");
+    running["status"]["pod_ip"] = json!("10.20.0.2");
+    let (status, after) = server.put("/api/v1/namespaces/default/pods/p/status", running).await;
+    assert_eq!(status, StatusCode::OK, "{after}");
+    assert_eq!(after["status"]["phase"], "Running");
+    assert_eq!(after["metadata"]["labels"]["tier"], "frontend");
+
+    let (_, by_label) = server.get("/api/v1/pods?label_selector=tier%3Dfrontend").await;
+    assert_eq!(by_label["items"].as_array().unwrap().len(), 1);
+    let (_, none) = server.get("/api/v1/pods?label_selector=tier,tier%21%3Dfrontend").await;
+    assert_eq!(none["items"].as_array().unwrap().len(), 0);
+    let (_, on_node) = server.get("/api/v1/pods?field_selector=spec.node_name%3Dnode-1").await;
+    assert_eq!(on_node["items"].as_array().unwrap().len(), 1);
+    let (_, running) = server.get("/api/v1/pods?field_selector=status.phase%3DRunning").await;
+    assert_eq!(running["items"].as_array().unwrap().len(), 1);
+
+    let (status, deleted) = server.delete("/api/v1/namespaces/default/pods/p").await;
+    assert_eq!((status, deleted["metadata"]["name"].clone()), (StatusCode::OK, json!("p")));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn namespaces_must_exist_and_can_be_listed() {
+    let server = TestServer::in_memory().await;
+    let (status, err) = server.post("/api/v1/namespaces/shop/pods", pod("a", 1, 1)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{err}");
+    assert!(err["error"]["message"].as_str().unwrap().contains("Namespace \"shop\""), "{err}");
+    let (status, _) = server.post("/api/v1/namespaces", json!({"metadata": {"name": "shop"}})).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, created) = server.post("/api/v1/namespaces/shop/pods", pod("a", 1, 1)).await;
+    assert_eq!((status, created["metadata"]["namespace"].clone()), (StatusCode::CREATED, json!("shop")));
+    let (_, list) = server.get("/api/v1/namespaces").await;
+    let names: Vec<&str> = list["items"].as_array().unwrap().iter().map(|n| n["metadata"]["name"].as_str().unwrap()).collect();
+    assert_eq!(names, vec!["default", "shop"]);
+    let (status, _) = server.delete("/api/v1/namespaces/shop").await;
+    assert_eq!(status, StatusCode::CONFLICT, "a namespace with pods is not deleted");
+    let (_, info) = server.get("/api/v1/info").await;
+    assert_eq!(info["pods"], 1);
+    assert_eq!(info["store"], "memory");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn an_unschedulable_pod_says_why_with_one_growing_event() {
+    let server = TestServer::in_memory().await;
+    server.add_node("small", 1000, GI, 10).await;
+    server.post("/api/v1/pods", pod("huge", 500, 64 * GI)).await;
+    let condition = eventually(Duration::from_secs(5), "PodScheduled=False", || async {
+        let (_, p) = server.get("/api/v1/namespaces/default/pods/huge").await;
+        p["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "PodScheduled" && c["status"] == "False").cloned())
+    })
+    .await;
+    assert_eq!(condition["reason"], "Unschedulable");
+    assert!(condition["message"].as_str().unwrap().contains("0/1 nodes are available: 1 Insufficient memory"), "{condition}");
+
+    let failed_events = || async {
+        let (_, events) = server.get("/api/v1/namespaces/default/events?field_selector=reason%3DFailedScheduling").await;
+        events["items"].as_array().unwrap().clone()
+    };
+    let first = eventually(Duration::from_secs(5), "a FailedScheduling event", || async {
+        let events = failed_events().await;
+        (events.len() == 1).then(|| events[0].clone())
+    })
+    .await;
+    assert_eq!(first["type"], "Warning");
+    assert_eq!(first["count"], 1);
+
+    // A new node that is still too small: a cluster change, so the pod is retried after its backoff.
+    server.add_node("small-2", 1000, GI, 10).await;
+    let bumped = eventually(Duration::from_secs(8), "the event's count to grow", || async {
+        let events = failed_events().await;
+        (events.len() == 1 && events[0]["count"].as_u64() >= Some(2)).then(|| events[0].clone())
+    })
+    .await;
+    assert!(bumped["message"].as_str().unwrap().contains("0/2 nodes are available"), "{bumped}");
+    assert_ne!(bumped["last_timestamp"], first["last_timestamp"]);
+
+    let (_, explanation) = server.get("/api/v1/namespaces/default/pods/huge/scheduling").await;
+    assert_eq!(explanation["selected"], Value::Null);
+    assert_eq!(explanation["nodes"].as_array().unwrap().len(), 2);
+
+    // A node that fits: the pod is bound.
+    server.add_node("big", 4000, 128 * GI, 10).await;
+    eventually(Duration::from_secs(15), "the pod to be bound to big", || async {
+        let (_, p) = server.get("/api/v1/namespaces/default/pods/huge").await;
+        (p["spec"]["node_name"] == "big").then_some(())
+    })
+    .await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn health_info_metrics_and_openapi_answer() {
+    let server = TestServer::in_memory().await;
+    assert_eq!(server.get("/healthz").await, (StatusCode::OK, json!("ok")));
+    assert_eq!(server.get("/readyz").await, (StatusCode::OK, json!("ok")));
+    let (status, doc) = server.get("/api/openapi.json").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(doc["paths"]["/api/v1/namespaces/{namespace}/pods/{name}/binding"]["post"].is_object());
+    let (_, info) = server.get("/api/v1/info").await;
+    assert_eq!(info["scheduler_profile"], "spread");
+    assert_eq!(info["auth_required"], false);
+    server.stop().await;
+}
