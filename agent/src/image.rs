@@ -66,10 +66,10 @@ pub fn rootfs_tar(busybox_binary: &[u8], applets: &[String]) -> std::io::Result<
             .map(String::from)
             .to_vec();
     for applet in applets {
-        if let Some((parent, _)) = applet.rsplit_once('/') {
-            if !dirs.iter().any(|d| d == parent) {
-                dirs.push(parent.to_string());
-            }
+        if let Some((parent, _)) = applet.rsplit_once('/')
+            && !dirs.iter().any(|d| d == parent)
+        {
+            dirs.push(parent.to_string());
         }
     }
     for dir in &dirs {

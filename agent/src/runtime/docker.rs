@@ -3,7 +3,6 @@
 //! that every operation can be repeated safely.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -14,8 +13,8 @@ use bollard::models::{
     NetworkCreateRequest, NetworkingConfig, PortBinding,
 };
 use bollard::query_parameters::{
-    CreateContainerOptionsBuilder, CreateImageOptionsBuilder, EventsOptionsBuilder, InspectContainerOptions, InspectNetworkOptions,
-    ListContainersOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder, StartContainerOptions, StopContainerOptionsBuilder,
+    CreateContainerOptionsBuilder, CreateImageOptionsBuilder, EventsOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
+    ListNetworksOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder, StartContainerOptions, StopContainerOptionsBuilder,
 };
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
@@ -30,7 +29,8 @@ pub const NETWORK: &str = "shepherd";
 /// Docker Engine, reached over its local socket.
 pub struct DockerRuntime {
     docker: Docker,
-    network_ready: AtomicBool,
+    /// Network ids by name, resolved once.
+    networks: tokio::sync::Mutex<HashMap<String, String>>,
 }
 
 impl DockerRuntime {
@@ -46,7 +46,7 @@ impl DockerRuntime {
         let docker = Docker::connect_with_local_defaults().map_err(unreachable)?;
         let docker = docker.negotiate_version().await.map_err(unreachable)?;
         docker.ping().await.map_err(unreachable)?;
-        Ok(DockerRuntime { docker, network_ready: AtomicBool::new(false) })
+        Ok(DockerRuntime { docker, networks: Default::default() })
     }
 
     /// The bollard client, for callers that need more than the trait offers (image bootstrap).
@@ -54,34 +54,60 @@ impl DockerRuntime {
         &self.docker
     }
 
-    async fn ensure_network(&self, name: &str) -> Result<()> {
-        if name.is_empty() || (name == NETWORK && self.network_ready.load(Ordering::Relaxed)) {
-            return Ok(());
+    /// The id of the network called `name`, created if missing. Docker allows several networks
+    /// of one name (two agents creating it at once): the oldest wins and the others are removed.
+    async fn network_id(&self, name: &str) -> Result<String> {
+        let mut cache = self.networks.lock().await;
+        if let Some(id) = cache.get(name) {
+            return Ok(id.clone());
         }
-        match self.docker.inspect_network(name, None::<InspectNetworkOptions>).await {
-            Ok(_) => {}
-            Err(e) if status(&e) == Some(404) => {
+        let id = match self.canonical_network(name).await? {
+            Some(id) => id,
+            None => {
                 let request = NetworkCreateRequest {
                     name: name.to_string(),
                     driver: Some("bridge".to_string()),
                     labels: Some(HashMap::from([("shepherd.network".to_string(), "true".to_string())])),
                     ..Default::default()
                 };
-                match self.docker.create_network(request).await {
-                    Ok(_) => tracing::info!(network = name, "created the bridge network"),
-                    Err(e) if status(&e) == Some(409) => {}
-                    Err(e) => return Err(Error::Other { action: "create the shepherd network", message: e.to_string() }),
-                }
+                self.docker
+                    .create_network(request)
+                    .await
+                    .map_err(|e| Error::Other { action: "create the shepherd network", message: e.to_string() })?;
+                tracing::info!(network = name, "created the bridge network");
+                self.canonical_network(name).await?.ok_or_else(|| Error::Other {
+                    action: "create the shepherd network",
+                    message: format!("network {name} vanished right after it was created"),
+                })?
             }
-            Err(e) => return Err(Error::Other { action: "inspect the shepherd network", message: e.to_string() }),
-        }
-        if name == NETWORK {
-            self.network_ready.store(true, Ordering::Relaxed);
-        }
-        Ok(())
+        };
+        cache.insert(name.to_string(), id.clone());
+        Ok(id)
     }
 
-    fn create_body(config: &ContainerConfig) -> ContainerCreateBody {
+    /// The oldest network named exactly `name`, removing younger namesakes.
+    async fn canonical_network(&self, name: &str) -> Result<Option<String>> {
+        let filters = HashMap::from([("name", vec![name.to_string()])]);
+        let options = ListNetworksOptionsBuilder::default().filters(&filters).build();
+        let networks =
+            self.docker.list_networks(Some(options)).await.map_err(|e| Error::Other { action: "list networks", message: e.to_string() })?;
+        let mut same: Vec<(String, String)> = networks
+            .into_iter()
+            .filter(|n| n.name.as_deref() == Some(name))
+            .filter_map(|n| n.id.map(|id| (n.created.unwrap_or_default(), id)))
+            .collect();
+        same.sort();
+        let mut ids = same.into_iter().map(|(_, id)| id);
+        let first = ids.next();
+        for extra in ids {
+            // In use by someone else's container: leave it, it does no harm.
+            let _ = self.docker.remove_network(&extra).await;
+        }
+        Ok(first)
+    }
+
+    /// `network` is the id of `config.network`, empty for the engine's default.
+    fn create_body(config: &ContainerConfig, network: &str) -> ContainerCreateBody {
         let mut exposed = Vec::new();
         let mut bindings: HashMap<String, Option<Vec<PortBinding>>> = HashMap::new();
         for port in &config.ports {
@@ -95,8 +121,8 @@ impl DockerRuntime {
                     .push(PortBinding { host_ip: Some(port.host_ip.clone()), host_port: Some(port.host_port.to_string()) });
             }
         }
-        let networking_config = (!config.network.is_empty())
-            .then(|| NetworkingConfig { endpoints_config: Some(HashMap::from([(config.network.clone(), EndpointSettings::default())])) });
+        let networking_config = (!network.is_empty())
+            .then(|| NetworkingConfig { endpoints_config: Some(HashMap::from([(network.to_string(), EndpointSettings::default())])) });
         ContainerCreateBody {
             image: Some(config.image.clone()),
             entrypoint: (!config.command.is_empty()).then(|| config.command.clone()),
@@ -108,7 +134,7 @@ impl DockerRuntime {
                 memory: (config.memory_limit > 0).then_some(config.memory_limit),
                 nano_cpus: (config.nano_cpus > 0).then_some(config.nano_cpus),
                 port_bindings: (!bindings.is_empty()).then_some(bindings),
-                network_mode: (!config.network.is_empty()).then(|| config.network.clone()),
+                network_mode: (!network.is_empty()).then(|| network.to_string()),
                 ..Default::default()
             }),
             networking_config,
@@ -225,15 +251,15 @@ impl ContainerRuntime for DockerRuntime {
     }
 
     async fn create(&self, config: &ContainerConfig) -> Result<String> {
-        self.ensure_network(&config.network).await?;
+        let network = if config.network.is_empty() { String::new() } else { self.network_id(&config.network).await? };
         let options = CreateContainerOptionsBuilder::default().name(&config.name).build();
-        let attempt = self.docker.create_container(Some(options.clone()), Self::create_body(config)).await;
+        let attempt = self.docker.create_container(Some(options.clone()), Self::create_body(config, &network)).await;
         let attempt = match attempt {
             // The network was removed behind our back: make it again, once.
             Err(e) if status(&e) == Some(404) && e.to_string().contains("network") => {
-                self.network_ready.store(false, Ordering::Relaxed);
-                self.ensure_network(&config.network).await?;
-                self.docker.create_container(Some(options), Self::create_body(config)).await
+                self.networks.lock().await.remove(&config.network);
+                let network = self.network_id(&config.network).await?;
+                self.docker.create_container(Some(options), Self::create_body(config, &network)).await
             }
             other => other,
         };
@@ -384,7 +410,7 @@ mod tests {
             network: NETWORK.into(),
             ..Default::default()
         };
-        let body = DockerRuntime::create_body(&config);
+        let body = DockerRuntime::create_body(&config, "0123abcd");
         let host = body.host_config.unwrap();
         let binding = &host.port_bindings.unwrap()["8080/tcp"].clone().unwrap()[0];
         assert_eq!(binding.host_ip.as_deref(), Some("127.0.0.1"));
@@ -393,5 +419,6 @@ mod tests {
         assert_eq!(host.nano_cpus, Some(250_000_000));
         assert_eq!(body.entrypoint, Some(vec!["/bin/sh".to_string()]));
         assert_eq!(body.cmd, None);
+        assert_eq!(host.network_mode.as_deref(), Some("0123abcd"));
     }
 }

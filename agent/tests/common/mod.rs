@@ -1,0 +1,294 @@
+//! Test support: the real Docker engine (failing loudly when it is missing), an in-memory
+//! API server behind the agent's `ApiClient` trait, and a running agent per test.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agent::client::{ApiClient, Error as ClientError, WatchStream};
+use agent::runtime::{ContainerRuntime, DockerRuntime, LABEL_NODE};
+use agent::{AgentConfig, Backoff, RuntimeChoice};
+use async_trait::async_trait;
+use futures::StreamExt;
+use shared::api::{Heartbeat, List, WatchEvent, WatchEventType};
+use shared::model::{Container, Event, Node, Object, ObjectMeta, Pod, PodSpec};
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+/// Connects to Docker or fails the test with what to do about it.
+pub async fn docker() -> Arc<DockerRuntime> {
+    match DockerRuntime::connect().await {
+        Ok(runtime) => Arc::new(runtime),
+        Err(e) => panic!(
+            "these tests need a running Docker engine and none answered: {e}\n\
+             install it (Debian: apt-get install docker.io busybox-static) and start dockerd, then run again"
+        ),
+    }
+}
+
+/// Makes sure the `minimal` image exists (built from the host's busybox).
+pub async fn minimal_image(docker: &DockerRuntime) {
+    agent::image::bootstrap(docker.client(), "minimal", std::path::Path::new(agent::image::DEFAULT_BUSYBOX), false)
+        .await
+        .expect("cannot bootstrap the minimal image from /bin/busybox (apt-get install busybox-static)");
+}
+
+pub fn unique(prefix: &str) -> String {
+    format!("{prefix}-{}", &uuid::Uuid::new_v4().simple().to_string()[..10])
+}
+
+/// Removes every container of a test node, even when the test panics.
+pub struct Cleanup(pub String);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let filter = format!("label={LABEL_NODE}={}", self.0);
+        if let Ok(out) = std::process::Command::new("docker").args(["ps", "-aq", "--filter", &filter]).output() {
+            let ids: Vec<String> = String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect();
+            if !ids.is_empty() {
+                let _ = std::process::Command::new("docker").arg("rm").arg("-f").args(&ids).output();
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+struct Store {
+    rv: u64,
+    pods: BTreeMap<String, Pod>,
+    history: Vec<WatchEvent>,
+    events: Vec<Event>,
+    nodes: BTreeMap<String, Node>,
+    heartbeats: u64,
+}
+
+/// An in-memory API server: pods, events, nodes, and a watch with full history.
+pub struct FakeApi {
+    store: Mutex<Store>,
+    live: broadcast::Sender<WatchEvent>,
+    /// While set, every call fails as if the server were down.
+    pub down: std::sync::atomic::AtomicBool,
+}
+
+impl FakeApi {
+    pub fn new() -> Arc<Self> {
+        Arc::new(FakeApi { store: Mutex::new(Store::default()), live: broadcast::channel(4096).0, down: Default::default() })
+    }
+
+    fn store(&self) -> std::sync::MutexGuard<'_, Store> {
+        self.store.lock().unwrap()
+    }
+
+    fn record(store: &mut Store, live: &broadcast::Sender<WatchEvent>, type_: WatchEventType, pod: &Pod) {
+        let event = WatchEvent { type_, resource_version: store.rv, object: Some(Object::Pod(pod.clone())) };
+        store.history.push(event.clone());
+        let _ = live.send(event);
+    }
+
+    /// Creates a pod already bound to `node`.
+    pub fn add_pod(&self, node: &str, name: &str, spec: PodSpec) -> Pod {
+        let mut store = self.store();
+        store.rv += 1;
+        let mut pod = Pod {
+            kind: "Pod".into(),
+            metadata: ObjectMeta {
+                name: name.into(),
+                namespace: "default".into(),
+                uid: uuid::Uuid::new_v4().to_string(),
+                resource_version: store.rv,
+                ..Default::default()
+            },
+            spec,
+            status: Default::default(),
+        };
+        pod.spec.node_name = node.into();
+        store.pods.insert(pod.metadata.uid.clone(), pod.clone());
+        Self::record(&mut store, &self.live, WatchEventType::Added, &pod);
+        pod
+    }
+
+    pub fn delete_pod(&self, uid: &str) {
+        let mut store = self.store();
+        store.rv += 1;
+        let mut pod = store.pods.remove(uid).expect("no such pod");
+        pod.metadata.resource_version = store.rv;
+        Self::record(&mut store, &self.live, WatchEventType::Deleted, &pod);
+    }
+
+    pub fn pod(&self, uid: &str) -> Pod {
+        self.store().pods.get(uid).cloned().expect("no such pod")
+    }
+
+    pub fn events_for(&self, pod: &str) -> Vec<Event> {
+        self.store().events.iter().filter(|e| e.involved_object.name == pod).cloned().collect()
+    }
+
+    pub fn node(&self, name: &str) -> Option<Node> {
+        self.store().nodes.get(name).cloned()
+    }
+
+    pub fn heartbeats(&self) -> u64 {
+        self.store().heartbeats
+    }
+
+    fn check_up(&self, action: &str) -> Result<(), ClientError> {
+        if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(ClientError::Unreachable { server: "fake".into(), action: action.into(), message: "down".into() });
+        }
+        Ok(())
+    }
+
+    /// Every version of the pod the server has stored, oldest first.
+    pub fn history(&self, uid: &str) -> Vec<Pod> {
+        self.store()
+            .history
+            .iter()
+            .filter_map(|e| match &e.object {
+                Some(Object::Pod(p)) if p.metadata.uid == uid => Some(p.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Waits until some stored version of the pod, at or after position `from` in its
+    /// history, satisfies `check` (so a state that lasted a moment is not missed). Returns
+    /// that version's position and the pod.
+    pub async fn wait_for_version(
+        &self,
+        uid: &str,
+        from: usize,
+        what: &str,
+        timeout: Duration,
+        check: impl Fn(&Pod) -> bool,
+    ) -> (usize, Pod) {
+        let began = Instant::now();
+        loop {
+            let history = self.history(uid);
+            if let Some((i, pod)) = history.iter().enumerate().skip(from).find(|(_, p)| check(p)) {
+                return (i, pod.clone());
+            }
+            if began.elapsed() > timeout {
+                panic!("pod {uid} never reached {what} within {timeout:?}; last status: {:#?}", history.last().map(|p| &p.status));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Polls the pod until `check` holds, or fails with the last state seen.
+    pub async fn wait_for(&self, uid: &str, what: &str, timeout: Duration, check: impl Fn(&Pod) -> bool) -> Pod {
+        let began = Instant::now();
+        loop {
+            let pod = self.pod(uid);
+            if check(&pod) {
+                return pod;
+            }
+            if began.elapsed() > timeout {
+                panic!("pod {} did not reach {what} within {timeout:?}; last status: {:#?}", pod.metadata.name, pod.status);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+#[async_trait]
+impl ApiClient for FakeApi {
+    async fn register_node(&self, node: &Node) -> Result<Node, ClientError> {
+        self.check_up("register")?;
+        self.store().nodes.insert(node.metadata.name.clone(), node.clone());
+        Ok(node.clone())
+    }
+
+    async fn heartbeat(&self, _node: &str, _heartbeat: &Heartbeat) -> Result<(), ClientError> {
+        self.check_up("heartbeat")?;
+        self.store().heartbeats += 1;
+        Ok(())
+    }
+
+    async fn list_pods(&self, node: &str) -> Result<List<Pod>, ClientError> {
+        self.check_up("list")?;
+        let store = self.store();
+        let items = store.pods.values().filter(|p| p.spec.node_name == node).cloned().collect();
+        Ok(List { kind: "PodList".into(), resource_version: store.rv, items })
+    }
+
+    async fn watch_pods(&self, node: &str, resource_version: u64) -> Result<WatchStream, ClientError> {
+        self.check_up("watch")?;
+        let live = self.live.subscribe();
+        let (replay, last) = {
+            let store = self.store();
+            let replay: Vec<WatchEvent> = store.history.iter().filter(|e| e.resource_version > resource_version).cloned().collect();
+            (replay, store.rv)
+        };
+        let node = node.to_string();
+        let live = tokio_stream::wrappers::BroadcastStream::new(live)
+            .filter_map(move |e| futures::future::ready(e.ok().filter(|e| e.resource_version > last)));
+        let on_node = move |e: &WatchEvent| matches!(&e.object, Some(Object::Pod(p)) if p.spec.node_name == node);
+        Ok(futures::stream::iter(replay).chain(live).filter(move |e| futures::future::ready(on_node(e))).map(Ok).boxed())
+    }
+
+    async fn update_pod_status(&self, pod: &Pod) -> Result<Pod, ClientError> {
+        self.check_up("update status")?;
+        let mut store = self.store();
+        store.rv += 1;
+        let rv = store.rv;
+        let stored = store
+            .pods
+            .get_mut(&pod.metadata.uid)
+            .ok_or_else(|| ClientError::NotFound { action: "update status".into(), message: pod.metadata.name.clone() })?;
+        stored.status = pod.status.clone();
+        stored.metadata.resource_version = rv;
+        let stored = stored.clone();
+        Self::record(&mut store, &self.live, WatchEventType::Modified, &stored);
+        Ok(stored)
+    }
+
+    async fn create_event(&self, event: &Event) -> Result<(), ClientError> {
+        self.check_up("event")?;
+        self.store().events.push(event.clone());
+        Ok(())
+    }
+}
+
+/// A running agent for one test node.
+pub struct TestAgent {
+    pub node: String,
+    pub endpoint: String,
+    pub shutdown: CancellationToken,
+    pub task: tokio::task::JoinHandle<agent::Result<()>>,
+}
+
+impl TestAgent {
+    pub async fn start(node: &str, runtime: Arc<dyn ContainerRuntime>, api: Arc<FakeApi>) -> TestAgent {
+        let mut config = AgentConfig::new("http://fake");
+        config.node_name = node.to_string();
+        config.listen = "127.0.0.1:0".parse().unwrap();
+        config.resync_interval = Duration::from_secs(2);
+        config.heartbeat_interval = Duration::from_millis(300);
+        config.backoff = Backoff { base: Duration::from_millis(500), max: Duration::from_secs(4) };
+        config.runtime = RuntimeChoice::Docker;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(agent::run_node(config, runtime, api, listener, shutdown.clone()));
+        TestAgent { node: node.to_string(), endpoint, shutdown, task }
+    }
+
+    /// Stops the agent the way SIGTERM does, and waits for it.
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(10), self.task)
+            .await
+            .expect("the agent did not stop within 10 s")
+            .expect("the agent task panicked")
+            .expect("the agent failed");
+    }
+}
+
+pub fn container(name: &str, command: &[&str]) -> Container {
+    Container { name: name.into(), image: "minimal".into(), command: command.iter().map(|s| s.to_string()).collect(), ..Default::default() }
+}
+
+pub fn spec(containers: Vec<Container>, restart_policy: &str) -> PodSpec {
+    PodSpec { containers, restart_policy: restart_policy.into(), termination_grace_period_seconds: Some(1), ..Default::default() }
+}

@@ -1,0 +1,279 @@
+//! The agent against the real Docker engine, with an in-memory API server. These tests fail
+//! (never skip) when Docker is unreachable.
+
+mod common;
+
+use std::time::Duration;
+
+use agent::runtime::{ContainerRuntime, LABEL_CONTAINER, LABEL_NAMESPACE, LABEL_NODE, LABEL_POD, LABEL_POD_UID, RunState};
+use common::{Cleanup, FakeApi, TestAgent, container, docker, minimal_image, spec, unique};
+use shared::model::{ContainerState, PodPhase, ResourceRequirements};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+async fn containers_of(runtime: &dyn ContainerRuntime, uid: &str) -> Vec<agent::runtime::ContainerInfo> {
+    runtime.list(&[(LABEL_POD_UID, uid)]).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_runs_with_labels_memory_limit_and_command() {
+    let docker = docker().await;
+    minimal_image(&docker).await;
+    let node = unique("node");
+    let _cleanup = Cleanup(node.clone());
+    let api = FakeApi::new();
+    let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
+
+    let mut web = container("web", &["/bin/sh", "-c", "echo started; sleep 3600"]);
+    web.resources = ResourceRequirements { memory: 64 * 1024 * 1024, cpu: 250 };
+    let pod = api.add_pod(&node, "web", spec(vec![web], "Always"));
+    let running = api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
+
+    assert_eq!(running.status.host_ip, "127.0.0.1");
+    assert!(!running.status.pod_ip.is_empty(), "pod_ip is reported: {:?}", running.status);
+    assert!(running.status.start_time.is_some());
+    let status = &running.status.container_statuses[0];
+    assert!(matches!(status.state, ContainerState::Running { started_at: Some(_) }), "{status:?}");
+    assert!(status.ready);
+
+    let found = containers_of(docker.as_ref(), &pod.metadata.uid).await;
+    assert_eq!(found.len(), 1, "one container per pod container: {found:?}");
+    let info = &found[0];
+    assert_eq!(info.label(LABEL_POD_UID), pod.metadata.uid);
+    assert_eq!(info.label(LABEL_NAMESPACE), "default");
+    assert_eq!(info.label(LABEL_POD), "web");
+    assert_eq!(info.label(LABEL_CONTAINER), "web");
+    assert_eq!(info.label(LABEL_NODE), node);
+    assert_eq!(info.memory_limit, 64 * 1024 * 1024);
+    assert_eq!(info.nano_cpus, 250_000_000);
+    assert_eq!(info.command, vec!["/bin/sh", "-c", "echo started; sleep 3600"]);
+    assert_eq!(status.container_id, info.id);
+
+    let reasons: Vec<String> = api.events_for("web").into_iter().map(|e| e.reason).collect();
+    for wanted in ["Pulled", "Created", "Started"] {
+        assert!(reasons.iter().any(|r| r == wanted), "event {wanted} missing from {reasons:?}");
+    }
+    let node_object = api.node(&node).expect("the node registered");
+    assert_eq!(node_object.status.node_info.runtime, "docker");
+    assert!(!node_object.status.node_info.simulated);
+    assert!(node_object.status.capacity.cpu >= 1000);
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_3_under_never_ends_failed_with_the_exit_code() {
+    let docker = docker().await;
+    minimal_image(&docker).await;
+    let node = unique("node");
+    let _cleanup = Cleanup(node.clone());
+    let api = FakeApi::new();
+    let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
+
+    let pod = api.add_pod(&node, "job", spec(vec![container("main", &["sh", "-c", "exit 3"])], "Never"));
+    let failed = api.wait_for(&pod.metadata.uid, "Failed", WAIT, |p| p.status.phase == PodPhase::Failed).await;
+    match &failed.status.container_statuses[0].state {
+        ContainerState::Terminated { exit_code, reason, .. } => {
+            assert_eq!(*exit_code, 3);
+            assert_eq!(reason, "Error");
+        }
+        other => panic!("expected a terminated container, got {other:?}"),
+    }
+    assert_eq!(failed.status.container_statuses[0].restart_count, 0);
+
+    let ok = api.add_pod(&node, "job-ok", spec(vec![container("main", &["sh", "-c", "exit 0"])], "Never"));
+    api.wait_for(&ok.metadata.uid, "Succeeded", WAIT, |p| p.status.phase == PodPhase::Succeeded).await;
+    // Under Never nothing is started again.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(api.pod(&pod.metadata.uid).status.phase, PodPhase::Failed);
+    assert_eq!(containers_of(docker.as_ref(), &pod.metadata.uid).await.len(), 1);
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_restarts_the_container_with_rising_restart_count() {
+    let docker = docker().await;
+    minimal_image(&docker).await;
+    let node = unique("node");
+    let _cleanup = Cleanup(node.clone());
+    let api = FakeApi::new();
+    let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
+
+    let pod = api.add_pod(&node, "crasher", spec(vec![container("main", &["sh", "-c", "echo boom; exit 1"])], "Always"));
+    let crashing = api
+        .wait_for(&pod.metadata.uid, "restart_count 3", Duration::from_secs(30), |p| {
+            p.status.container_statuses.first().is_some_and(|c| c.restart_count >= 3)
+        })
+        .await;
+    assert_ne!(crashing.status.phase, PodPhase::Failed, "Always never ends Failed");
+    api.wait_for_version(&pod.metadata.uid, 0, "CrashLoopBackOff", WAIT, |p| {
+        p.status.container_statuses.first().is_some_and(|c| {
+            matches!(&c.state, ContainerState::Waiting { reason, .. } if reason == "CrashLoopBackOff")
+                && matches!(&c.last_state, Some(ContainerState::Terminated { exit_code: 1, .. }))
+        })
+    })
+    .await;
+    // The same container is restarted: never a second one.
+    assert_eq!(containers_of(docker.as_ref(), &pod.metadata.uid).await.len(), 1);
+    assert!(api.events_for("crasher").iter().any(|e| e.reason == "BackOff" && e.type_ == "Warning"));
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_pod_removes_its_container() {
+    let docker = docker().await;
+    minimal_image(&docker).await;
+    let node = unique("node");
+    let _cleanup = Cleanup(node.clone());
+    let api = FakeApi::new();
+    let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
+
+    let pod = api.add_pod(&node, "doomed", spec(vec![container("main", &["sleep", "3600"])], "Always"));
+    api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
+    assert_eq!(containers_of(docker.as_ref(), &pod.metadata.uid).await.len(), 1);
+    api.delete_pod(&pod.metadata.uid);
+    let began = std::time::Instant::now();
+    // sleep ignores SIGTERM as PID 1: the 1 s grace period ends in SIGKILL.
+    while !containers_of(docker.as_ref(), &pod.metadata.uid).await.is_empty() {
+        assert!(began.elapsed() < WAIT, "the container of a deleted pod is still there after {WAIT:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(api.events_for("doomed").iter().any(|e| e.reason == "Killing"));
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_agent_adopts_running_containers_without_duplicates() {
+    let docker = docker().await;
+    minimal_image(&docker).await;
+    let node = unique("node");
+    let _cleanup = Cleanup(node.clone());
+    let api = FakeApi::new();
+    let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
+
+    let pod = api.add_pod(&node, "steady", spec(vec![container("main", &["sleep", "3600"])], "Always"));
+    api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
+    let before = containers_of(docker.as_ref(), &pod.metadata.uid).await;
+    agent.stop().await;
+
+    // The agent is gone: the container keeps running.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let during = containers_of(docker.as_ref(), &pod.metadata.uid).await;
+    assert_eq!(during.len(), 1);
+    assert_eq!(during[0].state, RunState::Running, "stopping the agent must leave pods running");
+
+    let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
+    // Two resync periods: plenty of time to do something wrong.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let after = containers_of(docker.as_ref(), &pod.metadata.uid).await;
+    assert_eq!(after.len(), 1, "no duplicate container: {after:?}");
+    assert_eq!(after[0].id, before[0].id, "the same container is adopted");
+    assert_eq!(after[0].started_at, before[0].started_at, "a healthy container is not restarted");
+    let pod_now = api.pod(&pod.metadata.uid);
+    assert_eq!(pod_now.status.phase, PodPhase::Running);
+    assert_eq!(pod_now.status.container_statuses[0].restart_count, 0);
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_that_cannot_be_pulled_gives_err_image_pull_then_back_off() {
+    let docker = docker().await;
+    let node = unique("node");
+    let _cleanup = Cleanup(node.clone());
+    let api = FakeApi::new();
+    let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
+
+    // A registry on loopback port 1: refused at once, no packet leaves the machine.
+    let mut bad = container("main", &["sleep", "1"]);
+    bad.image = "127.0.0.1:1/shepherd-test/nope:1".into();
+    let pod = api.add_pod(&node, "unpullable", spec(vec![bad], "Always"));
+    let waiting_reason = |reason: &'static str| {
+        move |p: &shared::model::Pod| {
+            p.status
+                .container_statuses
+                .first()
+                .is_some_and(|c| matches!(&c.state, ContainerState::Waiting { reason: r, .. } if r == reason))
+        }
+    };
+    let (first, pulling) = api.wait_for_version(&pod.metadata.uid, 0, "ErrImagePull", WAIT, waiting_reason("ErrImagePull")).await;
+    assert_eq!(pulling.status.phase, PodPhase::Pending);
+    let (then, backing_off) =
+        api.wait_for_version(&pod.metadata.uid, first, "ImagePullBackOff", WAIT, waiting_reason("ImagePullBackOff")).await;
+    assert_eq!(backing_off.status.phase, PodPhase::Pending);
+    let events = api.events_for("unpullable");
+    let warning = events.iter().find(|e| e.type_ == "Warning" && e.reason == "Failed").expect("a Warning event for the failed pull");
+    assert!(warning.message.contains("127.0.0.1:1/shepherd-test/nope:1"), "{}", warning.message);
+    assert!(events.iter().any(|e| e.reason == "Pulling"));
+    // It keeps retrying, and the agent keeps running.
+    api.wait_for_version(&pod.metadata.uid, then, "ErrImagePull again", WAIT, waiting_reason("ErrImagePull")).await;
+    assert!(!agent.task.is_finished());
+    assert!(containers_of(docker.as_ref(), &pod.metadata.uid).await.is_empty());
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_stream_from_the_agent_api() {
+    let docker = docker().await;
+    minimal_image(&docker).await;
+    let node = unique("node");
+    let _cleanup = Cleanup(node.clone());
+    let api = FakeApi::new();
+    let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
+
+    let pod =
+        api.add_pod(&node, "talker", spec(vec![container("main", &["sh", "-c", "echo one; echo two; echo three; sleep 3600"])], "Always"));
+    api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
+    let http = reqwest::Client::new();
+    let url = format!("{}/logs/default/talker", agent.endpoint);
+    let began = std::time::Instant::now();
+    let all = loop {
+        let text = http.get(&url).send().await.unwrap().text().await.unwrap();
+        if text.contains("three") || began.elapsed() > WAIT {
+            break text;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(all, "one\ntwo\nthree\n");
+    let tail = http.get(format!("{url}?tail=1")).send().await.unwrap().text().await.unwrap();
+    assert_eq!(tail, "three\n");
+    let missing = http.get(format!("{url}?container=nope")).send().await.unwrap();
+    assert_eq!(missing.status(), 404);
+    assert!(missing.text().await.unwrap().contains("no container \\\"nope\\\""));
+    let bad_tail = http.get(format!("{url}?tail=x")).send().await.unwrap();
+    assert_eq!(bad_tail.status(), 400);
+    // follow=true keeps the stream open: the first chunk arrives, the body does not end.
+    let mut follow = http.get(format!("{url}?follow=true&tail=1")).send().await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(5), follow.chunk()).await.expect("first chunk").unwrap().unwrap();
+    assert_eq!(&first[..], b"three\n");
+    assert!(tokio::time::timeout(Duration::from_millis(500), follow.chunk()).await.is_err(), "a followed stream stays open");
+    assert_eq!(http.get(format!("{}/healthz", agent.endpoint)).send().await.unwrap().text().await.unwrap(), "ok");
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containers_without_a_pod_are_removed() {
+    let docker = docker().await;
+    minimal_image(&docker).await;
+    let node = unique("node");
+    let _cleanup = Cleanup(node.clone());
+    let api = FakeApi::new();
+    // A container of this node whose pod the server does not know.
+    let orphan = agent::runtime::ContainerConfig {
+        name: unique("shepherd_orphan"),
+        image: "minimal".into(),
+        command: vec!["sleep".into(), "3600".into()],
+        labels: [(LABEL_POD_UID, "no-such-pod"), (LABEL_NODE, node.as_str()), (agent::runtime::LABEL_GRACE, "0")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        ..Default::default()
+    };
+    let id = docker.create(&orphan).await.unwrap();
+    docker.start(&id).await.unwrap();
+    let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
+    let began = std::time::Instant::now();
+    while docker.inspect(&id).await.unwrap().is_some() {
+        assert!(began.elapsed() < WAIT, "the orphan container is still there");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    agent.stop().await;
+}
