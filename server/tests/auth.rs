@@ -1,0 +1,85 @@
+//! Bearer tokens: admin may do anything, a node only its own node and its pods' status,
+//! a viewer only reads; no token on a non-loopback address refuses to start.
+
+mod common;
+
+use common::{TestServer, pod};
+use reqwest::StatusCode;
+use serde_json::json;
+use server::Config;
+use server::auth::{Principal, Role, Tokens};
+use tokio_util::sync::CancellationToken;
+
+const ADMIN: &str = "admin-token-1";
+const NODE_1: &str = "node-1-token";
+const VIEWER: &str = "viewer-token";
+
+async fn secured() -> TestServer {
+    let mut tokens = Tokens::default();
+    tokens.add(ADMIN, Principal { role: Role::Admin, node: None });
+    tokens.add(NODE_1, Principal { role: Role::Node, node: Some("node-1".into()) });
+    tokens.add(VIEWER, Principal { role: Role::Viewer, node: None });
+    TestServer::start(Config { tokens, run_scheduler: false, ..Config::in_memory() }).await
+}
+
+fn node(name: &str) -> serde_json::Value {
+    json!({"metadata": {"name": name}, "status": {"capacity": {"cpu": 1000, "memory": 1073741824, "pods": 10}}})
+}
+
+#[tokio::test]
+async fn every_role_gets_exactly_its_rights() {
+    let anonymous = secured().await;
+    let (status, err) = anonymous.get("/api/v1/pods").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(err["error"]["reason"], "Unauthorized");
+    assert_eq!(anonymous.get("/healthz").await.0, StatusCode::OK, "probes need no token");
+    assert_eq!(anonymous.with_token("not-a-known-token").get("/api/v1/pods").await.0, StatusCode::UNAUTHORIZED);
+
+    let admin = anonymous.with_token(ADMIN);
+    let agent = anonymous.with_token(NODE_1);
+    let viewer = anonymous.with_token(VIEWER);
+
+    // The agent registers and heartbeats its own node only.
+    assert_eq!(agent.post("/api/v1/nodes", node("node-1")).await.0, StatusCode::CREATED);
+    assert_eq!(agent.post("/api/v1/nodes", node("node-2")).await.0, StatusCode::FORBIDDEN);
+    assert_eq!(admin.post("/api/v1/nodes", node("node-2")).await.0, StatusCode::CREATED);
+    assert_eq!(agent.post("/api/v1/nodes/node-1/heartbeat", json!({})).await.0, StatusCode::OK);
+    let (status, err) = agent.post("/api/v1/nodes/node-2/heartbeat", json!({})).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(err["error"]["message"].as_str().unwrap().contains("node node-1 may not write node node-2"), "{err}");
+    assert_eq!(agent.post("/api/v1/nodes/node-1/cordon", json!({})).await.0, StatusCode::FORBIDDEN, "cordon is an admin's");
+
+    // Pods: only admins create and bind; the agent writes the status of its own pods.
+    assert_eq!(agent.post("/api/v1/pods", pod("x", 1, 1)).await.0, StatusCode::FORBIDDEN);
+    assert_eq!(viewer.post("/api/v1/pods", pod("x", 1, 1)).await.0, StatusCode::FORBIDDEN);
+    for (name, target) in [("mine", "node-1"), ("theirs", "node-2")] {
+        assert_eq!(admin.post("/api/v1/pods", pod(name, 1, 1)).await.0, StatusCode::CREATED);
+        let binding = json!({"target": {"name": target}});
+        assert_eq!(admin.post(&format!("/api/v1/namespaces/default/pods/{name}/binding"), binding).await.0, StatusCode::CREATED);
+    }
+    let running = json!({"status": {"phase": "Running", "pod_ip": "10.20.0.2"}});
+    assert_eq!(agent.put("/api/v1/namespaces/default/pods/mine/status", running.clone()).await.0, StatusCode::OK);
+    assert_eq!(agent.put("/api/v1/namespaces/default/pods/theirs/status", running).await.0, StatusCode::FORBIDDEN);
+    let event = json!({"type": "Normal", "reason": "Started", "message": "started", "source": "agent/node-1",
+                       "involved_object": {"kind": "Pod", "namespace": "default", "name": "mine"}});
+    assert_eq!(agent.post("/api/v1/namespaces/default/events", event).await.0, StatusCode::CREATED);
+    assert_eq!(agent.delete("/api/v1/namespaces/default/pods/mine").await.0, StatusCode::FORBIDDEN);
+
+    // The viewer reads everything and writes nothing.
+    let (status, pods) = viewer.get("/api/v1/pods").await;
+    assert_eq!((status, pods["items"].as_array().unwrap().len()), (StatusCode::OK, 2));
+    assert_eq!(viewer.delete("/api/v1/namespaces/default/pods/mine").await.0, StatusCode::FORBIDDEN);
+    let (_, info) = viewer.get("/api/v1/info").await;
+    assert_eq!(info["auth_required"], true);
+
+    assert_eq!(admin.delete("/api/v1/namespaces/default/pods/mine").await.0, StatusCode::OK);
+    anonymous.stop().await;
+}
+
+#[tokio::test]
+async fn a_non_loopback_address_without_a_token_is_refused() {
+    let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let err = server::run(listener, Config::in_memory(), CancellationToken::new()).await.unwrap_err();
+    assert!(matches!(err, server::ServerError::InsecureBind(_)), "{err}");
+    assert!(err.to_string().contains("without a token"), "{err}");
+}

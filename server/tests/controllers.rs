@@ -1,0 +1,193 @@
+//! The controllers through the API: a deployment scales up and down and cascades on
+//! delete, a service's endpoints follow running pods, a silent node becomes NotReady and
+//! its pods are replaced elsewhere.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{TestServer, eventually};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use server::Config;
+
+const GI: i64 = 1 << 30;
+
+fn deployment() -> Value {
+    serde_json::from_str(include_str!("../../examples/deployment.json")).unwrap()
+}
+
+async fn pods(server: &TestServer) -> Vec<Value> {
+    let (_, list) = server.get("/api/v1/namespaces/default/pods?label_selector=app%3Dweb").await;
+    list["items"].as_array().unwrap().clone()
+}
+
+async fn pod_count(server: &TestServer, n: usize) -> Vec<Value> {
+    eventually(Duration::from_secs(5), &format!("{n} pods"), || async {
+        let pods = pods(server).await;
+        (pods.len() == n).then_some(pods)
+    })
+    .await
+}
+
+/// Plays the agent: reports every pod bound to `node` Running with an IP.
+async fn run_pods_on(server: &TestServer, node: &str) {
+    let (_, list) = server.get(&format!("/api/v1/pods?field_selector=spec.node_name%3D{node}")).await;
+    for (i, p) in list["items"].as_array().unwrap().iter().enumerate() {
+        if p["status"]["phase"] != "Pending" {
+            continue;
+        }
+        let ns = p["metadata"]["namespace"].as_str().unwrap();
+        let name = p["metadata"]["name"].as_str().unwrap();
+        let status = json!({"status": {"phase": "Running", "pod_ip": format!("10.20.{}.{}", node.len(), i + 2)}});
+        let (code, body) = server.put(&format!("/api/v1/namespaces/{ns}/pods/{name}/status"), status).await;
+        assert_eq!(code, StatusCode::OK, "{body}");
+    }
+}
+
+#[tokio::test]
+async fn a_deployment_scales_up_and_down_and_its_pods_go_with_it() {
+    let server = TestServer::in_memory().await;
+    server.add_node("node-1", 4000, 8 * GI, 110).await;
+    server.add_node("node-2", 4000, 8 * GI, 110).await;
+    let (status, created) = server.post("/api/v1/namespaces/default/deployments", deployment()).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let uid = created["metadata"]["uid"].clone();
+
+    let first = pod_count(&server, 3).await;
+    for p in &first {
+        assert!(p["metadata"]["name"].as_str().unwrap().starts_with("web-"));
+        assert_eq!(p["metadata"]["owner_references"][0]["uid"], uid);
+        assert_eq!(p["metadata"]["owner_references"][0]["controller"], true);
+    }
+    // Every pod gets bound, spread over both nodes.
+    let bound = eventually(Duration::from_secs(5), "3 bound pods", || async {
+        let pods = pods(&server).await;
+        pods.iter().all(|p| p["spec"]["node_name"] != "").then_some(pods)
+    })
+    .await;
+    let on_node_1 = bound.iter().filter(|p| p["spec"]["node_name"] == "node-1").count();
+    assert!((1..=2).contains(&on_node_1), "spread: {on_node_1} of 3 on node-1");
+
+    run_pods_on(&server, "node-1").await;
+    run_pods_on(&server, "node-2").await;
+    eventually(Duration::from_secs(5), "ready_replicas 3", || async {
+        let (_, d) = server.get("/api/v1/namespaces/default/deployments/web").await;
+        (d["status"]["ready_replicas"] == 3).then_some(())
+    })
+    .await;
+
+    server.put("/api/v1/namespaces/default/deployments/web/scale", json!({"spec": {"replicas": 5}})).await;
+    pod_count(&server, 5).await;
+    server.put("/api/v1/namespaces/default/deployments/web/scale", json!({"spec": {"replicas": 2}})).await;
+    let left = pod_count(&server, 2).await;
+    assert!(left.iter().all(|p| p["status"]["phase"] == "Running"), "the running pods are kept, the new ones go first");
+
+    // A failed pod is replaced.
+    let victim = left[0]["metadata"]["name"].as_str().unwrap().to_string();
+    let failed = json!({"status": {"phase": "Failed", "reason": "Error"}});
+    server.put(&format!("/api/v1/namespaces/default/pods/{victim}/status"), failed).await;
+    eventually(Duration::from_secs(5), "the failed pod replaced", || async {
+        let pods = pods(&server).await;
+        (pods.len() == 2 && pods.iter().all(|p| p["metadata"]["name"] != victim.as_str())).then_some(())
+    })
+    .await;
+
+    let (status, _) = server.delete("/api/v1/namespaces/default/deployments/web").await;
+    assert_eq!(status, StatusCode::OK);
+    pod_count(&server, 0).await;
+    let (_, events) = server.get("/api/v1/namespaces/default/events?field_selector=involved_object.kind%3DDeployment").await;
+    let reasons: Vec<&str> = events["items"].as_array().unwrap().iter().map(|e| e["reason"].as_str().unwrap()).collect();
+    assert!(reasons.contains(&"SuccessfulCreate") && reasons.contains(&"SuccessfulDelete"), "{reasons:?}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn service_endpoints_follow_running_pods() {
+    let server = TestServer::in_memory().await;
+    server.add_node("node-1", 4000, 8 * GI, 110).await;
+    let service: Value = serde_json::from_str(include_str!("../../examples/service.json")).unwrap();
+    assert_eq!(server.post("/api/v1/namespaces/default/services", service).await.0, StatusCode::CREATED);
+    let mut d = deployment();
+    d["spec"]["replicas"] = json!(2);
+    server.post("/api/v1/namespaces/default/deployments", d).await;
+    eventually(Duration::from_secs(5), "2 bound pods", || async {
+        let pods = pods(&server).await;
+        (pods.len() == 2 && pods.iter().all(|p| p["spec"]["node_name"] == "node-1")).then_some(())
+    })
+    .await;
+    let endpoints = || async {
+        let (_, s) = server.get("/api/v1/namespaces/default/services/web-service").await;
+        s["status"]["endpoints"].as_array().cloned().unwrap_or_default()
+    };
+    assert!(endpoints().await.is_empty(), "pending pods are no endpoints");
+    run_pods_on(&server, "node-1").await;
+    let ready = eventually(Duration::from_secs(5), "2 endpoints", || async {
+        let e = endpoints().await;
+        (e.len() == 2).then_some(e)
+    })
+    .await;
+    assert!(ready.iter().all(|e| e["ip"].as_str().unwrap().starts_with("10.20.") && e["node_name"] == "node-1"));
+
+    server.put("/api/v1/namespaces/default/deployments/web/scale", json!({"spec": {"replicas": 0}})).await;
+    eventually(Duration::from_secs(5), "no endpoints", || async { endpoints().await.is_empty().then_some(()) }).await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_silent_node_goes_not_ready_and_its_pods_move() {
+    let server = TestServer::start(Config {
+        node_monitor_grace: Duration::from_millis(600),
+        pod_eviction_grace: Duration::from_millis(600),
+        node_monitor_period: Duration::from_millis(100),
+        scheduler_sweep: Duration::from_millis(200),
+        ..Config::in_memory()
+    })
+    .await;
+    server.add_node("doomed", 4000, 8 * GI, 110).await;
+    let mut d = deployment();
+    d["spec"]["replicas"] = json!(2);
+    server.post("/api/v1/namespaces/default/deployments", d).await;
+    eventually(Duration::from_secs(5), "2 pods on doomed", || async {
+        let pods = pods(&server).await;
+        (pods.len() == 2 && pods.iter().all(|p| p["spec"]["node_name"] == "doomed")).then_some(())
+    })
+    .await;
+    run_pods_on(&server, "doomed").await;
+
+    // A healthy node keeps heartbeating; doomed stops.
+    server.add_node("healthy", 4000, 8 * GI, 110).await;
+    let beating = {
+        let url = server.url.clone();
+        tokio::spawn(async move {
+            let client = reqwest::Client::new();
+            for _ in 0..100 {
+                let _ = client
+                    .post(format!("{url}/api/v1/nodes/healthy/heartbeat"))
+                    .json(&json!({"conditions": [{"type": "Ready", "status": "True"}]}))
+                    .send()
+                    .await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+
+    let condition = eventually(Duration::from_secs(5), "doomed NotReady", || async {
+        let (_, n) = server.get("/api/v1/nodes/doomed").await;
+        n["status"]["conditions"].as_array().and_then(|cs| cs.iter().find(|c| c["type"] == "Ready" && c["status"] == "Unknown").cloned())
+    })
+    .await;
+    assert_eq!(condition["reason"], "NodeStatusUnknown");
+    let (_, events) = server.get("/api/v1/namespaces/default/events?field_selector=reason%3DNodeNotReady").await;
+    assert_eq!(events["items"][0]["involved_object"]["name"], "doomed");
+
+    eventually(Duration::from_secs(8), "the pods replaced on healthy", || async {
+        let pods = pods(&server).await;
+        (pods.len() == 2 && pods.iter().all(|p| p["spec"]["node_name"] == "healthy")).then_some(())
+    })
+    .await;
+    let (_, lost) = server.get("/api/v1/namespaces/default/events?field_selector=reason%3DNodeLost").await;
+    assert_eq!(lost["items"].as_array().unwrap().len(), 2, "{lost}");
+    beating.abort();
+    server.stop().await;
+}

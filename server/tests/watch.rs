@@ -1,0 +1,134 @@
+//! Watch over SSE: replay from a resource_version with no gap after a reconnect, filters
+//! that turn leaving objects into DELETED, bookmarks, and 410 Gone for history too old.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use common::{TestServer, open_watch, pod};
+use reqwest::StatusCode;
+use serde_json::json;
+use server::Config;
+use shared::api::WatchEventType;
+
+fn quiet_config() -> Config {
+    Config { run_scheduler: false, bookmark_interval: Duration::from_millis(200), ..Config::in_memory() }
+}
+
+#[tokio::test]
+async fn a_reconnect_with_the_last_resource_version_misses_nothing() {
+    let server = TestServer::start(quiet_config()).await;
+    let (_, list) = server.get("/api/v1/pods").await;
+    let start = list["resource_version"].as_u64().unwrap();
+
+    let mut watch = open_watch(&server, &format!("/api/v1/pods?watch=true&resource_version={start}")).await;
+    for i in 0..10 {
+        server.post("/api/v1/pods", pod(&format!("p{i}"), 1, 1)).await;
+    }
+    let mut seen = BTreeSet::new();
+    let mut last = start;
+    while seen.len() < 4 {
+        let message = watch.next(Duration::from_secs(5)).await.expect("an event");
+        let event = message.watch_event();
+        if event.type_ == WatchEventType::Bookmark {
+            continue;
+        }
+        assert_eq!(message.id, event.resource_version.to_string(), "the SSE id is the resource_version");
+        assert!(event.resource_version > last, "strictly increasing");
+        last = event.resource_version;
+        seen.insert(event.object.unwrap().metadata().name.clone());
+    }
+    drop(watch);
+
+    // While disconnected: more creates, a delete.
+    for i in 10..20 {
+        server.post("/api/v1/pods", pod(&format!("p{i}"), 1, 1)).await;
+    }
+    server.delete("/api/v1/namespaces/default/pods/p0").await;
+
+    let mut watch = open_watch(&server, &format!("/api/v1/pods?watch=true&resource_version={last}")).await;
+    let mut deleted = false;
+    while seen.len() < 20 || !deleted {
+        let message = watch.next(Duration::from_secs(5)).await.unwrap_or_else(|| panic!("missing events; saw {seen:?}"));
+        let event = message.watch_event();
+        match event.type_ {
+            WatchEventType::Bookmark => continue,
+            WatchEventType::Added => assert!(seen.insert(event.object.unwrap().metadata().name.clone()), "an event came twice"),
+            WatchEventType::Deleted => deleted = event.object.unwrap().metadata().name == "p0",
+            WatchEventType::Modified => {}
+        }
+        assert!(event.resource_version > last);
+        last = event.resource_version;
+    }
+    assert_eq!(seen.len(), 20);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn filters_bookmarks_and_objects_leaving_a_selector() {
+    let server = TestServer::start(quiet_config()).await;
+    server.add_node("node-1", 1000, 1 << 30, 10).await;
+    server.post("/api/v1/pods", pod("a", 1, 1)).await;
+    let mut watch = open_watch(&server, "/api/v1/pods?watch=true&field_selector=spec.node_name%3Dnode-1").await;
+    server.post("/api/v1/pods", pod("b", 1, 1)).await;
+    server.post("/api/v1/namespaces/default/pods/a/binding", json!({"target": {"name": "node-1"}})).await;
+
+    let mut bookmark = false;
+    let mut added = None;
+    while added.is_none() || !bookmark {
+        let event = watch.next(Duration::from_secs(5)).await.expect("an event").watch_event();
+        match event.type_ {
+            WatchEventType::Bookmark => {
+                assert!(event.object.is_none());
+                bookmark = true;
+            }
+            WatchEventType::Added => added = Some(event.object.unwrap().metadata().name.clone()),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(added.as_deref(), Some("a"), "the pod that moved onto node-1 is ADDED; b never matches");
+
+    server.delete("/api/v1/namespaces/default/pods/a").await;
+    loop {
+        let event = watch.next(Duration::from_secs(5)).await.expect("the delete").watch_event();
+        if event.type_ == WatchEventType::Deleted {
+            assert_eq!(event.object.unwrap().metadata().name, "a");
+            break;
+        }
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_resource_version_older_than_the_history_is_gone() {
+    let server = TestServer::start(Config { watch_history: 5, ..quiet_config() }).await;
+    for i in 0..10 {
+        server.post("/api/v1/pods", pod(&format!("p{i}"), 1, 1)).await;
+    }
+    let (status, err) = server.get("/api/v1/pods?watch=true&resource_version=2").await;
+    assert_eq!(status, StatusCode::GONE);
+    assert_eq!(err["error"]["reason"], "Gone");
+    assert!(err["error"]["message"].as_str().unwrap().contains("list again"), "{err}");
+
+    let (_, list) = server.get("/api/v1/pods").await;
+    let rv = list["resource_version"].as_u64().unwrap();
+    open_watch(&server, &format!("/api/v1/pods?watch=true&resource_version={rv}")).await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn shutdown_ends_open_watches() {
+    let server = TestServer::start(quiet_config()).await;
+    let mut watch = open_watch(&server, "/api/v1/pods?watch=true").await;
+    let stopping = tokio::spawn(async move { server.stop().await });
+    let mut ended = false;
+    for _ in 0..50 {
+        if watch.next(Duration::from_secs(5)).await.is_none() {
+            ended = true;
+            break;
+        }
+    }
+    assert!(ended, "the watch stream closes on shutdown");
+    tokio::time::timeout(Duration::from_secs(5), stopping).await.expect("shutdown finishes").unwrap();
+}
