@@ -83,7 +83,7 @@ impl HttpApiClient {
     }
 
     fn unreachable(&self, action: &str, error: reqwest::Error) -> Error {
-        Error::Unreachable { server: self.base.clone(), action: action.to_string(), message: error.to_string() }
+        Error::Unreachable { server: self.base.clone(), action: action.to_string(), message: error_chain(&error) }
     }
 
     async fn send(&self, action: &str, builder: reqwest::RequestBuilder) -> Result<reqwest::Response> {
@@ -111,6 +111,20 @@ impl HttpApiClient {
         let bytes = response.bytes().await.map_err(|e| self.unreachable(action, e))?;
         serde_json::from_slice(&bytes).map_err(|e| Error::Decode { action: action.to_string(), message: e.to_string() })
     }
+}
+
+/// An error with its causes: reqwest's own message alone hides "connection refused".
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text = format!("{text}: {cause_text}");
+        }
+        source = cause.source();
+    }
+    text
 }
 
 fn node_selector(node: &str) -> String {
@@ -150,7 +164,7 @@ impl ApiClient for HttpApiClient {
         };
         let server = self.base.clone();
         let bytes = response.bytes_stream().map(move |chunk| {
-            chunk.map_err(|e| Error::Unreachable { server: server.clone(), action: action.clone(), message: e.to_string() })
+            chunk.map_err(|e| Error::Unreachable { server: server.clone(), action: action.clone(), message: error_chain(&e) })
         });
         Ok(sse_events(bytes)
             .map(|data| {
@@ -242,5 +256,6 @@ mod tests {
         let text = error.to_string();
         assert!(matches!(error, Error::Unreachable { .. }), "{text}");
         assert!(text.contains("127.0.0.1:1") && text.contains("node-a"), "{text}");
+        assert!(text.to_lowercase().contains("refused"), "the cause is named: {text}");
     }
 }

@@ -1,0 +1,203 @@
+//! The agent against the real `shepherd` server (in process, on 127.0.0.1:0) and the real
+//! Docker engine: the whole path create → schedule → bind → Running, logs through the
+//! server's proxy, delete, and the binary's SIGTERM that leaves pods running.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agent::client::HttpApiClient;
+use agent::runtime::{ContainerRuntime, LABEL_NODE, LABEL_POD_UID, RunState};
+use agent::{AgentConfig, Backoff};
+use common::{Cleanup, docker, minimal_image, unique};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+struct Server {
+    base: String,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+    http: reqwest::Client,
+}
+
+impl Server {
+    async fn start() -> Server {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let shutdown = CancellationToken::new();
+        let token = shutdown.clone();
+        let task = tokio::spawn(async move {
+            server::run(listener, server::Config::in_memory(), token).await.expect("the server failed");
+        });
+        Server { base, shutdown, task, http: reqwest::Client::new() }
+    }
+
+    async fn get(&self, path: &str) -> (u16, String) {
+        let response = self.http.get(format!("{}{path}", self.base)).send().await.unwrap();
+        (response.status().as_u16(), response.text().await.unwrap())
+    }
+
+    async fn json(&self, path: &str) -> Value {
+        let (status, text) = self.get(path).await;
+        assert_eq!(status, 200, "GET {path}: {text}");
+        serde_json::from_str(&text).unwrap()
+    }
+
+    async fn post(&self, path: &str, body: Value) -> Value {
+        let response = self.http.post(format!("{}{path}", self.base)).json(&body).send().await.unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        assert!(status == 200 || status == 201, "POST {path}: {status} {text}");
+        serde_json::from_str(&text).unwrap()
+    }
+
+    async fn delete(&self, path: &str) {
+        let response = self.http.delete(format!("{}{path}", self.base)).send().await.unwrap();
+        assert_eq!(response.status().as_u16(), 200, "DELETE {path}");
+    }
+
+    /// Polls the pod until `check` holds.
+    async fn wait_pod(&self, name: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+        let began = Instant::now();
+        loop {
+            let pod = self.json(&format!("/api/v1/namespaces/default/pods/{name}")).await;
+            if check(&pod) {
+                return pod;
+            }
+            assert!(began.elapsed() < WAIT, "pod {name} did not reach {what} within {WAIT:?}: {:#}", pod["status"]);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.task.await.unwrap();
+    }
+}
+
+fn pod(name: &str, command: &str) -> Value {
+    json!({
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
+        "spec": {
+            "containers": [{
+                "name": "main",
+                "image": "minimal",
+                "command": ["/bin/sh", "-c", command],
+                "resources": {"memory": 33554432, "cpu": 100}
+            }],
+            "restart_policy": "Always",
+            "termination_grace_period_seconds": 1
+        }
+    })
+}
+
+fn config(server: &Server, node: &str) -> AgentConfig {
+    let mut config = AgentConfig::new(&server.base);
+    config.node_name = node.to_string();
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    config.resync_interval = Duration::from_secs(2);
+    config.backoff = Backoff { base: Duration::from_millis(500), max: Duration::from_secs(4) };
+    config
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_runs_through_the_server_and_its_logs_come_back() {
+    let docker = docker().await;
+    minimal_image(&docker).await;
+    let node = unique("node");
+    let _cleanup = Cleanup(node.clone());
+    let server = Server::start().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let shutdown = CancellationToken::new();
+    let api = Arc::new(HttpApiClient::new(&server.base, None));
+    let agent = tokio::spawn(agent::run_node(config(&server, &node), docker.clone(), api, listener, shutdown.clone()));
+
+    let registered = loop {
+        let (status, text) = server.get(&format!("/api/v1/nodes/{node}")).await;
+        if status == 200 {
+            break serde_json::from_str::<Value>(&text).unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(registered["status"]["node_info"]["runtime"], "docker");
+    assert!(registered["status"]["agent_endpoint"].as_str().unwrap().starts_with("http://127.0.0.1:"));
+
+    server.post("/api/v1/pods", pod("hello", "echo 'Hello from Sheep!'; sleep 3600")).await;
+    let running = server.wait_pod("hello", "Running", |p| p["status"]["phase"] == "Running").await;
+    assert_eq!(running["spec"]["node_name"], node.as_str());
+    assert!(!running["status"]["pod_ip"].as_str().unwrap().is_empty());
+    assert_eq!(running["status"]["container_statuses"][0]["ready"], true);
+    let ready = running["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Ready").cloned().unwrap();
+    assert_eq!(ready["status"], "True");
+
+    let began = Instant::now();
+    let logs = loop {
+        let (status, text) = server.get("/api/v1/namespaces/default/pods/hello/log").await;
+        if status == 200 && text.contains("Hello") || began.elapsed() > WAIT {
+            break (status, text);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(logs, (200, "Hello from Sheep!\n".to_string()), "logs through the server's proxy");
+
+    let events = server.json("/api/v1/namespaces/default/events?field_selector=involved_object.name=hello").await;
+    let reasons: Vec<&str> = events["items"].as_array().unwrap().iter().filter_map(|e| e["reason"].as_str()).collect();
+    for wanted in ["Scheduled", "Pulled", "Created", "Started"] {
+        assert!(reasons.contains(&wanted), "event {wanted} missing from {reasons:?}");
+    }
+
+    let uid = running["metadata"]["uid"].as_str().unwrap().to_string();
+    server.delete("/api/v1/namespaces/default/pods/hello").await;
+    let began = Instant::now();
+    while !docker.list(&[(LABEL_POD_UID, uid.as_str())]).await.unwrap().is_empty() {
+        assert!(began.elapsed() < WAIT, "the deleted pod's container is still there");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    shutdown.cancel();
+    agent.await.unwrap().unwrap();
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_leaves_pods_running_on_sigterm_and_keeps_them_while_the_server_is_away() {
+    let docker = docker().await;
+    minimal_image(&docker).await;
+    let node = unique("node");
+    let _cleanup = Cleanup(node.clone());
+    let server = Server::start().await;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_shepherd-agent"))
+        .args(["--server", &server.base, "--node-name", &node, "--listen", "127.0.0.1:0", "--runtime", "docker"])
+        .env("RUST_LOG", "warn")
+        .spawn()
+        .expect("cannot start shepherd-agent");
+
+    server.post("/api/v1/pods", pod("lasting", "sleep 3600")).await;
+    let running = server.wait_pod("lasting", "Running", |p| p["status"]["phase"] == "Running").await;
+    let uid = running["metadata"]["uid"].as_str().unwrap().to_string();
+
+    // The server goes away: the agent keeps the container.
+    server.stop().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let containers = docker.list(&[(LABEL_POD_UID, uid.as_str()), (LABEL_NODE, node.as_str())]).await.unwrap();
+    assert_eq!(containers.len(), 1);
+    assert_eq!(containers[0].state, RunState::Running, "losing the server must not stop containers");
+
+    let killed = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let began = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(began.elapsed() < Duration::from_secs(10), "shepherd-agent did not exit within 10 s of SIGTERM");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "shepherd-agent exited with {status}");
+    let containers = docker.list(&[(LABEL_POD_UID, uid.as_str())]).await.unwrap();
+    assert_eq!(containers.len(), 1);
+    assert_eq!(containers[0].state, RunState::Running, "SIGTERM must leave pods running");
+}
