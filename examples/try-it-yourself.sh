@@ -63,15 +63,19 @@ step nodes
 
 say "Create a pod and immediately check its state:"
 step apply -f "$here/pod.json"
-step get pods -o wide            # Pending: not yet scheduled (REASON says which stage)
+# The API answered 201 before anything else happened. The scheduler takes milliseconds, so
+# by now the pod may already have a NODE; the REASON column says which stage of Pending it
+# is in: "waiting for the scheduler", "scheduled to node-1, waiting for its agent", or
+# "Unschedulable: ..." when no node fits.
+step get pods -o wide
 
 sleep 2
 say "Two seconds later:"
-step get pods -o wide            # Pending: scheduled, the agent has not started it yet
+step get pods -o wide            # Pending with a node while the agent pulls and starts the image
 
 sleep 3
 say "Three more seconds:"
-step get pods -o wide            # Running, if the agent has pulled and started the image
+step get pods -o wide            # Running, with the pod's IP, once the agent has started it
 
 say "Instead of guessing with sleep, wait on the watch stream:"
 step wait --for=Running pod/web-server --timeout="${WAIT_TIMEOUT:-60s}"

@@ -292,11 +292,13 @@ fn namespace_row(namespace: &Namespace, context: &RowContext, cells: &mut Vec<St
     cells.extend([namespace.metadata.name.clone(), phase.to_string(), age(context.now, namespace.metadata.created_at)]);
 }
 
-/// Oldest first, as the story of a pod reads: Created → Scheduled → Pulled → Started.
+/// Oldest first by when each event first happened, as the story of a pod reads:
+/// Created → Scheduled → Pulled → Started. Reporters race to post their events, so the
+/// time an event happened tells the story better than the time the server stored it.
 pub fn sort_events(events: &mut [Object]) {
     events.sort_by_key(|o| match o {
-        Object::Event(e) => (event_time(e), e.first_timestamp, e.metadata.resource_version),
-        _ => (None, None, 0),
+        Object::Event(e) => (e.first_timestamp.or_else(|| event_time(e)), e.metadata.resource_version),
+        _ => (None, 0),
     });
 }
 
@@ -433,6 +435,13 @@ mod tests {
         };
         let mut events = vec![event("Started", 1, 1), event("Created", 5, 1), event("Scheduled", 4, 3)];
         sort_events(&mut events);
+        // What happened first comes first, even when it was stored (or repeated) later.
+        let mut raced = vec![event("Created", 3, 1), event("Pulled", 2, 1)];
+        if let Object::Event(pulled) = &mut raced[1] {
+            pulled.first_timestamp = Some(now() - Duration::seconds(4));
+        }
+        sort_events(&mut raced);
+        assert_eq!(raced[0].metadata().name, "Pulled");
         let text = table(Kind::Event, &events, &context(false)).render();
         assert_eq!(
             text,

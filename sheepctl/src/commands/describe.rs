@@ -16,8 +16,10 @@ use crate::settings;
 use crate::table::{Table, age};
 use crate::view;
 
-/// Width of the labels in the left column, as kubectl aligns them.
-const LABEL_WIDTH: usize = 16;
+/// Where values start: column 16 for the top level, column 20 inside a section (container
+/// fields have longer labels, such as `Restart Count`).
+const TOP_WIDTH: usize = 16;
+const NESTED_WIDTH: usize = 20;
 
 pub async fn run(context: &Context, args: &DescribeArgs) -> Result<()> {
     let targets = settings::targets(&args.target)?;
@@ -35,8 +37,15 @@ pub async fn run(context: &Context, args: &DescribeArgs) -> Result<()> {
             scheduling_text(&mut text, pod, explanation.as_ref());
         }
         Object::Deployment(deployment) => {
-            let pods = context.client.list(Kind::Pod, Some(namespace), Some(&deployment.spec.selector.to_string())).await?;
-            deployment_text(&mut text, deployment, &pods.items, now);
+            let selector = deployment.spec.selector.to_string();
+            let pods = context.client.list(Kind::Pod, Some(namespace), Some(&selector)).await?;
+            // Only the pods this deployment manages, not every pod its selector happens to match.
+            let owned: Vec<Object> = pods
+                .items
+                .into_iter()
+                .filter(|p| p.metadata().controller().is_some_and(|r| r.kind == "Deployment" && r.name == deployment.metadata.name))
+                .collect();
+            deployment_text(&mut text, deployment, &owned, now);
         }
         Object::Service(service) => service_text(&mut text, service, now),
         Object::Node(node) => {
@@ -90,7 +99,9 @@ struct Text(String);
 
 impl Text {
     fn field(&mut self, indent: usize, label: &str, value: impl AsRef<str>) {
-        let width = LABEL_WIDTH.saturating_sub(indent);
+        let total = if indent == 0 { TOP_WIDTH } else { NESTED_WIDTH };
+        // At least one space between a long label and its value.
+        let width = total.saturating_sub(indent).max(label.chars().count() + 2);
         let value = value.as_ref();
         let value = if value.is_empty() { "<none>" } else { value };
         let mut lines = value.lines();
@@ -479,7 +490,13 @@ mod tests {
         text.field(0, "Name", "web");
         text.field(0, "Labels", "app=web\ntier=fe");
         text.field(2, "Image", "");
-        assert_eq!(text.0, "Name:           web\nLabels:         app=web\n                tier=fe\n  Image:        <none>\n");
+        text.field(4, "Restart Count", "0");
+        text.field(0, "A Very Long Label", "x");
+        assert_eq!(
+            text.0,
+            "Name:           web\nLabels:         app=web\n                tier=fe\n  Image:            <none>\n    \
+             Restart Count:  0\nA Very Long Label: x\n"
+        );
     }
 
     #[test]

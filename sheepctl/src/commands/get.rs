@@ -89,8 +89,15 @@ pub async fn show(context: &Context, query: Query, output: Option<OutputFormat>,
             for object in &objects {
                 table.push(watch_row("ADDED", object, &row_context));
             }
-            print(&table.render())?;
-            table.widths()
+            let mut widths = table.widths();
+            // Room for MODIFIED and DELETED, which come later.
+            widths[0] = widths[0].max("MODIFIED".len());
+            let mut text = table::line(&table.headers, &widths);
+            for row in &table.rows {
+                text.push_str(&table::line(row, &widths));
+            }
+            print(&text)?;
+            widths
         }
         None | Some(OutputFormat::Wide) => {
             if objects.is_empty() {
