@@ -100,3 +100,18 @@ fn completion_needs_no_server() {
     offline().args(["completion", "fish"]).assert().success().stdout(predicate::str::contains("complete -c sheepctl"));
     offline().args(["completion", "zsh"]).assert().success().stdout(predicate::str::contains("#compdef sheepctl"));
 }
+
+#[test]
+fn tokens_are_sent_and_auth_errors_say_what_to_do() {
+    let server = TestServer::start_with(|config| {
+        config.tokens = server::auth::Tokens::parse("admin-secret admin\nviewer-secret viewer\n", "test").unwrap();
+    });
+    fails_with(server.sheepctl().args(["get", "pods"]), "(set --token or SHEPHERD_TOKEN)");
+    server.sheepctl().args(["get", "pods", "--token", "admin-secret"]).assert().success();
+    server.sheepctl().env("SHEPHERD_TOKEN", "viewer-secret").args(["get", "pods"]).assert().success();
+    fails_with(
+        server.sheepctl().env("SHEPHERD_TOKEN", "viewer-secret").args(["apply", "-f"]).arg(example("pod.json")),
+        "(this token is not allowed to do that)",
+    );
+    server.sheepctl().args(["apply", "--token", "admin-secret", "-f"]).arg(example("pod.json")).assert().success();
+}
