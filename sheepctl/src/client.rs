@@ -72,6 +72,14 @@ fn api_message(status: &ApiErrorStatus) -> String {
     } else {
         status.message.clone()
     };
+    // Servers often repeat the field errors in the message; they follow one per line.
+    if let Some(first) = status.details.first()
+        && let Some(at) = text.find(&format!("{}: {}", first.field, first.message))
+        && at > 0
+    {
+        text.truncate(at);
+        text.truncate(text.trim_end_matches([' ', ':', ';', ',']).len());
+    }
     match status.code {
         401 => text.push_str(" (set --token or SHEPHERD_TOKEN)"),
         403 => text.push_str(" (this token is not allowed to do that)"),
@@ -314,6 +322,17 @@ mod tests {
             error.to_string(),
             "Pod \"web\" is invalid\n  spec.containers[0].image: must not be empty\n  metadata.name: must be a DNS label"
         );
+
+        let repeated = Error::Api(ApiErrorStatus {
+            code: 422,
+            reason: "Invalid".into(),
+            message: "Pod \"web\" is invalid: spec.replicas: must be 0 or more; metadata.name: bad".into(),
+            details: vec![
+                FieldError { field: "spec.replicas".into(), message: "must be 0 or more".into() },
+                FieldError { field: "metadata.name".into(), message: "bad".into() },
+            ],
+        });
+        assert_eq!(repeated.to_string(), "Pod \"web\" is invalid\n  spec.replicas: must be 0 or more\n  metadata.name: bad");
     }
 
     #[test]
