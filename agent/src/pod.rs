@@ -600,3 +600,125 @@ pub async fn remove_orphan(runtime: &dyn ContainerRuntime, info: &ContainerInfo)
     }
     runtime.remove(&info.id).await
 }
+
+#[cfg(test)]
+mod tests {
+    use shared::model::{ContainerPort, EnvVar, PodSpec, ResourceRequirements};
+
+    use super::*;
+    use crate::runtime::SimulatedRuntime;
+
+    struct NoApi;
+
+    #[async_trait::async_trait]
+    impl ApiClient for NoApi {
+        async fn register_node(&self, node: &shared::model::Node) -> crate::client::Result<shared::model::Node> {
+            Ok(node.clone())
+        }
+        async fn heartbeat(&self, _: &str, _: &shared::api::Heartbeat) -> crate::client::Result<()> {
+            Ok(())
+        }
+        async fn list_pods(&self, _: &str) -> crate::client::Result<shared::api::List<Pod>> {
+            Ok(shared::api::List { kind: "PodList".into(), resource_version: 0, items: vec![] })
+        }
+        async fn watch_pods(&self, _: &str, _: u64) -> crate::client::Result<crate::client::WatchStream> {
+            Ok(Box::pin(futures::stream::empty()))
+        }
+        async fn update_pod_status(&self, pod: &Pod) -> crate::client::Result<Pod> {
+            Ok(pod.clone())
+        }
+        async fn create_event(&self, _: &Event) -> crate::client::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn ctx() -> NodeContext {
+        NodeContext {
+            node_name: "n1".into(),
+            address: "127.0.0.1".into(),
+            network: "shepherd".into(),
+            runtime: Arc::new(SimulatedRuntime::new(Duration::ZERO)),
+            api: Arc::new(NoApi),
+            backoff: Backoff::default(),
+        }
+    }
+
+    fn pod() -> Pod {
+        Pod {
+            metadata: ObjectMeta { name: "web_1".into(), namespace: "default".into(), uid: "1234-abcd-5678".into(), ..Default::default() },
+            spec: PodSpec {
+                containers: vec![Container {
+                    name: "web".into(),
+                    image: "minimal".into(),
+                    command: vec!["sh".into()],
+                    args: vec!["-c".into(), "sleep 1".into()],
+                    env: vec![EnvVar { name: "A".into(), value: "1".into() }],
+                    ports: vec![ContainerPort { container_port: 80, host_port: Some(8080), ..Default::default() }],
+                    resources: ResourceRequirements { memory: 64 << 20, cpu: 250 },
+                }],
+                termination_grace_period_seconds: Some(3),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn container_config_carries_labels_limits_and_ports_on_the_node_address() {
+        let pod = pod();
+        let config = container_config(&ctx(), &pod, &pod.spec.containers[0]);
+        assert_eq!(config.name, "shepherd_default_web-1_web_1234abcd");
+        assert_eq!(config.labels[LABEL_POD_UID], "1234-abcd-5678");
+        assert_eq!(config.labels[LABEL_NAMESPACE], "default");
+        assert_eq!(config.labels[LABEL_POD], "web_1");
+        assert_eq!(config.labels[LABEL_CONTAINER], "web");
+        assert_eq!(config.labels[LABEL_NODE], "n1");
+        assert_eq!(config.labels[LABEL_GRACE], "3");
+        assert_eq!(config.memory_limit, 64 << 20);
+        assert_eq!(config.nano_cpus, 250_000_000);
+        assert_eq!(config.env, vec![("A".to_string(), "1".to_string())]);
+        assert_eq!(
+            config.ports,
+            vec![PortMapping { container_port: 80, host_port: 8080, host_ip: "127.0.0.1".into(), protocol: "tcp".into() }]
+        );
+        assert_eq!(config.network, "shepherd");
+    }
+
+    #[test]
+    fn grace_defaults_to_thirty_seconds_and_never_goes_negative() {
+        let mut pod = pod();
+        assert_eq!(grace_period(&pod), Duration::from_secs(3));
+        pod.spec.termination_grace_period_seconds = None;
+        assert_eq!(grace_period(&pod), Duration::from_secs(30));
+        pod.spec.termination_grace_period_seconds = Some(-5);
+        assert_eq!(grace_period(&pod), Duration::ZERO);
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_its_cap() {
+        let backoff = Backoff { base: Duration::from_secs(1), max: Duration::from_secs(5) };
+        assert_eq!(backoff.next(Duration::from_secs(1)), Duration::from_secs(2));
+        assert_eq!(backoff.next(Duration::from_secs(4)), Duration::from_secs(5));
+        assert_eq!(backoff.next(Duration::ZERO), Duration::from_secs(1));
+    }
+
+    #[tokio::test]
+    async fn a_simulated_pod_runs_then_terminates() {
+        let ctx = Arc::new(ctx());
+        let mut worker = PodWorker::new(ctx.clone());
+        let mut pod = pod();
+        assert_eq!(worker.reconcile(&pod).await.unwrap(), None);
+        let status = worker.last_reported.clone().unwrap();
+        assert_eq!(status.phase, PodPhase::Running);
+        assert_eq!(status.host_ip, "127.0.0.1");
+        assert!(status.pod_ip.starts_with("192.0.2."));
+        assert!(status.container_statuses[0].ready);
+        // Level-triggered: a second pass changes nothing and creates nothing.
+        pod.status = status.clone();
+        worker.reconcile(&pod).await.unwrap();
+        assert_eq!(worker.last_reported.as_ref(), Some(&status));
+        assert_eq!(ctx.runtime.list(&[(LABEL_POD_UID, "1234-abcd-5678")]).await.unwrap().len(), 1);
+        worker.terminate(&pod).await.unwrap();
+        assert!(ctx.runtime.list(&[(LABEL_POD_UID, "1234-abcd-5678")]).await.unwrap().is_empty());
+    }
+}

@@ -90,6 +90,30 @@ async fn exit_3_under_never_ends_failed_with_the_exit_code() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_container_over_its_memory_limit_shows_oom_killed() {
+    let docker = docker().await;
+    minimal_image(&docker).await;
+    let node = unique("node");
+    let _cleanup = Cleanup(node.clone());
+    let api = FakeApi::new();
+    let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
+
+    // A 100 MB shell variable in a 16 MiB container.
+    let mut hog = container("hog", &["sh", "-c", "x=$(head -c 100000000 /dev/zero | tr '\\0' a); echo survived"]);
+    hog.resources = ResourceRequirements { memory: 16 * 1024 * 1024, cpu: 0 };
+    let pod = api.add_pod(&node, "hog", spec(vec![hog], "Never"));
+    let failed = api.wait_for(&pod.metadata.uid, "Failed", WAIT, |p| p.status.phase == PodPhase::Failed).await;
+    match &failed.status.container_statuses[0].state {
+        ContainerState::Terminated { reason, exit_code, .. } => {
+            assert_eq!(reason, "OOMKilled");
+            assert_eq!(*exit_code, 137);
+        }
+        other => panic!("expected a terminated container, got {other:?}"),
+    }
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn always_restarts_the_container_with_rising_restart_count() {
     let docker = docker().await;
     minimal_image(&docker).await;

@@ -132,6 +132,8 @@ impl DockerRuntime {
             exposed_ports: (!exposed.is_empty()).then_some(exposed),
             host_config: Some(HostConfig {
                 memory: (config.memory_limit > 0).then_some(config.memory_limit),
+                // No swap beyond the limit, as Kubernetes: over the limit means OOM-killed.
+                memory_swap: (config.memory_limit > 0).then_some(config.memory_limit),
                 nano_cpus: (config.nano_cpus > 0).then_some(config.nano_cpus),
                 port_bindings: (!bindings.is_empty()).then_some(bindings),
                 network_mode: (!network.is_empty()).then(|| network.to_string()),
