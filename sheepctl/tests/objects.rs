@@ -169,3 +169,52 @@ fn info_names_the_server() {
     let json: Value = serde_json::from_str(&stdout(server.sheepctl().args(["info", "-o", "json"]))).unwrap();
     assert_eq!(json["store"], "sqlite");
 }
+
+/// A stand-in for a node agent's log API: answers one request with a fixed text and
+/// hands back the request line it got.
+fn fake_agent() -> (String, std::sync::mpsc::Receiver<String>) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut request_line = String::new();
+        reader.read_line(&mut request_line).unwrap();
+        let mut header = String::new();
+        while reader.read_line(&mut header).unwrap() > 2 {
+            header.clear();
+        }
+        let body = "Hello from Sheep!\nstill here\n";
+        let mut stream = stream;
+        write!(stream, "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len())
+            .unwrap();
+        tx.send(request_line.trim().to_string()).unwrap();
+    });
+    (endpoint, rx)
+}
+
+#[test]
+fn logs_come_from_the_nodes_agent_through_the_server() {
+    let server = TestServer::start();
+    let (endpoint, requests) = fake_agent();
+    server.register_node("node-1");
+    let mut node = server.get("/api/v1/nodes/node-1");
+    node["status"]["agent_endpoint"] = Value::String(endpoint);
+    node["metadata"]["resource_version"] = serde_json::json!(0);
+    let (status, body) = server.request(reqwest::Method::PUT, "/api/v1/nodes/node-1/status", Some(node));
+    assert_eq!(status, 200, "{body}");
+    apply(&server, "pod.json");
+    server.pod_bound("default", "web-server");
+
+    server
+        .sheepctl()
+        .args(["logs", "pod/web-server", "-c", "web", "--tail", "2"])
+        .assert()
+        .success()
+        .stdout("Hello from Sheep!\nstill here\n");
+    let request = requests.recv_timeout(std::time::Duration::from_secs(5)).unwrap();
+    assert!(request.starts_with("GET /logs/default/web-server?"), "{request}");
+    assert!(request.contains("container=web") && request.contains("tail=2"), "{request}");
+}
