@@ -87,6 +87,7 @@ fn watch_signals(shutdown: CancellationToken) -> anyhow::Result<()> {
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
     let addr = args.addr;
