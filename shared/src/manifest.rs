@@ -192,12 +192,19 @@ fn yaml_error(document: usize, line_offset: usize, e: &serde_yaml::Error) -> Man
     }
 }
 
-/// serde's messages end in "at line X column Y"; the error carries those as fields.
+/// serde's messages say "at line X column Y"; the error carries those as fields, so the
+/// phrase is cut out wherever it stands.
 fn strip_position(message: &str) -> String {
-    match message.rfind(" at line ") {
-        Some(at) => message[..at].to_string(),
-        None => message.to_string(),
-    }
+    let Some(at) = message.find(" at line ") else { return message.to_string() };
+    let rest = &message[at + " at line ".len()..];
+    let digits = |s: &str| s.len() - s.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    let line_len = digits(rest);
+    let after_line = &rest[line_len..];
+    let tail = match after_line.strip_prefix(" column ") {
+        Some(column) => &column[digits(column)..],
+        None => after_line,
+    };
+    format!("{}{}", &message[..at], tail)
 }
 
 fn line_of(text: &str, byte: usize) -> usize {
@@ -267,6 +274,8 @@ mod tests {
         assert_eq!(err.line, Some(8), "{err}");
         let err = parse("kind: Pod\nmetadata: [unclosed\n").unwrap_err();
         assert!(err.line.is_some(), "{err}");
+        let position = format!("at line {} column {}", err.line.unwrap(), err.column.unwrap());
+        assert!(!err.message.contains(&position), "the position is said twice: {err}");
     }
 
     #[test]
