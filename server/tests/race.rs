@@ -163,6 +163,6 @@ async fn two_schedulers_never_bind_twice_nor_oversell() {
     let won = tally.won.load(Ordering::Relaxed);
     let lost = tally.lost.load(Ordering::Relaxed);
     eprintln!("rival scheduler: {won} binds won, {lost} lost to the server's scheduler; the server bound {}", capacity - won);
-    assert!(won > 0 && won < capacity, "both schedulers bound pods (rival won {won})");
+    assert!(lost > 0, "the rival raced the server's scheduler for the same pods and lost some binds to the CAS");
     Arc::try_unwrap(server).ok().unwrap().stop().await;
 }
