@@ -5,23 +5,28 @@
 //! - [`store`]: the cluster cache, a `Reducible` fed by lists and watch events;
 //! - [`watch`]: the list → watch → resume / re-list state machine and event decoding;
 //! - [`sse`]: the Server-Sent Events parser the watch stream reads through;
+//! - [`api`]: every network call: JSON requests with the token, the watch loop, followed logs;
+//! - [`session`]: route, namespace, token and server info, a `Reducible`;
 //! - [`view`]: view-model: stages, pens, timeline, decision table, Pending reasons;
-//! - [`route`]: pages and their `#/…` URLs.
+//! - [`plan`]: a manifest checked and validated before it is applied;
+//! - [`sim`]: the simulator's two schedulers and their made-up cluster;
+//! - [`route`]: pages and their `#/…` URLs;
+//! - [`context`], [`browser`], [`components`]: the yew side.
 
+pub mod api;
+pub mod browser;
+pub mod components;
+pub mod context;
+pub mod plan;
 pub mod route;
+pub mod session;
+pub mod sim;
 pub mod sse;
 pub mod store;
 pub mod view;
 pub mod watch;
 
-use yew::prelude::*;
-
-#[component]
-fn App() -> Html {
-    html! { <h1>{ "Shepherd" }</h1> }
-}
-
 /// Mounts the dashboard on the document body.
 pub fn start() {
-    yew::Renderer::<App>::new().render();
+    yew::Renderer::<components::app::App>::new().render();
 }

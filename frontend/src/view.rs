@@ -76,7 +76,7 @@ pub fn group_by_stage<'a>(pods: impl IntoIterator<Item = &'a Rc<Pod>>) -> Vec<(P
         groups[slot].1.push(pod.clone());
     }
     for (_, pods) in &mut groups {
-        pods.sort_by(|a, b| a.metadata.key().cmp(&b.metadata.key()));
+        pods.sort_by_cached_key(|p| p.metadata.key());
     }
     groups
 }

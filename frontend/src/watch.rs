@@ -44,7 +44,7 @@ impl Machine {
         self.failures
     }
 
-    pub fn next(&mut self) -> Step {
+    pub fn next_step(&mut self) -> Step {
         if self.wait_pending {
             self.wait_pending = false;
             return Step::Wait { ms: backoff_ms(self.failures) };
@@ -111,15 +111,15 @@ mod tests {
     #[test]
     fn a_new_watcher_lists_then_watches_from_the_list_revision() {
         let mut machine = Machine::new(0);
-        assert_eq!(machine.next(), Step::List);
+        assert_eq!(machine.next_step(), Step::List);
         machine.listed(42);
-        assert_eq!(machine.next(), Step::Watch { from: 42 });
+        assert_eq!(machine.next_step(), Step::Watch { from: 42 });
     }
 
     #[test]
     fn a_watcher_with_a_revision_resumes_without_listing() {
         let mut machine = Machine::new(17);
-        assert_eq!(machine.next(), Step::Watch { from: 17 });
+        assert_eq!(machine.next_step(), Step::Watch { from: 17 });
     }
 
     #[test]
@@ -129,16 +129,16 @@ mod tests {
         machine.progressed(12);
         machine.progressed(11);
         // The stream ended cleanly: nothing to record, the next step resumes.
-        assert_eq!(machine.next(), Step::Watch { from: 12 });
+        assert_eq!(machine.next_step(), Step::Watch { from: 12 });
     }
 
     #[test]
     fn gone_forces_a_relist() {
         let mut machine = Machine::new(5);
         machine.gone();
-        assert_eq!(machine.next(), Step::List);
+        assert_eq!(machine.next_step(), Step::List);
         machine.listed(80);
-        assert_eq!(machine.next(), Step::Watch { from: 80 });
+        assert_eq!(machine.next_step(), Step::Watch { from: 80 });
     }
 
     #[test]
@@ -146,24 +146,24 @@ mod tests {
         let mut machine = Machine::new(0);
         machine.listed(7);
         machine.failed();
-        assert_eq!(machine.next(), Step::Wait { ms: 500 });
-        assert_eq!(machine.next(), Step::Watch { from: 7 });
+        assert_eq!(machine.next_step(), Step::Wait { ms: 500 });
+        assert_eq!(machine.next_step(), Step::Watch { from: 7 });
         machine.failed();
-        assert_eq!(machine.next(), Step::Wait { ms: 1000 });
+        assert_eq!(machine.next_step(), Step::Wait { ms: 1000 });
         machine.failed();
-        assert_eq!(machine.next(), Step::Wait { ms: 2000 });
+        assert_eq!(machine.next_step(), Step::Wait { ms: 2000 });
         assert_eq!(machine.failures(), 3);
         machine.progressed(9);
         assert_eq!(machine.failures(), 0);
-        assert_eq!(machine.next(), Step::Watch { from: 9 });
+        assert_eq!(machine.next_step(), Step::Watch { from: 9 });
     }
 
     #[test]
     fn a_failed_first_list_is_retried_as_a_list() {
         let mut machine = Machine::new(0);
         machine.failed();
-        assert!(matches!(machine.next(), Step::Wait { .. }));
-        assert_eq!(machine.next(), Step::List);
+        assert!(matches!(machine.next_step(), Step::Wait { .. }));
+        assert_eq!(machine.next_step(), Step::List);
     }
 
     #[test]

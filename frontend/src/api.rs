@@ -1,0 +1,412 @@
+//! Every network call the dashboard makes: JSON requests with the Bearer token, and the watch
+//! loop that lists, streams `?watch=true` as Server-Sent Events, resumes from the last
+//! resource_version and re-lists on 410 Gone. URLs come from `shared::api::paths`.
+//!
+//! The stream is read with `fetch` rather than `EventSource`: an `EventSource` can neither
+//! send `Authorization` nor see the HTTP status, and the watch needs both (401 → login,
+//! 410 → re-list).
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use futures::future::{Either, select};
+use gloo_net::http::{Request, RequestBuilder, Response};
+use gloo_timers::future::TimeoutFuture;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use shared::api::{ApiErrorBody, ApiErrorStatus, FieldError, List, paths};
+use shared::model::Kind;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::JsFuture;
+use web_sys::{AbortController, ReadableStreamDefaultReader};
+use yew::Callback;
+
+use crate::sse;
+use crate::store::{ClusterAction, Resource, SyncState};
+use crate::watch::{self, Machine, Step};
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ApiError {
+    /// 401: the server wants a (valid) token.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// Any other error the server answered in its JSON shape.
+    #[error("{}", .0.message)]
+    Api(ApiErrorStatus),
+    /// An error answer that is not the JSON shape (a proxy, an old server).
+    #[error("HTTP {code} from {path}: {text}")]
+    Http { code: u16, path: String, text: String },
+    #[error("cannot reach the server for {path}: {message}")]
+    Network { path: String, message: String },
+    #[error("unexpected answer from {path}: {message}")]
+    Decode { path: String, message: String },
+}
+
+impl ApiError {
+    pub fn code(&self) -> Option<u16> {
+        match self {
+            ApiError::Unauthorized(_) => Some(401),
+            ApiError::Api(status) => Some(status.code),
+            ApiError::Http { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    /// The per-field errors of a 422.
+    pub fn details(&self) -> &[FieldError] {
+        match self {
+            ApiError::Api(status) => &status.details,
+            _ => &[],
+        }
+    }
+}
+
+/// Turns an error answer into an [`ApiError`].
+pub fn error_from(code: u16, path: &str, text: &str) -> ApiError {
+    let body = serde_json::from_str::<ApiErrorBody>(text).ok().map(|b| b.error);
+    match (code, body) {
+        (401, body) => ApiError::Unauthorized(
+            body.map(|b| b.message).filter(|m| !m.is_empty()).unwrap_or_else(|| "the server needs a token".to_string()),
+        ),
+        (_, Some(mut status)) => {
+            if status.code == 0 {
+                status.code = code;
+            }
+            ApiError::Api(status)
+        }
+        // An HTML error page (a static server, a proxy) says nothing useful here.
+        (_, None) if text.trim_start().starts_with('<') => {
+            ApiError::Http { code, path: path.to_string(), text: "not the Shepherd API".into() }
+        }
+        (_, None) => ApiError::Http { code, path: path.to_string(), text: text.chars().take(300).collect() },
+    }
+}
+
+/// A successful answer and its status (201 Created vs 200 OK matters to Apply).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer<T> {
+    pub status: u16,
+    pub body: T,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Post,
+    Put,
+}
+
+/// The API client: same origin as the page, with the token if one is set.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Client {
+    token: Option<Rc<str>>,
+}
+
+impl Client {
+    pub fn new(token: Option<&str>) -> Self {
+        Client { token: token.filter(|t| !t.is_empty()).map(Rc::from) }
+    }
+
+    fn auth(&self, builder: RequestBuilder) -> RequestBuilder {
+        match &self.token {
+            Some(token) => builder.header("Authorization", &format!("Bearer {token}")),
+            None => builder,
+        }
+    }
+
+    async fn answer(path: &str, sent: Result<Response, gloo_net::Error>) -> Result<(u16, String), ApiError> {
+        let response = sent.map_err(|e| ApiError::Network { path: path.to_string(), message: e.to_string() })?;
+        let status = response.status();
+        let text = response.text().await.map_err(|e| ApiError::Network { path: path.to_string(), message: e.to_string() })?;
+        if (200..300).contains(&status) { Ok((status, text)) } else { Err(error_from(status, path, &text)) }
+    }
+
+    fn decode<T: DeserializeOwned>(path: &str, text: &str) -> Result<T, ApiError> {
+        serde_json::from_str(text).map_err(|e| ApiError::Decode { path: path.to_string(), message: e.to_string() })
+    }
+
+    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ApiError> {
+        let (_, text) = Self::answer(path, self.auth(Request::get(path)).send().await).await?;
+        Self::decode(path, &text)
+    }
+
+    pub async fn get_text(&self, path: &str) -> Result<String, ApiError> {
+        Self::answer(path, self.auth(Request::get(path)).send().await).await.map(|(_, text)| text)
+    }
+
+    /// POST or PUT a JSON body; decodes the answer.
+    pub async fn send<B: Serialize, T: DeserializeOwned>(&self, method: Method, path: &str, body: &B) -> Result<Answer<T>, ApiError> {
+        let builder = match method {
+            Method::Post => Request::post(path),
+            Method::Put => Request::put(path),
+        };
+        let request = self.auth(builder).json(body).map_err(|e| ApiError::Decode { path: path.to_string(), message: e.to_string() })?;
+        let (status, text) = Self::answer(path, request.send().await).await?;
+        Ok(Answer { status, body: Self::decode(path, &text)? })
+    }
+
+    /// POST without a body (cordon, uncordon); decodes the answer.
+    pub async fn post_empty<T: DeserializeOwned>(&self, path: &str) -> Result<T, ApiError> {
+        let (_, text) = Self::answer(path, self.auth(Request::post(path)).send().await).await?;
+        Self::decode(path, &text)
+    }
+
+    pub async fn delete<T: DeserializeOwned>(&self, path: &str) -> Result<T, ApiError> {
+        let (_, text) = Self::answer(path, self.auth(Request::delete(path)).send().await).await?;
+        Self::decode(path, &text)
+    }
+}
+
+/// Stops a running loop (the watch, a followed log) and aborts its request in flight.
+/// Owned by the effect that started the loop; dropping it does not cancel, `cancel` does.
+#[derive(Clone, Default)]
+pub struct Cancel(Rc<CancelInner>);
+
+#[derive(Default)]
+struct CancelInner {
+    cancelled: Cell<bool>,
+    controller: RefCell<Option<AbortController>>,
+}
+
+impl Cancel {
+    pub fn cancel(&self) {
+        self.0.cancelled.set(true);
+        if let Some(controller) = self.0.controller.borrow_mut().take() {
+            controller.abort();
+        }
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.cancelled.get()
+    }
+
+    /// A fresh abort signal for the next request, tied to this handle.
+    fn signal(&self) -> Option<web_sys::AbortSignal> {
+        let controller = AbortController::new().ok()?;
+        let signal = controller.signal();
+        *self.0.controller.borrow_mut() = Some(controller);
+        Some(signal)
+    }
+}
+
+/// How a streamed body ended.
+enum StreamEnd {
+    /// The server closed it.
+    Closed,
+    /// Nothing arrived for `stall_ms`.
+    Stalled,
+    Failed(String),
+    Cancelled,
+}
+
+/// Opens a streamed GET. `Ok` only for a 2xx answer with a body.
+async fn open_stream(client: &Client, path: &str, cancel: &Cancel) -> Result<ReadableStreamDefaultReader, ApiError> {
+    let request = client.auth(Request::get(path)).header("Accept", "text/event-stream").abort_signal(cancel.signal().as_ref());
+    let response = request.send().await.map_err(|e| ApiError::Network { path: path.to_string(), message: e.to_string() })?;
+    let status = response.status();
+    if !(200..300).contains(&status) {
+        let text = response.text().await.unwrap_or_default();
+        return Err(error_from(status, path, &text));
+    }
+    let body = response.body().ok_or_else(|| ApiError::Decode { path: path.to_string(), message: "the answer has no body".into() })?;
+    body.get_reader()
+        .dyn_into::<ReadableStreamDefaultReader>()
+        .map_err(|_| ApiError::Decode { path: path.to_string(), message: "the body cannot be read as a stream".into() })
+}
+
+/// Reads a stream chunk by chunk until it ends, stalls or is cancelled.
+async fn read_stream(
+    reader: &ReadableStreamDefaultReader,
+    cancel: &Cancel,
+    stall_ms: Option<u32>,
+    mut on_chunk: impl FnMut(&[u8]),
+) -> StreamEnd {
+    loop {
+        if cancel.is_cancelled() {
+            return StreamEnd::Cancelled;
+        }
+        let read = JsFuture::from(reader.read());
+        let result = match stall_ms {
+            Some(ms) => match select(read, TimeoutFuture::new(ms)).await {
+                Either::Left((result, _)) => result,
+                Either::Right(_) => {
+                    let _ = reader.cancel();
+                    return StreamEnd::Stalled;
+                }
+            },
+            None => read.await,
+        };
+        let result = match result {
+            Ok(result) => result,
+            Err(_) if cancel.is_cancelled() => return StreamEnd::Cancelled,
+            Err(e) => return StreamEnd::Failed(format!("{e:?}")),
+        };
+        let done = js_sys::Reflect::get(&result, &"done".into()).ok().and_then(|v| v.as_bool()).unwrap_or(true);
+        if done {
+            return StreamEnd::Closed;
+        }
+        if let Ok(value) = js_sys::Reflect::get(&result, &"value".into()) {
+            let bytes = js_sys::Uint8Array::new(&value).to_vec();
+            on_chunk(&bytes);
+        }
+    }
+}
+
+/// Keeps the cache's collection of `T` current until `cancel`: list, watch, resume from the
+/// last resource_version after a break, re-list after 410 Gone, back off on errors, and stop
+/// with [`SyncState::Unauthorized`] (and `on_unauthorized`) on 401.
+pub async fn watch<T: Resource + DeserializeOwned>(
+    client: Client,
+    resume_from: u64,
+    dispatch: Callback<ClusterAction>,
+    on_unauthorized: Callback<String>,
+    cancel: Cancel,
+) {
+    let kind = T::KIND;
+    let sync = |sync: SyncState| dispatch.emit(ClusterAction::Sync { kind, sync });
+    let mut machine = Machine::new(resume_from);
+    let mut last_error = String::new();
+    while !cancel.is_cancelled() {
+        let outcome = match machine.next_step() {
+            Step::Wait { ms } => {
+                sync(SyncState::Retrying { attempt: machine.failures(), error: last_error.clone() });
+                TimeoutFuture::new(ms).await;
+                continue;
+            }
+            Step::List => {
+                sync(SyncState::Listing);
+                let path = paths::collection(kind, None);
+                match client.get::<List<T>>(&path).await {
+                    Ok(list) => {
+                        if cancel.is_cancelled() {
+                            return;
+                        }
+                        machine.listed(list.resource_version);
+                        dispatch.emit(ClusterAction::Listed {
+                            kind,
+                            resource_version: list.resource_version,
+                            items: list.items.into_iter().map(T::into_object).collect(),
+                        });
+                        continue;
+                    }
+                    Err(error) => Err(error),
+                }
+            }
+            Step::Watch { from } => stream_watch(&client, kind, from, &mut machine, &dispatch, &cancel).await,
+        };
+        if cancel.is_cancelled() {
+            return;
+        }
+        match outcome {
+            Ok(()) => {}
+            Err(ApiError::Unauthorized(message)) => {
+                sync(SyncState::Unauthorized);
+                on_unauthorized.emit(message);
+                return;
+            }
+            Err(error) if error.code() == Some(410) => machine.gone(),
+            Err(error) => {
+                last_error = error.to_string();
+                machine.failed();
+            }
+        }
+    }
+}
+
+/// One watch connection: `Ok` when the server closed it cleanly.
+async fn stream_watch(
+    client: &Client,
+    kind: Kind,
+    from: u64,
+    machine: &mut Machine,
+    dispatch: &Callback<ClusterAction>,
+    cancel: &Cancel,
+) -> Result<(), ApiError> {
+    let path = format!("{}?watch=true&resource_version={from}", paths::collection(kind, None));
+    let reader = open_stream(client, &path, cancel).await?;
+    dispatch.emit(ClusterAction::Sync { kind, sync: SyncState::Live });
+    let mut parser = sse::Parser::new();
+    let mut bad: Option<String> = None;
+    let end = read_stream(&reader, cancel, Some(watch::STALL_MS), |chunk| {
+        let mut events = Vec::new();
+        for message in parser.feed(chunk) {
+            match watch::decode_event(&message.data, kind) {
+                Ok(event) => events.push(event),
+                Err(error) => bad = Some(error.to_string()),
+            }
+        }
+        if let Some(newest) = events.iter().map(|e| e.resource_version).max() {
+            machine.progressed(newest);
+        }
+        if !events.is_empty() {
+            dispatch.emit(ClusterAction::Watched { kind, events });
+        }
+    })
+    .await;
+    let broken = |message: String| ApiError::Network { path: path.clone(), message };
+    match (end, bad) {
+        (_, Some(message)) => Err(ApiError::Decode { path: path.clone(), message }),
+        (StreamEnd::Closed | StreamEnd::Cancelled, None) => Ok(()),
+        (StreamEnd::Stalled, None) => Err(broken(format!("no event or bookmark for {} s", watch::STALL_MS / 1000))),
+        (StreamEnd::Failed(message), None) => Err(broken(message)),
+    }
+}
+
+/// Streams a text body (a followed log) into `on_text` until it ends or `cancel`.
+pub async fn follow_text(client: &Client, path: &str, cancel: &Cancel, on_text: Callback<String>) -> Result<(), ApiError> {
+    let reader = open_stream(client, path, cancel).await?;
+    let mut pending: Vec<u8> = Vec::new();
+    let end = read_stream(&reader, cancel, None, |chunk| {
+        pending.extend_from_slice(chunk);
+        // Hand over only whole UTF-8 characters; keep a split one for the next chunk.
+        let valid = match std::str::from_utf8(&pending) {
+            Ok(_) => pending.len(),
+            Err(e) => e.valid_up_to(),
+        };
+        if valid > 0 {
+            let text = String::from_utf8_lossy(&pending[..valid]).into_owned();
+            pending.drain(..valid);
+            on_text.emit(text);
+        }
+    })
+    .await;
+    match end {
+        StreamEnd::Closed | StreamEnd::Cancelled | StreamEnd::Stalled => Ok(()),
+        StreamEnd::Failed(message) => Err(ApiError::Network { path: path.to_string(), message }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_errors_keep_their_reason_and_field_details() {
+        let text = r#"{"error":{"code":422,"reason":"Invalid","message":"Pod default/x is invalid","details":[{"field":"spec.containers[0].image","message":"must not be empty"}]}}"#;
+        let error = error_from(422, "/api/v1/pods", text);
+        assert_eq!(error.code(), Some(422));
+        assert_eq!(error.details()[0].field, "spec.containers[0].image");
+        assert_eq!(error.to_string(), "Pod default/x is invalid");
+    }
+
+    #[test]
+    fn gone_is_recognised_by_its_code() {
+        let text = r#"{"error":{"code":410,"reason":"Gone","message":"resource version 3 is too old"}}"#;
+        assert_eq!(error_from(410, "/api/v1/pods", text).code(), Some(410));
+    }
+
+    #[test]
+    fn unauthorized_and_plain_text_errors() {
+        assert!(matches!(error_from(401, "/p", ""), ApiError::Unauthorized(m) if m == "the server needs a token"));
+        let error = error_from(502, "/api/v1/nodes", "Bad Gateway");
+        assert_eq!(error.to_string(), "HTTP 502 from /api/v1/nodes: Bad Gateway");
+        assert!(error.details().is_empty());
+        let error = error_from(404, "/api/v1/info", "<!DOCTYPE HTML><html>…");
+        assert_eq!(error.to_string(), "HTTP 404 from /api/v1/info: not the Shepherd API");
+    }
+
+    #[test]
+    fn an_empty_token_sends_no_header() {
+        assert_eq!(Client::new(Some("")), Client::default());
+        assert_ne!(Client::new(Some("t")), Client::default());
+    }
+}

@@ -1,0 +1,682 @@
+//! The workshop simulator: `shared::scheduler` (the server's own code) runs in the page on
+//! made-up nodes and pods. Two schedulers, spread and bin-pack, get the same inputs so their
+//! choices can be compared side by side; a preset builds 5,000 nodes to show
+//! percentageOfNodesToScore at work. Pure: callers pass `now`.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+use shared::model::{
+    Condition, Container, Labels, Node, NodeResources, ObjectMeta, OwnerReference, Pod, PodPhase, PodStage, ResourceRequirements, Taint,
+    Time, Toleration, conditions, parse_cpu, parse_memory, set_condition,
+};
+use shared::scheduler::{Explanation, Profile, Scheduler};
+use yew::Reducible;
+
+use crate::store::{Collection, Resource};
+
+/// A simulated agent heartbeats this often (in simulated wall time), well inside the
+/// scheduler's 40 s timeout.
+const HEARTBEAT_EVERY_SECONDS: i64 = 10;
+/// Outcomes kept for the log.
+const HISTORY: usize = 50;
+/// Nodes in the large preset.
+pub const BIG_CLUSTER: usize = 5000;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InputError {
+    #[error("label {0:?} is not key=value")]
+    Label(String),
+    #[error("taint {0:?} is not key=value:Effect (Effect is NoSchedule, PreferNoSchedule or NoExecute)")]
+    Taint(String),
+    #[error("toleration {0:?} is not key=value:Effect, key:Effect or key (Exists)")]
+    Toleration(String),
+    #[error("{0}")]
+    Quantity(String),
+    #[error("{what} must be a whole number of at least {min}, not {text:?}")]
+    Count { what: &'static str, min: i64, text: String },
+}
+
+/// `a=b, c=d` (empty = no labels).
+pub fn parse_labels(text: &str) -> Result<Labels, InputError> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|pair| match pair.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.trim().to_string())),
+            _ => Err(InputError::Label(pair.to_string())),
+        })
+        .collect()
+}
+
+const EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
+
+/// `gpu=true:NoSchedule, zone=x:NoExecute`.
+pub fn parse_taints(text: &str) -> Result<Vec<Taint>, InputError> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|item| {
+            let bad = || InputError::Taint(item.to_string());
+            let (pair, effect) = item.rsplit_once(':').ok_or_else(bad)?;
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            if key.trim().is_empty() || !EFFECTS.contains(&effect.trim()) {
+                return Err(bad());
+            }
+            Ok(Taint { key: key.trim().into(), value: value.trim().into(), effect: effect.trim().into() })
+        })
+        .collect()
+}
+
+/// `gpu=true:NoSchedule` (Equal), `gpu:NoSchedule` or `gpu` (Exists).
+pub fn parse_tolerations(text: &str) -> Result<Vec<Toleration>, InputError> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|item| {
+            let (pair, effect) = match item.rsplit_once(':') {
+                Some((pair, effect)) if EFFECTS.contains(&effect.trim()) => (pair, effect.trim()),
+                Some(_) => return Err(InputError::Toleration(item.to_string())),
+                None => (item, ""),
+            };
+            let toleration = match pair.split_once('=') {
+                Some((key, value)) => {
+                    Toleration { key: key.trim().into(), operator: "Equal".into(), value: value.trim().into(), effect: effect.into() }
+                }
+                None => Toleration { key: pair.trim().into(), operator: "Exists".into(), value: String::new(), effect: effect.into() },
+            };
+            if toleration.key.is_empty() { Err(InputError::Toleration(item.to_string())) } else { Ok(toleration) }
+        })
+        .collect()
+}
+
+pub fn parse_count(text: &str, what: &'static str, min: i64) -> Result<i64, InputError> {
+    match text.trim().parse::<i64>() {
+        Ok(n) if n >= min => Ok(n),
+        _ => Err(InputError::Count { what, min, text: text.to_string() }),
+    }
+}
+
+pub fn parse_cpu_input(text: &str) -> Result<i64, InputError> {
+    parse_cpu(text).map_err(InputError::Quantity)
+}
+
+pub fn parse_memory_input(text: &str) -> Result<i64, InputError> {
+    parse_memory(text).map_err(InputError::Quantity)
+}
+
+/// A node to add.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeSpec {
+    /// Empty: `node-N`.
+    pub name: String,
+    pub cpu: i64,
+    pub memory: i64,
+    pub pods: i64,
+    pub labels: Labels,
+    pub taints: Vec<Taint>,
+}
+
+/// Pods to add, all alike.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodBatch {
+    /// Pods are named `{prefix}-{n}`; the prefix is also their controller's name, so
+    /// Spread keeps them apart.
+    pub prefix: String,
+    pub count: usize,
+    pub cpu: i64,
+    pub memory: i64,
+    pub node_selector: Labels,
+    pub tolerations: Vec<Toleration>,
+}
+
+/// What one decision did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    pub step: u64,
+    pub pod: String,
+    pub node: Option<String>,
+    pub message: String,
+    pub evaluated: usize,
+    pub total: usize,
+    pub start_index: usize,
+}
+
+/// One scheduler and the cluster it sees.
+#[derive(Debug, Clone)]
+pub struct Sim {
+    pub profile: String,
+    scheduler: Scheduler,
+    pub nodes: Collection<Node>,
+    pub pods: Collection<Pod>,
+    /// Pods to schedule, in order.
+    queue: VecDeque<String>,
+    /// Pods no node fitted, retried when the cluster changes.
+    parked: Vec<String>,
+    pub last: Option<Rc<Explanation>>,
+    pub history: VecDeque<Outcome>,
+    heartbeat: Option<Time>,
+}
+
+impl Sim {
+    pub fn new(profile: Profile) -> Sim {
+        let mut nodes = Collection::default();
+        let mut pods = Collection::default();
+        nodes.listed = true;
+        pods.listed = true;
+        Sim {
+            profile: profile.name.clone(),
+            scheduler: Scheduler::new(profile),
+            nodes,
+            pods,
+            queue: VecDeque::new(),
+            parked: Vec::new(),
+            last: None,
+            history: VecDeque::new(),
+            heartbeat: None,
+        }
+    }
+
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    pub fn parked(&self) -> usize {
+        self.parked.len()
+    }
+
+    /// Nodes evaluated per decision start here next.
+    pub fn next_start_index(&self) -> usize {
+        self.scheduler.next_start_index()
+    }
+
+    fn put_node(&mut self, node: Node) {
+        self.scheduler.upsert_node(&node);
+        upsert(&mut self.nodes, node);
+    }
+
+    fn put_pod(&mut self, pod: Pod) {
+        self.scheduler.upsert_pod(&pod);
+        upsert(&mut self.pods, pod);
+    }
+
+    /// A changed cluster may fit what did not fit before: requeue the parked pods.
+    fn requeue(&mut self) {
+        self.queue.extend(self.parked.drain(..));
+    }
+
+    /// The simulated agents report in: every node's heartbeat becomes `now`.
+    fn heartbeat(&mut self, now: Time) {
+        if self.heartbeat.is_some_and(|t| (now - t).num_seconds() < HEARTBEAT_EVERY_SECONDS) {
+            return;
+        }
+        self.heartbeat = Some(now);
+        let nodes: Vec<Node> = self.nodes.values().map(|n| (**n).clone()).collect();
+        for mut node in nodes {
+            node.status.last_heartbeat = Some(now);
+            self.scheduler.upsert_node(&node);
+            upsert(&mut self.nodes, node);
+        }
+    }
+
+    fn add_node(&mut self, node: Node) {
+        self.put_node(node);
+        self.requeue();
+    }
+
+    fn set_cordon(&mut self, name: &str, cordoned: bool) {
+        if let Some(node) = self.nodes.get(name) {
+            let mut node = (**node).clone();
+            node.status.unschedulable = cordoned;
+            self.put_node(node);
+            if !cordoned {
+                self.requeue();
+            }
+        }
+    }
+
+    fn add_pod(&mut self, pod: Pod) {
+        self.queue.push_back(pod.metadata.key());
+        self.put_pod(pod);
+    }
+
+    /// The simulated agents start every pod bound since the last step.
+    fn start_bound(&mut self, now: Time) {
+        let bound: Vec<Pod> = self.pods.values().filter(|p| p.stage() == PodStage::WaitingForAgent).map(|p| (**p).clone()).collect();
+        for mut pod in bound {
+            pod.status.phase = PodPhase::Running;
+            pod.status.start_time = Some(now);
+            set_condition(
+                &mut pod.status.conditions,
+                Condition { type_: conditions::READY.into(), status: conditions::TRUE.into(), ..Default::default() },
+                now,
+            );
+            self.put_pod(pod);
+        }
+    }
+
+    /// Schedules the next queued pod: filter, score, assume, bind.
+    fn schedule_next(&mut self, step: u64, now: Time) -> bool {
+        let Some(key) = self.queue.pop_front() else { return false };
+        let Some(pod) = self.pods.get(&key).map(|p| (**p).clone()) else { return true };
+        let decision = self.scheduler.schedule(&pod, now);
+        let explanation = Rc::new(decision.explain());
+        let mut pod = pod;
+        match decision.selected() {
+            Some(node) => {
+                let node = node.to_string();
+                // A fresh scheduler state cannot hold the pod elsewhere; an error here is a bug in the queue.
+                self.scheduler.assume(&pod, &node).expect("a queued pod is not placed yet");
+                pod.spec.node_name = node;
+                set_condition(
+                    &mut pod.status.conditions,
+                    Condition { type_: conditions::POD_SCHEDULED.into(), status: conditions::TRUE.into(), ..Default::default() },
+                    now,
+                );
+            }
+            None => {
+                set_condition(
+                    &mut pod.status.conditions,
+                    Condition {
+                        type_: conditions::POD_SCHEDULED.into(),
+                        status: conditions::FALSE.into(),
+                        reason: conditions::UNSCHEDULABLE.into(),
+                        message: explanation.message.clone(),
+                        ..Default::default()
+                    },
+                    now,
+                );
+                self.parked.push(key.clone());
+            }
+        }
+        self.history.push_front(Outcome {
+            step,
+            pod: key,
+            node: explanation.selected.clone(),
+            message: explanation.message.clone(),
+            evaluated: explanation.nodes_evaluated,
+            total: explanation.total_nodes,
+            start_index: explanation.start_index,
+        });
+        self.history.truncate(HISTORY);
+        self.last = Some(explanation);
+        self.put_pod(pod);
+        true
+    }
+}
+
+fn upsert<T: Resource>(collection: &mut Collection<T>, item: T) {
+    let key = item.meta().key();
+    Rc::make_mut(&mut collection.items).insert(key, Rc::new(item));
+}
+
+/// Both schedulers and everything fed to them.
+#[derive(Debug, Clone)]
+pub struct Lab {
+    /// Spread first, bin-pack second.
+    pub sims: [Sim; 2],
+    pub nodes_added: usize,
+    pub pods_added: usize,
+    pub steps: u64,
+}
+
+impl Default for Lab {
+    fn default() -> Self {
+        Lab { sims: [Sim::new(Profile::spread()), Sim::new(Profile::bin_pack())], nodes_added: 0, pods_added: 0, steps: 0 }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum LabAction {
+    AddNode(NodeSpec, Time),
+    AddPods(PodBatch, Time),
+    /// Start bound pods, then make up to `decisions` scheduling decisions in each scheduler.
+    Step {
+        decisions: usize,
+        now: Time,
+    },
+    Cordon {
+        node: String,
+        cordoned: bool,
+    },
+    /// Three small nodes, one of them labelled and tainted.
+    Small(Time),
+    /// [`BIG_CLUSTER`] nodes of mixed sizes, a quarter of them nearly full.
+    Big(Time),
+    Reset,
+}
+
+fn node(spec: &NodeSpec, name: String, now: Time) -> Node {
+    let resources = NodeResources { cpu: spec.cpu, memory: spec.memory, pods: spec.pods };
+    let mut node = Node { kind: "Node".into(), metadata: ObjectMeta::named("", &name), ..Default::default() };
+    node.metadata.labels = spec.labels.clone();
+    node.metadata.created_at = Some(now);
+    node.status.capacity = resources;
+    node.status.allocatable = resources;
+    node.status.taints = spec.taints.clone();
+    node.status.last_heartbeat = Some(now);
+    node.status.node_info.simulated = true;
+    node.status.node_info.runtime = "simulated".into();
+    set_condition(
+        &mut node.status.conditions,
+        Condition { type_: conditions::NODE_READY.into(), status: conditions::TRUE.into(), ..Default::default() },
+        now,
+    );
+    node
+}
+
+fn pod(batch: &PodBatch, name: String, now: Time) -> Pod {
+    let mut pod = Pod { kind: "Pod".into(), metadata: ObjectMeta::named("default", &name), ..Default::default() };
+    pod.metadata.uid = format!("sim-{name}");
+    pod.metadata.created_at = Some(now);
+    pod.metadata.labels.insert("app".into(), batch.prefix.clone());
+    pod.metadata.owner_references =
+        vec![OwnerReference { kind: "Deployment".into(), name: batch.prefix.clone(), uid: String::new(), controller: true }];
+    pod.spec.containers = vec![Container {
+        name: "main".into(),
+        image: "minimal".into(),
+        resources: ResourceRequirements { cpu: batch.cpu, memory: batch.memory },
+        ..Default::default()
+    }];
+    pod.spec.node_selector = batch.node_selector.clone();
+    pod.spec.tolerations = batch.tolerations.clone();
+    pod
+}
+
+impl Lab {
+    fn add_node(&mut self, spec: &NodeSpec, now: Time) {
+        self.nodes_added += 1;
+        let name = if spec.name.trim().is_empty() { format!("node-{}", self.nodes_added) } else { spec.name.trim().to_string() };
+        let node = node(spec, name, now);
+        for sim in &mut self.sims {
+            sim.heartbeat(now);
+            sim.add_node(node.clone());
+        }
+    }
+
+    fn add_pods(&mut self, batch: &PodBatch, now: Time) {
+        for _ in 0..batch.count {
+            self.pods_added += 1;
+            let pod = pod(batch, format!("{}-{}", batch.prefix, self.pods_added), now);
+            for sim in &mut self.sims {
+                sim.add_pod(pod.clone());
+            }
+        }
+    }
+
+    fn big(&mut self, now: Time) {
+        *self = Lab::default();
+        let mut seed: u64 = 0x5eed;
+        let mut next = move || {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) as usize
+        };
+        let filler_batch =
+            PodBatch { prefix: "system".into(), count: 1, cpu: 0, memory: 0, node_selector: Labels::new(), tolerations: vec![] };
+        let mut nodes = Vec::with_capacity(BIG_CLUSTER);
+        let mut fillers = Vec::new();
+        for i in 1..=BIG_CLUSTER {
+            let size = next() % 3;
+            let mut labels = Labels::new();
+            labels.insert("zone".into(), ["a", "b", "c"][next() % 3].into());
+            let spec = NodeSpec {
+                name: String::new(),
+                cpu: [2000, 4000, 8000][size],
+                memory: [4i64 << 30, 8 << 30, 16 << 30][size],
+                pods: 110,
+                labels,
+                taints: Vec::new(),
+            };
+            let name = format!("node-{i:04}");
+            if next() % 4 == 0 {
+                // A quarter of the nodes are nearly full: they fail NodeResourcesFit, so a
+                // decision must walk past them to find enough feasible nodes.
+                let mut batch = filler_batch.clone();
+                batch.cpu = spec.cpu - 50;
+                batch.memory = spec.memory / 2;
+                let mut filler = pod(&batch, format!("system-{i:04}"), now);
+                filler.metadata.namespace = "kube-system".into();
+                filler.spec.node_name = name.clone();
+                filler.status.phase = PodPhase::Running;
+                fillers.push(filler);
+            }
+            nodes.push(node(&spec, name, now));
+        }
+        self.nodes_added = BIG_CLUSTER;
+        for sim in &mut self.sims {
+            sim.heartbeat = Some(now);
+            for node in &nodes {
+                sim.put_node(node.clone());
+            }
+            for filler in &fillers {
+                sim.put_pod(filler.clone());
+            }
+        }
+    }
+
+    fn small(&mut self, now: Time) {
+        *self = Lab::default();
+        let plain = NodeSpec { name: String::new(), cpu: 2000, memory: 4 << 30, pods: 110, labels: Labels::new(), taints: Vec::new() };
+        self.add_node(&plain, now);
+        self.add_node(&NodeSpec { cpu: 4000, memory: 8 << 30, ..plain.clone() }, now);
+        let mut labels = Labels::new();
+        labels.insert("gpu".into(), "true".into());
+        let taints = vec![Taint { key: "gpu".into(), value: "true".into(), effect: "NoSchedule".into() }];
+        self.add_node(&NodeSpec { labels, taints, ..plain }, now);
+    }
+
+    pub fn apply(&mut self, action: LabAction) {
+        match action {
+            LabAction::AddNode(spec, now) => self.add_node(&spec, now),
+            LabAction::AddPods(batch, now) => self.add_pods(&batch, now),
+            LabAction::Step { decisions, now } => {
+                self.steps += 1;
+                for sim in &mut self.sims {
+                    sim.heartbeat(now);
+                    sim.start_bound(now);
+                    for _ in 0..decisions {
+                        if !sim.schedule_next(self.steps, now) {
+                            break;
+                        }
+                    }
+                }
+            }
+            LabAction::Cordon { node, cordoned } => {
+                for sim in &mut self.sims {
+                    sim.set_cordon(&node, cordoned);
+                }
+            }
+            LabAction::Small(now) => self.small(now),
+            LabAction::Big(now) => self.big(now),
+            LabAction::Reset => *self = Lab::default(),
+        }
+    }
+
+    /// Whether either scheduler has pods left to decide on.
+    pub fn has_work(&self) -> bool {
+        self.sims.iter().any(|s| s.queued() > 0 || s.pods.values().any(|p| p.stage() == PodStage::WaitingForAgent))
+    }
+}
+
+/// The lab as yew state. The schedulers are too big to copy on every step, so the state
+/// shares one `Lab` and a version number tells renders apart.
+#[derive(Debug, Clone)]
+pub struct LabState {
+    pub lab: Rc<RefCell<Lab>>,
+    pub version: u64,
+}
+
+impl Default for LabState {
+    fn default() -> Self {
+        LabState { lab: Rc::new(RefCell::new(Lab::default())), version: 0 }
+    }
+}
+
+impl PartialEq for LabState {
+    fn eq(&self, other: &Self) -> bool {
+        Rc::ptr_eq(&self.lab, &other.lab) && self.version == other.version
+    }
+}
+
+impl Reducible for LabState {
+    type Action = LabAction;
+
+    fn reduce(self: Rc<Self>, action: LabAction) -> Rc<Self> {
+        self.lab.borrow_mut().apply(action);
+        Rc::new(LabState { lab: self.lab.clone(), version: self.version + 1 })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{Duration, TimeZone, Utc};
+
+    fn t(seconds: i64) -> Time {
+        Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap() + Duration::seconds(seconds)
+    }
+
+    fn batch(prefix: &str, count: usize, cpu: i64) -> PodBatch {
+        PodBatch { prefix: prefix.into(), count, cpu, memory: 64 << 20, node_selector: Labels::new(), tolerations: vec![] }
+    }
+
+    fn placements(sim: &Sim) -> Vec<(String, String)> {
+        sim.pods.values().map(|p| (p.metadata.name.clone(), p.spec.node_name.clone())).collect()
+    }
+
+    #[test]
+    fn parses_form_inputs() {
+        assert_eq!(parse_labels(" zone=a , gpu=true ").unwrap().len(), 2);
+        assert_eq!(parse_labels("").unwrap(), Labels::new());
+        assert_eq!(parse_labels("oops"), Err(InputError::Label("oops".into())));
+        let taints = parse_taints("gpu=true:NoSchedule").unwrap();
+        assert_eq!((taints[0].key.as_str(), taints[0].value.as_str(), taints[0].effect.as_str()), ("gpu", "true", "NoSchedule"));
+        assert!(parse_taints("gpu=true").is_err());
+        assert!(parse_taints("gpu=true:Sometimes").is_err());
+        let tolerations = parse_tolerations("gpu=true:NoSchedule, dedicated").unwrap();
+        assert_eq!(tolerations[0].operator, "Equal");
+        assert_eq!((tolerations[1].key.as_str(), tolerations[1].operator.as_str()), ("dedicated", "Exists"));
+        assert!(parse_tolerations("gpu:Whenever").is_err());
+        assert_eq!(parse_count("3", "count", 1), Ok(3));
+        assert!(parse_count("0", "count", 1).unwrap_err().to_string().contains("at least 1"));
+        assert_eq!(parse_cpu_input("250m"), Ok(250));
+        assert_eq!(parse_memory_input("64Mi"), Ok(64 << 20));
+        assert!(parse_memory_input("lots").is_err());
+    }
+
+    #[test]
+    fn a_step_binds_then_the_next_step_starts_the_pod() {
+        let mut lab = Lab::default();
+        lab.apply(LabAction::Small(t(0)));
+        lab.apply(LabAction::AddPods(batch("web", 1, 250), t(0)));
+        assert_eq!(lab.sims[0].queued(), 1);
+        lab.apply(LabAction::Step { decisions: 1, now: t(1) });
+        let pod = lab.sims[0].pods.get("default/web-1").unwrap().clone();
+        assert_eq!(pod.stage(), PodStage::WaitingForAgent);
+        assert!(lab.sims[0].last.as_ref().unwrap().selected.is_some());
+        lab.apply(LabAction::Step { decisions: 1, now: t(2) });
+        assert_eq!(lab.sims[0].pods.get("default/web-1").unwrap().stage(), PodStage::Running);
+        assert!(!lab.has_work());
+    }
+
+    #[test]
+    fn spread_and_bin_pack_place_the_same_pods_differently() {
+        let mut lab = Lab::default();
+        let plain = NodeSpec { name: String::new(), cpu: 4000, memory: 8 << 30, pods: 110, labels: Labels::new(), taints: vec![] };
+        lab.apply(LabAction::AddNode(plain.clone(), t(0)));
+        lab.apply(LabAction::AddNode(plain, t(0)));
+        lab.apply(LabAction::AddPods(batch("web", 4, 500), t(0)));
+        lab.apply(LabAction::Step { decisions: 4, now: t(1) });
+        let nodes_used = |sim: &Sim| {
+            let mut nodes: Vec<String> = placements(sim).into_iter().map(|(_, n)| n).collect();
+            nodes.sort();
+            nodes.dedup();
+            nodes.len()
+        };
+        assert_eq!(nodes_used(&lab.sims[0]), 2, "spread uses both nodes: {:?}", placements(&lab.sims[0]));
+        assert_eq!(nodes_used(&lab.sims[1]), 1, "bin-pack fills one node: {:?}", placements(&lab.sims[1]));
+    }
+
+    #[test]
+    fn taints_and_selectors_decide_and_unfit_pods_wait_for_a_new_node() {
+        let mut lab = Lab::default();
+        lab.apply(LabAction::Small(t(0)));
+        let mut gpu = batch("train", 1, 100);
+        gpu.node_selector = parse_labels("gpu=true").unwrap();
+        lab.apply(LabAction::AddPods(gpu.clone(), t(0)));
+        lab.apply(LabAction::Step { decisions: 1, now: t(1) });
+        // Only node-3 has the label, and it is tainted: no toleration, no node.
+        let sim = &lab.sims[0];
+        assert_eq!(sim.pods.get("default/train-1").unwrap().stage(), PodStage::Unschedulable);
+        assert_eq!(sim.parked(), 1);
+        assert!(sim.last.as_ref().unwrap().message.starts_with("0/3 nodes are available"), "{}", sim.last.as_ref().unwrap().message);
+
+        // A new node that fits requeues the parked pod.
+        let spec = NodeSpec {
+            name: "gpu-2".into(),
+            cpu: 2000,
+            memory: 4 << 30,
+            pods: 10,
+            labels: parse_labels("gpu=true").unwrap(),
+            taints: vec![],
+        };
+        lab.apply(LabAction::AddNode(spec, t(2)));
+        assert_eq!(lab.sims[0].queued(), 1);
+        lab.apply(LabAction::Step { decisions: 1, now: t(3) });
+        assert_eq!(lab.sims[0].pods.get("default/train-1").unwrap().spec.node_name, "gpu-2");
+    }
+
+    #[test]
+    fn a_cordoned_node_gets_no_pods_until_uncordoned() {
+        let mut lab = Lab::default();
+        let plain = NodeSpec { name: "only".into(), cpu: 1000, memory: 1 << 30, pods: 10, labels: Labels::new(), taints: vec![] };
+        lab.apply(LabAction::AddNode(plain, t(0)));
+        lab.apply(LabAction::Cordon { node: "only".into(), cordoned: true });
+        lab.apply(LabAction::AddPods(batch("web", 1, 100), t(0)));
+        lab.apply(LabAction::Step { decisions: 1, now: t(1) });
+        assert_eq!(lab.sims[1].pods.get("default/web-1").unwrap().stage(), PodStage::Unschedulable);
+        lab.apply(LabAction::Cordon { node: "only".into(), cordoned: false });
+        lab.apply(LabAction::Step { decisions: 1, now: t(2) });
+        assert_eq!(lab.sims[1].pods.get("default/web-1").unwrap().spec.node_name, "only");
+    }
+
+    #[test]
+    fn heartbeats_keep_nodes_ready_over_a_long_session() {
+        let mut lab = Lab::default();
+        lab.apply(LabAction::Small(t(0)));
+        lab.apply(LabAction::AddPods(batch("web", 1, 100), t(0)));
+        // Far past the 40 s heartbeat timeout: the simulated agents must have reported in.
+        lab.apply(LabAction::Step { decisions: 1, now: t(600) });
+        assert!(lab.sims[0].pods.get("default/web-1").unwrap().is_bound(), "{:?}", lab.sims[0].last);
+    }
+
+    #[test]
+    fn the_big_cluster_scores_only_a_share_of_its_nodes_from_a_rotating_start() {
+        let mut lab = Lab::default();
+        lab.apply(LabAction::Big(t(0)));
+        assert_eq!(lab.sims[0].nodes.len(), BIG_CLUSTER);
+        lab.apply(LabAction::AddPods(batch("web", 2, 100), t(0)));
+        lab.apply(LabAction::Step { decisions: 1, now: t(1) });
+        let first = lab.sims[0].last.clone().unwrap();
+        // Kubernetes' adaptive rule: 5,000 nodes → 10 % → 500 feasible nodes to find.
+        assert_eq!(first.nodes_to_find, 500);
+        assert_eq!(first.feasible_nodes, 500);
+        assert!(first.nodes_evaluated > 500, "nearly full nodes are passed over: {}", first.nodes_evaluated);
+        assert!(first.nodes_evaluated < BIG_CLUSTER);
+        lab.apply(LabAction::Step { decisions: 1, now: t(2) });
+        let second = lab.sims[0].last.clone().unwrap();
+        assert_eq!(second.start_index, first.start_index + first.nodes_evaluated);
+    }
+
+    #[test]
+    fn the_yew_state_shares_the_lab_and_bumps_its_version() {
+        let state = Rc::new(LabState::default());
+        let next = state.clone().reduce(LabAction::Small(t(0)));
+        assert_ne!(*state, *next);
+        assert!(Rc::ptr_eq(&state.lab, &next.lab));
+        assert_eq!(next.lab.borrow().sims[0].nodes.len(), 3);
+        next.clone().reduce(LabAction::Reset);
+        assert!(next.lab.borrow().sims[0].nodes.is_empty());
+    }
+}
