@@ -138,16 +138,26 @@ impl PodManager {
 
     async fn run_worker(self: Arc<Self>, uid: String, mut updates: watch::Receiver<PodUpdate>) {
         let mut worker = PodWorker::new(self.ctx.clone());
+        let mut seen_version = 0;
+        let mut wake_at: Option<Instant> = None;
         loop {
             let update = updates.borrow_and_update().clone();
             let requeue = match &update {
-                PodUpdate::Present(pod) if pod.metadata.deletion_timestamp.is_none() => match worker.reconcile(pod).await {
-                    Ok(requeue) => requeue,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "reconcile failed; retrying");
-                        Some(Duration::from_secs(2))
+                // The echo of our own status write: nothing to do, keep the pending wake-up.
+                PodUpdate::Present(pod) if pod.metadata.resource_version > seen_version && worker.is_echo(pod) => {
+                    seen_version = pod.metadata.resource_version;
+                    wake_at.map(|at| at.saturating_duration_since(Instant::now()))
+                }
+                PodUpdate::Present(pod) if pod.metadata.deletion_timestamp.is_none() => {
+                    seen_version = pod.metadata.resource_version;
+                    match worker.reconcile(pod).await {
+                        Ok(requeue) => requeue,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "reconcile failed; retrying");
+                            Some(Duration::from_secs(2))
+                        }
                     }
-                },
+                }
                 PodUpdate::Present(pod) | PodUpdate::Deleted(pod) => match worker.terminate(pod).await {
                     Ok(()) if matches!(update, PodUpdate::Deleted(_)) => {
                         tracing::info!(pod = %pod.metadata.key(), "pod deleted; containers removed");
@@ -160,9 +170,10 @@ impl PodManager {
                     }
                 },
             };
+            wake_at = requeue.map(|delay| Instant::now() + delay);
             let sleep = async {
-                match requeue {
-                    Some(delay) => tokio::time::sleep(delay).await,
+                match wake_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
                     None => std::future::pending().await,
                 }
             };

@@ -167,6 +167,8 @@ pub struct PodWorker {
     restarts: HashMap<String, Restarts>,
     pulls: HashMap<String, PullBackoff>,
     last_reported: Option<PodStatus>,
+    /// The spec of the last pass.
+    last_spec: Option<shared::model::PodSpec>,
     seeded: bool,
 }
 
@@ -212,7 +214,7 @@ impl Step {
 
 impl PodWorker {
     pub fn new(ctx: Arc<NodeContext>) -> Self {
-        PodWorker { ctx, restarts: HashMap::new(), pulls: HashMap::new(), last_reported: None, seeded: false }
+        PodWorker { ctx, restarts: HashMap::new(), pulls: HashMap::new(), last_reported: None, last_spec: None, seeded: false }
     }
 
     /// Continues from what the server knows (after an agent restart): restart counts and the
@@ -228,10 +230,17 @@ impl PodWorker {
         self.last_reported = Some(pod.status.clone());
     }
 
+    /// Whether `pod` is what this worker last reconciled plus the status it wrote itself:
+    /// the watch echoing our own write, which needs no new pass.
+    pub fn is_echo(&self, pod: &Pod) -> bool {
+        self.last_spec.as_ref() == Some(&pod.spec) && self.last_reported.as_ref() == Some(&pod.status)
+    }
+
     /// Makes the runtime match the pod and reports its status. Returns when to look again
     /// (`None`: only on the next change or resync).
     pub async fn reconcile(&mut self, pod: &Pod) -> Result<Option<Duration>> {
         self.seed(pod);
+        self.last_spec = Some(pod.spec.clone());
         let key = pod.metadata.key();
         let runtime_error = |source| Error::Runtime { pod: key.clone(), source };
         let uid = pod.metadata.uid.as_str();

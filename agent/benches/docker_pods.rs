@@ -1,0 +1,310 @@
+//! Pod start-up on the real Docker engine, with the real server in process:
+//! 1. create→Running latency of single-container pods, one at a time and in a burst
+//!    (from the server's `created_at` to the agent's Ready transition);
+//! 2. a deployment's replicas all Running, against `docker service create --replicas` of the
+//!    same image (Docker Swarm on the same engine, left afterwards) and against the floor of
+//!    as many sequential `docker run -d`.
+//!
+//! `cargo bench -p agent --bench docker_pods -- [--pods N] [--replicas N] [--skip-swarm]`
+//! (bench/agent/run.sh). Traffic stays on 127.0.0.1; containers are removed at the end.
+
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agent::client::HttpApiClient;
+use agent::runtime::{ContainerRuntime, DockerRuntime, LABEL_NODE};
+use agent::{AgentConfig, Backoff};
+use serde_json::{Value, json};
+use shared::model::{Pod, PodPhase, conditions, find_condition};
+use tokio_util::sync::CancellationToken;
+
+struct Options {
+    pods: usize,
+    replicas: usize,
+    swarm: bool,
+}
+
+fn options() -> Options {
+    let mut options = Options { pods: 100, replicas: 50, swarm: true };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--pods" => options.pods = args.next().and_then(|n| n.parse().ok()).expect("--pods N"),
+            "--replicas" => options.replicas = args.next().and_then(|n| n.parse().ok()).expect("--replicas N"),
+            "--skip-swarm" => options.swarm = false,
+            _ => {} // cargo bench passes --bench
+        }
+    }
+    options
+}
+
+struct Bench {
+    base: String,
+    http: reqwest::Client,
+    runtime: Arc<DockerRuntime>,
+    node: String,
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn summary(name: &str, mut millis: Vec<f64>) {
+    millis.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    println!(
+        "| {name} | {} | {:.0} | {:.0} | {:.0} | {:.0} |",
+        millis.len(),
+        percentile(&millis, 50.0),
+        percentile(&millis, 90.0),
+        percentile(&millis, 99.0),
+        millis.last().unwrap()
+    );
+}
+
+/// Milliseconds from the server's creation stamp to the agent's Ready=True transition.
+fn start_latency(pod: &Pod) -> Option<f64> {
+    let created = pod.metadata.created_at?;
+    let ready = find_condition(&pod.status.conditions, conditions::READY).filter(|c| c.status == conditions::TRUE)?;
+    Some((ready.last_transition_time? - created).num_microseconds()? as f64 / 1000.0)
+}
+
+fn pod_body(name: &str) -> Value {
+    json!({
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {"bench": "latency"}},
+        "spec": {
+            "containers": [{"name": "main", "image": "minimal", "command": ["sleep", "3600"]}],
+            "restart_policy": "Always",
+            "termination_grace_period_seconds": 0
+        }
+    })
+}
+
+impl Bench {
+    async fn post(&self, path: &str, body: &Value) {
+        let response = self.http.post(format!("{}{path}", self.base)).json(body).send().await.unwrap();
+        assert!(response.status().is_success(), "POST {path}: {}", response.text().await.unwrap());
+    }
+
+    async fn pods(&self, selector: &str) -> Vec<Pod> {
+        let url = format!("{}/api/v1/namespaces/default/pods?label_selector={selector}", self.base);
+        let list: shared::api::List<Pod> = self.http.get(url).send().await.unwrap().json().await.unwrap();
+        list.items
+    }
+
+    async fn wait_running(&self, selector: &str, count: usize, limit: Duration) -> Vec<Pod> {
+        let began = Instant::now();
+        loop {
+            let pods = self.pods(selector).await;
+            if pods.len() == count && pods.iter().all(|p| p.status.phase == PodPhase::Running) {
+                return pods;
+            }
+            assert!(began.elapsed() < limit, "{count} pods ({selector}) not Running within {limit:?}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    async fn delete_pods(&self, selector: &str) {
+        for pod in self.pods(selector).await {
+            let url = format!("{}/api/v1/namespaces/default/pods/{}", self.base, pod.metadata.name);
+            self.http.delete(url).send().await.unwrap();
+        }
+        self.wait_no_containers().await;
+    }
+
+    async fn wait_no_containers(&self) {
+        let began = Instant::now();
+        while !self.runtime.list(&[(LABEL_NODE, self.node.as_str())]).await.unwrap().is_empty() {
+            assert!(began.elapsed() < Duration::from_secs(120), "containers of deleted pods are still there");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn latency_one_at_a_time(&self, n: usize) {
+        let mut millis = Vec::with_capacity(n);
+        for i in 0..n {
+            let name = format!("seq-{i}");
+            self.post("/api/v1/pods", &pod_body(&name)).await;
+            let began = Instant::now();
+            let pod = loop {
+                let url = format!("{}/api/v1/namespaces/default/pods/{name}", self.base);
+                let pod: Pod = self.http.get(url).send().await.unwrap().json().await.unwrap();
+                if pod.status.phase == PodPhase::Running {
+                    break pod;
+                }
+                assert!(began.elapsed() < Duration::from_secs(30), "pod {name} not Running within 30 s");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            };
+            millis.push(start_latency(&pod).expect("a Running pod has a Ready transition"));
+        }
+        summary(&format!("{n} pods, one at a time"), millis);
+        self.delete_pods("bench=latency").await;
+    }
+
+    async fn latency_burst(&self, n: usize) {
+        for i in 0..n {
+            self.post("/api/v1/pods", &pod_body(&format!("burst-{i}"))).await;
+        }
+        let pods = self.wait_running("bench=latency", n, Duration::from_secs(300)).await;
+        summary(&format!("{n} pods created at once"), pods.iter().filter_map(start_latency).collect());
+        self.delete_pods("bench=latency").await;
+    }
+
+    async fn deployment(&self, replicas: usize) -> Duration {
+        let body = json!({
+            "kind": "Deployment",
+            "metadata": {"name": "bench", "namespace": "default"},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"app": "bench"},
+                "template": {
+                    "metadata": {"labels": {"app": "bench"}},
+                    "spec": {
+                        "containers": [{"name": "main", "image": "minimal", "command": ["sleep", "3600"]}],
+                        "termination_grace_period_seconds": 0
+                    }
+                }
+            }
+        });
+        let began = Instant::now();
+        self.post("/api/v1/namespaces/default/deployments", &body).await;
+        self.wait_running("app=bench", replicas, Duration::from_secs(300)).await;
+        let took = began.elapsed();
+        self.http.delete(format!("{}/api/v1/namespaces/default/deployments/bench", self.base)).send().await.unwrap();
+        self.wait_no_containers().await;
+        took
+    }
+}
+
+fn docker_cli(args: &[&str]) -> String {
+    let output = Command::new("docker").args(args).output().expect("the docker CLI is needed for the comparison");
+    assert!(output.status.success(), "docker {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}
+
+fn running_with_label(label: &str) -> usize {
+    docker_cli(&["ps", "-q", "--filter", &format!("label={label}"), "--filter", "status=running"]).lines().count()
+}
+
+fn remove_with_label(label: &str) {
+    let ids = docker_cli(&["ps", "-aq", "--filter", &format!("label={label}")]);
+    let ids: Vec<&str> = ids.lines().collect();
+    if !ids.is_empty() {
+        let mut args = vec!["rm", "-f"];
+        args.extend(ids);
+        docker_cli(&args);
+    }
+}
+
+/// `docker service create --replicas n` until n tasks run; leaves swarm mode afterwards.
+fn swarm(replicas: usize) -> Option<Duration> {
+    if docker_cli(&["info", "--format", "{{.Swarm.LocalNodeState}}"]) != "inactive" {
+        println!("(swarm skipped: this engine is already in swarm mode; not touching it)");
+        return None;
+    }
+    let had_gwbridge = !docker_cli(&["network", "ls", "-q", "--filter", "name=^docker_gwbridge$"]).is_empty();
+    docker_cli(&["swarm", "init", "--advertise-addr", "127.0.0.1"]);
+    let name = format!("shepherd-bench-{}", std::process::id());
+    let label = format!("com.docker.swarm.service.name={name}");
+    let began = Instant::now();
+    let replicas_text = replicas.to_string();
+    docker_cli(&[
+        "service",
+        "create",
+        "-d",
+        "--no-resolve-image",
+        "--replicas",
+        &replicas_text,
+        "--name",
+        &name,
+        "minimal",
+        "sleep",
+        "3600",
+    ]);
+    while running_with_label(&label) < replicas {
+        assert!(began.elapsed() < Duration::from_secs(300), "swarm did not run {replicas} tasks within 300 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let took = began.elapsed();
+    docker_cli(&["service", "rm", &name]);
+    let began = Instant::now();
+    while !docker_cli(&["ps", "-aq", "--filter", &format!("label={label}")]).is_empty() && began.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    docker_cli(&["swarm", "leave", "--force"]);
+    if !had_gwbridge {
+        let _ = Command::new("docker").args(["network", "rm", "docker_gwbridge"]).output();
+    }
+    Some(took)
+}
+
+/// The floor: `docker run -d` n times in a row.
+fn docker_run_floor(replicas: usize) -> Duration {
+    let label = format!("shepherd.bench-floor={}", std::process::id());
+    let began = Instant::now();
+    for _ in 0..replicas {
+        docker_cli(&["run", "-d", "--label", &label, "minimal", "sleep", "3600"]);
+    }
+    let took = began.elapsed();
+    remove_with_label(&label);
+    took
+}
+
+fn main() {
+    let options = options();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let runtime = match DockerRuntime::connect().await {
+            Ok(runtime) => Arc::new(runtime),
+            Err(e) => panic!("this benchmark needs a running Docker engine: {e}"),
+        };
+        let busybox = std::path::Path::new(agent::image::DEFAULT_BUSYBOX);
+        agent::image::bootstrap(runtime.client(), "minimal", busybox, false).await.expect("cannot bootstrap the minimal image");
+
+        let shutdown = CancellationToken::new();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let server = tokio::spawn(server::run(listener, server::Config::in_memory(), shutdown.clone()));
+
+        let node = format!("bench-{}", std::process::id());
+        let mut config = AgentConfig::new(&base);
+        config.node_name = node.clone();
+        config.listen = "127.0.0.1:0".parse().unwrap();
+        config.capacity.pods = 1000;
+        config.backoff = Backoff::default();
+        let agent_listener = tokio::net::TcpListener::bind(config.listen).await.unwrap();
+        let api = Arc::new(HttpApiClient::new(&base, None));
+        let agent = tokio::spawn(agent::run_node(config, runtime.clone(), api, agent_listener, shutdown.clone()));
+
+        let bench = Bench { base, http: reqwest::Client::new(), runtime: runtime.clone(), node };
+        bench.wait_no_containers().await;
+        // Warm-up, not measured: the node registers, the watch connects, the network exists.
+        bench.post("/api/v1/pods", &pod_body("warm-up")).await;
+        bench.wait_running("bench=latency", 1, Duration::from_secs(60)).await;
+        bench.delete_pods("bench=latency").await;
+        println!("| create→Running | pods | p50 ms | p90 ms | p99 ms | max ms |");
+        println!("|---|---|---|---|---|---|");
+        bench.latency_one_at_a_time(options.pods).await;
+        bench.latency_burst(options.pods).await;
+
+        let shepherd = bench.deployment(options.replicas).await;
+        shutdown.cancel();
+        agent.await.unwrap().unwrap();
+        server.await.unwrap().unwrap();
+
+        let n = options.replicas;
+        println!();
+        println!("| {n} replicas all running | seconds |");
+        println!("|---|---|");
+        println!("| Shepherd deployment (server + agent) | {:.2} |", shepherd.as_secs_f64());
+        if options.swarm {
+            if let Some(swarm) = tokio::task::spawn_blocking(move || swarm(n)).await.unwrap() {
+                println!("| docker service create --replicas {n} (Swarm) | {:.2} |", swarm.as_secs_f64());
+            }
+        }
+        let floor = tokio::task::spawn_blocking(move || docker_run_floor(n)).await.unwrap();
+        println!("| {n} × docker run -d, one after another (floor) | {:.2} |", floor.as_secs_f64());
+    });
+}
