@@ -32,6 +32,9 @@ struct Args {
     /// Scheduler profile: spread (least allocated, spread a deployment's pods) or bin-pack.
     #[arg(long, default_value = "spread", value_parser = ["spread", "bin-pack"])]
     scheduler_profile: String,
+    /// Do not run the built-in scheduler (another one binds pods through the binding API).
+    #[arg(long)]
+    disable_scheduler: bool,
     /// How many changes a watch can replay before it gets 410 Gone.
     #[arg(long, default_value_t = 20_000)]
     watch_history: usize,
@@ -61,6 +64,7 @@ impl Args {
             data_dir,
             tokens,
             scheduler_profile: self.scheduler_profile,
+            run_scheduler: !self.disable_scheduler,
             watch_history: self.watch_history.max(100),
             node_monitor_grace: Duration::from_secs(self.node_monitor_grace),
             pod_eviction_grace: Duration::from_secs(self.pod_eviction_grace),
