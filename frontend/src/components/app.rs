@@ -22,7 +22,7 @@ use crate::components::simulator::Simulator;
 use crate::context::{ClusterContext, SessionContext, use_watch};
 use crate::route::Route;
 use crate::session::{NAMESPACE_KEY, Session, SessionAction, TOKEN_KEY};
-use crate::store::Cluster;
+use crate::store::{Cluster, SyncState};
 
 #[component]
 pub fn App() -> Html {
@@ -90,12 +90,21 @@ pub fn App() -> Html {
         },
     };
     let login = session.login.clone();
+    let trouble = match (&cluster.pods.sync, live) {
+        (SyncState::Retrying { attempt, error }, true) => Some(format!(
+            "Lost the watch stream (attempt {attempt}): {error}. Reconnecting and resuming from the last resource version; the view may be stale until then."
+        )),
+        _ => None,
+    };
 
     html! {
         <ContextProvider<SessionContext> context={session}>
             <ContextProvider<ClusterContext> context={cluster}>
                 <Nav />
-                <main>{ page }</main>
+                <main>
+                    if let Some(text) = trouble { <p class="banner" data-testid="stream-trouble">{ text }</p> }
+                    { page }
+                </main>
                 if let Some(message) = login { <Login {message} /> }
             </ContextProvider<ClusterContext>>
         </ContextProvider<SessionContext>>

@@ -92,7 +92,12 @@ pub fn PodDetail(props: &PodDetailProps) -> Html {
     let events = pod_events(&pod, cluster.events.values());
     let rows = timeline(&pod, &events);
     let node = cluster.nodes.get(&pod.spec.node_name).cloned();
-    let explanation = match &*decision {
+    // The page is reused when another pod opens: an answer about the previous one is stale.
+    let decision = match &*decision {
+        Decision::Found(e) if e.pod != key => Decision::Loading,
+        other => other.clone(),
+    };
+    let explanation = match &decision {
         Decision::Found(e) => Some(e.clone()),
         _ => None,
     };
@@ -161,7 +166,7 @@ pub fn PodDetail(props: &PodDetailProps) -> Html {
                 { "Scheduler's decision" }
                 <button class="link" onclick={on_refresh} data-testid="decision-refresh">{ "refresh" }</button>
             </h2>
-            { match &*decision {
+            { match &decision {
                 Decision::Loading => html! { <p class="muted">{ "Asking the scheduler…" }</p> },
                 Decision::Found(explanation) => html! { <DecisionTable explanation={explanation.clone()} /> },
                 Decision::Missing(text) => html! { <p class="muted" data-testid="decision-missing">{ text }</p> },
