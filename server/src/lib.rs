@@ -79,7 +79,7 @@ impl Server {
         let config = Arc::new(config);
         let metrics = Arc::new(Metrics::default());
         let (handle, hints) = SchedulerHandle::new();
-        let state = AppState {
+        let state = AppState::new(api::Shared {
             store: store.clone(),
             config: config.clone(),
             metrics: metrics.clone(),
@@ -87,7 +87,7 @@ impl Server {
             started_at: chrono::Utc::now(),
             shutdown: shutdown.clone(),
             http: reqwest::Client::new(),
-        };
+        });
         let mut tasks = JoinSet::new();
         if config.run_scheduler {
             let scheduler = SchedulerLoop::new(store.clone(), handle, hints, metrics, profile, config.scheduler_sweep);

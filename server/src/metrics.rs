@@ -1,7 +1,7 @@
 //! Prometheus metrics in the text exposition format: request latency per route, scheduling
 //! attempts and latency, and pod create→bound and create→Running latency.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -46,23 +46,42 @@ impl Histogram {
     }
 }
 
-/// A histogram family keyed by its rendered label set.
+/// A histogram family: series keyed by a hash of their labels (so that the hot path does
+/// not build strings), each with its rendered label set.
 #[derive(Debug, Default)]
 struct Family {
-    series: Mutex<BTreeMap<String, Histogram>>,
+    series: Mutex<HashMap<u64, (String, Histogram)>>,
 }
 
 impl Family {
     fn observe(&self, labels: String, seconds: f64) {
-        self.series.lock().expect("metrics lock").entry(labels).or_default().observe(seconds);
+        self.observe_keyed(fnv1a(labels.as_bytes(), FNV_OFFSET), || labels, seconds);
+    }
+
+    fn observe_keyed(&self, key: u64, labels: impl FnOnce() -> String, seconds: f64) {
+        let mut series = self.series.lock().expect("metrics lock");
+        series.entry(key).or_insert_with(|| (labels(), Histogram::default())).1.observe(seconds);
     }
 
     fn render(&self, out: &mut String, name: &str, help: &str) {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
-        for (labels, histogram) in self.series.lock().expect("metrics lock").iter() {
+        let series = self.series.lock().expect("metrics lock");
+        let mut sorted: Vec<&(String, Histogram)> = series.values().collect();
+        sorted.sort_by(|a, b| a.0.cmp(&b.0));
+        for (labels, histogram) in sorted {
             histogram.render(out, name, labels);
         }
     }
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+fn fnv1a(bytes: &[u8], mut hash: u64) -> u64 {
+    for byte in bytes {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
 }
 
 /// The outcome of one scheduling attempt, a label of `shepherd_scheduler_attempts_total`.
@@ -88,8 +107,9 @@ fn escape(value: &str) -> String {
 
 impl Metrics {
     pub fn observe_request(&self, method: &str, route: &str, code: u16, elapsed: Duration) {
-        let labels = format!("method=\"{}\",route=\"{}\",code=\"{code}\"", escape(method), escape(route));
-        self.requests.observe(labels, elapsed.as_secs_f64());
+        let key = fnv1a(&code.to_le_bytes(), fnv1a(route.as_bytes(), fnv1a(method.as_bytes(), FNV_OFFSET)));
+        let labels = || format!("method=\"{}\",route=\"{}\",code=\"{code}\"", escape(method), escape(route));
+        self.requests.observe_keyed(key, labels, elapsed.as_secs_f64());
     }
 
     /// One pass of the scheduling algorithm for one pod, and how long it took.
@@ -151,10 +171,11 @@ impl Metrics {
 /// Times every request under its route template (`/api/v1/namespaces/{ns}/pods`).
 pub async fn track(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let started = std::time::Instant::now();
-    let method = request.method().to_string();
-    let route = request.extensions().get::<MatchedPath>().map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
+    let method = request.method().clone();
+    let route = request.extensions().get::<MatchedPath>().cloned();
     let response = next.run(request).await;
-    state.metrics.observe_request(&method, &route, response.status().as_u16(), started.elapsed());
+    let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
+    state.metrics.observe_request(method.as_str(), route, response.status().as_u16(), started.elapsed());
     response
 }
 

@@ -11,6 +11,8 @@ use shared::validation;
 pub trait Resource: Serialize + DeserializeOwned + Clone + PartialEq + Send + Sync + 'static {
     const KIND: Kind;
 
+    /// The `kind` the object carries, as sent.
+    fn kind_field(&self) -> &str;
     fn meta(&self) -> &ObjectMeta;
     fn meta_mut(&mut self) -> &mut ObjectMeta;
     fn into_object(self) -> Object;
@@ -40,6 +42,9 @@ fn merged_meta(stored: &ObjectMeta, new: &ObjectMeta) -> ObjectMeta {
 
 macro_rules! object_conversions {
     ($type:ident, $kind:ident) => {
+        fn kind_field(&self) -> &str {
+            &self.kind
+        }
         fn meta(&self) -> &ObjectMeta {
             &self.metadata
         }

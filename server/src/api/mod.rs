@@ -32,9 +32,25 @@ use crate::store::Store;
 /// The largest request body the API reads.
 pub const BODY_LIMIT: usize = 1024 * 1024;
 
-/// What every handler shares.
+/// What every handler shares: one reference-counted [`Shared`], cheap to clone per request.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    pub fn new(shared: Shared) -> Self {
+        AppState(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+pub struct Shared {
     pub store: Arc<dyn Store>,
     pub config: Arc<Config>,
     pub metrics: Arc<Metrics>,

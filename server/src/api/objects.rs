@@ -197,6 +197,12 @@ pub fn parse_object<R: Resource>(bytes: &[u8]) -> ApiResult<R> {
         #[serde(default)]
         kind: serde_json::Value,
     }
+    // The common case parses once; only a failure or a foreign kind looks at `kind` alone.
+    if let Ok(object) = serde_json::from_slice::<R>(bytes) {
+        if object.kind_field().is_empty() || object.kind_field() == R::KIND.as_str() {
+            return Ok(object);
+        }
+    }
     let head: Head = parse_json(bytes, R::KIND.as_str())?;
     match &head.kind {
         serde_json::Value::Null => {}
