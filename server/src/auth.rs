@@ -144,14 +144,14 @@ fn is_public(path: &str) -> bool {
 /// Whether a node token may attempt this write at all; handlers check which node and pod.
 fn node_may_attempt(method: &Method, path: &str) -> bool {
     let parts: Vec<&str> = path.trim_end_matches('/').split('/').collect();
-    match (method, parts.as_slice()) {
-        (&Method::POST, ["", "api", "v1", "nodes"]) => true,
-        (&Method::POST, ["", "api", "v1", "nodes", _, "heartbeat"]) => true,
-        (&Method::PUT, ["", "api", "v1", "nodes", _, "status"]) => true,
-        (&Method::PUT, ["", "api", "v1", "namespaces", _, "pods", _, "status"]) => true,
-        (&Method::POST, ["", "api", "v1", "namespaces", _, "events"]) => true,
-        _ => false,
-    }
+    matches!(
+        (method, parts.as_slice()),
+        (&Method::POST, ["", "api", "v1", "nodes"])
+            | (&Method::POST, ["", "api", "v1", "nodes", _, "heartbeat"])
+            | (&Method::PUT, ["", "api", "v1", "nodes", _, "status"])
+            | (&Method::PUT, ["", "api", "v1", "namespaces", _, "pods", _, "status"])
+            | (&Method::POST, ["", "api", "v1", "namespaces", _, "events"])
+    )
 }
 
 /// Authenticates the bearer token, applies each role's coarse rules and leaves the

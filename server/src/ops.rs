@@ -248,10 +248,10 @@ pub fn set_pod_status(namespace: &str, name: &str, status: PodStatus, expected: 
         }
         let mut updated = pod.clone();
         let mut status = status;
-        if find_condition(&status.conditions, conditions::POD_SCHEDULED).is_none() {
-            if let Some(scheduled) = find_condition(&pod.status.conditions, conditions::POD_SCHEDULED) {
-                status.conditions.insert(0, scheduled.clone());
-            }
+        if find_condition(&status.conditions, conditions::POD_SCHEDULED).is_none()
+            && let Some(scheduled) = find_condition(&pod.status.conditions, conditions::POD_SCHEDULED)
+        {
+            status.conditions.insert(0, scheduled.clone());
         }
         updated.status = status;
         if updated == *pod { Ok(Change::Keep) } else { Ok(Change::Put(Object::Pod(updated))) }

@@ -359,10 +359,10 @@ impl SchedulerLoop {
     fn sweep(&mut self) {
         let (_, pods) = self.store.list(Kind::Pod, None);
         for pod in pods {
-            if let Object::Pod(p) = &*pod {
-                if p.needs_scheduling() {
-                    self.queue.add(Key::of(&pod));
-                }
+            if let Object::Pod(p) = &*pod
+                && p.needs_scheduling()
+            {
+                self.queue.add(Key::of(&pod));
             }
         }
     }
@@ -414,10 +414,10 @@ impl SchedulerLoop {
                 let txn = ops::mark_unschedulable(&pod, &message, now);
                 let store = self.store.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = store.commit(txn).await {
-                        if !matches!(e, StoreError::Conflict(_) | StoreError::NotFound { .. }) {
-                            tracing::warn!("cannot record that pod {} is unschedulable: {e}", pod.metadata.key());
-                        }
+                    if let Err(e) = store.commit(txn).await
+                        && !matches!(e, StoreError::Conflict(_) | StoreError::NotFound { .. })
+                    {
+                        tracing::warn!("cannot record that pod {} is unschedulable: {e}", pod.metadata.key());
                     }
                 });
             }

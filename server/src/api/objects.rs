@@ -125,10 +125,11 @@ impl Filter {
 
     pub fn matches(&self, object: &Object) -> bool {
         let meta = object.metadata();
-        if let Some(ns) = &self.namespace {
-            if object.kind().namespaced() && &meta.namespace != ns {
-                return false;
-            }
+        if let Some(ns) = &self.namespace
+            && object.kind().namespaced()
+            && &meta.namespace != ns
+        {
+            return false;
         }
         self.labels.matches(&meta.labels)
             && self.fields.iter().all(|t| field_value(object, &t.field).is_some_and(|v| (v == t.value) == t.equal))
@@ -198,10 +199,10 @@ pub fn parse_object<R: Resource>(bytes: &[u8]) -> ApiResult<R> {
         kind: serde_json::Value,
     }
     // The common case parses once; only a failure or a foreign kind looks at `kind` alone.
-    if let Ok(object) = serde_json::from_slice::<R>(bytes) {
-        if object.kind_field().is_empty() || object.kind_field() == R::KIND.as_str() {
-            return Ok(object);
-        }
+    if let Ok(object) = serde_json::from_slice::<R>(bytes)
+        && (object.kind_field().is_empty() || object.kind_field() == R::KIND.as_str())
+    {
+        return Ok(object);
     }
     let head: Head = parse_json(bytes, R::KIND.as_str())?;
     match &head.kind {

@@ -48,10 +48,10 @@ pub async fn bind(
     let txn = ops::bind(&namespace, &name, &binding.target.name, &binding.metadata.uid, SOURCE_SCHEDULER, chrono::Utc::now());
     let outcomes = state.store.commit(txn).await?;
     let pod = outcomes.first().and_then(|o| o.object()).cloned();
-    if let Some(Object::Pod(p)) = pod.as_deref() {
-        if let Some(created) = p.metadata.created_at {
-            state.metrics.observe_create_to_bound((chrono::Utc::now() - created).to_std().unwrap_or_default());
-        }
+    if let Some(Object::Pod(p)) = pod.as_deref()
+        && let Some(created) = p.metadata.created_at
+    {
+        state.metrics.observe_create_to_bound((chrono::Utc::now() - created).to_std().unwrap_or_default());
     }
     Ok(match pod {
         Some(p) => (StatusCode::CREATED, Json(&*p)).into_response(),
@@ -82,12 +82,12 @@ pub async fn put_status(
     let status: PodStatus = pod.status;
     let outcome = commit_one(&*state.store, ops::set_pod_status(&namespace, &name, status, pod.metadata.resource_version)).await?;
     let after = outcome.object().cloned();
-    if let Some(Object::Pod(p)) = after.as_deref() {
-        if before.status.phase != PodPhase::Running && p.status.phase == PodPhase::Running {
-            if let Some(created) = p.metadata.created_at {
-                state.metrics.observe_create_to_running((chrono::Utc::now() - created).to_std().unwrap_or_default());
-            }
-        }
+    if let Some(Object::Pod(p)) = after.as_deref()
+        && before.status.phase != PodPhase::Running
+        && p.status.phase == PodPhase::Running
+        && let Some(created) = p.metadata.created_at
+    {
+        state.metrics.observe_create_to_running((chrono::Utc::now() - created).to_std().unwrap_or_default());
     }
     Ok(match after {
         Some(p) => Json(&*p).into_response(),

@@ -91,12 +91,11 @@ impl Controller for DeploymentController {
         let mut keys: Vec<Key> = store.list(Kind::Deployment, None).1.iter().map(|d| Key::of(d)).collect();
         // Owners of pods whose deployment is gone: the cascade after a crash or a missed event.
         for pod in store.list(Kind::Pod, None).1 {
-            if let Object::Pod(p) = &*pod {
-                if let Some(owner) = owner_key(p) {
-                    if store.get(&owner).is_none() {
-                        keys.push(owner);
-                    }
-                }
+            if let Object::Pod(p) = &*pod
+                && let Some(owner) = owner_key(p)
+                && store.get(&owner).is_none()
+            {
+                keys.push(owner);
             }
         }
         keys.sort();

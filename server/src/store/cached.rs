@@ -86,12 +86,12 @@ impl State {
             None => map.remove(&key.key),
         };
         if key.kind == Kind::Pod {
-            if let Some(node) = prev.as_deref().and_then(node_of) {
-                if let Some(set) = self.by_node.get_mut(node) {
-                    set.remove(&key.key);
-                    if set.is_empty() {
-                        self.by_node.remove(node);
-                    }
+            if let Some(node) = prev.as_deref().and_then(node_of)
+                && let Some(set) = self.by_node.get_mut(node)
+            {
+                set.remove(&key.key);
+                if set.is_empty() {
+                    self.by_node.remove(node);
                 }
             }
             if let Some(node) = object.as_deref().and_then(node_of) {
@@ -109,9 +109,11 @@ fn node_of(object: &Object) -> Option<&str> {
     }
 }
 
+type Reply = oneshot::Sender<Result<Vec<Outcome>>>;
+
 struct Request {
     txn: Txn,
-    reply: oneshot::Sender<Result<Vec<Outcome>>>,
+    reply: Reply,
 }
 
 struct Inner {
@@ -202,20 +204,20 @@ impl View for Staging<'_> {
         if let Some(keys) = self.state.by_node.get(node) {
             for key in keys {
                 let k = Key { kind: Kind::Pod, key: key.clone() };
-                if !self.overlay.contains_key(&k) {
-                    if let Some(o) = self.state.get(&k) {
-                        pods.push(o);
-                    }
+                if !self.overlay.contains_key(&k)
+                    && let Some(o) = self.state.get(&k)
+                {
+                    pods.push(o);
                 }
             }
         }
         if let Some(keys) = self.overlay_by_node.get(node) {
             for key in keys {
                 let k = Key { kind: Kind::Pod, key: key.clone() };
-                if let Some(Some(o)) = self.overlay.get(&k) {
-                    if node_of(o) == Some(node) {
-                        pods.push(o);
-                    }
+                if let Some(Some(o)) = self.overlay.get(&k)
+                    && node_of(o) == Some(node)
+                {
+                    pods.push(o);
                 }
             }
         }
@@ -249,7 +251,7 @@ fn writer_loop(inner: Arc<Inner>, mut persistence: Box<dyn Persistence>, mut rec
 fn commit_batch(inner: &Inner, persistence: &mut dyn Persistence, batch: Vec<Request>, history_limit: usize) {
     let mut staged: Vec<Staged> = Vec::new();
     // Per request: its outcomes, or the error that rejected it.
-    let mut results: Vec<(oneshot::Sender<Result<Vec<Outcome>>>, Result<Vec<Outcome>>)> = Vec::with_capacity(batch.len());
+    let mut results: Vec<(Reply, Result<Vec<Outcome>>)> = Vec::with_capacity(batch.len());
     let base_revision;
     {
         let state = inner.state.read().expect("store state lock");

@@ -76,8 +76,10 @@ impl std::fmt::Display for Key {
     }
 }
 
-/// What a mutation decides, given the object's current state.
+/// What a mutation decides, given the object's current state. (`Put` is large, but a
+/// `Change` lives only for the moment the writer applies it: boxing would cost more.)
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
 pub enum Change {
     /// Store this state; the store stamps the new resource_version.
     Put(Object),
