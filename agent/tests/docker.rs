@@ -57,6 +57,7 @@ async fn pod_runs_with_labels_memory_limit_and_command() {
     assert_eq!(node_object.status.node_info.runtime, "docker");
     assert!(!node_object.status.node_info.simulated);
     assert!(node_object.status.capacity.cpu >= 1000);
+    assert!(api.heartbeats() > 0, "the agent sends heartbeats");
     agent.stop().await;
 }
 
@@ -162,6 +163,55 @@ async fn deleting_a_pod_removes_its_container() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(api.events_for("doomed").iter().any(|e| e.reason == "Killing"));
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deletion_the_watch_missed_is_caught_by_the_resync() {
+    let docker = docker().await;
+    minimal_image(&docker).await;
+    let node = unique("node");
+    let _cleanup = Cleanup(node.clone());
+    let api = FakeApi::new();
+    let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
+
+    let pod = api.add_pod(&node, "forgotten", spec(vec![container("main", &["sleep", "3600"])], "Always"));
+    api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
+    api.forget_pod(&pod.metadata.uid);
+    // No DELETED event: only the full re-list (every 2 s here) can notice.
+    let began = std::time::Instant::now();
+    while !containers_of(docker.as_ref(), &pod.metadata.uid).await.is_empty() {
+        assert!(began.elapsed() < WAIT, "the resync did not remove the container of a pod that is gone");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_port_is_published_on_loopback() {
+    let docker = docker().await;
+    minimal_image(&docker).await;
+    let node = unique("node");
+    let _cleanup = Cleanup(node.clone());
+    let api = FakeApi::new();
+    let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut web = container("web", &["sh", "-c", "echo hello-port > /tmp/index.html; exec httpd -f -p 8080 -h /tmp"]);
+    web.ports = vec![shared::model::ContainerPort { container_port: 8080, host_port: Some(i32::from(port)), ..Default::default() }];
+    let pod = api.add_pod(&node, "web-port", spec(vec![web], "Always"));
+    api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
+    // Only through the port published on 127.0.0.1, never the container's own address.
+    let url = format!("http://127.0.0.1:{port}/index.html");
+    let began = std::time::Instant::now();
+    let body = loop {
+        match reqwest::get(&url).await {
+            Ok(response) if response.status().is_success() => break response.text().await.unwrap(),
+            _ if began.elapsed() < WAIT => tokio::time::sleep(Duration::from_millis(100)).await,
+            other => panic!("nothing answers on {url}: {other:?}"),
+        }
+    };
+    assert_eq!(body, "hello-port\n");
     agent.stop().await;
 }
 

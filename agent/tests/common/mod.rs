@@ -116,6 +116,13 @@ impl FakeApi {
         Self::record(&mut store, &self.live, WatchEventType::Deleted, &pod);
     }
 
+    /// Removes a pod without telling any watcher, as if the DELETED event were lost.
+    pub fn forget_pod(&self, uid: &str) {
+        let mut store = self.store();
+        store.rv += 1;
+        store.pods.remove(uid).expect("no such pod");
+    }
+
     pub fn pod(&self, uid: &str) -> Pod {
         self.store().pods.get(uid).cloned().expect("no such pod")
     }
