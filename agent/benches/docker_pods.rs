@@ -299,10 +299,9 @@ fn main() {
         println!("| {n} replicas all running | seconds |");
         println!("|---|---|");
         println!("| Shepherd deployment (server + agent) | {:.2} |", shepherd.as_secs_f64());
-        if options.swarm {
-            if let Some(swarm) = tokio::task::spawn_blocking(move || swarm(n)).await.unwrap() {
-                println!("| docker service create --replicas {n} (Swarm) | {:.2} |", swarm.as_secs_f64());
-            }
+        let swarm = if options.swarm { tokio::task::spawn_blocking(move || swarm(n)).await.unwrap() } else { None };
+        if let Some(swarm) = swarm {
+            println!("| docker service create --replicas {n} (Swarm) | {:.2} |", swarm.as_secs_f64());
         }
         let floor = tokio::task::spawn_blocking(move || docker_run_floor(n)).await.unwrap();
         println!("| {n} × docker run -d, one after another (floor) | {:.2} |", floor.as_secs_f64());
