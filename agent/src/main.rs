@@ -18,16 +18,16 @@ struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
 
-    /// The API server's URL.
-    #[arg(long, env = API_ENV, default_value_t = format!("http://{DEFAULT_ADDR}"))]
-    server: String,
+    /// The API server's URL [default: http://127.0.0.1:9876].
+    #[arg(long, env = API_ENV)]
+    server: Option<String>,
     /// The node's name (default: the host name).
     #[arg(long)]
     node_name: Option<String>,
     /// Where pods run.
     #[arg(long, value_enum, default_value_t = RuntimeKind::Docker)]
     runtime: RuntimeKind,
-    /// Run N simulated nodes in this process (like KWOK), named <node-name>-0 … <node-name>-(N-1).
+    /// Run N simulated nodes in this process (like KWOK), named NAME-0 … NAME-(N-1) after --node-name.
     #[arg(long, value_name = "N")]
     simulate_nodes: Option<usize>,
     /// How long a simulated container takes to start, e.g. 500ms or 2s.
@@ -60,6 +60,7 @@ struct Cli {
     /// First delay of the restart and image pull back-off, doubling up to --backoff-max.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     backoff_base: Duration,
+    /// The longest back-off delay.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     backoff_max: Duration,
 }
@@ -102,7 +103,12 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 fn config(cli: &Cli) -> anyhow::Result<AgentConfig> {
-    let mut config = AgentConfig::new(&cli.server);
+    // An empty SHEPHERD_API counts as unset, as in sheepctl.
+    let server = cli.server.clone().filter(|s| !s.trim().is_empty()).unwrap_or_else(|| format!("http://{DEFAULT_ADDR}"));
+    if !server.starts_with("http://") {
+        bail!("--server must be an http:// URL such as http://{DEFAULT_ADDR}, got {server:?} (TLS is not supported)");
+    }
+    let mut config = AgentConfig::new(&server);
     if let Some(name) = &cli.node_name {
         config.node_name = name.clone();
     }
@@ -243,6 +249,7 @@ mod tests {
         ]);
         let config = config(&cli).unwrap();
         assert_eq!(config.node_name, "n1");
+        assert_eq!(config.server, "http://127.0.0.1:1234");
         assert_eq!(config.labels["zone"], "a");
         assert_eq!(config.taints[0].effect, "NoSchedule");
         assert_eq!((config.capacity.cpu, config.capacity.memory, config.capacity.pods), (1500, 1 << 30, 7));
@@ -253,6 +260,8 @@ mod tests {
     fn bad_flags_are_refused() {
         let cli = Cli::parse_from(["shepherd-agent", "--taint", "gpu"]);
         assert!(config(&cli).unwrap_err().to_string().contains("gpu"));
+        let cli = Cli::parse_from(["shepherd-agent", "--server", "127.0.0.1:9876"]);
+        assert!(config(&cli).unwrap_err().to_string().contains("http://"));
         let cli = Cli::parse_from(["shepherd-agent", "--memory", "lots"]);
         assert!(format!("{:#}", config(&cli).unwrap_err()).contains("lots"));
     }
