@@ -351,3 +351,27 @@ async fn containers_without_a_pod_are_removed() {
     }
     agent.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bootstrap_image_builds_a_working_image_once() {
+    let _docker = docker().await;
+    let name = format!("{}:test", unique("shepherd-bootstrap"));
+    let run = |args: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_shepherd-agent")).args(args).output().unwrap();
+        assert!(output.status.success(), "shepherd-agent {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).to_string()
+    };
+    let first = run(&["bootstrap-image", &name]);
+    assert!(first.contains("imported"), "{first}");
+    let second = run(&["bootstrap-image", &name]);
+    assert!(second.contains("already present"), "{second}");
+    let output = std::process::Command::new("docker")
+        .args(["run", "--rm", "--network", "none", &name, "sh", "-c", "echo $PATH; ls /bin/sh /usr/bin/env > /dev/null && echo ok"])
+        .output()
+        .unwrap();
+    let _ = std::process::Command::new("docker").args(["rmi", &name]).output();
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\nok\n");
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_shepherd-agent")).args(["bootstrap-image", "Not/Valid"]).output().unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("invalid image name"));
+}
