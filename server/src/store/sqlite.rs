@@ -1,7 +1,11 @@
 //! SQLite persistence in WAL mode: one row per object (its JSON), one row for the global
 //! revision, and one transaction per group commit, fsynced before any caller hears back.
+//! A background thread checkpoints the WAL so that commits never wait for it.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
 use shared::model::Object;
@@ -12,6 +16,47 @@ use super::{Result, StoreError};
 pub struct SqlitePersistence {
     path: PathBuf,
     connection: Option<Connection>,
+    checkpointer: Option<Checkpointer>,
+}
+
+/// How often the background thread copies the WAL into the database file.
+const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Checkpoints from its own connection, so that no commit stalls while the WAL is copied
+/// into the database (the writer's connection has auto-checkpoint off).
+struct Checkpointer {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    thread: JoinHandle<()>,
+}
+
+impl Checkpointer {
+    fn start(path: &Path) -> Result<Checkpointer> {
+        let connection = Connection::open(path).map_err(|e| backend(path, "cannot open a checkpoint connection to", e))?;
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let signal = stop.clone();
+        let shown = path.display().to_string();
+        let thread = std::thread::Builder::new()
+            .name("store-checkpoint".into())
+            .spawn(move || {
+                let (lock, wake) = &*signal;
+                let mut stopped = lock.lock().expect("checkpoint lock");
+                while !*stopped {
+                    stopped = wake.wait_timeout(stopped, CHECKPOINT_INTERVAL).expect("checkpoint lock").0;
+                    if let Err(e) = connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+                        tracing::warn!("checkpoint of {shown} failed: {e}");
+                    }
+                }
+            })
+            .map_err(|e| backend(path, "cannot start the checkpoint thread for", e))?;
+        Ok(Checkpointer { stop, thread })
+    }
+
+    fn stop(self) {
+        let (lock, wake) = &*self.stop;
+        *lock.lock().expect("checkpoint lock") = true;
+        wake.notify_all();
+        let _ = self.thread.join();
+    }
 }
 
 fn backend(path: &Path, what: &str, e: impl std::fmt::Display) -> StoreError {
@@ -28,6 +73,7 @@ impl SqlitePersistence {
             .execute_batch(
                 "PRAGMA journal_mode = WAL;
                  PRAGMA synchronous = FULL;
+                 PRAGMA wal_autocheckpoint = 0;
                  CREATE TABLE IF NOT EXISTS objects (
                      kind TEXT NOT NULL,
                      key TEXT NOT NULL,
@@ -38,11 +84,20 @@ impl SqlitePersistence {
                  CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);",
             )
             .map_err(|e| backend(&path, "cannot prepare the schema in", e))?;
-        Ok(SqlitePersistence { path, connection: Some(connection) })
+        let checkpointer = Checkpointer::start(&path)?;
+        Ok(SqlitePersistence { path, connection: Some(connection), checkpointer: Some(checkpointer) })
     }
 
     fn connection(&mut self) -> Result<&mut Connection> {
         self.connection.as_mut().ok_or(StoreError::Closed)
+    }
+}
+
+impl Drop for SqlitePersistence {
+    fn drop(&mut self) {
+        if let Some(checkpointer) = self.checkpointer.take() {
+            checkpointer.stop();
+        }
     }
 }
 
@@ -118,6 +173,9 @@ impl Persistence for SqlitePersistence {
     }
 
     fn close(&mut self) -> Result<()> {
+        if let Some(checkpointer) = self.checkpointer.take() {
+            checkpointer.stop();
+        }
         if let Some(connection) = self.connection.take() {
             connection.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);").map_err(|e| backend(&self.path, "cannot checkpoint", e))?;
             connection.close().map_err(|(_, e)| backend(&self.path, "cannot close", e))?;
