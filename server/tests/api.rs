@@ -302,3 +302,47 @@ async fn health_info_metrics_and_openapi_answer() {
     assert_eq!(info["auth_required"], false);
     server.stop().await;
 }
+
+#[tokio::test]
+async fn logs_come_from_the_nodes_agent_and_registration_keeps_the_cordon() {
+    // A stand-in for the agent's log API, on loopback.
+    let agent = axum::Router::new().route(
+        "/logs/{namespace}/{pod}",
+        axum::routing::get(
+            |axum::extract::Path((ns, pod)): axum::extract::Path<(String, String)>,
+             axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>| async move {
+                format!(
+                    "log of {ns}/{pod} container={} tail={}\n",
+                    q.get("container").cloned().unwrap_or_default(),
+                    q.get("tail").cloned().unwrap_or_default()
+                )
+            },
+        ),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, agent).await.unwrap() });
+
+    let server = TestServer::start(Config { run_scheduler: false, ..Config::in_memory() }).await;
+    let node = json!({"metadata": {"name": "node-1", "labels": {"zone": "a"}},
+                      "status": {"capacity": {"cpu": 1000, "memory": GI, "pods": 10}, "agent_endpoint": endpoint}});
+    assert_eq!(server.post("/api/v1/nodes", node.clone()).await.0, StatusCode::CREATED);
+    server.post("/api/v1/nodes/node-1/cordon", json!({})).await;
+    let (status, again) = server.post("/api/v1/nodes", node).await;
+    assert_eq!(status, StatusCode::OK, "a second registration updates: {again}");
+    assert_eq!(again["status"]["unschedulable"], true, "registration keeps the admin's cordon");
+    assert_eq!(again["status"]["allocatable"]["cpu"], 1000, "allocatable defaults to capacity");
+
+    server.post("/api/v1/pods", pod("web", 100, 1)).await;
+    let (status, err) = server.get("/api/v1/namespaces/default/pods/web/log").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "an unscheduled pod has no logs: {err}");
+    server.post("/api/v1/namespaces/default/pods/web/binding", json!({"target": {"name": "node-1"}})).await;
+    let (status, text) = server.get("/api/v1/namespaces/default/pods/web/log?container=web&tail=5").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(text, json!("log of default/web container=web tail=5\n"));
+
+    server.put("/api/v1/namespaces/default/pods/web/status", json!({"status": {"phase": "Running"}})).await;
+    let (_, metrics) = server.get("/metrics").await;
+    assert!(metrics.as_str().unwrap().contains("shepherd_pod_create_to_running_seconds_count 1"), "{metrics}");
+    server.stop().await;
+}
