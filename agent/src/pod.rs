@@ -339,7 +339,11 @@ impl PodWorker {
                         self.ctx.event(pod, event_types::NORMAL, "Pulled", format!("Successfully pulled image {image:?} in {took:.2}s"));
                     }
                     Err(e) => {
-                        let message = e.to_string();
+                        // The registry's own words; the event and status already name the image.
+                        let message = match e {
+                            crate::runtime::Error::Pull { message, .. } => message,
+                            other => other.to_string(),
+                        };
                         let delay = self.pulls.get(image).map_or(self.ctx.backoff.base, |b| self.ctx.backoff.next(b.delay));
                         self.pulls
                             .insert(image.to_string(), PullBackoff { delay, until: Instant::now() + delay, message: message.clone() });
