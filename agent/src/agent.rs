@@ -246,6 +246,10 @@ pub async fn watch_pods(manager: Arc<PodManager>, resync: Duration, shutdown: Ca
                 };
                 let event = match next {
                     Some(Ok(event)) => event,
+                    Some(Err(ClientError::Gone(rv))) => {
+                        tracing::info!(resource_version = rv, "watch history gone mid-stream; listing again");
+                        break 'watch;
+                    }
                     Some(Err(e)) => {
                         tracing::warn!(error = %e, "pod watch interrupted; resuming");
                         break;

@@ -166,13 +166,7 @@ impl ApiClient for HttpApiClient {
         let bytes = response.bytes_stream().map(move |chunk| {
             chunk.map_err(|e| Error::Unreachable { server: server.clone(), action: action.clone(), message: error_chain(&e) })
         });
-        Ok(sse_events(bytes)
-            .map(|data| {
-                let data = data?;
-                serde_json::from_str::<WatchEvent>(&data)
-                    .map_err(|e| Error::Decode { action: "read a pod watch event".to_string(), message: e.to_string() })
-            })
-            .boxed())
+        Ok(sse_events(bytes).map(move |data| watch_message(&data?, resource_version)).boxed())
     }
 
     async fn update_pod_status(&self, pod: &Pod) -> Result<Pod> {
@@ -185,6 +179,24 @@ impl ApiClient for HttpApiClient {
         let action = format!("record event {} for {}", event.reason, event.involved_object.short());
         let builder = self.request(reqwest::Method::POST, &paths::collection(Kind::Event, Some(&event.metadata.namespace))).json(event);
         self.send(&action, builder.timeout(REQUEST_TIMEOUT)).await.map(drop)
+    }
+}
+
+/// One watch message: a change, or the error the server sends before it ends the stream
+/// (410 Gone when the history it was replaying has been compacted away).
+fn watch_message(data: &str, resource_version: u64) -> Result<WatchEvent> {
+    match serde_json::from_str::<WatchEvent>(data) {
+        Ok(event) => Ok(event),
+        Err(decode) => match serde_json::from_str::<ApiErrorBody>(data) {
+            Ok(body) if body.error.code == 410 => Err(Error::Gone(resource_version)),
+            Ok(body) => Err(Error::Status {
+                action: "watch pods".to_string(),
+                code: body.error.code,
+                reason: body.error.reason,
+                message: body.error.message,
+            }),
+            Err(_) => Err(Error::Decode { action: "read a pod watch event".to_string(), message: decode.to_string() }),
+        },
     }
 }
 
@@ -246,6 +258,17 @@ mod tests {
             let messages: Vec<String> = sse_events(futures::stream::iter(chunks)).map(|m| m.unwrap()).collect::<Vec<_>>().await;
             assert_eq!(messages, vec!["{\"a\":1}".to_string(), "line one\nline two".to_string()], "split at {split}");
         }
+    }
+
+    #[test]
+    fn watch_messages_are_events_or_errors() {
+        let event = watch_message(r#"{"type":"BOOKMARK","resource_version":9}"#, 3).unwrap();
+        assert_eq!(event.resource_version, 9);
+        let gone = r#"{"error":{"code":410,"reason":"Gone","message":"too old"}}"#;
+        assert!(matches!(watch_message(gone, 3), Err(Error::Gone(3))));
+        let other = r#"{"error":{"code":500,"reason":"InternalError","message":"disk"}}"#;
+        assert!(matches!(watch_message(other, 3), Err(Error::Status { code: 500, .. })));
+        assert!(matches!(watch_message("not json", 3), Err(Error::Decode { .. })));
     }
 
     #[tokio::test]
