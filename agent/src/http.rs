@@ -90,6 +90,12 @@ async fn logs(
             format!("pod {namespace}/{pod} has no containers on node {}", state.node_name),
         ));
     }
+    // A pod deleted and created again under the same name may still have its old container:
+    // the newest container of each name belongs to the current pod.
+    let mut containers = containers;
+    containers.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+    let mut seen = std::collections::HashSet::new();
+    containers.retain(|c| seen.insert(c.label(LABEL_CONTAINER).to_string()));
     let mut names: Vec<&str> = containers.iter().map(|c| c.label(LABEL_CONTAINER)).collect();
     names.sort_unstable();
     let chosen = if query.container.is_empty() {
@@ -133,4 +139,74 @@ pub fn app(state: AppState) -> Router {
 pub async fn run(listener: tokio::net::TcpListener, state: AppState) -> std::io::Result<()> {
     let shutdown = state.shutdown.clone();
     axum::serve(listener, app(state)).with_graceful_shutdown(async move { shutdown.cancelled().await }).await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use axum::http::Request;
+    use tower::ServiceExt;
+
+    use super::*;
+    use crate::runtime::{ContainerConfig, LABEL_POD_UID, SimulatedRuntime};
+
+    async fn state_with(containers: &[&str]) -> AppState {
+        let runtime = Arc::new(SimulatedRuntime::new(Duration::ZERO));
+        for name in containers {
+            let labels =
+                [(LABEL_NODE, "n1"), (LABEL_NAMESPACE, "default"), (LABEL_POD, "web"), (LABEL_CONTAINER, name), (LABEL_POD_UID, "u1")]
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect::<BTreeMap<_, _>>();
+            let id = runtime
+                .create(&ContainerConfig { name: format!("c-{name}"), image: "minimal".into(), labels, ..Default::default() })
+                .await
+                .unwrap();
+            runtime.start(&id).await.unwrap();
+        }
+        AppState { node_name: "n1".into(), runtime, shutdown: CancellationToken::new() }
+    }
+
+    async fn get(state: AppState, uri: &str) -> (StatusCode, String) {
+        let response = app(state).oneshot(Request::get(uri).body(Body::empty()).unwrap()).await.unwrap();
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+        (status, String::from_utf8_lossy(&bytes).to_string())
+    }
+
+    #[tokio::test]
+    async fn logs_of_the_only_container() {
+        let (status, body) = get(state_with(&["main"]).await, "/logs/default/web").await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(body.contains("c-main"), "{body}");
+    }
+
+    #[tokio::test]
+    async fn several_containers_need_a_choice() {
+        let state = state_with(&["a", "b"]).await;
+        let (status, body) = get(state.clone(), "/logs/default/web").await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(body.contains("choose one with container= (a, b)"), "{body}");
+        let (status, body) = get(state.clone(), "/logs/default/web?container=b").await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(body.contains("c-b"), "{body}");
+        let (status, body) = get(state, "/logs/default/web?container=c").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        let error: ApiErrorBody = serde_json::from_str(&body).unwrap();
+        assert_eq!(error.error.reason, "NotFound");
+    }
+
+    #[tokio::test]
+    async fn unknown_pods_and_bad_parameters_are_clear_errors() {
+        let (status, body) = get(state_with(&[]).await, "/logs/default/nope").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert!(body.contains("pod default/nope has no containers on node n1"), "{body}");
+        let (status, body) = get(state_with(&["main"]).await, "/logs/default/web?follow=maybe").await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(body.contains("follow must be true or false"), "{body}");
+        let (status, body) = get(state_with(&[]).await, "/healthz").await;
+        assert_eq!((status, body.as_str()), (StatusCode::OK, "ok"));
+    }
 }
