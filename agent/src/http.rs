@@ -93,7 +93,7 @@ async fn logs(
     // A pod deleted and created again under the same name may still have its old container:
     // the newest container of each name belongs to the current pod.
     let mut containers = containers;
-    containers.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+    containers.sort_by_key(|c| std::cmp::Reverse(c.created_at));
     let mut seen = std::collections::HashSet::new();
     containers.retain(|c| seen.insert(c.label(LABEL_CONTAINER).to_string()));
     let mut names: Vec<&str> = containers.iter().map(|c| c.label(LABEL_CONTAINER)).collect();
