@@ -1,4 +1,5 @@
-//! Load benchmark of the real `shepherd` binary over loopback, on the durable SQLite store:
+//! Load benchmark of the real `shepherd` binary over loopback, on the durable SQLite store
+//! (and, for comparison, the memory store):
 //! create-pod throughput and latency at 1, 16 and 64 concurrent clients, and scheduling
 //! throughput with 1,000 registered nodes. Bounded in requests and time; 127.0.0.1 only.
 //!
@@ -19,10 +20,12 @@ struct Shepherd {
 
 async fn start(extra: &[&str]) -> Shepherd {
     let dir = tempfile::tempdir().expect("a temporary data dir");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_shepherd"))
-        .args(["--addr", "127.0.0.1:0", "--data-dir"])
-        .arg(dir.path())
-        .args(extra)
+    let mut command = Command::new(env!("CARGO_BIN_EXE_shepherd"));
+    command.args(["--addr", "127.0.0.1:0"]).args(extra);
+    if !extra.contains(&"--in-memory") {
+        command.arg("--data-dir").arg(dir.path());
+    }
+    let mut child = command
         .env("RUST_LOG", "warn,server=info")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -143,12 +146,17 @@ async fn scheduling(pods: usize) -> (f64, f64, Duration) {
 }
 
 async fn run() {
-    println!("### Create-pod throughput (durable SQLite store, loopback)\n");
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!("Load average when the run started: {}\n", load.split_whitespace().take(3).collect::<Vec<_>>().join(" "));
+    println!("### Create-pod throughput (loopback)\n");
     println!("| server | clients | creates | creates/s | p50 | p99 |");
     println!("|---|---:|---:|---:|---:|---:|");
-    for (label, extra) in
-        [("API + store only (`--disable-scheduler`)", &["--disable-scheduler"][..]), ("full pipeline (scheduler on, 0 nodes)", &[][..])]
-    {
+    let configs: [(&str, &[&str]); 3] = [
+        ("SQLite, API only (`--disable-scheduler`)", &["--disable-scheduler"]),
+        ("SQLite, full pipeline (scheduler on, 0 nodes)", &[]),
+        ("memory, API only (`--in-memory --disable-scheduler`)", &["--in-memory", "--disable-scheduler"]),
+    ];
+    for (label, extra) in configs {
         for (clients, total) in [(1, 2_000), (16, 10_000), (64, 20_000)] {
             let server = start(extra).await;
             let (rate, p50, p99, done) = create_load(&server.url, clients, total, "bench").await;
