@@ -120,8 +120,11 @@ impl Client {
         if (200..300).contains(&status) { Ok((status, text)) } else { Err(error_from(status, path, &text)) }
     }
 
+    /// Reads through `serde_json::Value`, as watch events are read: every type then has one
+    /// deserializer instantiated instead of two, which keeps the wasm bundle smaller.
     fn decode<T: DeserializeOwned>(path: &str, text: &str) -> Result<T, ApiError> {
-        serde_json::from_str(text).map_err(|e| ApiError::Decode { path: path.to_string(), message: e.to_string() })
+        let bad = |e: serde_json::Error| ApiError::Decode { path: path.to_string(), message: e.to_string() };
+        serde_json::from_str::<serde_json::Value>(text).and_then(serde_json::from_value).map_err(bad)
     }
 
     pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ApiError> {

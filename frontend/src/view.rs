@@ -213,9 +213,11 @@ pub fn age(now: Time, then: Time) -> String {
     }
 }
 
-/// `06:21:07.123`, UTC: enough to line up with server logs.
+/// `06:21:07.123`, UTC: enough to line up with server logs. Written out by hand: chrono's
+/// format strings would add their interpreter to the wasm bundle.
 pub fn clock(time: Time) -> String {
-    time.format("%H:%M:%S%.3f").to_string()
+    use chrono::Timelike;
+    format!("{:02}:{:02}:{:02}.{:03}", time.hour(), time.minute(), time.second(), time.timestamp_subsec_millis())
 }
 
 // ---------------------------------------------------------------------------------------------

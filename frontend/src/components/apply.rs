@@ -9,7 +9,8 @@ use web_sys::HtmlTextAreaElement;
 use yew::prelude::*;
 
 use crate::api::{ApiError, Client, Method};
-use crate::components::sheep::{SheepCard, StageBadge};
+use crate::components::sheep::StageBadge;
+use crate::components::stage_board::StageBoard;
 use crate::context::{use_cluster, use_session};
 use crate::plan::{Checked, Item, check};
 use crate::route::Route;
@@ -234,7 +235,7 @@ fn Tracker(props: &TrackerProps) -> Html {
                 <div class="tracker" data-testid="apply-tracker" data-stage={stage_id(stage)}>
                     <ol class="steps">
                         { for steps.iter().map(|(s, label)| html! {
-                            <li class={classes!(reached(*s).then_some("reached"), (*s == stage).then_some("current"))}>{ *label }</li>
+                            <li class={classes!(reached(*s).then_some("reached"), (*s == stage || (*s, stage) == (PodStage::WaitingForScheduler, PodStage::Unschedulable)).then_some("current"))}>{ *label }</li>
                         }) }
                     </ol>
                     <p>
@@ -247,17 +248,16 @@ fn Tracker(props: &TrackerProps) -> Html {
         }
         Object::Deployment(deployment) => {
             let selector = &deployment.spec.selector;
-            let mut pods: Vec<_> = cluster
+            let pods: Vec<_> = cluster
                 .pods
                 .values()
                 .filter(|p| p.metadata.namespace == meta.namespace && !selector.is_empty() && selector.matches(&p.metadata.labels))
                 .cloned()
                 .collect();
-            pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
             html! {
                 <div class="tracker" data-testid="apply-tracker">
                     <p>{ format!("{} of {} replica pod(s) so far:", pods.len(), deployment.spec.replicas) }</p>
-                    <div class="flock">{ for pods.into_iter().map(|pod| html! { <SheepCard key={pod.metadata.key()} pod={pod.clone()} /> }) }</div>
+                    <StageBoard {pods} />
                 </div>
             }
         }

@@ -7,7 +7,7 @@ use shared::model::{Deployment, ObjectMeta, Scale, ScaleSpec};
 use yew::prelude::*;
 
 use crate::api::{ApiError, Method};
-use crate::components::sheep::SheepCard;
+use crate::components::stage_board::StageBoard;
 use crate::context::{use_cluster, use_session, use_watch};
 use crate::session::SessionAction;
 use crate::view::in_namespace;
@@ -52,10 +52,9 @@ pub fn Deployments() -> Html {
             { for deployments.iter().map(|d| {
                 let (ns, name, replicas) = (d.metadata.namespace.clone(), d.metadata.name.clone(), d.spec.replicas);
                 let selector = &d.spec.selector;
-                let mut pods: Vec<_> = cluster.pods.values()
+                let pods: Vec<_> = cluster.pods.values()
                     .filter(|p| p.metadata.namespace == ns && !selector.is_empty() && selector.matches(&p.metadata.labels))
                     .cloned().collect();
-                pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
                 let down = { let (scale, ns, name) = (scale.clone(), ns.clone(), name.clone());
                     Callback::from(move |_| scale.emit((ns.clone(), name.clone(), (replicas - 1).max(0)))) };
                 let up = { let (scale, ns, name) = (scale.clone(), ns.clone(), name.clone());
@@ -75,7 +74,7 @@ pub fn Deployments() -> Html {
                             { format!("ready {}/{replicas} · available {} · selector {} · image {}",
                                 d.status.ready_replicas, d.status.available_replicas, selector, images.join(", ")) }
                         </p>
-                        <div class="flock">{ for pods.into_iter().map(|pod| html! { <SheepCard key={pod.metadata.key()} pod={pod.clone()} /> }) }</div>
+                        <StageBoard {pods} />
                     </article>
                 }
             }) }

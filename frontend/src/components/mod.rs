@@ -14,3 +14,4 @@ pub mod pod_detail;
 pub mod services;
 pub mod sheep;
 pub mod simulator;
+pub mod stage_board;

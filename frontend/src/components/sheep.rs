@@ -45,7 +45,11 @@ pub fn SheepCard(props: &SheepCardProps) -> Html {
     let meta = &pod.metadata;
     let route = Route::Pod { namespace: meta.namespace.clone(), name: meta.name.clone() };
     let name = if props.show_namespace { meta.key() } else { meta.name.clone() };
-    let status = pod.display_status();
+    // "Pending" alone hides the seed's distinction: say which Pending this is.
+    let status = match stage {
+        PodStage::Unschedulable => "Unschedulable".to_string(),
+        _ => pod.display_status(),
+    };
     let title = format!("{} · {}: {}", meta.key(), stage_name(stage), stage_hint(stage));
     let terminating = meta.deletion_timestamp.is_some();
     html! {
