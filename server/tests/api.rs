@@ -134,6 +134,20 @@ async fn malformed_bodies_get_json_errors_with_line_and_column() {
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(err["error"]["reason"], "PayloadTooLarge");
 
+    let plain =
+        server.client.post(format!("{}/api/v1/pods", server.url)).header("content-type", "text/plain").body(pod("p", 1, 1).to_string());
+    let response = plain.send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE, "a form or text post from a web page is refused");
+    let preflight = server
+        .client
+        .request(Method::OPTIONS, format!("{}/api/v1/pods", server.url))
+        .header("origin", "http://evil.example")
+        .header("access-control-request-method", "POST")
+        .send()
+        .await
+        .unwrap();
+    assert!(preflight.headers().get("access-control-allow-origin").is_none(), "no CORS for foreign origins");
+
     let (status, err) = server.get("/api/v1/sheep").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(err["error"]["reason"], "NotFound");

@@ -155,8 +155,26 @@ pub fn app(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(middleware::from_fn_with_state(state.clone(), crate::metrics::track))
         .layer(middleware::from_fn(json_errors))
-        .layer(tower_http::cors::CorsLayer::permissive())
+        .layer(cors())
         .with_state(state)
+}
+
+/// CORS for the dashboard's development server: only pages served from this machine
+/// (`http://localhost:*`, `http://127.0.0.1:*`, `http://[::1]:*`) may call the API from a
+/// browser, so that no web site can drive an open local server.
+fn cors() -> tower_http::cors::CorsLayer {
+    use tower_http::cors::{AllowOrigin, CorsLayer};
+    CorsLayer::new()
+        .allow_origin(AllowOrigin::predicate(|origin, _| origin.to_str().is_ok_and(is_loopback_origin)))
+        .allow_methods([Method::GET, Method::POST, Method::PUT, Method::DELETE])
+        .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE])
+}
+
+fn is_loopback_origin(origin: &str) -> bool {
+    let Some(rest) = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) else { return false };
+    let host =
+        if let Some(v6) = rest.strip_prefix('[') { v6.split(']').next().unwrap_or("") } else { rest.split(':').next().unwrap_or("") };
+    host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 async fn unknown_route(method: Method, uri: Uri) -> ApiError {
@@ -196,7 +214,18 @@ impl<S: Send + Sync> FromRequest<S> for BodyBytes {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let content_type = request.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_ascii_lowercase);
+        let json = content_type.as_deref().is_some_and(|t| t.starts_with("application/json"));
         match Bytes::from_request(request, state).await {
+            // A non-JSON content type would let a web page post here without a CORS check.
+            Ok(bytes) if !bytes.is_empty() && !json => Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "UnsupportedMediaType",
+                format!(
+                    "send the body as JSON with Content-Type: application/json (got {})",
+                    content_type.as_deref().unwrap_or("no Content-Type")
+                ),
+            )),
             Ok(bytes) => Ok(BodyBytes(bytes)),
             Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -275,4 +304,19 @@ async fn metrics(State(state): State<AppState>) -> Response {
     let mut response = Body::from(text).into_response();
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_loopback_origin;
+
+    #[test]
+    fn only_pages_from_this_machine_may_call_from_a_browser() {
+        for origin in ["http://localhost:8080", "http://127.0.0.1:9876", "http://[::1]:3000", "https://localhost"] {
+            assert!(is_loopback_origin(origin), "{origin}");
+        }
+        for origin in ["http://evil.example", "http://localhost.evil.example", "http://10.0.0.1:80", "null", "file://"] {
+            assert!(!is_loopback_origin(origin), "{origin}");
+        }
+    }
 }
