@@ -1,7 +1,7 @@
 //! The node lifecycle controller: a node without a heartbeat for `node_monitor_grace` gets
 //! Ready=Unknown (NotReady) and a `NodeNotReady` event; the pods on a node that stays
 //! NotReady past `pod_eviction_grace` are marked Failed with reason `NodeLost`, so that
-//! their deployments replace them elsewhere.
+//! their deployments replace them elsewhere. Pods bound to a deleted node fail the same way.
 
 use std::time::Duration;
 
@@ -35,15 +35,31 @@ impl Controller for NodeLifecycleController {
         vec![Key::of(&event.object)]
     }
 
+    /// Every node, and every node name pods are bound to that no longer exists.
     fn all_keys(&self, store: &dyn Store) -> Vec<Key> {
-        store.list(Kind::Node, None).1.iter().map(|n| Key::of(n)).collect()
+        let mut keys: Vec<Key> = store.list(Kind::Node, None).1.iter().map(|n| Key::of(n)).collect();
+        for pod in store.list(Kind::Pod, None).1 {
+            if let Object::Pod(p) = &*pod {
+                let key = Key::new(Kind::Node, "", &p.spec.node_name);
+                if p.is_bound() && !p.status.phase.is_terminal() && store.get(&key).is_none() {
+                    keys.push(key);
+                }
+            }
+        }
+        keys.sort();
+        keys.dedup();
+        keys
     }
 
     async fn reconcile(&self, key: &Key, ctx: &Context, now: Time) -> Result<Action> {
         let err = |e| store_error(Self::NAME, key, e);
         let node = match ctx.store.get(key).as_deref() {
             Some(Object::Node(n)) => n.clone(),
-            _ => return Ok(Action::AwaitChange),
+            _ => {
+                // A deleted node's pods cannot run anywhere: they fail, and are replaced.
+                evict_pods(ctx, &key.key, &format!("node {} was deleted", key.key), now).await.map_err(err)?;
+                return Ok(Action::AwaitChange);
+            }
         };
         let grace = to_chrono(ctx.config.node_monitor_grace);
         let eviction = to_chrono(ctx.config.pod_eviction_grace);
@@ -62,7 +78,8 @@ impl Controller for NodeLifecycleController {
         if now - since < eviction {
             return Ok(Action::RequeueAfter(until(since + eviction, now)));
         }
-        evict_pods(ctx, &node, now).await.map_err(err)?;
+        let why = format!("node {} has been NotReady for longer than {:?}", key.key, ctx.config.pod_eviction_grace);
+        evict_pods(ctx, &node.metadata.name, &why, now).await.map_err(err)?;
         Ok(Action::RequeueAfter(ctx.config.node_monitor_period))
     }
 }
@@ -103,17 +120,17 @@ async fn mark_unknown(ctx: &Context, node: &Node, last_seen: Time, now: Time) ->
     }
 }
 
-async fn evict_pods(ctx: &Context, node: &Node, now: Time) -> Result<(), StoreError> {
-    let name = node.metadata.name.clone();
-    let (_, pods) = ctx.store.pods_on_node(&name);
+/// Marks every unfinished pod bound to `name` Failed with reason NodeLost, with an event.
+async fn evict_pods(ctx: &Context, name: &str, why: &str, now: Time) -> Result<(), StoreError> {
+    let (_, pods) = ctx.store.pods_on_node(name);
     let mut txn = Txn::new();
     for object in pods {
         let Object::Pod(pod) = &*object else { continue };
         if pod.status.phase.is_terminal() {
             continue;
         }
-        let message = format!("node {name} has been NotReady for longer than {:?}", ctx.config.pod_eviction_grace);
-        let node_name = name.clone();
+        let message = why.to_string();
+        let node_name = name.to_string();
         let status_message = message.clone();
         txn.push(ops::modify::<Pod>(Key::of(&object), move |_, p| {
             if p.spec.node_name != node_name || p.status.phase.is_terminal() {
@@ -203,6 +220,21 @@ mod tests {
         NodeLifecycleController.reconcile(&key, &ctx, now + chrono::Duration::seconds(61)).await.unwrap();
         let pod = &fixtures::pods(&ctx)[0];
         assert_eq!((pod.status.phase, pod.status.reason.as_str()), (PodPhase::Failed, NODE_LOST));
+    }
+
+    #[tokio::test]
+    async fn the_pods_of_a_deleted_node_fail_with_node_lost() {
+        let (ctx, now) = setup().await;
+        let key = Key::new(Kind::Node, "", "n1");
+        ctx.store.commit(Txn::new().with(ops::delete(key.clone(), 0))).await.unwrap();
+        assert_eq!(NodeLifecycleController.all_keys(&*ctx.store), vec![key.clone()], "the missing node is still looked at");
+        NodeLifecycleController.reconcile(&key, &ctx, now).await.unwrap();
+        let pod = &fixtures::pods(&ctx)[0];
+        assert_eq!(
+            (pod.status.phase, pod.status.reason.as_str(), pod.status.message.as_str()),
+            (PodPhase::Failed, NODE_LOST, "node n1 was deleted")
+        );
+        assert!(NodeLifecycleController.all_keys(&*ctx.store).is_empty());
     }
 
     #[tokio::test]
