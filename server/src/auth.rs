@@ -82,9 +82,16 @@ pub enum TokenError {
 }
 
 /// The configured tokens. Empty means the API is open.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Tokens {
     by_token: HashMap<String, Principal>,
+}
+
+/// Never prints a token: only how many there are.
+impl std::fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Tokens({} configured)", self.by_token.len())
+    }
 }
 
 impl Tokens {
@@ -216,6 +223,12 @@ mod tests {
         assert!(err.to_string().contains("unknown role \"root\""), "{err}");
         let err = Tokens::parse("short admin\n", "tokens").unwrap_err();
         assert!(err.to_string().contains("at least 8"), "{err}");
+    }
+
+    #[test]
+    fn debug_output_hides_the_tokens() {
+        let tokens = Tokens::parse("very-secret-token admin\n", "t").unwrap();
+        assert_eq!(format!("{tokens:?}"), "Tokens(1 configured)");
     }
 
     #[test]

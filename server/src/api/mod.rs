@@ -31,6 +31,8 @@ use crate::store::Store;
 
 /// The largest request body the API reads.
 pub const BODY_LIMIT: usize = 1024 * 1024;
+/// The longest a handler may take to start its response.
+pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// What every handler shares: one reference-counted [`Shared`], cheap to clone per request.
 #[derive(Clone)]
@@ -153,6 +155,8 @@ pub fn app(state: AppState) -> Router {
         .fallback(unknown_route)
         .layer(middleware::from_fn_with_state(state.clone(), crate::auth::authenticate))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        // Until the response starts: watch and log streams run on after it.
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, REQUEST_TIMEOUT))
         .layer(middleware::from_fn_with_state(state.clone(), crate::metrics::track))
         .layer(middleware::from_fn(json_errors))
         .layer(cors())
