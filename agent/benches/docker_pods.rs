@@ -101,7 +101,13 @@ impl Bench {
             if pods.len() == count && pods.iter().all(|p| p.status.phase == PodPhase::Running) {
                 return pods;
             }
-            assert!(began.elapsed() < limit, "{count} pods ({selector}) not Running within {limit:?}");
+            if began.elapsed() > limit {
+                let statuses: Vec<String> = pods
+                    .iter()
+                    .map(|p| format!("{} node={:?} {}: {:?}", p.metadata.name, p.spec.node_name, p.display_status(), p.status.conditions))
+                    .collect();
+                panic!("{count} pods ({selector}) not Running within {limit:?}: {statuses:#?}");
+            }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
@@ -112,6 +118,19 @@ impl Bench {
             self.http.delete(url).send().await.unwrap();
         }
         self.wait_no_containers().await;
+    }
+
+    async fn wait_node_ready(&self) {
+        let began = Instant::now();
+        loop {
+            let url = format!("{}/api/v1/nodes/{}", self.base, self.node);
+            let response = self.http.get(url).send().await.unwrap();
+            if response.status().is_success() && response.json::<shared::model::Node>().await.unwrap().is_ready() {
+                return;
+            }
+            assert!(began.elapsed() < Duration::from_secs(30), "node {} did not register as Ready", self.node);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     async fn wait_no_containers(&self) {
@@ -253,6 +272,10 @@ fn docker_run_floor(replicas: usize) -> Duration {
 }
 
 fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .init();
     let options = options();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     rt.block_on(async {
@@ -280,6 +303,7 @@ fn main() {
 
         let bench = Bench { base, http: reqwest::Client::new(), runtime: runtime.clone(), node };
         bench.wait_no_containers().await;
+        bench.wait_node_ready().await;
         // Warm-up, not measured: the node registers, the watch connects, the network exists.
         bench.post("/api/v1/pods", &pod_body("warm-up")).await;
         bench.wait_running("bench=latency", 1, Duration::from_secs(60)).await;

@@ -113,8 +113,10 @@ impl PodManager {
         tokio::spawn(async move { manager.sweep_orphans().await });
     }
 
-    /// Removes containers of this node whose pod has no worker.
+    /// Removes containers of this node whose pod has no worker. A pod known before or after
+    /// the (slow) list is left alone: its worker is creating or removing containers itself.
     async fn sweep_orphans(&self) {
+        let known_before = self.pod_uids();
         let node = self.ctx.node_name.clone();
         let containers = match self.ctx.runtime.list(&[(LABEL_NODE, node.as_str())]).await {
             Ok(containers) => containers,
@@ -123,8 +125,11 @@ impl PodManager {
                 return;
             }
         };
-        let known = self.pod_uids();
-        let orphans = containers.into_iter().filter(|c| !known.contains(c.label(LABEL_POD_UID)));
+        let known_after = self.pod_uids();
+        let orphans = containers.into_iter().filter(|c| {
+            let uid = c.label(LABEL_POD_UID);
+            !known_before.contains(uid) && !known_after.contains(uid)
+        });
         let removals = orphans.map(|info| {
             let runtime = self.ctx.runtime.clone();
             async move {
