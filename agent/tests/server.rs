@@ -201,3 +201,22 @@ async fn the_binary_leaves_pods_running_on_sigterm_and_keeps_them_while_the_serv
     assert_eq!(containers.len(), 1);
     assert_eq!(containers[0].state, RunState::Running, "SIGTERM must leave pods running");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_created_before_any_node_runs_once_the_agent_registers() {
+    let docker = docker().await;
+    minimal_image(&docker).await;
+    let node = unique("node");
+    let _cleanup = Cleanup(node.clone());
+    let server = Server::start().await;
+    server.post("/api/v1/pods", pod("early", "sleep 3600")).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let shutdown = CancellationToken::new();
+    let api = Arc::new(HttpApiClient::new(&server.base, None));
+    let agent = tokio::spawn(agent::run_node(config(&server, &node), docker.clone(), api, listener, shutdown.clone()));
+    let running = server.wait_pod("early", "Running", |p| p["status"]["phase"] == "Running").await;
+    assert_eq!(running["spec"]["node_name"], node.as_str());
+    shutdown.cancel();
+    agent.await.unwrap().unwrap();
+    server.stop().await;
+}
