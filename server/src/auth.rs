@@ -144,8 +144,12 @@ impl Tokens {
 }
 
 /// Paths anyone may read without a token: liveness and readiness probes.
+/// Health checks and the dashboard's files need no token: the dashboard asks for one
+/// itself when the API answers 401.
 fn is_public(path: &str) -> bool {
-    path == shared::api::paths::HEALTHZ || path == shared::api::paths::READYZ
+    use shared::api::paths;
+    let api = path == "/api" || path.starts_with("/api/") || path == paths::METRICS;
+    path == paths::HEALTHZ || path == paths::READYZ || !api
 }
 
 /// Whether a node token may attempt this write at all; handlers check which node and pod.

@@ -31,6 +31,8 @@ pub struct Config {
     pub controller_resync: Duration,
     /// Events older than this (by last_timestamp) are deleted.
     pub event_ttl: Duration,
+    /// The built dashboard (`dist/` of `cargo xtask frontend`), served outside `/api`.
+    pub dashboard_dir: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -48,6 +50,7 @@ impl Default for Config {
             node_monitor_period: Duration::from_secs(5),
             controller_resync: Duration::from_secs(30),
             event_ttl: Duration::from_secs(3600),
+            dashboard_dir: None,
         }
     }
 }

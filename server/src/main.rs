@@ -1,6 +1,8 @@
 //! `shepherd`: the control plane binary. Parses flags into a [`server::Config`], binds the
 //! address and runs until SIGINT or SIGTERM.
 
+mod local_node;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -47,6 +49,23 @@ struct Args {
     /// Seconds events are kept after they last happened.
     #[arg(long, default_value_t = 3600)]
     event_ttl: u64,
+    /// The built dashboard to serve at / [default: ./dist, else the dist/ of the source tree this binary was built from].
+    #[arg(long, env = "SHEPHERD_DASHBOARD_DIR")]
+    dashboard_dir: Option<PathBuf>,
+    /// Also run a node agent in this process (like k3s's server), named after the host.
+    #[arg(long)]
+    local_node: bool,
+    /// The local node's runtime: auto uses Docker when an engine answers, else simulated pods.
+    #[arg(long, value_enum, default_value = "auto", requires = "local_node")]
+    local_runtime: local_node::LocalRuntime,
+}
+
+/// `./dist` when it holds a build, else the `dist/` beside the workspace this binary came
+/// from, so `target/release/shepherd` finds the dashboard from any directory.
+fn default_dashboard_dir() -> Option<PathBuf> {
+    let here = PathBuf::from("dist");
+    let built = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../dist");
+    [here, built].into_iter().find(|dir| dir.join("index.html").is_file())
 }
 
 impl Args {
@@ -60,6 +79,7 @@ impl Args {
             tokens.add(token, Principal { role: Role::Admin, node: None });
         }
         let data_dir = if self.in_memory { None } else { Some(self.data_dir.unwrap_or_else(default_data_dir)) };
+        let dashboard_dir = self.dashboard_dir.or_else(default_dashboard_dir);
         Ok(Config {
             data_dir,
             tokens,
@@ -69,6 +89,7 @@ impl Args {
             node_monitor_grace: Duration::from_secs(self.node_monitor_grace),
             pod_eviction_grace: Duration::from_secs(self.pod_eviction_grace),
             event_ttl: Duration::from_secs(self.event_ttl),
+            dashboard_dir,
             ..Config::default()
         })
     }
@@ -95,14 +116,34 @@ async fn main() -> anyhow::Result<()> {
         .init();
     let args = Args::parse();
     let addr = args.addr;
-    let config = args.into_config()?;
+    let local = args.local_node.then_some(args.local_runtime);
+    let mut config = args.into_config()?;
     if let Some(dir) = &config.data_dir {
         tracing::info!("data directory: {}", dir.display());
     }
+    match &config.dashboard_dir {
+        Some(dir) => tracing::info!("dashboard: {}", dir.display()),
+        None => tracing::warn!("the dashboard is not built (run `cargo xtask frontend`): only the API is served"),
+    }
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+    let url = format!("http://{}", listener.local_addr()?);
     let shutdown = CancellationToken::new();
     watch_signals(shutdown.clone())?;
-    server::run(listener, config, shutdown).await?;
+    let local_agent = match local {
+        Some(wanted) => {
+            let runtime = local_node::choose_runtime(wanted).await?;
+            let agent = local_node::agent_config(&url, runtime, &mut config);
+            Some(tokio::spawn(local_node::run(agent, shutdown.clone())))
+        }
+        None => None,
+    };
+    tracing::info!("dashboard and API at {url}; try: SHEPHERD_API={url} sheepctl apply -f examples/pod.json");
+    let served = server::run(listener, config, shutdown.clone()).await;
+    shutdown.cancel();
+    if let Some(agent) = local_agent {
+        agent.await.ok();
+    }
+    served?;
     tracing::info!("stopped cleanly");
     Ok(())
 }

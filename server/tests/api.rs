@@ -216,6 +216,14 @@ async fn updates_are_compare_and_swap_and_never_touch_status_or_node() {
     assert_eq!(status, StatusCode::OK, "{after}");
     assert_eq!(after["status"]["phase"], "Running");
     assert_eq!(after["metadata"]["labels"]["tier"], "frontend");
+    // Reaching Running closes the seed's walk-through with an event, once.
+    server.put("/api/v1/namespaces/default/pods/p/status", after.clone()).await;
+    let (_, events) = server.get("/api/v1/namespaces/default/events").await;
+    let running_events: Vec<&Value> =
+        events["items"].as_array().unwrap().iter().filter(|e| e["reason"] == "Running" && e["involved_object"]["name"] == "p").collect();
+    assert_eq!(running_events.len(), 1, "{events}");
+    assert_eq!(running_events[0]["count"], 1);
+    assert!(running_events[0]["message"].as_str().unwrap().contains("is running on node node-1"), "{}", running_events[0]);
 
     let (_, by_label) = server.get("/api/v1/pods?label_selector=tier%3Dfrontend").await;
     assert_eq!(by_label["items"].as_array().unwrap().len(), 1);

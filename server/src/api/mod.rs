@@ -152,7 +152,7 @@ pub fn route_table() -> RouteTable {
 pub fn app(state: AppState) -> Router {
     routes()
         .router
-        .fallback(unknown_route)
+        .fallback(dashboard_or_unknown)
         .layer(middleware::from_fn_with_state(state.clone(), crate::auth::authenticate))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         // Until the response starts: watch and log streams run on after it.
@@ -181,8 +181,32 @@ fn is_loopback_origin(origin: &str) -> bool {
     host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-async fn unknown_route(method: Method, uri: Uri) -> ApiError {
+fn unknown_route(method: &Method, uri: &Uri) -> ApiError {
     ApiError::not_found(format!("no route for {method} {}: see /api/openapi.json for the routes this server has", uri.path()))
+}
+
+/// Everything outside the API is the dashboard: its files, and `index.html` for any other
+/// path so that the single-page app's own routes load on refresh.
+async fn dashboard_or_unknown(State(state): State<AppState>, request: Request) -> Response {
+    use tower::{Layer as _, ServiceExt as _};
+    use tower_http::compression::CompressionLayer;
+    use tower_http::services::{ServeDir, ServeFile};
+    let path = request.uri().path();
+    let is_api = path == "/api" || path.starts_with("/api/") || path == paths::METRICS;
+    if is_api || !matches!(*request.method(), Method::GET | Method::HEAD) {
+        return unknown_route(request.method(), request.uri()).into_response();
+    }
+    let Some(dir) = state.config.dashboard_dir.as_ref().filter(|dir| dir.join("index.html").is_file()) else {
+        return ApiError::not_found(
+            "the dashboard is not built: run `cargo xtask frontend` and start shepherd with --dashboard-dir pointing at its dist/ folder",
+        )
+        .into_response();
+    };
+    let files = CompressionLayer::new().layer(ServeDir::new(dir).fallback(ServeFile::new(dir.join("index.html"))));
+    match files.oneshot(request).await {
+        Ok(response) => response.map(Body::new),
+        Err(never) => match never {},
+    }
 }
 
 /// Turns any error response that is not already JSON (405 from the router, a rejection

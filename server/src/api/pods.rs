@@ -10,15 +10,15 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use shared::api::FieldError;
-use shared::model::{Binding, Kind, Object, Pod, PodPhase, PodStatus};
+use shared::model::{Binding, Kind, Object, Pod, PodPhase, PodStatus, event_types};
 
 use super::objects::parse_object;
 use super::{AppState, BodyBytes, Params, parse_json};
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
-use crate::events::SOURCE_SCHEDULER;
+use crate::events::{self, SOURCE_SCHEDULER};
 use crate::ops;
-use crate::store::{Key, commit_one};
+use crate::store::{Key, Txn, commit_one};
 
 fn stored_pod(state: &AppState, namespace: &str, name: &str) -> ApiResult<Pod> {
     match state.store.get(&Key::new(Kind::Pod, namespace, name)).as_deref() {
@@ -85,14 +85,35 @@ pub async fn put_status(
     if let Some(Object::Pod(p)) = after.as_deref()
         && before.status.phase != PodPhase::Running
         && p.status.phase == PodPhase::Running
-        && let Some(created) = p.metadata.created_at
     {
-        state.metrics.observe_create_to_running((chrono::Utc::now() - created).to_std().unwrap_or_default());
+        record_running(&state, p).await;
     }
     Ok(match after {
         Some(p) => Json(&*p).into_response(),
         None => StatusCode::OK.into_response(),
     })
+}
+
+/// Marks the end of the seed's walk-through (Created → Scheduled → … → Running) with an
+/// event that says how long the pod took, and feeds the create→Running metric. The status
+/// is already stored: a lost event is logged, not an error for the agent.
+async fn record_running(state: &AppState, pod: &Pod) {
+    let now = chrono::Utc::now();
+    let took = pod.metadata.created_at.map(|created| (now - created).to_std().unwrap_or_default());
+    if let Some(took) = took {
+        state.metrics.observe_create_to_running(took);
+    }
+    let message = match took {
+        Some(took) => {
+            format!("Pod {} is running on node {}, {} ms after it was created", pod.metadata.name, pod.spec.node_name, took.as_millis())
+        }
+        None => format!("Pod {} is running on node {}", pod.metadata.name, pod.spec.node_name),
+    };
+    let event =
+        events::new_event(events::reference(&Object::Pod(pod.clone())), event_types::NORMAL, "Running", message, events::SOURCE_API);
+    if let Err(e) = state.store.commit(Txn::new().with(events::record(event, now))).await {
+        tracing::warn!(pod = %pod.metadata.key(), error = %e, "cannot record the Running event");
+    }
 }
 
 /// `GET …/pods/{name}/scheduling`: the explanation of the scheduler's last decision.

@@ -1,0 +1,83 @@
+//! `shepherd --local-node`: a node agent in the server's own process, as k3s's server runs
+//! one, so that one command gives a working cluster. Docker when an engine answers (with the
+//! `minimal` image made sure of), else simulated pods with a warning that says how to get
+//! real containers.
+
+use std::path::Path;
+use std::time::Duration;
+
+use agent::{AgentConfig, RuntimeChoice};
+use server::auth::{Principal, Role};
+use server::config::Config;
+use tokio_util::sync::CancellationToken;
+
+/// The image the reference manifests use.
+const MINIMAL_IMAGE: &str = "minimal";
+/// How long a simulated pod takes to "start".
+const SIMULATED_START_DELAY: Duration = Duration::from_millis(500);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LocalRuntime {
+    /// Docker when an engine answers, else simulated.
+    Auto,
+    Docker,
+    Simulated,
+}
+
+/// Picks the runtime: `Auto` falls back to simulated pods with a warning.
+pub async fn choose_runtime(wanted: LocalRuntime) -> anyhow::Result<RuntimeChoice> {
+    let simulated = RuntimeChoice::Simulated { start_delay: SIMULATED_START_DELAY };
+    match wanted {
+        LocalRuntime::Simulated => Ok(simulated),
+        LocalRuntime::Docker => {
+            ensure_minimal_image().await?;
+            Ok(RuntimeChoice::Docker)
+        }
+        LocalRuntime::Auto => match ensure_minimal_image().await {
+            Ok(()) => Ok(RuntimeChoice::Docker),
+            Err(e) => {
+                tracing::warn!(
+                    "no usable Docker engine ({e:#}): the local node runs SIMULATED pods, no real containers. \
+                     For real containers install Docker (apt-get install docker.io busybox-static), start dockerd, and restart shepherd"
+                );
+                Ok(simulated)
+            }
+        },
+    }
+}
+
+async fn ensure_minimal_image() -> anyhow::Result<()> {
+    let runtime = agent::runtime::DockerRuntime::connect().await?;
+    let busybox = Path::new(agent::image::DEFAULT_BUSYBOX);
+    anyhow::ensure!(
+        busybox.is_file(),
+        "{} is missing, so the {MINIMAL_IMAGE:?} image cannot be built (apt-get install busybox-static)",
+        busybox.display()
+    );
+    if let agent::image::Outcome::Imported = agent::image::bootstrap(runtime.client(), MINIMAL_IMAGE, busybox, false).await? {
+        tracing::info!("built the {MINIMAL_IMAGE:?} image from the host's busybox");
+    }
+    Ok(())
+}
+
+/// The agent's settings for a node served by this process at `api`. When the server
+/// checks tokens, the node gets a node token of its own, added to `config`.
+pub fn agent_config(api: &str, runtime: RuntimeChoice, config: &mut Config) -> AgentConfig {
+    let mut agent = AgentConfig::new(api);
+    agent.runtime = runtime;
+    agent.listen = "127.0.0.1:0".parse().expect("a valid loopback address");
+    if !config.tokens.is_empty() {
+        let token = uuid::Uuid::new_v4().simple().to_string();
+        config.tokens.add(&token, Principal { role: Role::Node, node: Some(agent.node_name.clone()) });
+        agent.token = Some(token);
+    }
+    agent
+}
+
+/// Runs the agent until `shutdown`; its failure is logged, and the control plane goes on.
+pub async fn run(agent: AgentConfig, shutdown: CancellationToken) {
+    let node = agent.node_name.clone();
+    if let Err(e) = agent::run(agent, shutdown).await {
+        tracing::error!(node = %node, "the local node agent stopped: {e}");
+    }
+}
