@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds Shepherd, the dashboard included, and runs it: the API server, a local node and the
+# dashboard on http://127.0.0.1:9876. The local node runs real Docker containers when an
+# engine answers (the `minimal` image is made from the host's busybox), else simulated pods.
+# Data persists in ~/.local/share/shepherd (or $XDG_DATA_HOME/shepherd); pass --in-memory
+# or --data-dir DIR to change that. Other flags go to `shepherd` (see `shepherd --help`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
+cargo xtask frontend --release
+cargo build --release -p server -p agent -p sheepctl
+
+cat <<EOT
+
+Shepherd is starting. Open http://127.0.0.1:9876 for the dashboard, and in another terminal try:
+
+    export PATH="$PWD/target/release:\$PATH"
+    sheepctl apply -f examples/pod.json && sheepctl get pods -w
+
+Stop it with Ctrl-C; pods keep running and are adopted on the next start.
+
+EOT
+exec target/release/shepherd --local-node --dashboard-dir dist "$@"
