@@ -20,5 +20,8 @@ fi
 echo "== shared builds for wasm32"
 cargo build --quiet -p shared --target wasm32-unknown-unknown
 
+echo "== the dashboard, for the real-browser test"
+cargo xtask frontend
+
 echo "== every test"
 cargo test --workspace

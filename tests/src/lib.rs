@@ -1,1 +1,98 @@
-//! End-to-end tests across the parts live in tests/.
+//! Support for the end-to-end tests in `tests/tests/`: a real browser (Debian's chromium,
+//! headless) driven over WebDriver by chromedriver on a loopback port, with waits that
+//! say what they were waiting for when they give up.
+//!
+//! Missing chromium or chromedriver is a failure with the package to install, never a skip.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use fantoccini::elements::Element;
+use fantoccini::{Client, ClientBuilder, Locator};
+use hyper_util::client::legacy::connect::HttpConnector;
+
+pub const CHROMIUM: &str = "/usr/bin/chromium";
+pub const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+
+/// A headless chromium session with its own chromedriver and a fresh profile.
+pub struct Browser {
+    pub client: Client,
+    driver: tokio::process::Child,
+    _profile: tempfile::TempDir,
+}
+
+impl Browser {
+    /// Starts chromedriver on a free loopback port and opens a session.
+    pub async fn start() -> Browser {
+        for (path, package) in [(CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-driver")] {
+            assert!(Path::new(path).is_file(), "{path} is missing: the browser test needs Debian's {package} (apt-get install {package})");
+        }
+        let port = free_port();
+        let driver = tokio::process::Command::new(CHROMEDRIVER)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {CHROMEDRIVER}: {e}"));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+            assert!(Instant::now() < deadline, "chromedriver did not listen on 127.0.0.1:{port} within 20 s");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let profile = tempfile::tempdir().expect("a temporary browser profile");
+        let capabilities = serde_json::json!({
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": CHROMIUM,
+                "args": [
+                    "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                    "--disable-dev-shm-usage", "--window-size=1400,1000",
+                    format!("--user-data-dir={}", profile.path().display()),
+                ],
+            },
+        });
+        let serde_json::Value::Object(capabilities) = capabilities else { unreachable!("built as an object") };
+        let client = ClientBuilder::new(HttpConnector::new())
+            .capabilities(capabilities)
+            .connect(&format!("http://127.0.0.1:{port}"))
+            .await
+            .unwrap_or_else(|e| panic!("cannot open a chromium session through chromedriver: {e}"));
+        Browser { client, driver, _profile: profile }
+    }
+
+    /// Waits for an element matching `css`, saving a screenshot to `failure_shot` if it
+    /// never comes, so the failure shows what the page did show.
+    pub async fn wait_for(&self, css: &str, timeout: Duration, failure_shot: &Path) -> Element {
+        match self.client.wait().at_most(timeout).every(Duration::from_millis(100)).for_element(Locator::Css(css)).await {
+            Ok(element) => element,
+            Err(e) => {
+                self.screenshot(failure_shot).await;
+                panic!("no element {css:?} within {timeout:?} ({e}); the page as it was: {}", failure_shot.display())
+            }
+        }
+    }
+
+    pub async fn screenshot(&self, path: &Path) {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+        }
+        let png = self.client.screenshot().await.unwrap_or_else(|e| panic!("cannot take a screenshot: {e}"));
+        std::fs::write(path, png).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+    }
+
+    /// Ends the session and chromedriver.
+    pub async fn close(mut self) {
+        if let Err(e) = self.client.close().await {
+            eprintln!("closing the browser session failed: {e}");
+        }
+        self.driver.kill().await.ok();
+    }
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free loopback port");
+    listener.local_addr().expect("a bound address").port()
+}

@@ -1,0 +1,119 @@
+//! The real-browser end-to-end test: the `shepherd` server with its dashboard, a node agent
+//! on the real Docker engine, and headless chromium. A pod applied through the dashboard's
+//! form answers 201 Pending, reaches Running, and its detail page shows the scheduler's
+//! decision table. Screenshots land in `target/e2e/`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use agent::runtime::{ContainerRuntime, LABEL_NODE, LABEL_POD};
+use agent::{AgentConfig, RuntimeChoice};
+use server::Config;
+use tests::Browser;
+use tokio_util::sync::CancellationToken;
+
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn shots() -> PathBuf {
+    workspace().join("target/e2e")
+}
+
+/// The reference pod, renamed, with a short grace period so that cleanup is quick.
+fn manifest(name: &str) -> String {
+    let reference = std::fs::read_to_string(workspace().join("examples/pod.json")).expect("examples/pod.json");
+    let mut pod: serde_json::Value = serde_json::from_str(&reference).expect("examples/pod.json is JSON");
+    pod["metadata"]["name"] = name.into();
+    pod["spec"]["termination_grace_period_seconds"] = 1.into();
+    serde_json::to_string_pretty(&pod).unwrap()
+}
+
+async fn text_of(browser: &Browser, css: &str, shot: &Path) -> String {
+    browser.wait_for(css, Duration::from_secs(10), shot).await.text().await.unwrap_or_else(|e| panic!("cannot read {css}: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_applied_in_the_dashboard_runs_and_explains_its_node() {
+    let dist = workspace().join("dist");
+    assert!(
+        dist.join("index.html").is_file() && dist.join("frontend_bg.wasm").is_file(),
+        "the dashboard is not built in {}: run `cargo xtask frontend` first (scripts/test.sh does)",
+        dist.display()
+    );
+    let docker = agent::runtime::DockerRuntime::connect()
+        .await
+        .unwrap_or_else(|e| panic!("this test needs a running Docker engine (apt-get install docker.io, then start dockerd): {e}"));
+    agent::image::bootstrap(docker.client(), "minimal", Path::new(agent::image::DEFAULT_BUSYBOX), false)
+        .await
+        .unwrap_or_else(|e| panic!("cannot make the minimal image (apt-get install busybox-static): {e}"));
+
+    let shutdown = CancellationToken::new();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(server::run(listener, Config { dashboard_dir: Some(dist), ..Config::in_memory() }, shutdown.clone()));
+    let suffix = &uuid::Uuid::new_v4().simple().to_string()[..8];
+    let node = format!("browser-e2e-{suffix}");
+    let mut agent_config = AgentConfig::new(&url);
+    agent_config.node_name = node.clone();
+    agent_config.runtime = RuntimeChoice::Docker;
+    agent_config.listen = "127.0.0.1:0".parse().unwrap();
+    let agent = tokio::spawn(agent::run(agent_config, shutdown.clone()));
+
+    let pod = format!("sheep-{suffix}");
+    let failure = shots().join("dashboard-failure.png");
+    let browser = Browser::start().await;
+    browser.client.goto(&format!("{url}/#/apply")).await.expect("the dashboard opens");
+    browser.wait_for("[data-testid=apply-editor]", Duration::from_secs(30), &failure).await;
+    // Type the manifest the way a paste does: set the text and fire one input event.
+    browser
+        .client
+        .execute(
+            "const editor = document.querySelector('[data-testid=apply-editor]');
+             editor.value = arguments[0];
+             editor.dispatchEvent(new Event('input', { bubbles: true }));",
+            vec![manifest(&pod).into()],
+        )
+        .await
+        .expect("the manifest is typed");
+    browser.wait_for("[data-testid=apply-check][data-state=ready]", Duration::from_secs(10), &failure).await;
+    browser.wait_for("[data-testid=apply-submit]", Duration::from_secs(5), &failure).await.click().await.expect("Apply is clicked");
+
+    // The answer comes at once: 201 with phase Pending and no node yet.
+    let headline = text_of(&browser, "[data-testid=apply-result][data-outcome=created] h2", &failure).await;
+    assert!(headline.starts_with("201 Created"), "{headline}");
+    let answer = text_of(&browser, "[data-testid=apply-answer]", &failure).await;
+    assert!(answer.starts_with("phase Pending, node_name \"\""), "the 201 answer: {answer}");
+
+    // Then the watch stream moves the pod on to Running on the Docker node.
+    browser.wait_for("[data-testid=apply-tracker][data-stage=Running]", Duration::from_secs(60), &failure).await;
+    browser.screenshot(&shots().join("dashboard-apply.png")).await;
+    browser.wait_for("[data-testid=apply-open-detail]", Duration::from_secs(5), &failure).await.click().await.expect("detail opens");
+
+    browser.wait_for("[data-testid=pod-detail][data-stage=Running]", Duration::from_secs(10), &failure).await;
+    let table = browser.wait_for(&format!("[data-testid=decision-table][data-selected='{node}']"), Duration::from_secs(10), &failure).await;
+    let rows = table.find_all(fantoccini::Locator::Css("[data-testid=decision-row]")).await.expect("decision rows");
+    assert_eq!(rows.len(), 1, "one node, one row");
+    assert_eq!(rows[0].attr("data-node").await.unwrap().as_deref(), Some(node.as_str()));
+    assert_eq!(rows[0].attr("data-selected").await.unwrap().as_deref(), Some("true"));
+    browser.screenshot(&shots().join("dashboard-pod-detail.png")).await;
+    browser.close().await;
+
+    // The container is real; clean it up through the API like a user would.
+    let client = reqwest::Client::new();
+    let path = shared::api::paths::object(shared::model::Kind::Pod, "default", &pod);
+    let deleted = client.delete(format!("{url}{path}")).send().await.expect("delete the pod");
+    assert!(deleted.status().is_success(), "deleting the pod answered {}", deleted.status());
+    let mut remaining = usize::MAX;
+    for _ in 0..100 {
+        remaining = docker.list(&[(LABEL_POD, pod.as_str()), (LABEL_NODE, node.as_str())]).await.expect("list containers").len();
+        if remaining == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(remaining, 0, "the pod's container is still there 10 s after the pod was deleted");
+    shutdown.cancel();
+    agent.await.expect("the agent task").expect("the agent stops cleanly");
+    server.await.expect("the server task").expect("the server stops cleanly");
+}
