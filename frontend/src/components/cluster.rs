@@ -15,6 +15,20 @@ use crate::view::{layout, stage_hint, stage_id, stage_name};
 pub fn ClusterView() -> Html {
     let session = use_session();
     let cluster = use_cluster();
+    let __t0 = crate::browser::performance_now();
+    use_effect(move || {
+        let dt = crate::browser::performance_now() - __t0;
+        let w = web_sys::window().unwrap();
+        let prev = js_sys::Reflect::get(&w, &"__renders".into()).unwrap();
+        let arr: js_sys::Array = if prev.is_undefined() {
+            let a = js_sys::Array::new();
+            js_sys::Reflect::set(&w, &"__renders".into(), &a).unwrap();
+            a
+        } else {
+            prev.into()
+        };
+        arr.push(&dt.into());
+    });
     let namespace = session.namespace.clone();
     let view = {
         let (nodes, pods) = (cluster.nodes.clone(), cluster.pods.clone());

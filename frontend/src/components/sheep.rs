@@ -8,19 +8,11 @@ use yew::prelude::*;
 use crate::route::Route;
 use crate::view::{stage_hint, stage_id, stage_name};
 
-/// The sheep drawing: wool (coloured by the parent's stage class), head and legs.
+/// One sheep: an empty element whose stylesheet image, chosen by the stage class of the
+/// card around it, draws the wool in the stage's colour.
 #[component]
 pub fn SheepIcon() -> Html {
-    html! {
-        <svg class="sheep-icon" viewBox="0 0 44 32" aria-hidden="true">
-            <g class="legs"><rect x="12" y="22" width="3" height="8" rx="1" /><rect x="27" y="22" width="3" height="8" rx="1" /></g>
-            <g class="wool">
-                <circle cx="14" cy="15" r="7" /><circle cx="21" cy="11" r="8" /><circle cx="29" cy="15" r="7" />
-                <circle cx="18" cy="19" r="6" /><circle cx="26" cy="19" r="6" />
-            </g>
-            <ellipse class="head" cx="37" cy="14" rx="5" ry="4" />
-        </svg>
-    }
+    html! { <i class="sheep-icon" aria-hidden="true"></i> }
 }
 
 #[derive(Properties)]
@@ -38,6 +30,9 @@ impl PartialEq for SheepCardProps {
     }
 }
 
+/// Statuses the stage colour already tells.
+const ROUTINE: [&str; 5] = ["Pending", "ContainerCreating", "Running", "Succeeded", "Failed"];
+
 #[component]
 pub fn SheepCard(props: &SheepCardProps) -> Html {
     let pod = &props.pod;
@@ -45,11 +40,10 @@ pub fn SheepCard(props: &SheepCardProps) -> Html {
     let meta = &pod.metadata;
     let route = Route::Pod { namespace: meta.namespace.clone(), name: meta.name.clone() };
     let name = if props.show_namespace { meta.key() } else { meta.name.clone() };
-    // "Pending" alone hides the seed's distinction: say which Pending this is.
-    let status = match stage {
-        PodStage::Unschedulable => "Unschedulable".to_string(),
-        _ => pod.display_status(),
-    };
+    // The colour already says the stage: a second line only when there is more to say
+    // (ErrImagePull, CrashLoopBackOff, Terminating, a failure reason).
+    let status = pod.display_status();
+    let status = (!ROUTINE.contains(&status.as_str())).then_some(status);
     let title = format!("{} · {}: {}", meta.key(), stage_name(stage), stage_hint(stage));
     let terminating = meta.deletion_timestamp.is_some();
     html! {
@@ -58,7 +52,7 @@ pub fn SheepCard(props: &SheepCardProps) -> Html {
            data-testid="pod-card" data-pod={meta.key()} data-stage={stage_id(stage)}>
             <SheepIcon />
             <span class="sheep-name">{ name }</span>
-            <span class="sheep-status">{ status }</span>
+            if let Some(status) = status { <span class="sheep-status" data-testid="pod-status">{ status }</span> }
         </a>
     }
 }
