@@ -9,7 +9,8 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
 
 struct Shepherd {
@@ -43,12 +44,82 @@ async fn start(extra: &[&str]) -> Shepherd {
     Shepherd { child, url, _dir: dir }
 }
 
-fn pod(name: &str) -> Value {
-    json!({
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": {"app": "web", "tier": "frontend"}},
-        "spec": {"containers": [{"name": "web", "image": "minimal", "resources": {"memory": 67108864, "cpu": 250}}]}
-    })
+/// The reference pod (250m, 64Mi) as JSON around its name, so that a client formats a
+/// request with one copy of the name and no JSON serializer.
+const POD_HEAD: &str = r#"{"kind":"Pod","metadata":{"name":""#;
+const POD_TAIL: &str = r#"","labels":{"app":"web","tier":"frontend"}},"spec":{"containers":[{"name":"web","image":"minimal","resources":{"memory":67108864,"cpu":250}}]}}"#;
+
+/// One keep-alive HTTP/1.1 connection that POSTs pods and reads each whole answer: a
+/// load generator cheap enough to leave the two cores to the server. The server under
+/// test still gets real requests (headers, JSON body) and sends full responses.
+struct Connection {
+    stream: TcpStream,
+    host: String,
+    request: Vec<u8>,
+    answer: Vec<u8>,
+}
+
+impl Connection {
+    async fn open(url: &str) -> Connection {
+        let host = url.trim_start_matches("http://").to_string();
+        let stream = TcpStream::connect(&host).await.expect("connect to the server");
+        stream.set_nodelay(true).expect("TCP_NODELAY");
+        Connection { stream, host, request: Vec::with_capacity(512), answer: Vec::with_capacity(4096) }
+    }
+
+    /// POSTs the pod `name` to `/api/v1/pods` and returns the status code once the whole
+    /// body has arrived.
+    async fn create_pod(&mut self, name: &str) -> u16 {
+        use std::io::Write as _;
+        let length = POD_HEAD.len() + name.len() + POD_TAIL.len();
+        self.request.clear();
+        write!(
+            self.request,
+            "POST /api/v1/pods HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n{POD_HEAD}{name}{POD_TAIL}",
+            self.host
+        )
+        .expect("format a request");
+        self.stream.write_all(&self.request).await.expect("send a request");
+        self.read_answer().await
+    }
+
+    async fn read_answer(&mut self) -> u16 {
+        self.answer.clear();
+        let (head_end, status, length) = loop {
+            if let Some(end) = self.answer.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = std::str::from_utf8(&self.answer[..end]).expect("an ASCII response head");
+                let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("a status line");
+                let length = head
+                    .lines()
+                    .find_map(|l| l.split_once(':').filter(|(n, _)| n.eq_ignore_ascii_case("content-length")))
+                    .map(|(_, v)| v.trim().parse::<usize>().expect("a numeric Content-Length"))
+                    .expect("the server sends Content-Length");
+                break (end + 4, status, length);
+            }
+            self.fill().await;
+        };
+        while self.answer.len() < head_end + length {
+            self.fill().await;
+        }
+        assert_eq!(self.answer.len(), head_end + length, "one answer per request");
+        status
+    }
+
+    async fn fill(&mut self) {
+        let read = self.stream.read_buf(&mut self.answer).await.expect("read the answer");
+        assert!(read > 0, "the server closed the connection");
+    }
+}
+
+/// CPU time (user + system) a process has used so far, from `/proc/<pid>/stat`.
+fn cpu_time(pid: &str) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which is in parentheses and may hold spaces).
+    let fields: Vec<&str> = stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
+    let ticks: u64 = fields.get(11).and_then(|u| u.parse().ok()).unwrap_or(0) + fields.get(12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Duration::from_micros(ticks * 1_000_000 / hz)
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -59,26 +130,44 @@ fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)
 }
 
-/// `total` creates spread over `clients` concurrent keep-alive clients; at most 60 s.
-async fn create_load(url: &str, clients: usize, total: usize, prefix: &str) -> (f64, Duration, Duration, usize) {
-    let client = reqwest::Client::new();
+/// What one create run measured.
+struct Load {
+    rate: f64,
+    p50: Duration,
+    p99: Duration,
+    done: usize,
+    /// Server and load-generator CPU time per create.
+    server_cpu: Duration,
+    client_cpu: Duration,
+}
+
+/// `total` creates spread over `clients` concurrent keep-alive connections; at most 60 s.
+async fn create_load(server: &Shepherd, clients: usize, total: usize, prefix: &str) -> Load {
+    let url = &server.url;
+    let pid = server.child.id().map(|p| p.to_string()).unwrap_or_default();
     let deadline = Instant::now() + Duration::from_secs(60);
+    let mut connections = Vec::with_capacity(clients);
+    for _ in 0..clients {
+        connections.push(Connection::open(url).await);
+    }
+    let (server_before, client_before) = (cpu_time(&pid), cpu_time("self"));
     let started = Instant::now();
     let mut tasks = Vec::new();
-    for c in 0..clients {
-        let (client, url, prefix) = (client.clone(), url.to_string(), prefix.to_string());
+    for (c, mut connection) in connections.into_iter().enumerate() {
+        let prefix = prefix.to_string();
         let share = total / clients + usize::from(c < total % clients);
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::with_capacity(share);
+            let mut name = String::with_capacity(64);
             for i in 0..share {
                 if Instant::now() > deadline {
                     break;
                 }
-                let body = pod(&format!("{prefix}-{c}-{i}"));
+                name.clear();
+                std::fmt::Write::write_fmt(&mut name, format_args!("{prefix}-{c}-{i}")).expect("format a name");
                 let sent = Instant::now();
-                let response = client.post(format!("{url}/api/v1/pods")).json(&body).send().await.expect("the server answers");
-                assert_eq!(response.status(), reqwest::StatusCode::CREATED);
-                response.bytes().await.expect("the body");
+                let status = connection.create_pod(&name).await;
+                assert_eq!(status, 201, "creating pod {name}");
                 latencies.push(sent.elapsed());
             }
             latencies
@@ -89,8 +178,17 @@ async fn create_load(url: &str, clients: usize, total: usize, prefix: &str) -> (
         latencies.extend(t.await.expect("a client task"));
     }
     let elapsed = started.elapsed();
+    let per_create = |d: Duration| d / latencies.len().max(1) as u32;
+    let (server_cpu, client_cpu) = (per_create(cpu_time(&pid) - server_before), per_create(cpu_time("self") - client_before));
     latencies.sort();
-    (latencies.len() as f64 / elapsed.as_secs_f64(), percentile(&latencies, 0.50), percentile(&latencies, 0.99), latencies.len())
+    Load {
+        rate: latencies.len() as f64 / elapsed.as_secs_f64(),
+        p50: percentile(&latencies, 0.50),
+        p99: percentile(&latencies, 0.99),
+        done: latencies.len(),
+        server_cpu,
+        client_cpu,
+    }
 }
 
 async fn bound_count(client: &reqwest::Client, url: &str) -> usize {
@@ -134,7 +232,8 @@ async fn scheduling(pods: usize) -> (f64, f64, Duration) {
     let client = reqwest::Client::new();
     register_nodes(&client, &server.url, 1000).await;
     let started = Instant::now();
-    let (create_rate, _, _, created) = create_load(&server.url, 64, pods, "sched").await;
+    let load = create_load(&server, 64, pods, "sched").await;
+    let (create_rate, created) = (load.rate, load.done);
     let deadline = Instant::now() + Duration::from_secs(120);
     while bound_count(&client, &server.url).await < created && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -145,12 +244,68 @@ async fn scheduling(pods: usize) -> (f64, f64, Duration) {
     (bound as f64 / elapsed.as_secs_f64(), create_rate, elapsed)
 }
 
-async fn run() {
+fn load_average() -> String {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    println!("Load average when the run started: {}\n", load.split_whitespace().take(3).collect::<Vec<_>>().join(" "));
+    load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
+
+const TABLE_HEAD: &str = "| server | clients | creates | creates/s | p50 | p99 | server CPU/create | bench CPU/create |\n|---|---:|---:|---:|---:|---:|---:|---:|";
+
+fn row(label: &str, clients: usize, load: &Load) -> String {
+    format!(
+        "| {label} | {clients} | {} | {:.0} | {} | {} | {} µs | {} µs |",
+        load.done,
+        load.rate,
+        ms(load.p50),
+        ms(load.p99),
+        load.server_cpu.as_micros(),
+        load.client_cpu.as_micros()
+    )
+}
+
+/// The issue's goal, measured `rounds` times: 64 clients, SQLite, API only; each round
+/// runs every server variant once, so that the variants share the machine's load.
+async fn goal(rounds: usize) {
+    println!("Goal runs (64 clients, 20,000 creates, SQLite, API only), load average at start: {}\n", load_average());
+    println!("{TABLE_HEAD}");
+    let variants: [(&str, &[&str]); 2] = [
+        ("SQLite, API only, 2 workers", &["--disable-scheduler", "--worker-threads", "2"]),
+        ("SQLite, API only, 1 worker", &["--disable-scheduler", "--worker-threads", "1"]),
+    ];
+    let mut results: Vec<Vec<Load>> = variants.iter().map(|_| Vec::new()).collect();
+    for _ in 0..rounds {
+        for (v, (label, extra)) in variants.iter().enumerate() {
+            let server = start(extra).await;
+            let load = create_load(&server, 64, 20_000, "goal").await;
+            println!("{} (load {})", row(label, 64, &load), load_average());
+            results[v].push(load);
+        }
+    }
+    println!("\nMedians over {rounds} rounds (by creates/s; p50 and p99 are the medians of each run's p50 and p99):\n");
+    println!("{TABLE_HEAD}");
+    for ((label, _), loads) in variants.iter().zip(&mut results) {
+        let median = |mut values: Vec<Duration>| {
+            values.sort();
+            values[values.len() / 2]
+        };
+        let mut rates: Vec<f64> = loads.iter().map(|l| l.rate).collect();
+        rates.sort_by(f64::total_cmp);
+        let summary = Load {
+            rate: rates[rates.len() / 2],
+            p50: median(loads.iter().map(|l| l.p50).collect()),
+            p99: median(loads.iter().map(|l| l.p99).collect()),
+            done: loads.iter().map(|l| l.done).sum::<usize>() / loads.len(),
+            server_cpu: median(loads.iter().map(|l| l.server_cpu).collect()),
+            client_cpu: median(loads.iter().map(|l| l.client_cpu).collect()),
+        };
+        println!("{}", row(label, 64, &summary));
+    }
+}
+
+async fn run() {
+    println!("Load average when the run started: {}\n", load_average());
     println!("### Create-pod throughput (loopback)\n");
-    println!("| server | clients | creates | creates/s | p50 | p99 |");
-    println!("|---|---:|---:|---:|---:|---:|");
+    println!("{TABLE_HEAD}");
     let configs: [(&str, &[&str]); 3] = [
         ("SQLite, API only (`--disable-scheduler`)", &["--disable-scheduler"]),
         ("SQLite, full pipeline (scheduler on, 0 nodes)", &[]),
@@ -159,8 +314,8 @@ async fn run() {
     for (label, extra) in configs {
         for (clients, total) in [(1, 2_000), (16, 10_000), (64, 20_000)] {
             let server = start(extra).await;
-            let (rate, p50, p99, done) = create_load(&server.url, clients, total, "bench").await;
-            println!("| {label} | {clients} | {done} | {rate:.0} | {} | {} |", ms(p50), ms(p99));
+            let load = create_load(&server, clients, total, "bench").await;
+            println!("{}", row(label, clients, &load));
             drop(server.child);
         }
     }
@@ -172,6 +327,15 @@ async fn run() {
 }
 
 fn main() {
+    // `cargo bench` passes `--bench`; `-- goal [rounds]` runs only the goal's row.
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a tokio runtime");
-    runtime.block_on(run());
+    match args.first().map(String::as_str) {
+        Some("goal") => {
+            let rounds = args.get(1).map_or(5, |r| r.parse().expect("the number of rounds"));
+            runtime.block_on(goal(rounds));
+        }
+        Some(other) => panic!("unknown argument {other:?}: run with no argument for every table, or `goal [rounds]`"),
+        None => runtime.block_on(run()),
+    }
 }

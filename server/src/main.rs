@@ -58,6 +58,10 @@ struct Args {
     /// The local node's runtime: auto uses Docker when an engine answers, else simulated pods.
     #[arg(long, value_enum, default_value = "auto", requires = "local_node")]
     local_runtime: local_node::LocalRuntime,
+    /// Threads that serve HTTP and run the loops [default: one per CPU core]. The store's
+    /// writer has its own thread either way.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    worker_threads: Option<u16>,
 }
 
 /// `./dist` when it holds a build, else the `dist/` beside the workspace this binary came
@@ -108,13 +112,20 @@ fn watch_signals(shutdown: CancellationToken) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(threads) = args.worker_threads {
+        runtime.worker_threads(usize::from(threads));
+    }
+    runtime.enable_all().build().context("cannot start the tokio runtime")?.block_on(serve(args))
+}
+
+async fn serve(args: Args) -> anyhow::Result<()> {
     let addr = args.addr;
     let local = args.local_node.then_some(args.local_runtime);
     let mut config = args.into_config()?;
