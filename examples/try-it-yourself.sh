@@ -12,10 +12,9 @@
 # watch stream until the pod is Running (or fails with the pod's state after the timeout),
 # and `sheepctl events` tells the story: Created -> Scheduled -> Pulled -> Started -> Running.
 #
-# Before you run it, start a server and at least one agent, each in its own terminal:
-#   cargo run -p server --bin shepherd
-#   cargo run -p agent --bin shepherd-agent
-# With no agent the pod stays Pending and the wait below times out, telling you why:
+# Before you run it, start Shepherd in another terminal: `./scripts/demo.sh` runs the server
+# with a local node and the dashboard. (By hand: `shepherd` plus `shepherd-agent` in a
+# terminal each.) With no agent the pod stays Pending and the wait below times out, telling you why:
 # that is the article's last trap ("Pending isn't forever in the user's head, but it is in
 # the system").
 #
