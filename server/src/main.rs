@@ -13,6 +13,11 @@ use server::auth::{Principal, Role, Tokens};
 use server::config::{Config, default_data_dir};
 use tokio_util::sync::CancellationToken;
 
+/// mimalloc instead of glibc's malloc: every request allocates and frees many small
+/// buffers across threads, where glibc's arenas spent about a tenth of the server's CPU.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Parser)]
 #[command(name = "shepherd", version, about = "The Shepherd control plane: API server, store, scheduler and controllers.")]
 struct Args {
