@@ -15,14 +15,14 @@ use gloo_timers::future::TimeoutFuture;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use shared::api::{ApiErrorBody, ApiErrorStatus, FieldError, List, paths};
-use shared::model::Kind;
+use shared::model::{Kind, Object};
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{AbortController, ReadableStreamDefaultReader};
 use yew::Callback;
 
 use crate::sse;
-use crate::store::{ClusterAction, Resource, SyncState};
+use crate::store::{ClusterAction, SyncState};
 use crate::watch::{self, Machine, Step};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -257,14 +257,14 @@ async fn read_stream(
 /// Keeps the cache's collection of `T` current until `cancel`: list, watch, resume from the
 /// last resource_version after a break, re-list after 410 Gone, back off on errors, and stop
 /// with [`SyncState::Unauthorized`] (and `on_unauthorized`) on 401.
-pub async fn watch<T: Resource + DeserializeOwned>(
+pub async fn watch(
     client: Client,
+    kind: Kind,
     resume_from: u64,
     dispatch: Callback<ClusterAction>,
     on_unauthorized: Callback<String>,
     cancel: Cancel,
 ) {
-    let kind = T::KIND;
     let sync = |sync: SyncState| dispatch.emit(ClusterAction::Sync { kind, sync });
     let mut machine = Machine::new(resume_from);
     let mut last_error = String::new();
@@ -278,17 +278,13 @@ pub async fn watch<T: Resource + DeserializeOwned>(
             Step::List => {
                 sync(SyncState::Listing);
                 let path = paths::collection(kind, None);
-                match client.get::<List<T>>(&path).await {
-                    Ok(list) => {
+                match client.get::<List<serde_json::Value>>(&path).await.and_then(|list| typed_list(list, kind, &path)) {
+                    Ok((resource_version, items)) => {
                         if cancel.is_cancelled() {
                             return;
                         }
-                        machine.listed(list.resource_version);
-                        dispatch.emit(ClusterAction::Listed {
-                            kind,
-                            resource_version: list.resource_version,
-                            items: list.items.into_iter().map(T::into_object).collect(),
-                        });
+                        machine.listed(resource_version);
+                        dispatch.emit(ClusterAction::Listed { kind, resource_version, items });
                         continue;
                     }
                     Err(error) => Err(error),
@@ -373,6 +369,22 @@ impl Batch {
             self.flush();
         }
     }
+}
+
+/// A list's items as typed objects; an item that omits `kind` gets the list's. One code
+/// path for every kind keeps a single copy of the watch loop in the bundle.
+fn typed_list(list: List<serde_json::Value>, kind: Kind, path: &str) -> Result<(u64, Vec<Object>), ApiError> {
+    let items = list
+        .items
+        .into_iter()
+        .map(|mut item| {
+            if let Some(fields) = item.as_object_mut() {
+                fields.entry("kind").or_insert_with(|| kind.as_str().into());
+            }
+            Object::from_value(item).map_err(|e| ApiError::Decode { path: path.to_string(), message: e.to_string() })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((list.resource_version, items))
 }
 
 /// One watch connection: `Ok` when the server closed it cleanly.
@@ -465,6 +477,21 @@ mod tests {
         assert!(error.details().is_empty());
         let error = error_from(404, "/api/v1/info", "<!DOCTYPE HTML><html>…");
         assert_eq!(error.to_string(), "HTTP 404 from /api/v1/info: not the Shepherd API");
+    }
+
+    #[test]
+    fn list_items_get_the_list_kind_when_they_omit_it() {
+        let list: List<serde_json::Value> = serde_json::from_str(
+            r#"{"kind":"NodeList","resource_version":9,"items":[{"metadata":{"name":"n1"}},{"kind":"Node","metadata":{"name":"n2"}}]}"#,
+        )
+        .unwrap();
+        let (rv, items) = typed_list(list, Kind::Node, "/api/v1/nodes").unwrap();
+        assert_eq!(rv, 9);
+        assert_eq!(items.iter().map(|o| o.kind()).collect::<Vec<_>>(), [Kind::Node, Kind::Node]);
+        let bad: List<serde_json::Value> =
+            serde_json::from_str(r#"{"kind":"PodList","resource_version":1,"items":[{"metadata":{"name":"p"},"spec":{"containers":7}}]}"#)
+                .unwrap();
+        assert!(matches!(typed_list(bad, Kind::Pod, "/api/v1/pods"), Err(ApiError::Decode { .. })));
     }
 
     #[test]

@@ -13,7 +13,6 @@ use yew::Reducible;
 pub trait Resource: Clone + PartialEq + 'static {
     const KIND: Kind;
     fn meta(&self) -> &ObjectMeta;
-    fn into_object(self) -> Object;
     fn from_object(object: Object) -> Option<Self>;
 }
 
@@ -23,9 +22,6 @@ macro_rules! resource {
             const KIND: Kind = Kind::$kind;
             fn meta(&self) -> &ObjectMeta {
                 &self.metadata
-            }
-            fn into_object(self) -> Object {
-                Object::$kind(self)
             }
             fn from_object(object: Object) -> Option<Self> {
                 match object {

@@ -2,7 +2,7 @@
 //! follows the URL hash, keeps pods and nodes watched, and picks the page.
 
 use shared::api::{Info, paths};
-use shared::model::{Node, Pod};
+use shared::model::Kind;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::closure::Closure;
 use yew::prelude::*;
@@ -70,8 +70,8 @@ pub fn App() -> Html {
     use_effect_with((), |_| browser::mark_document("data-first-render-ms", &format!("{:.0}", browser::performance_now())));
 
     let live = session.route.needs_server();
-    use_watch::<Pod>(&session, &cluster, live);
-    use_watch::<Node>(&session, &cluster, live);
+    use_watch(Kind::Pod, &session, &cluster, live);
+    use_watch(Kind::Node, &session, &cluster, live);
 
     let page = match &session.route {
         Route::Cluster => html! { <ClusterView /> },

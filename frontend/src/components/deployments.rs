@@ -3,7 +3,7 @@
 use std::rc::Rc;
 
 use shared::api::paths;
-use shared::model::{Deployment, ObjectMeta, Scale, ScaleSpec};
+use shared::model::{Deployment, Kind, ObjectMeta, Scale, ScaleSpec};
 use yew::prelude::*;
 
 use crate::api::{ApiError, Method};
@@ -16,7 +16,7 @@ use crate::view::in_namespace;
 pub fn Deployments() -> Html {
     let session = use_session();
     let cluster = use_cluster();
-    use_watch::<Deployment>(&session, &cluster, true);
+    use_watch(Kind::Deployment, &session, &cluster, true);
     let error = use_state(|| None::<String>);
     let namespace = session.namespace.clone();
     let deployments: Vec<Rc<Deployment>> =

@@ -2,7 +2,7 @@
 
 use std::rc::Rc;
 
-use shared::model::Event;
+use shared::model::{Event, Kind};
 use yew::prelude::*;
 
 use crate::browser;
@@ -17,7 +17,7 @@ const MAX_ROWS: usize = 500;
 pub fn Events() -> Html {
     let session = use_session();
     let cluster = use_cluster();
-    use_watch::<Event>(&session, &cluster, true);
+    use_watch(Kind::Event, &session, &cluster, true);
     let warnings_only = use_state(|| false);
     let namespace = session.namespace.clone();
     let mut events: Vec<Rc<Event>> = cluster

@@ -5,7 +5,7 @@
 use std::rc::Rc;
 
 use shared::api::paths;
-use shared::model::{ContainerState, Event, Kind, Pod, conditions, find_condition};
+use shared::model::{ContainerState, Kind, Pod, conditions, find_condition};
 use shared::scheduler::Explanation;
 use web_sys::HtmlSelectElement;
 use yew::prelude::*;
@@ -41,7 +41,7 @@ enum Decision {
 pub fn PodDetail(props: &PodDetailProps) -> Html {
     let session = use_session();
     let cluster = use_cluster();
-    use_watch::<Event>(&session, &cluster, true);
+    use_watch(Kind::Event, &session, &cluster, true);
     let key = format!("{}/{}", props.namespace, props.name);
     let pod = cluster.pods.get(&key).cloned();
 

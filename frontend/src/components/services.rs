@@ -2,7 +2,7 @@
 
 use std::rc::Rc;
 
-use shared::model::Service;
+use shared::model::{Kind, Service};
 use yew::prelude::*;
 
 use crate::context::{use_cluster, use_session, use_watch};
@@ -13,7 +13,7 @@ use crate::view::in_namespace;
 pub fn Services() -> Html {
     let session = use_session();
     let cluster = use_cluster();
-    use_watch::<Service>(&session, &cluster, true);
+    use_watch(Kind::Service, &session, &cluster, true);
     let namespace = session.namespace.clone();
     let services: Vec<Rc<Service>> =
         cluster.services.values().filter(|s| in_namespace(&s.metadata.namespace, namespace.as_deref())).cloned().collect();
