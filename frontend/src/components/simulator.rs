@@ -5,6 +5,7 @@
 use std::collections::HashSet;
 
 use gloo_timers::callback::Interval;
+use shared::model::{DEFAULT_NAMESPACE, PodStage};
 use web_sys::{HtmlInputElement, HtmlSelectElement};
 use yew::prelude::*;
 
@@ -302,7 +303,8 @@ pub fn Simulator() -> Html {
 
 fn sim_column(sim: &Sim, on_cordon: &Callback<(String, bool)>) -> Html {
     let view = layout(&sim.nodes, &sim.pods, None);
-    let running = view.counts.iter().filter(|(s, _)| matches!(s, shared::model::PodStage::Running)).map(|(_, n)| n).sum::<usize>();
+    // The pods the simulator scheduled; the large preset's pre-placed fillers live elsewhere.
+    let running = sim.pods.values().filter(|p| p.metadata.namespace == DEFAULT_NAMESPACE && p.stage() == PodStage::Running).count();
     let summary = format!(
         "{} node(s) · {} pod(s) running · {} queued · {} unschedulable · next start index {}",
         sim.nodes.len(),
@@ -352,12 +354,15 @@ fn heat_map(sim: &Sim, view: &crate::view::Layout) -> Html {
     };
     let coverage = sim.last.as_ref().map(|e| {
         format!(
-            "last decision: evaluated {} of {} nodes ({}%) from index {}, stopping after {} feasible (percentageOfNodesToScore, adaptive: max(5, 50 − nodes/125) %)",
+            "Last decision: evaluated {} of {} nodes ({}%) from index {}, stopping once {} were feasible \
+             (percentageOfNodesToScore, adaptive: max(5, 50 − nodes/125) % of the nodes); {} infeasible node(s) passed over on the way. \
+             The next decision starts where this one stopped.",
             e.nodes_evaluated,
             e.total_nodes,
             percent(e.nodes_evaluated as i64, e.total_nodes as i64),
             e.start_index,
-            e.nodes_to_find
+            e.nodes_to_find,
+            e.nodes_evaluated - e.feasible_nodes
         )
     });
     html! {
@@ -372,7 +377,7 @@ fn heat_map(sim: &Sim, view: &crate::view::Layout) -> Html {
                 }) }
             </div>
             <p class="muted legend-line">
-                <i class="c l0"></i>{ " <25% CPU requested " }<i class="c l2"></i>{ " 50–75% " }<i class="c l4"></i>{ " full " }
+                <i class="c l0"></i>{ " <25% CPU requested " }<i class="c l2"></i>{ " 50–75% " }<i class="c l3"></i>{ " 75–99% " }<i class="c l4"></i>{ " full " }
                 <i class="c l0 seen"></i>{ " evaluated by the last decision " }<i class="c l0 win"></i>{ " chosen" }
             </p>
         </div>
