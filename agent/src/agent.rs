@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::Error as ClientError;
 use crate::pod::{NodeContext, PodWorker, remove_orphan};
-use crate::runtime::{LABEL_NODE, LABEL_POD_UID};
+use crate::runtime::{LABEL_CLUSTER, LABEL_NODE, LABEL_POD_UID};
 
 /// What a worker is told about its pod.
 #[derive(Debug, Clone)]
@@ -118,7 +118,7 @@ impl PodManager {
     async fn sweep_orphans(&self) {
         let known_before = self.pod_uids();
         let node = self.ctx.node_name.clone();
-        let containers = match self.ctx.runtime.list(&[(LABEL_NODE, node.as_str())]).await {
+        let containers = match self.ctx.runtime.list(&[(LABEL_NODE, node.as_str()), (LABEL_CLUSTER, self.ctx.cluster.as_str())]).await {
             Ok(containers) => containers,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot list containers to sweep orphans");
@@ -284,7 +284,7 @@ pub async fn watch_pods(manager: Arc<PodManager>, resync: Duration, shutdown: Ca
 pub async fn follow_runtime_events(manager: Arc<PodManager>, shutdown: CancellationToken) {
     let node = manager.ctx.node_name.clone();
     loop {
-        let mut events = manager.ctx.runtime.events(&[(LABEL_NODE, node.as_str())]);
+        let mut events = manager.ctx.runtime.events(&[(LABEL_NODE, node.as_str()), (LABEL_CLUSTER, manager.ctx.cluster.as_str())]);
         loop {
             let next = tokio::select! {
                 next = events.next() => next,

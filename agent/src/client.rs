@@ -9,7 +9,7 @@ use bytes::{Bytes, BytesMut};
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 use serde::de::DeserializeOwned;
-use shared::api::{ApiErrorBody, Heartbeat, List, WatchEvent, paths};
+use shared::api::{ApiErrorBody, Heartbeat, Info, List, WatchEvent, paths};
 use shared::model::{Event, Kind, Node, Pod};
 
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +37,8 @@ pub type WatchStream = BoxStream<'static, Result<WatchEvent>>;
 /// Everything the agent asks of the API server.
 #[async_trait]
 pub trait ApiClient: Send + Sync + 'static {
+    /// The cluster's id (`Info::cluster_id`), which the agent's containers are labelled with.
+    async fn cluster_id(&self) -> Result<String>;
     /// Registers the node (creates it, or updates capacity and info of an existing one).
     async fn register_node(&self, node: &Node) -> Result<Node>;
     async fn heartbeat(&self, node: &str, heartbeat: &Heartbeat) -> Result<()>;
@@ -133,6 +135,12 @@ fn node_selector(node: &str) -> String {
 
 #[async_trait]
 impl ApiClient for HttpApiClient {
+    async fn cluster_id(&self) -> Result<String> {
+        let info: Info =
+            self.json("read the server's info", self.request(reqwest::Method::GET, paths::INFO).timeout(REQUEST_TIMEOUT)).await?;
+        Ok(info.cluster_id)
+    }
+
     async fn register_node(&self, node: &Node) -> Result<Node> {
         let action = format!("register node {}", node.metadata.name);
         self.json(&action, self.request(reqwest::Method::POST, &paths::collection(Kind::Node, None)).json(node)).await

@@ -154,8 +154,10 @@ pub async fn run_node(
             simulated: runtime.kind() == "simulated",
         },
     };
+    let Some(cluster) = node::cluster_id(api.as_ref(), &shutdown).await else { return Ok(()) };
     let ctx = Arc::new(NodeContext {
         node_name: config.node_name.clone(),
+        cluster,
         address: config.address.clone(),
         network: runtime.network().to_string(),
         runtime: runtime.clone(),

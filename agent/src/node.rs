@@ -115,6 +115,22 @@ impl NodeDescription {
     }
 }
 
+/// Reads the cluster's id, retrying while the server is away. `None` on shutdown.
+pub async fn cluster_id(api: &dyn ApiClient, shutdown: &CancellationToken) -> Option<String> {
+    let mut delay = Duration::from_millis(200);
+    loop {
+        match api.cluster_id().await {
+            Ok(id) => return Some(id),
+            Err(e) => tracing::warn!(error = %e, "cannot learn which cluster this is; retrying"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = shutdown.cancelled() => return None,
+        }
+        delay = (delay * 2).min(Duration::from_secs(5));
+    }
+}
+
 /// Registers the node, retrying while the server is away. Returns `false` on shutdown.
 pub async fn register(api: &dyn ApiClient, node: &NodeDescription, shutdown: &CancellationToken) -> bool {
     let mut delay = Duration::from_millis(200);

@@ -14,8 +14,8 @@ use shared::model::{
 
 use crate::client::ApiClient;
 use crate::runtime::{
-    ContainerConfig, ContainerInfo, ContainerRuntime, LABEL_CONTAINER, LABEL_GRACE, LABEL_NAMESPACE, LABEL_NODE, LABEL_POD, LABEL_POD_UID,
-    PortMapping, RunState,
+    ContainerConfig, ContainerInfo, ContainerRuntime, LABEL_CLUSTER, LABEL_CONTAINER, LABEL_GRACE, LABEL_NAMESPACE, LABEL_NODE, LABEL_POD,
+    LABEL_POD_UID, PortMapping, RunState,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -53,6 +53,8 @@ impl Backoff {
 /// What every pod worker of a node shares.
 pub struct NodeContext {
     pub node_name: String,
+    /// The cluster's id: with the node name, what marks this agent's containers.
+    pub cluster: String,
     /// The node's address: pods' `host_ip`, and where host ports are published by default.
     pub address: String,
     /// The network containers join; empty for the runtime's default.
@@ -119,6 +121,7 @@ pub fn container_config(ctx: &NodeContext, pod: &Pod, container: &Container) -> 
         (LABEL_POD.to_string(), pod.metadata.name.clone()),
         (LABEL_CONTAINER.to_string(), container.name.clone()),
         (LABEL_NODE.to_string(), ctx.node_name.clone()),
+        (LABEL_CLUSTER.to_string(), ctx.cluster.clone()),
         (LABEL_GRACE.to_string(), grace_period(pod).as_secs().to_string()),
     ]);
     let ports = container
@@ -244,8 +247,12 @@ impl PodWorker {
         let key = pod.metadata.key();
         let runtime_error = |source| Error::Runtime { pod: key.clone(), source };
         let uid = pod.metadata.uid.as_str();
-        let existing =
-            self.ctx.runtime.list(&[(LABEL_POD_UID, uid), (LABEL_NODE, self.ctx.node_name.as_str())]).await.map_err(runtime_error)?;
+        let existing = self
+            .ctx
+            .runtime
+            .list(&[(LABEL_POD_UID, uid), (LABEL_NODE, self.ctx.node_name.as_str()), (LABEL_CLUSTER, self.ctx.cluster.as_str())])
+            .await
+            .map_err(runtime_error)?;
         let mut by_name: HashMap<String, Vec<ContainerInfo>> = HashMap::new();
         for info in existing {
             by_name.entry(info.label(LABEL_CONTAINER).to_string()).or_default().push(info);
@@ -580,7 +587,11 @@ impl PodWorker {
         let containers = self
             .ctx
             .runtime
-            .list(&[(LABEL_POD_UID, pod.metadata.uid.as_str()), (LABEL_NODE, self.ctx.node_name.as_str())])
+            .list(&[
+                (LABEL_POD_UID, pod.metadata.uid.as_str()),
+                (LABEL_NODE, self.ctx.node_name.as_str()),
+                (LABEL_CLUSTER, self.ctx.cluster.as_str()),
+            ])
             .await
             .map_err(runtime_error)?;
         let grace = grace_period(pod);
@@ -625,6 +636,9 @@ mod tests {
 
     #[async_trait::async_trait]
     impl ApiClient for NoApi {
+        async fn cluster_id(&self) -> crate::client::Result<String> {
+            Ok("c1".into())
+        }
         async fn register_node(&self, node: &shared::model::Node) -> crate::client::Result<shared::model::Node> {
             Ok(node.clone())
         }
@@ -648,6 +662,7 @@ mod tests {
     fn ctx() -> NodeContext {
         NodeContext {
             node_name: "n1".into(),
+            cluster: "c1".into(),
             address: "127.0.0.1".into(),
             network: "shepherd".into(),
             runtime: Arc::new(SimulatedRuntime::new(Duration::ZERO)),

@@ -323,32 +323,48 @@ async fn logs_stream_from_the_agent_api() {
     agent.stop().await;
 }
 
+/// A sleeping container labelled as one of `node`'s in `cluster`, for a pod nobody knows.
+async fn stray_container(docker: &agent::runtime::DockerRuntime, node: &str, cluster: &str) -> String {
+    let config = agent::runtime::ContainerConfig {
+        name: unique("shepherd_orphan"),
+        image: "minimal".into(),
+        command: vec!["sleep".into(), "3600".into()],
+        labels: [
+            (LABEL_POD_UID, "no-such-pod"),
+            (LABEL_NODE, node),
+            (agent::runtime::LABEL_CLUSTER, cluster),
+            (agent::runtime::LABEL_GRACE, "0"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect(),
+        ..Default::default()
+    };
+    let id = docker.create(&config).await.unwrap();
+    docker.start(&id).await.unwrap();
+    id
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn containers_without_a_pod_are_removed() {
+async fn containers_without_a_pod_are_removed_but_not_another_clusters() {
     let docker = docker().await;
     minimal_image(&docker).await;
     let node = unique("node");
     let _cleanup = Cleanup(node.clone());
     let api = FakeApi::new();
-    // A container of this node whose pod the server does not know.
-    let orphan = agent::runtime::ContainerConfig {
-        name: unique("shepherd_orphan"),
-        image: "minimal".into(),
-        command: vec!["sleep".into(), "3600".into()],
-        labels: [(LABEL_POD_UID, "no-such-pod"), (LABEL_NODE, node.as_str()), (agent::runtime::LABEL_GRACE, "0")]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        ..Default::default()
-    };
-    let id = docker.create(&orphan).await.unwrap();
-    docker.start(&id).await.unwrap();
+    // Containers of this node whose pods the server does not know: one of this cluster, and
+    // one of another cluster that has a node of the same name on the same engine.
+    let orphan = stray_container(&docker, &node, &api.cluster).await;
+    let other_cluster = stray_container(&docker, &node, "another-cluster").await;
     let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
     let began = std::time::Instant::now();
-    while docker.inspect(&id).await.unwrap().is_some() {
+    while docker.inspect(&orphan).await.unwrap().is_some() {
         assert!(began.elapsed() < WAIT, "the orphan container is still there");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // The re-list that took the orphan saw the other cluster's container too, if it matched.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(docker.inspect(&other_cluster).await.unwrap().is_some(), "the agent removed another cluster's container");
     agent.stop().await;
 }
 

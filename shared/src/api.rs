@@ -103,6 +103,10 @@ pub struct Info {
     pub nodes: usize,
     pub pods: usize,
     pub scheduler_profile: String,
+    /// Stable for the life of the store (the `default` namespace's uid). Agents label their
+    /// containers with it, so two clusters sharing one Docker engine never touch each
+    /// other's containers, even with nodes of the same name.
+    pub cluster_id: String,
 }
 
 /// URL paths under the server's base URL.

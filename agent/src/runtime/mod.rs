@@ -23,6 +23,10 @@ pub const LABEL_POD: &str = "shepherd.pod";
 pub const LABEL_CONTAINER: &str = "shepherd.container";
 /// The node whose agent owns the container, so that several agents can share one engine.
 pub const LABEL_NODE: &str = "shepherd.node";
+/// The cluster (`Info::cluster_id`) a container belongs to: with the node, what an agent
+/// lists, adopts and cleans up, so that another cluster's node of the same name on the same
+/// engine is never touched.
+pub const LABEL_CLUSTER: &str = "shepherd.cluster";
 /// The pod's termination grace period in seconds, so that an orphan is stopped as gently
 /// as its pod asked even after the pod is gone.
 pub const LABEL_GRACE: &str = "shepherd.grace-seconds";

@@ -65,6 +65,8 @@ struct Store {
 
 /// An in-memory API server: pods, events, nodes, and a watch with full history.
 pub struct FakeApi {
+    /// Each fake server is a cluster of its own.
+    pub cluster: String,
     store: Mutex<Store>,
     live: broadcast::Sender<WatchEvent>,
     /// While set, every call fails as if the server were down.
@@ -73,7 +75,12 @@ pub struct FakeApi {
 
 impl FakeApi {
     pub fn new() -> Arc<Self> {
-        Arc::new(FakeApi { store: Mutex::new(Store::default()), live: broadcast::channel(4096).0, down: Default::default() })
+        Arc::new(FakeApi {
+            cluster: format!("cluster-{}", uuid::Uuid::new_v4().simple()),
+            store: Mutex::new(Store::default()),
+            live: broadcast::channel(4096).0,
+            down: Default::default(),
+        })
     }
 
     fn store(&self) -> std::sync::MutexGuard<'_, Store> {
@@ -200,6 +207,11 @@ impl FakeApi {
 
 #[async_trait]
 impl ApiClient for FakeApi {
+    async fn cluster_id(&self) -> Result<String, ClientError> {
+        self.check_up("info")?;
+        Ok(self.cluster.clone())
+    }
+
     async fn register_node(&self, node: &Node) -> Result<Node, ClientError> {
         self.check_up("register")?;
         self.store().nodes.insert(node.metadata.name.clone(), node.clone());

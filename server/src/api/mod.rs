@@ -225,8 +225,11 @@ async fn json_errors(request: Request, next: Next) -> Response {
     let text = axum::body::to_bytes(body, 64 * 1024).await.map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
     let mut error = ApiError::from_status(status, &text);
     if status == StatusCode::METHOD_NOT_ALLOWED {
-        let allowed = parts.headers.get(header::ALLOW).and_then(|v| v.to_str().ok()).unwrap_or("");
-        error.message = format!("{method} is not allowed on {path}; this route answers {allowed}");
+        // The router adds the Allow header outside this layer, so it is not always here yet.
+        error.message = match parts.headers.get(header::ALLOW).and_then(|v| v.to_str().ok()).filter(|v| !v.is_empty()) {
+            Some(allowed) => format!("{method} is not allowed on {path}; this route answers {allowed}"),
+            None => format!("{method} is not allowed on {path}; the Allow header and /api/openapi.json list what it answers"),
+        };
     }
     let mut rebuilt = error.into_response();
     if let Some(allow) = parts.headers.get(header::ALLOW) {
@@ -317,6 +320,11 @@ async fn info(State(state): State<AppState>) -> Json<Info> {
         nodes: state.store.count(Kind::Node),
         pods: state.store.count(Kind::Pod),
         scheduler_profile: state.config.scheduler_profile.clone(),
+        cluster_id: state
+            .store
+            .get(&crate::store::Key::new(Kind::Namespace, "", shared::model::DEFAULT_NAMESPACE))
+            .map(|namespace| namespace.metadata().uid.clone())
+            .unwrap_or_default(),
     })
 }
 
