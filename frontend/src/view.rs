@@ -158,6 +158,14 @@ pub fn layout(nodes: &Collection<Node>, pods: &Collection<Pod>, namespace: Optio
             None => layout.strays.push(pod.clone()),
         }
     }
+    // Oldest first, as the scheduler's queue runs: a new pod joins at the end of its flock,
+    // so a burst of creations appends cards instead of shuffling them.
+    let by_age = |pods: &mut Vec<Rc<Pod>>| pods.sort_by_cached_key(|p| (p.metadata.created_at, p.metadata.key()));
+    by_age(&mut layout.meadow);
+    by_age(&mut layout.strays);
+    for pen in &mut pens {
+        by_age(&mut pen.pods);
+    }
     layout.pens = pens;
     layout.counts = STAGES.iter().copied().zip(counts).collect();
     layout
@@ -669,6 +677,17 @@ mod tests {
 
         let all = layout(&state.nodes, &state.pods, None);
         assert_eq!(all.pens[0].pods.len(), 3);
+    }
+
+    #[test]
+    fn flocks_are_ordered_oldest_first() {
+        let mut young = pod("default", "a-young", "", PodPhase::Pending, 0);
+        young.metadata.created_at = Some(ms(500));
+        let old = pod("default", "z-old", "", PodPhase::Pending, 0);
+        let state = cluster(vec![], vec![young, old]);
+        let view = layout(&state.nodes, &state.pods, None);
+        let names: Vec<&str> = view.meadow.iter().map(|p| p.metadata.name.as_str()).collect();
+        assert_eq!(names, ["z-old", "a-young"]);
     }
 
     #[test]

@@ -11,24 +11,13 @@ use crate::context::{use_cluster, use_session};
 use crate::route::Route;
 use crate::view::{layout, stage_hint, stage_id, stage_name};
 
+/// The meadow shows the oldest this many waiting pods; a burst of a thousand is summarised.
+const MEADOW_CARDS: usize = 200;
+
 #[component]
 pub fn ClusterView() -> Html {
     let session = use_session();
     let cluster = use_cluster();
-    let __t0 = crate::browser::performance_now();
-    use_effect(move || {
-        let dt = crate::browser::performance_now() - __t0;
-        let w = web_sys::window().unwrap();
-        let prev = js_sys::Reflect::get(&w, &"__renders".into()).unwrap();
-        let arr: js_sys::Array = if prev.is_undefined() {
-            let a = js_sys::Array::new();
-            js_sys::Reflect::set(&w, &"__renders".into(), &a).unwrap();
-            a
-        } else {
-            prev.into()
-        };
-        arr.push(&dt.into());
-    });
     let namespace = session.namespace.clone();
     let view = {
         let (nodes, pods) = (cluster.nodes.clone(), cluster.pods.clone());
@@ -57,9 +46,12 @@ pub fn ClusterView() -> Html {
                     <span class="muted">{ format!(" · {meadow_count} pod(s) without a node: Pending, node_name \"\"") }</span>
                 </header>
                 <div class="flock">
-                    { for view.meadow.iter().map(|pod| html! { <SheepCard key={pod.metadata.key()} pod={pod.clone()} {show_namespace} /> }) }
-                    if meadow_count == 0 { <span class="muted">{ "Every pod has a node." }</span> }
+                    { for view.meadow.iter().take(MEADOW_CARDS).map(|pod| html! { <SheepCard key={pod.metadata.key()} pod={pod.clone()} {show_namespace} /> }) }
                 </div>
+                if meadow_count == 0 { <span class="muted">{ "Every pod has a node." }</span> }
+                if meadow_count > MEADOW_CARDS {
+                    <p class="muted" data-testid="meadow-more">{ format!("… and {} more waiting, newest last.", meadow_count - MEADOW_CARDS) }</p>
+                }
             </section>
             <div class="pens">
                 { for view.pens.iter().map(|pen| html! {
