@@ -176,17 +176,6 @@ impl Cluster {
         }
     }
 
-    pub fn sync(&self, kind: Kind) -> Option<&SyncState> {
-        match kind {
-            Kind::Pod => Some(&self.pods.sync),
-            Kind::Node => Some(&self.nodes.sync),
-            Kind::Deployment => Some(&self.deployments.sync),
-            Kind::Service => Some(&self.services.sync),
-            Kind::Event => Some(&self.events.sync),
-            Kind::Namespace => None,
-        }
-    }
-
     /// Applies one action in place; returns whether the state changed.
     pub fn update(&mut self, action: ClusterAction) -> bool {
         match action {

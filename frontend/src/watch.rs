@@ -36,10 +36,6 @@ impl Machine {
         Machine { resource_version, must_list: resource_version == 0, failures: 0, wait_pending: false }
     }
 
-    pub fn resource_version(&self) -> u64 {
-        self.resource_version
-    }
-
     pub fn failures(&self) -> u32 {
         self.failures
     }
