@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use agent::runtime::{ContainerRuntime, LABEL_CONTAINER, LABEL_NAMESPACE, LABEL_NODE, LABEL_POD, LABEL_POD_UID, RunState};
-use common::{Cleanup, FakeApi, TestAgent, container, docker, minimal_image, spec, unique};
+use common::{Cleanup, DockerNode, FakeApi, TestAgent, container, docker, docker_node, minimal_image, spec, unique};
 use shared::model::{ContainerState, PodPhase, ResourceRequirements};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -17,12 +17,7 @@ async fn containers_of(runtime: &dyn ContainerRuntime, uid: &str) -> Vec<agent::
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_runs_with_labels_memory_limit_and_command() {
-    let docker = docker().await;
-    minimal_image(&docker).await;
-    let node = unique("node");
-    let _cleanup = Cleanup(node.clone());
-    let api = FakeApi::new();
-    let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
+    let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
 
     let mut web = container("web", &["/bin/sh", "-c", "echo started; sleep 3600"]);
     web.resources = ResourceRequirements { memory: 64 * 1024 * 1024, cpu: 250 };
@@ -63,12 +58,7 @@ async fn pod_runs_with_labels_memory_limit_and_command() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exit_3_under_never_ends_failed_with_the_exit_code() {
-    let docker = docker().await;
-    minimal_image(&docker).await;
-    let node = unique("node");
-    let _cleanup = Cleanup(node.clone());
-    let api = FakeApi::new();
-    let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
+    let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
 
     let pod = api.add_pod(&node, "job", spec(vec![container("main", &["sh", "-c", "exit 3"])], "Never"));
     let failed = api.wait_for(&pod.metadata.uid, "Failed", WAIT, |p| p.status.phase == PodPhase::Failed).await;
@@ -92,12 +82,7 @@ async fn exit_3_under_never_ends_failed_with_the_exit_code() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_container_over_its_memory_limit_shows_oom_killed() {
-    let docker = docker().await;
-    minimal_image(&docker).await;
-    let node = unique("node");
-    let _cleanup = Cleanup(node.clone());
-    let api = FakeApi::new();
-    let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
+    let DockerNode { docker: _, node, api, agent, cleanup: _cleanup } = docker_node().await;
 
     // A 100 MB shell variable in a 16 MiB container.
     let mut hog = container("hog", &["sh", "-c", "x=$(head -c 100000000 /dev/zero | tr '\\0' a); echo survived"]);
@@ -116,12 +101,7 @@ async fn a_container_over_its_memory_limit_shows_oom_killed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn always_restarts_the_container_with_rising_restart_count() {
-    let docker = docker().await;
-    minimal_image(&docker).await;
-    let node = unique("node");
-    let _cleanup = Cleanup(node.clone());
-    let api = FakeApi::new();
-    let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
+    let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
 
     let pod = api.add_pod(&node, "crasher", spec(vec![container("main", &["sh", "-c", "echo boom; exit 1"])], "Always"));
     let crashing = api
@@ -145,12 +125,7 @@ async fn always_restarts_the_container_with_rising_restart_count() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_pod_removes_its_container() {
-    let docker = docker().await;
-    minimal_image(&docker).await;
-    let node = unique("node");
-    let _cleanup = Cleanup(node.clone());
-    let api = FakeApi::new();
-    let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
+    let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
 
     let pod = api.add_pod(&node, "doomed", spec(vec![container("main", &["sleep", "3600"])], "Always"));
     api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
@@ -168,12 +143,7 @@ async fn deleting_a_pod_removes_its_container() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deletion_the_watch_missed_is_caught_by_the_resync() {
-    let docker = docker().await;
-    minimal_image(&docker).await;
-    let node = unique("node");
-    let _cleanup = Cleanup(node.clone());
-    let api = FakeApi::new();
-    let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
+    let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
 
     let pod = api.add_pod(&node, "forgotten", spec(vec![container("main", &["sleep", "3600"])], "Always"));
     api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
@@ -189,12 +159,7 @@ async fn a_deletion_the_watch_missed_is_caught_by_the_resync() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_port_is_published_on_loopback() {
-    let docker = docker().await;
-    minimal_image(&docker).await;
-    let node = unique("node");
-    let _cleanup = Cleanup(node.clone());
-    let api = FakeApi::new();
-    let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
+    let DockerNode { docker: _, node, api, agent, cleanup: _cleanup } = docker_node().await;
 
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let mut web = container("web", &["sh", "-c", "echo hello-port > /tmp/index.html; exec httpd -f -p 8080 -h /tmp"]);
@@ -217,12 +182,7 @@ async fn a_host_port_is_published_on_loopback() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_agent_adopts_running_containers_without_duplicates() {
-    let docker = docker().await;
-    minimal_image(&docker).await;
-    let node = unique("node");
-    let _cleanup = Cleanup(node.clone());
-    let api = FakeApi::new();
-    let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
+    let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
 
     let pod = api.add_pod(&node, "steady", spec(vec![container("main", &["sleep", "3600"])], "Always"));
     api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
@@ -286,12 +246,7 @@ async fn an_image_that_cannot_be_pulled_gives_err_image_pull_then_back_off() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logs_stream_from_the_agent_api() {
-    let docker = docker().await;
-    minimal_image(&docker).await;
-    let node = unique("node");
-    let _cleanup = Cleanup(node.clone());
-    let api = FakeApi::new();
-    let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
+    let DockerNode { docker: _, node, api, agent, cleanup: _cleanup } = docker_node().await;
 
     let pod =
         api.add_pod(&node, "talker", spec(vec![container("main", &["sh", "-c", "echo one; echo two; echo three; sleep 3600"])], "Always"));

@@ -269,6 +269,26 @@ impl ApiClient for FakeApi {
     }
 }
 
+/// One Docker test node: the engine with `minimal` on it, a unique node name whose
+/// containers are removed when `cleanup` drops, a fake API server, and an agent on both.
+pub struct DockerNode {
+    pub docker: Arc<DockerRuntime>,
+    pub node: String,
+    pub api: Arc<FakeApi>,
+    pub agent: TestAgent,
+    pub cleanup: Cleanup,
+}
+
+pub async fn docker_node() -> DockerNode {
+    let docker = docker().await;
+    minimal_image(&docker).await;
+    let node = unique("node");
+    let cleanup = Cleanup(node.clone());
+    let api = FakeApi::new();
+    let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
+    DockerNode { docker, node, api, agent, cleanup }
+}
+
 /// A running agent for one test node.
 pub struct TestAgent {
     pub node: String,
