@@ -203,12 +203,16 @@ pub struct InfoArgs {
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Conditions:\n  --for=Running              pods Running, deployments available, nodes Ready, services with endpoints\n  --for=phase=Succeeded      a pod phase\n  --for=condition=PodScheduled[=True|False]\n  --for=delete               the object is gone"
+    after_help = "Conditions:\n  --for=Running              pods Running, deployments available, nodes Ready, services with endpoints\n  --for=phase=Succeeded      a pod phase\n  --for=condition=PodScheduled[=True|False]\n  --for=delete               the object is gone\n\nExamples:\n  sheepctl wait --for=Running pod/web-server\n  sheepctl wait --for=Running pods -l app=web --timeout=1m"
 )]
 pub struct WaitArgs {
-    /// KIND/NAME..., or KIND NAME...
+    /// KIND/NAME..., or KIND NAME..., or KIND with -l
     #[arg(value_name = "TARGET", required = true)]
     pub target: Vec<String>,
+
+    /// Wait for every object of KIND that matches this label selector now, e.g. -l app=web
+    #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
+    pub selector: Option<String>,
 
     /// The state to wait for
     #[arg(long = "for", value_name = "CONDITION", required = true)]

@@ -93,3 +93,50 @@ fn a_missing_object_is_an_error_at_once() {
         .code(1)
         .stderr("error: pod/ghost not found in namespace \"default\": create it first, or pass -n\n");
 }
+
+fn create_pod(server: &TestServer, name: &str, app: &str) {
+    let pod = serde_json::json!({
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": app}},
+        "spec": {"containers": [{"name": "main", "image": "minimal"}]}
+    });
+    let (status, body) = server.request(reqwest::Method::POST, "/api/v1/namespaces/default/pods", Some(pod));
+    assert_eq!(status, 201, "{body}");
+}
+
+#[test]
+fn waits_for_every_pod_the_selector_matches() {
+    let server = TestServer::start();
+    server.register_node("node-1");
+    create_pod(&server, "web-a", "web");
+    create_pod(&server, "web-b", "web");
+    create_pod(&server, "db", "db");
+    let mut wait = server.spawn(&["wait", "--for=Running", "pods", "-l", "app=web", "--timeout=30s"]);
+    server.pod_bound("default", "web-a");
+    server.report_running("default", "web-a");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(wait.is_running(), "web-b is not Running yet");
+    server.pod_bound("default", "web-b");
+    server.report_running("default", "web-b");
+    let (code, out, err) = wait.finish(Duration::from_secs(20));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "pod/web-a condition met\npod/web-b condition met");
+}
+
+#[test]
+fn a_selector_must_match_something_and_comes_with_a_kind_only() {
+    let server = TestServer::start();
+    create_pod(&server, "web-a", "web");
+    server
+        .sheepctl()
+        .args(["wait", "--for=Running", "pods", "-l", "app=ghost"])
+        .assert()
+        .code(1)
+        .stderr("error: no pods match -l app=ghost in namespace \"default\"\n");
+    server
+        .sheepctl()
+        .args(["wait", "--for=Running", "pod/web-a", "-l", "app=web"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::starts_with("error: with -l, name one kind and no objects"));
+}

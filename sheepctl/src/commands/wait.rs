@@ -1,4 +1,4 @@
-//! `sheepctl wait --for=… KIND/NAME --timeout=30s`: follows the object on the watch stream
+//! `sheepctl wait --for=… KIND/NAME --timeout=30s` (or `KIND -l SELECTOR`): follows the object on the watch stream
 //! (which reconnects, re-lists, or falls back to polling by itself) until the condition
 //! holds, exits 0 then, and fails with the object's last state when time runs out.
 
@@ -7,6 +7,7 @@ use shared::api::WatchEventType;
 use shared::model::Kind;
 use tokio::time::Instant;
 
+use super::get::parse_selector;
 use super::{Context, print};
 use crate::cli::WaitArgs;
 use crate::condition::{Check, WaitFor, state};
@@ -25,7 +26,10 @@ pub struct Target<'a> {
 pub async fn run(context: &Context, args: &WaitArgs) -> Result<()> {
     let condition = WaitFor::parse(&args.condition)?;
     let timeout = settings::duration(&args.timeout)?;
-    let targets = settings::targets(&args.target)?;
+    let targets = match &args.selector {
+        None => settings::targets(&args.target)?,
+        Some(text) => matching(context, &args.target, text).await?,
+    };
     for (kind, _) in &targets {
         condition.applies_to(*kind)?;
     }
@@ -39,6 +43,27 @@ pub async fn run(context: &Context, args: &WaitArgs) -> Result<()> {
     }
     progress.finish();
     print(&met)
+}
+
+/// `wait KIND -l SELECTOR`: the objects that match now, as kubectl resolves them once
+/// before it waits. None matching is an error, not an instant success.
+async fn matching(context: &Context, words: &[String], selector_text: &str) -> Result<Vec<(Kind, String)>> {
+    let kind = match words {
+        [word] if !word.contains('/') => settings::kind(word)?,
+        _ => bail!("with -l, name one kind and no objects, e.g. `sheepctl wait --for=Running pods -l {selector_text}`"),
+    };
+    let selector = parse_selector(Some(selector_text))?;
+    let namespace = kind.namespaced().then_some(context.settings.namespace.as_str());
+    let mut watcher = Watcher::new(context.client.clone(), kind, namespace, selector);
+    let mut names: Vec<String> = watcher.list().await?.iter().map(|o| o.metadata().name.clone()).collect();
+    if names.is_empty() {
+        match namespace {
+            Some(ns) => bail!("no {} match -l {selector_text} in namespace {ns:?}", kind.plural()),
+            None => bail!("no {} match -l {selector_text}", kind.plural()),
+        }
+    }
+    names.sort();
+    Ok(names.into_iter().map(|name| (kind, name)).collect())
 }
 
 /// What the condition means for this kind, as in "waiting for pod/web to be Running".
