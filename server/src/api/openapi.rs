@@ -199,6 +199,10 @@ pub fn document() -> Value {
         if is_list {
             parameters.extend(list_parameters());
         }
+        if op.method == "delete" {
+            parameters.push(json!({"name": "resource_version", "in": "query", "schema": {"type": "integer"},
+                                   "description": "delete only if the object is still at this revision, else 409"}));
+        }
         if op.path.ends_with("/log") {
             for (name, kind) in [("container", "string"), ("tail", "integer"), ("follow", "boolean")] {
                 parameters.push(json!({"name": name, "in": "query", "schema": {"type": kind}}));
@@ -280,5 +284,17 @@ mod tests {
             assert_eq!(entry.as_object().unwrap().len(), methods.len(), "{path} documents methods the router does not serve");
         }
         assert_eq!(paths.len(), table.len(), "the document has paths the router does not serve");
+    }
+
+    #[test]
+    fn every_delete_documents_its_compare_and_swap_parameter() {
+        let doc = document();
+        let deletes: Vec<_> =
+            doc["paths"].as_object().unwrap().iter().filter_map(|(path, entry)| Some((path, entry.get("delete")?))).collect();
+        assert_eq!(deletes.len(), 6, "one DELETE per kind");
+        for (path, delete) in deletes {
+            let names: Vec<_> = delete["parameters"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+            assert!(names.contains(&"resource_version"), "DELETE {path} lacks ?resource_version: {names:?}");
+        }
     }
 }
