@@ -223,7 +223,23 @@ async fn updates_are_compare_and_swap_and_never_touch_status_or_node() {
         events["items"].as_array().unwrap().iter().filter(|e| e["reason"] == "Running" && e["involved_object"]["name"] == "p").collect();
     assert_eq!(running_events.len(), 1, "{events}");
     assert_eq!(running_events[0]["count"], 1);
-    assert!(running_events[0]["message"].as_str().unwrap().contains("is running on node node-1"), "{}", running_events[0]);
+    assert!(running_events[0]["message"].as_str().unwrap().contains("is running on node node-1, "), "{}", running_events[0]);
+    assert!(running_events[0]["message"].as_str().unwrap().ends_with("ms after it was created"), "{}", running_events[0]);
+    // Containers recreated: Pending, then Running again. The same event counts it, without
+    // a time from creation (that time is the first start's).
+    let mut again = after.clone();
+    again["status"]["phase"] = json!("Pending");
+    let (_, pending) = server.put("/api/v1/namespaces/default/pods/p/status", again).await;
+    let mut again = pending.clone();
+    again["status"]["phase"] = json!("Running");
+    let (status, body) = server.put("/api/v1/namespaces/default/pods/p/status", again).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, events) = server.get("/api/v1/namespaces/default/events").await;
+    let running_events: Vec<&Value> =
+        events["items"].as_array().unwrap().iter().filter(|e| e["reason"] == "Running" && e["involved_object"]["name"] == "p").collect();
+    assert_eq!(running_events.len(), 1, "{events}");
+    assert_eq!(running_events[0]["count"], 2);
+    assert_eq!(running_events[0]["message"], "Pod p is running again on node node-1");
 
     let (_, by_label) = server.get("/api/v1/pods?label_selector=tier%3Dfrontend").await;
     assert_eq!(by_label["items"].as_array().unwrap().len(), 1);

@@ -95,11 +95,16 @@ pub async fn put_status(
 }
 
 /// Marks the end of the seed's walk-through (Created → Scheduled → … → Running) with an
-/// event that says how long the pod took, and feeds the create→Running metric. The status
-/// is already stored: a lost event is logged, not an error for the agent.
+/// event that says how long the pod took, and feeds the create→Running metric. A pod that
+/// runs again (its containers were recreated) bumps the same event, without a time from
+/// creation and without a second metric sample. The status is already stored: a lost
+/// event is logged, not an error for the agent.
 async fn record_running(state: &AppState, pod: &Pod) {
     let now = chrono::Utc::now();
-    let took = pod.metadata.created_at.map(|created| (now - created).to_std().unwrap_or_default());
+    let involved = events::reference(&Object::Pod(pod.clone()));
+    let (namespace, name) = events::event_key(&involved, "Running", events::SOURCE_API);
+    let ran_before = state.store.get(&Key::new(Kind::Event, &namespace, &name)).is_some();
+    let took = pod.metadata.created_at.filter(|_| !ran_before).map(|created| (now - created).to_std().unwrap_or_default());
     if let Some(took) = took {
         state.metrics.observe_create_to_running(took);
     }
@@ -107,10 +112,10 @@ async fn record_running(state: &AppState, pod: &Pod) {
         Some(took) => {
             format!("Pod {} is running on node {}, {} ms after it was created", pod.metadata.name, pod.spec.node_name, took.as_millis())
         }
+        None if ran_before => format!("Pod {} is running again on node {}", pod.metadata.name, pod.spec.node_name),
         None => format!("Pod {} is running on node {}", pod.metadata.name, pod.spec.node_name),
     };
-    let event =
-        events::new_event(events::reference(&Object::Pod(pod.clone())), event_types::NORMAL, "Running", message, events::SOURCE_API);
+    let event = events::new_event(involved, event_types::NORMAL, "Running", message, events::SOURCE_API);
     if let Err(e) = state.store.commit(Txn::new().with(events::record(event, now))).await {
         tracing::warn!(pod = %pod.metadata.key(), error = %e, "cannot record the Running event");
     }
