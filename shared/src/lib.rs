@@ -9,6 +9,7 @@
 //! - [`validation`]: every field error of an object at once, with its path;
 //! - [`manifest`]: JSON and YAML manifests, several documents per file, with line and column
 //!   in errors;
+//! - [`yaml`]: the YAML reader behind manifests, with every value's line and column;
 //! - [`scheduler`]: filters, scores, the assume cache and the explanation of every decision;
 //! - [`api`]: the wire contract: error shape, list and watch envelopes, URL paths.
 
@@ -18,3 +19,4 @@ pub mod model;
 pub mod scheduler;
 pub mod selector;
 pub mod validation;
+pub mod yaml;

@@ -1,12 +1,13 @@
 //! Manifests as users write them: JSON or YAML, one document or several (YAML `---`
 //! separators, a JSON array, or JSON objects one after another). Errors carry the line and
-//! column of the problem in the text the user gave.
+//! column of the problem in the text the user gave. YAML is read by [`crate::yaml`].
 
 use std::fmt;
 
-use serde::de::DeserializeOwned;
+use serde_json::Value;
 
-use crate::model::{Deployment, Event, Kind, Namespace, Node, Object, ObjectError, Pod, Service};
+use crate::model::{Kind, Object, ObjectError};
+use crate::yaml::{self, Data, Node, Step};
 
 /// A manifest that could not be read, with where in the text the problem is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,38 +49,32 @@ pub fn parse(text: &str) -> Result<Vec<Object>, ManifestError> {
 
 fn parse_json(text: &str) -> Result<Vec<Object>, ManifestError> {
     let mut objects = Vec::new();
-    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<serde_json::Value>();
+    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
     let mut start = 0;
     let mut document = 0;
     while let Some(next) = stream.next() {
         document += 1;
         let end = stream.byte_offset();
-        let value = next.map_err(|e| json_error(document, 0, &e))?;
-        let source = &text[start..end];
+        let value = next.map_err(|e| json_error(document, &e))?;
+        // Positions are needed only to report a problem: JSON is YAML's flow style, so the
+        // YAML reader finds them in the same text (or, failing that, the document's start).
+        let nodes = || {
+            let begin = start + (text[start..].len() - text[start..].trim_start().len());
+            yaml::value_at(text, begin).unwrap_or_else(|_| {
+                let line = 1 + text[..begin].matches('\n').count();
+                let column = 1 + text[..begin].rsplit('\n').next().map_or(0, |l| l.chars().count());
+                Node { line, column, data: Data::Null }
+            })
+        };
         match value {
-            serde_json::Value::Array(items) => {
-                // A JSON array of objects: report errors by item, at the array's line.
-                let line = line_of(text, start + leading_whitespace(source));
+            Value::Array(items) => {
+                // A JSON array of objects: each item counts as a document.
+                let nodes = nodes();
                 for (i, item) in items.into_iter().enumerate() {
-                    let kind =
-                        kind_of(&item).map_err(|message| ManifestError { document: i + 1, line: Some(line), column: None, message })?;
-                    objects.push(from_value(kind, item).map_err(|message| ManifestError {
-                        document: i + 1,
-                        line: Some(line),
-                        column: None,
-                        message,
-                    })?);
+                    objects.push(object(item, i + 1, Some(nodes.find(&[Step::Index(i)])))?);
                 }
             }
-            value => {
-                let kind = kind_of(&value).map_err(|message| ManifestError {
-                    document,
-                    line: Some(line_of(text, start + leading_whitespace(source))),
-                    column: None,
-                    message,
-                })?;
-                objects.push(typed(kind, Syntax::Json, source, document, line_of(text, start) - 1)?);
-            }
+            value => objects.push(object(value, document, Some(&nodes()))?),
         }
         start = end;
     }
@@ -87,46 +82,44 @@ fn parse_json(text: &str) -> Result<Vec<Object>, ManifestError> {
 }
 
 fn parse_yaml(text: &str) -> Result<Vec<Object>, ManifestError> {
+    let documents = yaml::documents(text).map_err(|e| ManifestError {
+        document: e.document,
+        line: Some(e.line),
+        column: Some(e.column),
+        message: e.message,
+    })?;
     let mut objects = Vec::new();
-    for (index, (line_offset, source)) in yaml_documents(text).into_iter().enumerate() {
-        let document = index + 1;
-        let value: serde_json::Value = serde_yaml::from_str(source).map_err(|e| yaml_error(document, line_offset, &e))?;
-        if value.is_null() {
-            continue;
+    for document in documents {
+        let value = document.root.to_value();
+        if !value.is_null() {
+            objects.push(object(value, document.number, Some(&document.root))?);
         }
-        let kind = kind_of(&value).map_err(|message| ManifestError {
-            document,
-            line: Some(line_offset + first_content_line(source)),
-            column: None,
-            message,
-        })?;
-        objects.push(typed(kind, Syntax::Yaml, source, document, line_offset)?);
     }
     Ok(objects)
 }
 
-/// Splits YAML at `---` lines, keeping each document's starting line (0-based offset).
-fn yaml_documents(text: &str) -> Vec<(usize, &str)> {
-    let mut documents = Vec::new();
-    let mut start_byte = 0;
-    let mut start_line = 0;
-    let mut byte = 0;
-    for (number, line) in text.split_inclusive('\n').enumerate() {
-        let trimmed = line.trim_end();
-        if trimmed == "---" || trimmed.starts_with("--- ") {
-            documents.push((start_line, &text[start_byte..byte]));
-            start_byte = byte + line.len();
-            start_line = number + 1;
+/// Builds the typed object a document describes. When it does not fit its kind's type (a
+/// string where a number belongs), the error points at the value that does not fit, found
+/// in `node`: the document's nodes with their positions, when known.
+fn object(value: Value, document: usize, node: Option<&Node>) -> Result<Object, ManifestError> {
+    let at = |path: &[Step], message: String| {
+        let found = node.map(|n| n.find(path));
+        ManifestError { document, line: found.map(|n| n.line), column: found.map(|n| n.column), message }
+    };
+    let kind = kind_of(&value).map_err(|message| at(&[], message))?;
+    match Object::from_value(value.clone()) {
+        Ok(object) => Ok(object),
+        Err(ObjectError::Invalid { message, .. }) => {
+            let path = culprit(&value, &message);
+            Err(at(&path, format!("invalid {kind}: {message}")))
         }
-        byte += line.len();
+        Err(other) => Err(at(&[], other.to_string())),
     }
-    documents.push((start_line, &text[start_byte..]));
-    documents
 }
 
-fn kind_of(value: &serde_json::Value) -> Result<Kind, String> {
+fn kind_of(value: &Value) -> Result<Kind, String> {
     match value.get("kind") {
-        Some(serde_json::Value::String(kind)) => match Kind::ALL.iter().find(|k| k.as_str() == kind) {
+        Some(Value::String(kind)) => match Kind::ALL.iter().find(|k| k.as_str() == kind) {
             Some(kind) => Ok(*kind),
             None => Err(ObjectError::UnknownKind(kind.clone()).to_string()),
         },
@@ -136,60 +129,68 @@ fn kind_of(value: &serde_json::Value) -> Result<Kind, String> {
     }
 }
 
-fn from_value(kind: Kind, value: serde_json::Value) -> Result<Object, String> {
-    Object::from_value(value).map_err(|e| match e {
-        ObjectError::Invalid { message, .. } => format!("invalid {kind}: {message}"),
-        other => other.to_string(),
-    })
-}
-
-#[derive(Clone, Copy)]
-enum Syntax {
-    Json,
-    Yaml,
-}
-
-/// Deserializes one document into its kind's type, so that type errors (a string where a
-/// number belongs) point at the exact line and column.
-fn typed(kind: Kind, syntax: Syntax, source: &str, document: usize, line_offset: usize) -> Result<Object, ManifestError> {
-    fn read<T: DeserializeOwned>(syntax: Syntax, source: &str, document: usize, line_offset: usize) -> Result<T, ManifestError> {
-        match syntax {
-            Syntax::Json => serde_json::from_str(source).map_err(|e| json_error(document, line_offset, &e)),
-            Syntax::Yaml => serde_yaml::from_str(source).map_err(|e| yaml_error(document, line_offset, &e)),
+/// Where in `value` the decoding error `message` comes from. Decoding reads a mapping's
+/// entries and a sequence's items in order and stops at the first error, so the culprit
+/// is found by keeping only the first k children of a node: the smallest k that still
+/// fails with the same message means child k - 1 holds it (and the search goes on inside
+/// it); k = 0 means the node itself is wrong. The typed decoding is the very one used for
+/// the API's answers, so the browser bundle holds one decoder per type, not one per syntax.
+fn culprit(value: &Value, message: &str) -> Vec<Step> {
+    let fails_alike =
+        |candidate: Value| matches!(Object::from_value(candidate), Err(ObjectError::Invalid { message: m, .. }) if m == message);
+    let mut current = value.clone();
+    let mut path = Vec::new();
+    loop {
+        let len = match at_path(&mut current, &path) {
+            Some(Value::Object(map)) => map.len(),
+            Some(Value::Array(items)) => items.len(),
+            _ => 0,
+        };
+        let keep = (0..len)
+            .find(|&keep| {
+                let mut candidate = current.clone();
+                truncate(&mut candidate, &path, keep);
+                fails_alike(candidate)
+            })
+            .unwrap_or(len);
+        if keep == 0 {
+            return path;
         }
+        truncate(&mut current, &path, keep);
+        let step = match at_path(&mut current, &path) {
+            Some(Value::Object(map)) => map.keys().nth(keep - 1).map(|k| Step::Key(k.clone())),
+            _ => Some(Step::Index(keep - 1)),
+        };
+        path.extend(step);
     }
-    let result = match kind {
-        Kind::Pod => read::<Pod>(syntax, source, document, line_offset).map(Object::Pod),
-        Kind::Deployment => read::<Deployment>(syntax, source, document, line_offset).map(Object::Deployment),
-        Kind::Service => read::<Service>(syntax, source, document, line_offset).map(Object::Service),
-        Kind::Node => read::<Node>(syntax, source, document, line_offset).map(Object::Node),
-        Kind::Event => read::<Event>(syntax, source, document, line_offset).map(Object::Event),
-        Kind::Namespace => read::<Namespace>(syntax, source, document, line_offset).map(Object::Namespace),
-    };
-    result.map_err(|mut e| {
-        e.message = format!("invalid {kind}: {}", e.message);
-        e
+}
+
+fn at_path<'v>(value: &'v mut Value, path: &[Step]) -> Option<&'v mut Value> {
+    path.iter().try_fold(value, |value, step| match step {
+        Step::Key(key) => value.get_mut(key.as_str()),
+        Step::Index(i) => value.get_mut(*i),
     })
 }
 
-fn json_error(document: usize, line_offset: usize, e: &serde_json::Error) -> ManifestError {
-    let known = e.line() > 0;
-    ManifestError {
-        document,
-        line: known.then(|| line_offset + e.line()),
-        column: known.then_some(e.column()),
-        message: strip_position(&e.to_string()),
+/// Keeps the first `keep` children of the node at `path`; the document's `kind` always
+/// stays, so the object still says what it is.
+fn truncate(value: &mut Value, path: &[Step], keep: usize) {
+    match at_path(value, path) {
+        Some(Value::Object(map)) => {
+            let kind = if path.is_empty() { map.get("kind").cloned() } else { None };
+            *map = std::mem::take(map).into_iter().take(keep).collect();
+            if let Some(kind) = kind {
+                map.insert("kind".into(), kind);
+            }
+        }
+        Some(Value::Array(items)) => items.truncate(keep),
+        _ => {}
     }
 }
 
-fn yaml_error(document: usize, line_offset: usize, e: &serde_yaml::Error) -> ManifestError {
-    let location = e.location();
-    ManifestError {
-        document,
-        line: location.as_ref().map(|l| line_offset + l.line()),
-        column: location.as_ref().map(|l| l.column()),
-        message: strip_position(&e.to_string()),
-    }
+fn json_error(document: usize, e: &serde_json::Error) -> ManifestError {
+    let known = e.line() > 0;
+    ManifestError { document, line: known.then(|| e.line()), column: known.then_some(e.column()), message: strip_position(&e.to_string()) }
 }
 
 /// serde's messages say "at line X column Y"; the error carries those as fields, so the
@@ -205,18 +206,6 @@ fn strip_position(message: &str) -> String {
         None => after_line,
     };
     format!("{}{}", &message[..at], tail)
-}
-
-fn line_of(text: &str, byte: usize) -> usize {
-    text[..byte.min(text.len())].matches('\n').count() + 1
-}
-
-fn leading_whitespace(text: &str) -> usize {
-    text.len() - text.trim_start().len()
-}
-
-fn first_content_line(source: &str) -> usize {
-    source.lines().position(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#')).unwrap_or(0) + 1
 }
 
 #[cfg(test)]
