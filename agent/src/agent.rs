@@ -1,6 +1,6 @@
 //! The node's pod loop: a worker per pod (one pod's operations serialized, pods in parallel),
 //! fed by the server's watch stream with a full re-list every resync period, woken by runtime
-//! events, plus the sweep that removes containers whose pod is gone.
+//! events, plus the sweep that removes containers and sandboxes whose pod is gone.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -15,7 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::Error as ClientError;
 use crate::pod::{NodeContext, PodWorker, remove_orphan};
-use crate::runtime::{LABEL_CLUSTER, LABEL_NODE, LABEL_POD_UID};
+use crate::runtime::{LABEL_CLUSTER, LABEL_NODE, LABEL_POD_UID, LABEL_SANDBOX};
+use crate::sandbox::{Owner, clean, owner};
 
 /// What a worker is told about its pod.
 #[derive(Debug, Clone)]
@@ -82,6 +83,16 @@ impl PodManager {
         }
     }
 
+    /// Wakes the worker of the pod whose uid reads `clean_uid` once [`clean`]ed (a sandbox
+    /// name's).
+    fn poke_sandbox_owner(&self, clean_uid: &str) {
+        for (uid, handle) in self.workers().iter() {
+            if clean(uid) == clean_uid {
+                handle.updates.send_modify(|_| {});
+            }
+        }
+    }
+
     pub fn poke_all(&self) {
         for handle in self.workers().values() {
             handle.updates.send_modify(|_| {});
@@ -113,8 +124,9 @@ impl PodManager {
         tokio::spawn(async move { manager.sweep_orphans().await });
     }
 
-    /// Removes containers of this node whose pod has no worker. A pod known before or after
-    /// the (slow) list is left alone: its worker is creating or removing containers itself.
+    /// Removes containers of this node whose pod has no worker, and sandboxes claimed by such
+    /// a pod. A pod known before or after the (slow) list is left alone: its worker is
+    /// creating or removing containers itself. The warm pool is the pool's business.
     async fn sweep_orphans(&self) {
         let known_before = self.pod_uids();
         let node = self.ctx.node_name.clone();
@@ -126,14 +138,29 @@ impl PodManager {
             }
         };
         let known_after = self.pod_uids();
+        let known: HashSet<String> = known_before.iter().chain(&known_after).map(|uid| clean(uid)).collect();
         let orphans = containers.into_iter().filter(|c| {
+            if c.labels.contains_key(LABEL_SANDBOX) {
+                return match owner(&c.name) {
+                    Owner::Pool => false,
+                    Owner::Pod(uid) => !known.contains(uid),
+                    Owner::Unknown => true,
+                };
+            }
             let uid = c.label(LABEL_POD_UID);
             !known_before.contains(uid) && !known_after.contains(uid)
         });
         let removals = orphans.map(|info| {
             let runtime = self.ctx.runtime.clone();
             async move {
-                if let Err(e) = remove_orphan(runtime.as_ref(), &info).await {
+                let removed = if info.labels.contains_key(LABEL_SANDBOX) {
+                    // Nothing of the pod's runs in it: no grace period to give.
+                    tracing::info!(sandbox = %info.name, "removing a sandbox whose pod is gone");
+                    runtime.remove(&info.id).await
+                } else {
+                    remove_orphan(runtime.as_ref(), &info).await
+                };
+                if let Err(e) = removed {
                     tracing::warn!(error = %e, "cannot remove an orphan container");
                 }
             }
@@ -143,6 +170,7 @@ impl PodManager {
 
     async fn run_worker(self: Arc<Self>, uid: String, mut updates: watch::Receiver<PodUpdate>) {
         let mut worker = PodWorker::new(self.ctx.clone());
+        let busy = || self.ctx.sandboxes.as_ref().map(|sandboxes| sandboxes.busy());
         let mut seen_version = 0;
         let mut wake_at: Option<Instant> = None;
         loop {
@@ -155,6 +183,7 @@ impl PodManager {
                 }
                 PodUpdate::Present(pod) if pod.metadata.deletion_timestamp.is_none() => {
                     seen_version = pod.metadata.resource_version;
+                    let _busy = busy();
                     match worker.reconcile(pod).await {
                         Ok(requeue) => requeue,
                         Err(e) => {
@@ -163,7 +192,10 @@ impl PodManager {
                         }
                     }
                 }
-                PodUpdate::Present(pod) | PodUpdate::Deleted(pod) => match worker.terminate(pod).await {
+                PodUpdate::Present(pod) | PodUpdate::Deleted(pod) => match {
+                    let _busy = busy();
+                    worker.terminate(pod).await
+                } {
                     Ok(()) if matches!(update, PodUpdate::Deleted(_)) => {
                         tracing::info!(pod = %pod.metadata.key(), "pod deleted; containers removed");
                         break;
@@ -280,7 +312,8 @@ pub async fn watch_pods(manager: Arc<PodManager>, resync: Duration, shutdown: Ca
     }
 }
 
-/// Follows the runtime's container events for this node and wakes the pods they concern.
+/// Follows the runtime's container events for this node and wakes the pods they concern;
+/// a warm sandbox that stopped leaves the pool.
 pub async fn follow_runtime_events(manager: Arc<PodManager>, shutdown: CancellationToken) {
     let node = manager.ctx.node_name.clone();
     loop {
@@ -293,7 +326,17 @@ pub async fn follow_runtime_events(manager: Arc<PodManager>, shutdown: Cancellat
             match next {
                 Some(Ok(event)) => {
                     tracing::debug!(action = %event.action, container = %event.container_id, "runtime event");
-                    if let Some(uid) = event.labels.get(LABEL_POD_UID) {
+                    if event.labels.contains_key(LABEL_SANDBOX) {
+                        match owner(&event.name) {
+                            Owner::Pod(uid) => manager.poke_sandbox_owner(uid),
+                            Owner::Pool if matches!(event.action.as_str(), "die" | "destroy") => {
+                                if let Some(sandboxes) = manager.ctx.sandboxes.clone() {
+                                    tokio::spawn(async move { sandboxes.lost(&event.container_id).await });
+                                }
+                            }
+                            Owner::Pool | Owner::Unknown => {}
+                        }
+                    } else if let Some(uid) = event.labels.get(LABEL_POD_UID) {
                         manager.poke(uid);
                     }
                 }

@@ -3,7 +3,9 @@
 //!
 //! Layout:
 //! - [`runtime`]: the `ContainerRuntime` trait, with Docker (bollard) and simulated runtimes;
-//! - [`pod`]: one pod's level-triggered reconcile: image, create, start, restart, status, events;
+//! - [`pod`]: one pod's level-triggered reconcile: sandbox, image, create, start, restart, status, events;
+//! - [`sandbox`]: pod sandboxes (the pod's network namespace, as Kubernetes' pause container)
+//!   and the warm pool of started ones;
 //! - [`agent`]: the worker per pod, the watch with its periodic re-list, runtime events, orphans;
 //! - [`node`]: the node object (capacity from the host), registration and heartbeats;
 //! - [`client`]: the API server client (`ApiClient` trait, REST and Server-Sent Events);
@@ -20,6 +22,7 @@ pub mod image;
 pub mod node;
 pub mod pod;
 pub mod runtime;
+pub mod sandbox;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -37,6 +40,9 @@ use crate::runtime::{ContainerRuntime, DockerRuntime, SimulatedRuntime};
 
 /// The default address of the agent's HTTP API, the kubelet's port.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:10250";
+/// How many started, unclaimed pod sandboxes a Docker node keeps by default (BENCHMARKS.md,
+/// "Agent / real Docker", says why).
+pub const DEFAULT_WARM_SANDBOXES: usize = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -81,11 +87,14 @@ pub struct AgentConfig {
     pub resync_interval: Duration,
     /// Restart and image pull back-off.
     pub backoff: Backoff,
+    /// How many started, unclaimed pod sandboxes to keep ready (runtimes with sandboxes).
+    pub warm_sandboxes: usize,
 }
 
 impl AgentConfig {
     /// Defaults: the host name as node name, capacity detected from the host, Docker,
-    /// address 127.0.0.1, API on 127.0.0.1:10250, heartbeat 5 s, resync 10 s.
+    /// address 127.0.0.1, API on 127.0.0.1:10250, heartbeat 5 s, resync 10 s, and
+    /// [`DEFAULT_WARM_SANDBOXES`] warm sandboxes.
     pub fn new(server: &str) -> Self {
         AgentConfig {
             server: server.to_string(),
@@ -100,6 +109,7 @@ impl AgentConfig {
             heartbeat_interval: Duration::from_secs(5),
             resync_interval: Duration::from_secs(10),
             backoff: Backoff::default(),
+            warm_sandboxes: DEFAULT_WARM_SANDBOXES,
         }
     }
 }
@@ -155,6 +165,9 @@ pub async fn run_node(
         },
     };
     let Some(cluster) = node::cluster_id(api.as_ref(), &shutdown).await else { return Ok(()) };
+    let sandboxes = runtime
+        .pod_sandboxes()
+        .then(|| sandbox::Sandboxes::new(runtime.clone(), &config.node_name, &cluster, runtime.network(), config.warm_sandboxes));
     let ctx = Arc::new(NodeContext {
         node_name: config.node_name.clone(),
         cluster,
@@ -163,6 +176,7 @@ pub async fn run_node(
         runtime: runtime.clone(),
         api: api.clone(),
         backoff: config.backoff,
+        sandboxes: sandboxes.clone(),
     });
     tracing::info!(node = %config.node_name, runtime = runtime.kind(), endpoint = %description.agent_endpoint, server = %config.server, "agent starting");
     let manager = agent::PodManager::new(ctx, shutdown.clone());
@@ -173,11 +187,17 @@ pub async fn run_node(
             node::heartbeat_loop(api.as_ref(), &description, config.heartbeat_interval, &shutdown).await;
         }
     };
-    let (served, (), (), ()) = tokio::join!(
+    let pool = async {
+        if let Some(sandboxes) = sandboxes {
+            sandboxes.run(shutdown.clone()).await;
+        }
+    };
+    let (served, (), (), (), ()) = tokio::join!(
         serve,
         lifecycle,
         agent::watch_pods(manager.clone(), config.resync_interval, shutdown.clone()),
         agent::follow_runtime_events(manager, shutdown.clone()),
+        pool,
     );
     tracing::info!(node = %config.node_name, "agent stopped; its pods keep running");
     served.map_err(Error::Serve)

@@ -63,6 +63,10 @@ struct Cli {
     /// The longest back-off delay.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     backoff_max: Duration,
+    /// Started, unclaimed pod sandboxes to keep ready (Docker): a pod that claims one skips
+    /// the engine's network set-up when it starts. 0 turns the pool off.
+    #[arg(long, value_name = "N", default_value_t = agent::DEFAULT_WARM_SANDBOXES)]
+    warm_sandboxes: usize,
 }
 
 #[derive(Subcommand, Debug)]
@@ -139,6 +143,7 @@ fn config(cli: &Cli) -> anyhow::Result<AgentConfig> {
         bail!("--backoff-base must be above zero and at most --backoff-max");
     }
     config.backoff = Backoff { base: cli.backoff_base, max: cli.backoff_max };
+    config.warm_sandboxes = cli.warm_sandboxes;
     Ok(config)
 }
 
@@ -246,6 +251,8 @@ mod tests {
             "simulated",
             "--listen",
             "127.0.0.1:0",
+            "--warm-sandboxes",
+            "9",
         ]);
         let config = config(&cli).unwrap();
         assert_eq!(config.node_name, "n1");
@@ -254,6 +261,13 @@ mod tests {
         assert_eq!(config.taints[0].effect, "NoSchedule");
         assert_eq!((config.capacity.cpu, config.capacity.memory, config.capacity.pods), (1500, 1 << 30, 7));
         assert!(matches!(config.runtime, RuntimeChoice::Simulated { .. }));
+        assert_eq!(config.warm_sandboxes, 9);
+        let defaults = config_of(&["shepherd-agent"]);
+        assert_eq!(defaults.warm_sandboxes, agent::DEFAULT_WARM_SANDBOXES);
+    }
+
+    fn config_of(args: &[&str]) -> AgentConfig {
+        config(&Cli::parse_from(args)).unwrap()
     }
 
     #[test]

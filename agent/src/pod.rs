@@ -1,6 +1,6 @@
 //! One pod's worker: the level-triggered reconcile that makes the runtime match a pod spec
-//! (image, create, start, restart with back-off, terminal phases) and reports the result as
-//! the pod's status and events; and the termination of a deleted pod.
+//! (sandbox, image, create, start, restart with back-off, terminal phases) and reports the
+//! result as the pod's status and events; and the termination of a deleted pod.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -15,8 +15,9 @@ use shared::model::{
 use crate::client::ApiClient;
 use crate::runtime::{
     ContainerConfig, ContainerInfo, ContainerRuntime, LABEL_CLUSTER, LABEL_CONTAINER, LABEL_GRACE, LABEL_NAMESPACE, LABEL_NODE, LABEL_POD,
-    LABEL_POD_UID, PortMapping, RunState,
+    LABEL_POD_UID, LABEL_SANDBOX_ID, PortMapping, RunState,
 };
+use crate::sandbox::{Sandbox, Sandboxes, clean, sandbox_name};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -62,6 +63,8 @@ pub struct NodeContext {
     pub runtime: Arc<dyn ContainerRuntime>,
     pub api: Arc<dyn ApiClient>,
     pub backoff: Backoff,
+    /// Pod sandboxes and their warm pool, when the runtime has sandboxes (Docker).
+    pub sandboxes: Option<Arc<Sandboxes>>,
 }
 
 impl NodeContext {
@@ -105,7 +108,6 @@ impl NodeContext {
 /// The engine-level name of a pod's container: readable, and unique thanks to the uid.
 pub fn container_name(pod: &Pod, container: &str) -> String {
     let uid: String = pod.metadata.uid.chars().filter(char::is_ascii_alphanumeric).take(8).collect();
-    let clean = |s: &str| s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '-' }).collect::<String>();
     format!("shepherd_{}_{}_{}_{uid}", clean(&pod.metadata.namespace), clean(&pod.metadata.name), clean(container))
 }
 
@@ -124,16 +126,7 @@ pub fn container_config(ctx: &NodeContext, pod: &Pod, container: &Container) -> 
         (LABEL_CLUSTER.to_string(), ctx.cluster.clone()),
         (LABEL_GRACE.to_string(), grace_period(pod).as_secs().to_string()),
     ]);
-    let ports = container
-        .ports
-        .iter()
-        .map(|p| PortMapping {
-            container_port: p.container_port,
-            host_port: p.host_port.unwrap_or(0),
-            host_ip: if p.host_ip.is_empty() { ctx.address.clone() } else { p.host_ip.clone() },
-            protocol: if p.protocol.is_empty() { "tcp".to_string() } else { p.protocol.to_ascii_lowercase() },
-        })
-        .collect();
+    let ports = port_mappings(ctx, container);
     ContainerConfig {
         name: container_name(pod, &container.name),
         image: container.image.clone(),
@@ -145,7 +138,22 @@ pub fn container_config(ctx: &NodeContext, pod: &Pod, container: &Container) -> 
         nano_cpus: container.resources.cpu.max(0) * 1_000_000,
         ports,
         network: ctx.network.clone(),
+        sandbox: String::new(),
     }
+}
+
+/// A container's ports; host ports are published on the node's address unless they name one.
+fn port_mappings(ctx: &NodeContext, container: &Container) -> Vec<PortMapping> {
+    container
+        .ports
+        .iter()
+        .map(|p| PortMapping {
+            container_port: p.container_port,
+            host_port: p.host_port.unwrap_or(0),
+            host_ip: if p.host_ip.is_empty() { ctx.address.clone() } else { p.host_ip.clone() },
+            protocol: if p.protocol.is_empty() { "tcp".to_string() } else { p.protocol.to_ascii_lowercase() },
+        })
+        .collect()
 }
 
 /// A container's restart bookkeeping: how many times the agent started it again, and the
@@ -173,6 +181,11 @@ pub struct PodWorker {
     /// The spec of the last pass.
     last_spec: Option<shared::model::PodSpec>,
     seeded: bool,
+    /// The pod's running sandbox, as this pass found or made it.
+    sandbox: Option<Sandbox>,
+    /// How containers ended that were removed because their sandbox went away: the
+    /// `last_state` of the ones created in their place.
+    replaced: HashMap<String, ContainerState>,
 }
 
 /// Terminated `reason` as Kubernetes writes it.
@@ -217,7 +230,16 @@ impl Step {
 
 impl PodWorker {
     pub fn new(ctx: Arc<NodeContext>) -> Self {
-        PodWorker { ctx, restarts: HashMap::new(), pulls: HashMap::new(), last_reported: None, last_spec: None, seeded: false }
+        PodWorker {
+            ctx,
+            restarts: HashMap::new(),
+            pulls: HashMap::new(),
+            last_reported: None,
+            last_spec: None,
+            seeded: false,
+            sandbox: None,
+            replaced: HashMap::new(),
+        }
     }
 
     /// Continues from what the server knows (after an agent restart): restart counts and the
@@ -275,6 +297,7 @@ impl PodWorker {
 
         let policy = pod.spec.restart_policy().unwrap_or(RestartPolicy::Always);
         let terminal = pod.status.phase.is_terminal();
+        self.sandbox = self.sync_sandbox(pod, &mut by_name, policy, terminal).await.map_err(runtime_error)?;
         let mut steps = Vec::with_capacity(pod.spec.containers.len());
         for container in &pod.spec.containers {
             let found = by_name.get(&container.name).and_then(|v| v.first()).cloned();
@@ -287,8 +310,110 @@ impl PodWorker {
         }
         let requeue = steps.iter().filter_map(|s| s.requeue).min();
         let status = self.pod_status(pod, &steps);
+        if status.phase.is_terminal() {
+            // Nothing runs in it any more: free its address, as the kubelet does.
+            if let Some(sandbox) = self.sandbox.take() {
+                self.ctx.runtime.remove(&sandbox.id).await.map_err(runtime_error)?;
+            }
+        }
         self.report(pod, status).await?;
         Ok(requeue)
+    }
+
+    /// Finds the pod's sandbox (runtimes with sandboxes only); a finished pod's is removed.
+    /// A container whose sandbox stopped, vanished or was replaced lost its network: as the
+    /// kubelet does, it is stopped, and removed to be created again in a new sandbox unless
+    /// the restart policy is Never or it had finished for good.
+    async fn sync_sandbox(
+        &mut self,
+        pod: &Pod,
+        by_name: &mut HashMap<String, Vec<ContainerInfo>>,
+        policy: RestartPolicy,
+        terminal: bool,
+    ) -> crate::runtime::Result<Option<Sandbox>> {
+        if self.ctx.sandboxes.is_none() {
+            return Ok(None);
+        }
+        let runtime = self.ctx.runtime.clone();
+        let sandbox = match runtime.inspect(&sandbox_name(pod)).await? {
+            Some(info) if info.state == RunState::Running && !terminal => Some(Sandbox { id: info.id, ip: info.ip }),
+            Some(info) => {
+                if !terminal {
+                    tracing::info!(pod = %pod.metadata.key(), sandbox = %info.id, state = ?info.state, "the pod's sandbox stopped");
+                }
+                runtime.remove(&info.id).await?;
+                None
+            }
+            None => None,
+        };
+        if terminal {
+            return Ok(None);
+        }
+        let current = sandbox.as_ref().map_or("", |s| s.id.as_str());
+        let mut announced = false;
+        for (name, infos) in by_name.iter_mut() {
+            let Some(info) = infos.first().cloned() else { continue };
+            let joined = info.label(LABEL_SANDBOX_ID);
+            if joined.is_empty() || joined == current {
+                continue;
+            }
+            if matches!(info.state, RunState::Exited { exit_code, .. } if !policy.restarts(exit_code)) {
+                continue;
+            }
+            if !announced {
+                announced = true;
+                self.ctx.event(
+                    pod,
+                    event_types::NORMAL,
+                    "SandboxChanged",
+                    "The pod's sandbox went away: its containers stop, and start again in a new one".to_string(),
+                );
+            }
+            if !matches!(info.state, RunState::Exited { .. }) {
+                runtime.stop(&info.id, grace_period(pod)).await?;
+            }
+            let ended = runtime.inspect(&info.id).await?;
+            if policy == RestartPolicy::Never {
+                // Stopped for good: it reports how it ended.
+                infos[0] = ended.unwrap_or(info);
+                continue;
+            }
+            if let Some(ended @ ContainerInfo { state: RunState::Exited { exit_code, oom_killed }, .. }) = &ended {
+                self.replaced.insert(name.clone(), terminated(ended, *exit_code, *oom_killed));
+            }
+            if info.started_at.is_some() {
+                self.restarts(name).count += 1;
+            }
+            runtime.remove(&info.id).await?;
+            infos.clear();
+        }
+        Ok(sandbox)
+    }
+
+    /// The sandbox a new container joins: the pod's own if it has one; else a warm one from
+    /// the pool, unless the pod publishes host ports (Docker binds them when a container is
+    /// created, too early for a pool); else a new one for a pod of several containers, which
+    /// must share a namespace. A lone container with no warm sandbox at hand gets a namespace
+    /// of its own, as before sandboxes: it pays for one new namespace either way, and a new
+    /// sandbox would only add a container to create and start.
+    async fn sandbox_for(&mut self, pod: &Pod) -> crate::runtime::Result<Option<Sandbox>> {
+        let Some(sandboxes) = self.ctx.sandboxes.clone() else { return Ok(None) };
+        if self.sandbox.is_some() {
+            return Ok(self.sandbox.clone());
+        }
+        let ports: Vec<PortMapping> = pod.spec.containers.iter().flat_map(|c| port_mappings(&self.ctx, c)).collect();
+        let name = sandbox_name(pod);
+        let warm = if ports.iter().any(|p| p.host_port > 0) { None } else { sandboxes.claim(&name).await? };
+        let sandbox = match warm {
+            Some(sandbox) => {
+                tracing::debug!(pod = %pod.metadata.key(), sandbox = %sandbox.id, "claimed a warm sandbox");
+                Some(sandbox)
+            }
+            None if pod.spec.containers.len() > 1 => Some(sandboxes.create(&name, ports).await?),
+            None => None,
+        };
+        self.sandbox = sandbox.clone();
+        Ok(sandbox)
     }
 
     fn previous_status(&self, pod: &Pod, container: &Container) -> ContainerStatus {
@@ -362,7 +487,23 @@ impl PodWorker {
                 }
             }
         }
-        let config = container_config(&self.ctx, pod, container);
+        let sandbox = match self.sandbox_for(pod).await {
+            Ok(sandbox) => sandbox,
+            Err(e) => {
+                let message = e.to_string();
+                self.ctx.event(pod, event_types::WARNING, "FailedCreatePodSandBox", format!("Error: {message}"));
+                let delay = self.bump_delay(&container.name);
+                let status = self.base_status(container, waiting("CreateContainerError", message));
+                return Ok(Step::new(status, Some(delay), String::new()));
+            }
+        };
+        let mut config = container_config(&self.ctx, pod, container);
+        if let Some(sandbox) = &sandbox {
+            config.sandbox = sandbox.id.clone();
+            config.network.clear();
+            config.ports.clear();
+            config.labels.insert(LABEL_SANDBOX_ID.to_string(), sandbox.id.clone());
+        }
         let id = match self.ctx.runtime.create(&config).await {
             Ok(id) => id,
             Err(e) => {
@@ -375,7 +516,8 @@ impl PodWorker {
         };
         self.restarts(&container.name);
         self.ctx.event(pod, event_types::NORMAL, "Created", format!("Created container {}", container.name));
-        self.start(pod, container, &id, None).await
+        let last_state = self.replaced.remove(&container.name);
+        self.start(pod, container, &id, last_state).await
     }
 
     /// The delay before the next attempt, doubling it for the one after.
@@ -426,8 +568,9 @@ impl PodWorker {
         info: ContainerInfo,
         policy: RestartPolicy,
     ) -> crate::runtime::Result<Step> {
-        let previous_last_state =
-            pod.status.container_statuses.iter().find(|s| s.name == container.name).and_then(|s| s.last_state.clone());
+        // What the agent last wrote: the pod it was handed may predate that write.
+        let reported = self.last_reported.as_ref().unwrap_or(&pod.status);
+        let previous_last_state = reported.container_statuses.iter().find(|s| s.name == container.name).and_then(|s| s.last_state.clone());
         match info.state.clone() {
             RunState::Running => {
                 let mut status = self.base_status(container, ContainerState::Running { started_at: info.started_at });
@@ -524,7 +667,9 @@ impl PodWorker {
         let mut status = pod.status.clone();
         status.phase = phase;
         status.host_ip = self.ctx.address.clone();
-        if let Some(ip) = steps.iter().map(|s| s.ip.as_str()).find(|ip| !ip.is_empty()) {
+        // The sandbox's address when the pod has one; else its container's.
+        let sandbox_ip = self.sandbox.as_ref().map(|s| s.ip.as_str());
+        if let Some(ip) = sandbox_ip.into_iter().chain(steps.iter().map(|s| s.ip.as_str())).find(|ip| !ip.is_empty()) {
             status.pod_ip = ip.to_string();
         }
         if status.start_time.is_none() {
@@ -610,6 +755,12 @@ impl PodWorker {
         for outcome in futures::future::join_all(stops).await {
             outcome.map_err(runtime_error)?;
         }
+        if self.ctx.sandboxes.is_some() {
+            self.sandbox = None;
+            if let Some(sandbox) = self.ctx.runtime.inspect(&sandbox_name(pod)).await.map_err(runtime_error)? {
+                self.ctx.runtime.remove(&sandbox.id).await.map_err(runtime_error)?;
+            }
+        }
         Ok(())
     }
 }
@@ -668,6 +819,7 @@ mod tests {
             runtime: Arc::new(SimulatedRuntime::new(Duration::ZERO)),
             api: Arc::new(NoApi),
             backoff: Backoff::default(),
+            sandboxes: None,
         }
     }
 

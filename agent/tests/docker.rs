@@ -5,9 +5,13 @@ mod common;
 
 use std::time::Duration;
 
-use agent::runtime::{ContainerRuntime, LABEL_CONTAINER, LABEL_NAMESPACE, LABEL_NODE, LABEL_POD, LABEL_POD_UID, RunState};
-use common::{Cleanup, DockerNode, FakeApi, TestAgent, container, docker, docker_node, minimal_image, spec, unique};
-use shared::model::{ContainerState, PodPhase, ResourceRequirements};
+use agent::runtime::{
+    ContainerInfo, ContainerRuntime, DockerRuntime, LABEL_CLUSTER, LABEL_CONTAINER, LABEL_NAMESPACE, LABEL_NODE, LABEL_POD, LABEL_POD_UID,
+    LABEL_SANDBOX, LABEL_SANDBOX_ID, RunState,
+};
+use agent::sandbox::{Owner, Sandboxes, owner, sandbox_name};
+use common::{Cleanup, DockerNode, FakeApi, TestAgent, container, docker, docker_node, docker_node_with_pool, minimal_image, spec, unique};
+use shared::model::{ContainerPort, ContainerState, PodPhase, ResourceRequirements};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -345,4 +349,236 @@ async fn bootstrap_image_builds_a_working_image_once() {
     let bad = std::process::Command::new(env!("CARGO_BIN_EXE_shepherd-agent")).args(["bootstrap-image", "Not/Valid"]).output().unwrap();
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("invalid image name"));
+}
+
+async fn sandboxes_of(runtime: &DockerRuntime, node: &str, cluster: &str) -> Vec<ContainerInfo> {
+    runtime.list(&[(LABEL_SANDBOX, "true"), (LABEL_NODE, node), (LABEL_CLUSTER, cluster)]).await.unwrap()
+}
+
+/// Waits until the node's warm pool holds exactly `n` running sandboxes, and returns them.
+async fn warm_pool(runtime: &DockerRuntime, node: &str, cluster: &str, n: usize) -> Vec<ContainerInfo> {
+    let began = std::time::Instant::now();
+    loop {
+        let pool: Vec<ContainerInfo> = sandboxes_of(runtime, node, cluster)
+            .await
+            .into_iter()
+            .filter(|s| owner(&s.name) == Owner::Pool && s.state == RunState::Running)
+            .collect();
+        if pool.len() == n {
+            return pool;
+        }
+        assert!(began.elapsed() < WAIT, "the warm pool of {node} holds {} sandboxes, not {n}", pool.len());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// One field of `docker inspect`, through the CLI, as a person would check it.
+fn docker_inspect(id: &str, format: &str) -> String {
+    let output = std::process::Command::new("docker").args(["inspect", "-f", format, id]).output().unwrap();
+    assert!(output.status.success(), "docker inspect {id}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}
+
+/// The sandbox whose namespace a container joined, as Docker records it.
+fn joined_sandbox(id: &str) -> String {
+    let mode = docker_inspect(id, "{{.HostConfig.NetworkMode}}");
+    mode.strip_prefix("container:").unwrap_or_else(|| panic!("container {id} joined no sandbox: network mode {mode}")).to_string()
+}
+
+async fn wait_gone(runtime: &DockerRuntime, id: &str, what: &str) {
+    let began = std::time::Instant::now();
+    while runtime.inspect(id).await.unwrap().is_some() {
+        assert!(began.elapsed() < WAIT, "{what} {id} is still there after {WAIT:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandbox_runs_on_the_shepherd_network_and_stops_at_once_on_sigterm() {
+    let docker = docker().await;
+    minimal_image(&docker).await;
+    let node = unique("node");
+    let _cleanup = Cleanup(node.clone());
+    let sandboxes = Sandboxes::new(docker.clone(), &node, "cluster-x", agent::runtime::docker::NETWORK, 0);
+    let sandbox = sandboxes.create(&unique("shepherd-test-sandbox"), Vec::new()).await.unwrap();
+    assert!(!sandbox.ip.is_empty());
+    let networks = docker_inspect(&sandbox.id, "{{range $name, $_ := .NetworkSettings.Networks}}{{$name}} {{end}}");
+    assert_eq!(networks, agent::runtime::docker::NETWORK);
+    let info = docker.inspect(&sandbox.id).await.unwrap().unwrap();
+    assert_eq!((info.label(LABEL_SANDBOX), info.label(LABEL_NODE), info.label(LABEL_CLUSTER)), ("true", node.as_str(), "cluster-x"));
+    // A long grace period: only a shell that exits on SIGTERM ends with code 0 (SIGKILL gives 137).
+    docker.stop(&sandbox.id, Duration::from_secs(30)).await.unwrap();
+    let stopped = docker.inspect(&sandbox.id).await.unwrap().unwrap();
+    assert_eq!(stopped.state, RunState::Exited { exit_code: 0, oom_killed: false });
+    docker.remove(&sandbox.id).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_claims_a_warm_sandbox_the_pool_refills_and_deleting_the_pod_removes_it() {
+    let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node_with_pool(2).await;
+    let pool: Vec<String> = warm_pool(&docker, &node, &api.cluster, 2).await.into_iter().map(|s| s.id).collect();
+
+    let pod = api.add_pod(&node, "warm", spec(vec![container("main", &["sleep", "3600"])], "Always"));
+    let running = api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
+    let app = containers_of(docker.as_ref(), &pod.metadata.uid).await;
+    assert_eq!(app.len(), 1, "{app:?}");
+    let sandbox_id = joined_sandbox(&app[0].id);
+    assert!(pool.contains(&sandbox_id), "the pod joined {sandbox_id}, not one of the warm sandboxes {pool:?}");
+    assert_eq!(app[0].label(LABEL_SANDBOX_ID), sandbox_id);
+    let sandbox = docker.inspect(&sandbox_id).await.unwrap().expect("the claimed sandbox exists");
+    assert_eq!(sandbox.name, sandbox_name(&running), "the claim renames the sandbox after its pod");
+    assert_eq!(sandbox.state, RunState::Running);
+    assert_eq!((sandbox.label(LABEL_NODE), sandbox.label(LABEL_CLUSTER)), (node.as_str(), api.cluster.as_str()));
+    assert!(!sandbox.ip.is_empty());
+    assert_eq!(running.status.pod_ip, sandbox.ip, "the pod's address is its sandbox's");
+
+    // The pool makes a new one in the background.
+    let refilled = warm_pool(&docker, &node, &api.cluster, 2).await;
+    assert!(refilled.iter().all(|s| s.id != sandbox_id), "the claimed sandbox left the pool");
+
+    api.delete_pod(&pod.metadata.uid);
+    wait_gone(&docker, &app[0].id, "the container of a deleted pod").await;
+    wait_gone(&docker, &sandbox_id, "the sandbox of a deleted pod").await;
+    let pool_after: Vec<String> = warm_pool(&docker, &node, &api.cluster, 2).await.into_iter().map(|s| s.id).collect();
+    assert!(refilled.iter().all(|s| pool_after.contains(&s.id)), "deleting a pod leaves the pool alone");
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_containers_of_a_pod_share_localhost_in_a_sandbox_that_publishes_the_pods_ports() {
+    // No pool: a pod of two containers gets a sandbox of its own, with the pod's host port.
+    let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node_with_pool(0).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut server = container("server", &["sh", "-c", "echo hello-from-the-pod > /tmp/index.html; exec httpd -f -p 8080 -h /tmp"]);
+    server.ports = vec![ContainerPort { container_port: 8080, host_port: Some(i32::from(port)), ..Default::default() }];
+    // Loopback inside the pod's own network namespace: the server as its neighbour sees it.
+    let client = container(
+        "client",
+        &["sh", "-c", "for i in $(seq 100); do wget -q -O - http://127.0.0.1:8080/index.html && exit 0; sleep 0.2; done; exit 1"],
+    );
+    let pod = api.add_pod(&node, "pair", spec(vec![server, client], "OnFailure"));
+    let done = api
+        .wait_for(&pod.metadata.uid, "client done", WAIT, |p| {
+            p.status.container_statuses.iter().any(|c| c.name == "client" && matches!(c.state, ContainerState::Terminated { .. }))
+        })
+        .await;
+    let client_status = done.status.container_statuses.iter().find(|c| c.name == "client").unwrap();
+    assert!(
+        matches!(client_status.state, ContainerState::Terminated { exit_code: 0, .. }),
+        "the client could not reach 127.0.0.1:8080 in its pod: {client_status:?}"
+    );
+    assert_eq!(done.status.phase, PodPhase::Running, "the server still runs");
+    let logs = reqwest::get(format!("{}/logs/default/pair?container=client", agent.endpoint)).await.unwrap().text().await.unwrap();
+    assert_eq!(logs, "hello-from-the-pod\n");
+
+    let app = containers_of(docker.as_ref(), &pod.metadata.uid).await;
+    assert_eq!(app.len(), 2);
+    let sandbox_id = joined_sandbox(&app[0].id);
+    assert_eq!(joined_sandbox(&app[1].id), sandbox_id, "both containers are in one sandbox");
+    let sandbox = docker.inspect(&sandbox_id).await.unwrap().unwrap();
+    assert_eq!(sandbox.name, sandbox_name(&pod));
+    assert_eq!(done.status.pod_ip, sandbox.ip);
+    assert!(
+        sandboxes_of(&docker, &node, &api.cluster).await.iter().all(|s| owner(&s.name) != Owner::Pool),
+        "a pool of 0 makes no warm sandbox"
+    );
+
+    // The sandbox publishes the pod's port on loopback.
+    let url = format!("http://127.0.0.1:{port}/index.html");
+    assert_eq!(reqwest::get(&url).await.unwrap().text().await.unwrap(), "hello-from-the-pod\n");
+
+    api.delete_pod(&pod.metadata.uid);
+    wait_gone(&docker, &sandbox_id, "the sandbox of a deleted pod").await;
+    assert!(containers_of(docker.as_ref(), &pod.metadata.uid).await.is_empty());
+    agent.stop().await;
+}
+
+/// A running sandbox-labelled container called `name`, as a pool or a pod's would be.
+async fn stray_sandbox(docker: &DockerRuntime, name: &str, node: &str, cluster: &str) -> String {
+    let config = agent::runtime::ContainerConfig {
+        name: name.to_string(),
+        image: "minimal".into(),
+        command: vec!["sleep".into(), "3600".into()],
+        labels: [(LABEL_SANDBOX, "true"), (LABEL_NODE, node), (LABEL_CLUSTER, cluster)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        ..Default::default()
+    };
+    let id = docker.create(&config).await.unwrap();
+    docker.start(&id).await.unwrap();
+    id
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_agent_adopts_its_sandboxes_without_duplicates() {
+    let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node_with_pool(2).await;
+    warm_pool(&docker, &node, &api.cluster, 2).await;
+    let pod = api.add_pod(&node, "steady", spec(vec![container("main", &["sleep", "3600"])], "Always"));
+    api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
+    let app_before = containers_of(docker.as_ref(), &pod.metadata.uid).await;
+    let claimed = joined_sandbox(&app_before[0].id);
+    let mut pool_before: Vec<String> = warm_pool(&docker, &node, &api.cluster, 2).await.into_iter().map(|s| s.id).collect();
+    pool_before.sort();
+    agent.stop().await;
+
+    // While the agent is away: a sandbox claimed by a pod the server no longer has, and a warm
+    // sandbox of another cluster with a node of the same name.
+    let ghost = stray_sandbox(&docker, &format!("shepherd_default_ghost_POD_{}", uuid::Uuid::new_v4()), &node, &api.cluster).await;
+    let theirs = stray_sandbox(&docker, &unique("shepherd-pool_theirs"), &node, "another-cluster").await;
+
+    let agent = TestAgent::start_with_pool(&node, docker.clone(), api.clone(), 2).await;
+    wait_gone(&docker, &ghost, "the sandbox of a pod that is gone").await;
+    // Two resync periods: plenty of time to do something wrong.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let app_after = containers_of(docker.as_ref(), &pod.metadata.uid).await;
+    assert_eq!(app_after.len(), 1, "no duplicate container: {app_after:?}");
+    assert_eq!((&app_after[0].id, app_after[0].started_at), (&app_before[0].id, app_before[0].started_at), "not restarted");
+    assert_eq!(joined_sandbox(&app_after[0].id), claimed);
+    let mut pool_after: Vec<String> = warm_pool(&docker, &node, &api.cluster, 2).await.into_iter().map(|s| s.id).collect();
+    pool_after.sort();
+    assert_eq!(pool_after, pool_before, "the warm sandboxes are adopted, none made or removed");
+    let ours = sandboxes_of(&docker, &node, &api.cluster).await.len();
+    assert_eq!(ours, 3, "two warm sandboxes and the pod's");
+    assert!(docker.inspect(&theirs).await.unwrap().is_some(), "another cluster's sandbox was touched");
+    let pod_now = api.pod(&pod.metadata.uid);
+    assert_eq!((pod_now.status.phase, pod_now.status.container_statuses[0].restart_count), (PodPhase::Running, 0));
+    agent.stop().await;
+
+    // Restarted with a smaller pool: the extra warm sandbox goes, the pod's stays.
+    let agent = TestAgent::start_with_pool(&node, docker.clone(), api.clone(), 1).await;
+    warm_pool(&docker, &node, &api.cluster, 1).await;
+    assert!(docker.inspect(&claimed).await.unwrap().is_some());
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_whose_sandbox_dies_starts_again_in_a_new_sandbox() {
+    let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node_with_pool(1).await;
+    warm_pool(&docker, &node, &api.cluster, 1).await;
+    let pod = api.add_pod(&node, "phoenix", spec(vec![container("main", &["sleep", "3600"])], "Always"));
+    api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
+    let first = containers_of(docker.as_ref(), &pod.metadata.uid).await.remove(0);
+    let first_sandbox = joined_sandbox(&first.id);
+    // A warm sandbox is ready for the pod's second life.
+    warm_pool(&docker, &node, &api.cluster, 1).await;
+
+    docker.stop(&first_sandbox, Duration::from_secs(10)).await.unwrap();
+    let again = api
+        .wait_for(&pod.metadata.uid, "running again", WAIT, |p| {
+            p.status.phase == PodPhase::Running && p.status.container_statuses.first().is_some_and(|c| c.restart_count == 1 && c.ready)
+        })
+        .await;
+    let second = containers_of(docker.as_ref(), &pod.metadata.uid).await;
+    assert_eq!(second.len(), 1, "{second:?}");
+    assert_ne!(second[0].id, first.id, "the container is created again");
+    let second_sandbox = joined_sandbox(&second[0].id);
+    assert_ne!(second_sandbox, first_sandbox);
+    let sandbox = docker.inspect(&second_sandbox).await.unwrap().unwrap();
+    assert_eq!((sandbox.name.as_str(), &sandbox.state), (sandbox_name(&pod).as_str(), &RunState::Running));
+    assert_eq!(again.status.pod_ip, sandbox.ip);
+    assert!(matches!(again.status.container_statuses[0].last_state, Some(ContainerState::Terminated { .. })));
+    wait_gone(&docker, &first_sandbox, "the dead sandbox").await;
+    assert!(api.events_for("phoenix").iter().any(|e| e.reason == "SandboxChanged"));
+    agent.stop().await;
 }

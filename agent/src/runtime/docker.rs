@@ -14,7 +14,8 @@ use bollard::models::{
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, CreateImageOptionsBuilder, EventsOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
-    ListNetworksOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder, StartContainerOptions, StopContainerOptionsBuilder,
+    ListNetworksOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder, RenameContainerOptionsBuilder, StartContainerOptions,
+    StopContainerOptionsBuilder,
 };
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
@@ -106,7 +107,8 @@ impl DockerRuntime {
         Ok(first)
     }
 
-    /// `network` is the id of `config.network`, empty for the engine's default.
+    /// `network` is the id of `config.network`, empty for the engine's default. A container
+    /// that joins a sandbox gets the mode `container:<id>` and neither network nor ports.
     fn create_body(config: &ContainerConfig, network: &str) -> ContainerCreateBody {
         let mut exposed = Vec::new();
         let mut bindings: HashMap<String, Option<Vec<PortBinding>>> = HashMap::new();
@@ -121,8 +123,11 @@ impl DockerRuntime {
                     .push(PortBinding { host_ip: Some(port.host_ip.clone()), host_port: Some(port.host_port.to_string()) });
             }
         }
-        let networking_config = (!network.is_empty())
+        let joins = !config.sandbox.is_empty();
+        let networking_config = (!network.is_empty() && !joins)
             .then(|| NetworkingConfig { endpoints_config: Some(HashMap::from([(network.to_string(), EndpointSettings::default())])) });
+        let network_mode =
+            if joins { Some(format!("container:{}", config.sandbox)) } else { (!network.is_empty()).then(|| network.to_string()) };
         ContainerCreateBody {
             image: Some(config.image.clone()),
             entrypoint: (!config.command.is_empty()).then(|| config.command.clone()),
@@ -136,7 +141,7 @@ impl DockerRuntime {
                 memory_swap: (config.memory_limit > 0).then_some(config.memory_limit),
                 nano_cpus: (config.nano_cpus > 0).then_some(config.nano_cpus),
                 port_bindings: (!bindings.is_empty()).then_some(bindings),
-                network_mode: (!network.is_empty()).then(|| network.to_string()),
+                network_mode,
                 ..Default::default()
             }),
             networking_config,
@@ -226,6 +231,10 @@ impl ContainerRuntime for DockerRuntime {
         NETWORK
     }
 
+    fn pod_sandboxes(&self) -> bool {
+        true
+    }
+
     async fn version(&self) -> Result<String> {
         let version = self.docker.version().await.map_err(|e| Error::Unreachable(e.to_string()))?;
         Ok(version.version.unwrap_or_default())
@@ -253,6 +262,13 @@ impl ContainerRuntime for DockerRuntime {
     }
 
     async fn create(&self, config: &ContainerConfig) -> Result<String> {
+        if !config.sandbox.is_empty() && (!config.network.is_empty() || !config.ports.is_empty()) {
+            return Err(Error::Container {
+                action: "create",
+                container: config.name.clone(),
+                message: "a container that joins a sandbox has no network or ports of its own: they are the sandbox's".to_string(),
+            });
+        }
         let network = if config.network.is_empty() { String::new() } else { self.network_id(&config.network).await? };
         let options = CreateContainerOptionsBuilder::default().name(&config.name).build();
         let attempt = self.docker.create_container(Some(options.clone()), Self::create_body(config, &network)).await;
@@ -281,6 +297,15 @@ impl ContainerRuntime for DockerRuntime {
             Ok(()) => Ok(()),
             Err(e) if status(&e) == Some(404) => Err(Error::NotFound(id.to_string())),
             Err(e) => Err(Error::Container { action: "start", container: id.to_string(), message: e.to_string() }),
+        }
+    }
+
+    async fn rename(&self, id: &str, name: &str) -> Result<()> {
+        let options = RenameContainerOptionsBuilder::default().name(name).build();
+        match self.docker.rename_container(id, options).await {
+            Ok(()) => Ok(()),
+            Err(e) if status(&e) == Some(404) => Err(Error::NotFound(id.to_string())),
+            Err(e) => Err(Error::Container { action: "rename", container: id.to_string(), message: e.to_string() }),
         }
     }
 
@@ -355,10 +380,13 @@ impl ContainerRuntime for DockerRuntime {
             .events(Some(options))
             .map_ok(|message: EventMessage| {
                 let actor = message.actor.unwrap_or_default();
+                let attributes = actor.attributes.unwrap_or_default();
                 RuntimeEvent {
                     container_id: actor.id.unwrap_or_default(),
+                    // Docker puts the container's name among the labels.
+                    name: attributes.get("name").cloned().unwrap_or_default(),
                     action: message.action.unwrap_or_default(),
-                    labels: actor.attributes.unwrap_or_default().into_iter().collect::<BTreeMap<_, _>>(),
+                    labels: attributes.into_iter().collect::<BTreeMap<_, _>>(),
                 }
             })
             .map_err(|e| Error::Other { action: "watch Docker events", message: e.to_string() })
@@ -422,5 +450,14 @@ mod tests {
         assert_eq!(body.entrypoint, Some(vec!["/bin/sh".to_string()]));
         assert_eq!(body.cmd, None);
         assert_eq!(host.network_mode.as_deref(), Some("0123abcd"));
+    }
+
+    #[test]
+    fn a_container_in_a_sandbox_joins_its_namespace_without_network_or_ports() {
+        let config = ContainerConfig { name: "x".into(), image: "minimal".into(), sandbox: "cafe01".into(), ..Default::default() };
+        let body = DockerRuntime::create_body(&config, "");
+        assert_eq!(body.host_config.unwrap().network_mode.as_deref(), Some("container:cafe01"));
+        assert!(body.networking_config.is_none());
+        assert!(body.exposed_ports.is_none());
     }
 }

@@ -30,6 +30,11 @@ pub const LABEL_CLUSTER: &str = "shepherd.cluster";
 /// The pod's termination grace period in seconds, so that an orphan is stopped as gently
 /// as its pod asked even after the pod is gone.
 pub const LABEL_GRACE: &str = "shepherd.grace-seconds";
+/// `true` on a pod sandbox (see [`crate::sandbox`]). A sandbox carries no pod labels: a pool
+/// sandbox is made before its pod exists, and its name says whose it is once claimed.
+pub const LABEL_SANDBOX: &str = "shepherd.sandbox";
+/// On a pod's container: the id of the sandbox whose network namespace it joined.
+pub const LABEL_SANDBOX_ID: &str = "shepherd.sandbox-id";
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -76,6 +81,9 @@ pub struct ContainerConfig {
     pub ports: Vec<PortMapping>,
     /// The network to attach to; empty for the engine's default.
     pub network: String,
+    /// The id of a running container whose network namespace this one joins (the pod's
+    /// sandbox); then `network` and `ports` must be empty: they belong to the sandbox.
+    pub sandbox: String,
 }
 
 /// Where a container is in its life.
@@ -122,6 +130,8 @@ impl ContainerInfo {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimeEvent {
     pub container_id: String,
+    /// The container's name when the event happened.
+    pub name: String,
     /// `start`, `die`, `oom`, `destroy`, …
     pub action: String,
     pub labels: BTreeMap<String, String>,
@@ -137,6 +147,12 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     /// The network pod containers join; empty for the engine's default.
     fn network(&self) -> &str {
         ""
+    }
+
+    /// Whether pods get sandboxes: containers that can join another one's network namespace
+    /// ([`ContainerConfig::sandbox`]) and be renamed.
+    fn pod_sandboxes(&self) -> bool {
+        false
     }
 
     /// The engine's version, for `node_info.runtime_version`.
@@ -162,6 +178,9 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     async fn create(&self, config: &ContainerConfig) -> Result<String>;
 
     async fn start(&self, id: &str) -> Result<()>;
+
+    /// Gives the container a new engine-level name.
+    async fn rename(&self, id: &str, name: &str) -> Result<()>;
 
     /// Sends SIGTERM, then SIGKILL once `grace` has passed.
     async fn stop(&self, id: &str, grace: Duration) -> Result<()>;

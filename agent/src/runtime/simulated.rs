@@ -41,7 +41,12 @@ impl SimulatedRuntime {
 
     fn emit(&self, info: &ContainerInfo, action: &str) {
         // No subscriber is fine: nobody is watching yet.
-        let _ = self.events.send(RuntimeEvent { container_id: info.id.clone(), action: action.to_string(), labels: info.labels.clone() });
+        let _ = self.events.send(RuntimeEvent {
+            container_id: info.id.clone(),
+            name: info.name.clone(),
+            action: action.to_string(),
+            labels: info.labels.clone(),
+        });
     }
 
     /// Moves a container to its end state, as if its process had exited.
@@ -126,6 +131,16 @@ impl ContainerRuntime for SimulatedRuntime {
             info.clone()
         };
         self.emit(&info, "start");
+        Ok(())
+    }
+
+    async fn rename(&self, id: &str, name: &str) -> Result<()> {
+        let mut containers = self.containers();
+        if containers.values().any(|c| c.name == name && c.id != id) {
+            return Err(Error::Container { action: "rename", container: id.to_string(), message: format!("the name {name} is in use") });
+        }
+        let info = containers.get_mut(id).ok_or_else(|| Error::NotFound(id.to_string()))?;
+        info.name = name.to_string();
         Ok(())
     }
 

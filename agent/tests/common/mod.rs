@@ -41,14 +41,25 @@ pub fn unique(prefix: &str) -> String {
 /// Removes every container of a test node, even when the test panics.
 pub struct Cleanup(pub String);
 
-impl Drop for Cleanup {
-    fn drop(&mut self) {
+impl Cleanup {
+    fn remove_all(&self) {
         let filter = format!("label={LABEL_NODE}={}", self.0);
         if let Ok(out) = std::process::Command::new("docker").args(["ps", "-aq", "--filter", &filter]).output() {
             let ids: Vec<String> = String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect();
             if !ids.is_empty() {
                 let _ = std::process::Command::new("docker").arg("rm").arg("-f").args(&ids).output();
             }
+        }
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        self.remove_all();
+        if std::thread::panicking() {
+            // A failed test's agent may still be at work: sweep once more after it.
+            std::thread::sleep(Duration::from_secs(2));
+            self.remove_all();
         }
     }
 }
@@ -270,7 +281,8 @@ impl ApiClient for FakeApi {
 }
 
 /// One Docker test node: the engine with `minimal` on it, a unique node name whose
-/// containers are removed when `cleanup` drops, a fake API server, and an agent on both.
+/// containers (sandboxes too) are removed when `cleanup` drops, a fake API server, and an
+/// agent on both with a warm pool of [`TEST_POOL`] sandboxes.
 pub struct DockerNode {
     pub docker: Arc<DockerRuntime>,
     pub node: String,
@@ -280,14 +292,23 @@ pub struct DockerNode {
 }
 
 pub async fn docker_node() -> DockerNode {
+    docker_node_with_pool(TEST_POOL).await
+}
+
+/// [`docker_node`] with `warm` sandboxes in the pool.
+pub async fn docker_node_with_pool(warm: usize) -> DockerNode {
     let docker = docker().await;
     minimal_image(&docker).await;
     let node = unique("node");
     let cleanup = Cleanup(node.clone());
     let api = FakeApi::new();
-    let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
+    let agent = TestAgent::start_with_pool(&node, docker.clone(), api.clone(), warm).await;
     DockerNode { docker, node, api, agent, cleanup }
 }
+
+/// The warm pool of the tests' agents: one sandbox, so that a test's first pod usually
+/// claims it and later ones may start cold; both paths must give the same results.
+pub const TEST_POOL: usize = 1;
 
 /// A running agent for one test node.
 pub struct TestAgent {
@@ -299,6 +320,10 @@ pub struct TestAgent {
 
 impl TestAgent {
     pub async fn start(node: &str, runtime: Arc<dyn ContainerRuntime>, api: Arc<FakeApi>) -> TestAgent {
+        Self::start_with_pool(node, runtime, api, TEST_POOL).await
+    }
+
+    pub async fn start_with_pool(node: &str, runtime: Arc<dyn ContainerRuntime>, api: Arc<FakeApi>, warm: usize) -> TestAgent {
         let mut config = AgentConfig::new("http://fake");
         config.node_name = node.to_string();
         config.listen = "127.0.0.1:0".parse().unwrap();
@@ -306,6 +331,7 @@ impl TestAgent {
         config.heartbeat_interval = Duration::from_millis(300);
         config.backoff = Backoff { base: Duration::from_millis(500), max: Duration::from_secs(4) };
         config.runtime = RuntimeChoice::Docker;
+        config.warm_sandboxes = warm;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
         let shutdown = CancellationToken::new();

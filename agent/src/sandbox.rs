@@ -1,0 +1,387 @@
+//! Pod sandboxes, as Kubernetes' pause containers: a tiny container that owns a pod's network
+//! namespace (its address on the `shepherd` bridge, its localhost) for the pod's containers to
+//! join; and the warm pool of started, unclaimed sandboxes that lets a pod skip the engine's
+//! costly network namespace set-up when it starts.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use shared::model::Pod;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::runtime::{ContainerConfig, ContainerRuntime, Error, LABEL_CLUSTER, LABEL_NODE, LABEL_SANDBOX, PortMapping, Result, RunState};
+
+/// The image sandboxes run: the agent's own `minimal` (busybox), so no registry is needed.
+pub const SANDBOX_IMAGE: &str = crate::image::MINIMAL_IMAGE;
+/// Sleeps until SIGTERM, then exits at once (as PID 1, the shell only dies of signals it traps).
+const SANDBOX_SCRIPT: &str = "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done";
+/// How long no pod operation must have run before the pool makes its next sandbox.
+const QUIET: Duration = Duration::from_millis(300);
+/// The name prefix of unclaimed pool sandboxes.
+const POOL_PREFIX: &str = "shepherd-pool_";
+/// What separates a claimed sandbox's readable part from its pod's uid.
+const POD_MARK: &str = "_POD_";
+
+/// An engine-safe version of a name: letters, digits, `-` and `.`; anything else becomes `-`.
+pub fn clean(text: &str) -> String {
+    text.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '-' }).collect()
+}
+
+/// The name of a pod's sandbox, `shepherd_<namespace>_<pod>_POD_<uid>`: the record of whose it
+/// is (labels cannot change once a pool sandbox is claimed, so the claim renames it), and how
+/// the pod's worker finds it again.
+pub fn sandbox_name(pod: &Pod) -> String {
+    format!("shepherd_{}_{}{POD_MARK}{}", clean(&pod.metadata.namespace), clean(&pod.metadata.name), clean(&pod.metadata.uid))
+}
+
+fn pool_name(node: &str) -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+    static SEQUENCE: AtomicU64 = AtomicU64::new(0);
+    format!("{POOL_PREFIX}{}_{:x}{:x}", clean(node), nanos, SEQUENCE.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Whose a sandbox is, read from its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner<'a> {
+    /// Unclaimed, in the warm pool.
+    Pool,
+    /// Claimed by (or made for) the pod with this uid, as [`clean`] writes it.
+    Pod(&'a str),
+    /// Not a name the agent gives.
+    Unknown,
+}
+
+pub fn owner(name: &str) -> Owner<'_> {
+    let name = name.trim_start_matches('/');
+    if name.starts_with(POOL_PREFIX) {
+        return Owner::Pool;
+    }
+    match name.strip_prefix("shepherd_").and_then(|rest| rest.rsplit_once(POD_MARK)) {
+        Some((_, uid)) if !uid.is_empty() => Owner::Pod(uid),
+        _ => Owner::Unknown,
+    }
+}
+
+/// A running sandbox: the container id that pod containers join, and the pod's address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sandbox {
+    pub id: String,
+    pub ip: String,
+}
+
+/// A node's sandboxes: how they are made, and the warm pool.
+pub struct Sandboxes {
+    runtime: Arc<dyn ContainerRuntime>,
+    node: String,
+    cluster: String,
+    network: String,
+    /// How many started, unclaimed sandboxes the pool keeps.
+    target: usize,
+    ready: Mutex<VecDeque<Sandbox>>,
+    /// Pod operations in flight; the pool refills only when there are none.
+    in_flight: AtomicUsize,
+    /// Pod operations ever begun, to see one that began and ended during a quiet wait.
+    begun: AtomicU64,
+    /// A sandbox was claimed or lost: the pool may be short.
+    short: Notify,
+}
+
+/// Marks a pod operation in flight while it lives.
+pub struct Busy(Arc<Sandboxes>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Sandboxes {
+    pub fn new(runtime: Arc<dyn ContainerRuntime>, node: &str, cluster: &str, network: &str, target: usize) -> Arc<Self> {
+        Arc::new(Sandboxes {
+            runtime,
+            node: node.to_string(),
+            cluster: cluster.to_string(),
+            network: network.to_string(),
+            target,
+            ready: Mutex::new(VecDeque::new()),
+            in_flight: AtomicUsize::new(0),
+            begun: AtomicU64::new(0),
+            short: Notify::new(),
+        })
+    }
+
+    fn ready(&self) -> std::sync::MutexGuard<'_, VecDeque<Sandbox>> {
+        self.ready.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// How many warm sandboxes wait to be claimed.
+    pub fn available(&self) -> usize {
+        self.ready().len()
+    }
+
+    /// The labels every sandbox of this node carries, to list them.
+    pub fn selector(&self) -> [(&str, &str); 3] {
+        [(LABEL_SANDBOX, "true"), (LABEL_NODE, self.node.as_str()), (LABEL_CLUSTER, self.cluster.as_str())]
+    }
+
+    /// A pod operation begins; the pool does not compete with it.
+    pub fn busy(self: &Arc<Self>) -> Busy {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        self.begun.fetch_add(1, Ordering::SeqCst);
+        Busy(self.clone())
+    }
+
+    fn config(&self, name: &str, ports: Vec<PortMapping>) -> ContainerConfig {
+        ContainerConfig {
+            name: name.to_string(),
+            image: SANDBOX_IMAGE.to_string(),
+            command: vec!["sh".to_string(), "-c".to_string(), SANDBOX_SCRIPT.to_string()],
+            labels: self.selector().iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
+            ports,
+            network: self.network.clone(),
+            ..Default::default()
+        }
+    }
+
+    /// Creates and starts a sandbox called `name`, publishing `ports` (a pod's host ports).
+    /// One that cannot start is removed again.
+    pub async fn create(&self, name: &str, ports: Vec<PortMapping>) -> Result<Sandbox> {
+        let id = match self.runtime.create(&self.config(name, ports)).await {
+            Ok(id) => id,
+            Err(e) if !self.runtime.has_image(SANDBOX_IMAGE).await.unwrap_or(true) => {
+                return Err(Error::Other {
+                    action: "create a pod sandbox",
+                    message: format!("the sandbox image {SANDBOX_IMAGE:?} is missing ({e}); run `shepherd-agent bootstrap-image`"),
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        let started = match self.runtime.start(&id).await {
+            Ok(()) => self.runtime.inspect(&id).await,
+            Err(e) => Err(e),
+        };
+        match started {
+            Ok(Some(info)) if info.state == RunState::Running => Ok(Sandbox { id, ip: info.ip }),
+            other => {
+                let _ = self.runtime.remove(&id).await;
+                Err(match other {
+                    Err(e) => e,
+                    Ok(info) => Error::Container {
+                        action: "start",
+                        container: name.to_string(),
+                        message: format!("the sandbox stopped at once ({:?})", info.map(|i| i.state)),
+                    },
+                })
+            }
+        }
+    }
+
+    /// Takes a warm sandbox for a pod and renames it `name` (the claim). `None` when the pool
+    /// is empty.
+    pub async fn claim(&self, name: &str) -> Result<Option<Sandbox>> {
+        loop {
+            let next = self.ready().pop_front();
+            let Some(sandbox) = next else { return Ok(None) };
+            self.short.notify_one();
+            match self.runtime.rename(&sandbox.id, name).await {
+                Ok(()) => return Ok(Some(sandbox)),
+                // Gone since it was made: take the next one.
+                Err(Error::NotFound(_)) => continue,
+                Err(e) => {
+                    self.ready().push_front(sandbox);
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// A pool sandbox stopped or vanished: it leaves the pool and the engine.
+    pub async fn lost(&self, id: &str) {
+        let was_ready = {
+            let mut ready = self.ready();
+            let before = ready.len();
+            ready.retain(|s| s.id != id);
+            ready.len() != before
+        };
+        if was_ready {
+            tracing::info!(sandbox = %id, "a warm sandbox stopped; replacing it");
+            if let Err(e) = self.runtime.remove(id).await {
+                tracing::warn!(error = %e, "cannot remove a stopped warm sandbox");
+            }
+            self.short.notify_one();
+        }
+    }
+
+    /// Takes over the pool sandboxes a previous agent left: running ones up to the pool size
+    /// are kept, the others removed.
+    async fn adopt(&self) -> Result<()> {
+        let mut found = self.runtime.list(&self.selector()).await?;
+        found.retain(|info| owner(&info.name) == Owner::Pool);
+        found.sort_by_key(|info| info.created_at);
+        let mut kept = VecDeque::new();
+        for info in found {
+            if info.state == RunState::Running && kept.len() < self.target {
+                kept.push_back(Sandbox { id: info.id, ip: info.ip });
+            } else {
+                self.runtime.remove(&info.id).await?;
+            }
+        }
+        if !kept.is_empty() {
+            tracing::info!(sandboxes = kept.len(), "adopted warm sandboxes");
+        }
+        *self.ready() = kept;
+        Ok(())
+    }
+
+    /// Waits until no pod operation has run for [`QUIET`]. `false` on shutdown.
+    async fn quiet(&self, shutdown: &CancellationToken) -> bool {
+        loop {
+            let begun = self.begun.load(Ordering::SeqCst);
+            let idle = self.in_flight.load(Ordering::SeqCst) == 0;
+            let pause = if idle { QUIET } else { Duration::from_millis(50) };
+            tokio::select! {
+                _ = tokio::time::sleep(pause) => {}
+                _ = shutdown.cancelled() => return false,
+            }
+            if idle && self.in_flight.load(Ordering::SeqCst) == 0 && self.begun.load(Ordering::SeqCst) == begun {
+                return true;
+            }
+        }
+    }
+
+    /// Adopts the pool a previous agent left, then keeps it at its size: one sandbox at a
+    /// time, only while no pod operation runs. Until `shutdown`; the pool stays for the next
+    /// agent.
+    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut delay = Duration::from_millis(500);
+        while let Err(e) = self.adopt().await {
+            tracing::warn!(error = %e, "cannot adopt warm sandboxes; retrying");
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = shutdown.cancelled() => return,
+            }
+            delay = (delay * 2).min(Duration::from_secs(30));
+        }
+        delay = Duration::from_millis(500);
+        loop {
+            if self.available() >= self.target {
+                tokio::select! {
+                    _ = self.short.notified() => continue,
+                    _ = shutdown.cancelled() => return,
+                }
+            }
+            if !self.quiet(&shutdown).await {
+                return;
+            }
+            match self.create(&pool_name(&self.node), Vec::new()).await {
+                Ok(sandbox) => {
+                    self.ready().push_back(sandbox);
+                    delay = Duration::from_millis(500);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot make a warm sandbox; retrying");
+                    tokio::select! {
+                        _ = tokio::time::sleep(delay) => {}
+                        _ = shutdown.cancelled() => return,
+                    }
+                    delay = (delay * 2).min(Duration::from_secs(30));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use shared::model::ObjectMeta;
+
+    use super::*;
+    use crate::runtime::SimulatedRuntime;
+
+    fn pod(namespace: &str, name: &str, uid: &str) -> Pod {
+        Pod {
+            metadata: ObjectMeta { name: name.into(), namespace: namespace.into(), uid: uid.into(), ..Default::default() },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_sandbox_name_says_whose_it_is() {
+        let name = sandbox_name(&pod("pool", "web_1", "1234-abcd"));
+        assert_eq!(name, "shepherd_pool_web-1_POD_1234-abcd");
+        assert_eq!(owner(&name), Owner::Pod("1234-abcd"));
+        assert_eq!(owner(&format!("/{name}")), Owner::Pod("1234-abcd"), "Docker's leading slash");
+        let pooled = pool_name("node_a");
+        assert!(pooled.starts_with("shepherd-pool_node-a_"), "{pooled}");
+        assert_eq!(owner(&pooled), Owner::Pool);
+        assert_ne!(pool_name("n"), pool_name("n"), "pool names are unique");
+        assert_eq!(owner("shepherd_default_web_web_1234abcd"), Owner::Unknown);
+        assert_eq!(owner("shepherd_x_y_POD_"), Owner::Unknown);
+        assert_eq!(owner("something-else"), Owner::Unknown);
+    }
+
+    #[tokio::test]
+    async fn the_pool_fills_then_a_claim_renames_and_the_pool_refills() {
+        let runtime: Arc<dyn ContainerRuntime> = Arc::new(SimulatedRuntime::new(Duration::ZERO));
+        let sandboxes = Sandboxes::new(runtime.clone(), "n1", "c1", "", 2);
+        let shutdown = CancellationToken::new();
+        let pool = tokio::spawn(sandboxes.clone().run(shutdown.clone()));
+        let filled = |n: usize| {
+            let sandboxes = sandboxes.clone();
+            async move {
+                for _ in 0..200 {
+                    if sandboxes.available() == n {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                panic!("the pool did not reach {n}: {}", sandboxes.available());
+            }
+        };
+        filled(2).await;
+        let busy = sandboxes.busy();
+        let claimed = sandboxes.claim("shepherd_default_web_POD_u1").await.unwrap().expect("a warm sandbox");
+        assert_eq!(runtime.inspect(&claimed.id).await.unwrap().unwrap().name, "shepherd_default_web_POD_u1");
+        // Not while a pod operation runs.
+        tokio::time::sleep(QUIET * 2).await;
+        assert_eq!(sandboxes.available(), 1);
+        drop(busy);
+        filled(2).await;
+        let all = runtime.list(&sandboxes.selector()).await.unwrap();
+        assert_eq!(all.len(), 3);
+        assert!(all.iter().all(|s| s.state == RunState::Running));
+        // A lost pool sandbox is removed and replaced.
+        let first = sandboxes.ready().front().cloned().unwrap();
+        sandboxes.lost(&first.id).await;
+        assert!(runtime.inspect(&first.id).await.unwrap().is_none());
+        filled(2).await;
+        shutdown.cancel();
+        pool.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn adoption_keeps_running_pool_sandboxes_up_to_the_size_and_leaves_claimed_ones() {
+        let runtime: Arc<dyn ContainerRuntime> = Arc::new(SimulatedRuntime::new(Duration::ZERO));
+        let before = Sandboxes::new(runtime.clone(), "n1", "c1", "", 3);
+        for _ in 0..3 {
+            let sandbox = before.create(&pool_name("n1"), Vec::new()).await.unwrap();
+            before.ready().push_back(sandbox);
+        }
+        let claimed = before.claim("shepherd_default_web_POD_u1").await.unwrap().unwrap();
+        let stopped = before.ready().pop_front().unwrap();
+        runtime.stop(&stopped.id, Duration::ZERO).await.unwrap();
+        let other_node = Sandboxes::new(runtime.clone(), "n2", "c1", "", 1);
+        let theirs = other_node.create(&pool_name("n2"), Vec::new()).await.unwrap();
+
+        let after = Sandboxes::new(runtime.clone(), "n1", "c1", "", 1);
+        after.adopt().await.unwrap();
+        assert_eq!(after.available(), 1);
+        assert!(runtime.inspect(&stopped.id).await.unwrap().is_none(), "a stopped pool sandbox is removed");
+        assert!(runtime.inspect(&claimed.id).await.unwrap().is_some(), "a claimed sandbox is its pod's business");
+        assert!(runtime.inspect(&theirs.id).await.unwrap().is_some(), "another node's pool is left alone");
+        assert_eq!(runtime.list(&after.selector()).await.unwrap().len(), 2);
+    }
+}
