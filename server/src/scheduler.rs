@@ -5,7 +5,7 @@
 //! doubling to 10 s; unschedulable pods are retried at least every 5 minutes. A decision
 //! is assumed before the bind and forgotten if the bind (a store CAS) fails.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -88,15 +88,61 @@ impl SchedulerHandle {
     }
 }
 
+/// Pods that wait until an instant. The earliest is found, and the due ones taken, in
+/// O(log n), so a queue of many thousand waiting pods costs nothing per scheduling turn.
+#[derive(Default)]
+struct Deadlines {
+    by_pod: HashMap<Key, Instant>,
+    order: BTreeSet<(Instant, Key)>,
+}
+
+impl Deadlines {
+    fn insert(&mut self, key: Key, at: Instant) {
+        if let Some(old) = self.by_pod.insert(key.clone(), at) {
+            self.order.remove(&(old, key.clone()));
+        }
+        self.order.insert((at, key));
+    }
+
+    fn remove(&mut self, key: &Key) -> Option<Instant> {
+        let at = self.by_pod.remove(key)?;
+        self.order.remove(&(at, key.clone()));
+        Some(at)
+    }
+
+    fn contains_key(&self, key: &Key) -> bool {
+        self.by_pod.contains_key(key)
+    }
+
+    fn earliest(&self) -> Option<Instant> {
+        self.order.first().map(|(at, _)| *at)
+    }
+
+    /// Takes every pod whose instant is not after `now`, earliest first.
+    fn take_due(&mut self, now: Instant) -> Vec<Key> {
+        let mut due = Vec::new();
+        while self.order.first().is_some_and(|(at, _)| *at <= now) {
+            if let Some((_, key)) = self.order.pop_first() {
+                self.by_pod.remove(&key);
+                due.push(key);
+            }
+        }
+        due
+    }
+}
+
 /// Where each pod the loop knows of waits.
 #[derive(Default)]
 struct Queue {
     active: VecDeque<Key>,
     in_active: HashSet<Key>,
-    /// Pods waiting out their backoff, with the instant they may go again.
-    backoff: HashMap<Key, Instant>,
-    /// Pods no node fits: (since, end of backoff). A cluster change or 5 minutes frees them.
-    unschedulable: HashMap<Key, (Instant, Instant)>,
+    /// Pods waiting out their backoff, until the instant they may go again.
+    backoff: Deadlines,
+    /// Pods no node fits, until 5 minutes after they were parked; a cluster change frees
+    /// them sooner.
+    unschedulable: Deadlines,
+    /// When each unschedulable pod's backoff ends.
+    unschedulable_backoff: HashMap<Key, Instant>,
     attempts: HashMap<Key, u32>,
     in_flight: HashSet<Key>,
 }
@@ -128,17 +174,26 @@ impl Queue {
         backoff(*attempts)
     }
 
+    /// Parks a pod no node fits: it waits for a cluster change (but at least until
+    /// `backoff_until`), or 5 minutes from `since`.
+    fn park_unschedulable(&mut self, key: Key, since: Instant, backoff_until: Instant) {
+        self.unschedulable_backoff.insert(key.clone(), backoff_until);
+        self.unschedulable.insert(key, since + UNSCHEDULABLE_FLUSH);
+    }
+
     fn remove(&mut self, key: &Key) {
         self.in_active.remove(key);
         self.backoff.remove(key);
         self.unschedulable.remove(key);
+        self.unschedulable_backoff.remove(key);
         self.attempts.remove(key);
     }
 
     /// A change that may make room: every unschedulable pod goes back, to the active queue
     /// if its backoff is over, else to wait it out.
     fn cluster_changed(&mut self, now: Instant) {
-        for (key, (_, until)) in std::mem::take(&mut self.unschedulable) {
+        std::mem::take(&mut self.unschedulable);
+        for (key, until) in std::mem::take(&mut self.unschedulable_backoff) {
             if until <= now {
                 self.activate(key);
             } else {
@@ -149,27 +204,17 @@ impl Queue {
 
     /// Moves pods whose backoff ended, and unschedulable pods waiting 5 minutes, to active.
     fn tick(&mut self, now: Instant) {
-        let ready: Vec<Key> = self.backoff.iter().filter(|(_, t)| **t <= now).map(|(k, _)| k.clone()).collect();
-        for key in ready {
-            self.backoff.remove(&key);
+        for key in self.backoff.take_due(now) {
             self.activate(key);
         }
-        let stale: Vec<Key> = self
-            .unschedulable
-            .iter()
-            .filter(|(_, (since, _))| now.duration_since(*since) >= UNSCHEDULABLE_FLUSH)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in stale {
-            self.unschedulable.remove(&key);
+        for key in self.unschedulable.take_due(now) {
+            self.unschedulable_backoff.remove(&key);
             self.activate(key);
         }
     }
 
     fn next_wake(&self) -> Option<Instant> {
-        let backoff = self.backoff.values().min().copied();
-        let flush = self.unschedulable.values().map(|(since, _)| *since + UNSCHEDULABLE_FLUSH).min();
-        match (backoff, flush) {
+        match (self.backoff.earliest(), self.unschedulable.earliest()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -410,7 +455,7 @@ impl SchedulerLoop {
                 tracing::debug!("pod {} is unschedulable: {message}", key.key);
                 let wait = self.queue.failed(&key);
                 let at = Instant::now();
-                self.queue.unschedulable.insert(key, (at, at + wait));
+                self.queue.park_unschedulable(key, at, at + wait);
                 let txn = ops::mark_unschedulable(&pod, &message, now);
                 let store = self.store.clone();
                 tokio::spawn(async move {
@@ -464,8 +509,8 @@ mod tests {
         let now = Instant::now();
         let a = Key::new(Kind::Pod, "default", "a");
         let b = Key::new(Kind::Pod, "default", "b");
-        q.unschedulable.insert(a.clone(), (now, now));
-        q.unschedulable.insert(b.clone(), (now, now + Duration::from_secs(5)));
+        q.park_unschedulable(a.clone(), now, now);
+        q.park_unschedulable(b.clone(), now, now + Duration::from_secs(5));
         q.add(a.clone());
         assert!(q.active.is_empty(), "a tracked pod is not queued twice");
         q.cluster_changed(now);
@@ -476,11 +521,29 @@ mod tests {
     }
 
     #[test]
+    fn deadlines_give_the_due_pods_earliest_first_and_follow_moves() {
+        let mut d = Deadlines::default();
+        let now = Instant::now();
+        let key = |name: &str| Key::new(Kind::Pod, "default", name);
+        d.insert(key("late"), now + Duration::from_secs(9));
+        d.insert(key("moved"), now + Duration::from_secs(1));
+        d.insert(key("early"), now + Duration::from_secs(2));
+        d.insert(key("moved"), now + Duration::from_secs(3));
+        d.insert(key("gone"), now);
+        assert_eq!(d.remove(&key("gone")), Some(now));
+        assert_eq!(d.earliest(), Some(now + Duration::from_secs(2)));
+        assert_eq!(d.take_due(now + Duration::from_secs(3)), vec![key("early"), key("moved")]);
+        assert!(!d.contains_key(&key("moved")));
+        assert_eq!(d.earliest(), Some(now + Duration::from_secs(9)));
+        assert!(d.take_due(now + Duration::from_secs(8)).is_empty());
+    }
+
+    #[test]
     fn unschedulable_pods_are_retried_after_five_minutes_without_change() {
         let mut q = Queue::default();
         let now = Instant::now();
         let a = Key::new(Kind::Pod, "default", "a");
-        q.unschedulable.insert(a.clone(), (now, now + Duration::from_secs(1)));
+        q.park_unschedulable(a.clone(), now, now + Duration::from_secs(1));
         q.tick(now + Duration::from_secs(299));
         assert!(q.active.is_empty());
         assert_eq!(q.next_wake(), Some(now + UNSCHEDULABLE_FLUSH));
