@@ -60,11 +60,13 @@ async fn ensure_minimal_image() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The agent's settings for a node served by this process at `api`. When the server
-/// checks tokens, the node gets a node token of its own, added to `config`.
-pub fn agent_config(api: &str, runtime: RuntimeChoice, config: &mut Config) -> AgentConfig {
+/// The agent's settings for a node served by this process at `api`, keeping `warm_sandboxes`
+/// pod sandboxes ready. When the server checks tokens, the node gets a node token of its own,
+/// added to `config`.
+pub fn agent_config(api: &str, runtime: RuntimeChoice, warm_sandboxes: usize, config: &mut Config) -> AgentConfig {
     let mut agent = AgentConfig::new(api);
     agent.runtime = runtime;
+    agent.warm_sandboxes = warm_sandboxes;
     agent.listen = "127.0.0.1:0".parse().expect("a valid loopback address");
     if !config.tokens.is_empty() {
         let token = uuid::Uuid::new_v4().simple().to_string();

@@ -63,6 +63,10 @@ struct Args {
     /// The local node's runtime: auto uses Docker when an engine answers, else simulated pods.
     #[arg(long, value_enum, default_value = "auto", requires = "local_node")]
     local_runtime: local_node::LocalRuntime,
+    /// Started, unclaimed pod sandboxes the local node keeps ready (Docker): a pod that claims
+    /// one skips the engine's network set-up when it starts. 0 turns the pool off.
+    #[arg(long, value_name = "N", default_value_t = agent::DEFAULT_WARM_SANDBOXES, requires = "local_node")]
+    warm_sandboxes: usize,
     /// Threads that serve HTTP and run the loops [default: one per CPU core]. The store's
     /// writer has its own thread either way.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -132,7 +136,7 @@ fn main() -> anyhow::Result<()> {
 
 async fn serve(args: Args) -> anyhow::Result<()> {
     let addr = args.addr;
-    let local = args.local_node.then_some(args.local_runtime);
+    let local = args.local_node.then_some((args.local_runtime, args.warm_sandboxes));
     let mut config = args.into_config()?;
     if let Some(dir) = &config.data_dir {
         tracing::info!("data directory: {}", dir.display());
@@ -146,9 +150,9 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     watch_signals(shutdown.clone())?;
     let local_agent = match local {
-        Some(wanted) => {
+        Some((wanted, warm_sandboxes)) => {
             let runtime = local_node::choose_runtime(wanted).await?;
-            let agent = local_node::agent_config(&url, runtime, &mut config);
+            let agent = local_node::agent_config(&url, runtime, warm_sandboxes, &mut config);
             Some(tokio::spawn(local_node::run(agent, shutdown.clone())))
         }
         None => None,
