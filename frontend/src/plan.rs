@@ -57,7 +57,7 @@ pub fn check(text: &str, namespace: &str) -> Checked {
                 let meta = object.metadata();
                 let errors = shared::validation::validate(&object).err().unwrap_or_default();
                 Item {
-                    label: format!("{}/{}", kind.as_str().to_lowercase(), meta.name),
+                    label: format!("{}/{}", kind.as_str().to_ascii_lowercase(), meta.name),
                     collection: paths::collection(kind, Some(&meta.namespace)),
                     path: paths::object(kind, &meta.namespace, &meta.name),
                     errors,

@@ -29,7 +29,7 @@ pub fn Services() -> Html {
                     { for services.iter().map(|s| {
                         let ports: Vec<String> = s.spec.ports.iter().map(|p| {
                             let name = if p.name.is_empty() { String::new() } else { format!("{}: ", p.name) };
-                            let protocol = if p.protocol.is_empty() { "TCP".to_string() } else { p.protocol.to_uppercase() };
+                            let protocol = if p.protocol.is_empty() { "TCP".to_string() } else { p.protocol.to_ascii_uppercase() };
                             format!("{name}{}→{}/{protocol}", p.port, p.target_port)
                         }).collect();
                         let selector: Vec<String> = s.spec.selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
