@@ -1,9 +1,12 @@
 //! Pod start-up on the real Docker engine, with the real server in process:
 //! 1. create→Running latency of single-container pods, one at a time and in a burst
-//!    (from the server's `created_at` to the agent's Ready transition);
-//! 2. a deployment's replicas all Running, against `docker service create --replicas` of the
-//!    same image (Docker Swarm on the same engine, left afterwards) and against the floor of
-//!    as many sequential `docker run -d`.
+//!    (from the server's `created_at` to the agent's Ready transition), with no warm pool;
+//! 2. a deployment's replicas all Running with no warm pool (cold);
+//! 3. the agent again with a warm pool as large as the deployment, filled before any clock
+//!    starts (the time that takes is printed apart): single pods one at a time, then the
+//!    deployment (warm);
+//! 4. `docker service create --replicas` of the same image (Docker Swarm on the same engine,
+//!    left afterwards) and the floor of as many sequential `docker run -d`.
 //!
 //! `cargo bench -p agent --bench docker_pods -- [--pods N] [--replicas N] [--skip-swarm]`
 //! (bench/agent/run.sh). Traffic stays on 127.0.0.1; containers are removed at the end.
@@ -13,7 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agent::client::HttpApiClient;
-use agent::runtime::{ContainerRuntime, DockerRuntime, LABEL_NODE};
+use agent::runtime::{ContainerRuntime, DockerRuntime, LABEL_NODE, LABEL_SANDBOX, LABEL_SANDBOX_ID, RunState};
+use agent::sandbox::{Owner, owner};
 use agent::{AgentConfig, Backoff};
 use serde_json::{Value, json};
 use shared::model::{Pod, PodPhase, conditions, find_condition};
@@ -133,15 +137,40 @@ impl Bench {
         }
     }
 
+    /// Waits until the node has no container but its warm pool's.
     async fn wait_no_containers(&self) {
         let began = Instant::now();
-        while !self.runtime.list(&[(LABEL_NODE, self.node.as_str())]).await.unwrap().is_empty() {
+        loop {
+            let left = self.runtime.list(&[(LABEL_NODE, self.node.as_str())]).await.unwrap();
+            if left.iter().all(|c| c.labels.contains_key(LABEL_SANDBOX) && owner(&c.name) == Owner::Pool) {
+                return;
+            }
             assert!(began.elapsed() < Duration::from_secs(120), "containers of deleted pods are still there");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 
-    async fn latency_one_at_a_time(&self, n: usize) {
+    /// Waits until the warm pool holds `n` running sandboxes; returns how long that took.
+    async fn wait_pool(&self, n: usize) -> Duration {
+        let began = Instant::now();
+        loop {
+            let sandboxes = self.runtime.list(&[(LABEL_SANDBOX, "true"), (LABEL_NODE, self.node.as_str())]).await.unwrap();
+            let warm = sandboxes.iter().filter(|s| owner(&s.name) == Owner::Pool && s.state == RunState::Running).count();
+            if warm >= n {
+                return began.elapsed();
+            }
+            assert!(began.elapsed() < Duration::from_secs(600), "the warm pool holds {warm} sandboxes, not {n}, after 600 s");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// How many of the node's pod containers joined a sandbox.
+    async fn in_sandboxes(&self) -> usize {
+        let containers = self.runtime.list(&[(LABEL_NODE, self.node.as_str())]).await.unwrap();
+        containers.iter().filter(|c| !c.label(LABEL_SANDBOX_ID).is_empty()).count()
+    }
+
+    async fn latency_one_at_a_time(&self, n: usize, label: &str) {
         let mut millis = Vec::with_capacity(n);
         for i in 0..n {
             let name = format!("seq-{i}");
@@ -158,7 +187,7 @@ impl Bench {
             };
             millis.push(start_latency(&pod).expect("a Running pod has a Ready transition"));
         }
-        summary(&format!("{n} pods, one at a time"), millis);
+        summary(&format!("{n} pods, one at a time{label}"), millis);
         self.delete_pods("bench=latency").await;
     }
 
@@ -171,7 +200,8 @@ impl Bench {
         self.delete_pods("bench=latency").await;
     }
 
-    async fn deployment(&self, replicas: usize) -> Duration {
+    /// Seconds until every replica runs, and how many of them joined a sandbox.
+    async fn deployment(&self, replicas: usize) -> (Duration, usize) {
         let body = json!({
             "kind": "Deployment",
             "metadata": {"name": "bench", "namespace": "default"},
@@ -191,9 +221,10 @@ impl Bench {
         self.post("/api/v1/namespaces/default/deployments", &body).await;
         self.wait_running("app=bench", replicas, Duration::from_secs(300)).await;
         let took = began.elapsed();
+        let joined = self.in_sandboxes().await;
         self.http.delete(format!("{}/api/v1/namespaces/default/deployments/bench", self.base)).send().await.unwrap();
         self.wait_no_containers().await;
-        took
+        (took, joined)
     }
 }
 
@@ -271,6 +302,32 @@ fn docker_run_floor(replicas: usize) -> Duration {
     took
 }
 
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg").map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")).unwrap_or_default()
+}
+
+/// Starts the node's agent with `warm` sandboxes in its pool; it adopts what a previous one left.
+fn start_agent(
+    base: &str,
+    node: &str,
+    runtime: &Arc<DockerRuntime>,
+    warm: usize,
+) -> (CancellationToken, tokio::task::JoinHandle<agent::Result<()>>) {
+    let mut config = AgentConfig::new(base);
+    config.node_name = node.to_string();
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    config.capacity.pods = 1000;
+    config.backoff = Backoff::default();
+    config.warm_sandboxes = warm;
+    let listener = std::net::TcpListener::bind(config.listen).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+    let api = Arc::new(HttpApiClient::new(base, None));
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(agent::run_node(config, runtime.clone(), api, listener, shutdown.clone()));
+    (shutdown, task)
+}
+
 fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
@@ -286,22 +343,14 @@ fn main() {
         let busybox = std::path::Path::new(agent::image::DEFAULT_BUSYBOX);
         agent::image::bootstrap(runtime.client(), "minimal", busybox, false).await.expect("cannot bootstrap the minimal image");
 
-        let shutdown = CancellationToken::new();
+        let server_shutdown = CancellationToken::new();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
-        let server = tokio::spawn(server::run(listener, server::Config::in_memory(), shutdown.clone()));
+        let server = tokio::spawn(server::run(listener, server::Config::in_memory(), server_shutdown.clone()));
 
         let node = format!("bench-{}", std::process::id());
-        let mut config = AgentConfig::new(&base);
-        config.node_name = node.clone();
-        config.listen = "127.0.0.1:0".parse().unwrap();
-        config.capacity.pods = 1000;
-        config.backoff = Backoff::default();
-        let agent_listener = tokio::net::TcpListener::bind(config.listen).await.unwrap();
-        let api = Arc::new(HttpApiClient::new(&base, None));
-        let agent = tokio::spawn(agent::run_node(config, runtime.clone(), api, agent_listener, shutdown.clone()));
-
-        let bench = Bench { base, http: reqwest::Client::new(), runtime: runtime.clone(), node };
+        let (shutdown, agent) = start_agent(&base, &node, &runtime, 0);
+        let bench = Bench { base: base.clone(), http: reqwest::Client::new(), runtime: runtime.clone(), node: node.clone() };
         bench.wait_no_containers().await;
         bench.wait_node_ready().await;
         // Warm-up, not measured: the node registers, the watch connects, the network exists.
@@ -310,24 +359,50 @@ fn main() {
         bench.delete_pods("bench=latency").await;
         println!("| create→Running | pods | p50 ms | p90 ms | p99 ms | max ms |");
         println!("|---|---|---|---|---|---|");
-        bench.latency_one_at_a_time(options.pods).await;
+        let cold_load = load();
+        bench.latency_one_at_a_time(options.pods, "").await;
         bench.latency_burst(options.pods).await;
+        let (cold, cold_joined) = bench.deployment(options.replicas).await;
+        let cold_load = format!("{cold_load} → {}", load());
 
-        let shepherd = bench.deployment(options.replicas).await;
+        // The same node again, now with a warm pool as large as the deployment.
         shutdown.cancel();
         agent.await.unwrap().unwrap();
-        server.await.unwrap().unwrap();
-
         let n = options.replicas;
+        let (shutdown, agent) = start_agent(&base, &node, &runtime, n);
+        let fill = bench.wait_pool(n).await;
+        let warm_load = load();
+        let singles = options.pods.min(n);
+        bench.latency_one_at_a_time(singles, ", warm pool").await;
+        bench.wait_pool(n).await;
+        let before_deployment = load();
+        let (warm, warm_joined) = bench.deployment(n).await;
+        let warm_load = format!("{warm_load} → {}", load());
+        shutdown.cancel();
+        agent.await.unwrap().unwrap();
+        server_shutdown.cancel();
+        server.await.unwrap().unwrap();
+        // The pool outlives its agent by design; the benchmark's goes with it.
+        remove_with_label(&format!("{LABEL_NODE}={node}"));
+
         println!();
         println!("| {n} replicas all running | seconds |");
         println!("|---|---|");
-        println!("| Shepherd deployment (server + agent) | {:.2} |", shepherd.as_secs_f64());
+        println!("| Shepherd deployment, no warm pool (cold) | {:.2} |", cold.as_secs_f64());
+        println!(
+            "| Shepherd deployment, warm pool of {n} filled before the clock (in {:.1} s) | {:.2} |",
+            fill.as_secs_f64(),
+            warm.as_secs_f64()
+        );
+        let swarm_load = load();
         let swarm = if options.swarm { tokio::task::spawn_blocking(move || swarm(n)).await.unwrap() } else { None };
         if let Some(swarm) = swarm {
             println!("| docker service create --replicas {n} (Swarm) | {:.2} |", swarm.as_secs_f64());
         }
         let floor = tokio::task::spawn_blocking(move || docker_run_floor(n)).await.unwrap();
         println!("| {n} × docker run -d, one after another (floor) | {:.2} |", floor.as_secs_f64());
+        println!();
+        println!("pods that joined a sandbox: cold {cold_joined} of {n}, warm {warm_joined} of {n}");
+        println!("load average (1, 5, 15 min): cold part {cold_load}; warm part {warm_load} (before the warm deployment {before_deployment}); before Swarm {swarm_load}; end {}", load());
     });
 }

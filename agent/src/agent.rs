@@ -327,14 +327,18 @@ pub async fn follow_runtime_events(manager: Arc<PodManager>, shutdown: Cancellat
                 Some(Ok(event)) => {
                     tracing::debug!(action = %event.action, container = %event.container_id, "runtime event");
                     if event.labels.contains_key(LABEL_SANDBOX) {
+                        // A sandbox starting is the agent's own doing; only its end matters.
+                        if !matches!(event.action.as_str(), "die" | "destroy") {
+                            continue;
+                        }
                         match owner(&event.name) {
                             Owner::Pod(uid) => manager.poke_sandbox_owner(uid),
-                            Owner::Pool if matches!(event.action.as_str(), "die" | "destroy") => {
+                            Owner::Pool => {
                                 if let Some(sandboxes) = manager.ctx.sandboxes.clone() {
                                     tokio::spawn(async move { sandboxes.lost(&event.container_id).await });
                                 }
                             }
-                            Owner::Pool | Owner::Unknown => {}
+                            Owner::Unknown => {}
                         }
                     } else if let Some(uid) = event.labels.get(LABEL_POD_UID) {
                         manager.poke(uid);

@@ -121,8 +121,10 @@ async fn always_restarts_the_container_with_rising_restart_count() {
         })
     })
     .await;
-    // The same container is restarted: never a second one.
-    assert_eq!(containers_of(docker.as_ref(), &pod.metadata.uid).await.len(), 1);
+    // The same container is restarted: never a second one, and in the same warm sandbox.
+    let containers = containers_of(docker.as_ref(), &pod.metadata.uid).await;
+    assert_eq!(containers.len(), 1);
+    assert_eq!(joined_sandbox(&containers[0].id), containers[0].label(LABEL_SANDBOX_ID));
     assert!(api.events_for("crasher").iter().any(|e| e.reason == "BackOff" && e.type_ == "Warning"));
     agent.stop().await;
 }

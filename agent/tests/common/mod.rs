@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agent::client::{ApiClient, Error as ClientError, WatchStream};
-use agent::runtime::{ContainerRuntime, DockerRuntime, LABEL_NODE};
+use agent::runtime::{ContainerRuntime, DockerRuntime, LABEL_NODE, LABEL_SANDBOX, RunState};
+use agent::sandbox::{Owner, owner};
 use agent::{AgentConfig, Backoff, RuntimeChoice};
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -295,7 +296,7 @@ pub async fn docker_node() -> DockerNode {
     docker_node_with_pool(TEST_POOL).await
 }
 
-/// [`docker_node`] with `warm` sandboxes in the pool.
+/// [`docker_node`] with `warm` sandboxes in the pool, returned once the pool is full.
 pub async fn docker_node_with_pool(warm: usize) -> DockerNode {
     let docker = docker().await;
     minimal_image(&docker).await;
@@ -303,11 +304,22 @@ pub async fn docker_node_with_pool(warm: usize) -> DockerNode {
     let cleanup = Cleanup(node.clone());
     let api = FakeApi::new();
     let agent = TestAgent::start_with_pool(&node, docker.clone(), api.clone(), warm).await;
+    let began = Instant::now();
+    loop {
+        let sandboxes = docker.list(&[(LABEL_SANDBOX, "true"), (LABEL_NODE, node.as_str())]).await.unwrap();
+        let ready = sandboxes.iter().filter(|s| owner(&s.name) == Owner::Pool && s.state == RunState::Running).count();
+        if ready == warm {
+            break;
+        }
+        assert!(began.elapsed() < Duration::from_secs(30), "the warm pool of {node} holds {ready} sandboxes, not {warm}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     DockerNode { docker, node, api, agent, cleanup }
 }
 
-/// The warm pool of the tests' agents: one sandbox, so that a test's first pod usually
-/// claims it and later ones may start cold; both paths must give the same results.
+/// The warm pool of the tests' agents: one sandbox, ready before the test begins, so that a
+/// test's first pod runs in a warm sandbox; later pods may start cold or warm, and both must
+/// give the same results.
 pub const TEST_POOL: usize = 1;
 
 /// A running agent for one test node.
