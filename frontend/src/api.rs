@@ -63,7 +63,8 @@ impl ApiError {
 
 /// Turns an error answer into an [`ApiError`].
 pub fn error_from(code: u16, path: &str, text: &str) -> ApiError {
-    let body = serde_json::from_str::<ApiErrorBody>(text).ok().map(|b| b.error);
+    // Through `Value`, as every answer is read, so the bundle holds one decoder for it.
+    let body = serde_json::from_str::<serde_json::Value>(text).and_then(serde_json::from_value::<ApiErrorBody>).ok().map(|b| b.error);
     match (code, body) {
         (401, body) => ApiError::Unauthorized(
             body.map(|b| b.message).filter(|m| !m.is_empty()).unwrap_or_else(|| "the server needs a token".to_string()),

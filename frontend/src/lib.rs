@@ -10,6 +10,7 @@
 //! - [`view`]: view-model: stages, pens, timeline, decision table, Pending reasons;
 //! - [`plan`]: a manifest checked and validated before it is applied;
 //! - [`sim`]: the simulator's two schedulers and their made-up cluster;
+//! - [`sort`]: stable sorting with one copy of the sort code in the bundle;
 //! - [`route`]: pages and their `#/…` URLs;
 //! - [`context`], [`browser`], [`components`]: the yew side.
 
@@ -21,6 +22,7 @@ pub mod plan;
 pub mod route;
 pub mod session;
 pub mod sim;
+pub mod sort;
 pub mod sse;
 pub mod store;
 pub mod view;

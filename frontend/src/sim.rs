@@ -40,14 +40,14 @@ pub enum InputError {
 
 /// `a=b, c=d` (empty = no labels).
 pub fn parse_labels(text: &str) -> Result<Labels, InputError> {
-    text.split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .map(|pair| match pair.split_once('=') {
-            Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.trim().to_string())),
-            _ => Err(InputError::Label(pair.to_string())),
-        })
-        .collect()
+    let mut labels = Labels::new();
+    for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => labels.insert(k.trim().to_string(), v.trim().to_string()),
+            _ => return Err(InputError::Label(pair.to_string())),
+        };
+    }
+    Ok(labels)
 }
 
 const EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];

@@ -106,7 +106,12 @@ impl<T: Resource> Collection<T> {
     /// Replaces everything with a fresh list: objects deleted while the watch was away
     /// disappear here, which is why a 410 leads to a re-list.
     fn replace(&mut self, resource_version: u64, items: Vec<Object>) {
-        let map = items.into_iter().filter_map(T::from_object).map(|item| (item.meta().key(), Rc::new(item))).collect::<BTreeMap<_, _>>();
+        // Inserted one by one: collecting into a BTreeMap sorts first, with its own copy of
+        // the sort code per kind.
+        let mut map = BTreeMap::new();
+        for item in items.into_iter().filter_map(T::from_object) {
+            map.insert(item.meta().key(), Rc::new(item));
+        }
         self.items = Rc::new(map);
         self.resource_version = resource_version;
         self.listed = true;

@@ -8,6 +8,7 @@ use std::rc::Rc;
 use shared::model::{Condition, ContainerState, Event, Node, ObjectReference, Pod, PodPhase, PodStage, Time, conditions, find_condition};
 use shared::scheduler::{Explanation, NodeExplanation, Verdict, reasons};
 
+use crate::sort;
 use crate::store::Collection;
 
 /// The order stages are shown in: the seed's path of a pod, then the ends.
@@ -76,7 +77,7 @@ pub fn group_by_stage<'a>(pods: impl IntoIterator<Item = &'a Rc<Pod>>) -> Vec<(P
         groups[slot].1.push(pod.clone());
     }
     for (_, pods) in &mut groups {
-        pods.sort_by_cached_key(|p| p.metadata.key());
+        sort::by_cached_key(pods, |p| p.metadata.key());
     }
     groups
 }
@@ -160,7 +161,7 @@ pub fn layout(nodes: &Collection<Node>, pods: &Collection<Pod>, namespace: Optio
     }
     // Oldest first, as the scheduler's queue runs: a new pod joins at the end of its flock,
     // so a burst of creations appends cards instead of shuffling them.
-    let by_age = |pods: &mut Vec<Rc<Pod>>| pods.sort_by_cached_key(|p| (p.metadata.created_at, p.metadata.key()));
+    let by_age = |pods: &mut Vec<Rc<Pod>>| sort::by_cached_key(pods, |p| (p.metadata.created_at, p.metadata.key()));
     by_age(&mut layout.meadow);
     by_age(&mut layout.strays);
     for pen in &mut pens {
@@ -245,7 +246,7 @@ pub fn pod_events<'a>(pod: &Pod, events: impl IntoIterator<Item = &'a Rc<Event>>
         })
         .cloned()
         .collect();
-    out.sort_by_key(|e| (event_time(e), e.metadata.resource_version));
+    sort::by_cached_key(&mut out, |e| (event_time(e), e.metadata.resource_version));
     out
 }
 
@@ -458,7 +459,7 @@ pub fn plain_reason(reason: &str, count: usize) -> String {
 /// Conditions sorted as kubectl lists them: PodScheduled first, then the rest by type.
 pub fn sorted_conditions(list: &[Condition]) -> Vec<Condition> {
     let mut out = list.to_vec();
-    out.sort_by_key(|c| (c.type_ != conditions::POD_SCHEDULED, c.type_.clone()));
+    sort::by_cached_key(&mut out, |c| (c.type_ != conditions::POD_SCHEDULED, c.type_.clone()));
     out
 }
 
@@ -546,7 +547,7 @@ pub fn decision_table(explanation: &Explanation) -> DecisionTable {
         total: node.total,
     };
     let mut rows: Vec<DecisionRow> = explanation.nodes.iter().enumerate().map(row).collect();
-    rows.sort_by(|a, b| {
+    sort::by(&mut rows, |a, b| {
         b.selected.cmp(&a.selected).then(b.feasible.cmp(&a.feasible)).then(b.total.cmp(&a.total)).then(a.evaluated.cmp(&b.evaluated))
     });
     DecisionTable { filters, scores, rows }

@@ -178,7 +178,10 @@ fn truncate(value: &mut Value, path: &[Step], keep: usize) {
     match at_path(value, path) {
         Some(Value::Object(map)) => {
             let kind = if path.is_empty() { map.get("kind").cloned() } else { None };
-            *map = std::mem::take(map).into_iter().take(keep).collect();
+            let all = std::mem::take(map);
+            for (key, value) in all.into_iter().take(keep) {
+                map.insert(key, value);
+            }
             if let Some(kind) = kind {
                 map.insert("kind".into(), kind);
             }

@@ -61,7 +61,15 @@ impl Node {
             Data::Number(n) => Value::Number(n.clone()),
             Data::String(s) => Value::String(s.clone()),
             Data::Seq(items) => Value::Array(items.iter().map(Node::to_value).collect()),
-            Data::Map(entries) => Value::Object(entries.iter().map(|(k, v)| (k.clone(), v.to_value())).collect()),
+            Data::Map(entries) => {
+                // Inserted one by one: collecting would sort first, with a copy of the sort
+                // code of its own in the browser bundle.
+                let mut map = serde_json::Map::new();
+                for (key, value) in entries {
+                    map.insert(key.clone(), value.to_value());
+                }
+                Value::Object(map)
+            }
         }
     }
 

@@ -197,9 +197,17 @@ fn applied_view(applied: &Applied) -> Html {
     }
 }
 
-#[derive(Properties, PartialEq)]
+#[derive(Properties)]
 struct TrackerProps {
     object: Rc<Object>,
+}
+
+/// By pointer: each apply makes a new `Rc`, and a deep comparison of every kind would only
+/// add code to the bundle.
+impl PartialEq for TrackerProps {
+    fn eq(&self, other: &Self) -> bool {
+        Rc::ptr_eq(&self.object, &other.object)
+    }
 }
 
 /// The applied object as the cache sees it now: a pod's path through the stages, or the

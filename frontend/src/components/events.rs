@@ -8,6 +8,7 @@ use yew::prelude::*;
 use crate::browser;
 use crate::context::{use_cluster, use_session, use_watch};
 use crate::route::Route;
+use crate::sort;
 use crate::view::{age, event_time, in_namespace, object_label};
 
 /// The table shows at most this many rows.
@@ -27,7 +28,7 @@ pub fn Events() -> Html {
         .filter(|e| !*warnings_only || e.type_ == "Warning")
         .cloned()
         .collect();
-    events.sort_by_key(|e| std::cmp::Reverse((e.last_timestamp.or(event_time(e)), e.metadata.resource_version)));
+    sort::by_cached_key(&mut events, |e| std::cmp::Reverse((e.last_timestamp.or(event_time(e)), e.metadata.resource_version)));
     let total = events.len();
     let now = browser::now();
     let toggle = {

@@ -44,7 +44,10 @@ pub fn Nav() -> Html {
         });
     }
 
-    let mut namespaces: BTreeSet<String> = listed.iter().cloned().collect();
+    // Extended rather than collected: collecting into a set sorts first, with a copy of the
+    // sort code of its own in the bundle.
+    let mut namespaces = BTreeSet::new();
+    namespaces.extend(listed.iter().cloned());
     namespaces.extend(cluster.pods.values().map(|p| p.metadata.namespace.clone()));
     namespaces.insert(shared::model::DEFAULT_NAMESPACE.to_string());
     if let Some(ns) = &session.namespace {
