@@ -200,7 +200,7 @@ pub fn t_plus(ms: i64) -> String {
     if ms < 10_000 {
         format!("T+{ms}ms")
     } else if ms < 600_000 {
-        format!("T+{:.1}s", ms as f64 / 1000.0)
+        format!("T+{}s", one_decimal((ms + 50) / 100))
     } else {
         format!("T+{}m", ms / 60_000)
     }
@@ -208,7 +208,13 @@ pub fn t_plus(ms: i64) -> String {
 
 /// `+1.2s`, the gap since the step before.
 pub fn delta(ms: i64) -> String {
-    if ms.abs() < 1000 { format!("+{ms}ms") } else { format!("+{:.1}s", ms as f64 / 1000.0) }
+    if ms.abs() < 1000 { format!("+{ms}ms") } else { format!("+{}s", one_decimal((ms + ms.signum() * 50) / 100)) }
+}
+
+/// Tenths as a number with one decimal, `125` → `12.5`: integer arithmetic, since float
+/// formatting (`{:.1}`) would bring its own code into the bundle.
+pub fn one_decimal(tenths: i64) -> String {
+    format!("{}{}.{}", if tenths < 0 { "-" } else { "" }, tenths.abs() / 10, tenths.abs() % 10)
 }
 
 /// `5s`, `3m`, `2h`, `4d`: how long ago, as kubectl's AGE column.
@@ -792,6 +798,8 @@ mod tests {
         assert_eq!(t_plus(1_200_000), "T+20m");
         assert_eq!(delta(100), "+100ms");
         assert_eq!(delta(2900), "+2.9s");
+        assert_eq!(delta(-1_460), "+-1.5s");
+        assert_eq!(one_decimal(-5), "-0.5");
         assert_eq!(age(ms(200_000), t0()), "3m");
         assert_eq!(age(t0(), ms(5000)), "0s");
         assert_eq!(clock(ms(1234)), "12:00:01.234");

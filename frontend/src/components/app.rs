@@ -67,7 +67,7 @@ pub fn App() -> Html {
             });
         });
     }
-    use_effect_with((), |_| browser::mark_document("data-first-render-ms", &format!("{:.0}", browser::performance_now())));
+    use_effect_with((), |_| browser::mark_document("data-first-render-ms", &(browser::performance_now().round() as i64).to_string()));
 
     let live = session.route.needs_server();
     use_watch(Kind::Pod, &session, &cluster, live);

@@ -17,7 +17,7 @@ use crate::sim::{
     BIG_CLUSTER, InputError, LabAction, LabState, NodeSpec, PodBatch, Sim, parse_count, parse_cpu_input, parse_labels, parse_memory_input,
     parse_taints, parse_tolerations,
 };
-use crate::view::{layout, percent};
+use crate::view::{self, layout, percent};
 
 /// Above this many nodes the pens give way to a heat map.
 const PENS_UP_TO: usize = 60;
@@ -255,7 +255,7 @@ pub fn Simulator() -> Html {
                     { show_button(Show::One(1), "Bin-pack", "sim-show-bin-pack") }
                     { show_button(Show::Both, "Side by side", "sim-show-both") }
                     if let Some(ms) = *last_step_ms {
-                        <span class="muted" data-testid="sim-step-time">{ format!("last step {ms:.1} ms (both schedulers)") }</span>
+                        <span class="muted" data-testid="sim-step-time">{ format!("last step {} ms (both schedulers)", view::one_decimal((ms * 10.0).round() as i64)) }</span>
                     }
                 </div>
                 <form class="sim-row" onsubmit={add_node}>
