@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agent::client::HttpApiClient;
-use agent::runtime::{ContainerRuntime, DockerRuntime, LABEL_NODE, LABEL_SANDBOX, LABEL_SANDBOX_ID, RunState};
-use agent::sandbox::{Owner, owner};
+use agent::runtime::{ContainerRuntime, DockerRuntime, LABEL_NODE, LABEL_SANDBOX, LABEL_SANDBOX_ID};
+use agent::sandbox::{Owner, PoolStatus, owner};
 use agent::{AgentConfig, Backoff};
 use serde_json::{Value, json};
 use shared::model::{Pod, PodPhase, conditions, find_condition};
@@ -150,16 +150,19 @@ impl Bench {
         }
     }
 
-    /// Waits until the warm pool holds `n` running sandboxes; returns how long that took.
-    async fn wait_pool(&self, n: usize) -> Duration {
+    /// Waits until the agent at `endpoint` has `n` warm sandboxes ready; returns how long
+    /// that took.
+    async fn wait_pool(&self, endpoint: &str, n: usize) -> Duration {
         let began = Instant::now();
         loop {
-            let sandboxes = self.runtime.list(&[(LABEL_SANDBOX, "true"), (LABEL_NODE, self.node.as_str())]).await.unwrap();
-            let warm = sandboxes.iter().filter(|s| owner(&s.name) == Owner::Pool && s.state == RunState::Running).count();
-            if warm >= n {
+            let status = match self.http.get(format!("{endpoint}/sandboxes")).send().await {
+                Ok(response) => response.json::<PoolStatus>().await.ok(),
+                Err(_) => None,
+            };
+            if status.is_some_and(|s| s.ready >= n) {
                 return began.elapsed();
             }
-            assert!(began.elapsed() < Duration::from_secs(600), "the warm pool holds {warm} sandboxes, not {n}, after 600 s");
+            assert!(began.elapsed() < Duration::from_secs(600), "the warm pool is not at {n} after 600 s: {status:?}");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
@@ -306,13 +309,14 @@ fn load() -> String {
     std::fs::read_to_string("/proc/loadavg").map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")).unwrap_or_default()
 }
 
-/// Starts the node's agent with `warm` sandboxes in its pool; it adopts what a previous one left.
+/// Starts the node's agent with `warm` sandboxes in its pool; it adopts what a previous one
+/// left. Returns its shutdown, its task and its API's address.
 fn start_agent(
     base: &str,
     node: &str,
     runtime: &Arc<DockerRuntime>,
     warm: usize,
-) -> (CancellationToken, tokio::task::JoinHandle<agent::Result<()>>) {
+) -> (CancellationToken, tokio::task::JoinHandle<agent::Result<()>>, String) {
     let mut config = AgentConfig::new(base);
     config.node_name = node.to_string();
     config.listen = "127.0.0.1:0".parse().unwrap();
@@ -322,10 +326,11 @@ fn start_agent(
     let listener = std::net::TcpListener::bind(config.listen).unwrap();
     listener.set_nonblocking(true).unwrap();
     let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
     let api = Arc::new(HttpApiClient::new(base, None));
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(agent::run_node(config, runtime.clone(), api, listener, shutdown.clone()));
-    (shutdown, task)
+    (shutdown, task, endpoint)
 }
 
 fn main() {
@@ -349,7 +354,7 @@ fn main() {
         let server = tokio::spawn(server::run(listener, server::Config::in_memory(), server_shutdown.clone()));
 
         let node = format!("bench-{}", std::process::id());
-        let (shutdown, agent) = start_agent(&base, &node, &runtime, 0);
+        let (shutdown, agent, _) = start_agent(&base, &node, &runtime, 0);
         let bench = Bench { base: base.clone(), http: reqwest::Client::new(), runtime: runtime.clone(), node: node.clone() };
         bench.wait_no_containers().await;
         bench.wait_node_ready().await;
@@ -369,12 +374,12 @@ fn main() {
         shutdown.cancel();
         agent.await.unwrap().unwrap();
         let n = options.replicas;
-        let (shutdown, agent) = start_agent(&base, &node, &runtime, n);
-        let fill = bench.wait_pool(n).await;
+        let (shutdown, agent, endpoint) = start_agent(&base, &node, &runtime, n);
+        let fill = bench.wait_pool(&endpoint, n).await;
         let warm_load = load();
         let singles = options.pods.min(n);
         bench.latency_one_at_a_time(singles, ", warm pool").await;
-        bench.wait_pool(n).await;
+        bench.wait_pool(&endpoint, n).await;
         let before_deployment = load();
         let (warm, warm_joined) = bench.deployment(n).await;
         let warm_load = format!("{warm_load} → {}", load());

@@ -1,6 +1,7 @@
-//! The agent's own small HTTP API, like the kubelet's: `GET /healthz` and
+//! The agent's own small HTTP API, like the kubelet's: `GET /healthz`,
 //! `GET /logs/{namespace}/{pod}?container=&tail=&follow=`, which streams a container's output
-//! as plain text. The API server's pod log endpoint proxies to it.
+//! as plain text (the API server's pod log endpoint proxies to it), and `GET /sandboxes`, the
+//! warm pool's size and how many sandboxes in it are ready.
 
 use std::sync::Arc;
 
@@ -16,11 +17,14 @@ use shared::api::{ApiErrorBody, ApiErrorStatus};
 use tokio_util::sync::CancellationToken;
 
 use crate::runtime::{ContainerRuntime, LABEL_CONTAINER, LABEL_NAMESPACE, LABEL_NODE, LABEL_POD};
+use crate::sandbox::Sandboxes;
 
 #[derive(Clone)]
 pub struct AppState {
     pub node_name: String,
     pub runtime: Arc<dyn ContainerRuntime>,
+    /// The node's sandboxes, when its runtime has them.
+    pub sandboxes: Option<Arc<Sandboxes>>,
     /// Ends followed log streams, so that a graceful shutdown does not wait for them.
     pub shutdown: CancellationToken,
 }
@@ -130,9 +134,24 @@ async fn healthz() -> &'static str {
     "ok"
 }
 
+async fn sandboxes(State(state): State<AppState>) -> Result<axum::Json<crate::sandbox::PoolStatus>, HttpError> {
+    match &state.sandboxes {
+        Some(sandboxes) => Ok(axum::Json(sandboxes.status())),
+        None => Err(HttpError::new(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            format!("node {} runs its pods without sandboxes (simulated runtime)", state.node_name),
+        )),
+    }
+}
+
 /// The whole agent API.
 pub fn app(state: AppState) -> Router {
-    Router::new().route("/healthz", get(healthz)).route("/logs/{namespace}/{pod}", get(logs)).with_state(state)
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/logs/{namespace}/{pod}", get(logs))
+        .route("/sandboxes", get(sandboxes))
+        .with_state(state)
 }
 
 /// Serves the agent API on `listener` until `shutdown`.
@@ -166,7 +185,7 @@ mod tests {
                 .unwrap();
             runtime.start(&id).await.unwrap();
         }
-        AppState { node_name: "n1".into(), runtime, shutdown: CancellationToken::new() }
+        AppState { node_name: "n1".into(), runtime, sandboxes: None, shutdown: CancellationToken::new() }
     }
 
     async fn get(state: AppState, uri: &str) -> (StatusCode, String) {
@@ -208,5 +227,17 @@ mod tests {
         assert!(body.contains("follow must be true or false"), "{body}");
         let (status, body) = get(state_with(&[]).await, "/healthz").await;
         assert_eq!((status, body.as_str()), (StatusCode::OK, "ok"));
+        let (status, body) = get(state_with(&[]).await, "/sandboxes").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert!(body.contains("node n1 runs its pods without sandboxes"), "{body}");
+    }
+
+    #[tokio::test]
+    async fn the_pool_reports_its_size_and_ready_sandboxes() {
+        let mut state = state_with(&[]).await;
+        state.sandboxes = Some(Sandboxes::new(state.runtime.clone(), "n1", "c1", "", 3));
+        let (status, body) = get(state, "/sandboxes").await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&body).unwrap(), serde_json::json!({"target": 3, "ready": 0}));
     }
 }

@@ -180,7 +180,7 @@ pub async fn run_node(
     });
     tracing::info!(node = %config.node_name, runtime = runtime.kind(), endpoint = %description.agent_endpoint, server = %config.server, "agent starting");
     let manager = agent::PodManager::new(ctx, shutdown.clone());
-    let state = http::AppState { node_name: config.node_name.clone(), runtime, shutdown: shutdown.clone() };
+    let state = http::AppState { node_name: config.node_name.clone(), runtime, sandboxes: sandboxes.clone(), shutdown: shutdown.clone() };
     let serve = http::run(listener, state);
     let lifecycle = async {
         if node::register(api.as_ref(), &description, &shutdown).await {

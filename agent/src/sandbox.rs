@@ -72,6 +72,15 @@ pub struct Sandbox {
     pub ip: String,
 }
 
+/// What `GET /sandboxes` on the agent API answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PoolStatus {
+    /// The pool's size (`--warm-sandboxes`).
+    pub target: usize,
+    /// Started sandboxes waiting to be claimed.
+    pub ready: usize,
+}
+
 /// A node's sandboxes: how they are made, and the warm pool.
 pub struct Sandboxes {
     runtime: Arc<dyn ContainerRuntime>,
@@ -120,6 +129,10 @@ impl Sandboxes {
     /// How many warm sandboxes wait to be claimed.
     pub fn available(&self) -> usize {
         self.ready().len()
+    }
+
+    pub fn status(&self) -> PoolStatus {
+        PoolStatus { target: self.target, ready: self.available() }
     }
 
     /// The labels every sandbox of this node carries, to list them.

@@ -563,7 +563,7 @@ async fn a_pod_whose_sandbox_dies_starts_again_in_a_new_sandbox() {
     let first = containers_of(docker.as_ref(), &pod.metadata.uid).await.remove(0);
     let first_sandbox = joined_sandbox(&first.id);
     // A warm sandbox is ready for the pod's second life.
-    warm_pool(&docker, &node, &api.cluster, 1).await;
+    agent.wait_pool(1).await;
 
     docker.stop(&first_sandbox, Duration::from_secs(10)).await.unwrap();
     let again = api

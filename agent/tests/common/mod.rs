@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agent::client::{ApiClient, Error as ClientError, WatchStream};
-use agent::runtime::{ContainerRuntime, DockerRuntime, LABEL_NODE, LABEL_SANDBOX, RunState};
-use agent::sandbox::{Owner, owner};
+use agent::runtime::{ContainerRuntime, DockerRuntime, LABEL_NODE};
+use agent::sandbox::PoolStatus;
 use agent::{AgentConfig, Backoff, RuntimeChoice};
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -39,7 +39,11 @@ pub fn unique(prefix: &str) -> String {
     format!("{prefix}-{}", &uuid::Uuid::new_v4().simple().to_string()[..10])
 }
 
-/// Removes every container of a test node, even when the test panics.
+/// The shutdown tokens of the agents each test node ran, so that a failed test stops them.
+static AGENTS: Mutex<Vec<(String, CancellationToken)>> = Mutex::new(Vec::new());
+
+/// Removes every container of a test node (its warm pool too), even when the test panics;
+/// then it first stops the node's agents, which would otherwise keep creating containers.
 pub struct Cleanup(pub String);
 
 impl Cleanup {
@@ -56,12 +60,16 @@ impl Cleanup {
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        self.remove_all();
         if std::thread::panicking() {
-            // A failed test's agent may still be at work: sweep once more after it.
-            std::thread::sleep(Duration::from_secs(2));
-            self.remove_all();
+            for (node, agent) in AGENTS.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+                if *node == self.0 {
+                    agent.cancel();
+                }
+            }
+            // Let an operation in flight end before sweeping.
+            std::thread::sleep(Duration::from_secs(1));
         }
+        self.remove_all();
     }
 }
 
@@ -304,16 +312,7 @@ pub async fn docker_node_with_pool(warm: usize) -> DockerNode {
     let cleanup = Cleanup(node.clone());
     let api = FakeApi::new();
     let agent = TestAgent::start_with_pool(&node, docker.clone(), api.clone(), warm).await;
-    let began = Instant::now();
-    loop {
-        let sandboxes = docker.list(&[(LABEL_SANDBOX, "true"), (LABEL_NODE, node.as_str())]).await.unwrap();
-        let ready = sandboxes.iter().filter(|s| owner(&s.name) == Owner::Pool && s.state == RunState::Running).count();
-        if ready == warm {
-            break;
-        }
-        assert!(began.elapsed() < Duration::from_secs(30), "the warm pool of {node} holds {ready} sandboxes, not {warm}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    agent.wait_pool(warm).await;
     DockerNode { docker, node, api, agent, cleanup }
 }
 
@@ -347,8 +346,25 @@ impl TestAgent {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
         let shutdown = CancellationToken::new();
+        AGENTS.lock().unwrap_or_else(|p| p.into_inner()).push((node.to_string(), shutdown.clone()));
         let task = tokio::spawn(agent::run_node(config, runtime, api, listener, shutdown.clone()));
         TestAgent { node: node.to_string(), endpoint, shutdown, task }
+    }
+
+    /// Waits until the agent's warm pool holds `n` ready sandboxes, as its API says.
+    pub async fn wait_pool(&self, n: usize) {
+        let began = Instant::now();
+        loop {
+            let status = match reqwest::get(format!("{}/sandboxes", self.endpoint)).await {
+                Ok(response) => response.json::<PoolStatus>().await.ok(),
+                Err(_) => None,
+            };
+            if status.is_some_and(|s| s.ready == n) {
+                return;
+            }
+            assert!(began.elapsed() < Duration::from_secs(30), "the warm pool of {} is not at {n}: {status:?}", self.node);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// Stops the agent the way SIGTERM does, and waits for it.
