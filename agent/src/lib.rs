@@ -40,8 +40,8 @@ use crate::runtime::{ContainerRuntime, DockerRuntime, SimulatedRuntime};
 
 /// The default address of the agent's HTTP API, the kubelet's port.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:10250";
-/// How many started, unclaimed pod sandboxes a Docker node keeps by default (BENCHMARKS.md,
-/// "Agent / real Docker", says why).
+/// How many started, unclaimed pod sandboxes `shepherd-agent` and `shepherd --local-node`
+/// keep by default (BENCHMARKS.md, "Agent / real Docker", says why).
 pub const DEFAULT_WARM_SANDBOXES: usize = 4;
 
 #[derive(Debug, thiserror::Error)]
@@ -88,13 +88,15 @@ pub struct AgentConfig {
     /// Restart and image pull back-off.
     pub backoff: Backoff,
     /// How many started, unclaimed pod sandboxes to keep ready (runtimes with sandboxes).
+    /// The pool outlives the agent, for the next one to adopt: a program that embeds the
+    /// agent and turns it on removes the node's containers when it is done.
     pub warm_sandboxes: usize,
 }
 
 impl AgentConfig {
     /// Defaults: the host name as node name, capacity detected from the host, Docker,
-    /// address 127.0.0.1, API on 127.0.0.1:10250, heartbeat 5 s, resync 10 s, and
-    /// [`DEFAULT_WARM_SANDBOXES`] warm sandboxes.
+    /// address 127.0.0.1, API on 127.0.0.1:10250, heartbeat 5 s, resync 10 s, and no warm
+    /// pool (the binaries' flag defaults to [`DEFAULT_WARM_SANDBOXES`]).
     pub fn new(server: &str) -> Self {
         AgentConfig {
             server: server.to_string(),
@@ -109,7 +111,7 @@ impl AgentConfig {
             heartbeat_interval: Duration::from_secs(5),
             resync_interval: Duration::from_secs(10),
             backoff: Backoff::default(),
-            warm_sandboxes: DEFAULT_WARM_SANDBOXES,
+            warm_sandboxes: 0,
         }
     }
 }
