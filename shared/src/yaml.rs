@@ -102,6 +102,11 @@ impl Node {
 /// Reads every document of `text`.
 pub fn documents(text: &str) -> Result<Vec<Document>, YamlError> {
     let mut r = Reader::new(text, 0);
+    if text.starts_with('\u{feff}') {
+        // A byte order mark, as some editors on Windows write, is neither content nor a
+        // column.
+        (r.pos, r.line_start) = (3, 3);
+    }
     let mut documents = Vec::new();
     loop {
         r.skip_to_token();
@@ -132,8 +137,8 @@ pub fn documents(text: &str) -> Result<Vec<Document>, YamlError> {
     Ok(documents)
 }
 
-/// Reads the one value that starts at byte `start` of `text` (after any blank space), as
-/// in a document: used to find positions inside JSON, which is YAML's flow style.
+/// Reads the flow value (`{…}`, `[…]` or a scalar) that starts at byte `start` of `text`,
+/// after any blank space: positions inside JSON, which is YAML's flow style.
 pub fn value_at(text: &str, start: usize) -> Result<Node, YamlError> {
     let mut r = Reader::new(text, start);
     r.skip_to_token();
@@ -1074,6 +1079,8 @@ mod tests {
         assert_eq!(docs.iter().map(|d| d.number).collect::<Vec<_>>(), [2, 3, 4, 5]);
         assert_eq!(documents("\n# nothing\n").unwrap(), []);
         assert_eq!(one("a: 1\r\nb:\r\n  - x\r\n"), json!({"a": 1, "b": ["x"]}));
+        assert_eq!(one("\u{feff}a: 1\n"), json!({"a": 1}));
+        assert_eq!(fails("\u{feff}a: [\n").column, 4);
     }
 
     #[test]
