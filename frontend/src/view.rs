@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use shared::model::{Condition, ContainerState, Event, Node, ObjectReference, Pod, PodPhase, PodStage, Time, conditions, find_condition};
+use shared::model::{Condition, ContainerState, Event, Node, Pod, PodPhase, PodStage, Time, conditions, find_condition};
 use shared::scheduler::{Explanation, NodeExplanation, Verdict, reasons};
 
 use crate::sort;
@@ -257,13 +257,6 @@ pub fn pod_events<'a>(pod: &Pod, events: impl IntoIterator<Item = &'a Rc<Event>>
 }
 
 /// When an event first happened (its creation time when the reporter left the timestamps out).
-/// `pod/web-server`, as `ObjectReference::short` writes it, with ASCII case mapping: kinds
-/// are ASCII, and `str::to_lowercase` would bring Unicode's case tables (about 10 KB
-/// gzipped) into the bundle.
-pub fn object_label(object: &ObjectReference) -> String {
-    format!("{}/{}", object.kind.to_ascii_lowercase(), object.name)
-}
-
 pub fn event_time(event: &Event) -> Option<Time> {
     event.first_timestamp.or(event.last_timestamp).or(event.metadata.created_at)
 }
@@ -715,13 +708,6 @@ mod tests {
         let view = layout(&state.nodes, &state.pods, None);
         assert!(view.pens[0].pods.is_empty());
         assert_eq!(view.pens[0].usage.cpu, 0);
-    }
-
-    #[test]
-    fn object_labels_read_as_the_shared_short_form() {
-        let reference = ObjectReference { kind: "Deployment".into(), namespace: "default".into(), name: "web".into(), uid: String::new() };
-        assert_eq!(object_label(&reference), "deployment/web");
-        assert_eq!(object_label(&reference), reference.short());
     }
 
     #[test]

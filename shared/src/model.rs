@@ -132,25 +132,24 @@ fn de_cpu<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
     }
 }
 
-/// Parses a memory quantity: `67108864`, `64Mi`, `1Gi`, `500M`, `128k`.
+/// Parses a memory quantity: `67108864`, `64Mi`, `1Gi`, `1.5Gi`, `500M`, `128k`.
 pub fn parse_memory(text: &str) -> Result<i64, String> {
     let text = text.trim();
     let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-')).unwrap_or(text.len());
     let (number, suffix) = text.split_at(split);
-    let factor: f64 = match suffix {
-        "" => 1.0,
-        "k" | "K" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "Ki" => 1024.0,
-        "Mi" => 1024.0 * 1024.0,
-        "Gi" => 1024.0 * 1024.0 * 1024.0,
-        "Ti" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+    let factor: i128 = match suffix {
+        "" => 1,
+        "k" | "K" => 1_000,
+        "M" => 1_000_000,
+        "G" => 1_000_000_000,
+        "T" => 1_000_000_000_000,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        "Ti" => 1 << 40,
         _ => return Err(format!("invalid memory quantity {text:?}: unknown suffix {suffix:?} (use Ki, Mi, Gi, k, M, G or plain bytes)")),
     };
-    let value: f64 = number.parse().map_err(|_| format!("invalid memory quantity {text:?}: expected a number such as 64Mi or 67108864"))?;
-    Ok((value * factor).round() as i64)
+    scaled(number, factor).ok_or_else(|| format!("invalid memory quantity {text:?}: expected a number such as 64Mi or 67108864"))
 }
 
 /// Parses a CPU quantity: `250m` (millicores), `2` or `0.5` (cores), as Kubernetes writes them.
@@ -160,17 +159,44 @@ pub fn parse_cpu(text: &str) -> Result<i64, String> {
     if let Some(milli) = text.strip_suffix('m') {
         return milli.parse::<i64>().map_err(|_| invalid());
     }
-    let cores: f64 = text.parse().map_err(|_| invalid())?;
-    Ok((cores * 1000.0).round() as i64)
+    scaled(text, 1000).ok_or_else(invalid)
+}
+
+/// `number × factor`, rounded half away from zero, for a decimal such as `-1.25`, in
+/// integers: exact where floats are not, and without the float parser's tables in the
+/// browser's bundle. `None` when it is not a decimal or does not fit an i64.
+fn scaled(number: &str, factor: i128) -> Option<i64> {
+    let (negative, digits) = match number.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, number),
+    };
+    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+    let all_digits = |part: &str| part.bytes().all(|b| b.is_ascii_digit());
+    if whole.len() + fraction.len() == 0 || !all_digits(whole) || !all_digits(fraction) || whole.len() + fraction.len() > 30 {
+        return None;
+    }
+    let mut mantissa: i128 = 0;
+    for digit in whole.bytes().chain(fraction.bytes()) {
+        mantissa = mantissa * 10 + i128::from(digit - b'0');
+    }
+    let divisor = 10i128.checked_pow(u32::try_from(fraction.len()).ok()?)?;
+    let value = (mantissa.checked_mul(factor)? * 2 + divisor) / (divisor * 2);
+    i64::try_from(if negative { -value } else { value }).ok()
 }
 
 /// Formats bytes the way people read them: `64Mi`, `1.5Gi`.
 pub fn format_memory(bytes: i64) -> String {
-    const UNITS: [(&str, f64); 4] = [("Ti", 1099511627776.0), ("Gi", 1073741824.0), ("Mi", 1048576.0), ("Ki", 1024.0)];
+    const UNITS: [(&str, i64); 4] = [("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)];
+    let sign = if bytes < 0 { "-" } else { "" };
+    let magnitude = i128::from(bytes).abs();
     for (unit, size) in UNITS {
-        let value = bytes as f64 / size;
-        if value.abs() >= 1.0 {
-            return if value.fract() == 0.0 { format!("{value}{unit}") } else { format!("{value:.1}{unit}") };
+        let size = i128::from(size);
+        if magnitude >= size {
+            if magnitude % size == 0 {
+                return format!("{sign}{}{unit}", magnitude / size);
+            }
+            let tenths = (magnitude * 20 + size) / (size * 2);
+            return format!("{sign}{}.{}{unit}", tenths / 10, tenths % 10);
         }
     }
     bytes.to_string()
@@ -797,7 +823,7 @@ pub struct ObjectReference {
 impl ObjectReference {
     /// `pod/web-server`, the original's `Object` field.
     pub fn short(&self) -> String {
-        format!("{}/{}", self.kind.to_lowercase(), self.name)
+        format!("{}/{}", self.kind.to_ascii_lowercase(), self.name)
     }
 }
 
@@ -990,4 +1016,73 @@ pub enum ObjectError {
     UnknownKind(String),
     #[error("invalid {kind}: {message}")]
     Invalid { kind: Kind, message: String },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_quantities_are_read_exactly() {
+        let cases = [
+            ("67108864", 67_108_864),
+            ("64Mi", 67_108_864),
+            (" 1.5Gi ", 1_610_612_736),
+            ("500M", 500_000_000),
+            ("128k", 128_000),
+            ("0.5Ki", 512),
+            ("1.0005K", 1001),
+            ("-1Mi", -1_048_576),
+            ("8Ti", 8 << 40),
+        ];
+        for (text, bytes) in cases {
+            assert_eq!(parse_memory(text), Ok(bytes), "{text}");
+        }
+        for text in ["", "Mi", "1.2.3Mi", "abcMi", "-", ".", "1e3", "9999999Ti", "64 Mi", "1--1"] {
+            assert!(parse_memory(text).is_err(), "{text:?} is not a memory quantity");
+        }
+        assert_eq!(
+            parse_memory("64Xi"),
+            Err("invalid memory quantity \"64Xi\": unknown suffix \"Xi\" (use Ki, Mi, Gi, k, M, G or plain bytes)".to_string())
+        );
+    }
+
+    #[test]
+    fn cpu_quantities_are_millicores() {
+        for (text, millis) in [("250m", 250), ("2", 2000), ("0.5", 500), ("1.2345", 1235), ("0.0005", 1), ("-1", -1000)] {
+            assert_eq!(parse_cpu(text), Ok(millis), "{text}");
+        }
+        for text in ["", ".", "x", "0.5m", "m", "1,5", "inf", "NaN"] {
+            assert!(parse_cpu(text).is_err(), "{text:?} is not a cpu quantity");
+        }
+    }
+
+    #[test]
+    fn memory_is_formatted_in_the_largest_whole_unit_or_with_one_decimal() {
+        let cases = [
+            (67_108_864, "64Mi"),
+            (1_610_612_736, "1.5Gi"),
+            (1000, "1000"),
+            (1536, "1.5Ki"),
+            ((1 << 30) - 1, "1024.0Mi"),
+            (-1_048_576, "-1Mi"),
+            (0, "0"),
+            (i64::MIN, "-8388608Ti"),
+        ];
+        for (bytes, text) in cases {
+            assert_eq!(format_memory(bytes), text, "{bytes}");
+        }
+        for bytes in [1 << 10, 3 << 20, 7 << 30, 5 << 40, 123_456_789] {
+            let text = format_memory(bytes);
+            if !text.contains('.') {
+                assert_eq!(parse_memory(&text), Ok(bytes), "{text} reads back");
+            }
+        }
+    }
+
+    #[test]
+    fn short_references_use_the_lower_case_kind() {
+        let reference = ObjectReference { kind: "Pod".into(), namespace: "default".into(), name: "web-server".into(), uid: String::new() };
+        assert_eq!(reference.short(), "pod/web-server");
+    }
 }

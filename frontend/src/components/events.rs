@@ -9,7 +9,7 @@ use crate::browser;
 use crate::context::{use_cluster, use_session, use_watch};
 use crate::route::Route;
 use crate::sort;
-use crate::view::{age, event_time, in_namespace, object_label};
+use crate::view::{age, event_time, in_namespace};
 
 /// The table shows at most this many rows.
 const MAX_ROWS: usize = 500;
@@ -49,9 +49,9 @@ pub fn Events() -> Html {
                         let object = &e.involved_object;
                         let target = if object.kind == "Pod" {
                             let ns = if object.namespace.is_empty() { e.metadata.namespace.clone() } else { object.namespace.clone() };
-                            html! { <a href={Route::Pod { namespace: ns, name: object.name.clone() }.href()}>{ object_label(object) }</a> }
+                            html! { <a href={Route::Pod { namespace: ns, name: object.name.clone() }.href()}>{ object.short() }</a> }
                         } else {
-                            html! { { object_label(object) } }
+                            html! { { object.short() } }
                         };
                         html! {
                             <tr class={classes!((e.type_ == "Warning").then_some("warning"))} data-testid="event-row" data-reason={e.reason.clone()}>
