@@ -192,20 +192,22 @@ impl PodManager {
                         }
                     }
                 }
-                PodUpdate::Present(pod) | PodUpdate::Deleted(pod) => match {
-                    let _busy = busy();
-                    worker.terminate(pod).await
-                } {
-                    Ok(()) if matches!(update, PodUpdate::Deleted(_)) => {
-                        tracing::info!(pod = %pod.metadata.key(), "pod deleted; containers removed");
-                        break;
+                PodUpdate::Present(pod) | PodUpdate::Deleted(pod) => {
+                    let busy = busy();
+                    let terminated = worker.terminate(pod).await;
+                    drop(busy);
+                    match terminated {
+                        Ok(()) if matches!(update, PodUpdate::Deleted(_)) => {
+                            tracing::info!(pod = %pod.metadata.key(), "pod deleted; containers removed");
+                            break;
+                        }
+                        Ok(()) => None,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "termination failed; retrying");
+                            Some(Duration::from_secs(1))
+                        }
                     }
-                    Ok(()) => None,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "termination failed; retrying");
-                        Some(Duration::from_secs(1))
-                    }
-                },
+                }
             };
             wake_at = requeue.map(|delay| Instant::now() + delay);
             let sleep = async {
