@@ -584,3 +584,27 @@ async fn a_pod_whose_sandbox_dies_starts_again_in_a_new_sandbox() {
     assert!(api.events_for("phoenix").iter().any(|e| e.reason == "SandboxChanged"));
     agent.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_never_a_dead_sandbox_ends_the_pod_without_a_new_one() {
+    let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node_with_pool(1).await;
+    let pod = api.add_pod(&node, "once", spec(vec![container("main", &["sleep", "3600"])], "Never"));
+    api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
+    let app = containers_of(docker.as_ref(), &pod.metadata.uid).await.remove(0);
+    let sandbox = joined_sandbox(&app.id);
+    agent.wait_pool(1).await;
+
+    docker.stop(&sandbox, Duration::from_secs(10)).await.unwrap();
+    // sleep ignores SIGTERM as PID 1: the 1 s grace period ends in SIGKILL.
+    let failed = api.wait_for(&pod.metadata.uid, "Failed", WAIT, |p| p.status.phase == PodPhase::Failed).await;
+    assert!(
+        matches!(failed.status.container_statuses[0].state, ContainerState::Terminated { exit_code: 137, .. }),
+        "{:?}",
+        failed.status.container_statuses[0]
+    );
+    let left = containers_of(docker.as_ref(), &pod.metadata.uid).await;
+    assert_eq!(left.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), vec![app.id.as_str()], "kept for its logs, not replaced");
+    wait_gone(&docker, &sandbox, "the dead sandbox").await;
+    assert!(docker.inspect(&sandbox_name(&pod)).await.unwrap().is_none(), "no new sandbox for a pod that ended");
+    agent.stop().await;
+}
