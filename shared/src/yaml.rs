@@ -90,11 +90,16 @@ impl Node {
         node
     }
 
-    fn size(&self) -> usize {
+    /// How many nodes this one holds, itself included, and how many levels go below it.
+    fn measure(&self) -> (usize, usize) {
+        let add = |(nodes, depth): (usize, usize), child: &Node| {
+            let (n, d) = child.measure();
+            (nodes + n, depth.max(d + 1))
+        };
         match &self.data {
-            Data::Seq(items) => 1 + items.iter().map(Node::size).sum::<usize>(),
-            Data::Map(entries) => 1 + entries.iter().map(|(_, v)| v.size()).sum::<usize>(),
-            _ => 1,
+            Data::Seq(items) => items.iter().fold((1, 0), add),
+            Data::Map(entries) => entries.iter().map(|(_, v)| v).fold((1, 0), add),
+            _ => (1, 0),
         }
     }
 }
@@ -149,6 +154,10 @@ pub fn value_at(text: &str, start: usize) -> Result<Node, YamlError> {
 /// millions of values.
 const ALIAS_BUDGET: usize = 100_000;
 
+/// How deep values may nest (as serde_yaml allows): every level takes stack, and the
+/// browser's is small; no manifest comes near.
+const MAX_DEPTH: usize = 128;
+
 struct Reader<'t> {
     text: &'t str,
     bytes: &'t [u8],
@@ -159,6 +168,8 @@ struct Reader<'t> {
     document: usize,
     anchors: Vec<(String, Node)>,
     copied: usize,
+    /// How many values enclose the one being read.
+    depth: usize,
 }
 
 fn node((line, column): (usize, usize), data: Data) -> Node {
@@ -175,7 +186,7 @@ impl<'t> Reader<'t> {
         let before = &text.as_bytes()[..start];
         let line = 1 + before.iter().filter(|b| **b == b'\n').count();
         let line_start = before.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-        Reader { text, bytes: text.as_bytes(), pos: start, line, line_start, document: 1, anchors: Vec::new(), copied: 0 }
+        Reader { text, bytes: text.as_bytes(), pos: start, line, line_start, document: 1, anchors: Vec::new(), copied: 0, depth: 0 }
     }
 
     fn peek(&self) -> u8 {
@@ -219,6 +230,17 @@ impl<'t> Reader<'t> {
             return Err(self.error("a tab indents this line; YAML indents with spaces only"));
         }
         Ok(self.column() as isize - 1)
+    }
+
+    /// Reads a value one level deeper than the one being read.
+    fn nested(&mut self, read: impl FnOnce(&mut Self) -> Result<Node, YamlError>) -> Result<Node, YamlError> {
+        if self.depth + 1 >= MAX_DEPTH {
+            return Err(self.error(format!("values nest more than {MAX_DEPTH} deep here")));
+        }
+        self.depth += 1;
+        let node = read(self);
+        self.depth -= 1;
+        node
     }
 
     fn error(&self, message: impl Into<String>) -> YamlError {
@@ -306,12 +328,18 @@ impl<'t> Reader<'t> {
                 Some(column) => self.block_seq(column),
                 None => Err(self.error(nested_here)),
             },
-            b'&' => {
-                let name = self.anchor_name()?;
-                let node = self.value(indent, false, block.is_some())?;
-                self.anchors.push((name, node.clone()));
-                Ok(node)
-            }
+            b'&' => match block {
+                Some(column) if self.anchors_a_key() => {
+                    let key = self.block_key()?;
+                    self.block_map(column, key, at)
+                }
+                _ => {
+                    let name = self.anchor_name()?;
+                    let node = self.nested(|r| r.value(indent, false, block.is_some()))?;
+                    self.anchors.push((name, node.clone()));
+                    Ok(node)
+                }
+            },
             b'|' | b'>' => self.block_scalar(indent),
             b'[' | b'{' | b'*' => {
                 let node = self.flow_node()?;
@@ -359,7 +387,7 @@ impl<'t> Reader<'t> {
             if entries.iter().any(|(k, _)| *k == key) {
                 return Err(self.error_at(key_at, format!("duplicate key {key:?}")));
             }
-            let value = self.value(column, true, false)?;
+            let value = self.nested(|r| r.value(column, true, false))?;
             entries.push((key, value));
             self.skip_to_token();
             if self.peek() == 0 || self.at_marker(b'-') || self.at_marker(b'.') {
@@ -380,6 +408,13 @@ impl<'t> Reader<'t> {
 
     /// A key at the start of a mapping line, up to (not including) its `:`.
     fn block_key(&mut self) -> Result<String, YamlError> {
+        let anchor = if self.peek() == b'&' {
+            let name = self.anchor_name()?;
+            self.skip_blanks();
+            Some((name, self.position()))
+        } else {
+            None
+        };
         let key = match self.peek() {
             b'"' | b'\'' => self.quoted()?,
             b'-' if self.space_at(1) => return Err(self.error("a sequence item `- ` where a mapping key was expected")),
@@ -391,10 +426,23 @@ impl<'t> Reader<'t> {
         };
         self.skip_blanks();
         if self.peek() == b':' && self.space_at(1) {
+            if let Some((name, at)) = anchor {
+                self.anchors.push((name, node(at, Data::String(key.clone()))));
+            }
             Ok(key)
         } else {
             Err(self.error("expected `:` after a key: every line of a mapping is `key: value`"))
         }
+    }
+
+    /// Whether the anchor at the cursor comes before `key: ` on its line: it then names the
+    /// key, and the mapping starts at the anchor, as libyaml reads it.
+    fn anchors_a_key(&mut self) -> bool {
+        let (saved, anchors) = ((self.pos, self.line, self.line_start), self.anchors.len());
+        let key = self.block_key().is_ok();
+        (self.pos, self.line, self.line_start) = saved;
+        self.anchors.truncate(anchors);
+        key
     }
 
     fn block_seq(&mut self, column: isize) -> Result<Node, YamlError> {
@@ -403,7 +451,7 @@ impl<'t> Reader<'t> {
         loop {
             // The cursor is at the `-`.
             self.bump();
-            items.push(self.value(column, false, true)?);
+            items.push(self.nested(|r| r.value(column, false, true))?);
             self.skip_to_token();
             if self.peek() == 0 || self.at_marker(b'-') || self.at_marker(b'.') {
                 break;
@@ -437,9 +485,13 @@ impl<'t> Reader<'t> {
         let Some((_, node)) = self.anchors.iter().rev().find(|(n, _)| *n == name) else {
             return Err(self.error_at(at, format!("unknown alias *{name}: define it with &{name} first")));
         };
-        self.copied += node.size();
+        let (nodes, depth) = node.measure();
+        self.copied += nodes;
         if self.copied > ALIAS_BUDGET {
             return Err(self.error_at(at, "aliases expand to too many values"));
+        }
+        if self.depth + depth >= MAX_DEPTH {
+            return Err(self.error_at(at, format!("values nest more than {MAX_DEPTH} deep with this alias")));
         }
         let mut node = node.clone();
         (node.line, node.column) = at;
@@ -511,6 +563,11 @@ impl<'t> Reader<'t> {
             if !continues {
                 (self.pos, self.line, self.line_start) = saved;
                 return Ok(text);
+            }
+            // The line's indentation, up to the column it must go past, is spaces only.
+            let lead = &self.bytes[self.line_start..self.pos];
+            if let Some(tab) = lead.iter().take((indent + 1).max(0) as usize).position(|b| *b == b'\t') {
+                return Err(self.error_at((self.line, tab + 1), "a tab indents this line; YAML indents with spaces only"));
             }
             if breaks == 1 {
                 text.push(' ');
@@ -665,6 +722,8 @@ impl<'t> Reader<'t> {
         let mut content_indent = explicit;
         // The lines without their indentation; "" for an empty line.
         let mut lines: Vec<&str> = Vec::new();
+        // Whether the last line read ends with a line break: the text's last line may not.
+        let mut broken = true;
         while self.peek() != 0 && !self.at_marker(b'-') && !self.at_marker(b'.') {
             let start = self.pos;
             let line = self.text[start..].split('\n').next().unwrap_or("").trim_end_matches('\r');
@@ -683,7 +742,13 @@ impl<'t> Reader<'t> {
                 lines.push(&line[needed..]);
             }
             self.skip_line();
+            broken = self.peek() == b'\n';
             self.bump();
+        }
+        if !broken && lines.last() == Some(&"") {
+            // Blanks after the last line break are no line.
+            lines.pop();
+            broken = true;
         }
         // Trailing empty lines are chomping's business, not content.
         let trailing = lines.iter().rev().take_while(|l| l.is_empty()).count();
@@ -714,7 +779,7 @@ impl<'t> Reader<'t> {
             previous = Some(line);
             empty = 0;
         }
-        if chomp != b'-' && !body.is_empty() {
+        if chomp != b'-' && !body.is_empty() && (broken || trailing > 0) {
             text.push('\n');
         }
         if chomp == b'+' {
@@ -734,7 +799,7 @@ impl<'t> Reader<'t> {
             b'&' => {
                 let name = self.anchor_name()?;
                 self.skip_flow_space();
-                let node = self.flow_node()?;
+                let node = self.nested(Self::flow_node)?;
                 self.anchors.push((name, node.clone()));
                 Ok(node)
             }
@@ -766,7 +831,7 @@ impl<'t> Reader<'t> {
                 0 => return Err(self.error_at(at, "this [ is never closed")),
                 _ => {}
             }
-            let item = self.flow_node()?;
+            let item = self.nested(Self::flow_node)?;
             self.skip_flow_space();
             let item = if self.peek() == b':' {
                 // `[name: value]`: a single-pair mapping.
@@ -804,7 +869,7 @@ impl<'t> Reader<'t> {
         if self.peek() == b',' || self.peek() == close {
             return Ok(node(at, Data::Null));
         }
-        self.flow_node()
+        self.nested(Self::flow_node)
     }
 
     fn flow_map(&mut self) -> Result<Node, YamlError> {
@@ -861,22 +926,25 @@ fn resolve(text: &str) -> Data {
     }
     let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
     let negative = text.starts_with('-');
-    let radix = |digits: &str, radix: u32| u64::from_str_radix(digits, radix).ok().map(Number::from);
-    let number = if let Some(hex) = text.strip_prefix("0x") {
-        radix(hex, 16)
-    } else if let Some(octal) = text.strip_prefix("0o") {
-        radix(octal, 8)
-    } else if let Some(binary) = text.strip_prefix("0b") {
-        radix(binary, 2)
+    // A sign may come before `0x` (`-0x10` is -16, as serde_yaml reads it), not after it:
+    // `from_str_radix` would take one there.
+    let integer = |digits: &str, radix: u32| match u64::from_str_radix(digits, radix) {
+        Ok(_) if digits.starts_with('+') => None,
+        Ok(n) if !negative => Some(Number::from(n)),
+        Ok(n) if n <= i64::MAX as u64 + 1 => Some(Number::from((n as i64).wrapping_neg())),
+        _ => None,
+    };
+    let number = if let Some(hex) = unsigned.strip_prefix("0x") {
+        integer(hex, 16)
+    } else if let Some(octal) = unsigned.strip_prefix("0o") {
+        integer(octal, 8)
+    } else if let Some(binary) = unsigned.strip_prefix("0b") {
+        integer(binary, 2)
     } else if unsigned.len() > 1 && unsigned.starts_with('0') && unsigned.bytes().all(|b| b.is_ascii_digit()) {
         // `007` is a string, as libyaml reads it, not a number.
         None
     } else if !unsigned.is_empty() && unsigned.bytes().all(|b| b.is_ascii_digit()) {
-        match (negative, unsigned.parse::<u64>()) {
-            (false, Ok(n)) => Some(Number::from(n)),
-            (true, Ok(n)) if n <= i64::MAX as u64 + 1 => Some(Number::from((n as i64).wrapping_neg())),
-            _ => float(text),
-        }
+        integer(unsigned, 10).or_else(|| float(text))
     } else if matches!(unsigned, ".inf" | ".Inf" | ".INF") || matches!(text, ".nan" | ".NaN" | ".NAN") {
         return Data::Null;
     } else {
@@ -963,6 +1031,15 @@ mod tests {
             "# only a comment\nkey: value # trailing\n'#not': comment\nhash: a#b\n",
             "empty_map: {}\nempty_seq: []\nnull_value:\nnested:\n  deeper:\n    deepest: [ ]\n",
             "{\"kind\": \"Pod\", \"metadata\": {\"name\": \"j\"},\n \"spec\": {\"containers\": [{\"name\": \"c\", \"image\": \"m\", \"command\": [\"/bin/sh\", \"-c\", \"echo 'hi' && sleep 1\"]}]}}\n",
+            // The dashboard's text box rarely ends with a line break.
+            "a: |\n  x",
+            "a: >\n  x\n  y\n\n  z",
+            "a: |+\n  x\n  ",
+            "signed: [+0x10, -0x10, -0o17, +0o17, -0b11, +0b11, 0x+5, -0x8000000000000000]\n",
+            "- &x name: a\n  b: 1\n- *x\n",
+            "&x a: 1\nb: 2\nc: *x\n",
+            "a: 1\n&y b: 2\nc: *y\n",
+            "a:\n  - &z \"q\": 1\n    r: 2\n  - *z\n",
         ];
         for text in corpus {
             let ours: Vec<Value> = documents(text).unwrap_or_else(|e| panic!("{text:?}: {e}")).iter().map(|d| d.root.to_value()).collect();
@@ -1115,5 +1192,37 @@ mod tests {
         assert_eq!(fails("a: 1\n---\n- x\ny: 2\n").document, 2);
         let bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n";
         assert!(fails(bomb).message.contains("too many"));
+    }
+
+    #[test]
+    fn tabs_may_not_indent_a_continuation_line() {
+        for (text, line) in [("a: b\n\tc\n", 2), ("- b\n\tc\n", 2), ("a:\n  b: c\n  \td\n", 3)] {
+            let e = fails(text);
+            assert_eq!((e.line, e.message.contains("tab")), (line, true), "{text:?}: {e}");
+        }
+        assert_eq!(one("a: b\n \tc\n"), json!({"a": "b c"}), "a tab after the indentation is a blank");
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_stack_overflow() {
+        let deep = |open: &str, n: usize| open.repeat(n) + "x\n";
+        let block: String = (0..1000).map(|i| format!("{}k:\n", " ".repeat(i))).collect();
+        for text in [
+            deep("[", 100_000),
+            deep("{a: ", 100_000),
+            deep("- ", 100_000),
+            deep("&a ", 100_000),
+            "[".to_string() + &deep("&a ", 100_000) + "]",
+            block,
+        ] {
+            let e = fails(&text);
+            assert!(e.message.contains("nest"), "{e}");
+        }
+        let nested = "[".repeat(MAX_DEPTH) + &"]".repeat(MAX_DEPTH);
+        assert!(documents(&nested).is_ok());
+        // An alias copies its value's depth to where it stands.
+        let half = MAX_DEPTH / 2 + 1;
+        let text = format!("a: &a {}{}\nb: {}*a{}\n", "[".repeat(half), "]".repeat(half), "[".repeat(half), "]".repeat(half));
+        assert!(fails(&text).message.contains("nest"));
     }
 }
