@@ -284,26 +284,24 @@ async fn logs_stream_from_the_agent_api() {
     agent.stop().await;
 }
 
-/// A sleeping container labelled as one of `node`'s in `cluster`, for a pod nobody knows.
-async fn stray_container(docker: &agent::runtime::DockerRuntime, node: &str, cluster: &str) -> String {
+/// A sleeping container called `name` with these labels, started outside any agent.
+async fn sleeper(docker: &DockerRuntime, name: &str, labels: &[(&str, &str)]) -> String {
     let config = agent::runtime::ContainerConfig {
-        name: unique("shepherd_orphan"),
+        name: name.to_string(),
         image: "minimal".into(),
         command: vec!["sleep".into(), "3600".into()],
-        labels: [
-            (LABEL_POD_UID, "no-such-pod"),
-            (LABEL_NODE, node),
-            (agent::runtime::LABEL_CLUSTER, cluster),
-            (agent::runtime::LABEL_GRACE, "0"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect(),
+        labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         ..Default::default()
     };
     let id = docker.create(&config).await.unwrap();
     docker.start(&id).await.unwrap();
     id
+}
+
+/// A sleeping container labelled as one of `node`'s in `cluster`, for a pod nobody knows.
+async fn stray_container(docker: &DockerRuntime, node: &str, cluster: &str) -> String {
+    let labels = [(LABEL_POD_UID, "no-such-pod"), (LABEL_NODE, node), (LABEL_CLUSTER, cluster), (agent::runtime::LABEL_GRACE, "0")];
+    sleeper(docker, &unique("shepherd_orphan"), &labels).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -497,19 +495,7 @@ async fn the_containers_of_a_pod_share_localhost_in_a_sandbox_that_publishes_the
 
 /// A running sandbox-labelled container called `name`, as a pool or a pod's would be.
 async fn stray_sandbox(docker: &DockerRuntime, name: &str, node: &str, cluster: &str) -> String {
-    let config = agent::runtime::ContainerConfig {
-        name: name.to_string(),
-        image: "minimal".into(),
-        command: vec!["sleep".into(), "3600".into()],
-        labels: [(LABEL_SANDBOX, "true"), (LABEL_NODE, node), (LABEL_CLUSTER, cluster)]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        ..Default::default()
-    };
-    let id = docker.create(&config).await.unwrap();
-    docker.start(&id).await.unwrap();
-    id
+    sleeper(docker, name, &[(LABEL_SANDBOX, "true"), (LABEL_NODE, node), (LABEL_CLUSTER, cluster)]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
