@@ -106,6 +106,18 @@ impl Node {
 
 /// Reads every document of `text`.
 pub fn documents(text: &str) -> Result<Vec<Document>, YamlError> {
+    let mut pieces = text.split('\r');
+    let mut normalized = String::new();
+    if pieces.clone().skip(1).any(|piece| !piece.starts_with('\n')) {
+        // A carriage return alone breaks a line as `\n` does; swapping one byte for the
+        // other keeps every position.
+        normalized.push_str(pieces.next().unwrap_or(""));
+        for piece in pieces {
+            normalized.push(if piece.starts_with('\n') { '\r' } else { '\n' });
+            normalized.push_str(piece);
+        }
+    }
+    let text = if normalized.is_empty() { text } else { &normalized };
     let mut r = Reader::new(text, 0);
     if text.starts_with('\u{feff}') {
         // A byte order mark, as some editors on Windows write, is neither content nor a
@@ -135,7 +147,7 @@ pub fn documents(text: &str) -> Result<Vec<Document>, YamlError> {
         let root = r.value(-1, false, true)?;
         documents.push(Document { number: r.document, root });
         r.skip_to_token();
-        if !(r.peek() == 0 || r.at_marker(b'-') || r.at_marker(b'.')) {
+        if !r.at_document_end() {
             return Err(r.error("more content after the document's top-level value; check the indentation"));
         }
     }
@@ -226,8 +238,8 @@ impl<'t> Reader<'t> {
     /// The cursor's column as an indentation (0-based); tabs may not indent a line.
     fn indent(&self) -> Result<isize, YamlError> {
         let lead = &self.bytes[self.line_start..self.pos];
-        if lead.contains(&b'\t') && lead.iter().all(|b| matches!(b, b' ' | b'\t')) {
-            return Err(self.error("a tab indents this line; YAML indents with spaces only"));
+        if let Some(tab) = lead.iter().position(|b| *b == b'\t').filter(|_| lead.iter().all(|b| matches!(b, b' ' | b'\t'))) {
+            return Err(self.error_at((self.line, tab + 1), "a tab indents this line; YAML indents with spaces only"));
         }
         Ok(self.column() as isize - 1)
     }
@@ -292,6 +304,11 @@ impl<'t> Reader<'t> {
         self.pos == self.line_start && self.peek() == c && self.peek_at(1) == c && self.peek_at(2) == c && self.space_at(3)
     }
 
+    /// The end of the text, or a `---` or `...` line: where every value ends.
+    fn at_document_end(&self) -> bool {
+        self.peek() == 0 || self.at_marker(b'-') || self.at_marker(b'.')
+    }
+
     fn at_seq_entry(&self) -> bool {
         self.peek() == b'-' && self.space_at(1)
     }
@@ -307,7 +324,7 @@ impl<'t> Reader<'t> {
             return self.node_here(indent, if compact { Some(column) } else { None });
         }
         self.skip_to_token();
-        if self.peek() == 0 || self.at_marker(b'-') || self.at_marker(b'.') {
+        if self.at_document_end() {
             return Ok(node(at, Data::Null));
         }
         let column = self.indent()?;
@@ -354,6 +371,7 @@ impl<'t> Reader<'t> {
                 let text = self.quoted()?;
                 self.skip_blanks();
                 if self.peek() == b':' && self.space_at(1) {
+                    self.key_on_one_line(at)?;
                     return match block {
                         Some(column) => self.block_map(column, text, at),
                         None => Err(self.error(nested_here)),
@@ -390,7 +408,7 @@ impl<'t> Reader<'t> {
             let value = self.nested(|r| r.value(column, true, false))?;
             entries.push((key, value));
             self.skip_to_token();
-            if self.peek() == 0 || self.at_marker(b'-') || self.at_marker(b'.') {
+            if self.at_document_end() {
                 break;
             }
             let here = self.indent()?;
@@ -411,10 +429,11 @@ impl<'t> Reader<'t> {
         let anchor = if self.peek() == b'&' {
             let name = self.anchor_name()?;
             self.skip_blanks();
-            Some((name, self.position()))
+            Some(name)
         } else {
             None
         };
+        let at = self.position();
         let key = match self.peek() {
             b'"' | b'\'' => self.quoted()?,
             b'-' if self.space_at(1) => return Err(self.error("a sequence item `- ` where a mapping key was expected")),
@@ -424,15 +443,23 @@ impl<'t> Reader<'t> {
                 self.plain_segment(false).to_string()
             }
         };
+        self.key_on_one_line(at)?;
         self.skip_blanks();
         if self.peek() == b':' && self.space_at(1) {
-            if let Some((name, at)) = anchor {
+            if let Some(name) = anchor {
                 self.anchors.push((name, node(at, Data::String(key.clone()))));
             }
             Ok(key)
         } else {
-            Err(self.error("expected `:` after a key: every line of a mapping is `key: value`"))
+            let hint = if key.contains(':') { " (a `:` ends a key only with a space after it)" } else { "" };
+            Err(self.error(format!("expected `:` after a key: every line of a mapping is `key: value`{hint}")))
         }
+    }
+
+    /// A key (which starts at `at` and ends at the cursor) may not span lines, as YAML
+    /// wants: a quote left open would otherwise swallow the lines below into the key.
+    fn key_on_one_line(&self, at: (usize, usize)) -> Result<(), YamlError> {
+        if self.line == at.0 { Ok(()) } else { Err(self.error_at(at, "a key must fit on one line; close its quote on this line")) }
     }
 
     /// Whether the anchor at the cursor comes before `key: ` on its line: it then names the
@@ -453,7 +480,7 @@ impl<'t> Reader<'t> {
             self.bump();
             items.push(self.nested(|r| r.value(column, false, true))?);
             self.skip_to_token();
-            if self.peek() == 0 || self.at_marker(b'-') || self.at_marker(b'.') {
+            if self.at_document_end() {
                 break;
             }
             let here = self.indent()?;
@@ -470,11 +497,12 @@ impl<'t> Reader<'t> {
     fn anchor_name(&mut self) -> Result<String, YamlError> {
         self.bump();
         let start = self.pos;
-        while !self.space_at(0) && !is_flow_indicator(self.peek()) {
+        while self.peek().is_ascii_alphanumeric() || matches!(self.peek(), b'-' | b'_') {
             self.bump();
         }
-        if start == self.pos {
-            return Err(self.error("an anchor or alias needs a name"));
+        // The characters libyaml, and so kubectl's reader, takes in a name.
+        if start == self.pos || !(self.space_at(0) || is_flow_indicator(self.peek()) || self.peek() == b':') {
+            return Err(self.error("an anchor or alias name is made of letters, digits, `-` and `_`"));
         }
         Ok(self.text[start..self.pos].to_string())
     }
@@ -503,7 +531,7 @@ impl<'t> Reader<'t> {
         match self.peek() {
             b'!' => Err(self.error("YAML tags (`!…`) are not supported in manifests")),
             b'?' if self.space_at(1) => Err(self.error("explicit keys (`? `) are not supported in manifests")),
-            b'%' | b'@' | b'`' => Err(self.error(format!("a plain value cannot start with {:?}; quote it", self.peek() as char))),
+            b'#' | b'%' | b'@' | b'`' => Err(self.error(format!("a plain value cannot start with {:?}; quote it", self.peek() as char))),
             b',' | b']' | b'}' => Err(self.error(format!("unexpected {:?}: expected a value", self.peek() as char))),
             b':' if self.space_at(1) || (flow && is_flow_indicator(self.peek_at(1))) => Err(self.error("expected a value before `:`")),
             _ => Ok(()),
@@ -552,11 +580,12 @@ impl<'t> Reader<'t> {
             }
             let continues = match self.peek() {
                 0 | b'#' => false,
+                _ if self.at_document_end() => false,
                 b => {
                     if flow {
                         !is_flow_indicator(b) && !(b == b':' && (self.space_at(1) || is_flow_indicator(self.peek_at(1))))
                     } else {
-                        self.column() as isize - 1 > indent && !self.at_marker(b'-') && !self.at_marker(b'.')
+                        self.column() as isize - 1 > indent
                     }
                 }
             };
@@ -587,6 +616,10 @@ impl<'t> Reader<'t> {
     fn quoted(&mut self) -> Result<String, YamlError> {
         let at = self.position();
         let quote = self.peek();
+        let unclosed = |r: &Self| {
+            let kind = if quote == b'"' { "double-quoted" } else { "single-quoted" };
+            r.error_at(at, format!("this {kind} string is never closed"))
+        };
         self.bump();
         let mut out = String::new();
         loop {
@@ -596,12 +629,7 @@ impl<'t> Reader<'t> {
             }
             out.push_str(&self.text[run..self.pos]);
             match self.peek() {
-                0 => {
-                    return Err(self.error_at(
-                        at,
-                        format!("this {} string is never closed", if quote == b'"' { "double-quoted" } else { "single-quoted" }),
-                    ));
-                }
+                0 => return Err(unclosed(self)),
                 b'\'' if quote == b'\'' && self.peek_at(1) == b'\'' => {
                     out.push('\'');
                     self.advance(2);
@@ -621,6 +649,9 @@ impl<'t> Reader<'t> {
                     let mut breaks = 0;
                     while self.peek() == b'\n' {
                         self.bump();
+                        if self.at_document_end() {
+                            return Err(unclosed(self));
+                        }
                         breaks += 1;
                         self.skip_blanks();
                     }
@@ -724,7 +755,7 @@ impl<'t> Reader<'t> {
         let mut lines: Vec<&str> = Vec::new();
         // Whether the last line read ends with a line break: the text's last line may not.
         let mut broken = true;
-        while self.peek() != 0 && !self.at_marker(b'-') && !self.at_marker(b'.') {
+        while !self.at_document_end() {
             let start = self.pos;
             let line = self.text[start..].split('\n').next().unwrap_or("").trim_end_matches('\r');
             let spaces = line.len() - line.trim_start_matches(' ').len();
@@ -828,7 +859,7 @@ impl<'t> Reader<'t> {
             self.skip_flow_space();
             match self.peek() {
                 b']' => break,
-                0 => return Err(self.error_at(at, "this [ is never closed")),
+                _ if self.at_document_end() => return Err(self.error_at(at, "this [ is never closed")),
                 _ => {}
             }
             let item = self.nested(Self::flow_node)?;
@@ -853,7 +884,7 @@ impl<'t> Reader<'t> {
             match self.peek() {
                 b',' => self.bump(),
                 b']' => {}
-                0 => return Err(self.error_at(at, "this [ is never closed")),
+                _ if self.at_document_end() => return Err(self.error_at(at, "this [ is never closed")),
                 _ => return Err(self.error("expected `,` or `]` after an item of a [ ] sequence")),
             }
         }
@@ -866,7 +897,7 @@ impl<'t> Reader<'t> {
     fn flow_value(&mut self, close: u8) -> Result<Node, YamlError> {
         let at = self.position();
         self.skip_flow_space();
-        if self.peek() == b',' || self.peek() == close {
+        if self.peek() == b',' || self.peek() == close || self.at_document_end() {
             return Ok(node(at, Data::Null));
         }
         self.nested(Self::flow_node)
@@ -880,7 +911,7 @@ impl<'t> Reader<'t> {
             self.skip_flow_space();
             match self.peek() {
                 b'}' => break,
-                0 => return Err(self.error_at(at, "this { is never closed")),
+                _ if self.at_document_end() => return Err(self.error_at(at, "this { is never closed")),
                 _ => {}
             }
             let key_at = self.position();
@@ -892,6 +923,7 @@ impl<'t> Reader<'t> {
                     self.plain_segment(true).to_string()
                 }
             };
+            self.key_on_one_line(key_at)?;
             if entries.iter().any(|(k, _)| *k == key) {
                 return Err(self.error_at(key_at, format!("duplicate key {key:?}")));
             }
@@ -907,7 +939,7 @@ impl<'t> Reader<'t> {
             match self.peek() {
                 b',' => self.bump(),
                 b'}' => {}
-                0 => return Err(self.error_at(at, "this { is never closed")),
+                _ if self.at_document_end() => return Err(self.error_at(at, "this { is never closed")),
                 _ => return Err(self.error("expected `,` or `}` after an entry of a { } mapping")),
             }
         }
@@ -1040,6 +1072,10 @@ mod tests {
             "&x a: 1\nb: 2\nc: *x\n",
             "a: 1\n&y b: 2\nc: *y\n",
             "a:\n  - &z \"q\": 1\n    r: 2\n  - *z\n",
+            // A carriage return alone breaks a line too.
+            "a: 1\rb: |\r  x\r\r  y\rc: \"p\r  q\"\rd: [1,\r 2]\r",
+            "a: &x-1_y [1]\nb: *x-1_y\n",
+            "- &a # a comment, not a key: x\n- &b\n  c: 1\n",
         ];
         for text in corpus {
             let ours: Vec<Value> = documents(text).unwrap_or_else(|e| panic!("{text:?}: {e}")).iter().map(|d| d.root.to_value()).collect();
@@ -1185,13 +1221,42 @@ mod tests {
         assert_eq!(fails("a: 1\na: 2\n").line, 2);
         assert_eq!(fails("a: b: c\n").line, 1);
         assert_eq!(fails("a: - b\n").line, 1);
-        assert_eq!(fails("a:\n\t- b\n").line, 2);
+        let e = fails("a:\n \t- b\n");
+        assert_eq!((e.line, e.column), (2, 2), "the tab itself: {e}");
+        let e = fails("spec:\n  name: a\n  image:nginx\n");
+        assert_eq!((e.line, e.column), (3, 14), "{e}");
+        assert!(e.message.contains("space after"), "{e}");
         assert_eq!(fails("a: \"open\n").message, "this double-quoted string is never closed");
         assert!(fails("a: !!str x\n").message.contains("tags"));
         assert!(fails("a: *nope\n").message.contains("unknown alias"));
         assert_eq!(fails("a: 1\n---\n- x\ny: 2\n").document, 2);
         let bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n";
         assert!(fails(bomb).message.contains("too many"));
+    }
+
+    #[test]
+    fn a_document_marker_ends_what_is_left_open() {
+        for text in
+            ["a: \"oops\n---\nb: \"x\"\n", "a: 'oops\n...\nb: 'x'\n", "a: [1,\n---\nb: 2\n", "a: {b: x\n---\n}\n", "a: [x\n...\n]\n"]
+        {
+            let e = fails(text);
+            assert_eq!((e.line, e.column, e.message.contains("never closed")), (1, 4, true), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_quoted_key_fits_on_its_line() {
+        for (text, at) in [("'a\nb': 1\n", (1, 1)), ("x: 1\n\"a\n b\": 2\n", (2, 1)), ("x: {'a\n': 1}\n", (1, 5))] {
+            let e = fails(text);
+            assert_eq!(((e.line, e.column), e.message.contains("one line")), (at, true), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn anchor_names_are_letters_digits_dashes_and_underscores() {
+        for text in ["a: &a.b 1\n", "a: &x 1\nb: *x.y\n", "a: [&x/y 1]\n"] {
+            assert!(fails(text).message.contains("anchor"), "{text:?}");
+        }
     }
 
     #[test]
