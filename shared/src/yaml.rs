@@ -6,6 +6,8 @@
 //! `1.5`, `.inf`), plus libyaml's `0b101`; keys are kept as written. Tags (`!…`), explicit keys (`? `) and duplicate
 //! keys are refused with an error that says where.
 
+use std::cell::Cell;
+
 use serde_json::{Number, Value};
 
 /// One value of a YAML text and where it starts (1-based line and column, in characters).
@@ -182,6 +184,9 @@ struct Reader<'t> {
     copied: usize,
     /// How many values enclose the one being read.
     depth: usize,
+    /// The last column worked out, as (byte, column): counting from the line's start for
+    /// every value made a long line (minified JSON) quadratic.
+    known_column: Cell<(usize, usize)>,
 }
 
 fn node((line, column): (usize, usize), data: Data) -> Node {
@@ -198,7 +203,18 @@ impl<'t> Reader<'t> {
         let before = &text.as_bytes()[..start];
         let line = 1 + before.iter().filter(|b| **b == b'\n').count();
         let line_start = before.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-        Reader { text, bytes: text.as_bytes(), pos: start, line, line_start, document: 1, anchors: Vec::new(), copied: 0, depth: 0 }
+        Reader {
+            text,
+            bytes: text.as_bytes(),
+            pos: start,
+            line,
+            line_start,
+            document: 1,
+            anchors: Vec::new(),
+            copied: 0,
+            depth: 0,
+            known_column: Cell::new((0, 1)),
+        }
     }
 
     fn peek(&self) -> u8 {
@@ -232,7 +248,13 @@ impl<'t> Reader<'t> {
 
     /// 1-based column of the cursor, in characters.
     fn column(&self) -> usize {
-        1 + self.bytes[self.line_start..self.pos].iter().filter(|b| (**b & 0xC0) != 0x80).count()
+        let (mut from, mut column) = self.known_column.get();
+        if !(self.line_start..=self.pos).contains(&from) {
+            (from, column) = (self.line_start, 1);
+        }
+        column += self.bytes[from..self.pos].iter().filter(|b| (**b & 0xC0) != 0x80).count();
+        self.known_column.set((self.pos, column));
+        column
     }
 
     /// The cursor's column as an indentation (0-based); tabs may not indent a line.
@@ -397,12 +419,15 @@ impl<'t> Reader<'t> {
 
     fn block_map(&mut self, column: isize, first_key: String, first_at: (usize, usize)) -> Result<Node, YamlError> {
         let mut entries: Vec<(String, Node)> = Vec::new();
+        // The keys seen, to find a duplicate without a quadratic search: serde_json's map
+        // is in the browser bundle already.
+        let mut keys = serde_json::Map::new();
         let (mut key, mut key_at) = (first_key, first_at);
         loop {
             self.skip_blanks();
             // The cursor is at the `:` that follows the key.
             self.bump();
-            if entries.iter().any(|(k, _)| *k == key) {
+            if keys.insert(key.clone(), Value::Null).is_some() {
                 return Err(self.error_at(key_at, format!("duplicate key {key:?}")));
             }
             let value = self.nested(|r| r.value(column, true, false))?;
@@ -907,6 +932,7 @@ impl<'t> Reader<'t> {
         let at = self.position();
         self.bump();
         let mut entries: Vec<(String, Node)> = Vec::new();
+        let mut keys = serde_json::Map::new();
         loop {
             self.skip_flow_space();
             match self.peek() {
@@ -924,7 +950,7 @@ impl<'t> Reader<'t> {
                 }
             };
             self.key_on_one_line(key_at)?;
-            if entries.iter().any(|(k, _)| *k == key) {
+            if keys.insert(key.clone(), Value::Null).is_some() {
                 return Err(self.error_at(key_at, format!("duplicate key {key:?}")));
             }
             self.skip_flow_space();
@@ -1208,6 +1234,10 @@ mod tests {
         let node = value_at(json, 0).unwrap();
         let seven = node.find(&[Step::Index(1), Step::Key("x".into()), Step::Index(2)]);
         assert_eq!((seven.line, seven.column), (2, 20));
+        // Columns count characters, also after the reader looked ahead and came back.
+        let docs = documents("a: \u{e9} b\n\nc: [x, \u{e9}, y]\n").unwrap();
+        let e = docs[0].root.find(&[Step::Key("c".into()), Step::Index(1)]);
+        assert_eq!((e.line, e.column), (3, 8));
     }
 
     #[test]
