@@ -3,8 +3,8 @@
 //! and several documents separated by `---`. Every node keeps its line and column.
 //!
 //! Plain scalars resolve as YAML 1.2's core schema does (`null`, `~`, `true`, `42`, `0x1f`,
-//! `1.5`, `.inf`), plus libyaml's `0b101`; keys are kept as written. Tags (`!…`), explicit keys (`? `) and duplicate
-//! keys are refused with an error that says where.
+//! `1.5`, `.inf`), plus libyaml's `0b101`; keys are kept as written. Tags (`!…`), explicit keys (`? `), duplicate
+//! keys and values nested more than 128 deep are refused with an error that says where.
 
 use std::cell::Cell;
 
