@@ -172,6 +172,7 @@ async fn create_load(server: &Shepherd, clients: usize, total: usize, prefix: &s
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::with_capacity(share);
             let mut name = String::with_capacity(64);
+            let mut previous_answer = started;
             for i in 0..share {
                 if Instant::now() > deadline {
                     break;
@@ -182,12 +183,12 @@ async fn create_load(server: &Shepherd, clients: usize, total: usize, prefix: &s
                     Pace::AsFastAsPossible => Instant::now(),
                     Pace::Fixed(rate) => {
                         let planned = started + Duration::from_secs_f64((i * clients + c) as f64 / rate);
-                        if Instant::now() >= planned {
+                        if previous_answer > planned {
                             // The previous answer came late: the wait counts.
                             planned
                         } else {
-                            // Tokio's timer wakes up to a millisecond late; that delay is the
-                            // generator's, not the server's.
+                            // A timer that wakes late, or a task polled late, is the
+                            // generator's delay, not the server's.
                             tokio::time::sleep_until(planned.into()).await;
                             Instant::now()
                         }
@@ -195,7 +196,8 @@ async fn create_load(server: &Shepherd, clients: usize, total: usize, prefix: &s
                 };
                 let status = connection.create_pod(&name).await;
                 assert_eq!(status, 201, "creating pod {name}");
-                latencies.push(since.elapsed());
+                previous_answer = Instant::now();
+                latencies.push(previous_answer - since);
             }
             latencies
         }));
