@@ -299,8 +299,9 @@ const GOAL_RATE: f64 = 5_000.0;
 /// default runtime: 64 clients offering [`GOAL_RATE`] (does the server keep up, and what
 /// is p99 at that rate?) and 64 clients as fast as they can (the saturation rate, and the
 /// latency it costs). Each round runs both, so they share the machine's load.
-async fn goal(rounds: usize) {
-    println!("Goal runs (64 clients, 20,000 creates, SQLite, API only), load average at start: {}\n", load_average());
+async fn goal(rounds: usize, grown: bool) {
+    let store = if grown { "a store grown by 20,000 creates first" } else { "a fresh store" };
+    println!("Goal runs (64 clients, 20,000 creates, SQLite, API only, {store}), load average at start: {}\n", load_average());
     println!("{TABLE_HEAD}");
     let variants = [
         ("SQLite, API only, 64 clients offering 5,000/s", Pace::Fixed(GOAL_RATE)),
@@ -310,6 +311,11 @@ async fn goal(rounds: usize) {
     for _ in 0..rounds {
         for (v, (label, pace)) in variants.iter().enumerate() {
             let server = start(&["--disable-scheduler"]).await;
+            if grown {
+                // A server that has run a while: its WAL and database files have their size.
+                create_load(&server, 64, 20_000, "grow", Pace::AsFastAsPossible).await;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
             let load = create_load(&server, 64, 20_000, "goal", *pace).await;
             println!("{} (load {})", row(label, 64, &load), load_average());
             results[v].push(load);
@@ -366,15 +372,20 @@ async fn run() {
 }
 
 fn main() {
-    // `cargo bench` passes `--bench`; `-- goal [rounds]` runs only the goal's row.
+    // `cargo bench` passes `--bench`; `-- goal [rounds] [grown]` runs only the goal's rows.
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a tokio runtime");
     match args.first().map(String::as_str) {
         Some("goal") => {
             let rounds = args.get(1).map_or(5, |r| r.parse().expect("the number of rounds"));
-            runtime.block_on(goal(rounds));
+            let grown = match args.get(2).map(String::as_str) {
+                None => false,
+                Some("grown") => true,
+                Some(other) => panic!("unknown argument {other:?}: `goal [rounds] [grown]`"),
+            };
+            runtime.block_on(goal(rounds, grown));
         }
-        Some(other) => panic!("unknown argument {other:?}: run with no argument for every table, or `goal [rounds]`"),
+        Some(other) => panic!("unknown argument {other:?}: run with no argument for every table, or `goal [rounds] [grown]`"),
         None => runtime.block_on(run()),
     }
 }
