@@ -2,7 +2,7 @@
 //! (sandbox, image, create, start, restart with back-off, terminal phases) and reports the
 //! result as the pod's status and events; and the termination of a deleted pod.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -186,6 +186,8 @@ pub struct PodWorker {
     /// How containers ended that were removed because their sandbox went away: the
     /// `last_state` of the ones created in their place.
     replaced: HashMap<String, ContainerState>,
+    /// Containers this worker removed to replace them (their restart is already counted).
+    removed: HashSet<String>,
 }
 
 /// Terminated `reason` as Kubernetes writes it.
@@ -239,6 +241,7 @@ impl PodWorker {
             seeded: false,
             sandbox: None,
             replaced: HashMap::new(),
+            removed: HashSet::new(),
         }
     }
 
@@ -385,6 +388,7 @@ impl PodWorker {
                 self.restarts(name).count += 1;
             }
             runtime.remove(&info.id).await?;
+            self.removed.insert(info.id.clone());
             infos.clear();
         }
         Ok(sandbox)
@@ -514,6 +518,13 @@ impl PodWorker {
                 return Ok(Step::new(status, Some(delay), String::new()));
             }
         };
+        // The container the pod last reported is gone, and not by this worker's hand (someone
+        // removed it, maybe while the agent was down): its replacement is a restart, as the
+        // kubelet counts it.
+        let previous = self.previous_status(pod, container).container_id;
+        if !previous.is_empty() && !self.removed.remove(&previous) {
+            self.restarts(&container.name).count += 1;
+        }
         self.restarts(&container.name);
         self.ctx.event(pod, event_types::NORMAL, "Created", format!("Created container {}", container.name));
         let last_state = self.replaced.remove(&container.name);

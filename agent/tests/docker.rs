@@ -130,6 +130,25 @@ async fn always_restarts_the_container_with_rising_restart_count() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_container_removed_behind_the_agents_back_is_recreated_and_counted_as_a_restart() {
+    let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
+    let pod = api.add_pod(&node, "removed", spec(vec![container("main", &["sleep", "3600"])], "Always"));
+    let running = api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
+    let first = running.status.container_statuses[0].container_id.clone();
+    assert_eq!(running.status.container_statuses[0].restart_count, 0);
+    docker.remove(&first).await.unwrap();
+    let again = api
+        .wait_for(&pod.metadata.uid, "a new container", WAIT, |p| {
+            p.status.phase == PodPhase::Running
+                && p.status.container_statuses.first().is_some_and(|c| !c.container_id.is_empty() && c.container_id != first)
+        })
+        .await;
+    assert_eq!(again.status.container_statuses[0].restart_count, 1, "{:?}", again.status.container_statuses);
+    assert_eq!(containers_of(docker.as_ref(), &pod.metadata.uid).await.len(), 1);
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_pod_removes_its_container() {
     let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
 
