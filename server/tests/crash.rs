@@ -1,5 +1,6 @@
 //! The real `shepherd` binary on a durable data dir: SIGKILL while 1,000 pods are being
-//! created loses none that got a 201 and duplicates none; SIGTERM stops cleanly.
+//! created loses none that got a 201 and duplicates none; SIGTERM stops cleanly; the
+//! process runs without transparent huge pages.
 
 mod common;
 
@@ -140,4 +141,13 @@ async fn sigterm_stops_cleanly_and_keeps_everything() {
     let after = list_pods(&client, &restarted.url).await;
     assert_eq!(after["items"].as_array().unwrap().len(), 20);
     assert!(after["resource_version"].as_u64() >= before["resource_version"].as_u64());
+}
+
+#[tokio::test]
+async fn the_server_turns_transparent_huge_pages_off_for_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let shepherd = start(dir.path()).await;
+    let status = std::fs::read_to_string(format!("/proc/{}/status", shepherd.child.id().unwrap())).unwrap();
+    let line = status.lines().find(|l| l.starts_with("THP_enabled:")).expect("the kernel reports THP_enabled");
+    assert_eq!(line.split_whitespace().nth(1), Some("0"), "{line}");
 }
