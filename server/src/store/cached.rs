@@ -30,6 +30,9 @@ pub struct PersistedChange<'a> {
     pub kind: Kind,
     pub key: &'a str,
     pub object: Option<&'a Object>,
+    /// The resource_version of the state it replaces, when there was one: a backend that
+    /// keeps each state under its revision finds the old one by it.
+    pub replaces: Option<u64>,
 }
 
 /// Durability under the cache: loads everything at start, then commits batches atomically.
@@ -316,8 +319,15 @@ fn commit_batch(inner: &Inner, persistence: &mut dyn Persistence, batch: Vec<Req
     }
 
     if !staged.is_empty() {
-        let changes: Vec<PersistedChange<'_>> =
-            staged.iter().map(|s| PersistedChange { kind: s.key.kind, key: &s.key.key, object: s.object.as_deref() }).collect();
+        let changes: Vec<PersistedChange<'_>> = staged
+            .iter()
+            .map(|s| PersistedChange {
+                kind: s.key.kind,
+                key: &s.key.key,
+                object: s.object.as_deref(),
+                replaces: s.prev.as_ref().map(|p| p.metadata().resource_version),
+            })
+            .collect();
         let last = staged.last().map_or(base_revision, |s| s.revision);
         if let Err(e) = persistence.commit(&changes, last) {
             tracing::error!("store commit of {} changes failed: {e}", staged.len());

@@ -1,5 +1,6 @@
-//! SQLite persistence in WAL mode: one row per object (its JSON), one row for the global
-//! revision, and one transaction per group commit, fsynced before any caller hears back.
+//! SQLite persistence in WAL mode: one row per object (its JSON, kept under its
+//! resource_version), the global revision when deletes moved it past them, and one
+//! transaction per group commit, fsynced before any caller hears back.
 //! A background thread checkpoints the WAL so that commits never wait for it.
 
 use std::path::{Path, PathBuf};
@@ -64,26 +65,20 @@ fn backend(path: &Path, what: &str, e: impl std::fmt::Display) -> StoreError {
 }
 
 impl SqlitePersistence {
-    /// Opens (or creates) `shepherd.db` in `dir`.
+    /// Opens (or creates) `shepherd.db` in `dir`, moving a store of the first layout to
+    /// the current one.
     pub fn open(dir: &Path) -> Result<SqlitePersistence> {
         std::fs::create_dir_all(dir).map_err(|e| backend(dir, "cannot create the data directory", e))?;
         let path = dir.join("shepherd.db");
-        let connection = Connection::open(&path).map_err(|e| backend(&path, "cannot open", e))?;
+        let mut connection = Connection::open(&path).map_err(|e| backend(&path, "cannot open", e))?;
         connection
             .execute_batch(
                 "PRAGMA journal_mode = WAL;
                  PRAGMA synchronous = FULL;
-                 PRAGMA wal_autocheckpoint = 0;
-                 CREATE TABLE IF NOT EXISTS objects (
-                     kind TEXT NOT NULL,
-                     key TEXT NOT NULL,
-                     resource_version INTEGER NOT NULL,
-                     body TEXT NOT NULL,
-                     PRIMARY KEY (kind, key)
-                 );
-                 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);",
+                 PRAGMA wal_autocheckpoint = 0;",
             )
-            .map_err(|e| backend(&path, "cannot prepare the schema in", e))?;
+            .map_err(|e| backend(&path, "cannot set up", e))?;
+        prepare_schema(&mut connection).map_err(|e| backend(&path, "cannot prepare the schema in", e))?;
         let checkpointer = Checkpointer::start(&path)?;
         Ok(SqlitePersistence { path, connection: Some(connection), checkpointer: Some(checkpointer) })
     }
@@ -91,6 +86,50 @@ impl SqlitePersistence {
     fn connection(&mut self) -> Result<&mut Connection> {
         self.connection.as_mut().ok_or(StoreError::Closed)
     }
+}
+
+/// The layout, in `PRAGMA user_version`. Version 1 kept one row per key (primary key kind
+/// and key, an index beside the table), so a commit of a few creates dirtied a leaf page
+/// of that index per row, at scattered places. Version 2 keeps each object's state under
+/// its resource_version: a create appends at the end of the one B-tree, and a change
+/// deletes the row of the state it replaces, whose revision the cache knows.
+const SCHEMA_VERSION: i64 = 2;
+
+fn prepare_schema(connection: &mut Connection) -> rusqlite::Result<()> {
+    let tx = connection.transaction()?;
+    let version: i64 = tx.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+    if version < SCHEMA_VERSION {
+        let first_layout = tx
+            .query_row("SELECT 1 FROM pragma_table_info('objects') WHERE name = 'resource_version'", [], |_| Ok(()))
+            .optional()?
+            .is_some();
+        if first_layout {
+            tx.execute_batch("ALTER TABLE objects RENAME TO objects_v1;")?;
+        }
+        tx.execute_batch(
+            "CREATE TABLE IF NOT EXISTS objects (
+                 revision INTEGER PRIMARY KEY,
+                 kind TEXT NOT NULL,
+                 key TEXT NOT NULL,
+                 body TEXT NOT NULL
+             );
+             CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);",
+        )?;
+        if first_layout {
+            tx.execute_batch(
+                "INSERT INTO objects (revision, kind, key, body)
+                     SELECT resource_version, kind, key, body FROM objects_v1 ORDER BY resource_version;
+                 DROP TABLE objects_v1;",
+            )?;
+        }
+        tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    } else if version > SCHEMA_VERSION {
+        return Err(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_MISMATCH),
+            Some(format!("the store has layout {version}, newer than this shepherd's {SCHEMA_VERSION}: run a newer shepherd")),
+        ));
+    }
+    tx.commit()
 }
 
 impl Drop for SqlitePersistence {
@@ -109,30 +148,39 @@ impl Persistence for SqlitePersistence {
     fn load(&mut self) -> Result<Snapshot> {
         let path = self.path.clone();
         let connection = self.connection()?;
-        let revision: u64 = connection
+        // The revision is the newest stored state's, or the one saved beside them when
+        // the last changes were deletes.
+        let saved: u64 = connection
             .query_row("SELECT value FROM meta WHERE name = 'revision'", [], |row| row.get::<_, i64>(0))
             .optional()
             .map_err(|e| backend(&path, "cannot read the revision from", e))?
             .unwrap_or(0) as u64;
-        let mut statement = connection.prepare("SELECT kind, key, body FROM objects").map_err(|e| backend(&path, "cannot read", e))?;
+        let mut statement = connection
+            .prepare("SELECT revision, kind, key, body FROM objects ORDER BY revision")
+            .map_err(|e| backend(&path, "cannot read", e))?;
         let rows = statement
-            .query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?, row.get::<_, String>(2)?)))
+            .query_map([], |row| {
+                Ok((row.get::<_, i64>(0)? as u64, row.get::<_, String>(1)?, row.get::<_, String>(2)?, row.get::<_, String>(3)?))
+            })
             .map_err(|e| backend(&path, "cannot read", e))?;
         let mut objects = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut revision = saved;
         for row in rows {
-            let (kind, key, body) = row.map_err(|e| backend(&path, "cannot read a row of", e))?;
+            let (stored_at, kind, key, body) = row.map_err(|e| backend(&path, "cannot read a row of", e))?;
             let object: Object =
                 serde_json::from_str(&body).map_err(|e| backend(&path, &format!("the stored {kind} {key:?} is not valid JSON in"), e))?;
-            if object.metadata().resource_version > revision {
-                return Err(backend(
-                    &path,
-                    &format!(
-                        "the stored {kind} {key:?} has resource_version {} past the revision {revision} of",
-                        object.metadata().resource_version
-                    ),
-                    "the database is inconsistent",
-                ));
+            let inconsistent = |what: String| backend(&path, &what, "the database is inconsistent");
+            if object.metadata().resource_version != stored_at {
+                return Err(inconsistent(format!(
+                    "the stored {kind} {key:?} says resource_version {} but is kept under revision {stored_at} in",
+                    object.metadata().resource_version
+                )));
             }
+            if !seen.insert((kind.clone(), key.clone())) {
+                return Err(inconsistent(format!("{kind} {key:?} is stored twice in")));
+            }
+            revision = revision.max(stored_at);
             objects.push(object);
         }
         Ok(Snapshot { revision, objects })
@@ -144,30 +192,26 @@ impl Persistence for SqlitePersistence {
         let connection = self.connection()?;
         let tx = connection.transaction().map_err(fail)?;
         {
-            let mut upsert = tx
-                .prepare_cached(
-                    "INSERT INTO objects (kind, key, resource_version, body) VALUES (?1, ?2, ?3, ?4)
-                     ON CONFLICT (kind, key) DO UPDATE SET resource_version = excluded.resource_version, body = excluded.body",
-                )
-                .map_err(fail)?;
-            let mut delete = tx.prepare_cached("DELETE FROM objects WHERE kind = ?1 AND key = ?2").map_err(fail)?;
+            let mut insert = tx.prepare_cached("INSERT INTO objects (revision, kind, key, body) VALUES (?1, ?2, ?3, ?4)").map_err(fail)?;
+            let mut delete = tx.prepare_cached("DELETE FROM objects WHERE revision = ?1").map_err(fail)?;
             for change in changes {
-                let kind = change.kind.as_str();
-                match change.object {
-                    Some(object) => {
-                        let body = serde_json::to_string(object).map_err(|e| backend(&path, "cannot encode an object for", e))?;
-                        upsert.execute(params![kind, change.key, object.metadata().resource_version as i64, body]).map_err(fail)?;
-                    }
-                    None => {
-                        delete.execute(params![kind, change.key]).map_err(fail)?;
-                    }
+                if let Some(replaced) = change.replaces {
+                    delete.execute(params![replaced as i64]).map_err(fail)?;
+                }
+                if let Some(object) = change.object {
+                    let body = serde_json::to_string(object).map_err(|e| backend(&path, "cannot encode an object for", e))?;
+                    let stored_at = object.metadata().resource_version as i64;
+                    insert.execute(params![stored_at, change.kind.as_str(), change.key, body]).map_err(fail)?;
                 }
             }
-            tx.execute(
-                "INSERT INTO meta (name, value) VALUES ('revision', ?1) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-                params![revision as i64],
-            )
-            .map_err(fail)?;
+            // Only a delete moves the revision past every stored state: save it then.
+            if changes.last().is_some_and(|c| c.object.is_none()) {
+                tx.execute(
+                    "INSERT INTO meta (name, value) VALUES ('revision', ?1) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                    params![revision as i64],
+                )
+                .map_err(fail)?;
+            }
         }
         tx.commit().map_err(fail)
     }
@@ -210,5 +254,102 @@ mod tests {
         let names: Vec<_> = pods.iter().map(|p| (p.metadata().name.clone(), p.metadata().resource_version)).collect();
         assert_eq!(names, vec![("a".to_string(), 1), ("c".to_string(), 3)]);
         store.close().await;
+    }
+
+    fn pod(name: &str) -> Object {
+        Object::Pod(Pod { kind: "Pod".into(), metadata: ObjectMeta::named("default", name), ..Pod::default() })
+    }
+
+    fn put(object: Object) -> Txn {
+        Txn::new().with(Write::new(Key::of(&object), move |_, _| Ok(Change::Put(object))))
+    }
+
+    fn stored_rows(dir: &Path) -> Vec<(i64, String)> {
+        let connection = Connection::open(dir.join("shepherd.db")).unwrap();
+        let mut statement = connection.prepare("SELECT revision, key FROM objects ORDER BY revision").unwrap();
+        statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?))).unwrap().map(|r| r.unwrap()).collect()
+    }
+
+    #[tokio::test]
+    async fn each_change_replaces_the_row_of_the_state_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CachedStore::open(Box::new(SqlitePersistence::open(dir.path()).unwrap()), 100).unwrap();
+        store.commit(put(pod("a"))).await.unwrap(); // 1
+        store.commit(put(pod("b"))).await.unwrap(); // 2
+        store.commit(put(pod("a"))).await.unwrap(); // 3 replaces 1
+        // Two changes of one key in one transaction: the second replaces the first's row.
+        store.commit(put(pod("b")).with(Write::new(Key::new(Kind::Pod, "default", "b"), |_, _| Ok(Change::Put(pod("b")))))).await.unwrap(); // 4, 5
+        store.commit(put(pod("c"))).await.unwrap(); // 6
+        store.commit(Txn::new().with(Write::new(Key::new(Kind::Pod, "default", "c"), |_, _| Ok(Change::Delete)))).await.unwrap(); // 7
+        store.close().await;
+        assert_eq!(stored_rows(dir.path()), vec![(3, "default/a".to_string()), (5, "default/b".to_string())]);
+
+        let store = CachedStore::open(Box::new(SqlitePersistence::open(dir.path()).unwrap()), 100).unwrap();
+        assert_eq!(store.revision(), 7, "the delete at the end moved the revision past every stored state");
+        store.commit(put(pod("d"))).await.unwrap();
+        assert_eq!(store.get(&Key::new(Kind::Pod, "default", "d")).unwrap().metadata().resource_version, 8);
+        store.close().await;
+    }
+
+    #[tokio::test]
+    async fn a_store_of_the_first_layout_is_moved_to_the_current_one_with_everything_in_it() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let connection = Connection::open(dir.path().join("shepherd.db")).unwrap();
+            connection
+                .execute_batch(
+                    "PRAGMA journal_mode = WAL;
+                     CREATE TABLE objects (kind TEXT NOT NULL, key TEXT NOT NULL, resource_version INTEGER NOT NULL,
+                                           body TEXT NOT NULL, PRIMARY KEY (kind, key));
+                     CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+                     INSERT INTO meta VALUES ('revision', 9);",
+                )
+                .unwrap();
+            for (name, revision) in [("x", 4), ("y", 2)] {
+                let mut object = pod(name);
+                object.metadata_mut().resource_version = revision;
+                connection
+                    .execute(
+                        "INSERT INTO objects VALUES ('Pod', ?1, ?2, ?3)",
+                        params![format!("default/{name}"), revision, serde_json::to_string(&object).unwrap()],
+                    )
+                    .unwrap();
+            }
+        }
+        let store = CachedStore::open(Box::new(SqlitePersistence::open(dir.path()).unwrap()), 100).unwrap();
+        assert_eq!(store.revision(), 9);
+        let (_, pods) = store.list(Kind::Pod, Some("default"));
+        let found: Vec<_> = pods.iter().map(|p| (p.metadata().name.clone(), p.metadata().resource_version)).collect();
+        assert_eq!(found, vec![("x".to_string(), 4), ("y".to_string(), 2)]);
+        store.commit(put(pod("x"))).await.unwrap();
+        store.close().await;
+        assert_eq!(stored_rows(dir.path()), vec![(2, "default/y".to_string()), (10, "default/x".to_string())]);
+        let connection = Connection::open(dir.path().join("shepherd.db")).unwrap();
+        let version: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0)).unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn a_store_of_a_newer_layout_is_refused_and_left_as_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        Connection::open(dir.path().join("shepherd.db")).unwrap().execute_batch("PRAGMA user_version = 99;").unwrap();
+        let error = SqlitePersistence::open(dir.path()).err().expect("a newer layout is refused");
+        assert!(error.to_string().contains("layout 99, newer than this shepherd's 2"), "{error}");
+        let connection = Connection::open(dir.path().join("shepherd.db")).unwrap();
+        assert_eq!(connection.query_row("PRAGMA user_version", [], |row| row.get::<_, i64>(0)).unwrap(), 99);
+    }
+
+    #[test]
+    fn a_row_kept_under_another_revision_than_its_own_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(SqlitePersistence::open(dir.path()).unwrap());
+        let mut object = pod("z");
+        object.metadata_mut().resource_version = 3;
+        Connection::open(dir.path().join("shepherd.db"))
+            .unwrap()
+            .execute("INSERT INTO objects VALUES (5, 'Pod', 'default/z', ?1)", params![serde_json::to_string(&object).unwrap()])
+            .unwrap();
+        let error = SqlitePersistence::open(dir.path()).unwrap().load().expect_err("an inconsistent row is reported");
+        assert!(error.to_string().contains("says resource_version 3 but is kept under revision 5"), "{error}");
     }
 }
