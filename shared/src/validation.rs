@@ -152,10 +152,11 @@ fn check_meta(errors: &mut Errors, meta: &ObjectMeta, namespaced: bool) {
     if let Some(message) = dns_subdomain_error(&meta.name) {
         errors.add("metadata.name", message);
     }
-    if namespaced && !meta.namespace.is_empty() {
-        if let Some(message) = dns_label_error(&meta.namespace) {
-            errors.add("metadata.namespace", message);
-        }
+    if namespaced
+        && !meta.namespace.is_empty()
+        && let Some(message) = dns_label_error(&meta.namespace)
+    {
+        errors.add("metadata.namespace", message);
     }
     check_labels(errors, "metadata.labels", &meta.labels);
 }
