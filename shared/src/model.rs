@@ -54,6 +54,10 @@ pub struct ObjectMeta {
     /// Set when a graceful delete has begun; the object goes once its owner lets go.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deletion_timestamp: Option<Time>,
+    /// The grace period of that delete, in seconds: how long the agent lets the containers
+    /// stop after SIGTERM before it kills them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deletion_grace_period_seconds: Option<i64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub owner_references: Vec<OwnerReference>,
 }
