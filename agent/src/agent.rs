@@ -69,7 +69,9 @@ impl PodManager {
         tokio::spawn(async move { manager.run_worker(uid, rx).await });
     }
 
-    /// A pod was deleted: its worker stops and removes the containers, then ends.
+    /// A pod was deleted: its worker stops and removes the containers, then ends. (A pod
+    /// that is only terminating comes through [`Self::upsert`]; its worker also tells the
+    /// server once the containers are gone.)
     pub fn delete(&self, pod: Pod) {
         if let Some(handle) = self.workers().get(&pod.metadata.uid) {
             handle.updates.send_replace(PodUpdate::Deleted(pod));
@@ -173,11 +175,15 @@ impl PodManager {
         let busy = || self.ctx.sandboxes.as_ref().map(|sandboxes| sandboxes.busy());
         let mut seen_version = 0;
         let mut wake_at: Option<Instant> = None;
+        // How long to wait before confirming a terminated pod's deletion again (doubling).
+        let mut confirm_delay = Duration::ZERO;
         loop {
             let update = updates.borrow_and_update().clone();
             let requeue = match &update {
                 // The echo of our own status write: nothing to do, keep the pending wake-up.
-                PodUpdate::Present(pod) if pod.metadata.resource_version > seen_version && worker.is_echo(pod) => {
+                PodUpdate::Present(pod)
+                    if pod.metadata.deletion_timestamp.is_none() && pod.metadata.resource_version > seen_version && worker.is_echo(pod) =>
+                {
                     seen_version = pod.metadata.resource_version;
                     wake_at.map(|at| at.saturating_duration_since(Instant::now()))
                 }
@@ -201,7 +207,22 @@ impl PodManager {
                             tracing::info!(pod = %pod.metadata.key(), "pod deleted; containers removed");
                             break;
                         }
-                        Ok(()) => None,
+                        // Terminating: its containers are gone, so the server may remove it.
+                        Ok(()) => match self.ctx.api.delete_pod_now(pod).await {
+                            Ok(()) => {
+                                tracing::info!(pod = %pod.metadata.key(), "pod terminated; its deletion is confirmed");
+                                break;
+                            }
+                            Err(ClientError::NotFound { .. } | ClientError::Conflict { .. }) => {
+                                tracing::info!(pod = %pod.metadata.key(), "pod terminated; the server had removed it already");
+                                break;
+                            }
+                            Err(e) => {
+                                confirm_delay = self.ctx.backoff.next(confirm_delay);
+                                tracing::warn!(error = %e, retry_in = ?confirm_delay, "cannot confirm the pod's deletion; retrying");
+                                Some(confirm_delay)
+                            }
+                        },
                         Err(e) => {
                             tracing::warn!(error = %e, "termination failed; retrying");
                             Some(Duration::from_secs(1))
@@ -357,6 +378,163 @@ pub async fn follow_runtime_events(manager: Arc<PodManager>, shutdown: Cancellat
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs(1)) => manager.poke_all(),
             _ = shutdown.cancelled() => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use async_trait::async_trait;
+    use chrono::Utc;
+    use shared::api::{Heartbeat, List};
+    use shared::model::{Container, Event, Node, ObjectMeta, PodPhase, PodSpec, PodStatus};
+
+    use super::*;
+    use crate::client::{ApiClient, Result as ClientResult, WatchStream};
+    use crate::pod::Backoff;
+    use crate::runtime::{ContainerRuntime, SimulatedRuntime};
+
+    /// Records deletion confirmations; the first `failures` of them fail, then it answers
+    /// `then` (None: success).
+    struct ConfirmingApi {
+        confirmed: Mutex<Vec<String>>,
+        /// The status the worker last wrote.
+        status: Mutex<Option<PodStatus>>,
+        failures: AtomicUsize,
+        then: fn() -> Option<ClientError>,
+    }
+
+    #[async_trait]
+    impl ApiClient for ConfirmingApi {
+        async fn cluster_id(&self) -> ClientResult<String> {
+            Ok("c1".into())
+        }
+        async fn register_node(&self, node: &Node) -> ClientResult<Node> {
+            Ok(node.clone())
+        }
+        async fn heartbeat(&self, _: &str, _: &Heartbeat) -> ClientResult<()> {
+            Ok(())
+        }
+        async fn list_pods(&self, _: &str) -> ClientResult<List<Pod>> {
+            Ok(List { kind: "PodList".into(), resource_version: 0, items: vec![] })
+        }
+        async fn watch_pods(&self, _: &str, _: u64) -> ClientResult<WatchStream> {
+            Ok(Box::pin(futures::stream::empty()))
+        }
+        async fn update_pod_status(&self, pod: &Pod) -> ClientResult<Pod> {
+            *self.status.lock().unwrap() = Some(pod.status.clone());
+            Ok(pod.clone())
+        }
+        async fn delete_pod_now(&self, pod: &Pod) -> ClientResult<()> {
+            self.confirmed.lock().unwrap().push(pod.metadata.uid.clone());
+            let failed = self.failures.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
+            if failed {
+                return Err(ClientError::Status {
+                    action: "confirm".into(),
+                    code: 503,
+                    reason: "Unavailable".into(),
+                    message: "busy".into(),
+                });
+            }
+            (self.then)().map_or(Ok(()), Err)
+        }
+        async fn create_event(&self, _: &Event) -> ClientResult<()> {
+            Ok(())
+        }
+    }
+
+    fn manager(failures: usize, then: fn() -> Option<ClientError>) -> (Arc<PodManager>, Arc<ConfirmingApi>, Arc<SimulatedRuntime>) {
+        let api =
+            Arc::new(ConfirmingApi { confirmed: Mutex::new(vec![]), status: Mutex::new(None), failures: AtomicUsize::new(failures), then });
+        let runtime = Arc::new(SimulatedRuntime::new(Duration::ZERO));
+        let ctx = NodeContext {
+            node_name: "n1".into(),
+            cluster: "c1".into(),
+            address: "127.0.0.1".into(),
+            network: String::new(),
+            runtime: runtime.clone(),
+            api: api.clone(),
+            backoff: Backoff { base: Duration::from_millis(20), max: Duration::from_millis(80) },
+            sandboxes: None,
+        };
+        (PodManager::new(Arc::new(ctx), CancellationToken::new()), api, runtime)
+    }
+
+    fn pod() -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: "web".into(),
+                namespace: "default".into(),
+                uid: "uid-1".into(),
+                resource_version: 1,
+                ..Default::default()
+            },
+            spec: PodSpec {
+                node_name: "n1".into(),
+                containers: vec![Container { name: "main".into(), image: "minimal".into(), ..Default::default() }],
+                termination_grace_period_seconds: Some(5),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn terminating(mut pod: Pod) -> Pod {
+        pod.metadata.resource_version += 1;
+        pod.metadata.deletion_timestamp = Some(Utc::now());
+        pod.metadata.deletion_grace_period_seconds = Some(0);
+        pod
+    }
+
+    async fn eventually(what: &str, check: impl Fn() -> bool) {
+        let began = Instant::now();
+        while !check() {
+            assert!(began.elapsed() < Duration::from_secs(10), "{what} did not happen within 10 s");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    async fn containers(runtime: &SimulatedRuntime) -> usize {
+        runtime.list(&[(LABEL_POD_UID, "uid-1")]).await.unwrap().len()
+    }
+
+    #[tokio::test]
+    async fn a_terminating_pod_loses_its_containers_then_its_deletion_is_confirmed_once() {
+        let (manager, api, runtime) = manager(0, || None);
+        manager.upsert(pod());
+        let running = || api.status.lock().unwrap().clone().filter(|s| s.phase == PodPhase::Running);
+        eventually("Running", || running().is_some()).await;
+        assert_eq!(containers(&runtime).await, 1);
+        // Only the deletion marks differ from the worker's own last write: not an echo.
+        let mut pod = terminating(pod());
+        pod.status = running().unwrap();
+        manager.upsert(pod);
+        eventually("the worker's end", || manager.pod_uids().is_empty()).await;
+        assert_eq!(containers(&runtime).await, 0, "confirmed before its containers were gone");
+        assert_eq!(*api.confirmed.lock().unwrap(), vec!["uid-1".to_string()]);
+    }
+
+    #[tokio::test]
+    async fn a_failed_confirmation_is_retried_until_the_server_takes_it() {
+        let (manager, api, _runtime) = manager(3, || None);
+        manager.upsert(terminating(pod()));
+        eventually("the worker's end", || manager.pod_uids().is_empty()).await;
+        assert_eq!(api.confirmed.lock().unwrap().len(), 4, "three failures, then the confirmation");
+    }
+
+    #[tokio::test]
+    async fn not_found_and_conflict_both_mean_the_pod_is_gone() {
+        for then in
+            [(|| Some(ClientError::NotFound { action: "confirm".into(), message: "gone".into() })) as fn() -> Option<ClientError>, || {
+                Some(ClientError::Conflict { action: "confirm".into(), message: "uid differs".into() })
+            }]
+        {
+            let (manager, api, _runtime) = manager(0, then);
+            manager.upsert(terminating(pod()));
+            eventually("the worker's end", || manager.pod_uids().is_empty()).await;
+            assert_eq!(api.confirmed.lock().unwrap().len(), 1, "no retry after the pod is known gone");
         }
     }
 }

@@ -48,6 +48,10 @@ pub trait ApiClient: Send + Sync + 'static {
     async fn watch_pods(&self, node: &str, resource_version: u64) -> Result<WatchStream>;
     /// Writes the pod's status (the status subresource; only `status` is taken).
     async fn update_pod_status(&self, pod: &Pod) -> Result<Pod>;
+    /// Removes the pod at once (grace period 0) if the stored pod still has `pod`'s uid: the
+    /// agent's word that a terminating pod's containers are gone. `NotFound` and `Conflict`
+    /// both mean that pod is gone already.
+    async fn delete_pod_now(&self, pod: &Pod) -> Result<()>;
     async fn create_event(&self, event: &Event) -> Result<()>;
 }
 
@@ -181,6 +185,16 @@ impl ApiClient for HttpApiClient {
         let action = format!("update the status of pod {}", pod.metadata.key());
         let builder = self.request(reqwest::Method::PUT, &paths::pod_status(&pod.metadata.namespace, &pod.metadata.name)).json(pod);
         self.json(&action, builder).await
+    }
+
+    async fn delete_pod_now(&self, pod: &Pod) -> Result<()> {
+        let action = format!("confirm the deletion of pod {}", pod.metadata.key());
+        let path = paths::object(Kind::Pod, &pod.metadata.namespace, &pod.metadata.name);
+        let builder = self
+            .request(reqwest::Method::DELETE, &path)
+            .query(&[("grace_period_seconds", "0"), ("uid", pod.metadata.uid.as_str())])
+            .timeout(REQUEST_TIMEOUT);
+        self.send(&action, builder).await.map(drop)
     }
 
     async fn create_event(&self, event: &Event) -> Result<()> {

@@ -1,6 +1,6 @@
 //! One pod's worker: the level-triggered reconcile that makes the runtime match a pod spec
 //! (sandbox, image, create, start, restart with back-off, terminal phases) and reports the
-//! result as the pod's status and events; and the termination of a deleted pod.
+//! result as the pod's status and events; and the termination of a deleted or terminating pod.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -46,7 +46,7 @@ impl Default for Backoff {
 }
 
 impl Backoff {
-    fn next(&self, current: Duration) -> Duration {
+    pub(crate) fn next(&self, current: Duration) -> Duration {
         (current * 2).clamp(self.base, self.max)
     }
 }
@@ -111,8 +111,11 @@ pub fn container_name(pod: &Pod, container: &str) -> String {
     format!("shepherd_{}_{}_{}_{uid}", clean(&pod.metadata.namespace), clean(&pod.metadata.name), clean(container))
 }
 
+/// How long the pod's containers get between SIGTERM and SIGKILL: the grace the deletion set
+/// (a second DELETE may have shortened it), else the spec's, else [`DEFAULT_GRACE_SECONDS`].
 pub fn grace_period(pod: &Pod) -> Duration {
-    Duration::from_secs(pod.spec.termination_grace_period_seconds.unwrap_or(DEFAULT_GRACE_SECONDS).max(0) as u64)
+    let seconds = pod.metadata.deletion_grace_period_seconds.or(pod.spec.termination_grace_period_seconds).unwrap_or(DEFAULT_GRACE_SECONDS);
+    Duration::from_secs(seconds.max(0) as u64)
 }
 
 /// What the runtime should be told to create for one container of a pod.
@@ -816,6 +819,9 @@ mod tests {
         async fn update_pod_status(&self, pod: &Pod) -> crate::client::Result<Pod> {
             Ok(pod.clone())
         }
+        async fn delete_pod_now(&self, _: &Pod) -> crate::client::Result<()> {
+            Ok(())
+        }
         async fn create_event(&self, _: &Event) -> crate::client::Result<()> {
             Ok(())
         }
@@ -883,6 +889,19 @@ mod tests {
         assert_eq!(grace_period(&pod), Duration::from_secs(30));
         pod.spec.termination_grace_period_seconds = Some(-5);
         assert_eq!(grace_period(&pod), Duration::ZERO);
+    }
+
+    #[test]
+    fn the_deletions_grace_wins_over_the_specs() {
+        let mut pod = pod();
+        pod.metadata.deletion_timestamp = Some(Utc::now());
+        pod.metadata.deletion_grace_period_seconds = Some(1);
+        assert_eq!(grace_period(&pod), Duration::from_secs(1));
+        pod.spec.termination_grace_period_seconds = None;
+        pod.metadata.deletion_grace_period_seconds = Some(7);
+        assert_eq!(grace_period(&pod), Duration::from_secs(7));
+        pod.metadata.deletion_grace_period_seconds = None;
+        assert_eq!(grace_period(&pod), Duration::from_secs(30));
     }
 
     #[test]

@@ -167,6 +167,27 @@ async fn deleting_a_pod_removes_its_container() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminating_pod_stops_within_the_deletions_grace_then_the_agent_confirms() {
+    let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
+
+    // The spec's 30 s grace would outlast the wait below: the deletion's 1 s must win.
+    let mut spec = spec(vec![container("main", &["sleep", "3600"])], "Always");
+    spec.termination_grace_period_seconds = Some(30);
+    let pod = api.add_pod(&node, "leaving", spec);
+    api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
+    api.terminate_pod(&pod.metadata.uid, 1);
+    let began = std::time::Instant::now();
+    while api.has_pod(&pod.metadata.uid) {
+        assert!(began.elapsed() < Duration::from_secs(15), "the agent did not confirm the deletion of a terminating pod");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(containers_of(docker.as_ref(), &pod.metadata.uid).await.is_empty(), "confirmed while a container was still there");
+    let killing = api.events_for("leaving").into_iter().find(|e| e.reason == "Killing").expect("a Killing event");
+    assert!(killing.message.contains("grace period 1s"), "{}", killing.message);
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deletion_the_watch_missed_is_caught_by_the_resync() {
     let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
 

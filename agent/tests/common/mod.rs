@@ -143,6 +143,26 @@ impl FakeApi {
         Self::record(&mut store, &self.live, WatchEventType::Deleted, &pod);
     }
 
+    /// Marks a pod Terminating with `grace` seconds, as a DELETE of a bound pod does: watchers
+    /// see MODIFIED, and the pod stays until its agent confirms.
+    pub fn terminate_pod(&self, uid: &str, grace: i64) -> Pod {
+        let mut store = self.store();
+        store.rv += 1;
+        let rv = store.rv;
+        let pod = store.pods.get_mut(uid).expect("no such pod");
+        pod.metadata.deletion_timestamp = Some(chrono::Utc::now());
+        pod.metadata.deletion_grace_period_seconds = Some(grace);
+        pod.metadata.resource_version = rv;
+        let pod = pod.clone();
+        Self::record(&mut store, &self.live, WatchEventType::Modified, &pod);
+        pod
+    }
+
+    /// Whether the store still has the pod.
+    pub fn has_pod(&self, uid: &str) -> bool {
+        self.store().pods.contains_key(uid)
+    }
+
     /// Removes a pod without telling any watcher, as if the DELETED event were lost.
     pub fn forget_pod(&self, uid: &str) {
         let mut store = self.store();
@@ -280,6 +300,24 @@ impl ApiClient for FakeApi {
         let stored = stored.clone();
         Self::record(&mut store, &self.live, WatchEventType::Modified, &stored);
         Ok(stored)
+    }
+
+    async fn delete_pod_now(&self, pod: &Pod) -> Result<(), ClientError> {
+        self.check_up("delete")?;
+        let stored = {
+            let store = self.store();
+            let found =
+                store.pods.values().find(|p| p.metadata.namespace == pod.metadata.namespace && p.metadata.name == pod.metadata.name);
+            found.map(|p| p.metadata.uid.clone())
+        };
+        match stored {
+            None => Err(ClientError::NotFound { action: "delete".into(), message: pod.metadata.name.clone() }),
+            Some(uid) if uid != pod.metadata.uid => Err(ClientError::Conflict { action: "delete".into(), message: "uid differs".into() }),
+            Some(uid) => {
+                self.delete_pod(&uid);
+                Ok(())
+            }
+        }
     }
 
     async fn create_event(&self, event: &Event) -> Result<(), ClientError> {
