@@ -1,5 +1,6 @@
 //! Bearer tokens and their roles: `admin` may do anything, `node` may read and write only
-//! its own node and the status of pods bound to it (plus events), `viewer` may only read.
+//! its own node, the status of pods bound to it and their deletion (plus events), `viewer`
+//! may only read.
 //! With no token configured the API is open, which `run` allows on loopback only.
 
 use std::collections::HashMap;
@@ -56,6 +57,20 @@ impl Principal {
             Role::Admin => Ok(()),
             Role::Node if self.node.as_deref() == Some(name) => Ok(()),
             _ => Err(ApiError::forbidden(format!("{} may not write node {name}", self.describe()))),
+        }
+    }
+
+    /// Allows the delete of a pod bound to `node_name`: admins, and that node (which
+    /// confirms that it has stopped the pod's containers).
+    pub fn may_delete_pod(&self, pod: &str, node_name: &str) -> Result<(), ApiError> {
+        match self.role {
+            Role::Admin => Ok(()),
+            Role::Node if !node_name.is_empty() && self.node.as_deref() == Some(node_name) => Ok(()),
+            _ => Err(ApiError::forbidden(format!(
+                "{} may not delete pod {pod}, which is bound to {}",
+                self.describe(),
+                if node_name.is_empty() { "no node" } else { node_name }
+            ))),
         }
     }
 
@@ -161,6 +176,7 @@ fn node_may_attempt(method: &Method, path: &str) -> bool {
             | (&Method::POST, ["", "api", "v1", "nodes", _, "heartbeat"])
             | (&Method::PUT, ["", "api", "v1", "nodes", _, "status"])
             | (&Method::PUT, ["", "api", "v1", "namespaces", _, "pods", _, "status"])
+            | (&Method::DELETE, ["", "api", "v1", "namespaces", _, "pods", _])
             | (&Method::POST, ["", "api", "v1", "namespaces", _, "events"])
     )
 }
@@ -194,7 +210,7 @@ pub async fn authenticate(State(state): State<AppState>, mut request: Request, n
         }
         Role::Node if !read && !node_may_attempt(&method, request.uri().path()) => {
             return ApiError::forbidden(format!(
-                "{} may write only its node, its heartbeat, the status of its pods and events, not {method} {}",
+                "{} may write only its node, its heartbeat, the status of its pods and events, and delete its pods, not {method} {}",
                 principal.describe(),
                 request.uri().path()
             ))
@@ -243,6 +259,12 @@ mod tests {
         assert!(p.may_write_pod_status("default/a", "n1").is_ok());
         assert!(p.may_write_pod_status("default/a", "").is_err());
         assert!(node_may_attempt(&Method::PUT, "/api/v1/namespaces/default/pods/a/status"));
-        assert!(!node_may_attempt(&Method::DELETE, "/api/v1/namespaces/default/pods/a"));
+        assert!(node_may_attempt(&Method::DELETE, "/api/v1/namespaces/default/pods/a"), "the agent confirms a pod's deletion");
+        assert!(p.may_delete_pod("default/a", "n1").is_ok());
+        assert!(p.may_delete_pod("default/a", "n2").is_err());
+        assert!(p.may_delete_pod("default/a", "").is_err());
+        assert!(!node_may_attempt(&Method::DELETE, "/api/v1/namespaces/default/deployments/a"));
+        assert!(!node_may_attempt(&Method::DELETE, "/api/v1/nodes/n1"));
+        assert!(!node_may_attempt(&Method::POST, "/api/v1/namespaces/default/pods"));
     }
 }

@@ -27,6 +27,11 @@ pub struct Config {
     pub pod_eviction_grace: Duration,
     /// How often the node lifecycle controller looks at every node.
     pub node_monitor_period: Duration,
+    /// How long past a terminating pod's grace period its agent may take to confirm the
+    /// deletion before the pod garbage collector removes the pod anyway.
+    pub termination_confirm_slack: Duration,
+    /// Full resync of the pod garbage collector (it also requeues each pod at its deadline).
+    pub pod_gc_period: Duration,
     /// Full resync of the deployment and endpoints controllers.
     pub controller_resync: Duration,
     /// Events older than this (by last_timestamp) are deleted.
@@ -48,6 +53,8 @@ impl Default for Config {
             node_monitor_grace: Duration::from_secs(40),
             pod_eviction_grace: Duration::from_secs(60),
             node_monitor_period: Duration::from_secs(5),
+            termination_confirm_slack: Duration::from_secs(30),
+            pod_gc_period: Duration::from_secs(20),
             controller_resync: Duration::from_secs(30),
             event_ttl: Duration::from_secs(3600),
             dashboard_dir: None,

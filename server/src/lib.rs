@@ -4,13 +4,14 @@
 //! Layout:
 //! - [`store`]: objects by kind and key, one global revision, atomic read-modify-write
 //!   transactions with group commit, watch history; SQLite (WAL) or memory underneath;
-//! - [`ops`]: the writes of the API as store mutations (create, CAS update, bind, status);
+//! - [`ops`]: the writes of the API as store mutations (create, CAS update, graceful pod
+//!   delete, bind, status);
 //! - [`resources`]: per kind, what create defaults and what a PUT may change;
 //! - [`events`]: events deduplicated by (involved object, reason, source);
 //! - [`api`]: the axum router, one JSON error shape ([`error`]), watch over SSE, OpenAPI;
 //! - [`auth`]: bearer tokens with the roles admin, node and viewer;
 //! - [`scheduler`]: the loop around `shared::scheduler`: queue, backoff, assume, bind;
-//! - [`controllers`]: node lifecycle, deployments, service endpoints, event expiry;
+//! - [`controllers`]: node lifecycle, deployments, service endpoints, terminating pods, event expiry;
 //! - [`metrics`]: Prometheus text; [`config`]: the validated settings.
 
 pub mod api;
@@ -39,6 +40,7 @@ pub use config::Config;
 
 use crate::controllers::{
     Context, deployment::DeploymentController, endpoints::EndpointsController, node_lifecycle::NodeLifecycleController,
+    pod_gc::PodGcController,
 };
 use crate::metrics::Metrics;
 use crate::scheduler::{SchedulerHandle, SchedulerLoop};
@@ -96,6 +98,7 @@ impl Server {
         let ctx = Context { store: store.clone(), config: config.clone() };
         tasks.spawn(controllers::run(NodeLifecycleController, ctx.clone(), config.node_monitor_period, shutdown.clone()));
         tasks.spawn(controllers::run(DeploymentController, ctx.clone(), config.controller_resync, shutdown.clone()));
+        tasks.spawn(controllers::run(PodGcController, ctx.clone(), config.pod_gc_period, shutdown.clone()));
         tasks.spawn(controllers::run(EndpointsController, ctx, config.controller_resync, shutdown.clone()));
         tasks.spawn(controllers::run_event_gc(store, config.event_ttl, shutdown));
         Ok(Server { state, tasks })

@@ -80,6 +80,91 @@ pub fn delete(key: Key, expected: u64) -> Write {
     })
 }
 
+/// The grace period of a pod delete when neither the request nor the pod's
+/// `spec.termination_grace_period_seconds` gives one.
+pub const DEFAULT_GRACE_SECONDS: i64 = 30;
+
+/// A DELETE of a pod: its preconditions and its grace period.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodDelete {
+    /// Non-zero: the pod must still be at this resource_version.
+    pub resource_version: u64,
+    /// The pod must still have this uid (not a newer pod of the same name).
+    pub uid: Option<String>,
+    /// Seconds the containers get to stop; `None` takes the pod's own grace period.
+    pub grace_seconds: Option<i64>,
+    /// For a node's token: the node the pod must be bound to.
+    pub bound_to: Option<String>,
+}
+
+/// Why a pod whose delete was asked for can go at once, without its agent's confirmation:
+/// no node runs it (unbound, its node gone or not Ready) or it has finished. `None` when a
+/// running agent has containers to stop. `node` is the stored object of its node, if any.
+pub fn removable_at_once(pod: &Pod, node: Option<&Object>) -> Option<String> {
+    let key = pod.metadata.key();
+    if !pod.is_bound() {
+        return Some(format!("pod {key} is not bound to a node"));
+    }
+    if pod.status.phase.is_terminal() {
+        return Some(format!("pod {key} has {}", pod.status.phase));
+    }
+    let name = &pod.spec.node_name;
+    match node {
+        Some(Object::Node(n)) if node_is_ready(n) => None,
+        Some(_) => Some(format!("node {name} of pod {key} is not Ready")),
+        None => Some(format!("node {name} of pod {key} no longer exists")),
+    }
+}
+
+/// Ready=True.
+pub fn node_is_ready(node: &Node) -> bool {
+    find_condition(&node.status.conditions, conditions::NODE_READY).is_some_and(|c| c.status == conditions::TRUE)
+}
+
+/// Deletes a pod the way Kubernetes does. A pod that no agent has to stop (see
+/// [`removable_at_once`]) or a grace of 0 removes it; otherwise the pod is marked
+/// terminating (`deletion_timestamp` now, `deletion_grace_period_seconds` the grace) and
+/// stays until its agent has stopped the containers and confirms with a grace of 0. On a
+/// pod already terminating, a shorter grace shortens it and a longer one changes nothing.
+pub fn delete_pod(namespace: &str, name: &str, request: PodDelete, now: Time) -> Write {
+    let key = Key::new(Kind::Pod, namespace, name);
+    Write::new(key.clone(), move |view, current| {
+        let Some(stored @ Object::Pod(pod)) = current else {
+            return Err(StoreError::NotFound { kind: Kind::Pod, key: key.key.clone() });
+        };
+        check_version(&key, request.resource_version, stored)?;
+        if let Some(uid) = request.uid.as_deref().filter(|u| *u != pod.metadata.uid) {
+            return Err(StoreError::conflict(format!(
+                "pod {} has uid {}, not {uid}: it is another pod of the same name, so it was not deleted",
+                key.key, pod.metadata.uid
+            )));
+        }
+        if let Some(node) = request.bound_to.as_deref().filter(|n| *n != pod.spec.node_name) {
+            return Err(StoreError::conflict(format!("pod {} is no longer bound to node {node}, so that node may not delete it", key.key)));
+        }
+        let node = view.get(&Key::new(Kind::Node, "", &pod.spec.node_name));
+        if request.grace_seconds == Some(0) || removable_at_once(pod, node).is_some() {
+            return Ok(Change::Delete);
+        }
+        let mut terminating = pod.clone();
+        match pod.metadata.deletion_grace_period_seconds.filter(|_| pod.metadata.deletion_timestamp.is_some()) {
+            Some(current) => match request.grace_seconds {
+                Some(shorter) if shorter < current => terminating.metadata.deletion_grace_period_seconds = Some(shorter),
+                _ => return Ok(Change::Keep),
+            },
+            None => {
+                let grace = request.grace_seconds.or(pod.spec.termination_grace_period_seconds).unwrap_or(DEFAULT_GRACE_SECONDS);
+                if grace == 0 {
+                    return Ok(Change::Delete);
+                }
+                terminating.metadata.deletion_timestamp = pod.metadata.deletion_timestamp.or(Some(now));
+                terminating.metadata.deletion_grace_period_seconds = Some(grace);
+            }
+        }
+        Ok(Change::Put(Object::Pod(terminating)))
+    })
+}
+
 /// Binds a pod to a node, and records the `Scheduled` event in the same transaction.
 ///
 /// The compare-and-swap: the pod's node_name must still be empty, and the node must still
@@ -106,6 +191,9 @@ pub fn bind(namespace: &str, name: &str, node: &str, uid: &str, source: &str, no
         }
         if pod.status.phase != PodPhase::Pending {
             return Err(StoreError::conflict(format!("pod {} is {} and can no longer be bound", key.key, pod.status.phase)));
+        }
+        if pod.metadata.deletion_timestamp.is_some() {
+            return Err(StoreError::conflict(format!("pod {} is being deleted and can no longer be bound", key.key)));
         }
         let Some(Object::Node(target)) = view.get(&Key::new(Kind::Node, "", &node_name)) else {
             return Err(StoreError::invalid("target.name", format!("node {node_name:?} does not exist")));
@@ -397,6 +485,116 @@ mod tests {
         assert_eq!(bound, 3, "1000m fits three pods of 300m");
         let rejected = results.iter().find_map(|r| r.as_ref().err()).unwrap();
         assert!(rejected.to_string().contains("cpu 300m requested, 100m of 1 allocatable is free"), "{rejected}");
+    }
+
+    async fn ready_node_with_bound_pod(store: &CachedStore, name: &str) -> Pod {
+        let mut n = node("ready", 4000, 10);
+        n.status.conditions.push(Condition {
+            type_: conditions::NODE_READY.into(),
+            status: conditions::TRUE.into(),
+            ..Condition::default()
+        });
+        store.commit(Txn::new().with(register_node(n, chrono::Utc::now()))).await.unwrap();
+        let p = pod(name, 100);
+        store.commit(Txn::new().with(create(p.clone()))).await.unwrap();
+        store.commit(bind("default", name, "ready", &p.metadata.uid, SOURCE_SCHEDULER, chrono::Utc::now())).await.unwrap();
+        stored_pod(store, name).unwrap()
+    }
+
+    fn stored_pod(store: &CachedStore, name: &str) -> Option<Pod> {
+        match store.get(&Key::new(Kind::Pod, "default", name)).as_deref() {
+            Some(Object::Pod(p)) => Some(p.clone()),
+            _ => None,
+        }
+    }
+
+    fn grace(seconds: i64) -> PodDelete {
+        PodDelete { grace_seconds: Some(seconds), ..PodDelete::default() }
+    }
+
+    #[tokio::test]
+    async fn a_pod_on_a_ready_node_is_marked_terminating_and_only_a_shorter_grace_or_zero_changes_that() {
+        let store = setup().await;
+        let bound = ready_node_with_bound_pod(&store, "a").await;
+        let t0 = chrono::Utc::now();
+        store.commit(Txn::new().with(delete_pod("default", "a", PodDelete::default(), t0))).await.unwrap();
+        let terminating = stored_pod(&store, "a").expect("a terminating pod stays");
+        assert_eq!(terminating.metadata.deletion_timestamp, Some(t0));
+        assert_eq!(terminating.metadata.deletion_grace_period_seconds, Some(DEFAULT_GRACE_SECONDS));
+        assert_eq!(terminating.display_status(), "Terminating");
+
+        let revision = store.revision();
+        let later = t0 + chrono::Duration::seconds(3);
+        for request in [PodDelete::default(), grace(60), grace(DEFAULT_GRACE_SECONDS)] {
+            store.commit(Txn::new().with(delete_pod("default", "a", request, later))).await.unwrap();
+        }
+        assert_eq!(store.revision(), revision, "no new revision for a delete that changes nothing");
+
+        let stale = PodDelete { uid: Some("an-older-pod".into()), grace_seconds: Some(0), ..PodDelete::default() };
+        let err = store.commit(Txn::new().with(delete_pod("default", "a", stale, later))).await.unwrap_err();
+        assert!(err.to_string().contains("is another pod of the same name"), "{err}");
+        assert!(stored_pod(&store, "a").is_some());
+
+        store.commit(Txn::new().with(delete_pod("default", "a", grace(5), later))).await.unwrap();
+        let shortened = stored_pod(&store, "a").unwrap();
+        assert_eq!((shortened.metadata.deletion_timestamp, shortened.metadata.deletion_grace_period_seconds), (Some(t0), Some(5)));
+
+        let confirm = PodDelete { uid: Some(bound.metadata.uid.clone()), grace_seconds: Some(0), ..PodDelete::default() };
+        store.commit(Txn::new().with(delete_pod("default", "a", confirm, later))).await.unwrap();
+        assert!(stored_pod(&store, "a").is_none(), "grace 0 removes it");
+    }
+
+    #[tokio::test]
+    async fn the_pod_spec_grace_is_the_default_and_zero_removes_at_once() {
+        let store = setup().await;
+        let mut n = node("ready", 4000, 10);
+        n.status.conditions.push(Condition {
+            type_: conditions::NODE_READY.into(),
+            status: conditions::TRUE.into(),
+            ..Condition::default()
+        });
+        store.commit(Txn::new().with(register_node(n, chrono::Utc::now()))).await.unwrap();
+        for (name, seconds) in [("five", 5), ("zero", 0)] {
+            let mut p = pod(name, 1);
+            p.spec.termination_grace_period_seconds = Some(seconds);
+            store.commit(Txn::new().with(create(p))).await.unwrap();
+            store.commit(bind("default", name, "ready", "", SOURCE_SCHEDULER, chrono::Utc::now())).await.unwrap();
+            store.commit(Txn::new().with(delete_pod("default", name, PodDelete::default(), chrono::Utc::now()))).await.unwrap();
+        }
+        assert_eq!(stored_pod(&store, "five").unwrap().metadata.deletion_grace_period_seconds, Some(5));
+        assert!(stored_pod(&store, "zero").is_none());
+    }
+
+    #[tokio::test]
+    async fn a_pod_no_agent_runs_is_removed_at_once() {
+        let store = setup().await;
+        let now = chrono::Utc::now();
+        // Unbound; bound to n1, which never reported Ready; bound to a node that is gone; finished.
+        store.commit(Txn::new().with(create(pod("unbound", 1)))).await.unwrap();
+        store.commit(Txn::new().with(create(pod("on-not-ready", 1)))).await.unwrap();
+        store.commit(bind("default", "on-not-ready", "n1", "", SOURCE_SCHEDULER, now)).await.unwrap();
+        let mut orphan = pod("orphan", 1);
+        orphan.spec.node_name = "gone".into();
+        store.commit(Txn::new().with(create(orphan))).await.unwrap();
+        ready_node_with_bound_pod(&store, "finished").await;
+        let mut status = stored_pod(&store, "finished").unwrap().status;
+        status.phase = PodPhase::Succeeded;
+        store.commit(Txn::new().with(set_pod_status("default", "finished", status, 0))).await.unwrap();
+        for name in ["unbound", "on-not-ready", "orphan", "finished"] {
+            let outcome = store.commit(Txn::new().with(delete_pod("default", name, grace(30), now))).await.unwrap();
+            assert!(matches!(outcome[0], crate::store::Outcome::Deleted(_)), "{name}");
+        }
+        assert_eq!(store.count(Kind::Pod), 0);
+    }
+
+    #[tokio::test]
+    async fn a_terminating_pod_is_never_bound() {
+        let store = setup().await;
+        let mut p = pod("a", 1);
+        p.metadata.deletion_timestamp = Some(chrono::Utc::now());
+        store.commit(Txn::new().with(create(p))).await.unwrap();
+        let err = store.commit(bind("default", "a", "n1", "", SOURCE_SCHEDULER, chrono::Utc::now())).await.unwrap_err();
+        assert!(err.to_string().contains("is being deleted"), "{err}");
     }
 
     #[tokio::test]

@@ -33,6 +33,7 @@ pub fn stamp_new<R: Resource>(object: &mut R, now: Time) {
     meta.resource_version = 0;
     meta.generation = 1;
     meta.deletion_timestamp = None;
+    meta.deletion_grace_period_seconds = None;
 }
 
 /// Keeps the identity and bookkeeping of `stored` and the user-editable metadata of `new`.
@@ -271,6 +272,27 @@ mod tests {
         assert!(!p.metadata.uid.is_empty());
         assert!(p.metadata.created_at.is_some());
         assert!(p.spec.node_name.is_empty());
+    }
+
+    #[test]
+    fn a_create_drops_and_a_put_keeps_the_deletion_marks() {
+        let now = chrono::Utc::now();
+        let mut sent = pod();
+        sent.metadata.deletion_timestamp = Some(now);
+        sent.metadata.deletion_grace_period_seconds = Some(5);
+        stamp_new(&mut sent, now);
+        assert_eq!((sent.metadata.deletion_timestamp, sent.metadata.deletion_grace_period_seconds), (None, None));
+
+        let mut terminating = pod();
+        terminating.metadata.deletion_timestamp = Some(now);
+        terminating.metadata.deletion_grace_period_seconds = Some(30);
+        let mut put = pod();
+        put.metadata.labels.insert("extra".into(), "yes".into());
+        let merged = Pod::merge_update(&terminating, put.clone()).unwrap();
+        assert_eq!((merged.metadata.deletion_timestamp, merged.metadata.deletion_grace_period_seconds), (Some(now), Some(30)));
+        put.metadata.deletion_grace_period_seconds = Some(1);
+        let merged = Pod::merge_update(&pod(), put).unwrap();
+        assert_eq!(merged.metadata.deletion_grace_period_seconds, None, "a PUT cannot start a deletion either");
     }
 
     #[test]

@@ -250,8 +250,10 @@ async fn updates_are_compare_and_swap_and_never_touch_status_or_node() {
     let (_, running) = server.get("/api/v1/pods?field_selector=status.phase%3DRunning").await;
     assert_eq!(running["items"].as_array().unwrap().len(), 1);
 
+    // Bound to a Ready node: the delete is graceful, the pod stays Terminating for its agent.
     let (status, deleted) = server.delete("/api/v1/namespaces/default/pods/p").await;
     assert_eq!((status, deleted["metadata"]["name"].clone()), (StatusCode::OK, json!("p")));
+    assert!(deleted["metadata"]["deletion_timestamp"].is_string(), "{deleted}");
     server.stop().await;
 }
 

@@ -1,5 +1,5 @@
-//! Bearer tokens: admin may do anything, a node only its own node and its pods' status,
-//! a viewer only reads; no token on a non-loopback address refuses to start.
+//! Bearer tokens: admin may do anything, a node only its own node, its pods' status and
+//! their deletion, a viewer only reads; no token on a non-loopback address refuses to start.
 
 mod common;
 
@@ -43,7 +43,9 @@ async fn every_role_gets_exactly_its_rights() {
     assert_eq!(agent.post("/api/v1/nodes", node("node-1")).await.0, StatusCode::CREATED);
     assert_eq!(agent.post("/api/v1/nodes", node("node-2")).await.0, StatusCode::FORBIDDEN);
     assert_eq!(admin.post("/api/v1/nodes", node("node-2")).await.0, StatusCode::CREATED);
-    assert_eq!(agent.post("/api/v1/nodes/node-1/heartbeat", json!({})).await.0, StatusCode::OK);
+    let ready = json!({"conditions": [{"type": "Ready", "status": "True"}]});
+    assert_eq!(agent.post("/api/v1/nodes/node-1/heartbeat", ready.clone()).await.0, StatusCode::OK);
+    assert_eq!(admin.post("/api/v1/nodes/node-2/heartbeat", ready).await.0, StatusCode::OK);
     let (status, err) = agent.post("/api/v1/nodes/node-2/heartbeat", json!({})).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert!(err["error"]["message"].as_str().unwrap().contains("node node-1 may not write node node-2"), "{err}");
@@ -63,7 +65,6 @@ async fn every_role_gets_exactly_its_rights() {
     let event = json!({"type": "Normal", "reason": "Started", "message": "started", "source": "agent/node-1",
                        "involved_object": {"kind": "Pod", "namespace": "default", "name": "mine"}});
     assert_eq!(agent.post("/api/v1/namespaces/default/events", event).await.0, StatusCode::CREATED);
-    assert_eq!(agent.delete("/api/v1/namespaces/default/pods/mine").await.0, StatusCode::FORBIDDEN);
 
     // The viewer reads everything and writes nothing.
     let (status, pods) = viewer.get("/api/v1/pods").await;
@@ -72,7 +73,22 @@ async fn every_role_gets_exactly_its_rights() {
     let (_, info) = viewer.get("/api/v1/info").await;
     assert_eq!(info["auth_required"], true);
 
-    assert_eq!(admin.delete("/api/v1/namespaces/default/pods/mine").await.0, StatusCode::OK);
+    // Deletion: an admin asks, the pod's own agent confirms; nobody else may.
+    for name in ["mine", "theirs"] {
+        let (status, terminating) = admin.delete(&format!("/api/v1/namespaces/default/pods/{name}")).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(terminating["metadata"]["deletion_timestamp"].is_string(), "{terminating}");
+    }
+    let (_, mine) = admin.get("/api/v1/namespaces/default/pods/mine").await;
+    let confirm = format!("/api/v1/namespaces/default/pods/mine?grace_period_seconds=0&uid={}", mine["metadata"]["uid"].as_str().unwrap());
+    assert_eq!(viewer.delete(&confirm).await.0, StatusCode::FORBIDDEN);
+    let (status, err) = agent.delete("/api/v1/namespaces/default/pods/theirs?grace_period_seconds=0").await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(err["error"]["message"].as_str().unwrap().contains("may not delete pod default/theirs, which is bound to node-2"), "{err}");
+    assert_eq!(agent.delete("/api/v1/namespaces/default/deployments/web").await.0, StatusCode::FORBIDDEN);
+    assert_eq!(agent.delete(&confirm).await.0, StatusCode::OK);
+    assert_eq!(admin.get("/api/v1/namespaces/default/pods/mine").await.0, StatusCode::NOT_FOUND);
+    assert_eq!(admin.get("/api/v1/namespaces/default/pods/theirs").await.0, StatusCode::OK);
     anonymous.stop().await;
 }
 

@@ -1,6 +1,7 @@
 //! The controllers through the API: a deployment scales up and down and cascades on
-//! delete, a service's endpoints follow running pods, a silent node becomes NotReady and
-//! its pods are replaced elsewhere.
+//! delete (gracefully), replaces a terminating pod at once, a service's endpoints follow
+//! running pods, a silent node becomes NotReady and its pods are replaced elsewhere, and a
+//! terminating pod no agent will confirm is collected.
 
 mod common;
 
@@ -24,6 +25,26 @@ async fn pods(server: &TestServer) -> Vec<Value> {
 
 async fn pod_count(server: &TestServer, n: usize) -> Vec<Value> {
     eventually(Duration::from_secs(5), &format!("{n} pods"), || async {
+        let pods = pods(server).await;
+        (pods.len() == n).then_some(pods)
+    })
+    .await
+}
+
+/// Plays the agent's last step of a graceful delete: confirms, with grace 0 and the pod's
+/// uid, the deletion of every terminating pod, as if its containers had stopped.
+async fn confirm_deletions(server: &TestServer) {
+    for p in pods(server).await.iter().filter(|p| p["metadata"]["deletion_timestamp"].is_string()) {
+        let (name, uid) = (p["metadata"]["name"].as_str().unwrap(), p["metadata"]["uid"].as_str().unwrap());
+        let (code, body) = server.delete(&format!("/api/v1/namespaces/default/pods/{name}?grace_period_seconds=0&uid={uid}")).await;
+        assert!(code == StatusCode::OK || code == StatusCode::NOT_FOUND, "{code} {body}");
+    }
+}
+
+/// `n` pods once the terminating ones have been confirmed gone.
+async fn pod_count_after_confirming(server: &TestServer, n: usize) -> Vec<Value> {
+    eventually(Duration::from_secs(5), &format!("{n} pods after confirmed deletions"), || async {
+        confirm_deletions(server).await;
         let pods = pods(server).await;
         (pods.len() == n).then_some(pods)
     })
@@ -80,25 +101,88 @@ async fn a_deployment_scales_up_and_down_and_its_pods_go_with_it() {
     server.put("/api/v1/namespaces/default/deployments/web/scale", json!({"spec": {"replicas": 5}})).await;
     pod_count(&server, 5).await;
     server.put("/api/v1/namespaces/default/deployments/web/scale", json!({"spec": {"replicas": 2}})).await;
-    let left = pod_count(&server, 2).await;
+    let left = pod_count_after_confirming(&server, 2).await;
     assert!(left.iter().all(|p| p["status"]["phase"] == "Running"), "the running pods are kept, the new ones go first");
 
     // A failed pod is replaced.
     let victim = left[0]["metadata"]["name"].as_str().unwrap().to_string();
     let failed = json!({"status": {"phase": "Failed", "reason": "Error"}});
     server.put(&format!("/api/v1/namespaces/default/pods/{victim}/status"), failed).await;
-    eventually(Duration::from_secs(5), "the failed pod replaced", || async {
+    eventually(Duration::from_secs(5), "the failed pod replaced and bound", || async {
         let pods = pods(&server).await;
-        (pods.len() == 2 && pods.iter().all(|p| p["metadata"]["name"] != victim.as_str())).then_some(())
+        (pods.len() == 2 && pods.iter().all(|p| p["metadata"]["name"] != victim.as_str() && p["spec"]["node_name"] != "")).then_some(())
     })
     .await;
 
     let (status, _) = server.delete("/api/v1/namespaces/default/deployments/web").await;
     assert_eq!(status, StatusCode::OK);
-    pod_count(&server, 0).await;
+    let terminating = eventually(Duration::from_secs(5), "the pods terminating", || async {
+        let pods = pods(&server).await;
+        pods.iter().all(|p| p["metadata"]["deletion_timestamp"].is_string()).then_some(pods)
+    })
+    .await;
+    assert_eq!(terminating.len(), 2, "the cascade deletes gracefully: the pods stay until their agent confirms");
+    pod_count_after_confirming(&server, 0).await;
     let (_, events) = server.get("/api/v1/namespaces/default/events?field_selector=involved_object.kind%3DDeployment").await;
     let reasons: Vec<&str> = events["items"].as_array().unwrap().iter().map(|e| e["reason"].as_str().unwrap()).collect();
     assert!(reasons.contains(&"SuccessfulCreate") && reasons.contains(&"SuccessfulDelete"), "{reasons:?}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_terminating_pod_is_replaced_at_once_and_not_counted() {
+    let server = TestServer::in_memory().await;
+    server.add_node("node-1", 4000, 8 * GI, 110).await;
+    let mut d = deployment();
+    d["spec"]["replicas"] = json!(1);
+    server.post("/api/v1/namespaces/default/deployments", d).await;
+    let first = eventually(Duration::from_secs(5), "1 bound pod", || async {
+        let pods = pods(&server).await;
+        (pods.len() == 1 && pods[0]["spec"]["node_name"] == "node-1").then(|| pods[0].clone())
+    })
+    .await;
+    run_pods_on(&server, "node-1").await;
+    let name = first["metadata"]["name"].as_str().unwrap().to_string();
+    let (status, terminating) = server.delete(&format!("/api/v1/namespaces/default/pods/{name}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(terminating["metadata"]["deletion_timestamp"].is_string(), "{terminating}");
+
+    let replacement = eventually(Duration::from_secs(5), "a replacement next to the terminating pod", || async {
+        let pods = pods(&server).await;
+        (pods.len() == 2).then(|| pods.into_iter().find(|p| p["metadata"]["name"] != name.as_str()).unwrap())
+    })
+    .await;
+    assert!(replacement["metadata"]["deletion_timestamp"].is_null());
+    eventually(Duration::from_secs(5), "status.replicas 1", || async {
+        let (_, d) = server.get("/api/v1/namespaces/default/deployments/web").await;
+        (d["status"]["replicas"] == 1).then_some(())
+    })
+    .await;
+    let (_, old) = server.get(&format!("/api/v1/namespaces/default/pods/{name}")).await;
+    assert!(old["metadata"]["deletion_timestamp"].is_string(), "the old pod still waits for its agent");
+    let left = pod_count_after_confirming(&server, 1).await;
+    assert_eq!(left[0]["metadata"]["name"], replacement["metadata"]["name"]);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_terminating_pod_on_a_node_that_goes_not_ready_is_collected_with_a_warning() {
+    let server = TestServer::start(Config { run_scheduler: false, ..Config::in_memory() }).await;
+    server.add_node("node-1", 4000, 8 * GI, 110).await;
+    server.post("/api/v1/pods", common::pod("p", 1, 1)).await;
+    server.post("/api/v1/namespaces/default/pods/p/binding", json!({"target": {"name": "node-1"}})).await;
+    let (_, terminating) = server.delete("/api/v1/namespaces/default/pods/p").await;
+    assert!(terminating["metadata"]["deletion_timestamp"].is_string(), "{terminating}");
+    let (status, _) = server.post("/api/v1/nodes/node-1/heartbeat", json!({"conditions": [{"type": "Ready", "status": "False"}]})).await;
+    assert_eq!(status, StatusCode::OK);
+    eventually(Duration::from_secs(5), "the pod collected", || async {
+        (server.get("/api/v1/namespaces/default/pods/p").await.0 == StatusCode::NOT_FOUND).then_some(())
+    })
+    .await;
+    let (_, events) = server.get("/api/v1/namespaces/default/events?field_selector=reason%3DForceDeleted").await;
+    let event = &events["items"][0];
+    assert_eq!((event["type"].as_str(), event["involved_object"]["name"].as_str()), (Some("Warning"), Some("p")), "{events}");
+    assert!(event["message"].as_str().unwrap().contains("node node-1 of pod default/p is not Ready"), "{event}");
     server.stop().await;
 }
 

@@ -89,7 +89,8 @@ async fn filters_bookmarks_and_objects_leaving_a_selector() {
     }
     assert_eq!(added.as_deref(), Some("a"), "the pod that moved onto node-1 is ADDED; b never matches");
 
-    server.delete("/api/v1/namespaces/default/pods/a").await;
+    // Grace 0: removed at once, though bound to a Ready node (graceful deletion has its own tests).
+    server.delete("/api/v1/namespaces/default/pods/a?grace_period_seconds=0").await;
     loop {
         let event = watch.next(Duration::from_secs(5)).await.expect("the delete").watch_event();
         if event.type_ == WatchEventType::Deleted {

@@ -9,16 +9,16 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use shared::api::List;
-use shared::model::{Deployment, Kind, Object, Scale, ScaleSpec, ScaleStatus, event_types};
+use shared::model::{Deployment, Kind, Object, Pod, Scale, ScaleSpec, ScaleStatus, event_types};
 use shared::selector::LabelSelector;
 
 use super::{AppState, BodyBytes, Params, parse_json};
-use crate::auth::Principal;
+use crate::auth::{Principal, Role};
 use crate::error::{ApiError, ApiResult};
 use crate::events::{self, SOURCE_API};
 use crate::ops;
 use crate::resources::{Resource, stamp_new};
-use crate::store::{Key, Outcome, Txn, commit_one};
+use crate::store::{Key, Outcome, Txn, Write, commit_one};
 
 /// `?label_selector=…&field_selector=…&watch=true&resource_version=N`.
 #[derive(Debug, Default, Deserialize)]
@@ -370,20 +370,60 @@ pub async fn replace_cluster<R: Resource>(
     replace::<R>(state, principal, "", &name, &body).await
 }
 
-/// `?resource_version=N` makes a delete conditional.
+/// `?resource_version=N` makes a delete conditional. For pods, `grace_period_seconds=N`
+/// sets how long the containers get to stop (0 removes the pod at once) and `uid=U`
+/// deletes only the pod with that uid.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub struct DeleteParams {
     pub resource_version: Option<u64>,
+    pub grace_period_seconds: Option<i64>,
+    pub uid: Option<String>,
 }
 
-async fn delete<R: Resource>(state: AppState, namespace: &str, name: &str, params: DeleteParams) -> ApiResult<Response> {
+async fn delete<R: Resource>(
+    state: AppState,
+    principal: Principal,
+    namespace: &str,
+    name: &str,
+    params: DeleteParams,
+) -> ApiResult<Response> {
     let key = Key::new(R::KIND, namespace, name);
-    if R::KIND == Kind::Namespace {
-        check_namespace_empty(&state, name)?;
-    }
-    let outcome = commit_one(&*state.store, ops::delete(key, params.resource_version.unwrap_or(0))).await?;
+    let expected = params.resource_version.unwrap_or(0);
+    let write = match R::KIND {
+        Kind::Pod => delete_pod(&state, &principal, namespace, name, params)?,
+        Kind::Namespace => {
+            check_namespace_empty(&state, name)?;
+            ops::delete(key, expected)
+        }
+        _ => ops::delete(key, expected),
+    };
+    let outcome = commit_one(&*state.store, write).await?;
     Ok(object_response(StatusCode::OK, outcome.object()))
+}
+
+/// The graceful delete of a pod (see [`ops::delete_pod`]); a node's token may delete only
+/// the pods bound to its node.
+fn delete_pod(state: &AppState, principal: &Principal, namespace: &str, name: &str, params: DeleteParams) -> ApiResult<Write> {
+    if let Some(grace) = params.grace_period_seconds.filter(|g| *g < 0) {
+        return Err(ApiError::bad_request(format!(
+            "grace_period_seconds must be 0 or more, got {grace}: 0 deletes pod {namespace}/{name} at once"
+        )));
+    }
+    let bound_to = if principal.role == Role::Admin {
+        None
+    } else {
+        let pod = get_object::<Pod>(state, namespace, name)?;
+        principal.may_delete_pod(&pod.metadata.key(), &pod.spec.node_name)?;
+        Some(pod.spec.node_name)
+    };
+    let request = ops::PodDelete {
+        resource_version: params.resource_version.unwrap_or(0),
+        uid: params.uid.filter(|u| !u.is_empty()),
+        grace_seconds: params.grace_period_seconds,
+        bound_to,
+    };
+    Ok(ops::delete_pod(namespace, name, request, chrono::Utc::now()))
 }
 
 fn check_namespace_empty(state: &AppState, name: &str) -> ApiResult<()> {
@@ -406,18 +446,20 @@ fn check_namespace_empty(state: &AppState, name: &str) -> ApiResult<()> {
 
 pub async fn delete_namespaced<R: Resource>(
     State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
     Path((namespace, name)): Path<(String, String)>,
     Params(params): Params<DeleteParams>,
 ) -> ApiResult<Response> {
-    delete::<R>(state, &namespace, &name, params).await
+    delete::<R>(state, principal, &namespace, &name, params).await
 }
 
 pub async fn delete_cluster<R: Resource>(
     State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
     Path(name): Path<String>,
     Params(params): Params<DeleteParams>,
 ) -> ApiResult<Response> {
-    delete::<R>(state, "", &name, params).await
+    delete::<R>(state, principal, "", &name, params).await
 }
 
 fn scale_of(deployment: &Deployment) -> Scale {
@@ -476,7 +518,6 @@ pub async fn put_scale(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shared::model::Pod;
 
     #[test]
     fn a_body_of_another_kind_or_an_unknown_kind_is_a_400() {

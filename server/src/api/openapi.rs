@@ -65,7 +65,18 @@ fn operations() -> Vec<Op> {
             "200",
             Answer::Schema(kind),
         ));
-        ops.push(op("delete", &item, format!("Delete a {kind}; answers the deleted object."), None, "200", Answer::Schema(kind)));
+        let delete = if kind == "Pod" {
+            "Delete a pod gracefully. A pod bound to a Ready node is marked terminating: the 200 answer carries \
+             metadata.deletion_timestamp (now) and deletion_grace_period_seconds, watchers see MODIFIED and the pod \
+             shows as Terminating until its node's agent has stopped the containers and confirms with \
+             grace_period_seconds=0 (then DELETED). An unbound or finished pod, a pod whose node is gone or not Ready, \
+             or grace_period_seconds=0 removes the pod at once and answers its last state. On a terminating pod a \
+             shorter grace shortens it and a longer one changes nothing."
+                .to_string()
+        } else {
+            format!("Delete a {kind}; answers the deleted object.")
+        };
+        ops.push(op("delete", &item, delete, None, "200", Answer::Schema(kind)));
     }
     for (plural, kind) in CLUSTER {
         let collection = format!("/api/v1/{plural}");
@@ -183,6 +194,16 @@ fn list_parameters() -> Vec<Value> {
     ]
 }
 
+fn pod_delete_parameters() -> Vec<Value> {
+    vec![
+        json!({"name": "grace_period_seconds", "in": "query", "schema": {"type": "integer", "minimum": 0},
+               "description": "seconds the containers get to stop (default: the pod's spec.termination_grace_period_seconds, \
+                               else 30); 0 removes the pod at once; negative is a 400"}),
+        json!({"name": "uid", "in": "query", "schema": {"type": "string"},
+               "description": "delete only the pod with this metadata.uid, else 409 (never a newer pod of the same name)"}),
+    ]
+}
+
 fn error_responses() -> Value {
     let error = json!({"description": "an error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ApiError"}}}});
     json!({
@@ -202,6 +223,9 @@ pub fn document() -> Value {
         if op.method == "delete" {
             parameters.push(json!({"name": "resource_version", "in": "query", "schema": {"type": "integer"},
                                    "description": "delete only if the object is still at this revision, else 409"}));
+            if op.path.starts_with("/api/v1/namespaces/{namespace}/pods/") {
+                parameters.extend(pod_delete_parameters());
+            }
         }
         if op.path.ends_with("/log") {
             for (name, kind) in [("container", "string"), ("tail", "integer"), ("follow", "boolean")] {
@@ -295,6 +319,14 @@ mod tests {
         for (path, delete) in deletes {
             let names: Vec<_> = delete["parameters"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
             assert!(names.contains(&"resource_version"), "DELETE {path} lacks ?resource_version: {names:?}");
+            let pod = path == "/api/v1/namespaces/{namespace}/pods/{name}";
+            for graceful in ["grace_period_seconds", "uid"] {
+                assert_eq!(names.contains(&graceful), pod, "DELETE {path}: ?{graceful} is for pods only: {names:?}");
+            }
+            if pod {
+                let summary = delete["summary"].as_str().unwrap();
+                assert!(summary.contains("Terminating") && summary.contains("deletion_timestamp"), "{summary}");
+            }
         }
     }
 }

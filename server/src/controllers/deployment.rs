@@ -2,6 +2,7 @@
 //! `<deployment>-<5 random characters>` and owned by the deployment (controller reference);
 //! replaces pods that failed, scales down newest and least advanced first, deletes the
 //! pods of a deleted deployment (cascade), and writes `status.replicas` / `ready_replicas`.
+//! Pods are deleted gracefully; terminating pods no longer count as replicas.
 
 use std::sync::Arc;
 
@@ -121,15 +122,15 @@ impl Controller for DeploymentController {
             })
             .collect();
 
+        // Terminating pods are on their way out: they are no replicas (as in Kubernetes'
+        // ReplicaSet), so their replacements start at once, and nothing deletes them again.
+        let owned: Vec<Pod> = owned.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect();
+
         let Some(deployment) = deployment else {
-            // Cascade: the deployment is gone, so are its pods.
+            // Cascade: the deployment is gone, so are its pods, each gracefully.
             if !owned.is_empty() {
-                let mut txn = Txn::new();
-                for pod in &owned {
-                    txn.push(ops::delete(Key::new(Kind::Pod, namespace, &pod.metadata.name), 0));
-                }
-                commit_ignoring_gone(store, txn).await.map_err(err)?;
-                tracing::info!("deleted {} pods of deleted deployment {namespace}/{name}", owned.len());
+                delete_ignoring_gone(store, &owned, now).await.map_err(err)?;
+                tracing::info!("deleting {} pods of deleted deployment {namespace}/{name}", owned.len());
             }
             return Ok(Action::AwaitChange);
         };
@@ -142,7 +143,7 @@ impl Controller for DeploymentController {
         let mut txn = Txn::new();
 
         for pod in strays.iter().chain(finished.iter()) {
-            txn.push(ops::delete(Key::new(Kind::Pod, namespace, &pod.metadata.name), pod.metadata.resource_version));
+            txn.push(delete_pod(pod, pod.metadata.resource_version, now));
         }
         if !finished.is_empty() {
             let names: Vec<&str> = finished.iter().map(|p| p.metadata.name.as_str()).collect();
@@ -183,7 +184,7 @@ impl Controller for DeploymentController {
             active.sort_by_key(deletion_rank);
             let excess: Vec<Pod> = active.drain(..active.len() - want).collect();
             for pod in &excess {
-                txn.push(ops::delete(Key::new(Kind::Pod, namespace, &pod.metadata.name), pod.metadata.resource_version));
+                txn.push(delete_pod(pod, pod.metadata.resource_version, now));
             }
             let names: Vec<&str> = excess.iter().map(|p| p.metadata.name.as_str()).collect();
             txn.push(deployment_event(
@@ -226,19 +227,27 @@ impl Controller for DeploymentController {
     }
 }
 
-/// Commits deletes, treating objects already gone as deleted.
-async fn commit_ignoring_gone(store: &Arc<dyn Store>, txn: Txn) -> Result<(), StoreError> {
-    let keys: Vec<Key> = txn.writes.iter().map(|w| w.key.clone()).collect();
-    match store.commit(txn).await {
+/// The graceful delete of one of our pods: only that pod (its uid), at `resource_version`
+/// when non-zero, with the pod's own grace period.
+fn delete_pod(pod: &Pod, resource_version: u64, now: Time) -> crate::store::Write {
+    let request = ops::PodDelete { resource_version, uid: Some(pod.metadata.uid.clone()), ..ops::PodDelete::default() };
+    ops::delete_pod(&pod.metadata.namespace, &pod.metadata.name, request, now)
+}
+
+/// Deletes `pods` gracefully, treating pods already gone as deleted.
+async fn delete_ignoring_gone(store: &Arc<dyn Store>, pods: &[Pod], now: Time) -> Result<(), StoreError> {
+    let txn = |pods: &mut dyn Iterator<Item = &Pod>| {
+        let mut txn = Txn::new();
+        for pod in pods {
+            txn.push(delete_pod(pod, 0, now));
+        }
+        txn
+    };
+    match store.commit(txn(&mut pods.iter())).await {
         Ok(_) => Ok(()),
         Err(StoreError::NotFound { .. }) => {
-            let mut retry = Txn::new();
-            for key in keys {
-                if store.get(&key).is_some() {
-                    retry.push(ops::delete(key, 0));
-                }
-            }
-            store.commit(retry).await.map(|_| ())
+            let mut left = pods.iter().filter(|p| store.get(&Key::new(Kind::Pod, &p.metadata.namespace, &p.metadata.name)).is_some());
+            store.commit(txn(&mut left)).await.map(|_| ())
         }
         Err(e) => Err(e),
     }
@@ -313,6 +322,79 @@ mod tests {
         let left = fixtures::pods(&ctx);
         assert_eq!(left.len(), 1);
         assert_eq!(left[0].metadata.name, running.metadata.name, "the running pod is kept");
+    }
+
+    async fn ready_node(ctx: &Context) {
+        let mut node = fixtures::node("n1");
+        node.status.conditions.push(shared::model::Condition {
+            type_: conditions::NODE_READY.into(),
+            status: conditions::TRUE.into(),
+            ..Default::default()
+        });
+        fixtures::put(ctx, Object::Node(node)).await;
+    }
+
+    fn running_on_n1(d: &Deployment) -> Pod {
+        let mut pod = new_pod(d, chrono::Utc::now());
+        pod.spec.node_name = "n1".into();
+        pod.status.phase = PodPhase::Running;
+        pod
+    }
+
+    #[tokio::test]
+    async fn a_terminating_pod_is_no_replica_and_is_replaced_at_once() {
+        let ctx = fixtures::context().await;
+        ready_node(&ctx).await;
+        let d = deployment(1);
+        fixtures::put(&ctx, Object::Deployment(d.clone())).await;
+        let mut leaving = running_on_n1(&d);
+        leaving.metadata.deletion_timestamp = Some(chrono::Utc::now());
+        leaving.metadata.deletion_grace_period_seconds = Some(30);
+        fixtures::put(&ctx, Object::Pod(leaving.clone())).await;
+        reconcile(&ctx).await;
+        let pods = fixtures::pods(&ctx);
+        assert_eq!(pods.len(), 2, "a replacement next to the terminating pod");
+        let replacement = pods.iter().find(|p| p.metadata.name != leaving.metadata.name).unwrap();
+        assert!(replacement.metadata.deletion_timestamp.is_none());
+        match ctx.store.get(&Key::new(Kind::Deployment, "default", "web")).as_deref() {
+            Some(Object::Deployment(d)) => assert_eq!(d.status.replicas, 1, "the terminating pod is not counted"),
+            _ => panic!("deployment missing"),
+        }
+        let revision = ctx.store.revision();
+        reconcile(&ctx).await;
+        assert_eq!(ctx.store.revision(), revision, "idempotent: the terminating pod is not deleted again");
+    }
+
+    #[tokio::test]
+    async fn scale_down_and_cascade_delete_gracefully_among_pods_not_yet_terminating() {
+        let ctx = fixtures::context().await;
+        ready_node(&ctx).await;
+        let d = deployment(1);
+        fixtures::put(&ctx, Object::Deployment(d.clone())).await;
+        let mut leaving = running_on_n1(&d);
+        leaving.metadata.deletion_timestamp = Some(chrono::Utc::now());
+        leaving.metadata.deletion_grace_period_seconds = Some(30);
+        let (older, newer) = (running_on_n1(&d), running_on_n1(&d));
+        for p in [&leaving, &older, &newer] {
+            fixtures::put(&ctx, Object::Pod(p.clone())).await;
+        }
+        let version_of_leaving =
+            || fixtures::pods(&ctx).iter().find(|p| p.metadata.name == leaving.metadata.name).unwrap().metadata.resource_version;
+        let before = version_of_leaving();
+        reconcile(&ctx).await;
+        let pods = fixtures::pods(&ctx);
+        assert_eq!(pods.len(), 3, "a scale-down on a Ready node only marks the pod");
+        let terminating: Vec<&str> =
+            pods.iter().filter(|p| p.metadata.deletion_timestamp.is_some()).map(|p| p.metadata.name.as_str()).collect();
+        assert_eq!(terminating.len(), 2);
+        assert!(terminating.contains(&leaving.metadata.name.as_str()), "one of older and newer joins the pod already leaving");
+        assert_eq!(version_of_leaving(), before, "the pod already terminating is untouched");
+
+        ctx.store.commit(Txn::new().with(ops::delete(Key::new(Kind::Deployment, "default", "web"), 0))).await.unwrap();
+        reconcile(&ctx).await;
+        let pods = fixtures::pods(&ctx);
+        assert_eq!(pods.len(), 3, "the cascade is graceful too");
+        assert!(pods.iter().all(|p| p.metadata.deletion_timestamp.is_some()));
     }
 
     #[tokio::test]

@@ -6,11 +6,13 @@
 //! - [`deployment`]: replicas up and down, replacement of failed pods, cascade delete, status;
 //! - [`endpoints`]: a service's endpoints from its running, ready pods;
 //! - [`node_lifecycle`]: NotReady after missed heartbeats, NodeLost pods past a grace period;
+//! - [`pod_gc`]: terminating pods no agent will confirm, or whose agent is overdue, are removed;
 //! - [`collect_events`]: events past their TTL are deleted.
 
 pub mod deployment;
 pub mod endpoints;
 pub mod node_lifecycle;
+pub mod pod_gc;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
