@@ -1,7 +1,7 @@
 //! Graceful pod deletion through the API: a pod bound to a Ready node turns Terminating
 //! (MODIFIED) until its agent confirms with grace 0 (DELETED); the uid precondition, the
 //! shortening of a grace and the pods that no agent runs, which go at once; a terminating
-//! pod keeps its room on its node.
+//! pod keeps its room on its node and in its namespace.
 
 mod common;
 
@@ -160,5 +160,22 @@ async fn a_terminating_pod_keeps_its_room_on_its_node_until_it_is_gone() {
         (p["spec"]["node_name"] == "node-1").then_some(())
     })
     .await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_namespace_with_a_terminating_pod_is_not_deleted_yet() {
+    let server = manual().await;
+    server.add_node("node-1", 4000, 8 * GI, 110).await;
+    assert_eq!(server.post("/api/v1/namespaces", json!({"metadata": {"name": "shop"}})).await.0, StatusCode::CREATED);
+    assert_eq!(server.post("/api/v1/namespaces/shop/pods", pod("p", 1, 1)).await.0, StatusCode::CREATED);
+    server.post("/api/v1/namespaces/shop/pods/p/binding", json!({"target": {"name": "node-1"}})).await;
+    let (_, terminating) = server.delete("/api/v1/namespaces/shop/pods/p").await;
+    assert!(terminating["metadata"]["deletion_timestamp"].is_string(), "{terminating}");
+    let (status, err) = server.delete("/api/v1/namespaces/shop").await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert!(err["error"]["message"].as_str().unwrap().contains("still holds 1 pods"), "{err}");
+    assert_eq!(server.delete("/api/v1/namespaces/shop/pods/p?grace_period_seconds=0").await.0, StatusCode::OK);
+    assert_eq!(server.delete("/api/v1/namespaces/shop").await.0, StatusCode::OK);
     server.stop().await;
 }

@@ -94,7 +94,7 @@ mod tests {
     use crate::resources::stamp_new;
 
     #[tokio::test]
-    async fn endpoints_are_the_running_matching_pods() {
+    async fn endpoints_are_the_running_matching_pods_that_are_not_terminating() {
         let ctx = fixtures::context().await;
         let mut service: Service = serde_json::from_str(include_str!("../../../examples/service.json")).unwrap();
         stamp_new(&mut service, chrono::Utc::now());
@@ -105,7 +105,10 @@ mod tests {
         b.status.pod_ip = "10.20.0.3".into();
         let mut c = fixtures::pod("c", &[("app", "db")], "n1", PodPhase::Running);
         c.status.pod_ip = "10.20.0.4".into();
-        for p in [a, b, c] {
+        let mut leaving = fixtures::pod("leaving", &[("app", "web")], "n1", PodPhase::Running);
+        leaving.status.pod_ip = "10.20.0.5".into();
+        leaving.metadata.deletion_timestamp = Some(chrono::Utc::now());
+        for p in [a, b, c, leaving] {
             fixtures::put(&ctx, Object::Pod(p)).await;
         }
         let key = Key::new(Kind::Service, "default", "web-service");
