@@ -21,8 +21,8 @@
 # Settings (environment):
 #   SHEPHERD_API   the server, default 127.0.0.1:9876
 #   SHEEPCTL       the sheepctl binary, default: `sheepctl` on PATH, else target/debug/sheepctl
-#   WAIT_TIMEOUT   how long to wait for Running, default 60s
-#   CLEANUP=1      delete the pod at the end
+#   WAIT_TIMEOUT   how long to wait for Running (and, with CLEANUP=1, for the pod to go), default 60s
+#   CLEANUP=1      delete the pod at the end, showing it Terminating until its node confirms
 #
 # Run it from anywhere: ./examples/try-it-yourself.sh
 
@@ -86,6 +86,12 @@ say "Why it runs where it runs:"
 step describe pod web-server
 
 if [[ "${CLEANUP:-0}" == "1" ]]; then
-    say "Clean up:"
-    step delete pod web-server
+    say "Clean up. Deleting a running pod is graceful, as in Kubernetes: the server only marks it"
+    say "Terminating; the node's agent stops the containers (SIGTERM, then SIGKILL once the grace"
+    say "period, 30s by default, runs out) and confirms, and only then is the pod gone."
+    step delete pod web-server --wait=false
+    step get pods                    # Terminating (or already gone, if the containers stopped at once)
+    # A shell as PID 1 ignores SIGTERM: this pod usually takes its whole grace period.
+    # Plain `sheepctl delete pod web-server` waits like this by itself.
+    step wait --for=delete pod/web-server --timeout="${WAIT_TIMEOUT:-60s}"
 fi

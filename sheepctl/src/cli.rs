@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 use shared::api::{API_ENV, TOKEN_ENV};
 
 #[derive(Debug, Parser)]
@@ -132,6 +132,25 @@ pub struct DeleteArgs {
     /// Succeed when an object is already gone
     #[arg(long)]
     pub ignore_not_found: bool,
+
+    /// Seconds a pod's containers get to stop before they are killed; -1 uses the pod's own
+    /// (spec.termination_grace_period_seconds, else 30). 0 needs --force
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true, value_name = "SECONDS")]
+    pub grace_period: i64,
+
+    /// Remove pods from the API at once, without waiting for their node to confirm that the
+    /// containers stopped (the same as --grace-period=0, which needs it)
+    #[arg(long)]
+    pub force: bool,
+
+    /// Wait until the objects are gone; --wait=false returns as soon as the server took the
+    /// deletion (a pod may still be Terminating)
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_name = "BOOL")]
+    pub wait: bool,
+
+    /// How long --wait waits, e.g. 30s, 2m; 0s (the default, as kubectl) means a week
+    #[arg(long, default_value = "0s", value_name = "DURATION")]
+    pub timeout: String,
 }
 
 #[derive(Debug, Args)]
@@ -261,5 +280,25 @@ mod tests {
         assert!(Cli::try_parse_from(["sheepctl", "delete", "-f", "x.json"]).is_ok());
         assert!(Cli::try_parse_from(["sheepctl", "delete", "pod/a", "-f", "x.json"]).is_err());
         assert!(Cli::try_parse_from(["sheepctl", "delete"]).is_err());
+    }
+
+    fn delete_args(args: &[&str]) -> DeleteArgs {
+        let cli = Cli::try_parse_from(["sheepctl", "delete"].iter().chain(args)).unwrap();
+        let Command::Delete(delete) = cli.command else { panic!("expected delete") };
+        delete
+    }
+
+    #[test]
+    fn delete_waits_with_the_pods_own_grace_by_default() {
+        let args = delete_args(&["pod", "a"]);
+        assert_eq!((args.grace_period, args.force, args.wait, args.timeout.as_str()), (-1, false, true, "0s"));
+        let args = delete_args(&["pod", "a", "--grace-period=5", "--wait=false", "--timeout", "1m"]);
+        assert_eq!((args.grace_period, args.wait, args.timeout.as_str()), (5, false, "1m"));
+        let args = delete_args(&["pod", "a", "--grace-period", "-1", "--force", "--wait"]);
+        assert_eq!((args.grace_period, args.force, args.wait), (-1, true, true));
+        // `--wait false` would read `false` as a second pod's name: the value needs `=`.
+        assert_eq!(delete_args(&["pod", "a", "--wait", "b"]).target, ["pod", "a", "b"]);
+        assert!(Cli::try_parse_from(["sheepctl", "delete", "pod", "a", "--wait=maybe"]).is_err());
+        assert!(Cli::try_parse_from(["sheepctl", "delete", "pod", "a", "--grace-period=soon"]).is_err());
     }
 }

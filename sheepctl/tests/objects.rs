@@ -125,11 +125,11 @@ fn scale_then_delete_by_name_and_by_manifest() {
     server.sheepctl().args(["scale", "deploy", "web", "--replicas", "0"]).assert().success();
     assert_eq!(server.get("/api/v1/namespaces/default/deployments/web")["spec"]["replicas"], 0);
 
-    server.sheepctl().args(["delete", "pod", "web-server"]).assert().success().stdout("pod/web-server deleted\n");
-    server.sheepctl().args(["delete", "-f"]).arg(example("service.json")).assert().success().stdout("service/web-service deleted\n");
+    server.sheepctl().args(["delete", "pod", "web-server"]).assert().success().stdout("pod \"web-server\" deleted\n");
+    server.sheepctl().args(["delete", "-f"]).arg(example("service.json")).assert().success().stdout("service \"web-service\" deleted\n");
     server.sheepctl().args(["get", "svc", "web-service"]).assert().code(1);
     server.sheepctl().args(["delete", "pod/web-server", "--ignore-not-found"]).assert().success().stdout("");
-    server.sheepctl().args(["delete", "deploy/web"]).assert().success().stdout("deployment/web deleted\n");
+    server.sheepctl().args(["delete", "deploy/web"]).assert().success().stdout("deployment \"web\" deleted\n");
 }
 
 #[test]

@@ -53,7 +53,9 @@ fn the_walk_through_runs_to_the_end() {
         }
     }
     assert_eq!(story, ["Created", "Scheduled", "Started", "Running"], "{stdout}");
-    assert!(stdout.contains("pod/web-server deleted"), "CLEANUP=1 deletes the pod\n{stdout}");
+    let cleanup = stdout.split("Clean up.").nth(1).expect("CLEANUP=1 deletes the pod");
+    assert!(cleanup.contains("pod \"web-server\" deleted"), "{stdout}");
+    assert!(cleanup.contains("pod/web-server condition met"), "the script waits until the pod is gone\n{stdout}");
 
     shutdown.cancel();
     node.join().expect("the node thread ends");
