@@ -1,6 +1,7 @@
 //! The agent against the real `shepherd` server (in process, on 127.0.0.1:0) and the real
 //! Docker engine: the whole path create → schedule → bind → Running, logs through the
-//! server's proxy, delete, and the binary's SIGTERM that leaves pods running.
+//! server's proxy, graceful deletion (Terminating until the agent confirms), and the binary's
+//! SIGTERM that leaves pods running.
 
 mod common;
 
@@ -54,9 +55,13 @@ impl Server {
         serde_json::from_str(&text).unwrap()
     }
 
-    async fn delete(&self, path: &str) {
+    /// Deletes and returns the answer: the pod's last state, or its Terminating state.
+    async fn delete(&self, path: &str) -> Value {
         let response = self.http.delete(format!("{}{path}", self.base)).send().await.unwrap();
-        assert_eq!(response.status().as_u16(), 200, "DELETE {path}");
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        assert_eq!(status, 200, "DELETE {path}: {text}");
+        serde_json::from_str(&text).unwrap()
     }
 
     /// Polls the pod until `check` holds.
@@ -216,6 +221,51 @@ async fn a_pod_created_before_any_node_runs_once_the_agent_registers() {
     let agent = tokio::spawn(agent::run_node(config(&server, &node), docker.clone(), api, listener, shutdown.clone()));
     let running = server.wait_pod("early", "Running", |p| p["status"]["phase"] == "Running").await;
     assert_eq!(running["spec"]["node_name"], node.as_str());
+    shutdown.cancel();
+    agent.await.unwrap().unwrap();
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_pod_is_terminating_until_its_containers_are_gone_and_the_agent_confirms() {
+    let docker = docker().await;
+    minimal_image(&docker).await;
+    let node = unique("node");
+    let _cleanup = Cleanup(node.clone());
+    let server = Server::start().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let shutdown = CancellationToken::new();
+    let api = Arc::new(HttpApiClient::new(&server.base, None));
+    let agent = tokio::spawn(agent::run_node(config(&server, &node), docker.clone(), api, listener, shutdown.clone()));
+
+    let mut manifest = pod("graceful", "sleep 3600");
+    // The shell ignores SIGTERM as PID 1: the container lives out its whole 2 s grace.
+    manifest["spec"]["termination_grace_period_seconds"] = json!(2);
+    server.post("/api/v1/pods", manifest).await;
+    let running = server.wait_pod("graceful", "Running", |p| p["status"]["phase"] == "Running").await;
+    let uid = running["metadata"]["uid"].as_str().unwrap().to_string();
+
+    let answer = server.delete("/api/v1/namespaces/default/pods/graceful").await;
+    assert!(answer["metadata"]["deletion_timestamp"].is_string(), "a running pod is not removed at once: {answer:#}");
+    assert_eq!(answer["metadata"]["deletion_grace_period_seconds"], 2);
+    let (status, _) = server.get("/api/v1/namespaces/default/pods/graceful").await;
+    assert_eq!(status, 200, "the pod stays while its container stops");
+
+    let began = Instant::now();
+    loop {
+        let (status, text) = server.get("/api/v1/namespaces/default/pods/graceful").await;
+        if status == 404 {
+            break;
+        }
+        assert!(began.elapsed() < WAIT, "the terminating pod was never removed: {text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Removed by the agent's confirmation, not the server's safety net (30 s past the grace).
+    assert!(began.elapsed() < Duration::from_secs(15), "the pod went only after {:?}", began.elapsed());
+    assert!(docker.list(&[(LABEL_POD_UID, uid.as_str())]).await.unwrap().is_empty(), "the pod went before its container");
+    let events = server.json("/api/v1/namespaces/default/events?field_selector=involved_object.name=graceful").await;
+    let killing = events["items"].as_array().unwrap().iter().find(|e| e["reason"] == "Killing").cloned();
+    assert!(killing.is_some_and(|e| e["message"].as_str().unwrap().contains("grace period 2s")), "{events:#}");
     shutdown.cancel();
     agent.await.unwrap().unwrap();
     server.stop().await;

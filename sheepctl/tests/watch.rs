@@ -17,7 +17,11 @@ fn get_watch_prints_each_change() {
     server.register_node("node-1");
     let bound = watch.expect_line("node-1", Duration::from_secs(10));
     assert!(bound.starts_with("MODIFIED"), "{bound}");
-    server.sheepctl().args(["delete", "pod", "web-server"]).assert().success();
+    // Bound to a Ready node, the pod first shows Terminating; forced, it goes.
+    server.sheepctl().args(["delete", "pod", "web-server", "--wait=false"]).assert().success();
+    let terminating = watch.expect_line("Terminating", Duration::from_secs(10));
+    assert!(terminating.starts_with("MODIFIED"), "{terminating}");
+    server.sheepctl().args(["delete", "pod", "web-server", "--grace-period=0", "--force"]).assert().success();
     watch.expect_line("DELETED", Duration::from_secs(10));
 }
 

@@ -104,15 +104,19 @@ async fn a_pod_applied_in_the_dashboard_runs_and_explains_its_node() {
     let path = shared::api::paths::object(shared::model::Kind::Pod, "default", &pod);
     let deleted = client.delete(format!("{url}{path}")).send().await.expect("delete the pod");
     assert!(deleted.status().is_success(), "deleting the pod answered {}", deleted.status());
-    let mut remaining = usize::MAX;
+    // The running pod is Terminating until the agent has stopped its container (1 s grace)
+    // and confirmed; only then does the API forget it.
+    let mut status = 0;
     for _ in 0..100 {
-        remaining = docker.list(&[(LABEL_POD, pod.as_str()), (LABEL_NODE, node.as_str())]).await.expect("list containers").len();
-        if remaining == 0 {
+        status = client.get(format!("{url}{path}")).send().await.expect("read the pod").status().as_u16();
+        if status == 404 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(remaining, 0, "the pod's container is still there 10 s after the pod was deleted");
+    assert_eq!(status, 404, "the pod is still in the API 10 s after it was deleted");
+    let remaining = docker.list(&[(LABEL_POD, pod.as_str()), (LABEL_NODE, node.as_str())]).await.expect("list containers").len();
+    assert_eq!(remaining, 0, "the pod left the API before its container was gone");
     shutdown.cancel();
     agent.await.expect("the agent task").expect("the agent stops cleanly");
     server.await.expect("the server task").expect("the server stops cleanly");
