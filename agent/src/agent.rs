@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::Error as ClientError;
-use crate::pod::{NodeContext, PodWorker, remove_orphan};
+use crate::pod::{NodeContext, PodWorker, grace_period, hurry, remove_orphan};
 use crate::runtime::{LABEL_CLUSTER, LABEL_NODE, LABEL_POD_UID, LABEL_SANDBOX};
 use crate::sandbox::{Owner, clean, owner};
 
@@ -200,7 +200,31 @@ impl PodManager {
                 }
                 PodUpdate::Present(pod) | PodUpdate::Deleted(pod) => {
                     let busy = busy();
-                    let terminated = worker.terminate(pod).await;
+                    let mut grace = grace_period(pod);
+                    let terminate = worker.terminate(pod);
+                    tokio::pin!(terminate);
+                    // Stopping may take the whole grace period: a second DELETE that shortens
+                    // it hurries the containers meanwhile.
+                    let terminated = loop {
+                        tokio::select! {
+                            outcome = &mut terminate => break outcome,
+                            changed = updates.changed() => {
+                                if changed.is_err() {
+                                    break terminate.await;
+                                }
+                                let newer = match &*updates.borrow() {
+                                    PodUpdate::Present(newer) | PodUpdate::Deleted(newer) => grace_period(newer),
+                                };
+                                if newer < grace {
+                                    grace = newer;
+                                    tracing::info!(pod = %pod.metadata.key(), grace = ?grace, "grace period shortened; stopping sooner");
+                                    if let Err(e) = hurry(&self.ctx, pod, grace).await {
+                                        tracing::warn!(error = %e, "cannot stop the pod's containers sooner");
+                                    }
+                                }
+                            }
+                        }
+                    };
                     drop(busy);
                     match terminated {
                         Ok(()) if matches!(update, PodUpdate::Deleted(_)) => {

@@ -779,6 +779,23 @@ impl PodWorker {
     }
 }
 
+/// Stops the pod's running containers again with a shorter grace period, while an earlier
+/// [`PodWorker::terminate`] still waits out the longer one (a second DELETE shortened it).
+pub async fn hurry(ctx: &NodeContext, pod: &Pod, grace: Duration) -> crate::runtime::Result<()> {
+    let filter = [(LABEL_POD_UID, pod.metadata.uid.as_str()), (LABEL_NODE, ctx.node_name.as_str()), (LABEL_CLUSTER, ctx.cluster.as_str())];
+    let running = ctx.runtime.list(&filter).await?.into_iter().filter(|info| info.state == RunState::Running);
+    let stops = running.map(|info| async move {
+        ctx.event(
+            pod,
+            event_types::NORMAL,
+            "Killing",
+            format!("Stopping container {} sooner (grace period shortened to {}s)", info.label(LABEL_CONTAINER), grace.as_secs()),
+        );
+        ctx.runtime.stop(&info.id, grace).await
+    });
+    futures::future::join_all(stops).await.into_iter().collect()
+}
+
 /// Stops and removes a container whose pod is gone, within the grace period its labels
 /// recorded.
 pub async fn remove_orphan(runtime: &dyn ContainerRuntime, info: &ContainerInfo) -> crate::runtime::Result<()> {

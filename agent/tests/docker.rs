@@ -188,6 +188,32 @@ async fn a_terminating_pod_stops_within_the_deletions_grace_then_the_agent_confi
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shortened_grace_period_stops_a_terminating_pod_sooner() {
+    let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
+
+    let pod = api.add_pod(&node, "hurried", spec(vec![container("main", &["sleep", "3600"])], "Always"));
+    api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
+    // sleep ignores SIGTERM as PID 1: it would live out the whole 60 s.
+    api.terminate_pod(&pod.metadata.uid, 60);
+    let began = std::time::Instant::now();
+    while !api.events_for("hurried").iter().any(|e| e.reason == "Killing") {
+        assert!(began.elapsed() < WAIT, "the terminating pod's container was never stopped");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(api.has_pod(&pod.metadata.uid), "the container cannot be gone yet");
+    api.terminate_pod(&pod.metadata.uid, 1);
+    let shortened = std::time::Instant::now();
+    while api.has_pod(&pod.metadata.uid) {
+        assert!(shortened.elapsed() < Duration::from_secs(15), "the shortened grace period was not honoured");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(containers_of(docker.as_ref(), &pod.metadata.uid).await.is_empty());
+    assert!(api.events_for("hurried").iter().any(|e| e.message.contains("shortened to 1s")));
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deletion_the_watch_missed_is_caught_by_the_resync() {
     let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
 
