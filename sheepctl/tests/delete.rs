@@ -48,6 +48,10 @@ fn without_wait_delete_returns_while_the_pod_is_terminating_and_get_shows_it() {
     let table = server.sheepctl().args(["get", "pods"]).output().unwrap();
     let row: Vec<String> = String::from_utf8_lossy(&table.stdout).lines().nth(1).unwrap().split_whitespace().map(String::from).collect();
     assert_eq!(&row[..3], ["web-server", "1/1", "Terminating"]);
+    let described = server.sheepctl().args(["describe", "pod", "web-server"]).output().unwrap();
+    let described = String::from_utf8_lossy(&described.stdout);
+    assert!(described.contains("Status:         Terminating"), "{described}");
+    assert!(described.lines().any(|l| l.starts_with("Deleting Since:") && l.ends_with("grace period 30s")), "{described}");
 
     // A second deletion may shorten the grace.
     server.sheepctl().args(["delete", "pod", "web-server", "--grace-period=5", "--wait=false"]).assert().success();

@@ -154,7 +154,11 @@ fn meta_text(text: &mut Text, object_meta: &shared::model::ObjectMeta, now: Time
         text.field(0, "Controlled By", format!("{}/{}", owner.kind, owner.name));
     }
     if object_meta.deletion_timestamp.is_some() {
-        text.field(0, "Deleting Since", when(now, object_meta.deletion_timestamp));
+        let since = when(now, object_meta.deletion_timestamp);
+        match object_meta.deletion_grace_period_seconds {
+            Some(grace) => text.field(0, "Deleting Since", format!("{since}, grace period {grace}s")),
+            None => text.field(0, "Deleting Since", since),
+        }
     }
 }
 
