@@ -89,6 +89,18 @@ async fn every_role_gets_exactly_its_rights() {
     assert_eq!(agent.delete(&confirm).await.0, StatusCode::OK);
     assert_eq!(admin.get("/api/v1/namespaces/default/pods/mine").await.0, StatusCode::NOT_FOUND);
     assert_eq!(admin.get("/api/v1/namespaces/default/pods/theirs").await.0, StatusCode::OK);
+
+    // A late confirmation meets a new pod of the same name on another node: the uid
+    // precondition answers (409, so the agent knows its pod is gone), and nothing is deleted.
+    assert_eq!(admin.post("/api/v1/pods", pod("mine", 1, 1)).await.0, StatusCode::CREATED);
+    let binding = json!({"target": {"name": "node-2"}});
+    assert_eq!(admin.post("/api/v1/namespaces/default/pods/mine/binding", binding).await.0, StatusCode::CREATED);
+    let (status, err) = agent.delete(&confirm).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{err}");
+    assert!(err["error"]["message"].as_str().unwrap().contains("it is another pod of the same name"), "{err}");
+    assert_eq!(admin.get("/api/v1/namespaces/default/pods/mine").await.0, StatusCode::OK);
+    let (status, _) = agent.delete("/api/v1/namespaces/default/pods/mine?grace_period_seconds=0").await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "without a uid of its own pod, the node may not delete another node's pod");
     anonymous.stop().await;
 }
 

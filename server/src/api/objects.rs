@@ -410,16 +410,22 @@ fn delete_pod(state: &AppState, principal: &Principal, namespace: &str, name: &s
             "grace_period_seconds must be 0 or more, got {grace}: 0 deletes pod {namespace}/{name} at once"
         )));
     }
+    let uid = params.uid.filter(|u| !u.is_empty());
     let bound_to = if principal.role == Role::Admin {
         None
     } else {
         let pod = get_object::<Pod>(state, namespace, name)?;
-        principal.may_delete_pod(&pod.metadata.key(), &pod.spec.node_name)?;
+        // A confirmation for an older pod of this name meets another pod here: the uid
+        // precondition answers it (409), whichever node the new pod is on. No uid comes
+        // back, so that answer can never delete anything.
+        if uid.as_deref().is_none_or(|u| u == pod.metadata.uid) {
+            principal.may_delete_pod(&pod.metadata.key(), &pod.spec.node_name)?;
+        }
         Some(pod.spec.node_name)
     };
     let request = ops::PodDelete {
         resource_version: params.resource_version.unwrap_or(0),
-        uid: params.uid.filter(|u| !u.is_empty()),
+        uid,
         grace_seconds: params.grace_period_seconds,
         bound_to,
     };
