@@ -109,6 +109,27 @@ fn config(server: &Server, node: &str) -> AgentConfig {
     config
 }
 
+/// `agent::run_node` for `node` against `server`, in this process, until [`InProcessAgent::stop`].
+struct InProcessAgent {
+    task: tokio::task::JoinHandle<agent::Result<()>>,
+    shutdown: CancellationToken,
+}
+
+impl InProcessAgent {
+    async fn start(server: &Server, node: &str, runtime: Arc<dyn ContainerRuntime>) -> InProcessAgent {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let shutdown = CancellationToken::new();
+        let api = Arc::new(HttpApiClient::new(&server.base, None));
+        let task = tokio::spawn(agent::run_node(config(server, node), runtime, api, listener, shutdown.clone()));
+        InProcessAgent { task, shutdown }
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.task.await.unwrap().unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_runs_through_the_server_and_its_logs_come_back() {
     let docker = docker().await;
@@ -116,10 +137,7 @@ async fn a_pod_runs_through_the_server_and_its_logs_come_back() {
     let node = unique("node");
     let _cleanup = Cleanup(node.clone());
     let server = Server::start().await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let shutdown = CancellationToken::new();
-    let api = Arc::new(HttpApiClient::new(&server.base, None));
-    let agent = tokio::spawn(agent::run_node(config(&server, &node), docker.clone(), api, listener, shutdown.clone()));
+    let agent = InProcessAgent::start(&server, &node, docker.clone()).await;
 
     let registered = loop {
         let (status, text) = server.get(&format!("/api/v1/nodes/{node}")).await;
@@ -162,8 +180,7 @@ async fn a_pod_runs_through_the_server_and_its_logs_come_back() {
         assert!(began.elapsed() < WAIT, "the deleted pod's container is still there");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    shutdown.cancel();
-    agent.await.unwrap().unwrap();
+    agent.stop().await;
     server.stop().await;
 }
 
@@ -215,14 +232,10 @@ async fn a_pod_created_before_any_node_runs_once_the_agent_registers() {
     let _cleanup = Cleanup(node.clone());
     let server = Server::start().await;
     server.post("/api/v1/pods", pod("early", "sleep 3600")).await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let shutdown = CancellationToken::new();
-    let api = Arc::new(HttpApiClient::new(&server.base, None));
-    let agent = tokio::spawn(agent::run_node(config(&server, &node), docker.clone(), api, listener, shutdown.clone()));
+    let agent = InProcessAgent::start(&server, &node, docker.clone()).await;
     let running = server.wait_pod("early", "Running", |p| p["status"]["phase"] == "Running").await;
     assert_eq!(running["spec"]["node_name"], node.as_str());
-    shutdown.cancel();
-    agent.await.unwrap().unwrap();
+    agent.stop().await;
     server.stop().await;
 }
 
@@ -233,10 +246,7 @@ async fn a_deleted_pod_is_terminating_until_its_containers_are_gone_and_the_agen
     let node = unique("node");
     let _cleanup = Cleanup(node.clone());
     let server = Server::start().await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let shutdown = CancellationToken::new();
-    let api = Arc::new(HttpApiClient::new(&server.base, None));
-    let agent = tokio::spawn(agent::run_node(config(&server, &node), docker.clone(), api, listener, shutdown.clone()));
+    let agent = InProcessAgent::start(&server, &node, docker.clone()).await;
 
     let mut manifest = pod("graceful", "sleep 3600");
     // The shell ignores SIGTERM as PID 1: the container lives out its whole 2 s grace.
@@ -266,7 +276,6 @@ async fn a_deleted_pod_is_terminating_until_its_containers_are_gone_and_the_agen
     let events = server.json("/api/v1/namespaces/default/events?field_selector=involved_object.name=graceful").await;
     let killing = events["items"].as_array().unwrap().iter().find(|e| e["reason"] == "Killing").cloned();
     assert!(killing.is_some_and(|e| e["message"].as_str().unwrap().contains("grace period 2s")), "{events:#}");
-    shutdown.cancel();
-    agent.await.unwrap().unwrap();
+    agent.stop().await;
     server.stop().await;
 }

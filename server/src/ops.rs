@@ -487,7 +487,8 @@ mod tests {
         assert!(rejected.to_string().contains("cpu 300m requested, 100m of 1 allocatable is free"), "{rejected}");
     }
 
-    async fn ready_node_with_bound_pod(store: &CachedStore, name: &str) -> Pod {
+    /// Registers node `ready` with Ready=True.
+    async fn register_ready_node(store: &CachedStore) {
         let mut n = node("ready", 4000, 10);
         n.status.conditions.push(Condition {
             type_: conditions::NODE_READY.into(),
@@ -495,6 +496,10 @@ mod tests {
             ..Condition::default()
         });
         store.commit(Txn::new().with(register_node(n, chrono::Utc::now()))).await.unwrap();
+    }
+
+    async fn ready_node_with_bound_pod(store: &CachedStore, name: &str) -> Pod {
+        register_ready_node(store).await;
         let p = pod(name, 100);
         store.commit(Txn::new().with(create(p.clone()))).await.unwrap();
         store.commit(bind("default", name, "ready", &p.metadata.uid, SOURCE_SCHEDULER, chrono::Utc::now())).await.unwrap();
@@ -547,13 +552,7 @@ mod tests {
     #[tokio::test]
     async fn the_pod_spec_grace_is_the_default_and_zero_removes_at_once() {
         let store = setup().await;
-        let mut n = node("ready", 4000, 10);
-        n.status.conditions.push(Condition {
-            type_: conditions::NODE_READY.into(),
-            status: conditions::TRUE.into(),
-            ..Condition::default()
-        });
-        store.commit(Txn::new().with(register_node(n, chrono::Utc::now()))).await.unwrap();
+        register_ready_node(&store).await;
         for (name, seconds) in [("five", 5), ("zero", 0)] {
             let mut p = pod(name, 1);
             p.spec.termination_grace_period_seconds = Some(seconds);

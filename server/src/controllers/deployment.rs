@@ -341,15 +341,21 @@ mod tests {
         pod
     }
 
+    /// A running pod of `d` on n1 whose graceful delete has begun.
+    fn terminating_on_n1(d: &Deployment) -> Pod {
+        let mut pod = running_on_n1(d);
+        pod.metadata.deletion_timestamp = Some(chrono::Utc::now());
+        pod.metadata.deletion_grace_period_seconds = Some(30);
+        pod
+    }
+
     #[tokio::test]
     async fn a_terminating_pod_is_no_replica_and_is_replaced_at_once() {
         let ctx = fixtures::context().await;
         ready_node(&ctx).await;
         let d = deployment(1);
         fixtures::put(&ctx, Object::Deployment(d.clone())).await;
-        let mut leaving = running_on_n1(&d);
-        leaving.metadata.deletion_timestamp = Some(chrono::Utc::now());
-        leaving.metadata.deletion_grace_period_seconds = Some(30);
+        let leaving = terminating_on_n1(&d);
         fixtures::put(&ctx, Object::Pod(leaving.clone())).await;
         reconcile(&ctx).await;
         let pods = fixtures::pods(&ctx);
@@ -371,9 +377,7 @@ mod tests {
         ready_node(&ctx).await;
         let d = deployment(1);
         fixtures::put(&ctx, Object::Deployment(d.clone())).await;
-        let mut leaving = running_on_n1(&d);
-        leaving.metadata.deletion_timestamp = Some(chrono::Utc::now());
-        leaving.metadata.deletion_grace_period_seconds = Some(30);
+        let leaving = terminating_on_n1(&d);
         let (older, newer) = (running_on_n1(&d), running_on_n1(&d));
         for p in [&leaving, &older, &newer] {
             fixtures::put(&ctx, Object::Pod(p.clone())).await;
