@@ -68,6 +68,11 @@ pub struct NodeContext {
 }
 
 impl NodeContext {
+    /// The containers of the pod `uid` on this node of this cluster.
+    async fn pod_containers(&self, uid: &str) -> crate::runtime::Result<Vec<ContainerInfo>> {
+        self.runtime.list(&[(LABEL_POD_UID, uid), (LABEL_NODE, self.node_name.as_str()), (LABEL_CLUSTER, self.cluster.as_str())]).await
+    }
+
     fn source(&self) -> String {
         format!("agent/{}", self.node_name)
     }
@@ -275,12 +280,7 @@ impl PodWorker {
         let key = pod.metadata.key();
         let runtime_error = |source| Error::Runtime { pod: key.clone(), source };
         let uid = pod.metadata.uid.as_str();
-        let existing = self
-            .ctx
-            .runtime
-            .list(&[(LABEL_POD_UID, uid), (LABEL_NODE, self.ctx.node_name.as_str()), (LABEL_CLUSTER, self.ctx.cluster.as_str())])
-            .await
-            .map_err(runtime_error)?;
+        let existing = self.ctx.pod_containers(uid).await.map_err(runtime_error)?;
         let mut by_name: HashMap<String, Vec<ContainerInfo>> = HashMap::new();
         for info in existing {
             by_name.entry(info.label(LABEL_CONTAINER).to_string()).or_default().push(info);
@@ -743,16 +743,7 @@ impl PodWorker {
     pub async fn terminate(&mut self, pod: &Pod) -> Result<()> {
         let key = pod.metadata.key();
         let runtime_error = |source| Error::Runtime { pod: key.clone(), source };
-        let containers = self
-            .ctx
-            .runtime
-            .list(&[
-                (LABEL_POD_UID, pod.metadata.uid.as_str()),
-                (LABEL_NODE, self.ctx.node_name.as_str()),
-                (LABEL_CLUSTER, self.ctx.cluster.as_str()),
-            ])
-            .await
-            .map_err(runtime_error)?;
+        let containers = self.ctx.pod_containers(&pod.metadata.uid).await.map_err(runtime_error)?;
         let grace = grace_period(pod);
         let stops = containers.iter().map(|info| async {
             if info.state == RunState::Running {
@@ -782,8 +773,7 @@ impl PodWorker {
 /// Stops the pod's running containers again with a shorter grace period, while an earlier
 /// [`PodWorker::terminate`] still waits out the longer one (a second DELETE shortened it).
 pub async fn hurry(ctx: &NodeContext, pod: &Pod, grace: Duration) -> crate::runtime::Result<()> {
-    let filter = [(LABEL_POD_UID, pod.metadata.uid.as_str()), (LABEL_NODE, ctx.node_name.as_str()), (LABEL_CLUSTER, ctx.cluster.as_str())];
-    let running = ctx.runtime.list(&filter).await?.into_iter().filter(|info| info.state == RunState::Running);
+    let running = ctx.pod_containers(&pod.metadata.uid).await?.into_iter().filter(|info| info.state == RunState::Running);
     let stops = running.map(|info| async move {
         ctx.event(
             pod,
