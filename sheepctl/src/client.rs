@@ -188,13 +188,11 @@ impl Client {
     /// Deletes one object; the server answers with its last state (a pod bound to a Ready
     /// node: Terminating, until its agent confirms). `grace_period_seconds` overrides a pod's
     /// own grace period; 0 removes it at once.
-    pub async fn delete(&self, kind: Kind, namespace: &str, name: &str, grace_period_seconds: Option<i64>) -> Result<Object> {
+    pub async fn delete(&self, kind: Kind, namespace: &str, name: &str, grace_period_seconds: Option<i64>) -> Result<()> {
         let path = paths::object(kind, namespace, name);
         let query: Vec<(&str, String)> = grace_period_seconds.map(|g| ("grace_period_seconds", g.to_string())).into_iter().collect();
         let builder = self.request(Method::DELETE, &path).query(&query).timeout(REQUEST_TIMEOUT);
-        let response = self.send(Method::DELETE, &path, builder).await?;
-        let value: serde_json::Value = self.decode(&path, response).await?;
-        object_from_value(kind, value).map_err(|message| Error::Decode { path, message })
+        self.send(Method::DELETE, &path, builder).await.map(drop)
     }
 
     /// A call whose answer is ignored beyond its status (`cordon`, `uncordon`).

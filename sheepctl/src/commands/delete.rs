@@ -50,7 +50,7 @@ pub async fn run(context: &Context, args: &DeleteArgs) -> Result<()> {
         let label = format!("{}/{name}", kind_word(kind));
         let pod_grace = if kind == Kind::Pod { grace } else { None };
         match context.client.delete(kind, &namespace, &name, pod_grace).await {
-            Ok(_) => {
+            Ok(()) => {
                 let how = if args.force { "force deleted" } else { "deleted" };
                 print(&format!("{} \"{name}\" {how}\n", kind_word(kind)))?;
                 deleted.push((kind, namespace, name));
