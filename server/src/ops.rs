@@ -110,15 +110,10 @@ pub fn removable_at_once(pod: &Pod, node: Option<&Object>) -> Option<String> {
     }
     let name = &pod.spec.node_name;
     match node {
-        Some(Object::Node(n)) if node_is_ready(n) => None,
+        Some(Object::Node(n)) if n.is_ready() => None,
         Some(_) => Some(format!("node {name} of pod {key} is not Ready")),
         None => Some(format!("node {name} of pod {key} no longer exists")),
     }
-}
-
-/// Ready=True.
-pub fn node_is_ready(node: &Node) -> bool {
-    find_condition(&node.status.conditions, conditions::NODE_READY).is_some_and(|c| c.status == conditions::TRUE)
 }
 
 /// Deletes a pod the way Kubernetes does. A pod that no agent has to stop (see

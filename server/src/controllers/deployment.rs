@@ -325,13 +325,7 @@ mod tests {
     }
 
     async fn ready_node(ctx: &Context) {
-        let mut node = fixtures::node("n1");
-        node.status.conditions.push(shared::model::Condition {
-            type_: conditions::NODE_READY.into(),
-            status: conditions::TRUE.into(),
-            ..Default::default()
-        });
-        fixtures::put(ctx, Object::Node(node)).await;
+        fixtures::put(ctx, Object::Node(fixtures::node_with_ready("n1", conditions::TRUE))).await;
     }
 
     fn running_on_n1(d: &Deployment) -> Pod {

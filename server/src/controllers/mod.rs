@@ -227,7 +227,7 @@ pub(crate) fn store_error(controller: &'static str, key: &Key, source: StoreErro
 
 #[cfg(test)]
 pub(crate) mod fixtures {
-    use shared::model::{Namespace, Node, NodeResources, ObjectMeta, Pod, PodPhase};
+    use shared::model::{Condition, Namespace, Node, NodeResources, ObjectMeta, Pod, PodPhase, conditions, set_condition};
 
     use super::*;
     use crate::store::{CachedStore, Change, Write};
@@ -259,6 +259,14 @@ pub(crate) mod fixtures {
         let mut n = Node { kind: "Node".into(), metadata: ObjectMeta::named("", name), ..Node::default() };
         n.status.capacity = NodeResources { cpu: 4000, memory: 8 << 30, pods: 110 };
         n.status.allocatable = n.status.capacity;
+        n
+    }
+
+    /// A node whose Ready condition has `status` (`True`, `False`, `Unknown`).
+    pub fn node_with_ready(name: &str, status: &str) -> Node {
+        let mut n = node(name);
+        let ready = Condition { type_: conditions::NODE_READY.into(), status: status.into(), ..Default::default() };
+        set_condition(&mut n.status.conditions, ready, chrono::Utc::now());
         n
     }
 

@@ -120,7 +120,7 @@ impl Controller for PodGcController {
 mod tests {
     use std::sync::Arc;
 
-    use shared::model::{Condition, PodPhase, conditions, set_condition};
+    use shared::model::{PodPhase, conditions};
 
     use super::super::fixtures;
     use super::*;
@@ -130,13 +130,7 @@ mod tests {
         let mut ctx = fixtures::context().await;
         ctx.config = Arc::new(Config { termination_confirm_slack: Duration::from_secs(30), ..Config::default() });
         let now = chrono::Utc::now();
-        let mut node = fixtures::node("n1");
-        set_condition(
-            &mut node.status.conditions,
-            Condition { type_: conditions::NODE_READY.into(), status: ready.into(), ..Condition::default() },
-            now,
-        );
-        fixtures::put(&ctx, Object::Node(node)).await;
+        fixtures::put(&ctx, Object::Node(fixtures::node_with_ready("n1", ready))).await;
         let mut pod = fixtures::pod("a", &[], "n1", PodPhase::Running);
         pod.metadata.deletion_timestamp = Some(now);
         pod.metadata.deletion_grace_period_seconds = Some(10);
