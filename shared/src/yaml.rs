@@ -905,13 +905,7 @@ impl<'t> Reader<'t> {
                 item
             };
             items.push(item);
-            self.skip_flow_space();
-            match self.peek() {
-                b',' => self.bump(),
-                b']' => {}
-                _ if self.at_document_end() => return Err(self.error_at(at, "this [ is never closed")),
-                _ => return Err(self.error("expected `,` or `]` after an item of a [ ] sequence")),
-            }
+            self.flow_separator(at, b']', "an item of a [ ] sequence")?;
         }
         self.bump();
         Ok(node(at, Data::Seq(items)))
@@ -926,6 +920,24 @@ impl<'t> Reader<'t> {
             return Ok(node(at, Data::Null));
         }
         self.nested(Self::flow_node)
+    }
+
+    /// After an element of the flow collection opened at `at`: consumes a `,`, or stops at
+    /// the `close` bracket (which the caller consumes).
+    fn flow_separator(&mut self, at: (usize, usize), close: u8, element: &str) -> Result<(), YamlError> {
+        self.skip_flow_space();
+        match self.peek() {
+            b',' => {
+                self.bump();
+                Ok(())
+            }
+            found if found == close => Ok(()),
+            _ if self.at_document_end() => {
+                let open = if close == b']' { '[' } else { '{' };
+                Err(self.error_at(at, format!("this {open} is never closed")))
+            }
+            _ => Err(self.error(format!("expected `,` or `{}` after {element}", close as char))),
+        }
     }
 
     fn flow_map(&mut self) -> Result<Node, YamlError> {
@@ -961,13 +973,7 @@ impl<'t> Reader<'t> {
                 node(key_at, Data::Null)
             };
             entries.push((key, value));
-            self.skip_flow_space();
-            match self.peek() {
-                b',' => self.bump(),
-                b'}' => {}
-                _ if self.at_document_end() => return Err(self.error_at(at, "this { is never closed")),
-                _ => return Err(self.error("expected `,` or `}` after an entry of a { } mapping")),
-            }
+            self.flow_separator(at, b'}', "an entry of a { } mapping")?;
         }
         self.bump();
         Ok(node(at, Data::Map(entries)))
