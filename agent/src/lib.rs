@@ -29,11 +29,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shared::model::{Labels, NodeInfo, NodeResources, Taint};
+use shared::registration::NodeDescription;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::{ApiClient, HttpApiClient};
-use crate::node::NodeDescription;
 pub use crate::pod::Backoff;
 use crate::pod::NodeContext;
 use crate::runtime::{ContainerRuntime, DockerRuntime, SimulatedRuntime};

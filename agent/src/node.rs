@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use shared::api::Heartbeat;
-use shared::model::{Condition, Labels, Node, NodeInfo, NodeResources, NodeStatus, ObjectMeta, Taint, conditions};
+use shared::model::{NodeResources, Taint};
+use shared::registration::NodeDescription;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::{ApiClient, Error as ClientError};
@@ -66,55 +66,6 @@ pub fn hostname() -> String {
     hostname::get().ok().and_then(|h| h.into_string().ok()).filter(|h| !h.is_empty()).unwrap_or_else(|| "localhost".to_string())
 }
 
-/// What a node says about itself.
-#[derive(Debug, Clone)]
-pub struct NodeDescription {
-    pub name: String,
-    pub labels: Labels,
-    pub taints: Vec<Taint>,
-    pub capacity: NodeResources,
-    pub address: String,
-    pub agent_endpoint: String,
-    pub info: NodeInfo,
-}
-
-fn ready_condition() -> Condition {
-    let now = Utc::now();
-    Condition {
-        type_: conditions::NODE_READY.to_string(),
-        status: conditions::TRUE.to_string(),
-        reason: "AgentReady".to_string(),
-        message: "shepherd-agent is posting ready status".to_string(),
-        last_transition_time: Some(now),
-        last_heartbeat_time: Some(now),
-    }
-}
-
-impl NodeDescription {
-    pub fn to_node(&self) -> Node {
-        let mut labels = self.labels.clone();
-        labels.entry("kubernetes.io/hostname".to_string()).or_insert_with(|| self.name.clone());
-        Node {
-            kind: "Node".to_string(),
-            metadata: ObjectMeta { name: self.name.clone(), labels, ..Default::default() },
-            status: NodeStatus {
-                conditions: vec![ready_condition()],
-                capacity: self.capacity,
-                allocatable: self.capacity,
-                taints: self.taints.clone(),
-                address: self.address.clone(),
-                agent_endpoint: self.agent_endpoint.clone(),
-                node_info: self.info.clone(),
-                ..Default::default()
-            },
-        }
-    }
-
-    pub fn heartbeat(&self) -> Heartbeat {
-        Heartbeat { conditions: vec![ready_condition()], capacity: Some(self.capacity), allocatable: Some(self.capacity) }
-    }
-}
-
 /// Reads the cluster's id, retrying while the server is away. `None` on shutdown.
 pub async fn cluster_id(api: &dyn ApiClient, shutdown: &CancellationToken) -> Option<String> {
     let mut delay = Duration::from_millis(200);
@@ -135,7 +86,7 @@ pub async fn cluster_id(api: &dyn ApiClient, shutdown: &CancellationToken) -> Op
 pub async fn register(api: &dyn ApiClient, node: &NodeDescription, shutdown: &CancellationToken) -> bool {
     let mut delay = Duration::from_millis(200);
     loop {
-        match api.register_node(&node.to_node()).await {
+        match api.register_node(&node.to_node(Utc::now())).await {
             Ok(_) => {
                 tracing::info!(node = %node.name, "node registered");
                 return true;
@@ -159,7 +110,7 @@ pub async fn heartbeat_loop(api: &dyn ApiClient, node: &NodeDescription, interva
             _ = ticker.tick() => {}
             _ = shutdown.cancelled() => return,
         }
-        match api.heartbeat(&node.name, &node.heartbeat()).await {
+        match api.heartbeat(&node.name, &node.heartbeat(Utc::now())).await {
             Ok(()) => {}
             Err(ClientError::NotFound { .. }) => {
                 tracing::warn!(node = %node.name, "the server has no such node any more; registering again");

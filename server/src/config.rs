@@ -50,7 +50,7 @@ impl Default for Config {
             watch_history: 20_000,
             bookmark_interval: Duration::from_secs(5),
             scheduler_sweep: Duration::from_secs(2),
-            node_monitor_grace: Duration::from_secs(40),
+            node_monitor_grace: shared::readiness::DEFAULT_NODE_MONITOR_GRACE,
             pod_eviction_grace: Duration::from_secs(60),
             node_monitor_period: Duration::from_secs(5),
             termination_confirm_slack: Duration::from_secs(30),

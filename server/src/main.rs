@@ -46,7 +46,7 @@ struct Args {
     #[arg(long, default_value_t = 20_000)]
     watch_history: usize,
     /// Seconds without a heartbeat before a node becomes NotReady.
-    #[arg(long, default_value_t = 40)]
+    #[arg(long, default_value_t = shared::readiness::DEFAULT_NODE_MONITOR_GRACE.as_secs())]
     node_monitor_grace: u64,
     /// Seconds a node stays NotReady before its pods are marked Failed (NodeLost).
     #[arg(long, default_value_t = 60)]

@@ -3,12 +3,15 @@
 //! resource_version), delete, bind (CAS on an empty node_name, with room on the node), pod
 //! status and node registration.
 
+use std::time::Duration;
+
 use shared::api::Heartbeat;
 use shared::model::{
     Condition, Kind, Node, Object, Pod, PodPhase, PodStatus, Time, conditions, event_types, find_condition, format_cpu, format_memory,
     set_condition,
 };
 
+use shared::readiness::Readiness;
 use shared::scheduler::HostPort;
 
 use crate::events::{self, SOURCE_SCHEDULER};
@@ -98,9 +101,9 @@ pub struct PodDelete {
 }
 
 /// Why a pod whose delete was asked for can go at once, without its agent's confirmation:
-/// no node runs it (unbound, its node gone or not Ready) or it has finished. `None` when a
-/// running agent has containers to stop. `node` is the stored object of its node, if any.
-pub fn removable_at_once(pod: &Pod, node: Option<&Object>) -> Option<String> {
+/// no node runs it (unbound, its node gone or not ready at `now`) or it has finished. `None`
+/// when a running agent has containers to stop. `node` is the stored object of its node, if any.
+pub fn removable_at_once(pod: &Pod, node: Option<&Object>, now: Time, grace: Duration) -> Option<String> {
     let key = pod.metadata.key();
     if !pod.is_bound() {
         return Some(format!("pod {key} is not bound to a node"));
@@ -110,8 +113,11 @@ pub fn removable_at_once(pod: &Pod, node: Option<&Object>) -> Option<String> {
     }
     let name = &pod.spec.node_name;
     match node {
-        Some(Object::Node(n)) if n.is_ready() => None,
-        Some(_) => Some(format!("node {name} of pod {key} is not Ready")),
+        Some(Object::Node(n)) => match n.readiness(now, grace) {
+            Readiness::Ready => None,
+            not_ready => Some(format!("node {name} of pod {key} is not ready: {}", not_ready.explain(grace))),
+        },
+        Some(_) => Some(format!("node {name} of pod {key} is not a node")),
         None => Some(format!("node {name} of pod {key} no longer exists")),
     }
 }
@@ -121,7 +127,8 @@ pub fn removable_at_once(pod: &Pod, node: Option<&Object>) -> Option<String> {
 /// terminating (`deletion_timestamp` now, `deletion_grace_period_seconds` the grace) and
 /// stays until its agent has stopped the containers and confirms with a grace of 0. On a
 /// pod already terminating, a shorter grace shortens it and a longer one changes nothing.
-pub fn delete_pod(namespace: &str, name: &str, request: PodDelete, now: Time) -> Write {
+/// `node_monitor_grace` judges whether its node is ready.
+pub fn delete_pod(namespace: &str, name: &str, request: PodDelete, now: Time, node_monitor_grace: Duration) -> Write {
     let key = Key::new(Kind::Pod, namespace, name);
     Write::new(key.clone(), move |view, current| {
         let Some(stored @ Object::Pod(pod)) = current else {
@@ -138,7 +145,7 @@ pub fn delete_pod(namespace: &str, name: &str, request: PodDelete, now: Time) ->
             return Err(StoreError::conflict(format!("pod {} is no longer bound to node {node}, so that node may not delete it", key.key)));
         }
         let node = view.get(&Key::new(Kind::Node, "", &pod.spec.node_name));
-        if request.grace_seconds == Some(0) || removable_at_once(pod, node).is_some() {
+        if request.grace_seconds == Some(0) || removable_at_once(pod, node, now, node_monitor_grace).is_some() {
             return Ok(Change::Delete);
         }
         let mut terminating = pod.clone();
@@ -343,7 +350,9 @@ pub fn set_pod_status(namespace: &str, name: &str, status: PodStatus, expected: 
 
 /// Registers a node: creates it, or updates what the agent owns (capacity, allocatable,
 /// info, addresses, conditions) and keeps what admins set (cordon, taints, labels they
-/// added). Labels the agent sends are merged in.
+/// added). Labels the agent sends are merged in. Registration is the agent's first proof
+/// of life, so it stamps the heartbeat: a node is judged ready from the moment it registers
+/// (see `shared::readiness`), never left waiting for a second message.
 pub fn register_node(mut node: Node, now: Time) -> Write {
     let key = Key::new(Kind::Node, "", &node.metadata.name);
     Write::new(key, move |_, current| match current {
@@ -359,14 +368,13 @@ pub fn register_node(mut node: Node, now: Time) -> Write {
             for condition in node.status.conditions {
                 set_condition(&mut updated.status.conditions, condition, now);
             }
-            if node.status.last_heartbeat.is_some() {
-                updated.status.last_heartbeat = Some(now);
-            }
+            updated.status.last_heartbeat = Some(now);
             default_allocatable(&mut updated);
             Ok(Change::Put(Object::Node(updated)))
         }
         _ => {
             crate::resources::stamp_new(&mut node, now);
+            node.status.last_heartbeat = Some(now);
             let conditions = std::mem::take(&mut node.status.conditions);
             for condition in conditions {
                 set_condition(&mut node.status.conditions, condition, now);
@@ -430,6 +438,8 @@ mod tests {
 
     use super::*;
     use crate::store::{CachedStore, Store};
+
+    const GRACE: Duration = shared::readiness::DEFAULT_NODE_MONITOR_GRACE;
 
     fn node(name: &str, cpu: i64, pods: i64) -> Node {
         let mut n = Node { kind: "Node".into(), metadata: ObjectMeta::named("", name), ..Node::default() };
@@ -517,7 +527,7 @@ mod tests {
         let store = setup().await;
         let bound = ready_node_with_bound_pod(&store, "a").await;
         let t0 = chrono::Utc::now();
-        store.commit(Txn::new().with(delete_pod("default", "a", PodDelete::default(), t0))).await.unwrap();
+        store.commit(Txn::new().with(delete_pod("default", "a", PodDelete::default(), t0, GRACE))).await.unwrap();
         let terminating = stored_pod(&store, "a").expect("a terminating pod stays");
         assert_eq!(terminating.metadata.deletion_timestamp, Some(t0));
         assert_eq!(terminating.metadata.deletion_grace_period_seconds, Some(DEFAULT_GRACE_SECONDS));
@@ -526,21 +536,21 @@ mod tests {
         let revision = store.revision();
         let later = t0 + chrono::Duration::seconds(3);
         for request in [PodDelete::default(), grace(60), grace(DEFAULT_GRACE_SECONDS)] {
-            store.commit(Txn::new().with(delete_pod("default", "a", request, later))).await.unwrap();
+            store.commit(Txn::new().with(delete_pod("default", "a", request, later, GRACE))).await.unwrap();
         }
         assert_eq!(store.revision(), revision, "no new revision for a delete that changes nothing");
 
         let stale = PodDelete { uid: Some("an-older-pod".into()), grace_seconds: Some(0), ..PodDelete::default() };
-        let err = store.commit(Txn::new().with(delete_pod("default", "a", stale, later))).await.unwrap_err();
+        let err = store.commit(Txn::new().with(delete_pod("default", "a", stale, later, GRACE))).await.unwrap_err();
         assert!(err.to_string().contains("is another pod of the same name"), "{err}");
         assert!(stored_pod(&store, "a").is_some());
 
-        store.commit(Txn::new().with(delete_pod("default", "a", grace(5), later))).await.unwrap();
+        store.commit(Txn::new().with(delete_pod("default", "a", grace(5), later, GRACE))).await.unwrap();
         let shortened = stored_pod(&store, "a").unwrap();
         assert_eq!((shortened.metadata.deletion_timestamp, shortened.metadata.deletion_grace_period_seconds), (Some(t0), Some(5)));
 
         let confirm = PodDelete { uid: Some(bound.metadata.uid.clone()), grace_seconds: Some(0), ..PodDelete::default() };
-        store.commit(Txn::new().with(delete_pod("default", "a", confirm, later))).await.unwrap();
+        store.commit(Txn::new().with(delete_pod("default", "a", confirm, later, GRACE))).await.unwrap();
         assert!(stored_pod(&store, "a").is_none(), "grace 0 removes it");
     }
 
@@ -553,7 +563,7 @@ mod tests {
             p.spec.termination_grace_period_seconds = Some(seconds);
             store.commit(Txn::new().with(create(p))).await.unwrap();
             store.commit(bind("default", name, "ready", "", SOURCE_SCHEDULER, chrono::Utc::now())).await.unwrap();
-            store.commit(Txn::new().with(delete_pod("default", name, PodDelete::default(), chrono::Utc::now()))).await.unwrap();
+            store.commit(Txn::new().with(delete_pod("default", name, PodDelete::default(), chrono::Utc::now(), GRACE))).await.unwrap();
         }
         assert_eq!(stored_pod(&store, "five").unwrap().metadata.deletion_grace_period_seconds, Some(5));
         assert!(stored_pod(&store, "zero").is_none());
@@ -575,7 +585,7 @@ mod tests {
         status.phase = PodPhase::Succeeded;
         store.commit(Txn::new().with(set_pod_status("default", "finished", status, 0))).await.unwrap();
         for name in ["unbound", "on-not-ready", "orphan", "finished"] {
-            let outcome = store.commit(Txn::new().with(delete_pod("default", name, grace(30), now))).await.unwrap();
+            let outcome = store.commit(Txn::new().with(delete_pod("default", name, grace(30), now, GRACE))).await.unwrap();
             assert!(matches!(outcome[0], crate::store::Outcome::Deleted(_)), "{name}");
         }
         assert_eq!(store.count(Kind::Pod), 0);

@@ -103,6 +103,9 @@ pub struct Info {
     pub nodes: usize,
     pub pods: usize,
     pub scheduler_profile: String,
+    /// The server's `--node-monitor-grace` in milliseconds: a node whose last heartbeat is
+    /// older is not ready (`shared::readiness`), in every client's judgement too.
+    pub node_monitor_grace_ms: u64,
     /// Stable for the life of the store (the `default` namespace's uid). Agents label their
     /// containers with it, so two clusters sharing one Docker engine never touch each
     /// other's containers, even with nodes of the same name.

@@ -10,12 +10,19 @@
 //! - [`manifest`]: JSON and YAML manifests, several documents per file, with line and column
 //!   in errors;
 //! - [`yaml`]: the YAML reader behind manifests, with every value's line and column;
-//! - [`scheduler`]: filters, scores, the assume cache and the explanation of every decision;
+//! - [`readiness`]: whether a node is ready, the one judgement every part makes;
+//! - [`registration`]: the node an agent registers and the heartbeat it sends;
+//! - [`backoff`]: the one exponential back-off curve;
+//! - [`scheduler`]: filters, scores, the assume cache, the scheduling queue and the
+//!   explanation of every decision;
 //! - [`api`]: the wire contract: error shape, list and watch envelopes, URL paths.
 
 pub mod api;
+pub mod backoff;
 pub mod manifest;
 pub mod model;
+pub mod readiness;
+pub mod registration;
 pub mod scheduler;
 pub mod selector;
 pub mod validation;

@@ -320,6 +320,7 @@ async fn info(State(state): State<AppState>) -> Json<Info> {
         nodes: state.store.count(Kind::Node),
         pods: state.store.count(Kind::Pod),
         scheduler_profile: state.config.scheduler_profile.clone(),
+        node_monitor_grace_ms: u64::try_from(state.config.node_monitor_grace.as_millis()).unwrap_or(u64::MAX),
         cluster_id: state
             .store
             .get(&crate::store::Key::new(Kind::Namespace, "", shared::model::DEFAULT_NAMESPACE))

@@ -429,7 +429,7 @@ fn delete_pod(state: &AppState, principal: &Principal, namespace: &str, name: &s
         grace_seconds: params.grace_period_seconds,
         bound_to,
     };
-    Ok(ops::delete_pod(namespace, name, request, chrono::Utc::now()))
+    Ok(ops::delete_pod(namespace, name, request, chrono::Utc::now(), state.config.node_monitor_grace))
 }
 
 fn check_namespace_empty(state: &AppState, name: &str) -> ApiResult<()> {

@@ -5,6 +5,7 @@
 //! Pods are deleted gracefully; terminating pods no longer count as replicas.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use shared::model::{
     Deployment, DeploymentStatus, Kind, Object, ObjectMeta, OwnerReference, Pod, PodPhase, Time, conditions, event_types, find_condition,
@@ -129,7 +130,7 @@ impl Controller for DeploymentController {
         let Some(deployment) = deployment else {
             // Cascade: the deployment is gone, so are its pods, each gracefully.
             if !owned.is_empty() {
-                delete_ignoring_gone(store, &owned, now).await.map_err(err)?;
+                delete_ignoring_gone(store, &owned, now, ctx.config.node_monitor_grace).await.map_err(err)?;
                 tracing::info!("deleting {} pods of deleted deployment {namespace}/{name}", owned.len());
             }
             return Ok(Action::AwaitChange);
@@ -143,7 +144,7 @@ impl Controller for DeploymentController {
         let mut txn = Txn::new();
 
         for pod in strays.iter().chain(finished.iter()) {
-            txn.push(delete_pod(pod, pod.metadata.resource_version, now));
+            txn.push(delete_pod(pod, pod.metadata.resource_version, now, ctx.config.node_monitor_grace));
         }
         if !finished.is_empty() {
             let names: Vec<&str> = finished.iter().map(|p| p.metadata.name.as_str()).collect();
@@ -184,7 +185,7 @@ impl Controller for DeploymentController {
             active.sort_by_key(deletion_rank);
             let excess: Vec<Pod> = active.drain(..active.len() - want).collect();
             for pod in &excess {
-                txn.push(delete_pod(pod, pod.metadata.resource_version, now));
+                txn.push(delete_pod(pod, pod.metadata.resource_version, now, ctx.config.node_monitor_grace));
             }
             let names: Vec<&str> = excess.iter().map(|p| p.metadata.name.as_str()).collect();
             txn.push(deployment_event(
@@ -229,17 +230,17 @@ impl Controller for DeploymentController {
 
 /// The graceful delete of one of our pods: only that pod (its uid), at `resource_version`
 /// when non-zero, with the pod's own grace period.
-fn delete_pod(pod: &Pod, resource_version: u64, now: Time) -> crate::store::Write {
+fn delete_pod(pod: &Pod, resource_version: u64, now: Time, node_monitor_grace: Duration) -> crate::store::Write {
     let request = ops::PodDelete { resource_version, uid: Some(pod.metadata.uid.clone()), ..ops::PodDelete::default() };
-    ops::delete_pod(&pod.metadata.namespace, &pod.metadata.name, request, now)
+    ops::delete_pod(&pod.metadata.namespace, &pod.metadata.name, request, now, node_monitor_grace)
 }
 
 /// Deletes `pods` gracefully, treating pods already gone as deleted.
-async fn delete_ignoring_gone(store: &Arc<dyn Store>, pods: &[Pod], now: Time) -> Result<(), StoreError> {
+async fn delete_ignoring_gone(store: &Arc<dyn Store>, pods: &[Pod], now: Time, node_monitor_grace: Duration) -> Result<(), StoreError> {
     let txn = |pods: &mut dyn Iterator<Item = &Pod>| {
         let mut txn = Txn::new();
         for pod in pods {
-            txn.push(delete_pod(pod, 0, now));
+            txn.push(delete_pod(pod, 0, now, node_monitor_grace));
         }
         txn
     };
@@ -325,7 +326,7 @@ mod tests {
     }
 
     async fn ready_node(ctx: &Context) {
-        fixtures::put(ctx, Object::Node(fixtures::node_with_ready("n1", conditions::TRUE))).await;
+        fixtures::node_with_ready(ctx, "n1", conditions::TRUE).await;
     }
 
     fn running_on_n1(d: &Deployment) -> Pod {

@@ -227,7 +227,9 @@ pub(crate) fn store_error(controller: &'static str, key: &Key, source: StoreErro
 
 #[cfg(test)]
 pub(crate) mod fixtures {
-    use shared::model::{Condition, Namespace, Node, NodeResources, ObjectMeta, Pod, PodPhase, conditions, set_condition};
+    use shared::api::Heartbeat;
+    use shared::model::{Condition, Namespace, NodeResources, ObjectMeta, Pod, PodPhase, Time, conditions};
+    use shared::registration::NodeDescription;
 
     use super::*;
     use crate::store::{CachedStore, Change, Write};
@@ -255,19 +257,24 @@ pub(crate) mod fixtures {
         p
     }
 
-    pub fn node(name: &str) -> Node {
-        let mut n = Node { kind: "Node".into(), metadata: ObjectMeta::named("", name), ..Node::default() };
-        n.status.capacity = NodeResources { cpu: 4000, memory: 8 << 30, pods: 110 };
-        n.status.allocatable = n.status.capacity;
-        n
+    /// Registers node `name` (4 CPU, 8Gi, 110 pods) at `at` exactly as its agent does.
+    pub async fn register_node(ctx: &Context, name: &str, at: Time) {
+        let description = NodeDescription::new(name, NodeResources { cpu: 4000, memory: 8 << 30, pods: 110 });
+        ctx.store.commit(Txn::new().with(ops::register_node(description.to_node(at), at))).await.unwrap();
     }
 
-    /// A node whose Ready condition has `status` (`True`, `False`, `Unknown`).
-    pub fn node_with_ready(name: &str, status: &str) -> Node {
-        let mut n = node(name);
+    /// A heartbeat at `at` whose Ready condition has `status` (`True`, `False`, `Unknown`).
+    pub async fn heartbeat(ctx: &Context, name: &str, status: &str, at: Time) {
         let ready = Condition { type_: conditions::NODE_READY.into(), status: status.into(), ..Default::default() };
-        set_condition(&mut n.status.conditions, ready, chrono::Utc::now());
-        n
+        let beat = Heartbeat { conditions: vec![ready], ..Heartbeat::default() };
+        ctx.store.commit(Txn::new().with(ops::heartbeat(name, beat, at))).await.unwrap();
+    }
+
+    /// A registered node whose agent reports Ready `status` now.
+    pub async fn node_with_ready(ctx: &Context, name: &str, status: &str) {
+        let now = chrono::Utc::now();
+        register_node(ctx, name, now).await;
+        heartbeat(ctx, name, status, now).await;
     }
 
     pub fn pods(ctx: &Context) -> Vec<Pod> {

@@ -61,18 +61,18 @@ impl Controller for NodeLifecycleController {
                 return Ok(Action::AwaitChange);
             }
         };
-        let grace = to_chrono(ctx.config.node_monitor_grace);
+        let grace = ctx.config.node_monitor_grace;
         let eviction = to_chrono(ctx.config.pod_eviction_grace);
         let last_seen = node.status.last_heartbeat.or(node.metadata.created_at).unwrap_or(now);
         let ready = find_condition(&node.status.conditions, conditions::NODE_READY).cloned();
 
-        if now - last_seen > grace && ready.as_ref().is_none_or(|c| c.status != conditions::UNKNOWN) {
+        if node.heartbeat_lost(now, grace) && ready.as_ref().is_none_or(|c| c.status != conditions::UNKNOWN) {
             mark_unknown(ctx, &node, last_seen, now).await.map_err(err)?;
             return Ok(Action::RequeueAfter(ctx.config.pod_eviction_grace));
         }
         let Some(ready) = ready.filter(|c| c.status != conditions::TRUE) else {
             // Ready: look again when the heartbeat would go stale.
-            return Ok(Action::RequeueAfter(until(last_seen + grace, now)));
+            return Ok(Action::RequeueAfter(until(last_seen + to_chrono(grace), now)));
         };
         let since = ready.last_transition_time.unwrap_or(now);
         if now - since < eviction {
@@ -180,15 +180,8 @@ mod tests {
             ..Config::default()
         });
         let now = chrono::Utc::now();
-        let mut node = fixtures::node("n1");
-        node.metadata.created_at = Some(now - chrono::Duration::seconds(100));
-        node.status.last_heartbeat = Some(now - chrono::Duration::seconds(50));
-        set_condition(
-            &mut node.status.conditions,
-            Condition { type_: "Ready".into(), status: "True".into(), ..Condition::default() },
-            now - chrono::Duration::seconds(100),
-        );
-        fixtures::put(&ctx, Object::Node(node)).await;
+        fixtures::register_node(&ctx, "n1", now - chrono::Duration::seconds(100)).await;
+        fixtures::heartbeat(&ctx, "n1", conditions::TRUE, now - chrono::Duration::seconds(50)).await;
         fixtures::put(&ctx, Object::Pod(fixtures::pod("a", &[], "n1", PodPhase::Running))).await;
         (ctx, now)
     }

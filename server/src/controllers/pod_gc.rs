@@ -31,8 +31,8 @@ fn deadline(pod: &Pod, slack: Duration) -> Option<Time> {
 }
 
 /// Why the terminating `pod` must go now, if it must.
-fn reason(pod: &Pod, node: Option<&Object>, slack: Duration, now: Time) -> Option<String> {
-    if let Some(why) = ops::removable_at_once(pod, node) {
+fn reason(pod: &Pod, node: Option<&Object>, slack: Duration, node_monitor_grace: Duration, now: Time) -> Option<String> {
+    if let Some(why) = ops::removable_at_once(pod, node, now, node_monitor_grace) {
         return Some(why);
     }
     let due = deadline(pod, slack)?;
@@ -75,12 +75,13 @@ impl Controller for PodGcController {
 
     async fn reconcile(&self, key: &Key, ctx: &Context, now: Time) -> Result<Action> {
         let slack = ctx.config.termination_confirm_slack;
+        let grace = ctx.config.node_monitor_grace;
         let pod = match ctx.store.get(key).as_deref().and_then(terminating) {
             Some(p) => p.clone(),
             None => return Ok(Action::AwaitChange),
         };
         let node = ctx.store.get(&node_key(&pod));
-        let Some(why) = reason(&pod, node.as_deref(), slack, now) else {
+        let Some(why) = reason(&pod, node.as_deref(), slack, grace, now) else {
             return Ok(match deadline(&pod, slack) {
                 Some(due) => Action::RequeueAfter((due - now).to_std().unwrap_or_default() + Duration::from_millis(50)),
                 None => Action::AwaitChange,
@@ -90,7 +91,7 @@ impl Controller for PodGcController {
         let remove = Write::new(key.clone(), move |view, current| match current {
             // Judged again against the latest state: a confirmed, replaced or revived pod stays.
             Some(Object::Pod(p)) if p.metadata.uid == uid && p.metadata.deletion_timestamp.is_some() => {
-                match reason(p, view.get(&node_key(p)), slack, now) {
+                match reason(p, view.get(&node_key(p)), slack, grace, now) {
                     Some(_) => Ok(Change::Delete),
                     None => Err(StoreError::conflict(format!("pod {} no longer needs to be collected", p.metadata.key()))),
                 }
@@ -130,7 +131,7 @@ mod tests {
         let mut ctx = fixtures::context().await;
         ctx.config = Arc::new(Config { termination_confirm_slack: Duration::from_secs(30), ..Config::default() });
         let now = chrono::Utc::now();
-        fixtures::put(&ctx, Object::Node(fixtures::node_with_ready("n1", ready))).await;
+        fixtures::node_with_ready(&ctx, "n1", ready).await;
         let mut pod = fixtures::pod("a", &[], "n1", PodPhase::Running);
         pod.metadata.deletion_timestamp = Some(now);
         pod.metadata.deletion_grace_period_seconds = Some(10);
@@ -162,7 +163,9 @@ mod tests {
         assert_eq!(fixtures::pods(&ctx).len(), 2, "within grace and slack the pod stays");
         assert!(warnings(&ctx).is_empty());
 
-        PodGcController.reconcile(&key, &ctx, now + chrono::Duration::seconds(41)).await.unwrap();
+        let later = now + chrono::Duration::seconds(41);
+        fixtures::heartbeat(&ctx, "n1", conditions::TRUE, later).await;
+        PodGcController.reconcile(&key, &ctx, later).await.unwrap();
         let left: Vec<String> = fixtures::pods(&ctx).iter().map(|p| p.metadata.name.clone()).collect();
         assert_eq!(left, vec!["alive".to_string()]);
         let warnings = warnings(&ctx);
@@ -175,7 +178,11 @@ mod tests {
         let (ctx, now, key) = setup(conditions::UNKNOWN).await;
         PodGcController.reconcile(&key, &ctx, now).await.unwrap();
         assert_eq!(fixtures::pods(&ctx).len(), 1);
-        assert!(warnings(&ctx)[0].contains("node n1 of pod default/a is not Ready"), "{:?}", warnings(&ctx));
+        assert!(
+            warnings(&ctx)[0].contains("node n1 of pod default/a is not ready: the node's Ready condition is Unknown"),
+            "{:?}",
+            warnings(&ctx)
+        );
 
         let (ctx, now, key) = setup(conditions::TRUE).await;
         ctx.store.commit(Txn::new().with(ops::delete(Key::new(Kind::Node, "", "n1"), 0))).await.unwrap();

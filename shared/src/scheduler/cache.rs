@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use crate::model::{Labels, Node, NodeResources, Pod, Taint};
 
-use super::plugins::{DEFAULT_CPU_REQUEST, DEFAULT_MEMORY_REQUEST, HostPort, ReadyState, is_hard_taint};
+use super::plugins::{DEFAULT_CPU_REQUEST, DEFAULT_MEMORY_REQUEST, HostPort, is_hard_taint};
+use crate::readiness::{Readiness, ReadyState, judge};
 
 /// What a decision needs to name a node and explain it later; immutable and shared with
 /// decisions, replaced when labels, taints or allocatable change.
@@ -45,11 +46,15 @@ impl NodeState {
         NodeState {
             tainted: !info.taints.is_empty(),
             info: Arc::new(info),
-            ready: ReadyState::parse(node.ready_status()),
+            ready: node.ready_state(),
             heartbeat_ms: node.status.last_heartbeat.map(|t| t.timestamp_millis()),
             unschedulable: node.status.unschedulable,
             allocatable: node.status.allocatable,
         }
+    }
+
+    pub fn readiness(&self, now_ms: i64, grace: std::time::Duration) -> Readiness {
+        judge(self.ready, self.heartbeat_ms, now_ms, grace)
     }
 }
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{Labels, format_cpu, format_memory};
+use crate::readiness::Readiness;
 
 use super::cache::{Footprint, NodeInfo, Usage};
 use super::plugins::{Failure, FilterPlugin, HostPort, ScorePlugin, first_selector_mismatch, reasons};
@@ -280,7 +281,7 @@ pub struct ScoreEntry {
 
 fn short_reasons(failure: Failure, info: &NodeInfo) -> Vec<String> {
     match failure {
-        Failure::NotReady(_) | Failure::NoHeartbeat | Failure::StaleHeartbeat { .. } => vec![reasons::NOT_READY.to_string()],
+        Failure::NotReady(_) => vec![reasons::NOT_READY.to_string()],
         Failure::Cordoned => vec![reasons::UNSCHEDULABLE.to_string()],
         Failure::SelectorMismatch => vec![reasons::SELECTOR_MISMATCH.to_string()],
         Failure::UntoleratedTaint { index } => {
@@ -305,11 +306,7 @@ fn short_reasons(failure: Failure, info: &NodeInfo) -> Vec<String> {
 fn failure_detail(failure: Failure, pod: &PodSummary, info: &NodeInfo, usage: &Usage, profile: &Profile) -> String {
     let alloc = info.allocatable;
     match failure {
-        Failure::NotReady(state) => format!("the node's Ready condition is {}", state.as_str()),
-        Failure::NoHeartbeat => "the node has never sent a heartbeat".to_string(),
-        Failure::StaleHeartbeat { age_ms } => {
-            format!("last heartbeat {}s ago, older than the {}s timeout", age_ms / 1000, profile.heartbeat_timeout_seconds)
-        }
+        Failure::NotReady(readiness) => readiness.explain(profile.node_monitor_grace),
         Failure::Cordoned => "the node is cordoned: it takes no new pods".to_string(),
         Failure::SelectorMismatch => match first_selector_mismatch(&pod.node_selector, &info.labels) {
             Some((key, want)) => match info.labels.get(key) {
@@ -357,7 +354,7 @@ fn ports_text(ports: &[HostPort]) -> String {
 fn passed_detail(plugin: FilterPlugin, pod: &PodSummary, info: &NodeInfo, usage: &Usage, profile: &Profile) -> String {
     let alloc = info.allocatable;
     match plugin {
-        FilterPlugin::NodeReady => format!("Ready, heartbeat within the last {}s", profile.heartbeat_timeout_seconds),
+        FilterPlugin::NodeReady => Readiness::Ready.explain(profile.node_monitor_grace),
         FilterPlugin::NodeUnschedulable => "not cordoned".to_string(),
         FilterPlugin::NodeSelector if pod.node_selector.is_empty() => "the pod has no node selector".to_string(),
         FilterPlugin::NodeSelector => {

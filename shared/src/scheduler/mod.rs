@@ -18,6 +18,7 @@ mod tests;
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::model::{Node, Pod, Time};
 
@@ -29,7 +30,7 @@ pub use plugins::{
     DEFAULT_CPU_REQUEST, DEFAULT_MEMORY_REQUEST, FilterPlugin, HostPort, MAX_SCORE, Protocol, ScorePlugin, balanced_allocation,
     least_allocated, most_allocated, reasons, selector_matches, spread, tolerates,
 };
-pub use profile::{DEFAULT_HEARTBEAT_TIMEOUT_SECONDS, Profile, Weights};
+pub use profile::{Profile, Weights};
 
 /// Below this many nodes every node is evaluated (Kubernetes' `minFeasibleNodesToFind`).
 pub const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
@@ -347,7 +348,7 @@ impl Scheduler {
             tolerations: &pod.spec.tolerations,
         };
         let now_ms = now.timestamp_millis();
-        let cutoff_ms = now_ms - self.profile.heartbeat_timeout_seconds * 1000;
+        let grace = self.profile.node_monitor_grace;
         let weights = self.profile.weights;
 
         let mut records: Vec<NodeRecord> = Vec::with_capacity(to_find.min(total));
@@ -358,7 +359,7 @@ impl Scheduler {
                 break;
             }
             let slot = &self.slots[self.order[pos] as usize];
-            let failure = filter(slot, &request, now_ms, cutoff_ms);
+            let failure = filter(slot, &request, now_ms, grace);
             let mut record = NodeRecord { pos: pos as u32, failure, usage: slot.usage, spread_count: 0, scores: [0; 4], total: 0 };
             if failure.is_none() {
                 feasible += 1;
@@ -395,16 +396,12 @@ impl Scheduler {
 
 /// Runs the filters in order; `None` when the node passes them all.
 #[inline]
-fn filter(slot: &Slot, request: &Request<'_>, now_ms: i64, cutoff_ms: i64) -> Option<plugins::Failure> {
-    use plugins::{Failure, ReadyState};
+fn filter(slot: &Slot, request: &Request<'_>, now_ms: i64, grace: Duration) -> Option<plugins::Failure> {
+    use plugins::Failure;
     let node = slot.node.as_ref().expect("only known nodes are evaluated");
-    if node.ready != ReadyState::True {
-        return Some(Failure::NotReady(node.ready));
-    }
-    match node.heartbeat_ms {
-        None => return Some(Failure::NoHeartbeat),
-        Some(heartbeat) if heartbeat < cutoff_ms => return Some(Failure::StaleHeartbeat { age_ms: now_ms - heartbeat }),
-        Some(_) => {}
+    let readiness = node.readiness(now_ms, grace);
+    if !readiness.is_ready() {
+        return Some(Failure::NotReady(readiness));
     }
     if node.unschedulable {
         return Some(Failure::Cordoned);

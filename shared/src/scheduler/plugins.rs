@@ -3,6 +3,7 @@
 //! these only when a decision is explained, never while scheduling.
 
 use crate::model::{Labels, Taint, Toleration};
+use crate::readiness::Readiness;
 
 /// Highest score a plugin gives a node, as in Kubernetes (`MaxNodeScore`).
 pub const MAX_SCORE: u8 = 100;
@@ -76,43 +77,11 @@ impl ScorePlugin {
     }
 }
 
-/// The node's `Ready` condition as the scheduler keeps it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReadyState {
-    True,
-    False,
-    Unknown,
-}
-
-impl ReadyState {
-    pub fn parse(status: &str) -> ReadyState {
-        match status {
-            "True" => ReadyState::True,
-            "False" => ReadyState::False,
-            _ => ReadyState::Unknown,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReadyState::True => "True",
-            ReadyState::False => "False",
-            ReadyState::Unknown => "Unknown",
-        }
-    }
-}
-
 /// Why a node was filtered out: numbers and indexes only, rendered later.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Failure {
-    /// The `Ready` condition is not `True`.
-    NotReady(ReadyState),
-    /// Ready, but the node never sent a heartbeat.
-    NoHeartbeat,
-    /// Ready, but the last heartbeat is older than the profile's timeout.
-    StaleHeartbeat {
-        age_ms: i64,
-    },
+    /// Not ready (never [`Readiness::Ready`]).
+    NotReady(Readiness),
     Cordoned,
     SelectorMismatch,
     /// Index into the node's hard (NoSchedule/NoExecute) taints.
@@ -133,7 +102,7 @@ pub enum Failure {
 impl Failure {
     pub fn plugin(self) -> FilterPlugin {
         match self {
-            Failure::NotReady(_) | Failure::NoHeartbeat | Failure::StaleHeartbeat { .. } => FilterPlugin::NodeReady,
+            Failure::NotReady(_) => FilterPlugin::NodeReady,
             Failure::Cordoned => FilterPlugin::NodeUnschedulable,
             Failure::SelectorMismatch => FilterPlugin::NodeSelector,
             Failure::UntoleratedTaint { .. } => FilterPlugin::TaintToleration,

@@ -1,12 +1,12 @@
 //! Scheduler profiles: how much each score plugin weighs, how many nodes to look at and
 //! how old a heartbeat may be. `spread` is the default; `bin-pack` fills nodes up.
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 
 use super::plugins::ScorePlugin;
-
-/// A node whose last heartbeat is older than this many seconds is not Ready for the scheduler.
-pub const DEFAULT_HEARTBEAT_TIMEOUT_SECONDS: i64 = 40;
+use crate::readiness::DEFAULT_NODE_MONITOR_GRACE;
 
 /// The weight of each score plugin; a plugin with weight 0 is not run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -40,8 +40,9 @@ pub struct Profile {
     pub weights: Weights,
     /// `None` (or `Some(0)`) follows Kubernetes' adaptive rule, see [`super::num_nodes_to_find`].
     pub percentage_of_nodes_to_score: Option<u32>,
-    /// A node whose last heartbeat is older than this is filtered out as not Ready.
-    pub heartbeat_timeout_seconds: i64,
+    /// A node whose last heartbeat is older than this is not ready (see [`crate::readiness`]);
+    /// the server sets it from `--node-monitor-grace`.
+    pub node_monitor_grace: Duration,
 }
 
 impl Profile {
@@ -56,7 +57,7 @@ impl Profile {
             name: "spread".to_string(),
             weights: Weights { least_allocated: 1, most_allocated: 0, balanced_allocation: 1, spread: 2 },
             percentage_of_nodes_to_score: None,
-            heartbeat_timeout_seconds: DEFAULT_HEARTBEAT_TIMEOUT_SECONDS,
+            node_monitor_grace: DEFAULT_NODE_MONITOR_GRACE,
         }
     }
 
@@ -68,7 +69,7 @@ impl Profile {
             name: "bin-pack".to_string(),
             weights: Weights { least_allocated: 0, most_allocated: 1, balanced_allocation: 0, spread: 0 },
             percentage_of_nodes_to_score: None,
-            heartbeat_timeout_seconds: DEFAULT_HEARTBEAT_TIMEOUT_SECONDS,
+            node_monitor_grace: DEFAULT_NODE_MONITOR_GRACE,
         }
     }
 

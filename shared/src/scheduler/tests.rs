@@ -145,7 +145,7 @@ fn node_ready_wants_ready_true_and_a_fresh_heartbeat() {
     let mut stale = node("n", 4000, GI, 10);
     stale.status.last_heartbeat = Some(now() - chrono::Duration::seconds(41));
     let (_, _, detail) = failure_on(stale, &p);
-    assert_eq!(detail, "last heartbeat 41s ago, older than the 40s timeout");
+    assert_eq!(detail, "last heartbeat 41s ago, older than the node monitor grace of 40s");
 
     let mut just_fresh = node("n", 4000, GI, 10);
     just_fresh.status.last_heartbeat = Some(now() - chrono::Duration::seconds(40));
@@ -157,7 +157,7 @@ fn heartbeat_timeout_comes_from_the_profile() {
     let mut n = node("n", 4000, GI, 10);
     n.status.last_heartbeat = Some(now() - chrono::Duration::seconds(100));
     let mut profile = Profile::spread();
-    profile.heartbeat_timeout_seconds = 120;
+    profile.node_monitor_grace = std::time::Duration::from_secs(120);
     assert_eq!(cluster(profile, &[n]).schedule(&pod("p", 1, 1), now()).selected(), Some("n"));
 }
 
@@ -402,7 +402,7 @@ fn profiles_by_name() {
         assert_eq!(Profile::by_name(name).unwrap().name, name);
     }
     assert_eq!(Profile::spread().percentage_of_nodes_to_score, None);
-    assert_eq!(Profile::spread().heartbeat_timeout_seconds, 40);
+    assert_eq!(Profile::spread().node_monitor_grace, std::time::Duration::from_secs(40));
 }
 
 // --- how many nodes, and where to start ------------------------------------------------------

@@ -1,0 +1,155 @@
+//! Whether a node is ready: the one judgement that the scheduler's filter and requeue
+//! decision, node lifecycle, pod deletion, pod GC, `sheepctl` and the dashboard all make.
+//! A node is ready when its `Ready` condition is `True` and its last heartbeat is no older
+//! than the node monitor grace (the server's `--node-monitor-grace`). Registration stamps
+//! the first heartbeat, so a node is judged from the moment its agent registers it.
+
+use std::time::Duration;
+
+use crate::model::{Node, Time};
+
+/// How long a node may go without a heartbeat before it is not ready: the default of the
+/// server's `--node-monitor-grace`, as in Kubernetes.
+pub const DEFAULT_NODE_MONITOR_GRACE: Duration = Duration::from_secs(40);
+
+/// The node's `Ready` condition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadyState {
+    True,
+    False,
+    Unknown,
+}
+
+impl ReadyState {
+    pub fn parse(status: &str) -> ReadyState {
+        match status {
+            "True" => ReadyState::True,
+            "False" => ReadyState::False,
+            _ => ReadyState::Unknown,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReadyState::True => "True",
+            ReadyState::False => "False",
+            ReadyState::Unknown => "Unknown",
+        }
+    }
+}
+
+/// The verdict on a node at one instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Readiness {
+    Ready,
+    /// The `Ready` condition is not `True`.
+    Condition(ReadyState),
+    /// Ready, but no heartbeat was ever stamped (a node stored before registration stamped one).
+    NoHeartbeat,
+    /// Ready, but the last heartbeat is older than the grace.
+    Stale {
+        age_ms: i64,
+    },
+}
+
+impl Readiness {
+    pub fn is_ready(self) -> bool {
+        self == Readiness::Ready
+    }
+
+    /// What happened, in words, for a node that is not ready.
+    pub fn explain(self, grace: Duration) -> String {
+        match self {
+            Readiness::Ready => format!("Ready, heartbeat within the last {}", grace_text(grace)),
+            Readiness::Condition(state) => format!("the node's Ready condition is {}", state.as_str()),
+            Readiness::NoHeartbeat => "the node has never sent a heartbeat".to_string(),
+            Readiness::Stale { age_ms } => {
+                format!("last heartbeat {}s ago, older than the node monitor grace of {}", age_ms / 1000, grace_text(grace))
+            }
+        }
+    }
+}
+
+/// The judgement from a node's parts, for callers that keep them apart (the scheduler's
+/// cache). `heartbeat_ms` and `now_ms` are milliseconds since the epoch.
+pub fn judge(ready: ReadyState, heartbeat_ms: Option<i64>, now_ms: i64, grace: Duration) -> Readiness {
+    if ready != ReadyState::True {
+        return Readiness::Condition(ready);
+    }
+    heartbeat(heartbeat_ms, now_ms, grace)
+}
+
+/// The heartbeat half of the judgement: `Ready` when the last heartbeat is within the grace.
+fn heartbeat(heartbeat_ms: Option<i64>, now_ms: i64, grace: Duration) -> Readiness {
+    let Some(heartbeat_ms) = heartbeat_ms else { return Readiness::NoHeartbeat };
+    let age_ms = now_ms.saturating_sub(heartbeat_ms);
+    if age_ms > i64::try_from(grace.as_millis()).unwrap_or(i64::MAX) {
+        return Readiness::Stale { age_ms };
+    }
+    Readiness::Ready
+}
+
+impl Node {
+    /// The `Ready` condition's status, `Unknown` when the node never reported one.
+    pub fn ready_state(&self) -> ReadyState {
+        ReadyState::parse(self.ready_status())
+    }
+
+    /// Whether the node is ready at `now`, see the module's doc.
+    pub fn readiness(&self, now: Time, grace: Duration) -> Readiness {
+        judge(self.ready_state(), self.heartbeat_ms(), now.timestamp_millis(), grace)
+    }
+
+    /// Whether its agent has gone quiet at `now`, whatever its condition says: the
+    /// heartbeat is missing or older than the grace (node lifecycle then marks it Unknown).
+    pub fn heartbeat_lost(&self, now: Time, grace: Duration) -> bool {
+        !heartbeat(self.heartbeat_ms(), now.timestamp_millis(), grace).is_ready()
+    }
+
+    fn heartbeat_ms(&self) -> Option<i64> {
+        self.status.last_heartbeat.map(|t| t.timestamp_millis())
+    }
+}
+
+/// `40s`, or `600ms` below a second.
+pub fn grace_text(grace: Duration) -> String {
+    if grace.as_secs() == 0 || grace.subsec_millis() != 0 { format!("{}ms", grace.as_millis()) } else { format!("{}s", grace.as_secs()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Condition, conditions, set_condition};
+
+    fn node(ready: &str, heartbeat_age: Option<i64>, now: Time) -> Node {
+        let mut node = Node::default();
+        set_condition(
+            &mut node.status.conditions,
+            Condition { type_: conditions::NODE_READY.into(), status: ready.into(), ..Condition::default() },
+            now,
+        );
+        node.status.last_heartbeat = heartbeat_age.map(|age| now - chrono::Duration::seconds(age));
+        node
+    }
+
+    #[test]
+    fn ready_needs_the_condition_and_a_heartbeat_within_the_grace() {
+        let now = chrono::DateTime::from_timestamp(1_700_000_000, 0).expect("a valid instant");
+        let grace = DEFAULT_NODE_MONITOR_GRACE;
+        assert_eq!(node("True", Some(40), now).readiness(now, grace), Readiness::Ready);
+        assert_eq!(node("True", Some(41), now).readiness(now, grace), Readiness::Stale { age_ms: 41_000 });
+        assert_eq!(node("True", None, now).readiness(now, grace), Readiness::NoHeartbeat);
+        assert_eq!(node("False", Some(0), now).readiness(now, grace), Readiness::Condition(ReadyState::False));
+        assert_eq!(Node::default().readiness(now, grace), Readiness::Condition(ReadyState::Unknown));
+        assert_eq!(node("True", Some(41), now).readiness(now, Duration::from_secs(120)), Readiness::Ready);
+    }
+
+    #[test]
+    fn words_name_the_grace() {
+        assert_eq!(
+            Readiness::Stale { age_ms: 41_500 }.explain(DEFAULT_NODE_MONITOR_GRACE),
+            "last heartbeat 41s ago, older than the node monitor grace of 40s"
+        );
+        assert_eq!(grace_text(Duration::from_millis(600)), "600ms");
+    }
+}
