@@ -192,7 +192,9 @@ impl Sim {
     }
 
     fn put_node(&mut self, node: Node) {
-        self.scheduler.upsert_node(&node);
+        // The simulated clock: the last heartbeat the simulated agents sent.
+        let now = self.heartbeat.or(node.status.last_heartbeat).unwrap_or_default();
+        self.scheduler.upsert_node(&node, now);
         upsert(&mut self.nodes, node);
     }
 
@@ -215,7 +217,7 @@ impl Sim {
         let nodes: Vec<Node> = self.nodes.values().map(|n| (**n).clone()).collect();
         for mut node in nodes {
             node.status.last_heartbeat = Some(now);
-            self.scheduler.upsert_node(&node);
+            self.scheduler.upsert_node(&node, now);
             upsert(&mut self.nodes, node);
         }
     }

@@ -853,6 +853,7 @@ mod tests {
                     selected: true,
                 },
             ],
+            queue: None,
         }
     }
 

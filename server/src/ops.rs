@@ -7,12 +7,11 @@ use std::time::Duration;
 
 use shared::api::Heartbeat;
 use shared::model::{
-    Condition, Kind, Node, Object, Pod, PodPhase, PodStatus, Time, conditions, event_types, find_condition, format_cpu, format_memory,
-    set_condition,
+    Condition, Kind, Node, Object, Pod, PodPhase, PodStatus, Time, conditions, event_types, find_condition, set_condition,
 };
 
 use shared::readiness::Readiness;
-use shared::scheduler::HostPort;
+use shared::scheduler::check_room;
 
 use crate::events::{self, SOURCE_SCHEDULER};
 use crate::resources::{Resource, default_allocatable};
@@ -200,7 +199,11 @@ pub fn bind(namespace: &str, name: &str, node: &str, uid: &str, source: &str, no
         let Some(Object::Node(target)) = view.get(&Key::new(Kind::Node, "", &node_name)) else {
             return Err(StoreError::invalid("target.name", format!("node {node_name:?} does not exist")));
         };
-        check_room(view, target, pod)
+        let bound = view.pods_on_node(&node_name).into_iter().filter_map(|o| match o {
+            Object::Pod(p) => Some(p),
+            _ => None,
+        });
+        check_room(target, bound, pod)
             .map_err(|why| StoreError::conflict(format!("node {node_name} has no room for pod {}: {why}", key.key)))?;
         let mut bound = pod.clone();
         bound.spec.node_name = node_name.clone();
@@ -227,58 +230,6 @@ pub fn bind(namespace: &str, name: &str, node: &str, uid: &str, source: &str, no
         &source_name,
     );
     Txn::new().with(bind).with(events::record(event, now))
-}
-
-/// Whether `pod` fits on `node` next to the pods bound there: CPU, memory, pod count and
-/// host ports. The answer is the reason when it does not.
-pub fn check_room(view: &dyn View, node: &Node, pod: &Pod) -> Result<(), String> {
-    let allocatable = node.status.allocatable;
-    let (mut cpu, mut memory, mut count) = (0i64, 0i64, 0i64);
-    let wanted = host_ports(pod);
-    for other in view.pods_on_node(&node.metadata.name) {
-        let Object::Pod(other) = other else { continue };
-        if other.status.phase.is_terminal() {
-            continue;
-        }
-        let requests = other.spec.requests();
-        cpu += requests.cpu;
-        memory += requests.memory;
-        count += 1;
-        let used = host_ports(other);
-        if let Some(port) = wanted.iter().find(|w| used.iter().any(|u| w.conflicts(u))) {
-            return Err(format!("host port {}/{} is already used by pod {}", port.port, port.protocol.as_str(), other.metadata.key()));
-        }
-    }
-    let requests = pod.spec.requests();
-    if requests.cpu > 0 && cpu + requests.cpu > allocatable.cpu {
-        return Err(format!(
-            "cpu {} requested, {} of {} allocatable is free",
-            format_cpu(requests.cpu),
-            format_cpu((allocatable.cpu - cpu).max(0)),
-            format_cpu(allocatable.cpu)
-        ));
-    }
-    if requests.memory > 0 && memory + requests.memory > allocatable.memory {
-        return Err(format!(
-            "memory {} requested, {} of {} allocatable is free",
-            format_memory(requests.memory),
-            format_memory((allocatable.memory - memory).max(0)),
-            format_memory(allocatable.memory)
-        ));
-    }
-    if count + 1 > allocatable.pods {
-        return Err(format!("it already runs {count} pods, its limit is {}", allocatable.pods));
-    }
-    Ok(())
-}
-
-fn host_ports(pod: &Pod) -> Vec<HostPort> {
-    pod.spec
-        .containers
-        .iter()
-        .flat_map(|c| c.ports.iter())
-        .filter_map(|p| p.host_port.filter(|&hp| hp > 0).map(|hp| HostPort::new(hp, &p.protocol, &p.host_ip)))
-        .collect()
 }
 
 /// Records that the scheduler found no node: PodScheduled=False/Unschedulable with its
@@ -489,7 +440,7 @@ mod tests {
         let bound = results.iter().filter(|r| r.is_ok()).count();
         assert_eq!(bound, 3, "1000m fits three pods of 300m");
         let rejected = results.iter().find_map(|r| r.as_ref().err()).unwrap();
-        assert!(rejected.to_string().contains("cpu 300m requested, 100m of 1 allocatable is free"), "{rejected}");
+        assert!(rejected.to_string().contains("the pod requests cpu 300m; 900m of 1 already requested, 100m free"), "{rejected}");
     }
 
     /// Registers node `ready` with Ready=True.

@@ -1,17 +1,17 @@
-//! The scheduler loop: the server task that runs `shared::scheduler` on every Pending pod
-//! without a node. It learns of pods from the create handler's non-blocking hint, from the
-//! store's watch, from a sweep every 2 s (the safety net) and from cluster changes that
-//! move unschedulable pods back to the active queue. Each failing pod backs off from 1 s,
-//! doubling to 10 s; unschedulable pods are retried at least every 5 minutes. A decision
-//! is assumed before the bind and forgotten if the bind (a store CAS) fails.
+//! The scheduler loop: the server task that drives `shared::scheduler` (the decisions) and
+//! its `SchedulingQueue` (active, backing off, unschedulable) on every Pending pod without a
+//! node. It learns of pods from the create handler's non-blocking hint, from the store's
+//! watch and from a sweep every 2 s (the safety net); the cache tells it which node and pod
+//! changes may fit parked pods. A decision is assumed before the bind and forgotten if the
+//! bind (a store CAS) fails.
 
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use shared::model::{Kind, Node, Object, Pod};
-use shared::scheduler::{Decision, Explanation, Profile, Scheduler};
+use shared::model::{Kind, Object, Pod};
+use shared::scheduler::{ClusterEvent, Decision, Explanation, Profile, Scheduler, SchedulingQueue};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -21,20 +21,10 @@ use crate::metrics::{Attempt, Metrics};
 use crate::ops;
 use crate::store::{EventType, Key, Outcome, Store, StoreError, StoreEvent, WatchStream};
 
-pub const INITIAL_BACKOFF: Duration = Duration::from_secs(1);
-pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
-/// The longest an unschedulable pod waits without a cluster change before it is retried.
-pub const UNSCHEDULABLE_FLUSH: Duration = Duration::from_secs(300);
 /// Binds in flight at once; the loop stops deciding while this many wait for the store.
 const MAX_IN_FLIGHT: usize = 1024;
 /// Decisions kept for `GET …/scheduling`, oldest evicted first.
 const DECISIONS_KEPT: usize = 10_000;
-
-/// The backoff after `attempts` failed attempts: 1 s, 2 s, 4 s, 8 s, then 10 s.
-pub fn backoff(attempts: u32) -> Duration {
-    let exponent = attempts.saturating_sub(1).min(16);
-    (INITIAL_BACKOFF * 2u32.pow(exponent)).min(MAX_BACKOFF)
-}
 
 #[derive(Default)]
 struct Decisions {
@@ -43,18 +33,38 @@ struct Decisions {
     seq: u64,
 }
 
-/// What the API shares with the scheduler loop: the hint channel and the last decisions.
+/// The queue, shared with the API so that `GET …/scheduling` can say where a pod waits.
+/// Its clock is milliseconds since `origin` on tokio's clock.
+struct SharedQueue {
+    queue: Mutex<SchedulingQueue<Key>>,
+    origin: Instant,
+}
+
+impl SharedQueue {
+    fn now_ms(&self) -> i64 {
+        i64::try_from(self.origin.elapsed().as_millis()).unwrap_or(i64::MAX)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, SchedulingQueue<Key>> {
+        self.queue.lock().expect("scheduling queue lock")
+    }
+}
+
+/// What the API shares with the scheduler loop: the hint channel, the last decisions and
+/// the queue.
 #[derive(Clone)]
 pub struct SchedulerHandle {
     hints: mpsc::Sender<Key>,
     decisions: Arc<Mutex<Decisions>>,
+    queue: Arc<SharedQueue>,
 }
 
 impl SchedulerHandle {
     /// A handle and the receiving end of its hints, for [`SchedulerLoop::new`].
     pub fn new() -> (SchedulerHandle, mpsc::Receiver<Key>) {
         let (hints, receiver) = mpsc::channel(16_384);
-        (SchedulerHandle { hints, decisions: Arc::default() }, receiver)
+        let queue = Arc::new(SharedQueue { queue: Mutex::new(SchedulingQueue::default()), origin: Instant::now() });
+        (SchedulerHandle { hints, decisions: Arc::default(), queue }, receiver)
     }
 
     /// Tells the scheduler a pod was created. Never waits: a full or closed channel drops
@@ -63,10 +73,14 @@ impl SchedulerHandle {
         let _ = self.hints.try_send(pod);
     }
 
-    /// The explanation of the last decision about a pod.
+    /// The explanation of the last decision about a pod, with where it waits now.
     pub fn decision(&self, pod: &Key) -> Option<Explanation> {
-        let decisions = self.decisions.lock().expect("decisions lock");
-        decisions.by_pod.get(pod).map(|(_, d)| d.explain())
+        let mut explanation = {
+            let decisions = self.decisions.lock().expect("decisions lock");
+            decisions.by_pod.get(pod).map(|(_, d)| d.explain())?
+        };
+        explanation.queue = self.queue.lock().status(pod, self.queue.now_ms());
+        Some(explanation)
     }
 
     fn record(&self, pod: Key, decision: Decision) {
@@ -88,139 +102,6 @@ impl SchedulerHandle {
     }
 }
 
-/// Pods that wait until an instant. The earliest is found, and the due ones taken, in
-/// O(log n), so a queue of many thousand waiting pods costs nothing per scheduling turn.
-#[derive(Default)]
-struct Deadlines {
-    by_pod: HashMap<Key, Instant>,
-    order: BTreeSet<(Instant, Key)>,
-}
-
-impl Deadlines {
-    fn insert(&mut self, key: Key, at: Instant) {
-        if let Some(old) = self.by_pod.insert(key.clone(), at) {
-            self.order.remove(&(old, key.clone()));
-        }
-        self.order.insert((at, key));
-    }
-
-    fn remove(&mut self, key: &Key) -> Option<Instant> {
-        let at = self.by_pod.remove(key)?;
-        self.order.remove(&(at, key.clone()));
-        Some(at)
-    }
-
-    fn contains_key(&self, key: &Key) -> bool {
-        self.by_pod.contains_key(key)
-    }
-
-    fn earliest(&self) -> Option<Instant> {
-        self.order.first().map(|(at, _)| *at)
-    }
-
-    /// Takes every pod whose instant is not after `now`, earliest first.
-    fn take_due(&mut self, now: Instant) -> Vec<Key> {
-        let mut due = Vec::new();
-        while self.order.first().is_some_and(|(at, _)| *at <= now) {
-            if let Some((_, key)) = self.order.pop_first() {
-                self.by_pod.remove(&key);
-                due.push(key);
-            }
-        }
-        due
-    }
-}
-
-/// Where each pod the loop knows of waits.
-#[derive(Default)]
-struct Queue {
-    active: VecDeque<Key>,
-    in_active: HashSet<Key>,
-    /// Pods waiting out their backoff, until the instant they may go again.
-    backoff: Deadlines,
-    /// Pods no node fits, until 5 minutes after they were parked; a cluster change frees
-    /// them sooner.
-    unschedulable: Deadlines,
-    /// When each unschedulable pod's backoff ends.
-    unschedulable_backoff: HashMap<Key, Instant>,
-    attempts: HashMap<Key, u32>,
-    in_flight: HashSet<Key>,
-}
-
-impl Queue {
-    fn tracked(&self, key: &Key) -> bool {
-        self.in_active.contains(key)
-            || self.backoff.contains_key(key)
-            || self.unschedulable.contains_key(key)
-            || self.in_flight.contains(key)
-    }
-
-    fn activate(&mut self, key: Key) {
-        if self.in_active.insert(key.clone()) {
-            self.active.push_back(key);
-        }
-    }
-
-    /// A hint, a watch event or the sweep: queue the pod unless it is already waiting.
-    fn add(&mut self, key: Key) {
-        if !self.tracked(&key) {
-            self.activate(key);
-        }
-    }
-
-    fn failed(&mut self, key: &Key) -> Duration {
-        let attempts = self.attempts.entry(key.clone()).or_insert(0);
-        *attempts += 1;
-        backoff(*attempts)
-    }
-
-    /// Parks a pod no node fits: it waits for a cluster change (but at least until
-    /// `backoff_until`), or 5 minutes from `since`.
-    fn park_unschedulable(&mut self, key: Key, since: Instant, backoff_until: Instant) {
-        self.unschedulable_backoff.insert(key.clone(), backoff_until);
-        self.unschedulable.insert(key, since + UNSCHEDULABLE_FLUSH);
-    }
-
-    fn remove(&mut self, key: &Key) {
-        self.in_active.remove(key);
-        self.backoff.remove(key);
-        self.unschedulable.remove(key);
-        self.unschedulable_backoff.remove(key);
-        self.attempts.remove(key);
-    }
-
-    /// A change that may make room: every unschedulable pod goes back, to the active queue
-    /// if its backoff is over, else to wait it out.
-    fn cluster_changed(&mut self, now: Instant) {
-        std::mem::take(&mut self.unschedulable);
-        for (key, until) in std::mem::take(&mut self.unschedulable_backoff) {
-            if until <= now {
-                self.activate(key);
-            } else {
-                self.backoff.insert(key, until);
-            }
-        }
-    }
-
-    /// Moves pods whose backoff ended, and unschedulable pods waiting 5 minutes, to active.
-    fn tick(&mut self, now: Instant) {
-        for key in self.backoff.take_due(now) {
-            self.activate(key);
-        }
-        for key in self.unschedulable.take_due(now) {
-            self.unschedulable_backoff.remove(&key);
-            self.activate(key);
-        }
-    }
-
-    fn next_wake(&self) -> Option<Instant> {
-        match (self.backoff.earliest(), self.unschedulable.earliest()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-}
-
 type BindResult = (Key, Pod, Result<Vec<Outcome>, StoreError>);
 
 /// The scheduler task. Build it with [`SchedulerLoop::new`], then `run` it.
@@ -232,40 +113,8 @@ pub struct SchedulerLoop {
     profile: Profile,
     sweep: Duration,
     scheduler: Scheduler,
-    queue: Queue,
     results_tx: mpsc::UnboundedSender<BindResult>,
     results: mpsc::UnboundedReceiver<BindResult>,
-}
-
-fn is_pod(key: &Key) -> bool {
-    key.kind == Kind::Pod
-}
-
-/// Whether a node change can make room for pods that did not fit: a new node, an uncordon,
-/// a node turning Ready, more allocatable, or changed labels or taints.
-fn node_opened_up(prev: Option<&Node>, node: &Node) -> bool {
-    let Some(prev) = prev else { return true };
-    (prev.status.unschedulable && !node.status.unschedulable)
-        || (!prev.is_ready() && node.is_ready())
-        || node.status.allocatable.cpu > prev.status.allocatable.cpu
-        || node.status.allocatable.memory > prev.status.allocatable.memory
-        || node.status.allocatable.pods > prev.status.allocatable.pods
-        || node.metadata.labels != prev.metadata.labels
-        || node.status.taints != prev.status.taints
-}
-
-/// Whether a pod change frees room on its node: it finished, or it was deleted while bound.
-fn pod_freed_room(event: &StoreEvent) -> bool {
-    let prev = match event.prev.as_deref() {
-        Some(Object::Pod(p)) => p,
-        _ => return false,
-    };
-    let was_holding = prev.is_bound() && !prev.status.phase.is_terminal();
-    match (event.type_, &*event.object) {
-        (EventType::Deleted, _) => was_holding,
-        (_, Object::Pod(now)) => was_holding && now.status.phase.is_terminal(),
-        _ => false,
-    }
 }
 
 impl SchedulerLoop {
@@ -278,38 +127,38 @@ impl SchedulerLoop {
         sweep: Duration,
     ) -> Self {
         let (results_tx, results) = mpsc::unbounded_channel();
-        SchedulerLoop {
-            store,
-            handle,
-            hints,
-            metrics,
-            scheduler: Scheduler::new(profile.clone()),
-            profile,
-            sweep,
-            queue: Queue::default(),
-            results_tx,
-            results,
-        }
+        SchedulerLoop { store, handle, hints, metrics, scheduler: Scheduler::new(profile.clone()), profile, sweep, results_tx, results }
+    }
+
+    fn queue(&self) -> std::sync::MutexGuard<'_, SchedulingQueue<Key>> {
+        self.handle.queue.lock()
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.handle.queue.now_ms()
     }
 
     /// Rebuilds the scheduler's view from a fresh list and watches from its revision.
     fn relist(&mut self) -> Result<WatchStream, StoreError> {
         let (revision, nodes) = self.store.list(Kind::Node, None);
         let (_, pods) = self.store.list(Kind::Pod, None);
+        let now = chrono::Utc::now();
         let mut scheduler = Scheduler::new(self.profile.clone());
         for node in &nodes {
             if let Object::Node(n) = &**node {
-                scheduler.upsert_node(n);
+                scheduler.upsert_node(n, now);
             }
         }
+        let mut queue = self.queue();
         for pod in &pods {
             if let Object::Pod(p) = &**pod {
                 scheduler.upsert_pod(p);
                 if p.needs_scheduling() {
-                    self.queue.add(Key::of(pod));
+                    queue.add(Key::of(pod));
                 }
             }
         }
+        drop(queue);
         self.scheduler = scheduler;
         // Pods listed after the nodes may be newer than `revision`: replaying them is harmless.
         self.store.watch(&[Kind::Node, Kind::Pod], revision)
@@ -326,12 +175,16 @@ impl SchedulerLoop {
         let mut sweep = tokio::time::interval(self.sweep);
         sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let now = Instant::now();
-            self.queue.tick(now);
-            let wake = self.queue.next_wake().unwrap_or(now + self.sweep);
-            let can_schedule = !self.queue.active.is_empty() && self.queue.in_flight.len() < MAX_IN_FLIGHT;
+            let (can_schedule, wake) = {
+                let now_ms = self.now_ms();
+                let mut queue = self.queue();
+                queue.tick(now_ms);
+                let wake_ms = queue.next_wake().map_or(self.sweep.as_millis() as i64, |at| at.saturating_sub(now_ms).max(0));
+                (queue.active_len() > 0 && queue.in_flight() < MAX_IN_FLIGHT, Instant::now() + Duration::from_millis(wake_ms as u64))
+            };
+            // Fairness: decisions, bind results and watch batches take turns (an unbiased
+            // select), so a burst of changes never starves the pods already queued.
             tokio::select! {
-                biased;
                 _ = shutdown.cancelled() => break,
                 Some(result) = self.results.recv() => self.bind_finished(result),
                 batch = changes.next() => match batch {
@@ -349,16 +202,24 @@ impl SchedulerLoop {
                     }
                     None => break,
                 },
-                Some(key) = self.hints.recv() => self.queue.add(key),
+                Some(key) = self.hints.recv() => { self.queue().add(key); }
                 _ = sweep.tick() => self.sweep(),
                 _ = std::future::ready(()), if can_schedule => {
-                    if let Some(key) = self.queue.active.pop_front() {
-                        self.queue.in_active.remove(&key);
+                    let next = self.queue().pop();
+                    if let Some(key) = next {
                         self.schedule_one(key);
                     }
                 }
                 _ = tokio::time::sleep_until(wake) => {}
             }
+        }
+    }
+
+    fn cluster_changed(&self, event: Option<ClusterEvent>) {
+        if let Some(event) = event {
+            let now_ms = self.now_ms();
+            tracing::debug!("requeueing unschedulable pods: {event}");
+            self.queue().cluster_changed(&event, now_ms);
         }
     }
 
@@ -368,33 +229,26 @@ impl SchedulerLoop {
         match (&*event.object, event.type_) {
             (Object::Node(node), EventType::Deleted) => self.scheduler.remove_node(&node.metadata.name),
             (Object::Node(node), _) => {
-                let prev = match event.prev.as_deref() {
-                    Some(Object::Node(p)) => Some(p),
-                    _ => None,
-                };
-                self.scheduler.upsert_node(node);
-                if node_opened_up(prev, node) {
-                    self.queue.cluster_changed(Instant::now());
-                }
+                let change = self.scheduler.upsert_node(node, chrono::Utc::now());
+                self.cluster_changed(change);
             }
             (Object::Pod(pod), EventType::Deleted) => {
-                self.scheduler.remove_pod(pod);
-                self.queue.remove(&key);
+                let change = self.scheduler.remove_pod(pod);
+                self.queue().remove(&key);
                 self.handle.forget(&key);
-                if pod_freed_room(event) {
-                    self.queue.cluster_changed(Instant::now());
-                }
+                self.cluster_changed(change);
             }
             (Object::Pod(pod), _) => {
-                self.scheduler.upsert_pod(pod);
-                if pod.needs_scheduling() {
-                    self.queue.add(key);
-                } else if !self.queue.in_flight.contains(&key) {
-                    self.queue.remove(&key);
+                let change = self.scheduler.upsert_pod(pod);
+                {
+                    let mut queue = self.queue();
+                    if pod.needs_scheduling() {
+                        queue.add(key);
+                    } else if !queue.is_in_flight(&key) {
+                        queue.remove(&key);
+                    }
                 }
-                if pod_freed_room(event) {
-                    self.queue.cluster_changed(Instant::now());
-                }
+                self.cluster_changed(change);
             }
             _ => {}
         }
@@ -403,23 +257,21 @@ impl SchedulerLoop {
     /// The safety net: every Pending pod without a node that nothing is tracking.
     fn sweep(&mut self) {
         let (_, pods) = self.store.list(Kind::Pod, None);
+        let mut queue = self.queue();
         for pod in pods {
             if let Object::Pod(p) = &*pod
                 && p.needs_scheduling()
             {
-                self.queue.add(Key::of(&pod));
+                queue.add(Key::of(&pod));
             }
         }
     }
 
     fn schedule_one(&mut self, key: Key) {
-        if !is_pod(&key) {
-            return;
-        }
         let pod = match self.store.get(&key).as_deref() {
             Some(Object::Pod(p)) if p.needs_scheduling() => p.clone(),
             _ => {
-                self.queue.remove(&key);
+                self.queue().remove(&key);
                 return;
             }
         };
@@ -435,12 +287,11 @@ impl SchedulerLoop {
                 if let Err(e) = self.scheduler.assume(&pod, &node) {
                     self.metrics.observe_attempt(Attempt::Error, elapsed);
                     tracing::warn!("{e}");
-                    let wait = self.queue.failed(&key);
-                    self.queue.backoff.insert(key, Instant::now() + wait);
+                    let now_ms = self.now_ms();
+                    self.queue().failed(&key, now_ms);
                     return;
                 }
                 self.metrics.observe_attempt(Attempt::Scheduled, elapsed);
-                self.queue.in_flight.insert(key.clone());
                 let txn = ops::bind(&pod.metadata.namespace, &pod.metadata.name, &node, &pod.metadata.uid, SOURCE_SCHEDULER, now);
                 let store = self.store.clone();
                 let results = self.results_tx.clone();
@@ -453,9 +304,8 @@ impl SchedulerLoop {
                 self.metrics.observe_attempt(Attempt::Unschedulable, elapsed);
                 let message = message.unwrap_or_else(|| "no node fits the pod".to_string());
                 tracing::debug!("pod {} is unschedulable: {message}", key.key);
-                let wait = self.queue.failed(&key);
-                let at = Instant::now();
-                self.queue.park_unschedulable(key, at, at + wait);
+                let now_ms = self.now_ms();
+                self.queue().unschedulable(&key, now_ms);
                 let txn = ops::mark_unschedulable(&pod, &message, now);
                 let store = self.store.clone();
                 tokio::spawn(async move {
@@ -470,10 +320,9 @@ impl SchedulerLoop {
     }
 
     fn bind_finished(&mut self, (key, pod, result): BindResult) {
-        self.queue.in_flight.remove(&key);
         match result {
             Ok(_) => {
-                self.queue.remove(&key);
+                self.queue().scheduled(&key);
                 if let Some(created) = pod.metadata.created_at {
                     self.metrics.observe_create_to_bound((chrono::Utc::now() - created).to_std().unwrap_or_default());
                 }
@@ -481,73 +330,15 @@ impl SchedulerLoop {
             Err(e) => {
                 self.scheduler.forget(&pod);
                 let still_pending = matches!(self.store.get(&key).as_deref(), Some(Object::Pod(p)) if p.needs_scheduling());
+                let now_ms = self.now_ms();
+                let mut queue = self.queue();
                 if still_pending {
                     tracing::debug!("binding pod {} failed, backing off: {e}", key.key);
-                    let wait = self.queue.failed(&key);
-                    self.queue.backoff.insert(key, Instant::now() + wait);
+                    queue.failed(&key, now_ms);
                 } else {
-                    self.queue.remove(&key);
+                    queue.remove(&key);
                 }
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_from_one_second_to_ten() {
-        let waits: Vec<u64> = (1..=6).map(|a| backoff(a).as_secs()).collect();
-        assert_eq!(waits, vec![1, 2, 4, 8, 10, 10]);
-    }
-
-    #[test]
-    fn a_cluster_change_requeues_unschedulable_pods_respecting_backoff() {
-        let mut q = Queue::default();
-        let now = Instant::now();
-        let a = Key::new(Kind::Pod, "default", "a");
-        let b = Key::new(Kind::Pod, "default", "b");
-        q.park_unschedulable(a.clone(), now, now);
-        q.park_unschedulable(b.clone(), now, now + Duration::from_secs(5));
-        q.add(a.clone());
-        assert!(q.active.is_empty(), "a tracked pod is not queued twice");
-        q.cluster_changed(now);
-        assert_eq!(q.active, VecDeque::from([a.clone()]));
-        assert!(q.backoff.contains_key(&b));
-        q.tick(now + Duration::from_secs(6));
-        assert_eq!(q.active.len(), 2);
-    }
-
-    #[test]
-    fn deadlines_give_the_due_pods_earliest_first_and_follow_moves() {
-        let mut d = Deadlines::default();
-        let now = Instant::now();
-        let key = |name: &str| Key::new(Kind::Pod, "default", name);
-        d.insert(key("late"), now + Duration::from_secs(9));
-        d.insert(key("moved"), now + Duration::from_secs(1));
-        d.insert(key("early"), now + Duration::from_secs(2));
-        d.insert(key("moved"), now + Duration::from_secs(3));
-        d.insert(key("gone"), now);
-        assert_eq!(d.remove(&key("gone")), Some(now));
-        assert_eq!(d.earliest(), Some(now + Duration::from_secs(2)));
-        assert_eq!(d.take_due(now + Duration::from_secs(3)), vec![key("early"), key("moved")]);
-        assert!(!d.contains_key(&key("moved")));
-        assert_eq!(d.earliest(), Some(now + Duration::from_secs(9)));
-        assert!(d.take_due(now + Duration::from_secs(8)).is_empty());
-    }
-
-    #[test]
-    fn unschedulable_pods_are_retried_after_five_minutes_without_change() {
-        let mut q = Queue::default();
-        let now = Instant::now();
-        let a = Key::new(Kind::Pod, "default", "a");
-        q.park_unschedulable(a.clone(), now, now + Duration::from_secs(1));
-        q.tick(now + Duration::from_secs(299));
-        assert!(q.active.is_empty());
-        assert_eq!(q.next_wake(), Some(now + UNSCHEDULABLE_FLUSH));
-        q.tick(now + UNSCHEDULABLE_FLUSH);
-        assert_eq!(q.active, VecDeque::from([a]));
     }
 }

@@ -34,7 +34,7 @@ async fn rival_round(server: &TestServer, tally: &Tally) -> usize {
     let pods: List<Pod> = server.client.get(format!("{}/api/v1/pods", server.url)).send().await.unwrap().json().await.unwrap();
     let mut scheduler = Scheduler::new(Profile::bin_pack());
     for n in &nodes.items {
-        scheduler.upsert_node(n);
+        scheduler.upsert_node(n, chrono::Utc::now());
     }
     for p in &pods.items {
         scheduler.upsert_pod(p);

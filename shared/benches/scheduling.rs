@@ -44,7 +44,7 @@ fn pod(prefix: &str, i: usize) -> Pod {
 fn cluster(nodes: usize, init_pods: usize) -> Scheduler {
     let mut scheduler = Scheduler::new(Profile::spread());
     for i in 0..nodes {
-        scheduler.upsert_node(&node(i));
+        scheduler.upsert_node(&node(i), now());
     }
     for i in 0..init_pods {
         let mut p = pod("init", i);

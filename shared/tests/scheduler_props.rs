@@ -299,7 +299,7 @@ fn run(initial: Vec<NodeGen>, ops: Vec<Op>, profile: Profile) -> Result<(), Test
     let mut add_node = |g: &NodeGen, scheduler: &mut Scheduler, model: &mut Model| {
         let node = build_node(&format!("node-{next_node}"), g);
         next_node += 1;
-        scheduler.upsert_node(&node);
+        scheduler.upsert_node(&node, now());
         model.nodes.insert(node.metadata.name.clone(), node);
     };
     for g in &initial {
@@ -362,7 +362,7 @@ fn run(initial: Vec<NodeGen>, ops: Vec<Op>, profile: Profile) -> Result<(), Test
                 let old = model.nodes[&name].status.allocatable;
                 let mut node = build_node(&name, &g);
                 node.status.allocatable = old;
-                scheduler.upsert_node(&node);
+                scheduler.upsert_node(&node, now());
                 model.nodes.insert(name, node);
             }
             Op::RemoveNode(i) if !model.nodes.is_empty() => {

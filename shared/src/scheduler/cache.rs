@@ -90,11 +90,14 @@ impl Slot {
         self.owners.iter().find(|(id, _)| *id == owner).map_or(0, |(_, n)| *n)
     }
 
+    /// Counts a pod. Sums saturate: a node whose pods ask for more than an i64 holds is
+    /// simply full (release then subtracts from the saturated sum; validation's bounds keep
+    /// real sums far below it).
     pub fn add(&mut self, footprint: &Footprint, owner: Option<u32>, assumed: bool) {
-        self.usage.cpu += footprint.cpu;
-        self.usage.memory += footprint.memory;
-        self.usage.nonzero_cpu += footprint.nonzero_cpu;
-        self.usage.nonzero_memory += footprint.nonzero_memory;
+        self.usage.cpu = self.usage.cpu.saturating_add(footprint.cpu);
+        self.usage.memory = self.usage.memory.saturating_add(footprint.memory);
+        self.usage.nonzero_cpu = self.usage.nonzero_cpu.saturating_add(footprint.nonzero_cpu);
+        self.usage.nonzero_memory = self.usage.nonzero_memory.saturating_add(footprint.nonzero_memory);
         self.usage.pods += 1;
         self.ports.extend(footprint.ports.iter().cloned());
         if let Some(owner) = owner {
@@ -109,10 +112,10 @@ impl Slot {
     }
 
     pub fn release(&mut self, footprint: &Footprint, owner: Option<u32>, assumed: bool) {
-        self.usage.cpu -= footprint.cpu;
-        self.usage.memory -= footprint.memory;
-        self.usage.nonzero_cpu -= footprint.nonzero_cpu;
-        self.usage.nonzero_memory -= footprint.nonzero_memory;
+        self.usage.cpu = self.usage.cpu.saturating_sub(footprint.cpu);
+        self.usage.memory = self.usage.memory.saturating_sub(footprint.memory);
+        self.usage.nonzero_cpu = self.usage.nonzero_cpu.saturating_sub(footprint.nonzero_cpu);
+        self.usage.nonzero_memory = self.usage.nonzero_memory.saturating_sub(footprint.nonzero_memory);
         self.usage.pods -= 1;
         for port in &footprint.ports {
             if let Some(i) = self.ports.iter().position(|p| p == port) {
@@ -135,7 +138,8 @@ impl Slot {
     }
 }
 
-/// What a pod takes from a node: its requests, host ports and owner.
+/// What a pod takes from a node: its requests (negative ones count as none; sums saturate)
+/// and host ports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Footprint {
     pub cpu: i64,
@@ -149,11 +153,11 @@ impl Footprint {
     pub fn of(pod: &Pod) -> Footprint {
         let mut footprint = Footprint { cpu: 0, memory: 0, nonzero_cpu: 0, nonzero_memory: 0, ports: Vec::new() };
         for container in &pod.spec.containers {
-            let r = container.resources;
-            footprint.cpu += r.cpu;
-            footprint.memory += r.memory;
-            footprint.nonzero_cpu += if r.cpu == 0 { DEFAULT_CPU_REQUEST } else { r.cpu };
-            footprint.nonzero_memory += if r.memory == 0 { DEFAULT_MEMORY_REQUEST } else { r.memory };
+            let (cpu, memory) = (container.resources.cpu.max(0), container.resources.memory.max(0));
+            footprint.cpu = footprint.cpu.saturating_add(cpu);
+            footprint.memory = footprint.memory.saturating_add(memory);
+            footprint.nonzero_cpu = footprint.nonzero_cpu.saturating_add(if cpu == 0 { DEFAULT_CPU_REQUEST } else { cpu });
+            footprint.nonzero_memory = footprint.nonzero_memory.saturating_add(if memory == 0 { DEFAULT_MEMORY_REQUEST } else { memory });
             for port in &container.ports {
                 if let Some(host_port) = port.host_port.filter(|&p| p > 0) {
                     footprint.ports.push(HostPort::new(host_port, &port.protocol, &port.host_ip));

@@ -6,12 +6,13 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Labels, format_cpu, format_memory};
+use crate::model::{Labels, NodeResources, format_cpu, format_memory};
 use crate::readiness::Readiness;
 
 use super::cache::{Footprint, NodeInfo, Usage};
 use super::plugins::{Failure, FilterPlugin, HostPort, ScorePlugin, first_selector_mismatch, reasons};
 use super::profile::Profile;
+use super::queue::QueueStatus;
 
 /// One evaluated node, as scheduling left it.
 #[derive(Debug, Clone, Copy)]
@@ -213,6 +214,7 @@ impl Decision {
             selected: self.selected().map(str::to_string),
             message,
             nodes,
+            queue: None,
         }
     }
 }
@@ -236,6 +238,9 @@ pub struct Explanation {
     pub message: String,
     /// Every evaluated node, in evaluation order.
     pub nodes: Vec<NodeExplanation>,
+    /// Where the pod waits in the scheduling queue now, when it still waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueStatus>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -319,30 +324,40 @@ fn failure_detail(failure: Failure, pod: &PodSummary, info: &NodeInfo, usage: &U
             let t = &info.taints[index as usize];
             format!("taint {}={}:{} is not tolerated by the pod", t.key, t.value, t.effect)
         }
+        Failure::Insufficient { .. } | Failure::TooManyPods | Failure::PortConflict { .. } => {
+            room_detail(failure, &pod.footprint, usage, &alloc)
+        }
+    }
+}
+
+/// The words for a failure of the room check (see `super::room`).
+pub(crate) fn room_detail(failure: Failure, footprint: &Footprint, usage: &Usage, alloc: &NodeResources) -> String {
+    match failure {
         Failure::Insufficient { cpu, memory } => {
             let mut parts = Vec::new();
             if cpu {
                 parts.push(format!(
                     "the pod requests cpu {}; {} of {} already requested, {} free",
-                    format_cpu(pod.footprint.cpu),
+                    format_cpu(footprint.cpu),
                     format_cpu(usage.cpu),
                     format_cpu(alloc.cpu),
-                    format_cpu((alloc.cpu - usage.cpu).max(0))
+                    format_cpu(alloc.cpu.saturating_sub(usage.cpu).max(0))
                 ));
             }
             if memory {
                 parts.push(format!(
                     "the pod requests memory {}; {} of {} already requested, {} free",
-                    format_memory(pod.footprint.memory),
+                    format_memory(footprint.memory),
                     format_memory(usage.memory),
                     format_memory(alloc.memory),
-                    format_memory((alloc.memory - usage.memory).max(0))
+                    format_memory(alloc.memory.saturating_sub(usage.memory).max(0))
                 ));
             }
             parts.join("; ")
         }
         Failure::TooManyPods => format!("{} of {} pods already on the node", usage.pods, alloc.pods),
         Failure::PortConflict { port, protocol } => format!("host port {port}/{} is already in use on the node", protocol.as_str()),
+        other => format!("{} failed", other.plugin().name()),
     }
 }
 

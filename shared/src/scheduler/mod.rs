@@ -13,6 +13,8 @@ mod cache;
 mod explain;
 mod plugins;
 mod profile;
+mod queue;
+mod room;
 #[cfg(test)]
 mod tests;
 
@@ -31,6 +33,10 @@ pub use plugins::{
     least_allocated, most_allocated, reasons, selector_matches, spread, tolerates,
 };
 pub use profile::{Profile, Weights};
+pub use queue::{
+    ClusterEvent, INITIAL_BACKOFF, MAX_BACKOFF, QueueSettings, QueueState, QueueStatus, Requeue, SchedulingQueue, UNSCHEDULABLE_FLUSH,
+};
+pub use room::check_room;
 
 /// Below this many nodes every node is evaluated (Kubernetes' `minFeasibleNodesToFind`).
 pub const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
@@ -168,12 +174,27 @@ impl Scheduler {
         self.free_slots.push(index);
     }
 
-    /// Adds or updates a node (registration, heartbeat, cordon, taints, labels).
-    pub fn upsert_node(&mut self, node: &Node) {
+    /// Adds or updates a node (registration, heartbeat, cordon, taints, labels). Returns
+    /// the change when it may fit pods that did not fit before: the node passes the
+    /// readiness and cordon filters at `now` and failed them before (judged at the same
+    /// `now`), or it was new, or it grew, or its labels or hard taints changed.
+    pub fn upsert_node(&mut self, node: &Node, now: Time) -> Option<ClusterEvent> {
         let state = NodeState::from_node(node);
+        let (now_ms, grace) = (now.timestamp_millis(), self.profile.node_monitor_grace);
+        let name = || node.metadata.name.clone();
         let index = self.slot_for(&node.metadata.name) as usize;
+        let opens = node_gate(&state, now_ms, grace).is_none();
         match &mut self.slots[index].node {
             Some(existing) => {
+                let event = match node_gate(existing, now_ms, grace) {
+                    _ if !opens => None,
+                    Some(plugins::Failure::NotReady(before)) => Some(ClusterEvent::NodeReady { node: name(), before }),
+                    Some(_) => Some(ClusterEvent::NodeUncordoned { node: name() }),
+                    None if grew(&state.allocatable, &existing.allocatable) => Some(ClusterEvent::NodeGrew { node: name() }),
+                    None if state.info.labels != existing.info.labels => Some(ClusterEvent::NodeLabelsChanged { node: name() }),
+                    None if state.info.taints != existing.info.taints => Some(ClusterEvent::NodeTaintsChanged { node: name() }),
+                    None => None,
+                };
                 if *existing.info != *state.info {
                     existing.info = state.info;
                     existing.allocatable = state.allocatable;
@@ -183,11 +204,13 @@ impl Scheduler {
                 existing.ready = state.ready;
                 existing.heartbeat_ms = state.heartbeat_ms;
                 existing.unschedulable = state.unschedulable;
+                event
             }
             empty => {
                 *empty = Some(state);
                 self.known_nodes += 1;
                 self.order_dirty = true;
+                opens.then(|| ClusterEvent::NodeAdded { node: name() })
             }
         }
     }
@@ -216,17 +239,17 @@ impl Scheduler {
     /// assumed pod with the same uid is confirmed, not counted twice). Finished: its
     /// reservation is released. Not bound yet: an assumed reservation stays (its bind is
     /// in flight; [`Scheduler::forget`] drops it if the bind fails), anything else is released.
-    pub fn upsert_pod(&mut self, pod: &Pod) {
+    /// Returns the change when a pod that held room on a node finished.
+    pub fn upsert_pod(&mut self, pod: &Pod) -> Option<ClusterEvent> {
         let id = pod_id(pod);
         if pod.status.phase.is_terminal() {
-            self.release(&id);
-            return;
+            return self.release_bound(pod, &id);
         }
         if !pod.is_bound() {
             if self.pods.get(&id).is_some_and(|r| !r.assumed) {
                 self.release(&id);
             }
-            return;
+            return None;
         }
         let footprint = Footprint::of(pod);
         let owner = owner_key(pod).map(|(key, _)| key);
@@ -237,16 +260,26 @@ impl Scheduler {
                     record.assumed = false;
                     self.slots[record.slot as usize].assumed -= 1;
                 }
-                return;
+                return None;
             }
             self.release(&id);
         }
         self.count(id, &pod.spec.node_name, footprint, owner, false);
+        None
     }
 
-    /// The pod was deleted from the store: release whatever it held.
-    pub fn remove_pod(&mut self, pod: &Pod) {
-        self.release(&pod_id(pod));
+    /// The pod was deleted from the store: release whatever it held. Returns the change
+    /// when it held room on a node.
+    pub fn remove_pod(&mut self, pod: &Pod) -> Option<ClusterEvent> {
+        self.release_bound(pod, &pod_id(pod))
+    }
+
+    fn release_bound(&mut self, pod: &Pod, id: &str) -> Option<ClusterEvent> {
+        let record = self.pods.get(id)?;
+        let event = (!record.assumed)
+            .then(|| ClusterEvent::PodFreedRoom { pod: pod.metadata.key(), node: self.slots[record.slot as usize].name.clone() });
+        self.release(id);
+        event
     }
 
     /// Reserves the pod's requests, host ports and spread count on `node` before the bind
@@ -399,12 +432,8 @@ impl Scheduler {
 fn filter(slot: &Slot, request: &Request<'_>, now_ms: i64, grace: Duration) -> Option<plugins::Failure> {
     use plugins::Failure;
     let node = slot.node.as_ref().expect("only known nodes are evaluated");
-    let readiness = node.readiness(now_ms, grace);
-    if !readiness.is_ready() {
-        return Some(Failure::NotReady(readiness));
-    }
-    if node.unschedulable {
-        return Some(Failure::Cordoned);
+    if let Some(failure) = node_gate(node, now_ms, grace) {
+        return Some(failure);
     }
     if !request.selector.is_empty() && !selector_matches(request.selector, &node.info.labels) {
         return Some(Failure::SelectorMismatch);
@@ -413,20 +442,22 @@ fn filter(slot: &Slot, request: &Request<'_>, now_ms: i64, grace: Duration) -> O
     if let Some(index) = untolerated {
         return Some(Failure::UntoleratedTaint { index: index as u16 });
     }
-    let fp = &request.footprint;
-    let alloc = &node.allocatable;
-    let cpu = fp.cpu > 0 && slot.usage.cpu + fp.cpu > alloc.cpu;
-    let memory = fp.memory > 0 && slot.usage.memory + fp.memory > alloc.memory;
-    if cpu || memory {
-        return Some(Failure::Insufficient { cpu, memory });
+    room::room(&node.allocatable, &slot.usage, &slot.ports, &request.footprint)
+}
+
+/// The filters that judge the node alone: NodeReady, then NodeUnschedulable.
+#[inline]
+fn node_gate(node: &NodeState, now_ms: i64, grace: Duration) -> Option<plugins::Failure> {
+    let readiness = node.readiness(now_ms, grace);
+    if !readiness.is_ready() {
+        return Some(plugins::Failure::NotReady(readiness));
     }
-    if slot.usage.pods + 1 > alloc.pods {
-        return Some(Failure::TooManyPods);
-    }
-    if let Some(port) = plugins::first_port_conflict(&fp.ports, &slot.ports) {
-        return Some(Failure::PortConflict { port: port.port, protocol: port.protocol });
-    }
-    None
+    node.unschedulable.then_some(plugins::Failure::Cordoned)
+}
+
+/// Whether `new` offers more of any resource than `old`.
+fn grew(new: &crate::model::NodeResources, old: &crate::model::NodeResources) -> bool {
+    new.cpu > old.cpu || new.memory > old.memory || new.pods > old.pods
 }
 
 /// Raw scores of a feasible node, except Spread, which needs every feasible node's count.
@@ -435,8 +466,8 @@ fn score(slot: &Slot, request: &Request<'_>, weights: &Weights, record: &mut Nod
     let alloc = &slot.node.as_ref().expect("only known nodes are scored").allocatable;
     let fp = &request.footprint;
     if weights.least_allocated > 0 || weights.most_allocated > 0 {
-        let cpu = slot.usage.nonzero_cpu + fp.nonzero_cpu;
-        let memory = slot.usage.nonzero_memory + fp.nonzero_memory;
+        let cpu = slot.usage.nonzero_cpu.saturating_add(fp.nonzero_cpu);
+        let memory = slot.usage.nonzero_memory.saturating_add(fp.nonzero_memory);
         if weights.least_allocated > 0 {
             record.scores[ScorePlugin::LeastAllocated as usize] = least_allocated(cpu, alloc.cpu, memory, alloc.memory);
         }
@@ -445,8 +476,12 @@ fn score(slot: &Slot, request: &Request<'_>, weights: &Weights, record: &mut Nod
         }
     }
     if weights.balanced_allocation > 0 {
-        record.scores[ScorePlugin::BalancedAllocation as usize] =
-            balanced_allocation(slot.usage.cpu + fp.cpu, alloc.cpu, slot.usage.memory + fp.memory, alloc.memory);
+        record.scores[ScorePlugin::BalancedAllocation as usize] = balanced_allocation(
+            slot.usage.cpu.saturating_add(fp.cpu),
+            alloc.cpu,
+            slot.usage.memory.saturating_add(fp.memory),
+            alloc.memory,
+        );
     }
     if let Some(owner) = request.owner {
         record.spread_count = slot.owner_count(owner);

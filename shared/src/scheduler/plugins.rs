@@ -228,7 +228,7 @@ pub fn least_allocated_resource(requested: i64, allocatable: i64) -> i64 {
     if allocatable <= 0 || requested > allocatable {
         return 0;
     }
-    (allocatable - requested) * MAX_SCORE as i64 / allocatable
+    ((allocatable - requested) as i128 * MAX_SCORE as i128 / allocatable as i128) as i64
 }
 
 /// MostAllocated for one resource: the share in use after the pod, 0..=100.
@@ -236,7 +236,7 @@ pub fn most_allocated_resource(requested: i64, allocatable: i64) -> i64 {
     if allocatable <= 0 {
         return 0;
     }
-    requested.min(allocatable) * MAX_SCORE as i64 / allocatable
+    (requested.clamp(0, allocatable) as i128 * MAX_SCORE as i128 / allocatable as i128) as i64
 }
 
 /// LeastAllocated over CPU and memory, weighted equally (Kubernetes' default).

@@ -36,8 +36,8 @@ const MI: i64 = 1024 * 1024;
 #[test]
 fn schedules_on_the_only_node_that_fits() {
     let mut s = Scheduler::new(Profile::spread());
-    s.upsert_node(&node("a", 1000, GI, 10));
-    s.upsert_node(&node("b", 4000, 4 * GI, 10));
+    s.upsert_node(&node("a", 1000, GI, 10), now());
+    s.upsert_node(&node("b", 4000, 4 * GI, 10), now());
     let d = s.schedule(&pod("p", 2000, 64 * MI), now());
     assert_eq!(d.selected(), Some("b"));
     assert_eq!(d.unschedulable_message(), None);
@@ -46,7 +46,7 @@ fn schedules_on_the_only_node_that_fits() {
 fn cluster(profile: Profile, nodes: &[Node]) -> Scheduler {
     let mut s = Scheduler::new(profile);
     for n in nodes {
-        s.upsert_node(n);
+        s.upsert_node(n, now());
     }
     s
 }
@@ -529,7 +529,7 @@ fn pods_seen_before_their_node_count_once_it_registers() {
     s.upsert_pod(&bound(pod("early", 800, 100 * MI), "late"));
     assert_eq!(s.node_usage("late"), None);
     assert_eq!(s.node_count(), 0);
-    s.upsert_node(&node("late", 1000, GI, 10));
+    s.upsert_node(&node("late", 1000, GI, 10), now());
     assert_eq!(s.node_count(), 1);
     assert_eq!(s.node_usage("late").unwrap().cpu, 800);
     assert_eq!(s.schedule(&pod("p", 300, MI), now()).selected(), None);
@@ -544,7 +544,7 @@ fn removing_a_node_drops_its_pods() {
     assert_eq!(s.node_count(), 1);
     assert_eq!(s.pod_node(&p), None);
     assert_eq!(s.schedule(&pod("q", 100, MI), now()).selected(), Some("b"));
-    s.upsert_node(&node("a", 1000, GI, 10));
+    s.upsert_node(&node("a", 1000, GI, 10), now());
     assert_eq!(s.node_usage("a"), Some(NodeUsage::default()));
     s.remove_node("nope");
 }
@@ -554,16 +554,16 @@ fn node_updates_take_effect() {
     let mut s = cluster(Profile::spread(), &[node("a", 1000, GI, 10)]);
     let mut a = node("a", 1000, GI, 10);
     a.status.unschedulable = true;
-    s.upsert_node(&a);
+    s.upsert_node(&a, now());
     assert!(!s.schedule(&pod("p", 100, MI), now()).is_scheduled());
     a.status.unschedulable = false;
     a.status.taints.push(taint("k", "v", "NoSchedule"));
-    s.upsert_node(&a);
+    s.upsert_node(&a, now());
     let d = s.schedule(&pod("p", 100, MI), now());
     assert_eq!(d.unschedulable_message().unwrap(), "0/1 nodes are available: 1 node(s) had untolerated taint {k: v}.");
     a.status.taints.clear();
     a.status.allocatable.cpu = 50;
-    s.upsert_node(&a);
+    s.upsert_node(&a, now());
     assert_eq!(s.schedule(&pod("p", 100, MI), now()).unschedulable_message().unwrap(), "0/1 nodes are available: 1 Insufficient cpu.");
     // An earlier decision keeps the node as it was when it was made.
     assert_eq!(d.explain().nodes[0].filters[3].reason, "node(s) had untolerated taint {k: v}");

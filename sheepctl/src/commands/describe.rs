@@ -541,6 +541,7 @@ mod tests {
                     selected: false,
                 },
             ],
+            queue: None,
         };
         let mut text = Text::default();
         scheduling_text(&mut text, &pod, Some(&explanation));
