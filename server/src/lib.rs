@@ -71,8 +71,9 @@ impl Server {
     /// Opens the store (SQLite under `data_dir`, else memory), makes sure the `default`
     /// namespace exists, and starts the scheduler loop and the controllers.
     pub async fn start(config: Config, shutdown: CancellationToken) -> Result<Server, ServerError> {
-        let profile =
+        let mut profile =
             Profile::by_name(&config.scheduler_profile).ok_or_else(|| ServerError::UnknownProfile(config.scheduler_profile.clone()))?;
+        profile.node_monitor_grace = config.node_monitor_grace;
         let store: Arc<dyn Store> = match &config.data_dir {
             Some(dir) => Arc::new(CachedStore::open(Box::new(SqlitePersistence::open(dir)?), config.watch_history)?),
             None => Arc::new(CachedStore::in_memory(config.watch_history)),

@@ -342,3 +342,115 @@ impl SchedulerLoop {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use shared::model::{Namespace, ObjectMeta};
+    use shared::registration::NodeDescription;
+    use shared::scheduler::QueueState;
+
+    use super::*;
+    use crate::store::{CachedStore, Txn};
+
+    async fn started() -> (Arc<dyn Store>, SchedulerHandle, CancellationToken) {
+        let store: Arc<dyn Store> = Arc::new(CachedStore::in_memory(10_000));
+        let namespace = Namespace { kind: "Namespace".into(), metadata: ObjectMeta::named("", "default"), ..Namespace::default() };
+        store.commit(Txn::new().with(ops::create(namespace))).await.unwrap();
+        let (handle, hints) = SchedulerHandle::new();
+        let scheduler = SchedulerLoop::new(store.clone(), handle.clone(), hints, Arc::default(), Profile::spread(), Duration::from_secs(2));
+        let shutdown = CancellationToken::new();
+        tokio::spawn(scheduler.run(shutdown.clone()));
+        (store, handle, shutdown)
+    }
+
+    async fn create_pod(store: &Arc<dyn Store>, name: &str, cpu: i64) -> Key {
+        let mut pod: Pod = serde_json::from_str(include_str!("../../examples/pod.json")).unwrap();
+        pod.metadata.name = name.into();
+        pod.spec.containers[0].resources.cpu = cpu;
+        crate::resources::stamp_new(&mut pod, chrono::Utc::now());
+        store.commit(Txn::new().with(ops::create(pod))).await.unwrap();
+        Key::new(Kind::Pod, "default", name)
+    }
+
+    /// Polls the handle (on tokio's clock) until the pod's queue status satisfies `check`.
+    async fn queue_status(
+        handle: &SchedulerHandle,
+        key: &Key,
+        check: impl Fn(&shared::scheduler::QueueStatus) -> bool,
+    ) -> shared::scheduler::QueueStatus {
+        loop {
+            if let Some(status) = handle.decision(key).and_then(|d| d.queue).filter(|s| check(s)) {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    fn bound_to(store: &Arc<dyn Store>, key: &Key) -> Option<String> {
+        match store.get(key).as_deref() {
+            Some(Object::Pod(p)) if p.is_bound() => Some(p.spec.node_name.clone()),
+            _ => None,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unschedulable_pod_waits_five_minutes_for_the_flush_when_nothing_changes() {
+        let (store, handle, shutdown) = started().await;
+        let key = create_pod(&store, "web", 100).await;
+        let parked = queue_status(&handle, &key, |s| s.state == QueueState::Unschedulable).await;
+        assert_eq!(parked.attempts, 1);
+        let since = Instant::now();
+        tokio::time::sleep(Duration::from_secs(290)).await;
+        let waiting = handle.decision(&key).and_then(|d| d.queue).unwrap();
+        assert_eq!((waiting.state, waiting.attempts), (QueueState::Unschedulable, 1), "neither the sweep nor time alone retries it");
+        let retried = queue_status(&handle, &key, |s| s.attempts == 2).await;
+        let waited = since.elapsed();
+        assert!(waited >= Duration::from_secs(298) && waited <= Duration::from_secs(302), "retried after {waited:?}");
+        assert_eq!(retried.requeued_by.as_deref(), Some("5m passed without a cluster change"));
+        shutdown.cancel();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_node_joining_requeues_a_parked_pod_after_its_backoff() {
+        let (store, handle, shutdown) = started().await;
+        let key = create_pod(&store, "web", 100).await;
+        queue_status(&handle, &key, |s| s.state == QueueState::Unschedulable).await;
+        let now = chrono::Utc::now();
+        let node = NodeDescription::new("n1", shared::model::NodeResources { cpu: 1000, memory: 1 << 30, pods: 10 }).to_node(now);
+        store.commit(Txn::new().with(ops::register_node(node, now))).await.unwrap();
+        let status = queue_status(&handle, &key, |s| s.requeued_by.is_some()).await;
+        assert_eq!(status.requeued_by.as_deref(), Some("node n1 joined"));
+        assert!(matches!(status.state, QueueState::BackingOff | QueueState::Active | QueueState::Binding), "{status:?}");
+        while bound_to(&store, &key).is_none() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(bound_to(&store, &key).as_deref(), Some("n1"));
+        while handle.decision(&key).unwrap().queue.is_some() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        shutdown.cancel();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pod_that_frees_room_requeues_the_pod_that_did_not_fit() {
+        let (store, handle, shutdown) = started().await;
+        let now = chrono::Utc::now();
+        let node = NodeDescription::new("n1", shared::model::NodeResources { cpu: 1000, memory: 1 << 30, pods: 10 }).to_node(now);
+        store.commit(Txn::new().with(ops::register_node(node, now))).await.unwrap();
+        let first = create_pod(&store, "first", 1000).await;
+        while bound_to(&store, &first).is_none() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let second = create_pod(&store, "second", 500).await;
+        queue_status(&handle, &second, |s| s.state == QueueState::Unschedulable).await;
+        let delete = ops::PodDelete { grace_seconds: Some(0), ..ops::PodDelete::default() };
+        let grace = shared::readiness::DEFAULT_NODE_MONITOR_GRACE;
+        store.commit(Txn::new().with(ops::delete_pod("default", "first", delete, chrono::Utc::now(), grace))).await.unwrap();
+        let status = queue_status(&handle, &second, |s| s.requeued_by.is_some()).await;
+        assert_eq!(status.requeued_by.as_deref(), Some("pod default/first freed room on node n1"));
+        while bound_to(&store, &second).is_none() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        shutdown.cancel();
+    }
+}

@@ -182,7 +182,10 @@ async fn a_terminating_pod_on_a_node_that_goes_not_ready_is_collected_with_a_war
     let (_, events) = server.get("/api/v1/namespaces/default/events?field_selector=reason%3DForceDeleted").await;
     let event = &events["items"][0];
     assert_eq!((event["type"].as_str(), event["involved_object"]["name"].as_str()), (Some("Warning"), Some("p")), "{events}");
-    assert!(event["message"].as_str().unwrap().contains("node node-1 of pod default/p is not Ready"), "{event}");
+    assert!(
+        event["message"].as_str().unwrap().contains("node node-1 of pod default/p is not ready: the node's Ready condition is False"),
+        "{event}"
+    );
     server.stop().await;
 }
 

@@ -182,7 +182,7 @@ pub struct QueueStatus {
     /// For an unschedulable pod: when the flush retries it, from now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flush_in_ms: Option<u64>,
-    /// What last moved it back to the active queue.
+    /// What last moved it back to the active queue (kept through later attempts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requeued_by: Option<String>,
 }
@@ -376,15 +376,18 @@ impl<K: Clone + Eq + Hash + Ord> SchedulingQueue<K> {
     fn count_failure(&mut self, key: &K) -> Option<i64> {
         let entry = self.entries.get_mut(key)?;
         entry.attempts = entry.attempts.saturating_add(1);
-        entry.requeued_by = None;
         let attempts = entry.attempts;
         Some(self.backoff_of(attempts))
     }
 
     /// The attempt failed for a reason other than "no node fits" (the bind lost a race, an
-    /// error): the pod backs off, then goes back to the active queue.
+    /// error): the pod backs off, then goes back to the active queue because its back-off
+    /// ended.
     pub fn failed(&mut self, key: &K, now: i64) {
         if let Some(backoff) = self.count_failure(key) {
+            if let Some(entry) = self.entries.get_mut(key) {
+                entry.requeued_by = None;
+            }
             self.move_to(key, Place::Backoff { until: now.saturating_add(backoff) });
         }
     }
@@ -565,7 +568,8 @@ mod tests {
         q.unschedulable(&"a", S);
         assert_eq!(
             q.status(&"a", 1500).unwrap().describe(),
-            "unschedulable after 2 failed attempts, waiting for a cluster change (back-off 1.5s left) or the flush in 4m59s"
+            "unschedulable after 2 failed attempts, waiting for a cluster change (back-off 1.5s left) or the flush in 4m59s; \
+             requeued because its back-off ended"
         );
         q.cluster_changed(&ClusterEvent::PodFreedRoom { pod: "default/b".into(), node: "n1".into() }, 1500);
         assert_eq!(

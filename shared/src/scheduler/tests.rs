@@ -670,3 +670,78 @@ fn schedule_is_deterministic() {
     };
     assert_eq!(run(), run());
 }
+
+// --- requeue events ---------------------------------------------------------------------
+
+#[test]
+fn a_node_change_is_an_event_only_when_it_may_fit_pods_it_could_not_before() {
+    use crate::readiness::Readiness;
+    let mut s = Scheduler::new(Profile::spread());
+    let mut a = node("a", 1000, GI, 10);
+    a.status.last_heartbeat = None;
+    assert_eq!(s.upsert_node(&a, now()), None, "a node that cannot take pods yet opens nothing");
+    a.status.last_heartbeat = Some(now());
+    assert_eq!(s.upsert_node(&a, now()), Some(ClusterEvent::NodeReady { node: "a".into(), before: Readiness::NoHeartbeat }));
+    assert_eq!(s.upsert_node(&a, now()), None, "a heartbeat of a ready node changes nothing");
+
+    let later = now() + chrono::Duration::seconds(41);
+    a.status.last_heartbeat = Some(later);
+    assert_eq!(
+        s.upsert_node(&a, later),
+        Some(ClusterEvent::NodeReady { node: "a".into(), before: Readiness::Stale { age_ms: 41_000 } }),
+        "judged at the same instant, the old heartbeat was stale"
+    );
+
+    a.status.unschedulable = true;
+    assert_eq!(s.upsert_node(&a, later), None);
+    a.status.unschedulable = false;
+    assert_eq!(s.upsert_node(&a, later), Some(ClusterEvent::NodeUncordoned { node: "a".into() }));
+    a.status.allocatable.cpu = 2000;
+    assert_eq!(s.upsert_node(&a, later), Some(ClusterEvent::NodeGrew { node: "a".into() }));
+    a.status.allocatable.cpu = 500;
+    assert_eq!(s.upsert_node(&a, later), None, "shrinking fits nothing new");
+    a.metadata.labels.insert("zone".into(), "x".into());
+    assert_eq!(s.upsert_node(&a, later), Some(ClusterEvent::NodeLabelsChanged { node: "a".into() }));
+    a.status.taints.push(taint("k", "v", "NoSchedule"));
+    assert_eq!(s.upsert_node(&a, later), Some(ClusterEvent::NodeTaintsChanged { node: "a".into() }));
+    assert_eq!(
+        s.upsert_node(&node("b", 1000, GI, 10), later - chrono::Duration::seconds(41)),
+        Some(ClusterEvent::NodeAdded { node: "b".into() })
+    );
+}
+
+#[test]
+fn a_pod_that_held_room_frees_it_when_it_finishes_or_goes() {
+    let mut s = cluster(Profile::spread(), &[node("a", 1000, GI, 10)]);
+    let held = bound(pod("held", 800, MI), "a");
+    assert_eq!(s.upsert_pod(&held), None);
+    let mut finished = held.clone();
+    finished.status.phase = crate::model::PodPhase::Succeeded;
+    assert_eq!(s.upsert_pod(&finished), Some(ClusterEvent::PodFreedRoom { pod: "default/held".into(), node: "a".into() }));
+    assert_eq!(s.remove_pod(&finished), None, "it freed its room once");
+
+    let other = bound(pod("other", 800, MI), "a");
+    s.upsert_pod(&other);
+    assert_eq!(s.remove_pod(&other), Some(ClusterEvent::PodFreedRoom { pod: "default/other".into(), node: "a".into() }));
+    let assumed = pod("assumed", 100, MI);
+    s.assume(&assumed, "a").unwrap();
+    assert_eq!(s.remove_pod(&assumed), None, "an assumed pod held no room anyone was denied");
+}
+
+#[test]
+fn the_bind_guard_is_the_filter_and_huge_requests_never_wrap_into_fitting() {
+    let a = node("a", 1000, GI, 10);
+    let mut s = cluster(Profile::spread(), std::slice::from_ref(&a));
+    let first = bound(pod("first", 1000, MI), "a");
+    s.upsert_pod(&first);
+    let mut huge = pod("huge", 5_000_000_000_000_000_000, MI);
+    huge.spec.containers.push(huge.spec.containers[0].clone());
+    assert!(!s.schedule(&huge, now()).is_scheduled());
+    let why = check_room(&a, [&first], &huge).unwrap_err();
+    assert!(why.starts_with("the pod requests cpu"), "{why}");
+    assert!(check_room(&a, [&first], &pod("small", 1, MI)).is_err(), "1000m of 1000m is taken");
+    assert_eq!(check_room(&a, std::iter::empty(), &pod("small", 1, MI)), Ok(()));
+    let mut finished = first.clone();
+    finished.status.phase = crate::model::PodPhase::Failed;
+    assert_eq!(check_room(&a, [&finished], &pod("small", 1, MI)), Ok(()), "a finished pod holds nothing");
+}
