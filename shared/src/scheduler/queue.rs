@@ -225,10 +225,10 @@ impl QueueStatus {
 fn duration_text(d: Duration) -> String {
     let ms = d.as_millis();
     if ms < 60_000 {
-        if ms % 1000 == 0 { format!("{}s", ms / 1000) } else { format!("{:.1}s", ms as f64 / 1000.0) }
+        if ms.is_multiple_of(1000) { format!("{}s", ms / 1000) } else { format!("{:.1}s", ms as f64 / 1000.0) }
     } else {
         let secs = d.as_secs();
-        if secs % 60 == 0 { format!("{}m", secs / 60) } else { format!("{}m{}s", secs / 60, secs % 60) }
+        if secs.is_multiple_of(60) { format!("{}m", secs / 60) } else { format!("{}m{}s", secs / 60, secs % 60) }
     }
 }
 

@@ -293,6 +293,9 @@ fn scheduling_text(text: &mut Text, pod: &Pod, explanation: Option<&Explanation>
         return;
     };
     text.line(2, &explanation.message);
+    if let Some(queue) = &explanation.queue {
+        text.line(2, &format!("queue: {}", queue.describe()));
+    }
     let mut scope = format!(
         "profile {:?}: {} node(s), {} evaluated, {} feasible",
         explanation.profile, explanation.total_nodes, explanation.nodes_evaluated, explanation.feasible_nodes
@@ -480,7 +483,7 @@ fn events_text(text: &mut Text, events: &[Event], now: Time) {
 mod tests {
     use chrono::{Duration, TimeZone, Utc};
     use shared::model::ObjectMeta;
-    use shared::scheduler::{FilterVerdict, NodeExplanation, ScoreEntry};
+    use shared::scheduler::{FilterVerdict, NodeExplanation, QueueState, QueueStatus, ScoreEntry};
 
     use super::*;
 
@@ -551,6 +554,26 @@ mod tests {
              NODE     RESULT         SCORE   WHY\n  \
              node-1   selected       80      LeastAllocated 80x1\n  \
              node-2   filtered out   -       NodeResourcesFit: Insufficient memory (the pod requests memory 64Mi; 1Gi of 1Gi already requested, 0 free)\n"
+        );
+
+        let mut waiting = explanation.clone();
+        waiting.queue = Some(QueueStatus {
+            state: QueueState::Unschedulable,
+            attempts: 2,
+            backoff_ms: 2000,
+            retry_in_ms: 0,
+            flush_in_ms: Some(290_000),
+            requeued_by: Some("node node-2 was uncordoned".into()),
+        });
+        let mut text = Text::default();
+        scheduling_text(&mut text, &pod, Some(&waiting));
+        assert!(
+            text.0.contains(
+                "\n  queue: unschedulable after 2 failed attempts, waiting for a cluster change or the flush in 4m50s; \
+                 requeued because node node-2 was uncordoned\n"
+            ),
+            "{}",
+            text.0
         );
 
         let mut pending = Text::default();
