@@ -2,13 +2,17 @@
 //! `<deployment>-<5 random characters>` and owned by the deployment (controller reference);
 //! replaces pods that failed, scales down newest and least advanced first, deletes the
 //! pods of a deleted deployment (cascade), and writes `status.replicas` / `ready_replicas`.
-//! Pods are deleted gracefully; terminating pods no longer count as replicas.
+//! Pods are deleted gracefully; terminating pods no longer count as replicas. As Kubernetes'
+//! ReplicaSet controller does, pods are created and deleted in batches that grow (1, 2, 4,
+//! …, at most [`BURST_REPLICAS`] a reconcile), each pod in its own write, so that a
+//! deployment of any size fills and one failure stops only what comes after it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use shared::model::{
-    Deployment, DeploymentStatus, Kind, Object, ObjectMeta, OwnerReference, Pod, PodPhase, Time, conditions, event_types, find_condition,
+    Condition, Deployment, DeploymentStatus, Kind, Object, ObjectMeta, OwnerReference, Pod, PodPhase, Time, conditions, event_types,
+    find_condition, set_condition,
 };
 
 use super::{Action, Context, Controller, Result, store_error};
@@ -18,6 +22,14 @@ use crate::resources::stamp_new;
 use crate::store::{Key, Store, StoreError, StoreEvent, Txn};
 
 pub struct DeploymentController;
+
+/// Pods one reconcile creates or deletes at most (Kubernetes' `burstReplicas`); the changes
+/// it makes bring the next reconcile, which goes on.
+pub const BURST_REPLICAS: usize = 500;
+/// How often a pod whose random name is taken is tried again with another name.
+const NAME_TRIES: usize = 5;
+/// The condition that says creating pods failed, as in Kubernetes.
+pub const REPLICA_FAILURE: &str = "ReplicaFailure";
 
 /// The alphabet Kubernetes draws name suffixes from: no vowels, no look-alikes.
 const SUFFIX_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -44,12 +56,12 @@ fn deletion_rank(pod: &Pod) -> (bool, bool, bool, std::cmp::Reverse<Option<Time>
     (pod.is_bound(), pod.status.phase == PodPhase::Running, pod_is_ready(pod), std::cmp::Reverse(pod.metadata.created_at))
 }
 
-fn new_pod(deployment: &Deployment, now: Time) -> Pod {
+fn pod_named(deployment: &Deployment, suffix: &str, now: Time) -> Pod {
     let template = &deployment.spec.template;
     let mut pod = Pod {
         kind: "Pod".into(),
         metadata: ObjectMeta {
-            name: format!("{}-{}", deployment.metadata.name, random_suffix()),
+            name: format!("{}-{suffix}", deployment.metadata.name),
             namespace: deployment.metadata.namespace.clone(),
             labels: template.metadata.labels.clone(),
             annotations: template.metadata.annotations.clone(),
@@ -128,10 +140,12 @@ impl Controller for DeploymentController {
         let owned: Vec<Pod> = owned.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect();
 
         let Some(deployment) = deployment else {
-            // Cascade: the deployment is gone, so are its pods, each gracefully.
+            // Cascade: the deployment is gone, so are its pods, each gracefully, a burst at a
+            // time (the deletions bring the next reconcile).
             if !owned.is_empty() {
-                delete_ignoring_gone(store, &owned, now, ctx.config.node_monitor_grace).await.map_err(err)?;
-                tracing::info!("deleting {} pods of deleted deployment {namespace}/{name}", owned.len());
+                let burst = &owned[..owned.len().min(BURST_REPLICAS)];
+                delete_ignoring_gone(store, burst, now, ctx.config.node_monitor_grace).await.map_err(err)?;
+                tracing::info!("deleting {} of the {} pods of deleted deployment {namespace}/{name}", burst.len(), owned.len());
             }
             return Ok(Action::AwaitChange);
         };
@@ -157,56 +171,62 @@ impl Controller for DeploymentController {
             ));
         }
         let mut created = Vec::new();
-        if active.len() < want {
-            for _ in active.len()..want {
-                let pod = new_pod(&deployment, now);
-                created.push(pod.metadata.name.clone());
-                let involved = events::reference(&Object::Pod(pod.clone()));
-                txn.push(ops::create(pod));
-                txn.push(events::record(
-                    events::new_event(
-                        involved.clone(),
-                        event_types::NORMAL,
-                        "Created",
-                        format!("Pod {} created", involved.name),
-                        SOURCE_DEPLOYMENT_CONTROLLER,
-                    ),
-                    now,
-                ));
-            }
-            txn.push(deployment_event(
-                &deployment,
-                event_types::NORMAL,
-                "SuccessfulCreate",
-                format!("Created pods: {}", created.join(", ")),
-                now,
-            ));
-        } else if active.len() > want {
+        let mut failure = None;
+        if active.len() > want {
             active.sort_by_key(deletion_rank);
-            let excess: Vec<Pod> = active.drain(..active.len() - want).collect();
-            for pod in &excess {
-                txn.push(delete_pod(pod, pod.metadata.resource_version, now, ctx.config.node_monitor_grace));
-            }
-            let names: Vec<&str> = excess.iter().map(|p| p.metadata.name.as_str()).collect();
+            let excess: Vec<Pod> = active.drain(..(active.len() - want).min(BURST_REPLICAS)).collect();
+            delete_ignoring_gone(store, &excess, now, ctx.config.node_monitor_grace).await.map_err(err)?;
             txn.push(deployment_event(
                 &deployment,
                 event_types::NORMAL,
                 "SuccessfulDelete",
-                format!("Deleted pods: {}", names.join(", ")),
+                format!("Deleted pods: {}", names(&excess)),
                 now,
             ));
         }
         if !txn.writes.is_empty() {
             store.commit(txn).await.map_err(err)?;
         }
+        if active.len() < want {
+            let missing = (want - active.len()).min(BURST_REPLICAS);
+            let outcome = create_pods(store, &deployment, missing, now).await;
+            created = outcome.0;
+            failure = outcome.1;
+            let mut report = Txn::new();
+            if !created.is_empty() {
+                let message = format!("Created pods ({} of {want}): {}", active.len() + created.len(), list(&created));
+                report.push(deployment_event(&deployment, event_types::NORMAL, "SuccessfulCreate", message, now));
+            }
+            if let Some(e) = &failure {
+                let message = format!("Error creating pods ({} of {want} exist): {e}", active.len() + created.len());
+                report.push(deployment_event(&deployment, event_types::WARNING, "FailedCreate", message, now));
+            }
+            if !report.writes.is_empty() {
+                store.commit(report).await.map_err(err)?;
+            }
+        }
 
         let ready = active.iter().filter(|p| pod_is_ready(p)).count() as i32;
+        let mut conditions = deployment.status.conditions.clone();
+        let replica_failure = match &failure {
+            Some(e) => Condition {
+                type_: REPLICA_FAILURE.into(),
+                status: conditions::TRUE.into(),
+                reason: "FailedCreate".into(),
+                message: e.to_string(),
+                ..Condition::default()
+            },
+            None => Condition { type_: REPLICA_FAILURE.into(), status: conditions::FALSE.into(), ..Condition::default() },
+        };
+        if failure.is_some() || find_condition(&conditions, REPLICA_FAILURE).is_some() {
+            set_condition(&mut conditions, replica_failure, now);
+        }
         let status = DeploymentStatus {
             replicas: (active.len() + created.len()) as i32,
             ready_replicas: ready,
             available_replicas: ready,
             observed_generation: deployment.metadata.generation,
-            conditions: deployment.status.conditions.clone(),
+            conditions,
         };
         if status != deployment.status {
             let expected = deployment.metadata.resource_version;
@@ -224,8 +244,69 @@ impl Controller for DeploymentController {
                 Err(e) => return Err(err(e)),
             }
         }
-        Ok(Action::AwaitChange)
+        match failure {
+            // The error policy backs the deployment off before the next try.
+            Some(e) => Err(err(e)),
+            None => Ok(Action::AwaitChange),
+        }
     }
+}
+
+/// `a, b, c`, or the first ten and how many more.
+fn list(names: &[String]) -> String {
+    const SHOWN: usize = 10;
+    let shown = names[..names.len().min(SHOWN)].join(", ");
+    if names.len() > SHOWN { format!("{shown} and {} more", names.len() - SHOWN) } else { shown }
+}
+
+fn names(pods: &[Pod]) -> String {
+    list(&pods.iter().map(|p| p.metadata.name.clone()).collect::<Vec<_>>())
+}
+
+/// Creates one pod of the deployment with its `Created` event, under a new name from
+/// `suffix` whenever the name is taken.
+async fn create_pod(
+    store: &Arc<dyn Store>,
+    deployment: &Deployment,
+    now: Time,
+    mut suffix: impl FnMut() -> String,
+) -> Result<String, StoreError> {
+    let mut tries = 0;
+    loop {
+        let pod = pod_named(deployment, &suffix(), now);
+        let name = pod.metadata.name.clone();
+        let involved = events::reference(&Object::Pod(pod.clone()));
+        let created =
+            events::new_event(involved, event_types::NORMAL, "Created", format!("Pod {name} created"), SOURCE_DEPLOYMENT_CONTROLLER);
+        match store.commit(Txn::new().with(ops::create(pod)).with(events::record(created, now))).await {
+            Ok(_) => return Ok(name),
+            Err(StoreError::AlreadyExists { .. }) if tries + 1 < NAME_TRIES => tries += 1,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Creates `count` pods in batches of 1, 2, 4, …, each pod its own write; a batch with a
+/// failure is the last. Returns the names made and the first error.
+async fn create_pods(store: &Arc<dyn Store>, deployment: &Deployment, count: usize, now: Time) -> (Vec<String>, Option<StoreError>) {
+    let mut created = Vec::with_capacity(count);
+    let mut batch = 1;
+    while created.len() < count {
+        let size = batch.min(count - created.len());
+        let results = futures::future::join_all((0..size).map(|_| create_pod(store, deployment, now, random_suffix))).await;
+        let mut failure = None;
+        for result in results {
+            match result {
+                Ok(name) => created.push(name),
+                Err(e) => failure = failure.or(Some(e)),
+            }
+        }
+        if failure.is_some() {
+            return (created, failure);
+        }
+        batch *= 2;
+    }
+    (created, None)
 }
 
 /// The graceful delete of one of our pods: only that pod (its uid), at `resource_version`
@@ -235,23 +316,24 @@ fn delete_pod(pod: &Pod, resource_version: u64, now: Time, node_monitor_grace: D
     ops::delete_pod(&pod.metadata.namespace, &pod.metadata.name, request, now, node_monitor_grace)
 }
 
-/// Deletes `pods` gracefully, treating pods already gone as deleted.
+/// Deletes `pods` gracefully in batches of 1, 2, 4, …, each pod its own write; pods
+/// already gone count as deleted.
 async fn delete_ignoring_gone(store: &Arc<dyn Store>, pods: &[Pod], now: Time, node_monitor_grace: Duration) -> Result<(), StoreError> {
-    let txn = |pods: &mut dyn Iterator<Item = &Pod>| {
-        let mut txn = Txn::new();
-        for pod in pods {
-            txn.push(delete_pod(pod, 0, now, node_monitor_grace));
+    let mut batch = 1;
+    let mut rest = pods;
+    while !rest.is_empty() {
+        let (now_batch, later) = rest.split_at(batch.min(rest.len()));
+        let deletes = now_batch.iter().map(|pod| store.commit(Txn::new().with(delete_pod(pod, 0, now, node_monitor_grace))));
+        for result in futures::future::join_all(deletes).await {
+            match result {
+                Ok(_) | Err(StoreError::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
         }
-        txn
-    };
-    match store.commit(txn(&mut pods.iter())).await {
-        Ok(_) => Ok(()),
-        Err(StoreError::NotFound { .. }) => {
-            let mut left = pods.iter().filter(|p| store.get(&Key::new(Kind::Pod, &p.metadata.namespace, &p.metadata.name)).is_some());
-            store.commit(txn(&mut left)).await.map(|_| ())
-        }
-        Err(e) => Err(e),
+        rest = later;
+        batch *= 2;
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -266,9 +348,71 @@ mod tests {
         d
     }
 
+    fn new_pod(deployment: &Deployment, now: Time) -> Pod {
+        pod_named(deployment, &random_suffix(), now)
+    }
+
     async fn reconcile(ctx: &Context) {
         let key = Key::new(Kind::Deployment, "default", "web");
         DeploymentController.reconcile(&key, ctx, chrono::Utc::now()).await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_deployment_of_thirty_thousand_replicas_gets_every_pod() {
+        let ctx = fixtures::context().await;
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        tokio::spawn(super::super::run(DeploymentController, ctx.clone(), Duration::from_secs(30), shutdown.clone()));
+        fixtures::put(&ctx, Object::Deployment(deployment(30_000))).await;
+        let began = std::time::Instant::now();
+        while ctx.store.count(Kind::Pod) < 30_000 {
+            assert!(began.elapsed() < Duration::from_secs(300), "{} of 30000 pods after 5 minutes", ctx.store.count(Kind::Pod));
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let status = loop {
+            match ctx.store.get(&Key::new(Kind::Deployment, "default", "web")).as_deref() {
+                Some(Object::Deployment(d)) if d.status.replicas == 30_000 => break d.status.clone(),
+                _ => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        };
+        assert_eq!(ctx.store.count(Kind::Pod), 30_000, "no more than asked");
+        assert!(find_condition(&status.conditions, REPLICA_FAILURE).is_none(), "{status:?}");
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn a_failed_create_is_in_the_status_and_an_event() {
+        let ctx = fixtures::context().await;
+        let mut d = deployment(3);
+        d.metadata.namespace = "gone".into();
+        fixtures::put(&ctx, Object::Deployment(d)).await;
+        let key = Key::new(Kind::Deployment, "gone", "web");
+        let err = DeploymentController.reconcile(&key, &ctx, chrono::Utc::now()).await.unwrap_err();
+        assert!(err.to_string().contains("gone"), "{err}");
+        let Some(Object::Deployment(d)) = ctx.store.get(&key).as_deref().cloned() else { panic!("deployment missing") };
+        let failure = find_condition(&d.status.conditions, REPLICA_FAILURE).expect("a ReplicaFailure condition");
+        assert_eq!((failure.status.as_str(), failure.reason.as_str()), ("True", "FailedCreate"));
+        assert_eq!(d.status.replicas, 0);
+        let events = ctx.store.list(Kind::Event, Some("gone")).1;
+        let warned =
+            events.iter().any(|e| matches!(&**e, Object::Event(e) if e.reason == "FailedCreate" && e.message.contains("0 of 3 exist")));
+        assert!(warned, "{events:?}");
+    }
+
+    #[tokio::test]
+    async fn a_name_collision_is_retried_for_that_pod_alone() {
+        let ctx = fixtures::context().await;
+        let d = deployment(1);
+        fixtures::put(&ctx, Object::Deployment(d.clone())).await;
+        for taken in ["aaaaa", "bbbbb"] {
+            fixtures::put(&ctx, Object::Pod(pod_named(&d, taken, chrono::Utc::now()))).await;
+        }
+        let mut names = ["aaaaa", "bbbbb", "ccccc"].into_iter().map(str::to_string);
+        let name = create_pod(&ctx.store, &d, chrono::Utc::now(), || names.next().unwrap()).await.unwrap();
+        assert_eq!(name, "web-ccccc", "the two taken names were skipped");
+        let mut always_taken = || "aaaaa".to_string();
+        let err = create_pod(&ctx.store, &d, chrono::Utc::now(), &mut always_taken).await.unwrap_err();
+        assert!(matches!(err, StoreError::AlreadyExists { .. }), "{err}");
+        assert_eq!(fixtures::pods(&ctx).len(), 3);
     }
 
     #[tokio::test]
