@@ -11,12 +11,16 @@
 //!   in errors;
 //! - [`yaml`]: the YAML reader behind manifests, with every value's line and column;
 //! - [`scheduler`]: filters, scores, the assume cache and the explanation of every decision;
-//! - [`api`]: the wire contract: error shape, list and watch envelopes, URL paths.
+//! - [`api`]: the wire contract: error shape, list and watch envelopes, URL paths;
+//! - `schema` (feature `schema`, for the server's OpenAPI document): JSON Schemas of the
+//!   types whose serde is written by hand.
 
 pub mod api;
 pub mod manifest;
 pub mod model;
 pub mod scheduler;
+#[cfg(feature = "schema")]
+mod schema;
 pub mod selector;
 pub mod validation;
 pub mod yaml;
