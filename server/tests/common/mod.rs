@@ -60,7 +60,7 @@ impl TestServer {
     }
 
     pub async fn request(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
-        let mut request = self.client.request(method, format!("{}{path}", self.url));
+        let mut request = self.client.request(method, format!("{}{path}", self.url)).header(shared::api::CLIENT_HEADER, "tests");
         if let Some(token) = &self.token {
             request = request.bearer_auth(token);
         }
