@@ -108,26 +108,19 @@ fn bare(server: &TestServer, method: Method, path: &str) -> reqwest::RequestBuil
     server.client.request(method, format!("{}{path}", server.url))
 }
 
-async fn answer(request: reqwest::RequestBuilder) -> (StatusCode, Value) {
-    let response = request.send().await.unwrap();
-    let status = response.status();
-    let text = response.text().await.unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
-}
-
 #[tokio::test]
 async fn a_body_needs_exactly_the_json_media_type() {
     let server = manual_binding_server().await;
     let body = pod("typed", 1, 1).to_string();
     let post = |content_type: &str| bare(&server, Method::POST, "/api/v1/pods").header("content-type", content_type).body(body.clone());
-    let (status, error) = answer(post("application/jsonfoo")).await;
+    let (status, error) = server.answer(post("application/jsonfoo")).await;
     assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{error}");
     assert_eq!(error["error"]["message"], "send the body as JSON with Content-Type: application/json (got application/jsonfoo)");
-    let (status, _) = answer(post("application/jsonfoo").header(CLIENT_HEADER, "tests")).await;
+    let (status, _) = server.answer(post("application/jsonfoo").header(CLIENT_HEADER, "tests")).await;
     assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "the client header does not make a body JSON");
-    let (status, _) = answer(post("text/plain; application/json")).await;
+    let (status, _) = server.answer(post("text/plain; application/json")).await;
     assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
-    let (status, created) = answer(post("Application/JSON; charset=utf-8")).await;
+    let (status, created) = server.answer(post("Application/JSON; charset=utf-8")).await;
     assert_eq!(status, StatusCode::CREATED, "parameters and case do not matter: {created}");
     server.stop().await;
 }
@@ -139,32 +132,32 @@ async fn an_open_server_refuses_what_a_web_page_could_send() {
     let port = server.url.rsplit(':').next().unwrap().to_string();
     for action in ["cordon", "uncordon", "heartbeat"] {
         let path = format!("/api/v1/nodes/dead/{action}");
-        let (status, error) = answer(bare(&server, Method::POST, &path)).await;
+        let (status, error) = server.answer(bare(&server, Method::POST, &path)).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "a bodyless {action} without the client header: {error}");
         assert!(error["error"]["message"].as_str().unwrap().contains("x-shepherd-client"), "{error}");
         let from_a_page = bare(&server, Method::POST, &path).header("origin", "http://evil.example").header(CLIENT_HEADER, "x");
-        let (status, error) = answer(from_a_page).await;
+        let (status, error) = server.answer(from_a_page).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{action} from another site's page: {error}");
         assert!(error["error"]["message"].as_str().unwrap().contains("a page from http://evil.example may not call"), "{error}");
     }
-    let delete = answer(bare(&server, Method::DELETE, "/api/v1/nodes/dead")).await;
+    let delete = server.answer(bare(&server, Method::DELETE, "/api/v1/nodes/dead")).await;
     assert_eq!(delete.0, StatusCode::FORBIDDEN, "a bare delete: {}", delete.1);
 
     // A page that rebinds its name to 127.0.0.1 sends its own name as the Host: even reads.
     for host in [format!("evil.example:{port}"), "localhost:1".to_string(), "127.0.0.1".to_string()] {
-        let (status, error) = answer(bare(&server, Method::GET, "/api/v1/pods").header("host", &host)).await;
+        let (status, error) = server.answer(bare(&server, Method::GET, "/api/v1/pods").header("host", &host)).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "Host {host}: {error}");
         let post = bare(&server, Method::POST, "/api/v1/pods").header("host", &host).json(&pod("rebound", 1, 1));
-        assert_eq!(answer(post).await.0, StatusCode::FORBIDDEN, "Host {host}");
+        assert_eq!(server.answer(post).await.0, StatusCode::FORBIDDEN, "Host {host}");
     }
     let (_, node) = server.get("/api/v1/nodes/dead").await;
     assert_eq!(node["status"]["unschedulable"], Value::Null, "no refused cordon took effect: {node}");
 
     // What the real clients and kubectl-style clients send still works.
-    let (status, _) = answer(bare(&server, Method::POST, "/api/v1/nodes/dead/cordon").header(CLIENT_HEADER, "sheepctl")).await;
+    let (status, _) = server.answer(bare(&server, Method::POST, "/api/v1/nodes/dead/cordon").header(CLIENT_HEADER, "sheepctl")).await;
     assert_eq!(status, StatusCode::OK);
     for media in ["application/json", "application/merge-patch+json", "application/strategic-merge-patch+json"] {
-        let (status, error) = answer(bare(&server, Method::POST, "/api/v1/nodes/dead/uncordon").header("content-type", media)).await;
+        let (status, error) = server.answer(bare(&server, Method::POST, "/api/v1/nodes/dead/uncordon").header("content-type", media)).await;
         assert_eq!(status, StatusCode::OK, "{media}: {error}");
     }
     let own = format!("http://localhost:{port}");
@@ -172,9 +165,9 @@ async fn an_open_server_refuses_what_a_web_page_could_send() {
         .header("host", format!("localhost:{port}"))
         .header("origin", &own)
         .header(CLIENT_HEADER, "dashboard");
-    assert_eq!(answer(dashboard).await.0, StatusCode::OK, "the dashboard's own origin");
+    assert_eq!(server.answer(dashboard).await.0, StatusCode::OK, "the dashboard's own origin");
     let kubectl_delete = bare(&server, Method::DELETE, "/api/v1/nodes/dead").json(&json!({"kind": "DeleteOptions"}));
-    assert_eq!(answer(kubectl_delete).await.0, StatusCode::OK);
+    assert_eq!(server.answer(kubectl_delete).await.0, StatusCode::OK);
     server.stop().await;
 }
 
@@ -189,10 +182,10 @@ async fn tokens_keep_working_as_before_and_the_scheme_is_case_insensitive() {
         let cordon = bare(&server, Method::POST, "/api/v1/nodes/n1/cordon")
             .header("authorization", format!("{scheme} admin-secret-token"))
             .header("host", "shepherd.example:443");
-        let (status, error) = answer(cordon).await;
+        let (status, error) = server.answer(cordon).await;
         assert_eq!(status, StatusCode::OK, "{scheme}: {error}");
     }
-    let (status, _) = answer(bare(&server, Method::POST, "/api/v1/nodes/n1/cordon").header("authorization", "Basic YWRtaW4=")).await;
+    let (status, _) = server.answer(bare(&server, Method::POST, "/api/v1/nodes/n1/cordon").header("authorization", "Basic YWRtaW4=")).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     server.stop().await;
 }

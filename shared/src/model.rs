@@ -98,7 +98,7 @@ pub struct OwnerReference {
 /// `"cpu": 250`) or Kubernetes quantity strings (`"memory": "64Mi"`, `"cpu": "250m"` or
 /// `"0.5"`). A bare number is always bytes or millicores, as in the original, so a number
 /// with a fraction or an exponent (`0.5`, `1.5e3`) is refused with what to write instead.
-/// [`crate::validation`] bounds every amount.
+/// Validation bounds every amount.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
