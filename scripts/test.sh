@@ -25,3 +25,6 @@ cargo xtask frontend
 
 echo "== every test"
 cargo test --workspace
+
+echo "== the API fuzzer"
+./scripts/fuzz-api.sh
