@@ -25,6 +25,4 @@ cargo xtask frontend
 
 echo "== every test"
 cargo test --workspace
-
-echo "== the API fuzzer"
 ./scripts/fuzz-api.sh
