@@ -25,3 +25,4 @@ cargo xtask frontend
 
 echo "== every test"
 cargo test --workspace
+./scripts/fuzz-api.sh

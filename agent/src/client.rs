@@ -81,7 +81,7 @@ impl HttpApiClient {
     }
 
     fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
-        let builder = self.http.request(method, format!("{}{path}", self.base));
+        let builder = self.http.request(method, format!("{}{path}", self.base)).header(shared::api::CLIENT_HEADER, "agent");
         match &self.token {
             Some(token) => builder.bearer_auth(token),
             None => builder,

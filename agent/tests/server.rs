@@ -57,7 +57,7 @@ impl Server {
 
     /// Deletes and returns the answer: the pod's last state, or its Terminating state.
     async fn delete(&self, path: &str) -> Value {
-        let response = self.http.delete(format!("{}{path}", self.base)).send().await.unwrap();
+        let response = self.http.delete(format!("{}{path}", self.base)).header(shared::api::CLIENT_HEADER, "tests").send().await.unwrap();
         let status = response.status().as_u16();
         let text = response.text().await.unwrap();
         assert_eq!(status, 200, "DELETE {path}: {text}");

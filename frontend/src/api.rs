@@ -107,7 +107,10 @@ impl Client {
         Client { token: token.filter(|t| !t.is_empty()).map(Rc::from) }
     }
 
-    fn auth(&self, builder: RequestBuilder) -> RequestBuilder {
+    /// Names the dashboard (an open server takes writes only from its own clients) and adds
+    /// the token, if any.
+    fn identify(&self, builder: RequestBuilder) -> RequestBuilder {
+        let builder = builder.header(shared::api::CLIENT_HEADER, "dashboard");
         match &self.token {
             Some(token) => builder.header("Authorization", &format!("Bearer {token}")),
             None => builder,
@@ -129,12 +132,12 @@ impl Client {
     }
 
     pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ApiError> {
-        let (_, text) = Self::answer(path, self.auth(Request::get(path)).send().await).await?;
+        let (_, text) = Self::answer(path, self.identify(Request::get(path)).send().await).await?;
         Self::decode(path, &text)
     }
 
     pub async fn get_text(&self, path: &str) -> Result<String, ApiError> {
-        Self::answer(path, self.auth(Request::get(path)).send().await).await.map(|(_, text)| text)
+        Self::answer(path, self.identify(Request::get(path)).send().await).await.map(|(_, text)| text)
     }
 
     /// POST or PUT a JSON body; decodes the answer.
@@ -143,19 +146,19 @@ impl Client {
             Method::Post => Request::post(path),
             Method::Put => Request::put(path),
         };
-        let request = self.auth(builder).json(body).map_err(|e| ApiError::Decode { path: path.to_string(), message: e.to_string() })?;
+        let request = self.identify(builder).json(body).map_err(|e| ApiError::Decode { path: path.to_string(), message: e.to_string() })?;
         let (status, text) = Self::answer(path, request.send().await).await?;
         Ok(Answer { status, body: Self::decode(path, &text)? })
     }
 
     /// POST without a body (cordon, uncordon); decodes the answer.
     pub async fn post_empty<T: DeserializeOwned>(&self, path: &str) -> Result<T, ApiError> {
-        let (_, text) = Self::answer(path, self.auth(Request::post(path)).send().await).await?;
+        let (_, text) = Self::answer(path, self.identify(Request::post(path)).send().await).await?;
         Self::decode(path, &text)
     }
 
     pub async fn delete<T: DeserializeOwned>(&self, path: &str) -> Result<T, ApiError> {
-        let (_, text) = Self::answer(path, self.auth(Request::delete(path)).send().await).await?;
+        let (_, text) = Self::answer(path, self.identify(Request::delete(path)).send().await).await?;
         Self::decode(path, &text)
     }
 }
@@ -204,7 +207,7 @@ enum StreamEnd {
 
 /// Opens a streamed GET. `Ok` only for a 2xx answer with a body.
 async fn open_stream(client: &Client, path: &str, cancel: &Cancel) -> Result<ReadableStreamDefaultReader, ApiError> {
-    let request = client.auth(Request::get(path)).header("Accept", "text/event-stream").abort_signal(cancel.signal().as_ref());
+    let request = client.identify(Request::get(path)).header("Accept", "text/event-stream").abort_signal(cancel.signal().as_ref());
     let response = request.send().await.map_err(|e| ApiError::Network { path: path.to_string(), message: e.to_string() })?;
     let status = response.status();
     if !(200..300).contains(&status) {

@@ -94,6 +94,10 @@ pub enum TokenError {
     Read { path: String, message: String },
     #[error("{path} line {line}: {message}")]
     Syntax { path: String, line: usize, message: String },
+    #[error(
+        "the tokens file {path} holds no tokens (only comments or blank lines), so the server would be open to anyone: add a line such as `<token> admin`, or leave out --tokens-file"
+    )]
+    NoTokens { path: String },
 }
 
 /// The configured tokens. Empty means the API is open.
@@ -123,11 +127,16 @@ impl Tokens {
     }
 
     /// Reads a tokens file: one `<token> <role> [node-name]` per line, role `admin`,
-    /// `viewer` or `node` (which needs the node name); `#` starts a comment.
+    /// `viewer` or `node` (which needs the node name); `#` starts a comment. A file without
+    /// a token is an error: it would silently leave the server open.
     pub fn load(path: &Path) -> Result<Tokens, TokenError> {
         let shown = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| TokenError::Read { path: shown.clone(), message: e.to_string() })?;
-        Tokens::parse(&text, &shown)
+        let tokens = Tokens::parse(&text, &shown)?;
+        if tokens.is_empty() {
+            return Err(TokenError::NoTokens { path: shown });
+        }
+        Ok(tokens)
     }
 
     pub fn parse(text: &str, path: &str) -> Result<Tokens, TokenError> {
@@ -192,7 +201,9 @@ pub async fn authenticate(State(state): State<AppState>, mut request: Request, n
         let Some(header) = header else {
             return ApiError::unauthorized("this server requires a bearer token: send Authorization: Bearer <token>").into_response();
         };
-        let Some(token) = header.strip_prefix("Bearer ").map(str::trim) else {
+        // The scheme is case-insensitive (RFC 9110 §11.1): `bearer` is `Bearer`.
+        let token = header.split_once(' ').filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer")).map(|(_, token)| token.trim());
+        let Some(token) = token else {
             return ApiError::unauthorized("the Authorization header must be \"Bearer <token>\"").into_response();
         };
         match tokens.lookup(token) {
@@ -243,6 +254,18 @@ mod tests {
         assert!(err.to_string().contains("unknown role \"root\""), "{err}");
         let err = Tokens::parse("short admin\n", "tokens").unwrap_err();
         assert!(err.to_string().contains("at least 8"), "{err}");
+    }
+
+    #[test]
+    fn a_tokens_file_without_a_token_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens");
+        std::fs::write(&path, "# admin-secret admin\n\n   # nothing here\n").unwrap();
+        let err = Tokens::load(&path).unwrap_err();
+        assert!(matches!(err, TokenError::NoTokens { .. }), "{err}");
+        assert!(err.to_string().contains("holds no tokens"), "{err}");
+        std::fs::write(&path, "admin-secret admin\n").unwrap();
+        assert!(!Tokens::load(&path).unwrap().is_empty());
     }
 
     #[test]

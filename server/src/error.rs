@@ -13,15 +13,22 @@ use crate::store::StoreError;
 pub struct ApiError {
     pub status: StatusCode,
     pub reason: &'static str,
+    /// What the client reads.
     pub message: String,
     pub details: Vec<FieldError>,
+    /// For the server's log only: what failed inside (a path, a database error), which the
+    /// client must not read.
+    pub cause: Option<String>,
 }
+
+/// The message of a 500: the cause goes to the log.
+const INTERNAL_MESSAGE: &str = "the server failed to handle this request; its log says why";
 
 pub type ApiResult<T> = Result<T, ApiError>;
 
 impl ApiError {
     pub fn new(status: StatusCode, reason: &'static str, message: impl Into<String>) -> Self {
-        ApiError { status, reason, message: message.into(), details: Vec::new() }
+        ApiError { status, reason, message: message.into(), details: Vec::new(), cause: None }
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -44,8 +51,14 @@ impl ApiError {
         ApiError::new(StatusCode::UNAUTHORIZED, "Unauthorized", message)
     }
 
-    pub fn internal(message: impl Into<String>) -> Self {
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", message)
+    /// A 500: `cause` is logged, the client reads only that the server failed.
+    pub fn internal(cause: impl Into<String>) -> Self {
+        ApiError { cause: Some(cause.into()), ..ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", INTERNAL_MESSAGE) }
+    }
+
+    /// A 502: `message` says which upstream failed, `cause` (logged) how.
+    pub fn bad_gateway(message: impl Into<String>, cause: impl Into<String>) -> Self {
+        ApiError { cause: Some(cause.into()), ..ApiError::new(StatusCode::BAD_GATEWAY, "BadGateway", message) }
     }
 
     pub fn unavailable(message: impl Into<String>) -> Self {
@@ -60,6 +73,7 @@ impl ApiError {
             reason: "Invalid",
             message: format!("{what} is invalid: {}", summary.join("; ")),
             details,
+            cause: None,
         }
     }
 
@@ -81,8 +95,12 @@ impl ApiError {
             s if s.is_server_error() => "InternalError",
             _ => "BadRequest",
         };
-        let message =
-            if text.trim().is_empty() { status.canonical_reason().unwrap_or("error").to_string() } else { text.trim().to_string() };
+        let canonical = status.canonical_reason().unwrap_or("error");
+        if status.is_server_error() {
+            let message = format!("{canonical}: the server's log says why");
+            return ApiError { cause: Some(text.trim().to_string()), ..ApiError::new(status, reason, message) };
+        }
+        let message = if text.trim().is_empty() { canonical.to_string() } else { text.trim().to_string() };
         ApiError::new(status, reason, message)
     }
 
@@ -101,7 +119,10 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         if self.status.is_server_error() {
-            tracing::error!("{}", self.message);
+            match &self.cause {
+                Some(cause) => tracing::error!(status = self.status.as_u16(), "{}: {cause}", self.message),
+                None => tracing::error!(status = self.status.as_u16(), "{}", self.message),
+            }
         }
         (self.status, Json(self.body())).into_response()
     }
@@ -115,11 +136,37 @@ impl From<StoreError> for ApiError {
             StoreError::AlreadyExists { .. } => ApiError::new(StatusCode::CONFLICT, "AlreadyExists", message),
             StoreError::Conflict(_) => ApiError::conflict(message),
             StoreError::Invalid { message, details } => {
-                ApiError { status: StatusCode::UNPROCESSABLE_ENTITY, reason: "Invalid", message, details }
+                ApiError { status: StatusCode::UNPROCESSABLE_ENTITY, reason: "Invalid", message, details, cause: None }
             }
             StoreError::Gone { .. } => ApiError::new(StatusCode::GONE, "Gone", message),
             StoreError::Backend(_) => ApiError::internal(message),
             StoreError::Closed => ApiError::unavailable("the server is shutting down; retry against the restarted server"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn body_of(error: ApiError) -> String {
+        let response = error.into_response();
+        String::from_utf8(axum::body::to_bytes(response.into_body(), 4096).await.unwrap().to_vec()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_5xx_body_carries_no_internals() {
+        let cause = "cannot write /home/alice/.local/share/shepherd/shepherd.db: disk I/O error";
+        for error in [
+            ApiError::from(StoreError::Backend(cause.into())),
+            ApiError::internal(cause),
+            ApiError::bad_gateway("cannot reach the agent of node n1", cause),
+            ApiError::from_status(StatusCode::INTERNAL_SERVER_ERROR, cause),
+        ] {
+            let body = body_of(error).await;
+            assert!(!body.contains("shepherd.db") && !body.contains("disk"), "{body}");
+            assert!(body.contains("\"code\":5"), "{body}");
+        }
+        assert!(body_of(ApiError::unavailable("the server is shutting down")).await.contains("shutting down"), "a 503 says why");
     }
 }

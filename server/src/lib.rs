@@ -146,7 +146,9 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationTo
     }
     let server = Server::start(config, shutdown.clone()).await?;
     tracing::info!("shepherd API listening on http://{addr} ({} store)", server.state().store.backend());
-    let served = axum::serve(listener, server.router()).with_graceful_shutdown(shutdown.clone().cancelled_owned()).await;
+    // Each connection's local port, for the Host check of an open server.
+    let service = server.router().into_make_service_with_connect_info::<api::web_pages::ConnectionPort>();
+    let served = axum::serve(listener, service).with_graceful_shutdown(shutdown.clone().cancelled_owned()).await;
     shutdown.cancel();
     server.wait().await;
     served.map_err(ServerError::Io)

@@ -11,16 +11,22 @@ pub const DEFAULT_ADDR: &str = "127.0.0.1:9876";
 /// The environment variable that names the server, as in the original.
 pub const API_ENV: &str = "SHEPHERD_API";
 pub const TOKEN_ENV: &str = "SHEPHERD_TOKEN";
+/// The header sheepctl, the agent and the dashboard send with every request (its value names
+/// the client). A web page cannot send it to another site without that site's consent, so an
+/// open server takes it as proof that a write does not come from some page the user opened.
+pub const CLIENT_HEADER: &str = "x-shepherd-client";
 /// Server-Sent Events `event:` names on a watch stream.
 pub const SSE_EVENT_WATCH: &str = "watch";
 
 /// Every error the API returns: `{"error": {"code", "reason", "message", "details"}}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ApiErrorBody {
     pub error: ApiErrorStatus,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct ApiErrorStatus {
     /// The HTTP status code.
@@ -35,6 +41,7 @@ pub struct ApiErrorStatus {
 
 /// One invalid field: `{"field": "spec.containers[0].image", "message": "must not be empty"}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FieldError {
     pub field: String,
     pub message: String,
@@ -49,6 +56,7 @@ impl std::fmt::Display for FieldError {
 /// The answer of a list endpoint. `resource_version` is the store revision the list was
 /// read at: a watch from it misses nothing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(rename = "{T}List"))]
 pub struct List<T> {
     pub kind: String,
     pub resource_version: u64,
@@ -56,6 +64,7 @@ pub struct List<T> {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum WatchEventType {
     Added,
@@ -68,6 +77,7 @@ pub enum WatchEventType {
 /// One change on a watch stream (`?watch=true&resource_version=N`), sent as an SSE `data:`
 /// line. For DELETED the object is its last state; for BOOKMARK it is absent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WatchEvent {
     #[serde(rename = "type")]
     pub type_: WatchEventType,
@@ -78,6 +88,7 @@ pub struct WatchEvent {
 
 /// `POST /api/v1/nodes/{name}/heartbeat`: the agent's periodic proof of life.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Heartbeat {
     /// Conditions the agent reports (`Ready`); the server stamps the heartbeat time.
@@ -90,6 +101,7 @@ pub struct Heartbeat {
 
 /// `GET /api/v1/info`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Info {
     pub name: String,

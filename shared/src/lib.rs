@@ -15,7 +15,9 @@
 //! - [`backoff`]: the one exponential back-off curve;
 //! - [`scheduler`]: filters, scores, the assume cache, the scheduling queue and the
 //!   explanation of every decision;
-//! - [`api`]: the wire contract: error shape, list and watch envelopes, URL paths.
+//! - [`api`]: the wire contract: error shape, list and watch envelopes, URL paths;
+//! - `schema` (feature `schema`, for the server's OpenAPI document): JSON Schemas of the
+//!   types whose serde is written by hand.
 
 pub mod api;
 pub mod backoff;
@@ -24,6 +26,8 @@ pub mod model;
 pub mod readiness;
 pub mod registration;
 pub mod scheduler;
+#[cfg(feature = "schema")]
+mod schema;
 pub mod selector;
 pub mod validation;
 pub mod yaml;

@@ -30,6 +30,7 @@ fn is_false(b: &bool) -> bool {
 
 /// Identity and bookkeeping common to every object.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct ObjectMeta {
     pub name: String,
@@ -78,6 +79,7 @@ impl ObjectMeta {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct OwnerReference {
     pub kind: String,
@@ -92,51 +94,134 @@ pub struct OwnerReference {
 
 /// What a container asks for, or what a node offers: memory in bytes, CPU in millicores.
 ///
-/// Manifests may write either the original's plain numbers (`"memory": 67108864`,
-/// `"cpu": 250`) or Kubernetes quantities (`"memory": "64Mi"`, `"cpu": "250m"`, `"cpu": 0.5`
-/// is not accepted: a bare number is always millicores, as in the original).
+/// Manifests may write either the original's plain integers (`"memory": 67108864`,
+/// `"cpu": 250`) or Kubernetes quantity strings (`"memory": "64Mi"`, `"cpu": "250m"` or
+/// `"0.5"`). A bare number is always bytes or millicores, as in the original, so a number
+/// with a fraction or an exponent (`0.5`, `1.5e3`) is refused with what to write instead.
+/// Validation bounds every amount.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct ResourceRequirements {
+    /// Bytes.
     #[serde(deserialize_with = "de_memory")]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::schema::memory"))]
     pub memory: i64,
+    /// Millicores.
     #[serde(deserialize_with = "de_cpu")]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::schema::cpu"))]
     pub cpu: i64,
 }
 
 /// A node's capacity or allocatable amount.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct NodeResources {
+    /// Millicores.
     #[serde(deserialize_with = "de_cpu")]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::schema::cpu"))]
     pub cpu: i64,
+    /// Bytes.
     #[serde(deserialize_with = "de_memory")]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::schema::memory"))]
     pub memory: i64,
+    #[cfg_attr(feature = "schema", schemars(range(min = 0, max = crate::validation::MAX_NODE_PODS)))]
     pub pods: i64,
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum NumberOrString {
-    Number(i64),
-    String(String),
+/// Which amount a quantity measures: it picks the parser and words the errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Amount {
+    Cpu,
+    Memory,
+}
+
+impl Amount {
+    fn name(self) -> &'static str {
+        match self {
+            Amount::Cpu => "cpu",
+            Amount::Memory => "memory",
+        }
+    }
+
+    fn parse(self, text: &str) -> Result<i64, String> {
+        match self {
+            Amount::Cpu => parse_cpu(text),
+            Amount::Memory => parse_memory(text),
+        }
+    }
+
+    /// What a manifest may write, for errors.
+    fn accepted(self) -> &'static str {
+        match self {
+            Amount::Cpu => "millicores as an integer (250), or a string such as \"250m\" or \"0.5\" (cores)",
+            Amount::Memory => "bytes as an integer (67108864), or a string such as \"64Mi\" or \"1.5Gi\"",
+        }
+    }
+
+    /// The most any container or node may have, as people write it.
+    fn bound(self) -> String {
+        match self {
+            Amount::Cpu => format!("{} cores", format_cpu(crate::validation::MAX_CPU_MILLICORES)),
+            Amount::Memory => format_memory(crate::validation::MAX_MEMORY_BYTES),
+        }
+    }
+
+    fn error(self, text: &str, error: QuantityError) -> String {
+        let name = self.name();
+        let why = match error {
+            QuantityError::NotANumber => format!("expected {}", self.accepted()),
+            QuantityError::Negative => format!("it is negative; {name} must be 0 or more"),
+            QuantityError::TooLarge => format!("it is larger than the {} any container or node may have", self.bound()),
+            QuantityError::TooPrecise => format!("it has more than {MAX_DECIMALS} decimal places"),
+        };
+        format!("invalid {name} quantity {text:?}: {why}")
+    }
+}
+
+/// Reads a JSON integer or a quantity string. A visitor rather than an untagged enum, so
+/// that an integer out of range or a fraction gets a message that says what to write.
+struct QuantityVisitor(Amount);
+
+impl<'de> serde::de::Visitor<'de> for QuantityVisitor {
+    type Value = i64;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.0.name(), self.0.accepted())
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, value: i64) -> Result<i64, E> {
+        Ok(value)
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, value: u64) -> Result<i64, E> {
+        i64::try_from(value).map_err(|_| E::custom(self.0.error(&value.to_string(), QuantityError::TooLarge)))
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, value: f64) -> Result<i64, E> {
+        let name = self.0.name();
+        Err(E::custom(format!(
+            "invalid {name} {value:?}: a number with a fraction or an exponent is not accepted; write {}",
+            self.0.accepted()
+        )))
+    }
+
+    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<i64, E> {
+        self.0.parse(text).map_err(E::custom)
+    }
 }
 
 fn de_memory<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
-    match NumberOrString::deserialize(d)? {
-        NumberOrString::Number(n) => Ok(n),
-        NumberOrString::String(s) => parse_memory(&s).map_err(serde::de::Error::custom),
-    }
+    d.deserialize_any(QuantityVisitor(Amount::Memory))
 }
 
 fn de_cpu<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
-    match NumberOrString::deserialize(d)? {
-        NumberOrString::Number(n) => Ok(n),
-        NumberOrString::String(s) => parse_cpu(&s).map_err(serde::de::Error::custom),
-    }
+    d.deserialize_any(QuantityVisitor(Amount::Cpu))
 }
 
-/// Parses a memory quantity: `67108864`, `64Mi`, `1Gi`, `1.5Gi`, `500M`, `128k`.
+/// Parses a memory quantity: `67108864`, `64Mi`, `1Gi`, `1.5Gi`, `500M`, `128k`. Negative
+/// amounts and amounts past an i64 are errors that name the text.
 pub fn parse_memory(text: &str) -> Result<i64, String> {
     let text = text.trim();
     let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-')).unwrap_or(text.len());
@@ -147,45 +232,74 @@ pub fn parse_memory(text: &str) -> Result<i64, String> {
         "M" => 1_000_000,
         "G" => 1_000_000_000,
         "T" => 1_000_000_000_000,
+        "P" => 1_000_000_000_000_000,
         "Ki" => 1 << 10,
         "Mi" => 1 << 20,
         "Gi" => 1 << 30,
         "Ti" => 1 << 40,
-        _ => return Err(format!("invalid memory quantity {text:?}: unknown suffix {suffix:?} (use Ki, Mi, Gi, k, M, G or plain bytes)")),
+        "Pi" => 1 << 50,
+        _ => {
+            return Err(format!(
+                "invalid memory quantity {text:?}: unknown suffix {suffix:?} (use Ki, Mi, Gi, Ti, Pi, k, M, G, T, P or plain bytes)"
+            ));
+        }
     };
-    scaled(number, factor).ok_or_else(|| format!("invalid memory quantity {text:?}: expected a number such as 64Mi or 67108864"))
+    scaled(number, factor).map_err(|e| Amount::Memory.error(text, e))
 }
 
 /// Parses a CPU quantity: `250m` (millicores), `2` or `0.5` (cores), as Kubernetes writes them.
 pub fn parse_cpu(text: &str) -> Result<i64, String> {
     let text = text.trim();
-    let invalid = || format!("invalid cpu quantity {text:?}: expected millicores such as 250m, or cores such as 0.5");
-    if let Some(milli) = text.strip_suffix('m') {
-        return milli.parse::<i64>().map_err(|_| invalid());
-    }
-    scaled(text, 1000).ok_or_else(invalid)
+    let parsed = match text.strip_suffix('m') {
+        Some(milli) if milli.contains('.') => Err(QuantityError::NotANumber),
+        Some(milli) => scaled(milli, 1),
+        None => scaled(text, 1000),
+    };
+    parsed.map_err(|e| Amount::Cpu.error(text, e))
 }
 
-/// `number × factor`, rounded half away from zero, for a decimal such as `-1.25`, in
-/// integers: exact where floats are not, and without the float parser's tables in the
-/// browser's bundle. `None` when it is not a decimal or does not fit an i64.
-fn scaled(number: &str, factor: i128) -> Option<i64> {
+/// Why a quantity's number was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum QuantityError {
+    NotANumber,
+    Negative,
+    TooLarge,
+    TooPrecise,
+}
+
+/// Decimal places a quantity may have: enough for any factor up to 2^50 to round exactly.
+const MAX_DECIMALS: usize = 18;
+
+/// `number × factor`, rounded half away from zero, for a decimal such as `1.25`, in
+/// checked integers: exact where floats are not, never wrapping, and without the float
+/// parser's tables in the browser's bundle.
+fn scaled(number: &str, factor: i128) -> Result<i64, QuantityError> {
     let (negative, digits) = match number.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, number),
     };
     let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
     let all_digits = |part: &str| part.bytes().all(|b| b.is_ascii_digit());
-    if whole.len() + fraction.len() == 0 || !all_digits(whole) || !all_digits(fraction) || whole.len() + fraction.len() > 30 {
-        return None;
+    if whole.len() + fraction.len() == 0 || !all_digits(whole) || !all_digits(fraction) {
+        return Err(QuantityError::NotANumber);
     }
-    let mut mantissa: i128 = 0;
-    for digit in whole.bytes().chain(fraction.bytes()) {
-        mantissa = mantissa * 10 + i128::from(digit - b'0');
+    let (whole, fraction) = (whole.trim_start_matches('0'), fraction.trim_end_matches('0'));
+    // 19 whole digits already pass i64::MAX; with at most 18 decimals the mantissa fits an i128.
+    if whole.len() > 19 {
+        return Err(if negative { QuantityError::Negative } else { QuantityError::TooLarge });
     }
-    let divisor = 10i128.checked_pow(u32::try_from(fraction.len()).ok()?)?;
-    let value = (mantissa.checked_mul(factor)? * 2 + divisor) / (divisor * 2);
-    i64::try_from(if negative { -value } else { value }).ok()
+    if fraction.len() > MAX_DECIMALS {
+        return Err(QuantityError::TooPrecise);
+    }
+    let mantissa = whole.bytes().chain(fraction.bytes()).fold(0i128, |m, digit| m * 10 + i128::from(digit - b'0'));
+    let divisor = 10i128.pow(fraction.len() as u32);
+    let doubled = mantissa.checked_mul(factor).and_then(|v| v.checked_mul(2)).and_then(|v| v.checked_add(divisor));
+    let value = doubled.map(|v| v / (divisor * 2)).ok_or(QuantityError::TooLarge)?;
+    match (negative, value) {
+        (_, 0) => Ok(0),
+        (true, _) => Err(QuantityError::Negative),
+        (false, v) => i64::try_from(v).map_err(|_| QuantityError::TooLarge),
+    }
 }
 
 /// Formats bytes the way people read them: `64Mi`, `1.5Gi`.
@@ -215,6 +329,7 @@ pub fn format_cpu(millis: i64) -> String {
 // Pods
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Pod {
     pub kind: String,
@@ -224,6 +339,7 @@ pub struct Pod {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct PodSpec {
     pub containers: Vec<Container>,
@@ -246,10 +362,12 @@ impl PodSpec {
     }
 
     /// The sum of every container's requests: what the scheduler reserves on a node.
+    /// Validation bounds each request so that the sum never reaches i64::MAX; it saturates
+    /// rather than wraps for a pod that was never validated.
     pub fn requests(&self) -> ResourceRequirements {
         self.containers.iter().fold(ResourceRequirements::default(), |sum, c| ResourceRequirements {
-            memory: sum.memory + c.resources.memory,
-            cpu: sum.cpu + c.resources.cpu,
+            memory: sum.memory.saturating_add(c.resources.memory),
+            cpu: sum.cpu.saturating_add(c.resources.cpu),
         })
     }
 
@@ -293,6 +411,7 @@ impl RestartPolicy {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Container {
     pub name: String,
@@ -309,6 +428,7 @@ pub struct Container {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct EnvVar {
     pub name: String,
@@ -316,6 +436,7 @@ pub struct EnvVar {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct ContainerPort {
     #[serde(skip_serializing_if = "String::is_empty")]
@@ -333,6 +454,7 @@ pub struct ContainerPort {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Toleration {
     #[serde(skip_serializing_if = "String::is_empty")]
@@ -348,6 +470,7 @@ pub struct Toleration {
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum PodPhase {
     #[default]
     Pending,
@@ -380,6 +503,7 @@ impl fmt::Display for PodPhase {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct PodStatus {
     pub phase: PodPhase,
@@ -415,6 +539,7 @@ pub mod conditions {
 
 /// A pod or node condition: `{type, status, reason, message, last_transition_time}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Condition {
     #[serde(rename = "type")]
@@ -459,6 +584,7 @@ pub fn set_condition(conditions: &mut Vec<Condition>, mut new: Condition, now: T
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct ContainerStatus {
     pub name: String,
@@ -475,6 +601,7 @@ pub struct ContainerStatus {
 
 /// A container's state, written as Kubernetes does: `{"running": {"started_at": …}}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ContainerState {
     Waiting {
@@ -575,8 +702,9 @@ impl Pod {
         (ready, self.spec.containers.len())
     }
 
+    /// Restarts of every container, saturating: an agent's report is not validated.
     pub fn restart_count(&self) -> u32 {
-        self.status.container_statuses.iter().map(|c| c.restart_count).sum()
+        self.status.container_statuses.iter().fold(0u32, |sum, c| sum.saturating_add(c.restart_count))
     }
 }
 
@@ -599,6 +727,7 @@ pub enum PodStage {
 // Nodes
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Node {
     pub kind: String,
@@ -607,6 +736,7 @@ pub struct Node {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct NodeStatus {
     /// `Ready` with status `True`, `False` or `Unknown`, written by the agent's heartbeat
@@ -632,6 +762,7 @@ pub struct NodeStatus {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct NodeInfo {
     /// `docker` or `simulated`.
@@ -650,6 +781,7 @@ pub struct NodeInfo {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Taint {
     pub key: String,
@@ -674,6 +806,7 @@ impl Node {
 // Deployments
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Deployment {
     pub kind: String,
@@ -683,6 +816,7 @@ pub struct Deployment {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct DeploymentSpec {
     pub replicas: i32,
@@ -693,6 +827,7 @@ pub struct DeploymentSpec {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct PodTemplateSpec {
     pub metadata: ObjectMeta,
@@ -700,6 +835,7 @@ pub struct PodTemplateSpec {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct DeploymentStatus {
     pub replicas: i32,
@@ -713,6 +849,7 @@ pub struct DeploymentStatus {
 
 /// The body of `GET/PUT …/deployments/{name}/scale`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Scale {
     pub kind: String,
@@ -722,12 +859,14 @@ pub struct Scale {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct ScaleSpec {
     pub replicas: i32,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct ScaleStatus {
     pub replicas: i32,
@@ -737,6 +876,7 @@ pub struct ScaleStatus {
 // Services
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Service {
     pub kind: String,
@@ -746,6 +886,7 @@ pub struct Service {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct ServiceSpec {
     pub selector: Labels,
@@ -756,6 +897,7 @@ pub struct ServiceSpec {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct ServicePort {
     #[serde(skip_serializing_if = "String::is_empty")]
@@ -768,6 +910,7 @@ pub struct ServicePort {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct ServiceStatus {
     /// The running, ready pods the selector matches, kept by the endpoints controller.
@@ -775,6 +918,7 @@ pub struct ServiceStatus {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Endpoint {
     pub ip: String,
@@ -787,6 +931,7 @@ pub struct Endpoint {
 // Events, bindings, namespaces
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Event {
     pub kind: String,
@@ -814,6 +959,7 @@ pub mod event_types {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct ObjectReference {
     pub kind: String,
@@ -833,6 +979,7 @@ impl ObjectReference {
 
 /// The body of `POST …/pods/{name}/binding`: the scheduler's assignment letter.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Binding {
     pub kind: String,
@@ -841,6 +988,7 @@ pub struct Binding {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Namespace {
     pub kind: String,
@@ -849,6 +997,7 @@ pub struct Namespace {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct NamespaceStatus {
     /// `Active` or `Terminating`.
@@ -1036,29 +1185,85 @@ mod tests {
             ("128k", 128_000),
             ("0.5Ki", 512),
             ("1.0005K", 1001),
-            ("-1Mi", -1_048_576),
             ("8Ti", 8 << 40),
+            ("2Pi", 2 << 50),
+            ("-0", 0),
+            ("0.000000000000001Pi", 1),
         ];
         for (text, bytes) in cases {
             assert_eq!(parse_memory(text), Ok(bytes), "{text}");
         }
-        for text in ["", "Mi", "1.2.3Mi", "abcMi", "-", ".", "1e3", "9999999Ti", "64 Mi", "1--1"] {
+        for text in ["", "Mi", "1.2.3Mi", "abcMi", "-", ".", "1e3", "9999999Ti", "64 Mi", "1--1", "7Ei"] {
             assert!(parse_memory(text).is_err(), "{text:?} is not a memory quantity");
         }
         assert_eq!(
             parse_memory("64Xi"),
-            Err("invalid memory quantity \"64Xi\": unknown suffix \"Xi\" (use Ki, Mi, Gi, k, M, G or plain bytes)".to_string())
+            Err("invalid memory quantity \"64Xi\": unknown suffix \"Xi\" (use Ki, Mi, Gi, Ti, Pi, k, M, G, T, P or plain bytes)"
+                .to_string())
         );
     }
 
     #[test]
+    fn negative_and_overflowing_quantities_are_refused_with_their_text() {
+        // Once stored as 1099511627775 bytes: the rounding step wrapped an i128.
+        let attack = "-154742504910672534362390527Ti";
+        assert_eq!(parse_memory(attack), Err(format!("invalid memory quantity \"{attack}\": it is negative; memory must be 0 or more")));
+        for text in ["154742504910672534362390527Ti", "9223372036854775808", "99999999999999999999999Mi", "8589934592Gi"] {
+            let message = parse_memory(text).unwrap_err();
+            assert!(message.contains(text) && message.contains("larger than the 64Ti"), "{message}");
+        }
+        assert!(parse_memory("1.0000000000000000001").unwrap_err().contains("more than 18 decimal places"));
+        for text in ["-1Mi", "-0.5"] {
+            assert!(parse_memory(text).unwrap_err().contains("negative"), "{text}");
+        }
+        for text in ["-1", "-250m"] {
+            assert!(parse_cpu(text).unwrap_err().contains("negative"), "{text}");
+        }
+        let message = parse_cpu("9223372036854775807000m").unwrap_err();
+        assert!(message.contains("larger than the 1000000 cores"), "{message}");
+    }
+
+    #[test]
     fn cpu_quantities_are_millicores() {
-        for (text, millis) in [("250m", 250), ("2", 2000), ("0.5", 500), ("1.2345", 1235), ("0.0005", 1), ("-1", -1000)] {
+        for (text, millis) in
+            [("250m", 250), ("2", 2000), ("0.5", 500), ("1.2345", 1235), ("0.0005", 1), ("9223372036854775807m", i64::MAX)]
+        {
             assert_eq!(parse_cpu(text), Ok(millis), "{text}");
         }
-        for text in ["", ".", "x", "0.5m", "m", "1,5", "inf", "NaN"] {
+        for text in ["", ".", "x", "0.5m", "m", "1,5", "inf", "NaN", "9223372036854775.808"] {
             assert!(parse_cpu(text).is_err(), "{text:?} is not a cpu quantity");
         }
+    }
+
+    #[test]
+    fn json_numbers_are_integers_in_range_and_anything_else_says_what_to_write() {
+        let read = |json: &str| serde_json::from_str::<ResourceRequirements>(json).map_err(|e| e.to_string());
+        assert_eq!(read(r#"{"cpu": 250, "memory": "64Mi"}"#), Ok(ResourceRequirements { cpu: 250, memory: 64 << 20 }));
+        assert_eq!(read(r#"{"cpu": -5}"#).map(|r| r.cpu), Ok(-5), "validation refuses it, with its path");
+        for (json, expected) in [
+            (r#"{"cpu": 9223372036854775808}"#, "invalid cpu quantity \"9223372036854775808\": it is larger than the 1000000 cores"),
+            (
+                r#"{"memory": 1e30}"#,
+                "invalid memory 1e30: a number with a fraction or an exponent is not accepted; write bytes as an integer",
+            ),
+            (
+                r#"{"cpu": 1.5e3}"#,
+                "invalid cpu 1500.0: a number with a fraction or an exponent is not accepted; write millicores as an integer (250), or a string such as \"250m\" or \"0.5\" (cores)",
+            ),
+            (r#"{"cpu": 0.5}"#, "\"250m\" or \"0.5\""),
+            (r#"{"memory": true}"#, "expected memory bytes as an integer (67108864), or a string such as \"64Mi\""),
+        ] {
+            let message = read(json).unwrap_err();
+            assert!(message.contains(expected), "{json}: {message}");
+        }
+    }
+
+    #[test]
+    fn a_pods_requests_saturate_instead_of_wrapping() {
+        let container = |cpu| Container { resources: ResourceRequirements { cpu, memory: i64::MAX }, ..Container::default() };
+        let spec =
+            PodSpec { containers: vec![container(5_000_000_000_000_000_000), container(5_000_000_000_000_000_000)], ..PodSpec::default() };
+        assert_eq!(spec.requests(), ResourceRequirements { cpu: i64::MAX, memory: i64::MAX });
     }
 
     #[test]

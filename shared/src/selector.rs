@@ -10,6 +10,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::model::Labels;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum Operator {
     In,
     NotIn,
@@ -19,6 +20,7 @@ pub enum Operator {
 
 /// One set-based expression: `env in (prod,staging)`, `!legacy`, ….
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Requirement {
     pub key: String,
     pub operator: Operator,
@@ -232,8 +234,9 @@ impl Parser<'_> {
 
 /// The structured JSON form: `{"match_labels": {...}, "match_expressions": [...]}`.
 #[derive(Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
-struct StructuredSelector {
+pub(crate) struct StructuredSelector {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     match_labels: Labels,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

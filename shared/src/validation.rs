@@ -4,12 +4,35 @@
 
 use std::collections::BTreeSet;
 
-use crate::api::FieldError;
-use crate::model::{Container, Deployment, Event, Labels, Namespace, Node, Object, ObjectMeta, Pod, PodSpec, RestartPolicy, Service};
+use crate::api::{FieldError, Heartbeat};
+use crate::model::{
+    Container, Deployment, Event, Labels, Namespace, Node, NodeResources, Object, ObjectMeta, Pod, PodSpec, RestartPolicy, Scale, Service,
+    format_cpu, format_memory,
+};
 
 const MAX_NAME: usize = 253;
 const MAX_LABEL: usize = 63;
 const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
+
+/// The most CPU one container may request or one node may offer: a million cores.
+pub const MAX_CPU_MILLICORES: i64 = 1_000_000_000;
+/// The most memory one container may request or one node may offer: 64Ti, past the
+/// largest machines sold.
+pub const MAX_MEMORY_BYTES: i64 = 64 << 40;
+/// The most containers one pod may have.
+pub const MAX_CONTAINERS: usize = 100;
+/// The most pods one node may hold (`allocatable.pods`); Kubernetes' default is 110.
+pub const MAX_NODE_PODS: i64 = 1_000;
+/// The most replicas one deployment may ask for.
+pub const MAX_REPLICAS: i32 = 100_000;
+/// The longest grace period a pod or a delete may give its containers: a year, which
+/// Docker's stop timeout (an i32 of seconds) still holds.
+pub const MAX_GRACE_SECONDS: i64 = 365 * 24 * 3600;
+
+// Every container of every pod a node may hold, plus the pod being bound, at the largest
+// request: such a sum still fits an i64, so no sum of validated requests can wrap.
+const _: () = assert!((MAX_NODE_PODS as i128 + 1) * MAX_CONTAINERS as i128 * MAX_MEMORY_BYTES as i128 <= i64::MAX as i128);
+const _: () = assert!((MAX_NODE_PODS as i128 + 1) * MAX_CONTAINERS as i128 * MAX_CPU_MILLICORES as i128 <= i64::MAX as i128);
 
 /// Collects the errors of one object.
 #[derive(Default)]
@@ -48,9 +71,7 @@ pub fn validate_deployment(deployment: &Deployment) -> Result<(), Vec<FieldError
     let mut errors = Errors::default();
     check_meta(&mut errors, &deployment.metadata, true);
     let spec = &deployment.spec;
-    if spec.replicas < 0 {
-        errors.add("spec.replicas", format!("must be 0 or more, got {}", spec.replicas));
-    }
+    check_replicas(&mut errors, "spec.replicas", spec.replicas);
     if spec.selector.is_empty() {
         errors.add("spec.selector", "must not be empty: it says which pods the deployment owns");
     } else if !spec.selector.matches(&spec.template.metadata.labels) {
@@ -99,18 +120,8 @@ pub fn validate_node(node: &Node) -> Result<(), Vec<FieldError>> {
     let mut errors = Errors::default();
     check_meta(&mut errors, &node.metadata, false);
     let status = &node.status;
-    for (path, amount) in [
-        ("status.capacity.cpu", status.capacity.cpu),
-        ("status.capacity.memory", status.capacity.memory),
-        ("status.capacity.pods", status.capacity.pods),
-        ("status.allocatable.cpu", status.allocatable.cpu),
-        ("status.allocatable.memory", status.allocatable.memory),
-        ("status.allocatable.pods", status.allocatable.pods),
-    ] {
-        if amount < 0 {
-            errors.add(path, format!("must be 0 or more, got {amount}"));
-        }
-    }
+    check_node_resources(&mut errors, "status.capacity", &status.capacity);
+    check_node_resources(&mut errors, "status.allocatable", &status.allocatable);
     for (i, taint) in status.taints.iter().enumerate() {
         check_label_key(&mut errors, &format!("status.taints[{i}].key"), &taint.key);
         if !TAINT_EFFECTS.contains(&taint.effect.as_str()) {
@@ -119,6 +130,60 @@ pub fn validate_node(node: &Node) -> Result<(), Vec<FieldError>> {
         }
     }
     errors.finish()
+}
+
+/// A heartbeat's capacity and allocatable, bounded as a node's.
+pub fn validate_heartbeat(heartbeat: &Heartbeat) -> Result<(), Vec<FieldError>> {
+    let mut errors = Errors::default();
+    if let Some(capacity) = &heartbeat.capacity {
+        check_node_resources(&mut errors, "capacity", capacity);
+    }
+    if let Some(allocatable) = &heartbeat.allocatable {
+        check_node_resources(&mut errors, "allocatable", allocatable);
+    }
+    errors.finish()
+}
+
+/// The body of a deployment's `/scale`.
+pub fn validate_scale(scale: &Scale) -> Result<(), Vec<FieldError>> {
+    let mut errors = Errors::default();
+    check_replicas(&mut errors, "spec.replicas", scale.spec.replicas);
+    errors.finish()
+}
+
+/// A DELETE's `grace_period_seconds`, or a pod's `termination_grace_period_seconds`.
+pub fn grace_seconds_error(seconds: i64) -> Option<String> {
+    (!(0..=MAX_GRACE_SECONDS).contains(&seconds))
+        .then(|| format!("must be between 0 and {MAX_GRACE_SECONDS} seconds (a year), got {seconds}"))
+}
+
+fn check_replicas(errors: &mut Errors, path: &str, replicas: i32) {
+    if !(0..=MAX_REPLICAS).contains(&replicas) {
+        errors.add(path, format!("must be between 0 and {MAX_REPLICAS}, got {replicas}"));
+    }
+}
+
+fn check_node_resources(errors: &mut Errors, path: &str, resources: &NodeResources) {
+    check_cpu(errors, &format!("{path}.cpu"), resources.cpu);
+    check_memory(errors, &format!("{path}.memory"), resources.memory);
+    if !(0..=MAX_NODE_PODS).contains(&resources.pods) {
+        errors.add(format!("{path}.pods"), format!("must be between 0 and {MAX_NODE_PODS}, got {}", resources.pods));
+    }
+}
+
+fn check_cpu(errors: &mut Errors, path: &str, millicores: i64) {
+    if !(0..=MAX_CPU_MILLICORES).contains(&millicores) {
+        errors.add(
+            path,
+            format!("must be between 0 and {MAX_CPU_MILLICORES} millicores ({} cores), got {millicores}", format_cpu(MAX_CPU_MILLICORES)),
+        );
+    }
+}
+
+fn check_memory(errors: &mut Errors, path: &str, bytes: i64) {
+    if !(0..=MAX_MEMORY_BYTES).contains(&bytes) {
+        errors.add(path, format!("must be between 0 and {MAX_MEMORY_BYTES} bytes ({}), got {bytes}", format_memory(MAX_MEMORY_BYTES)));
+    }
 }
 
 pub fn validate_event(event: &Event) -> Result<(), Vec<FieldError>> {
@@ -164,6 +229,9 @@ fn check_meta(errors: &mut Errors, meta: &ObjectMeta, namespaced: bool) {
 fn check_pod_spec(errors: &mut Errors, path: &str, spec: &PodSpec) {
     if spec.containers.is_empty() {
         errors.add(format!("{path}.containers"), "must have at least one container");
+    }
+    if spec.containers.len() > MAX_CONTAINERS {
+        errors.add(format!("{path}.containers"), format!("must have at most {MAX_CONTAINERS} containers, got {}", spec.containers.len()));
     }
     let mut names = BTreeSet::new();
     let mut host_ports = BTreeSet::new();
@@ -214,8 +282,8 @@ fn check_pod_spec(errors: &mut Errors, path: &str, spec: &PodSpec) {
             );
         }
     }
-    if let Some(seconds) = spec.termination_grace_period_seconds.filter(|&s| s < 0) {
-        errors.add(format!("{path}.termination_grace_period_seconds"), format!("must be 0 or more, got {seconds}"));
+    if let Some(message) = spec.termination_grace_period_seconds.and_then(grace_seconds_error) {
+        errors.add(format!("{path}.termination_grace_period_seconds"), message);
     }
 }
 
@@ -228,12 +296,8 @@ fn check_container(errors: &mut Errors, path: &str, container: &Container) {
     } else if container.image.chars().any(char::is_whitespace) {
         errors.add(format!("{path}.image"), format!("must not contain spaces, got {:?}", container.image));
     }
-    if container.resources.memory < 0 {
-        errors.add(format!("{path}.resources.memory"), format!("must be 0 or more bytes, got {}", container.resources.memory));
-    }
-    if container.resources.cpu < 0 {
-        errors.add(format!("{path}.resources.cpu"), format!("must be 0 or more millicores, got {}", container.resources.cpu));
-    }
+    check_memory(errors, &format!("{path}.resources.memory"), container.resources.memory);
+    check_cpu(errors, &format!("{path}.resources.cpu"), container.resources.cpu);
     let mut env_names = BTreeSet::new();
     for (i, env) in container.env.iter().enumerate() {
         if env.name.is_empty() || env.name.contains('=') {
@@ -393,6 +457,38 @@ mod tests {
                 "spec.restart_policy",
             ]
         );
+    }
+
+    #[test]
+    fn every_amount_and_count_is_bounded() {
+        let mut p = pod();
+        p.spec.containers[0].resources =
+            crate::model::ResourceRequirements { cpu: 5_000_000_000_000_000_000, memory: MAX_MEMORY_BYTES + 1 };
+        p.spec.termination_grace_period_seconds = Some(i64::MAX);
+        assert_eq!(
+            fields(validate_pod(&p)),
+            vec!["spec.containers[0].resources.memory", "spec.containers[0].resources.cpu", "spec.termination_grace_period_seconds"]
+        );
+        let message = &validate_pod(&p).unwrap_err()[1].message;
+        assert_eq!(message, "must be between 0 and 1000000000 millicores (1000000 cores), got 5000000000000000000");
+
+        let mut at_the_bounds = pod();
+        at_the_bounds.spec.containers[0].resources =
+            crate::model::ResourceRequirements { cpu: MAX_CPU_MILLICORES, memory: MAX_MEMORY_BYTES };
+        at_the_bounds.spec.termination_grace_period_seconds = Some(MAX_GRACE_SECONDS);
+        let container = at_the_bounds.spec.containers[0].clone();
+        at_the_bounds.spec.containers = (0..MAX_CONTAINERS).map(|i| Container { name: format!("c{i}"), ..container.clone() }).collect();
+        assert_eq!(validate_pod(&at_the_bounds), Ok(()));
+        at_the_bounds.spec.containers.push(Container { name: "one-more".into(), ..container });
+        assert_eq!(fields(validate_pod(&at_the_bounds)), vec!["spec.containers"]);
+
+        let huge = NodeResources { cpu: MAX_CPU_MILLICORES + 1, memory: -1, pods: MAX_NODE_PODS + 1 };
+        let beat = Heartbeat { capacity: Some(huge), allocatable: Some(NodeResources::default()), ..Heartbeat::default() };
+        assert_eq!(fields(validate_heartbeat(&beat)), vec!["capacity.cpu", "capacity.memory", "capacity.pods"]);
+        let scale = Scale { spec: crate::model::ScaleSpec { replicas: MAX_REPLICAS + 1 }, ..Scale::default() };
+        assert_eq!(fields(validate_scale(&scale)), vec!["spec.replicas"]);
+        assert_eq!(grace_seconds_error(MAX_GRACE_SECONDS), None);
+        assert!(grace_seconds_error(-1).is_some());
     }
 
     #[test]

@@ -117,7 +117,7 @@ impl Client {
     }
 
     fn request(&self, method: Method, path: &str) -> RequestBuilder {
-        let builder = self.http.request(method, format!("{}{path}", self.base));
+        let builder = self.http.request(method, format!("{}{path}", self.base)).header(shared::api::CLIENT_HEADER, "sheepctl");
         match &self.token {
             Some(token) => builder.bearer_auth(token),
             None => builder,

@@ -102,7 +102,7 @@ async fn a_pod_applied_in_the_dashboard_runs_and_explains_its_node() {
     // The container is real; clean it up through the API like a user would.
     let client = reqwest::Client::new();
     let path = shared::api::paths::object(shared::model::Kind::Pod, "default", &pod);
-    let deleted = client.delete(format!("{url}{path}")).send().await.expect("delete the pod");
+    let deleted = client.delete(format!("{url}{path}")).header(shared::api::CLIENT_HEADER, "tests").send().await.expect("delete the pod");
     assert!(deleted.status().is_success(), "deleting the pod answered {}", deleted.status());
     // The running pod is Terminating until the agent has stopped its container (1 s grace)
     // and confirmed; only then does the API forget it.

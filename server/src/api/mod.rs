@@ -1,12 +1,14 @@
-//! The HTTP API: [`app`] builds the whole router (routes, auth, metrics, the 1 MiB body
-//! limit and the one JSON error shape for every failure, including unknown routes and
-//! rejected extractors). Handlers live in one file per resource family.
+//! The HTTP API: [`app`] builds the whole router (routes, auth, the guard against web pages,
+//! metrics, the 1 MiB body limit and the one JSON error shape for every failure, including
+//! unknown routes, rejected extractors and panics). Handlers live in one file per resource
+//! family.
 
 mod nodes;
 mod objects;
 pub mod openapi;
 mod pods;
 mod watch;
+pub mod web_pages;
 
 use std::sync::Arc;
 
@@ -154,31 +156,20 @@ pub fn app(state: AppState) -> Router {
         .router
         .fallback(dashboard_or_unknown)
         .layer(middleware::from_fn_with_state(state.clone(), crate::auth::authenticate))
+        .layer(middleware::from_fn_with_state(state.clone(), web_pages::refuse_web_pages))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         // Until the response starts: watch and log streams run on after it.
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, REQUEST_TIMEOUT))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(panicked))
         .layer(middleware::from_fn_with_state(state.clone(), crate::metrics::track))
         .layer(middleware::from_fn(json_errors))
-        .layer(cors())
         .with_state(state)
 }
 
-/// CORS for the dashboard's development server: only pages served from this machine
-/// (`http://localhost:*`, `http://127.0.0.1:*`, `http://[::1]:*`) may call the API from a
-/// browser, so that no web site can drive an open local server.
-fn cors() -> tower_http::cors::CorsLayer {
-    use tower_http::cors::{AllowOrigin, CorsLayer};
-    CorsLayer::new()
-        .allow_origin(AllowOrigin::predicate(|origin, _| origin.to_str().is_ok_and(is_loopback_origin)))
-        .allow_methods([Method::GET, Method::POST, Method::PUT, Method::DELETE])
-        .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE])
-}
-
-fn is_loopback_origin(origin: &str) -> bool {
-    let Some(rest) = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) else { return false };
-    let host =
-        if let Some(v6) = rest.strip_prefix('[') { v6.split(']').next().unwrap_or("") } else { rest.split(':').next().unwrap_or("") };
-    host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+/// A handler that panicked: a 500 in the one error shape instead of a closed connection.
+fn panicked(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    let what = panic.downcast_ref::<String>().map(String::as_str).or_else(|| panic.downcast_ref::<&str>().copied());
+    ApiError::internal(format!("a handler panicked: {}", what.unwrap_or("(no message)"))).into_response()
 }
 
 fn unknown_route(method: &Method, uri: &Uri) -> ApiError {
@@ -245,18 +236,12 @@ impl<S: Send + Sync> FromRequest<S> for BodyBytes {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let content_type = request.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_ascii_lowercase);
-        let json = content_type.as_deref().is_some_and(|t| t.starts_with("application/json"));
+        let media = web_pages::media_type(request.headers());
         match Bytes::from_request(request, state).await {
-            // A non-JSON content type would let a web page post here without a CORS check.
-            Ok(bytes) if !bytes.is_empty() && !json => Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "UnsupportedMediaType",
-                format!(
-                    "send the body as JSON with Content-Type: application/json (got {})",
-                    content_type.as_deref().unwrap_or("no Content-Type")
-                ),
-            )),
+            // A form or text body is what a web page can post anywhere without asking.
+            Ok(bytes) if !bytes.is_empty() && media.as_deref() != Some(web_pages::JSON) => {
+                Err(web_pages::unsupported_media_type(media.as_deref().unwrap_or("no Content-Type")))
+            }
             Ok(bytes) => Ok(BodyBytes(bytes)),
             Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -268,10 +253,20 @@ impl<S: Send + Sync> FromRequest<S> for BodyBytes {
     }
 }
 
-/// Parses a JSON body into `T`, with line and column on error.
+/// Parses a JSON body into `T`, with the field's path, line and column on error.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, ApiError> {
-    serde_json::from_slice(bytes).map_err(|e| {
-        ApiError::bad_request(format!("the body is not a valid {what}: {} at line {}, column {}", strip_position(&e), e.line(), e.column()))
+    serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(bytes)).map_err(|e| {
+        let field = match e.path().to_string() {
+            path if path == "." => String::new(),
+            path => format!("{path}: "),
+        };
+        let e = e.into_inner();
+        ApiError::bad_request(format!(
+            "the body is not a valid {what}: {field}{} at line {}, column {}",
+            strip_position(&e),
+            e.line(),
+            e.column()
+        ))
     })
 }
 
@@ -341,19 +336,4 @@ async fn metrics(State(state): State<AppState>) -> Response {
     let mut response = Body::from(text).into_response();
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
     response
-}
-
-#[cfg(test)]
-mod tests {
-    use super::is_loopback_origin;
-
-    #[test]
-    fn only_pages_from_this_machine_may_call_from_a_browser() {
-        for origin in ["http://localhost:8080", "http://127.0.0.1:9876", "http://[::1]:3000", "https://localhost"] {
-            assert!(is_loopback_origin(origin), "{origin}");
-        }
-        for origin in ["http://evil.example", "http://localhost.evil.example", "http://10.0.0.1:80", "null", "file://"] {
-            assert!(!is_loopback_origin(origin), "{origin}");
-        }
-    }
 }

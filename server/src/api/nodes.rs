@@ -31,6 +31,8 @@ pub async fn heartbeat(
 ) -> ApiResult<Response> {
     principal.may_write_node(&name)?;
     let beat: Heartbeat = if body.is_empty() { Heartbeat::default() } else { parse_json(&body, "Heartbeat")? };
+    shared::validation::validate_heartbeat(&beat)
+        .map_err(|details| ApiError::invalid(&format!("the heartbeat of node {name}"), details))?;
     write_node(&state, ops::heartbeat(&name, beat, chrono::Utc::now())).await
 }
 

@@ -405,10 +405,8 @@ async fn delete<R: Resource>(
 /// The graceful delete of a pod (see [`ops::delete_pod`]); a node's token may delete only
 /// the pods bound to its node.
 fn delete_pod(state: &AppState, principal: &Principal, namespace: &str, name: &str, params: DeleteParams) -> ApiResult<Write> {
-    if let Some(grace) = params.grace_period_seconds.filter(|g| *g < 0) {
-        return Err(ApiError::bad_request(format!(
-            "grace_period_seconds must be 0 or more, got {grace}: 0 deletes pod {namespace}/{name} at once"
-        )));
+    if let Some(message) = params.grace_period_seconds.and_then(shared::validation::grace_seconds_error) {
+        return Err(ApiError::bad_request(format!("grace_period_seconds {message}; 0 deletes pod {namespace}/{name} at once")));
     }
     let uid = params.uid.filter(|u| !u.is_empty());
     let bound_to = if principal.role == Role::Admin {
@@ -494,15 +492,8 @@ pub async fn put_scale(
     BodyBytes(body): BodyBytes,
 ) -> ApiResult<Json<Scale>> {
     let scale: Scale = parse_json(&body, "Scale")?;
-    if scale.spec.replicas < 0 {
-        return Err(ApiError::invalid(
-            &format!("the scale of deployment {namespace}/{name}"),
-            vec![shared::api::FieldError {
-                field: "spec.replicas".into(),
-                message: format!("must be 0 or more, got {}", scale.spec.replicas),
-            }],
-        ));
-    }
+    shared::validation::validate_scale(&scale)
+        .map_err(|details| ApiError::invalid(&format!("the scale of deployment {namespace}/{name}"), details))?;
     let key = Key::new(Kind::Deployment, &namespace, &name);
     let expected = scale.metadata.resource_version;
     let check_key = key.clone();

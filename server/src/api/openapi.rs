@@ -1,71 +1,142 @@
-//! The OpenAPI 3.1 document at `/api/openapi.json`: every route, its parameters, bodies and
-//! answers. It is written out here by hand; a test checks that it names exactly the routes
-//! the router serves.
+//! The OpenAPI 3.1 document at `/api/openapi.json`: every route, its parameters, bodies,
+//! answers and security. The schemas are generated from the `shared` types (their
+//! `schemars` derives, with the bounds of `shared::validation`); a test checks that the
+//! document names exactly the routes the router serves, and the API tests check every answer
+//! they get against it.
 
 use axum::Json;
+use schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Value, json};
+use shared::api::{ApiErrorBody, Heartbeat, Info, List, WatchEvent};
+use shared::model::{Binding, Deployment, Event, Kind, Namespace, Node, Pod, Scale, Service};
+use shared::validation::MAX_GRACE_SECONDS;
 
-/// One operation: method, path, summary, request body schema, success status and schema.
+/// One operation: method, path, summary, request body schema, success statuses and answer.
 struct Op {
     method: &'static str,
     path: String,
     summary: String,
-    body: Option<&'static str>,
-    status: &'static str,
+    body: Option<Value>,
+    statuses: &'static [&'static str],
     answer: Answer,
 }
 
 enum Answer {
-    Schema(&'static str),
-    ListOf(&'static str),
+    /// JSON of this schema.
+    Json(Value),
+    /// A list as JSON of this schema, or with `watch=true` a stream of watch events.
+    List(Value),
     Text,
-    Stream,
 }
 
-const NAMESPACED: [(&str, &str); 4] = [("pods", "Pod"), ("deployments", "Deployment"), ("services", "Service"), ("events", "Event")];
-const CLUSTER: [(&str, &str); 2] = [("nodes", "Node"), ("namespaces", "Namespace")];
+/// What an operation may answer besides success.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Errors {
+    Read,
+    List,
+    Write,
+    Log,
+}
 
-fn operations() -> Vec<Op> {
-    let op =
-        |method, path: &str, summary: String, body, status, answer| Op { method, path: path.to_string(), summary, body, status, answer };
+const NAMESPACED: [Kind; 4] = [Kind::Pod, Kind::Deployment, Kind::Service, Kind::Event];
+const CLUSTER: [Kind; 2] = [Kind::Node, Kind::Namespace];
+
+/// The schema references of a kind: one object and its list.
+fn kind_schemas(generator: &mut SchemaGenerator, kind: Kind) -> (Value, Value) {
+    fn refs<T: schemars::JsonSchema>(generator: &mut SchemaGenerator) -> (Value, Value) {
+        (generator.subschema_for::<T>().to_value(), generator.subschema_for::<List<T>>().to_value())
+    }
+    match kind {
+        Kind::Pod => refs::<Pod>(generator),
+        Kind::Deployment => refs::<Deployment>(generator),
+        Kind::Service => refs::<Service>(generator),
+        Kind::Node => refs::<Node>(generator),
+        Kind::Event => refs::<Event>(generator),
+        Kind::Namespace => refs::<Namespace>(generator),
+    }
+}
+
+/// The answer of `…/scheduling`: `shared::scheduler::Explanation`, whose fields are listed
+/// here because the scheduler's types carry no schema derives.
+fn scheduling_schema() -> Value {
+    json!({
+        "type": "object",
+        "description": "the scheduler's last decision: every evaluated node's filter verdicts and scores",
+        "required": ["pod", "profile", "total_nodes", "nodes_evaluated", "feasible_nodes", "message", "nodes"],
+        "properties": {
+            "pod": {"type": "string"}, "profile": {"type": "string"},
+            "total_nodes": {"type": "integer", "minimum": 0}, "nodes_evaluated": {"type": "integer", "minimum": 0},
+            "feasible_nodes": {"type": "integer", "minimum": 0}, "nodes_to_find": {"type": "integer", "minimum": 0},
+            "start_index": {"type": "integer", "minimum": 0}, "selected": {"type": ["string", "null"]},
+            "message": {"type": "string"}, "nodes": {"type": "array", "items": {"type": "object"}}
+        }
+    })
+}
+
+/// A create answers 201; registering a known node and repeating an event answer 200 with
+/// the updated object.
+fn created_statuses(kind: Kind) -> &'static [&'static str] {
+    if matches!(kind, Kind::Node | Kind::Event) { &["201", "200"] } else { &["201"] }
+}
+
+fn operations(generator: &mut SchemaGenerator) -> Vec<Op> {
+    let op = |method, path: &str, summary: String, body, statuses, answer| Op {
+        method,
+        path: path.to_string(),
+        summary,
+        body,
+        statuses,
+        answer,
+    };
+    let info = generator.subschema_for::<Info>().to_value();
     let mut ops = vec![
-        op("get", "/healthz", "Liveness: \"ok\" while the process serves.".into(), None, "200", Answer::Text),
-        op("get", "/readyz", "Readiness: \"ok\", 503 once shutdown has begun.".into(), None, "200", Answer::Text),
-        op("get", "/metrics", "Prometheus metrics: request, scheduling and pod start latencies.".into(), None, "200", Answer::Text),
-        op("get", "/api/openapi.json", "This document.".into(), None, "200", Answer::Schema("Any")),
-        op("get", "/api/v1/info", "Server name, version, store, revision and counts.".into(), None, "200", Answer::Schema("Info")),
+        op("get", "/healthz", "Liveness: \"ok\" while the process serves.".into(), None, &["200"], Answer::Text),
+        op("get", "/readyz", "Readiness: \"ok\", 503 once shutdown has begun.".into(), None, &["200"], Answer::Text),
+        op("get", "/metrics", "Prometheus metrics: request, scheduling and pod start latencies.".into(), None, &["200"], Answer::Text),
+        op("get", "/api/openapi.json", "This document.".into(), None, &["200"], Answer::Json(json!({"type": "object"}))),
+        op(
+            "get",
+            "/api/v1/info",
+            "Server name, version, store, revision, counts and cluster id.".into(),
+            None,
+            &["200"],
+            Answer::Json(info),
+        ),
     ];
-    for (plural, kind) in NAMESPACED {
+    for kind in NAMESPACED {
+        let (plural, name) = (kind.plural(), kind.as_str());
+        let (object, list) = kind_schemas(generator, kind);
+        let created = created_statuses(kind);
         ops.push(op(
             "get",
             &format!("/api/v1/{plural}"),
             format!("List or watch {plural} in every namespace."),
             None,
-            "200",
-            Answer::ListOf(kind),
+            &["200"],
+            Answer::List(list.clone()),
         ));
         ops.push(op(
             "post",
             &format!("/api/v1/{plural}"),
-            format!("Create a {kind} in the namespace of its metadata (default: \"default\")."),
-            Some(kind),
-            "201",
-            Answer::Schema(kind),
+            format!("Create a {name} in the namespace of its metadata (default: \"default\")."),
+            Some(object.clone()),
+            created,
+            Answer::Json(object.clone()),
         ));
         let collection = format!("/api/v1/namespaces/{{namespace}}/{plural}");
-        ops.push(op("get", &collection, format!("List or watch {plural} in one namespace."), None, "200", Answer::ListOf(kind)));
-        ops.push(op("post", &collection, format!("Create a {kind}."), Some(kind), "201", Answer::Schema(kind)));
+        ops.push(op("get", &collection, format!("List or watch {plural} in one namespace."), None, &["200"], Answer::List(list)));
+        ops.push(op("post", &collection, format!("Create a {name}."), Some(object.clone()), created, Answer::Json(object.clone())));
         let item = format!("{collection}/{{name}}");
-        ops.push(op("get", &item, format!("Read a {kind}."), None, "200", Answer::Schema(kind)));
+        ops.push(op("get", &item, format!("Read a {name}."), None, &["200"], Answer::Json(object.clone())));
         ops.push(op(
             "put",
             &item,
-            format!("Replace a {kind}'s editable fields; a non-zero metadata.resource_version must match (else 409)."),
-            Some(kind),
-            "200",
-            Answer::Schema(kind),
+            format!("Replace a {name}'s editable fields; a non-zero metadata.resource_version must match (else 409)."),
+            Some(object.clone()),
+            &["200"],
+            Answer::Json(object.clone()),
         ));
-        let delete = if kind == "Pod" {
+        let delete = if kind == Kind::Pod {
             "Delete a pod gracefully. A pod bound to a Ready node is marked terminating: the 200 answer carries \
              metadata.deletion_timestamp (now) and deletion_grace_period_seconds, watchers see MODIFIED and the pod \
              shows as Terminating until its node's agent has stopped the containers and confirms with \
@@ -74,101 +145,108 @@ fn operations() -> Vec<Op> {
              shorter grace shortens it and a longer one changes nothing."
                 .to_string()
         } else {
-            format!("Delete a {kind}; answers the deleted object.")
+            format!("Delete a {name}; answers the deleted object.")
         };
-        ops.push(op("delete", &item, delete, None, "200", Answer::Schema(kind)));
+        ops.push(op("delete", &item, delete, None, &["200"], Answer::Json(object)));
     }
-    for (plural, kind) in CLUSTER {
+    for kind in CLUSTER {
+        let (plural, name) = (kind.plural(), kind.as_str());
+        let (object, list) = kind_schemas(generator, kind);
         let collection = format!("/api/v1/{plural}");
-        ops.push(op("get", &collection, format!("List or watch {plural}."), None, "200", Answer::ListOf(kind)));
-        let create = if kind == "Node" {
+        ops.push(op("get", &collection, format!("List or watch {plural}."), None, &["200"], Answer::List(list)));
+        let create = if kind == Kind::Node {
             "Register a node: create it (201), or update what the agent owns and keep cordon and taints (200).".to_string()
         } else {
-            format!("Create a {kind}.")
+            format!("Create a {name}.")
         };
-        ops.push(op("post", &collection, create, Some(kind), "201", Answer::Schema(kind)));
+        ops.push(op("post", &collection, create, Some(object.clone()), created_statuses(kind), Answer::Json(object.clone())));
         let item = format!("{collection}/{{name}}");
-        ops.push(op("get", &item, format!("Read a {kind}."), None, "200", Answer::Schema(kind)));
+        ops.push(op("get", &item, format!("Read a {name}."), None, &["200"], Answer::Json(object.clone())));
         ops.push(op(
             "put",
             &item,
-            format!("Replace a {kind}'s editable fields (CAS on resource_version)."),
-            Some(kind),
-            "200",
-            Answer::Schema(kind),
+            format!("Replace a {name}'s editable fields (CAS on resource_version)."),
+            Some(object.clone()),
+            &["200"],
+            Answer::Json(object.clone()),
         ));
-        ops.push(op("delete", &item, format!("Delete a {kind}."), None, "200", Answer::Schema(kind)));
+        ops.push(op("delete", &item, format!("Delete a {name}."), None, &["200"], Answer::Json(object)));
     }
-    let pod = "/api/v1/namespaces/{namespace}/pods/{name}";
+    let pod = generator.subschema_for::<Pod>().to_value();
+    let node = generator.subschema_for::<Node>().to_value();
+    let scale = generator.subschema_for::<Scale>().to_value();
+    let binding = generator.subschema_for::<Binding>().to_value();
+    let heartbeat = generator.subschema_for::<Heartbeat>().to_value();
+    let path = "/api/v1/namespaces/{namespace}/pods/{name}";
     ops.extend([
         op(
             "post",
-            &format!("{pod}/binding"),
+            &format!("{path}/binding"),
             "Bind the pod to a node: only if its node_name is still empty and the node has room, else 409.".into(),
-            Some("Binding"),
-            "201",
-            Answer::Schema("Pod"),
+            Some(binding),
+            &["201"],
+            Answer::Json(pod.clone()),
         ),
-        op("get", &format!("{pod}/status"), "Read the pod (its status).".into(), None, "200", Answer::Schema("Pod")),
+        op("get", &format!("{path}/status"), "Read the pod (its status).".into(), None, &["200"], Answer::Json(pod.clone())),
         op(
             "put",
-            &format!("{pod}/status"),
+            &format!("{path}/status"),
             "Replace the pod's status (only `status` of the body is taken; CAS when resource_version is non-zero).".into(),
-            Some("Pod"),
-            "200",
-            Answer::Schema("Pod"),
+            Some(pod.clone()),
+            &["200"],
+            Answer::Json(pod),
         ),
         op(
             "get",
-            &format!("{pod}/scheduling"),
+            &format!("{path}/scheduling"),
             "The scheduler's last decision for the pod: every node's filter verdicts and scores.".into(),
             None,
-            "200",
-            Answer::Schema("Any"),
+            &["200"],
+            Answer::Json(scheduling_schema()),
         ),
         op(
             "get",
-            &format!("{pod}/log"),
+            &format!("{path}/log"),
             "The pod's container log, streamed from its node's agent (`container`, `tail`, `follow`).".into(),
             None,
-            "200",
-            Answer::Stream,
+            &["200"],
+            Answer::Text,
         ),
         op(
             "get",
             "/api/v1/namespaces/{namespace}/deployments/{name}/scale",
             "Read a deployment's scale.".into(),
             None,
-            "200",
-            Answer::Schema("Scale"),
+            &["200"],
+            Answer::Json(scale.clone()),
         ),
         op(
             "put",
             "/api/v1/namespaces/{namespace}/deployments/{name}/scale",
             "Set a deployment's replicas.".into(),
-            Some("Scale"),
-            "200",
-            Answer::Schema("Scale"),
+            Some(scale.clone()),
+            &["200"],
+            Answer::Json(scale),
         ),
         op(
             "post",
             "/api/v1/nodes/{name}/heartbeat",
-            "The agent's proof of life: stamps last_heartbeat, sets conditions and capacity.".into(),
-            Some("Heartbeat"),
-            "200",
-            Answer::Schema("Node"),
+            "The agent's proof of life: stamps last_heartbeat, sets conditions and capacity. The body is optional.".into(),
+            Some(heartbeat),
+            &["200"],
+            Answer::Json(node.clone()),
         ),
-        op("get", "/api/v1/nodes/{name}/status", "Read the node (its status).".into(), None, "200", Answer::Schema("Node")),
+        op("get", "/api/v1/nodes/{name}/status", "Read the node (its status).".into(), None, &["200"], Answer::Json(node.clone())),
         op(
             "put",
             "/api/v1/nodes/{name}/status",
             "Replace the node's status, keeping cordon and taints.".into(),
-            Some("Node"),
-            "200",
-            Answer::Schema("Node"),
+            Some(node.clone()),
+            &["200"],
+            Answer::Json(node.clone()),
         ),
-        op("post", "/api/v1/nodes/{name}/cordon", "Mark the node unschedulable.".into(), None, "200", Answer::Schema("Node")),
-        op("post", "/api/v1/nodes/{name}/uncordon", "Mark the node schedulable again.".into(), None, "200", Answer::Schema("Node")),
+        op("post", "/api/v1/nodes/{name}/cordon", "Mark the node unschedulable.".into(), None, &["200"], Answer::Json(node.clone())),
+        op("post", "/api/v1/nodes/{name}/uncordon", "Mark the node schedulable again.".into(), None, &["200"], Answer::Json(node)),
     ]);
     ops
 }
@@ -181,6 +259,10 @@ fn path_parameters(path: &str) -> Vec<Value> {
         .collect()
 }
 
+fn revision_schema() -> Value {
+    json!({"type": "integer", "minimum": 0, "maximum": u64::MAX})
+}
+
 fn list_parameters() -> Vec<Value> {
     vec![
         json!({"name": "label_selector", "in": "query", "schema": {"type": "string"},
@@ -189,98 +271,106 @@ fn list_parameters() -> Vec<Value> {
                "description": "e.g. spec.node_name=node-1 or status.phase=Running"}),
         json!({"name": "watch", "in": "query", "schema": {"type": "boolean"},
                "description": "stream changes as Server-Sent Events (ADDED, MODIFIED, DELETED, BOOKMARK)"}),
-        json!({"name": "resource_version", "in": "query", "schema": {"type": "integer"},
+        json!({"name": "resource_version", "in": "query", "schema": revision_schema(),
                "description": "with watch: replay every change after this revision; 410 Gone when it is older than the history"}),
     ]
 }
 
 fn pod_delete_parameters() -> Vec<Value> {
     vec![
-        json!({"name": "grace_period_seconds", "in": "query", "schema": {"type": "integer", "minimum": 0},
+        json!({"name": "grace_period_seconds", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": MAX_GRACE_SECONDS},
                "description": "seconds the containers get to stop (default: the pod's spec.termination_grace_period_seconds, \
-                               else 30); 0 removes the pod at once; negative is a 400"}),
+                               else 30); 0 removes the pod at once; outside 0 to a year is a 400"}),
         json!({"name": "uid", "in": "query", "schema": {"type": "string"},
                "description": "delete only the pod with this metadata.uid, else 409 (never a newer pod of the same name)"}),
     ]
 }
 
-fn error_responses() -> Value {
-    let error = json!({"description": "an error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ApiError"}}}});
-    json!({
-        "400": error, "401": error, "403": error, "404": error, "409": error, "410": error, "413": error, "422": error
-    })
+fn log_parameters() -> Vec<Value> {
+    vec![
+        json!({"name": "container", "in": "query", "schema": {"type": "string"}}),
+        json!({"name": "tail", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": u64::MAX}}),
+        json!({"name": "follow", "in": "query", "schema": {"type": "boolean"}}),
+    ]
+}
+
+/// The error answers of an operation, each in the one error shape.
+fn error_responses(errors: Errors, error: &Value) -> serde_json::Map<String, Value> {
+    let mut codes = vec!["400", "401", "403", "404", "408", "500", "503"];
+    match errors {
+        Errors::Read => {}
+        Errors::List => codes.push("410"),
+        Errors::Write => codes.extend(["409", "413", "415", "422"]),
+        Errors::Log => codes.push("502"),
+    }
+    let answer = json!({"description": "an error", "content": {"application/json": {"schema": error}}});
+    codes.into_iter().map(|code| (code.to_string(), answer.clone())).collect()
 }
 
 /// Builds the document.
 pub fn document() -> Value {
+    let mut generator = SchemaSettings::draft2020_12().with(|s| s.definitions_path = "/components/schemas".into()).into_generator();
+    let error = generator.subschema_for::<ApiErrorBody>().to_value();
+    // Not answered as JSON (it is the `data:` of each SSE message), but documented.
+    let watch_event = generator.subschema_for::<WatchEvent>().to_value();
     let mut paths = serde_json::Map::new();
-    for op in operations() {
+    for op in operations(&mut generator) {
         let mut parameters = path_parameters(&op.path);
-        let is_list = matches!(op.answer, Answer::ListOf(_));
-        if is_list {
+        let mut errors = if op.method == "get" { Errors::Read } else { Errors::Write };
+        if matches!(op.answer, Answer::List(_)) {
             parameters.extend(list_parameters());
+            errors = Errors::List;
         }
         if op.method == "delete" {
-            parameters.push(json!({"name": "resource_version", "in": "query", "schema": {"type": "integer"},
+            parameters.push(json!({"name": "resource_version", "in": "query", "schema": revision_schema(),
                                    "description": "delete only if the object is still at this revision, else 409"}));
             if op.path.starts_with("/api/v1/namespaces/{namespace}/pods/") {
                 parameters.extend(pod_delete_parameters());
             }
         }
         if op.path.ends_with("/log") {
-            for (name, kind) in [("container", "string"), ("tail", "integer"), ("follow", "boolean")] {
-                parameters.push(json!({"name": name, "in": "query", "schema": {"type": kind}}));
-            }
+            parameters.extend(log_parameters());
+            errors = Errors::Log;
         }
-        let content = match &op.answer {
-            Answer::Schema(s) => json!({"application/json": {"schema": {"$ref": format!("#/components/schemas/{s}")}}}),
-            Answer::ListOf(s) => json!({
-                "application/json": {"schema": {"type": "object", "properties": {
-                    "kind": {"type": "string"}, "resource_version": {"type": "integer"},
-                    "items": {"type": "array", "items": {"$ref": format!("#/components/schemas/{s}")}}}}},
-                "text/event-stream": {"schema": {"$ref": "#/components/schemas/WatchEvent"}}
+        let content = match op.answer {
+            Answer::Json(schema) => json!({"application/json": {"schema": schema}}),
+            Answer::List(schema) => json!({
+                "application/json": {"schema": schema},
+                "text/event-stream": {"schema": {"type": "string",
+                    "description": "Server-Sent Events; each data line is a WatchEvent", "contentSchema": watch_event.clone()}}
             }),
             Answer::Text => json!({"text/plain": {"schema": {"type": "string"}}}),
-            Answer::Stream => json!({"text/plain": {"schema": {"type": "string"}}}),
         };
-        let mut responses = error_responses();
-        responses[op.status] = json!({"description": "success", "content": content});
+        let mut responses = error_responses(errors, &error);
+        for status in op.statuses {
+            responses.insert(status.to_string(), json!({"description": "success", "content": content}));
+        }
         let mut operation = json!({"summary": op.summary, "parameters": parameters, "responses": responses});
         if let Some(body) = op.body {
-            operation["requestBody"] =
-                json!({"required": true, "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{body}")}}}});
+            // A heartbeat may come without a body; every other write needs one.
+            let required = !op.path.ends_with("/heartbeat");
+            operation["requestBody"] = json!({"required": required, "content": {"application/json": {"schema": body}}});
+        }
+        if op.path == "/healthz" || op.path == "/readyz" {
+            operation["security"] = json!([]);
         }
         paths.entry(op.path.clone()).or_insert_with(|| json!({}))[op.method] = operation;
     }
-    let object = |description: &str| json!({"type": "object", "description": description});
     json!({
         "openapi": "3.1.0",
+        "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
         "info": {
             "title": "Shepherd API",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "The Shepherd control plane. Objects use snake_case fields, memory in bytes and CPU in millicores. Every error is {\"error\": {code, reason, message, details}}. Send Authorization: Bearer <token> when the server has tokens."
+            "description": "The Shepherd control plane. Objects use snake_case fields, memory in bytes and CPU in millicores. \
+                Every error is {\"error\": {code, reason, message, details}}. Send Authorization: Bearer <token> when the server \
+                has tokens. A server without tokens answers only requests for its own loopback address, from no other site's \
+                page, and takes writes only with Content-Type: application/json or the X-Shepherd-Client header."
         },
         "paths": paths,
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": {
-                "Any": object("any JSON"),
-                "Pod": object("kind, metadata, spec {containers, restart_policy, node_selector, tolerations, node_name}, status {phase, conditions, pod_ip, container_statuses}"),
-                "Deployment": object("kind, metadata, spec {replicas, selector, template}, status {replicas, ready_replicas}"),
-                "Service": object("kind, metadata, spec {selector, ports, type}, status {endpoints}"),
-                "Node": object("kind, metadata, status {conditions, capacity, allocatable, last_heartbeat, unschedulable, taints}"),
-                "Event": object("kind, metadata, type, reason, message, involved_object, source, count, first_timestamp, last_timestamp"),
-                "Namespace": object("kind, metadata, status {phase}"),
-                "Binding": object("{target: {kind: \"Node\", name}}"),
-                "Scale": object("{spec: {replicas}, status: {replicas}}"),
-                "Heartbeat": object("{conditions, capacity, allocatable}"),
-                "Info": object("name, version, started_at, resource_version, store, auth_required, nodes, pods, scheduler_profile"),
-                "WatchEvent": object("SSE message: id = resource_version, data = {type: ADDED|MODIFIED|DELETED|BOOKMARK, resource_version, object}"),
-                "ApiError": {"type": "object", "properties": {"error": {"type": "object", "properties": {
-                    "code": {"type": "integer"}, "reason": {"type": "string"}, "message": {"type": "string"},
-                    "details": {"type": "array", "items": {"type": "object", "properties": {"field": {"type": "string"}, "message": {"type": "string"}}}}
-                }}}}
-            }
+            "schemas": generator.take_definitions(true)
         },
         "security": [{"bearer": []}]
     })
@@ -308,6 +398,31 @@ mod tests {
             assert_eq!(entry.as_object().unwrap().len(), methods.len(), "{path} documents methods the router does not serve");
         }
         assert_eq!(paths.len(), table.len(), "the document has paths the router does not serve");
+    }
+
+    #[test]
+    fn the_document_constrains_what_it_describes() {
+        let doc = document();
+        let schemas = &doc["components"]["schemas"];
+        for kind in ["Pod", "Node", "Deployment", "Service", "Event", "Namespace", "Binding", "Scale", "Heartbeat", "Info"] {
+            assert!(schemas[kind]["properties"].as_object().is_some_and(|p| !p.is_empty()), "{kind} has no properties");
+        }
+        assert_eq!(schemas["Info"]["properties"]["cluster_id"]["type"], "string");
+        let cpu = &schemas["ResourceRequirements"]["properties"]["cpu"]["anyOf"][0];
+        assert_eq!((&cpu["minimum"], &cpu["maximum"]), (&json!(0), &json!(shared::validation::MAX_CPU_MILLICORES)));
+        assert_eq!(schemas["NodeResources"]["properties"]["pods"]["maximum"], json!(shared::validation::MAX_NODE_PODS));
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap() {
+                let open = path == "/healthz" || path == "/readyz";
+                assert_eq!(operation.get("security") == Some(&json!([])), open, "{method} {path}: only the probes need no token");
+                for parameter in operation["parameters"].as_array().unwrap() {
+                    if parameter["schema"]["type"] == "integer" {
+                        assert_eq!(parameter["schema"]["minimum"], 0, "{method} {path} ?{}", parameter["name"]);
+                        assert!(parameter["schema"]["maximum"].is_number(), "{method} {path} ?{}", parameter["name"]);
+                    }
+                }
+            }
+        }
     }
 
     #[test]

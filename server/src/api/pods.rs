@@ -170,14 +170,10 @@ pub async fn log(
         query.push(("follow", f.to_string()));
     }
     let url = format!("{}/logs/{namespace}/{name}", node.status.agent_endpoint.trim_end_matches('/'));
-    let bad_gateway = |e: String| ApiError::new(StatusCode::BAD_GATEWAY, "BadGateway", e);
-    let upstream = state
-        .http
-        .get(&url)
-        .query(&query)
-        .send()
-        .await
-        .map_err(|e| bad_gateway(format!("cannot reach the agent of node {} at {url}: {e}", node.metadata.name)))?;
+    let upstream =
+        state.http.get(&url).query(&query).send().await.map_err(|e| {
+            ApiError::bad_gateway(format!("cannot reach the agent of node {}", node.metadata.name), format!("GET {url}: {e}"))
+        })?;
     let status = StatusCode::from_u16(upstream.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
     if !status.is_success() {
         let text = upstream.text().await.unwrap_or_default();

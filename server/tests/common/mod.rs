@@ -60,17 +60,29 @@ impl TestServer {
     }
 
     pub async fn request(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
-        let mut request = self.client.request(method, format!("{}{path}", self.url));
+        let mut request = self.client.request(method, format!("{}{path}", self.url)).header(shared::api::CLIENT_HEADER, "tests");
         if let Some(token) = &self.token {
             request = request.bearer_auth(token);
         }
         if let Some(body) = body {
             request = request.json(&body);
         }
-        let response = request.send().await.unwrap();
+        self.answer(request).await
+    }
+
+    /// Sends a request and reads its answer; a JSON answer must match its schema in the
+    /// server's OpenAPI document.
+    pub async fn answer(&self, request: reqwest::RequestBuilder) -> (StatusCode, Value) {
+        let request = request.build().unwrap();
+        let (method, path) = (request.method().clone(), request.url().path().to_string());
+        let response = self.client.execute(request).await.unwrap();
         let status = response.status();
+        let json = response.headers().get("content-type").is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
         let text = response.text().await.unwrap();
         let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        if json {
+            assert_conforms(&method, &path, status, &value);
+        }
         (status, value)
     }
 
@@ -79,11 +91,7 @@ impl TestServer {
         if let Some(token) = &self.token {
             request = request.bearer_auth(token);
         }
-        let response = request.body(body).send().await.unwrap();
-        let status = response.status();
-        let text = response.text().await.unwrap();
-        let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        (status, value)
+        self.answer(request.body(body)).await
     }
 
     pub async fn get(&self, path: &str) -> (StatusCode, Value) {
@@ -124,6 +132,56 @@ impl TestServer {
         self.shutdown.cancel();
         self.task.await.unwrap().unwrap();
     }
+}
+
+/// The OpenAPI document the server serves, built once per test binary.
+static DOCUMENT: std::sync::LazyLock<Value> = std::sync::LazyLock::new(server::api::openapi::document);
+
+/// A compiled validator for one answer's schema, with the document's components beside it
+/// so that its `$ref`s resolve; compiled once per schema, since a test sends thousands.
+fn validator_for(schema: &Value) -> std::sync::Arc<jsonschema::Validator> {
+    static VALIDATORS: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<jsonschema::Validator>>>> =
+        std::sync::LazyLock::new(Default::default);
+    let mut validators = VALIDATORS.lock().unwrap();
+    let entry = validators.entry(schema.to_string()).or_insert_with(|| {
+        let root =
+            json!({"$schema": "https://json-schema.org/draft/2020-12/schema", "allOf": [schema], "components": DOCUMENT["components"]});
+        std::sync::Arc::new(jsonschema::options().should_validate_formats(true).build(&root).expect("the document's schemas compile"))
+    });
+    entry.clone()
+}
+
+/// Whether a route template such as `/api/v1/nodes/{name}/status` matches `path`.
+fn template_matches(template: &str, path: &str) -> bool {
+    let (template, path): (Vec<&str>, Vec<&str>) = (template.split('/').collect(), path.split('/').collect());
+    template.len() == path.len() && template.iter().zip(&path).all(|(t, p)| t == p || (t.starts_with('{') && !p.is_empty()))
+}
+
+/// Panics unless `body`, the JSON answer of `method path` with `status`, matches the schema
+/// the OpenAPI document gives that answer; an error outside the document's routes (an
+/// unknown route, a wrong method) must still have the one error shape.
+pub fn assert_conforms(method: &Method, path: &str, status: StatusCode, body: &Value) {
+    let document = &*DOCUMENT;
+    let operation = document["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .find(|(template, _)| template_matches(template, path))
+        .and_then(|(_, item)| item.get(method.as_str().to_ascii_lowercase()));
+    let schema = match operation {
+        Some(operation) => {
+            let answer = operation["responses"]
+                .get(status.as_str())
+                .unwrap_or_else(|| panic!("{method} {path} answered {status}, which the OpenAPI document does not list"));
+            answer["content"]["application/json"]["schema"].clone()
+        }
+        None if status.is_client_error() || status.is_server_error() => json!({"$ref": "#/components/schemas/ApiErrorBody"}),
+        None => panic!("{method} {path} answered {status} with JSON, but the OpenAPI document has no such operation"),
+    };
+    assert!(!schema.is_null(), "{method} {path} answered {status} with JSON, which the OpenAPI document does not say");
+    let validator = validator_for(&schema);
+    let errors: Vec<String> = validator.iter_errors(body).map(|e| format!("{}: {e}", e.instance_path())).collect();
+    assert!(errors.is_empty(), "{method} {path} answered {status} with a body its schema refuses: {errors:#?}\n{body}");
 }
 
 /// A pod manifest requesting `cpu` millicores and `memory` bytes.

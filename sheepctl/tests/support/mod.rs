@@ -79,7 +79,7 @@ impl TestServer {
 
     pub fn request(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
         self.runtime.block_on(async {
-            let mut request = self.http.request(method, format!("{}{path}", self.url));
+            let mut request = self.http.request(method, format!("{}{path}", self.url)).header(shared::api::CLIENT_HEADER, "tests");
             if let Some(body) = body {
                 request = request.json(&body);
             }

@@ -1,0 +1,148 @@
+//! What keeps web pages away from an open server. Without tokens the server listens only on
+//! loopback, where any page the user opens can send it requests. So it answers only requests
+//! whose Host is a loopback name or address with its own port (no DNS rebinding), whose
+//! Origin, when there is one, is its own (no other site's page), and, when they change
+//! state, that carry a JSON media type or [`CLIENT_HEADER`] (no form or bodyless post, which
+//! browsers send anywhere without asking). With tokens, the token is the proof: browsers never
+//! attach one on their own.
+
+use axum::extract::connect_info::{ConnectInfo, Connected};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::serve::IncomingStream;
+use shared::api::CLIENT_HEADER;
+use tokio::net::TcpListener;
+
+use super::AppState;
+use crate::error::ApiError;
+
+/// The media type of every request body.
+pub const JSON: &str = "application/json";
+/// Kubernetes' patch bodies: kubectl-style clients send them, and no browser form can.
+const KUBERNETES_PATCHES: [&str; 4] = [
+    "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
+    "application/json-patch+json",
+    "application/apply-patch+yaml",
+];
+
+/// The local port a connection came in on: the port a Host must name.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionPort(Option<u16>);
+
+impl Connected<IncomingStream<'_, TcpListener>> for ConnectionPort {
+    fn connect_info(stream: IncomingStream<'_, TcpListener>) -> Self {
+        ConnectionPort(stream.io().local_addr().ok().map(|addr| addr.port()))
+    }
+}
+
+/// `type/subtype` of a Content-Type, lower case, without parameters such as `charset`.
+pub fn media_type(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get(header::CONTENT_TYPE)?;
+    let text = String::from_utf8_lossy(value.as_bytes());
+    Some(text.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+}
+
+/// Refuses what a web page could have sent, on a server without tokens.
+pub async fn refuse_web_pages(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if state.config.tokens.is_empty()
+        && let Err(refusal) = check(&request)
+    {
+        return refusal.into_response();
+    }
+    next.run(request).await
+}
+
+fn check(request: &Request) -> Result<(), ApiError> {
+    let port = request.extensions().get::<ConnectInfo<ConnectionPort>>().and_then(|info| info.0.0);
+    let Some(port) = port else {
+        return Err(ApiError::forbidden("this server has no tokens and cannot tell which port the request came in on, so it refuses it"));
+    };
+    let headers = request.headers();
+    let host_header = headers.get(header::HOST).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let hosts: Vec<String> = request.uri().authority().map(|a| a.to_string()).into_iter().chain(host_header).collect();
+    if hosts.is_empty() {
+        return Err(ApiError::forbidden(
+            "the request has no Host header; this server has no tokens and answers only requests for its own address",
+        ));
+    }
+    if let Some(host) = hosts.iter().find(|host| !is_own_host(host, port)) {
+        return Err(ApiError::forbidden(format!(
+            "this server has no tokens, so it answers only requests for its own address: Host {host:?} is not localhost, \
+             127.0.0.1 or [::1] with port {port} (a web page that points its own name at this machine sends such a Host)"
+        )));
+    }
+    let own_origin = format!("http://{}", hosts[0]);
+    if let Some(origin) = headers.get(header::ORIGIN).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        && !origin.eq_ignore_ascii_case(&own_origin)
+    {
+        return Err(ApiError::forbidden(format!(
+            "a page from {origin} may not call this server: it has no tokens, so only its own dashboard at {own_origin} may"
+        )));
+    }
+    if request.method().is_safe() || headers.contains_key(CLIENT_HEADER) {
+        return Ok(());
+    }
+    match media_type(headers) {
+        Some(media) if media == JSON || KUBERNETES_PATCHES.contains(&media.as_str()) => Ok(()),
+        Some(media) => Err(unsupported_media_type(&media)),
+        None => Err(ApiError::forbidden(format!(
+            "a request that changes state needs Content-Type: {JSON} or the {CLIENT_HEADER} header (any value), which no web \
+             page can send to this server; sheepctl, the agent and the dashboard send it"
+        ))),
+    }
+}
+
+/// The 415 for a body that is not JSON: a form or text body is what a web page could send.
+pub fn unsupported_media_type(media: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "UnsupportedMediaType",
+        format!("send the body as JSON with Content-Type: {JSON} (got {media})"),
+    )
+}
+
+/// `localhost`, a 127.0.0.0/8 address or `[::1]`, with `port` (80 when the Host names none).
+fn is_own_host(host: &str, port: u16) -> bool {
+    let (name, named_port) = match host.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((address, rest)) => (address, rest.strip_prefix(':')),
+            None => return false,
+        },
+        None => match host.rsplit_once(':') {
+            Some((name, port)) => (name, Some(port)),
+            None => (host, None),
+        },
+    };
+    let loopback = name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    loopback && named_port.map_or(Some(80), |p| p.parse::<u16>().ok()) == Some(port)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_own_host;
+
+    #[test]
+    fn only_loopback_names_with_the_servers_port_are_its_own() {
+        for host in ["localhost:9876", "LOCALHOST:9876", "127.0.0.1:9876", "127.1.2.3:9876", "[::1]:9876"] {
+            assert!(is_own_host(host, 9876), "{host}");
+        }
+        assert!(is_own_host("localhost", 80));
+        for host in [
+            "evil.example:9876",
+            "localhost:9877",
+            "localhost",
+            "127.0.0.1",
+            "[::1]",
+            "10.0.0.1:9876",
+            "localhost.evil.example:9876",
+            "[::1:9876",
+            "localhost:port",
+            "0.0.0.0:9876",
+        ] {
+            assert!(!is_own_host(host, 9876), "{host}");
+        }
+    }
+}
