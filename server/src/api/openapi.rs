@@ -56,23 +56,6 @@ fn kind_schemas(generator: &mut SchemaGenerator, kind: Kind) -> (Value, Value) {
     }
 }
 
-/// The answer of `…/scheduling`: `shared::scheduler::Explanation`, whose fields are listed
-/// here because the scheduler's types carry no schema derives.
-fn scheduling_schema() -> Value {
-    json!({
-        "type": "object",
-        "description": "the scheduler's last decision: every evaluated node's filter verdicts and scores",
-        "required": ["pod", "profile", "total_nodes", "nodes_evaluated", "feasible_nodes", "message", "nodes"],
-        "properties": {
-            "pod": {"type": "string"}, "profile": {"type": "string"},
-            "total_nodes": {"type": "integer", "minimum": 0}, "nodes_evaluated": {"type": "integer", "minimum": 0},
-            "feasible_nodes": {"type": "integer", "minimum": 0}, "nodes_to_find": {"type": "integer", "minimum": 0},
-            "start_index": {"type": "integer", "minimum": 0}, "selected": {"type": ["string", "null"]},
-            "message": {"type": "string"}, "nodes": {"type": "array", "items": {"type": "object"}}
-        }
-    })
-}
-
 /// A create answers 201; registering a known node and repeating an event answer 200 with
 /// the updated object.
 fn created_statuses(kind: Kind) -> &'static [&'static str] {
@@ -202,7 +185,7 @@ fn operations(generator: &mut SchemaGenerator) -> Vec<Op> {
             "The scheduler's last decision for the pod: every node's filter verdicts and scores.".into(),
             None,
             &["200"],
-            Answer::Json(scheduling_schema()),
+            Answer::Json(generator.subschema_for::<shared::scheduler::Explanation>().to_value()),
         ),
         op(
             "get",

@@ -222,6 +222,7 @@ impl Decision {
 /// A decision in words: what `GET …/pods/{name}/scheduling` answers, what the dashboard
 /// and `sheepctl describe` show.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Explanation {
     /// `namespace/name`.
     pub pod: String,
@@ -244,6 +245,7 @@ pub struct Explanation {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct NodeExplanation {
     pub node: String,
     pub feasible: bool,
@@ -257,6 +259,7 @@ pub struct NodeExplanation {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum Verdict {
     Passed,
     Failed,
@@ -265,6 +268,7 @@ pub enum Verdict {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FilterVerdict {
     pub filter: String,
     pub verdict: Verdict,
@@ -275,6 +279,7 @@ pub struct FilterVerdict {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ScoreEntry {
     pub plugin: String,
     /// 0..=100.

@@ -158,6 +158,7 @@ impl<K: Ord + Clone> Deadlines<K> {
 
 /// Where a pod waits, as people read it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum QueueState {
     /// In the active queue, to be decided on next.
     Active,
@@ -171,6 +172,7 @@ pub enum QueueState {
 
 /// One pod's place in the queue, for `sheepctl describe` and the simulator.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct QueueStatus {
     pub state: QueueState,
     /// Failed attempts in a row.
