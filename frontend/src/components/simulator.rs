@@ -219,7 +219,7 @@ pub fn Simulator() -> Html {
     };
     let on_cordon = {
         let lab = lab.clone();
-        Callback::from(move |(node, cordoned): (String, bool)| lab.dispatch(LabAction::Cordon { node, cordoned }))
+        Callback::from(move |(node, cordoned): (String, bool)| lab.dispatch(LabAction::Cordon { node, cordoned, now: browser::now() }))
     };
 
     let state = lab.lab.borrow();
@@ -306,10 +306,11 @@ fn sim_column(sim: &Sim, on_cordon: &Callback<(String, bool)>) -> Html {
     // The pods the simulator scheduled; the large preset's pre-placed fillers live elsewhere.
     let running = sim.pods.values().filter(|p| p.metadata.namespace == DEFAULT_NAMESPACE && p.stage() == PodStage::Running).count();
     let summary = format!(
-        "{} node(s) · {} pod(s) running · {} queued · {} unschedulable · next start index {}",
+        "{} node(s) · {} pod(s) running · {} queued · {} backing off · {} unschedulable · next start index {}",
         sim.nodes.len(),
         running,
         sim.queued(),
+        sim.backing_off(),
         sim.parked(),
         sim.next_start_index()
     );
