@@ -656,6 +656,27 @@ mod tests {
         PodBatch { prefix: prefix.into(), count, cpu, memory: 64 << 20, node_selector: Labels::new(), tolerations: vec![] }
     }
 
+    /// The three-node preset with `pods` added, all at t(0).
+    fn three_nodes_with(pods: PodBatch) -> Lab {
+        let mut lab = Lab::default();
+        lab.apply(LabAction::Small(t(0)));
+        lab.apply(LabAction::AddPods(pods, t(0)));
+        lab
+    }
+
+    /// One node with `pods` added, all at t(0).
+    fn one_node_with(name: &str, cpu: i64, pods: PodBatch) -> Lab {
+        let mut lab = Lab::default();
+        lab.apply(LabAction::AddNode(one_node(name, cpu), t(0)));
+        lab.apply(LabAction::AddPods(pods, t(0)));
+        lab
+    }
+
+    /// One decision per scheduler at `now`.
+    fn step(lab: &mut Lab, now: Time) {
+        lab.apply(LabAction::Step { decisions: 1, now });
+    }
+
     fn one_node(name: &str, cpu: i64) -> NodeSpec {
         NodeSpec { name: name.into(), cpu, memory: 4 << 30, pods: 10, labels: Labels::new(), taints: vec![] }
     }
@@ -667,6 +688,13 @@ mod tests {
     /// Where the last decision left its pod, in the words of `sheepctl describe`.
     fn last_queue(sim: &Sim) -> String {
         sim.history[0].queue.as_ref().expect("a decided pod has a queue status").describe()
+    }
+
+    /// The last decision bound `pod` to `node`, and says in the queue's words what requeued it.
+    fn assert_bound(sim: &Sim, pod: &str, node: &str, queue: &str) {
+        let bound_to = &sim.pods.get(&format!("default/{pod}")).unwrap_or_else(|| panic!("no pod {pod}")).spec.node_name;
+        assert_eq!(bound_to, node, "{:?}", sim.history.front());
+        assert_eq!(last_queue(sim), queue);
     }
 
     /// Where a pod waits now, in the words of `sheepctl describe`.
@@ -696,18 +724,16 @@ mod tests {
 
     #[test]
     fn a_step_binds_then_the_next_step_starts_the_pod() {
-        let mut lab = Lab::default();
-        lab.apply(LabAction::Small(t(0)));
-        lab.apply(LabAction::AddPods(batch("web", 1, 250), t(0)));
+        let mut lab = three_nodes_with(batch("web", 1, 250));
         assert_eq!(lab.sims[0].queued(), 1);
         assert_eq!(waiting(&lab.sims[0], "default/web-1"), "in the active queue");
-        lab.apply(LabAction::Step { decisions: 1, now: t(1) });
+        step(&mut lab, t(1));
         let pod = lab.sims[0].pods.get("default/web-1").unwrap().clone();
         assert_eq!(pod.stage(), PodStage::WaitingForAgent);
         assert!(lab.sims[0].last.as_ref().unwrap().selected.is_some());
         assert_eq!(last_queue(&lab.sims[0]), "being bound");
         assert_eq!(lab.sims[0].waiting().count(), 0, "a bound pod leaves the queue");
-        lab.apply(LabAction::Step { decisions: 1, now: t(2) });
+        step(&mut lab, t(2));
         assert_eq!(lab.sims[0].pods.get("default/web-1").unwrap().stage(), PodStage::Running);
         assert!(!lab.has_work());
     }
@@ -737,7 +763,7 @@ mod tests {
         let mut gpu = batch("train", 1, 100);
         gpu.node_selector = parse_labels("gpu=true").unwrap();
         lab.apply(LabAction::AddPods(gpu.clone(), t(0)));
-        lab.apply(LabAction::Step { decisions: 1, now: t(1) });
+        step(&mut lab, t(1));
         // Only node-3 has the label, and it is tainted: no toleration, no node.
         let sim = &lab.sims[0];
         assert_eq!(sim.pods.get("default/train-1").unwrap().stage(), PodStage::Unschedulable);
@@ -764,43 +790,36 @@ mod tests {
             waiting(&lab.sims[0], "default/train-1"),
             "in the active queue after 1 failed attempt; requeued because node gpu-2 joined"
         );
-        lab.apply(LabAction::Step { decisions: 1, now: t(3) });
-        assert_eq!(lab.sims[0].pods.get("default/train-1").unwrap().spec.node_name, "gpu-2");
-        assert_eq!(last_queue(&lab.sims[0]), "being bound; requeued because node gpu-2 joined");
+        step(&mut lab, t(3));
+        assert_bound(&lab.sims[0], "train-1", "gpu-2", "being bound; requeued because node gpu-2 joined");
     }
 
     #[test]
     fn a_cordoned_node_gets_no_pods_until_uncordoned() {
-        let mut lab = Lab::default();
-        lab.apply(LabAction::AddNode(one_node("only", 1000), t(0)));
+        let mut lab = one_node_with("only", 1000, batch("web", 1, 100));
         lab.apply(LabAction::Cordon { node: "only".into(), cordoned: true, now: t(0) });
-        lab.apply(LabAction::AddPods(batch("web", 1, 100), t(0)));
-        lab.apply(LabAction::Step { decisions: 1, now: t(1) });
+        step(&mut lab, t(1));
         assert_eq!(lab.sims[1].pods.get("default/web-1").unwrap().stage(), PodStage::Unschedulable);
         lab.apply(LabAction::Cordon { node: "only".into(), cordoned: false, now: t(2) });
         assert_eq!(lab.sims[1].queued(), 1);
-        lab.apply(LabAction::Step { decisions: 1, now: t(2) });
-        assert_eq!(lab.sims[1].pods.get("default/web-1").unwrap().spec.node_name, "only");
-        assert_eq!(last_queue(&lab.sims[1]), "being bound; requeued because node only was uncordoned");
+        step(&mut lab, t(2));
+        assert_bound(&lab.sims[1], "web-1", "only", "being bound; requeued because node only was uncordoned");
     }
 
     #[test]
     fn a_deleted_pod_frees_room_and_requeues_the_parked_pod() {
-        let mut lab = Lab::default();
-        lab.apply(LabAction::AddNode(one_node("only", 1000), t(0)));
-        lab.apply(LabAction::AddPods(batch("web", 1, 800), t(0)));
-        lab.apply(LabAction::Step { decisions: 1, now: t(1) });
+        let mut lab = one_node_with("only", 1000, batch("web", 1, 800));
+        step(&mut lab, t(1));
         lab.apply(LabAction::AddPods(batch("big", 1, 500), t(1)));
-        lab.apply(LabAction::Step { decisions: 1, now: t(2) });
+        step(&mut lab, t(2));
         assert_eq!(lab.sims[0].parked(), 1, "{:?}", lab.sims[0].history[0]);
 
         assert_eq!(lab.pods_named_or_owned_by("web"), 1);
         lab.apply(LabAction::DeletePods("web".into(), t(3)));
         assert_eq!(lab.pods_named_or_owned_by("web"), 0);
         assert_eq!((lab.sims[0].queued(), lab.sims[0].parked()), (1, 0));
-        lab.apply(LabAction::Step { decisions: 1, now: t(3) });
-        assert_eq!(lab.sims[0].pods.get("default/big-2").unwrap().spec.node_name, "only");
-        assert_eq!(last_queue(&lab.sims[0]), "being bound; requeued because pod default/web-1 freed room on node only");
+        step(&mut lab, t(3));
+        assert_bound(&lab.sims[0], "big-2", "only", "being bound; requeued because pod default/web-1 freed room on node only");
 
         // A deleted pending pod leaves the queue too.
         lab.apply(LabAction::AddPods(batch("late", 1, 100_000), t(3)));
@@ -811,10 +830,8 @@ mod tests {
 
     #[test]
     fn a_change_within_the_backoff_waits_for_it_to_end() {
-        let mut lab = Lab::default();
-        lab.apply(LabAction::AddNode(one_node("small", 1000), t(0)));
-        lab.apply(LabAction::AddPods(batch("big", 1, 2000), t(0)));
-        lab.apply(LabAction::Step { decisions: 1, now: at_ms(1000) });
+        let mut lab = one_node_with("small", 1000, batch("big", 1, 2000));
+        step(&mut lab, at_ms(1000));
         assert_eq!(lab.sims[0].parked(), 1);
 
         lab.apply(LabAction::AddNode(one_node("large", 4000), at_ms(1500)));
@@ -826,26 +843,23 @@ mod tests {
         );
         assert!(lab.has_work(), "Play keeps stepping while a pod backs off");
 
-        lab.apply(LabAction::Step { decisions: 1, now: at_ms(1900) });
+        step(&mut lab, at_ms(1900));
         assert_eq!(lab.sims[0].history.len(), 1, "not decided again before its back-off ends");
-        lab.apply(LabAction::Step { decisions: 1, now: at_ms(2000) });
+        step(&mut lab, at_ms(2000));
         assert_eq!(lab.sims[0].history.len(), 2);
-        assert_eq!(lab.sims[0].pods.get("default/big-1").unwrap().spec.node_name, "large");
-        assert_eq!(last_queue(&lab.sims[0]), "being bound; requeued because node large joined");
+        assert_bound(&lab.sims[0], "big-1", "large", "being bound; requeued because node large joined");
     }
 
     #[test]
     fn unschedulable_pods_are_retried_by_the_five_minute_flush() {
-        let mut lab = Lab::default();
-        lab.apply(LabAction::Small(t(0)));
-        lab.apply(LabAction::AddPods(batch("huge", 1, 100_000), t(0)));
-        lab.apply(LabAction::Step { decisions: 1, now: t(1) });
+        let mut lab = three_nodes_with(batch("huge", 1, 100_000));
+        step(&mut lab, t(1));
         // The agents' heartbeats catch up after a quiet page without requeueing anything.
-        lab.apply(LabAction::Step { decisions: 1, now: t(300) });
+        step(&mut lab, t(300));
         let sim = &lab.sims[0];
         assert_eq!(sim.history.len(), 1, "decided again before the flush: {:?}", sim.history[0]);
         assert_eq!(waiting(sim, "default/huge-1"), "unschedulable after 1 failed attempt, waiting for a cluster change or the flush in 1s");
-        lab.apply(LabAction::Step { decisions: 1, now: t(301) });
+        step(&mut lab, t(301));
         assert_eq!(lab.sims[0].history.len(), 2);
         assert_eq!(
             last_queue(&lab.sims[0]),
@@ -856,8 +870,7 @@ mod tests {
 
     #[test]
     fn the_bind_checks_room_against_the_pods_bound_to_the_node() {
-        let mut lab = Lab::default();
-        lab.apply(LabAction::AddNode(one_node("only", 1000), t(0)));
+        let mut lab = one_node_with("only", 1000, batch("web", 1, 500));
         // A pod another writer bound to the node, which the scheduler's cache has not seen
         // yet: the filter thinks the node is empty, the bind's room check knows better.
         let mut other = pod(&batch("other", 1, 800), "other-0".into(), t(0));
@@ -866,8 +879,7 @@ mod tests {
         for sim in &mut lab.sims {
             upsert(&mut sim.pods, other.clone());
         }
-        lab.apply(LabAction::AddPods(batch("web", 1, 500), t(0)));
-        lab.apply(LabAction::Step { decisions: 1, now: t(1) });
+        step(&mut lab, t(1));
         let sim = &lab.sims[0];
         let outcome = &sim.history[0];
         assert_eq!(outcome.node, None);
@@ -879,18 +891,15 @@ mod tests {
         assert_eq!(sim.scheduler.node_usage("only").unwrap().assumed_pods, 0, "the refused bind forgot its assumption");
 
         lab.apply(LabAction::DeletePods("other".into(), t(2)));
-        lab.apply(LabAction::Step { decisions: 1, now: t(2) });
-        assert_eq!(lab.sims[0].pods.get("default/web-1").unwrap().spec.node_name, "only");
-        assert_eq!(last_queue(&lab.sims[0]), "being bound; requeued because its back-off ended");
+        step(&mut lab, t(2));
+        assert_bound(&lab.sims[0], "web-1", "only", "being bound; requeued because its back-off ended");
     }
 
     #[test]
     fn heartbeats_keep_nodes_ready_over_a_long_session() {
-        let mut lab = Lab::default();
-        lab.apply(LabAction::Small(t(0)));
-        lab.apply(LabAction::AddPods(batch("web", 1, 100), t(0)));
+        let mut lab = three_nodes_with(batch("web", 1, 100));
         // Far past the 40 s heartbeat timeout: the simulated agents must have reported in.
-        lab.apply(LabAction::Step { decisions: 1, now: t(600) });
+        step(&mut lab, t(600));
         assert!(lab.sims[0].pods.get("default/web-1").unwrap().is_bound(), "{:?}", lab.sims[0].last);
     }
     #[test]
@@ -899,14 +908,14 @@ mod tests {
         lab.apply(LabAction::Big(t(0)));
         assert_eq!(lab.sims[0].nodes.len(), BIG_CLUSTER);
         lab.apply(LabAction::AddPods(batch("web", 2, 100), t(0)));
-        lab.apply(LabAction::Step { decisions: 1, now: t(1) });
+        step(&mut lab, t(1));
         let first = lab.sims[0].last.clone().unwrap();
         // Kubernetes' adaptive rule: 5,000 nodes → 10 % → 500 feasible nodes to find.
         assert_eq!(first.nodes_to_find, 500);
         assert_eq!(first.feasible_nodes, 500);
         assert!(first.nodes_evaluated > 500, "nearly full nodes are passed over: {}", first.nodes_evaluated);
         assert!(first.nodes_evaluated < BIG_CLUSTER);
-        lab.apply(LabAction::Step { decisions: 1, now: t(2) });
+        step(&mut lab, t(2));
         let second = lab.sims[0].last.clone().unwrap();
         assert_eq!(second.start_index, first.start_index + first.nodes_evaluated);
     }
