@@ -1,11 +1,13 @@
-//! The simulator page: build a cluster, add pods, step or play, and watch the server's own
-//! scheduler decide in the browser, spread and bin-pack side by side; with 5,000 nodes a
-//! heat map shows which nodes a decision evaluated (percentageOfNodesToScore).
+//! The simulator page: build a cluster, add and delete pods, step or play, and watch the
+//! server's own scheduler and scheduling queue decide, back off and requeue in the browser,
+//! spread and bin-pack side by side; with 5,000 nodes a heat map shows which nodes a
+//! decision evaluated (percentageOfNodesToScore).
 
 use std::collections::HashSet;
 
 use gloo_timers::callback::Interval;
 use shared::model::{DEFAULT_NAMESPACE, PodStage};
+use shared::scheduler::{QueueState, QueueStatus};
 use web_sys::{HtmlInputElement, HtmlSelectElement};
 use yew::prelude::*;
 
@@ -23,6 +25,8 @@ use crate::view::{self, layout, percent};
 const PENS_UP_TO: usize = 60;
 /// How often Play steps.
 const PLAY_EVERY_MS: u32 = 400;
+/// Pods listed per scheduling queue; the rest are counted.
+const QUEUE_ROWS: usize = 15;
 
 #[derive(Debug, Clone, PartialEq)]
 struct NodeForm {
@@ -125,6 +129,7 @@ pub fn Simulator() -> Html {
         selector: String::new(),
         tolerations: String::new(),
     });
+    let delete_form = use_state(String::new);
     let error = use_state(|| None::<String>);
     let show = use_state(|| Show::Both);
     let playing = use_state(|| false);
@@ -184,6 +189,19 @@ pub fn Simulator() -> Html {
             }
         })
     };
+    let delete_pods = {
+        let (lab, form, error) = (lab.clone(), delete_form.clone(), error.clone());
+        Callback::from(move |e: SubmitEvent| {
+            e.prevent_default();
+            let name = form.trim().to_string();
+            if lab.lab.borrow().pods_named_or_owned_by(&name) == 0 {
+                error.set(Some(format!("cannot delete: no pod is named {name:?} or owned by {name:?}")));
+                return;
+            }
+            lab.dispatch(LabAction::DeletePods(name, browser::now()));
+            error.set(None);
+        })
+    };
     let preset = |action: fn() -> LabAction| {
         let (lab, playing) = (lab.clone(), playing.clone());
         Callback::from(move |_| {
@@ -219,7 +237,7 @@ pub fn Simulator() -> Html {
     };
     let on_cordon = {
         let lab = lab.clone();
-        Callback::from(move |(node, cordoned): (String, bool)| lab.dispatch(LabAction::Cordon { node, cordoned }))
+        Callback::from(move |(node, cordoned): (String, bool)| lab.dispatch(LabAction::Cordon { node, cordoned, now: browser::now() }))
     };
 
     let state = lab.lab.borrow();
@@ -234,7 +252,11 @@ pub fn Simulator() -> Html {
         <section class="page simulator" data-testid="simulator">
             <header class="page-head">
                 <h1>{ "Scheduler simulator" }</h1>
-                <span class="muted">{ "shared::scheduler, the server's own code, running in this page: no server needed." }</span>
+                <span class="muted">
+                    { "The server's own scheduler and scheduling queue (shared::scheduler), running in this page with no server: \
+                       back-off from 1 s to 10 s, unschedulable pods parked until a cluster change or the 5-minute flush, \
+                       and every bind checked for room as the server checks it." }
+                </span>
             </header>
             <div class="sim-controls">
                 <div class="sim-row">
@@ -278,10 +300,18 @@ pub fn Simulator() -> Html {
                     { field(&pod_form, "tolerations", &pf.tolerations, "gpu=true:NoSchedule", "sim-pod-tolerations", |f, v| f.tolerations = v) }
                     <button type="submit" data-testid="sim-add-pods">{ "Add pods" }</button>
                 </form>
+                <form class="sim-row" onsubmit={delete_pods}>
+                    <strong>{ "Delete" }</strong>
+                    { field(&delete_form, "pod, or owner for all its pods", &delete_form, "web-3 or web", "sim-delete-name", |f, v| *f = v) }
+                    <button type="submit" data-testid="sim-delete">{ "Delete pods" }</button>
+                </form>
                 if let Some(message) = &*error { <p class="error" data-testid="sim-error">{ message }</p> }
             </div>
             <div class={classes!("sim-columns", (shown.len() > 1).then_some("two"))}>
                 { for shown.iter().map(|sim| sim_column(sim, &on_cordon)) }
+            </div>
+            <div class={classes!("sim-columns", (shown.len() > 1).then_some("two"))}>
+                { for shown.iter().map(|sim| queue_list(sim)) }
             </div>
             <div class={classes!("sim-columns", (shown.len() > 1).then_some("two"))}>
                 { for shown.iter().map(|sim| html! {
@@ -306,10 +336,11 @@ fn sim_column(sim: &Sim, on_cordon: &Callback<(String, bool)>) -> Html {
     // The pods the simulator scheduled; the large preset's pre-placed fillers live elsewhere.
     let running = sim.pods.values().filter(|p| p.metadata.namespace == DEFAULT_NAMESPACE && p.stage() == PodStage::Running).count();
     let summary = format!(
-        "{} node(s) · {} pod(s) running · {} queued · {} unschedulable · next start index {}",
+        "{} node(s) · {} pod(s) running · {} queued · {} backing off · {} unschedulable · next start index {}",
         sim.nodes.len(),
         running,
         sim.queued(),
+        sim.backing_off(),
         sim.parked(),
         sim.next_start_index()
     );
@@ -384,16 +415,45 @@ fn heat_map(sim: &Sim, view: &crate::view::Layout) -> Html {
     }
 }
 
+/// Every pod in the queue, where it waits and why it came back, in the words of `sheepctl
+/// describe`, as of the last action.
+fn queue_list(sim: &Sim) -> Html {
+    let mut waiting = sim.waiting();
+    let rows: Vec<(&str, QueueStatus)> = waiting.by_ref().take(QUEUE_ROWS).collect();
+    let more = waiting.count();
+    html! {
+        <div class="sim-queue">
+            <h2>{ format!("{}: scheduling queue", sim.profile) }</h2>
+            if rows.is_empty() {
+                <p class="muted" data-testid="sim-queue-empty">{ "Empty: no pod waits for a node." }</p>
+            } else {
+                <table class="grid" data-testid="sim-queue">
+                    <thead><tr><th>{ "Pod" }</th><th>{ "Where it waits, as of the last action" }</th></tr></thead>
+                    <tbody>
+                        { for rows.iter().map(|(pod, status)| html! {
+                            <tr class={classes!((status.state == QueueState::Unschedulable).then_some("warning"))} data-testid="sim-queue-row">
+                                <td>{ *pod }</td><td>{ status.describe() }</td>
+                            </tr>
+                        }) }
+                    </tbody>
+                </table>
+                if more > 0 { <p class="muted">{ format!("… and {more} more") }</p> }
+            }
+        </div>
+    }
+}
+
 fn history(sim: &Sim) -> Html {
     html! {
         <div class="sim-history">
             <h2>{ format!("{}: decisions", sim.profile) }</h2>
             <table class="grid" data-testid="sim-history">
-                <thead><tr><th>{ "Step" }</th><th>{ "Pod" }</th><th>{ "Node" }</th><th>{ "Evaluated" }</th><th>{ "Start" }</th><th>{ "Message" }</th></tr></thead>
+                <thead><tr><th>{ "Step" }</th><th>{ "Pod" }</th><th>{ "Node" }</th><th>{ "Queue" }</th><th>{ "Evaluated" }</th><th>{ "Start" }</th><th>{ "Message" }</th></tr></thead>
                 <tbody>
                     { for sim.history.iter().take(15).map(|o| html! {
                         <tr class={classes!(o.node.is_none().then_some("warning"))}>
                             <td class="num">{ o.step }</td><td>{ &o.pod }</td><td>{ o.node.clone().unwrap_or_else(|| "—".into()) }</td>
+                            <td>{ o.queue.as_ref().map(QueueStatus::describe).unwrap_or_default() }</td>
                             <td class="num">{ format!("{}/{}", o.evaluated, o.total) }</td><td class="num">{ o.start_index }</td><td>{ &o.message }</td>
                         </tr>
                     }) }
