@@ -21,7 +21,7 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, USER_AGENT};
 use reqwest::{Method, RequestBuilder, Response};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use shared::api::{ApiErrorBody, Heartbeat, Info, List, WatchEvent, paths};
+use shared::api::{ApiErrorBody, CLIENT_HEADER, Heartbeat, Info, List, WatchEvent, paths};
 use shared::model::{Event, Kind, Node, Object, Pod, Resource, Scale, ScaleSpec};
 use shared::scheduler::Explanation;
 
@@ -107,7 +107,8 @@ pub struct Client {
     http: reqwest::Client,
     base: String,
     token: Option<String>,
-    user_agent: String,
+    /// Sent as `shared::api::CLIENT_HEADER`, and with the version as the user agent.
+    name: &'static str,
     timeout: Duration,
 }
 
@@ -119,13 +120,12 @@ impl Client {
         let http = reqwest::Client::builder().connect_timeout(CONNECT_TIMEOUT).pool_max_idle_per_host(64).build().map_err(|e| {
             Error::Unreachable { server: base.clone(), action: "set up the HTTP client".into(), cause: error::error_chain(&e) }
         })?;
-        let user_agent = concat!("shepherd-client/", env!("CARGO_PKG_VERSION")).to_string();
-        Ok(Client { http, base, token: token.filter(|t| !t.is_empty()), user_agent, timeout: REQUEST_TIMEOUT })
+        Ok(Client { http, base, token: token.filter(|t| !t.is_empty()), name: "shepherd-client", timeout: REQUEST_TIMEOUT })
     }
 
-    /// Says who is calling, such as `sheepctl/0.1.0`.
-    pub fn with_user_agent(mut self, user_agent: &str) -> Client {
-        self.user_agent = user_agent.to_string();
+    /// Says who is calling: `sheepctl`, `agent`, `tests`.
+    pub fn named(mut self, name: &'static str) -> Client {
+        self.name = name;
         self
     }
 
@@ -139,10 +139,15 @@ impl Client {
         &self.base
     }
 
-    /// A request to `path` with every default header: the one place they are set. Public for
+    /// A request to `path` with every default header: the one place they are set (the
+    /// client's name, which an open server wants on every write, and the token). Public for
     /// tests that check the server's answers to requests no typed call sends.
     pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
-        let builder = self.http.request(method, format!("{}{path}", self.base)).header(USER_AGENT, &self.user_agent);
+        let builder = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .header(CLIENT_HEADER, self.name)
+            .header(USER_AGENT, format!("{}/{}", self.name, env!("CARGO_PKG_VERSION")));
         match &self.token {
             Some(token) => builder.bearer_auth(token),
             None => builder,
