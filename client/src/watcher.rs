@@ -54,7 +54,7 @@ pub enum Event {
     /// A full list: everything there is now (after a start, a 410, a resync or a poll).
     Listed { resource_version: u64, objects: Vec<Object> },
     /// One change from the stream (never a bookmark).
-    Changed(WatchEvent),
+    Changed(Box<WatchEvent>),
 }
 
 pub struct Watcher<S> {
@@ -119,7 +119,7 @@ impl<S: Source> Watcher<S> {
                     Ok(Some(Ok(event))) => {
                         self.machine.progressed(event.resource_version);
                         if event.type_ != WatchEventType::Bookmark {
-                            return Ok(Event::Changed(event));
+                            return Ok(Event::Changed(Box::new(event)));
                         }
                     }
                     // History gone, or an event that cannot be read: a list misses nothing.
@@ -244,8 +244,11 @@ impl<S: Source> Changes<S> {
             }
             match self.watcher.next().await? {
                 Event::Listed { objects, .. } => self.replace_all(objects),
-                Event::Changed(WatchEvent { type_, object: Some(object), .. }) => self.apply(type_, object),
-                Event::Changed(_) => {}
+                Event::Changed(event) => {
+                    if let WatchEvent { type_, object: Some(object), .. } = *event {
+                        self.apply(type_, object);
+                    }
+                }
             }
         }
     }
