@@ -15,18 +15,14 @@ use futures::stream::{BoxStream, select_all};
 pub use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use server::Config;
-use shared::backoff::Backoff;
 use shared::model::{Kind, Node, NodeInfo, NodeResources};
 use shared::registration::NodeDescription;
-use shepherd_client::watcher::{Collection, Watcher};
 use shepherd_client::{Client, Selection};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// How long a test waits for the server to come up.
 const START_LIMIT: Duration = Duration::from_secs(30);
-/// The tests' watch retries: quick, as the server is on this machine.
-const BACKOFF: Backoff = Backoff::new(Duration::from_millis(20), Duration::from_millis(500));
 
 /// A real server on 127.0.0.1:0 in this test's runtime.
 pub struct TestServer {
@@ -251,8 +247,9 @@ pub async fn heartbeat(client: &Client, node: &NodeDescription) {
     client.heartbeat(&node.name, &node.heartbeat(Utc::now())).await.unwrap_or_else(|e| panic!("heartbeat of node {}: {e}", node.name));
 }
 
-/// Runs `check` until it returns `Some`: once now, then again each time the server reports a
-/// change to any object. Panics with `what` after `timeout`.
+/// Runs `check` until it returns `Some`: once now, then again each time a watch stream says
+/// something: a change to any object, or a bookmark (so that a condition on time passing is
+/// looked at again every bookmark interval). Panics with `what` after `timeout`.
 pub async fn eventually<T, F, Fut>(client: &Client, timeout: Duration, what: &str, mut check: F) -> T
 where
     F: FnMut() -> Fut,
@@ -267,20 +264,21 @@ where
         match tokio::time::timeout_at(deadline, changes.next()).await {
             Ok(Some(Ok(()))) => {}
             Ok(Some(Err(e))) => panic!("the watch broke while waiting for {what}: {e}"),
-            Ok(None) | Err(_) => panic!("timed out after {timeout:?} waiting for {what}"),
+            Ok(None) => panic!("the watch ended while waiting for {what}"),
+            Err(_) => panic!("timed out after {timeout:?} waiting for {what}"),
         }
     }
 }
 
-/// One item for every change to any object of any kind, from now on.
+/// One item for every event and bookmark on the watch of every kind, from now on.
 async fn changes(client: &Client) -> BoxStream<'static, shepherd_client::Result<()>> {
     let mut streams = Vec::new();
     for kind in Kind::ALL {
-        let source = Collection { client: client.clone(), kind, selection: Selection::default() };
-        let mut watcher = Watcher::new(source, BACKOFF);
-        watcher.list().await.unwrap_or_else(|e| panic!("cannot list {}: {e}", kind.plural()));
-        let stream = futures::stream::unfold(watcher, |mut watcher| async move { Some((watcher.next().await.map(drop), watcher)) });
-        streams.push(stream.boxed());
+        let everything = Selection::default();
+        let list = client.list_objects(kind, &everything).await.unwrap_or_else(|e| panic!("cannot list {}: {e}", kind.plural()));
+        let stream =
+            client.watch(kind, &everything, list.resource_version).await.unwrap_or_else(|e| panic!("cannot watch {}: {e}", kind.plural()));
+        streams.push(stream.map(|item| item.map(drop)).boxed());
     }
     select_all(streams).boxed()
 }
