@@ -173,9 +173,13 @@ impl<S: Source> Watcher<S> {
     /// Counts a failure (the next step waits), or gives up as configured.
     fn failed(&mut self, error: Error) -> Result<()> {
         self.machine.failed();
+        let failures = self.machine.failures();
         match self.give_up_after {
-            Some(limit) if self.machine.failures() >= limit => Err(error),
-            _ => Ok(()),
+            Some(limit) if failures >= limit => Err(error),
+            _ => {
+                tracing::warn!(error = %error, failures, "watch attempt failed; trying again");
+                Ok(())
+            }
         }
     }
 
