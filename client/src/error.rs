@@ -107,30 +107,26 @@ mod tests {
         Error::Api { action: "apply pod/web".into(), status }
     }
 
+    /// A 422 with `message` and these field errors.
+    fn invalid(message: &str, fields: &[(&str, &str)]) -> Error {
+        let details = fields.iter().map(|(field, message)| FieldError { field: field.to_string(), message: message.to_string() }).collect();
+        api(ApiErrorStatus { code: 422, reason: "Invalid".into(), message: message.into(), details })
+    }
+
     #[test]
     fn api_errors_list_each_field_on_its_own_line() {
-        let error = api(ApiErrorStatus {
-            code: 422,
-            reason: "Invalid".into(),
-            message: "Pod \"web\" is invalid".into(),
-            details: vec![
-                FieldError { field: "spec.containers[0].image".into(), message: "must not be empty".into() },
-                FieldError { field: "metadata.name".into(), message: "must be a DNS label".into() },
-            ],
-        });
+        let error = invalid(
+            "Pod \"web\" is invalid",
+            &[("spec.containers[0].image", "must not be empty"), ("metadata.name", "must be a DNS label")],
+        );
         assert_eq!(
             error.to_string(),
             "Pod \"web\" is invalid\n  spec.containers[0].image: must not be empty\n  metadata.name: must be a DNS label"
         );
-        let repeated = api(ApiErrorStatus {
-            code: 422,
-            reason: "Invalid".into(),
-            message: "Pod \"web\" is invalid: spec.replicas: must be 0 or more; metadata.name: bad".into(),
-            details: vec![
-                FieldError { field: "spec.replicas".into(), message: "must be 0 or more".into() },
-                FieldError { field: "metadata.name".into(), message: "bad".into() },
-            ],
-        });
+        let repeated = invalid(
+            "Pod \"web\" is invalid: spec.replicas: must be 0 or more; metadata.name: bad",
+            &[("spec.replicas", "must be 0 or more"), ("metadata.name", "bad")],
+        );
         assert_eq!(repeated.to_string(), "Pod \"web\" is invalid\n  spec.replicas: must be 0 or more\n  metadata.name: bad");
     }
 

@@ -779,10 +779,6 @@ impl Node {
     pub fn ready_status(&self) -> &str {
         find_condition(&self.status.conditions, conditions::NODE_READY).map_or(conditions::UNKNOWN, |c| c.status.as_str())
     }
-
-    pub fn is_ready(&self) -> bool {
-        self.ready_status() == conditions::TRUE
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -155,11 +155,15 @@ mod tests {
     const BACKOFF: Backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
 
     #[test]
-    fn a_new_watcher_lists_then_watches_from_the_list_revision() {
+    fn a_new_watcher_lists_then_watches_from_the_list_revision_and_lists_again_when_told() {
         let mut machine = Machine::new(0, BACKOFF);
         assert_eq!(machine.next_step(), Step::List);
         machine.listed(42);
         assert_eq!(machine.next_step(), Step::Watch { from: 42 });
+        machine.relist();
+        assert_eq!(machine.next_step(), Step::List);
+        machine.listed(80);
+        assert_eq!(machine.next_step(), Step::Watch { from: 80 });
     }
 
     #[test]
@@ -176,15 +180,6 @@ mod tests {
         machine.progressed(11);
         assert_eq!(machine.next_step(), Step::Watch { from: 12 });
         assert_eq!(machine.resource_version(), 12);
-    }
-
-    #[test]
-    fn relist_forces_a_list() {
-        let mut machine = Machine::new(5, BACKOFF);
-        machine.relist();
-        assert_eq!(machine.next_step(), Step::List);
-        machine.listed(80);
-        assert_eq!(machine.next_step(), Step::Watch { from: 80 });
     }
 
     #[test]

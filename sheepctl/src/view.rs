@@ -275,7 +275,7 @@ pub fn object_name(object: &Object) -> String {
 #[cfg(test)]
 mod tests {
     use chrono::{Duration, TimeZone, Utc};
-    use shared::model::{Condition, ContainerState, ContainerStatus, Endpoint, NodeResources, ObjectMeta, ServicePort, conditions};
+    use shared::model::{Condition, ContainerState, ContainerStatus, Endpoint, NodeResources, ObjectMeta, ServicePort};
 
     use super::*;
 
@@ -295,19 +295,9 @@ mod tests {
     }
 
     #[test]
-    fn pod_states_say_which_stage_a_pending_pod_is_in() {
+    fn pod_states_wrap_the_pending_reason_or_name_the_node() {
         let waiting = pod("a");
         assert_eq!(pod_state(&waiting), "Pending (waiting for the scheduler)");
-
-        let mut unschedulable = pod("b");
-        unschedulable.status.conditions.push(Condition {
-            type_: conditions::POD_SCHEDULED.into(),
-            status: conditions::FALSE.into(),
-            reason: conditions::UNSCHEDULABLE.into(),
-            message: "0/2 nodes are available: 2 Insufficient memory".into(),
-            ..Default::default()
-        });
-        assert_eq!(pod_state(&unschedulable), "Pending (Unschedulable: 0/2 nodes are available: 2 Insufficient memory)");
 
         let mut bound = pod("c");
         bound.spec.node_name = "node-1".into();
