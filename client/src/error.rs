@@ -11,6 +11,9 @@ pub enum Error {
     Unreachable { server: String, action: String, cause: String },
     #[error("cannot {action}: no answer within {}s: the server is busy or stuck; try again", .after.as_secs())]
     Timeout { action: String, after: Duration },
+    /// A watch stream ended or went silent.
+    #[error("cannot {action}: the stream broke: {cause}")]
+    Broken { action: String, cause: String },
     /// The server's JSON error; its message names the object and the cause.
     #[error("{}", api_message(.status))]
     Api { action: String, status: ApiErrorStatus },
@@ -46,9 +49,9 @@ impl Error {
         self.status() == Some(410)
     }
 
-    /// The server could not be reached at all, or did not answer in time.
+    /// The server could not be reached at all, did not answer in time, or left a stream.
     pub fn is_unreachable(&self) -> bool {
-        matches!(self, Error::Unreachable { .. } | Error::Timeout { .. })
+        matches!(self, Error::Unreachable { .. } | Error::Timeout { .. } | Error::Broken { .. })
     }
 
     /// Worth trying again as it is: the server is away, overloaded or failing for now.

@@ -28,7 +28,7 @@ use shared::scheduler::Explanation;
 pub use crate::error::{Error, Result};
 
 /// How long an ordinary call may take by default; watch and followed log streams have no limit.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A live watch: each item is one event, or the error that ended the stream.
@@ -97,7 +97,7 @@ pub struct LogOptions {
 }
 
 /// `pod default/web`, `node node-1`: an object as actions name it.
-pub fn object_words(kind: Kind, namespace: &str, name: &str) -> String {
+fn object_words(kind: Kind, namespace: &str, name: &str) -> String {
     let kind = kind.as_str().to_ascii_lowercase();
     if namespace.is_empty() { format!("{kind} {name}") } else { format!("{kind} {namespace}/{name}") }
 }

@@ -183,8 +183,8 @@ impl<S: Source> Watcher<S> {
         }
     }
 
-    fn broken(&self, message: &str) -> Error {
-        Error::Decode { action: format!("watch {}", self.source.kind().plural()), message: message.to_string() }
+    fn broken(&self, cause: &str) -> Error {
+        Error::Broken { action: format!("watch {}", self.source.kind().plural()), cause: cause.to_string() }
     }
 }
 
