@@ -136,9 +136,7 @@ pub async fn connect_runtime(choice: RuntimeChoice) -> Result<Arc<dyn ContainerR
 pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> Result<()> {
     let runtime = connect_runtime(config.runtime).await?;
     let listener = TcpListener::bind(config.listen).await.map_err(|source| Error::Bind { addr: config.listen, source })?;
-    let api = shepherd_client::Client::new(&config.server, config.token.clone())?
-        .named("agent")
-        .with_timeout(API_TIMEOUT);
+    let api = shepherd_client::Client::new(&config.server, config.token.clone())?.named("agent").with_timeout(API_TIMEOUT);
     let api = Arc::new(api);
     run_node(config, runtime, api, listener, shutdown).await
 }
