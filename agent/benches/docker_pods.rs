@@ -15,12 +15,13 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agent::client::HttpApiClient;
+use agent::AgentConfig;
 use agent::runtime::{ContainerRuntime, DockerRuntime, LABEL_NODE, LABEL_SANDBOX, LABEL_SANDBOX_ID};
 use agent::sandbox::{Owner, PoolStatus, owner};
-use agent::{AgentConfig, Backoff};
 use serde_json::{Value, json};
-use shared::model::{Pod, PodPhase, conditions, find_condition};
+use shared::model::{Kind, Node, Pod, PodPhase, conditions, find_condition};
+use shared::readiness::DEFAULT_NODE_MONITOR_GRACE;
+use shepherd_client::{Client, DeleteOptions, Selection};
 use tokio_util::sync::CancellationToken;
 
 struct Options {
@@ -44,7 +45,8 @@ fn options() -> Options {
 }
 
 struct Bench {
-    base: String,
+    client: Client,
+    /// For the agent's own API.
     http: reqwest::Client,
     runtime: Arc<DockerRuntime>,
     node: String,
@@ -88,14 +90,13 @@ fn pod_body(name: &str) -> Value {
 
 impl Bench {
     async fn post(&self, path: &str, body: &Value) {
-        let response = self.http.post(format!("{}{path}", self.base)).json(body).send().await.unwrap();
+        let response = self.client.request(reqwest::Method::POST, path).json(body).send().await.unwrap();
         assert!(response.status().is_success(), "POST {path}: {}", response.text().await.unwrap());
     }
 
     async fn pods(&self, selector: &str) -> Vec<Pod> {
-        let url = format!("{}/api/v1/namespaces/default/pods?label_selector={selector}", self.base);
-        let list: shared::api::List<Pod> = self.http.get(url).send().await.unwrap().json().await.unwrap();
-        list.items
+        let selection = Selection { label_selector: Some(selector.to_string()), ..Selection::namespace(Some("default")) };
+        self.client.list::<Pod>(&selection).await.unwrap().items
     }
 
     async fn wait_running(&self, selector: &str, count: usize, limit: Duration) -> Vec<Pod> {
@@ -118,8 +119,7 @@ impl Bench {
 
     async fn delete_pods(&self, selector: &str) {
         for pod in self.pods(selector).await {
-            let url = format!("{}/api/v1/namespaces/default/pods/{}", self.base, pod.metadata.name);
-            self.http.delete(url).send().await.unwrap();
+            self.client.delete(Kind::Pod, "default", &pod.metadata.name, &DeleteOptions::default()).await.unwrap();
         }
         self.wait_no_containers().await;
     }
@@ -127,9 +127,8 @@ impl Bench {
     async fn wait_node_ready(&self) {
         let began = Instant::now();
         loop {
-            let url = format!("{}/api/v1/nodes/{}", self.base, self.node);
-            let response = self.http.get(url).send().await.unwrap();
-            if response.status().is_success() && response.json::<shared::model::Node>().await.unwrap().is_ready() {
+            let node = self.client.get::<Node>("", &self.node).await;
+            if node.is_ok_and(|n| n.readiness(chrono::Utc::now(), DEFAULT_NODE_MONITOR_GRACE).is_ready()) {
                 return;
             }
             assert!(began.elapsed() < Duration::from_secs(30), "node {} did not register as Ready", self.node);
@@ -180,8 +179,7 @@ impl Bench {
             self.post("/api/v1/pods", &pod_body(&name)).await;
             let began = Instant::now();
             let pod = loop {
-                let url = format!("{}/api/v1/namespaces/default/pods/{name}", self.base);
-                let pod: Pod = self.http.get(url).send().await.unwrap().json().await.unwrap();
+                let pod: Pod = self.client.get("default", &name).await.unwrap();
                 if pod.status.phase == PodPhase::Running {
                     break pod;
                 }
@@ -225,7 +223,7 @@ impl Bench {
         self.wait_running("app=bench", replicas, Duration::from_secs(300)).await;
         let took = began.elapsed();
         let joined = self.in_sandboxes().await;
-        self.http.delete(format!("{}/api/v1/namespaces/default/deployments/bench", self.base)).send().await.unwrap();
+        self.client.delete(Kind::Deployment, "default", "bench", &DeleteOptions::default()).await.unwrap();
         self.wait_no_containers().await;
         (took, joined)
     }
@@ -321,13 +319,13 @@ fn start_agent(
     config.node_name = node.to_string();
     config.listen = "127.0.0.1:0".parse().unwrap();
     config.capacity.pods = 1000;
-    config.backoff = Backoff::default();
+    config.backoff = agent::DEFAULT_BACKOFF;
     config.warm_sandboxes = warm;
     let listener = std::net::TcpListener::bind(config.listen).unwrap();
     listener.set_nonblocking(true).unwrap();
     let listener = tokio::net::TcpListener::from_std(listener).unwrap();
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
-    let api = Arc::new(HttpApiClient::new(base, None));
+    let api = Arc::new(Client::new(base, None).unwrap());
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(agent::run_node(config, runtime.clone(), api, listener, shutdown.clone()));
     (shutdown, task, endpoint)
@@ -355,7 +353,7 @@ fn main() {
 
         let node = format!("bench-{}", std::process::id());
         let (shutdown, agent, _) = start_agent(&base, &node, &runtime, 0);
-        let bench = Bench { base: base.clone(), http: reqwest::Client::new(), runtime: runtime.clone(), node: node.clone() };
+        let bench = Bench { client: Client::new(&base, None).unwrap(), http: reqwest::Client::new(), runtime: runtime.clone(), node: node.clone() };
         bench.wait_no_containers().await;
         bench.wait_node_ready().await;
         // Warm-up, not measured: the node registers, the watch connects, the network exists.

@@ -3,17 +3,20 @@
 //! events, plus the sweep that removes containers and sandboxes whose pod is gone.
 
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use shared::api::WatchEventType;
-use shared::model::{Object, Pod};
+use shared::api::{List, WatchEvent, WatchEventType};
+use shared::backoff::Backoff;
+use shared::model::{Kind, Object, Pod};
+use shepherd_client::watcher::{Event as WatchedEvent, Source, Watcher};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::Error as ClientError;
+use crate::client::{ApiClient, Result as ClientResult, WatchStream};
 use crate::pod::{NodeContext, PodWorker, grace_period, hurry, remove_orphan};
 use crate::runtime::{LABEL_CLUSTER, LABEL_NODE, LABEL_POD_UID, LABEL_SANDBOX};
 use crate::sandbox::{Owner, clean, owner};
@@ -237,7 +240,7 @@ impl PodManager {
                                 tracing::info!(pod = %pod.metadata.key(), "pod terminated; its deletion is confirmed");
                                 break;
                             }
-                            Err(ClientError::NotFound { .. } | ClientError::Conflict { .. }) => {
+                            Err(e) if e.is_not_found() || e.is_conflict() => {
                                 tracing::info!(pod = %pod.metadata.key(), "pod terminated; the server had removed it already");
                                 break;
                             }
@@ -274,87 +277,66 @@ impl PodManager {
     }
 }
 
-/// Lists the node's pods and watches them, re-listing every `resync` (and on 410 Gone);
-/// reconnects and resumes from the last resource_version when the stream drops. Losing the
-/// server never touches running containers.
+/// The watch's retries: 200 ms, doubling to 5 s.
+const WATCH_BACKOFF: Backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(5));
+
+/// The node's pods, as the watcher lists and watches them through the agent's API client.
+struct NodePods {
+    api: Arc<dyn ApiClient>,
+    node: String,
+}
+
+impl Source for NodePods {
+    fn kind(&self) -> Kind {
+        Kind::Pod
+    }
+
+    fn list(&self) -> impl Future<Output = ClientResult<List<Object>>> + Send {
+        let (api, node) = (self.api.clone(), self.node.clone());
+        async move {
+            let list = api.list_pods(&node).await?;
+            Ok(List { kind: list.kind, resource_version: list.resource_version, items: list.items.into_iter().map(Object::Pod).collect() })
+        }
+    }
+
+    fn watch(&self, from: u64) -> impl Future<Output = ClientResult<WatchStream>> + Send {
+        let (api, node) = (self.api.clone(), self.node.clone());
+        async move { api.watch_pods(&node, from).await }
+    }
+}
+
+/// Lists the node's pods and watches them through the shared watcher (resume after a break,
+/// re-list on 410 Gone, back off), and lists again every `resync` whatever the watch said.
+/// Losing the server never touches running containers.
 pub async fn watch_pods(manager: Arc<PodManager>, resync: Duration, shutdown: CancellationToken) {
-    let api = manager.ctx.api.clone();
     let node = manager.ctx.node_name.clone();
-    let mut retry = Duration::from_millis(200);
+    let mut watcher = Watcher::new(NodePods { api: manager.ctx.api.clone(), node: node.clone() }, WATCH_BACKOFF);
+    let mut resync_tick = tokio::time::interval_at(Instant::now() + resync, resync);
+    resync_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let list = tokio::select! {
-            list = api.list_pods(&node) => list,
+        let seen = tokio::select! {
+            seen = watcher.next() => Some(seen),
+            _ = resync_tick.tick() => None,
             _ = shutdown.cancelled() => return,
         };
-        let list = match list {
-            Ok(list) => list,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot list pods; containers keep running, retrying");
-                tokio::select! {
-                    _ = tokio::time::sleep(retry) => {}
-                    _ = shutdown.cancelled() => return,
-                }
-                retry = (retry * 2).min(Duration::from_secs(5));
-                continue;
-            }
+        let pod_of = |object: Object| match object {
+            Object::Pod(pod) => Some(pod),
+            _ => None,
         };
-        retry = Duration::from_millis(200);
-        let mut resource_version = list.resource_version;
-        manager.full_sync(list.items);
-        let resync_at = Instant::now() + resync;
-        'watch: while Instant::now() < resync_at {
-            let stream = tokio::select! {
-                stream = api.watch_pods(&node, resource_version) => stream,
-                _ = shutdown.cancelled() => return,
-            };
-            let mut stream = match stream {
-                Ok(stream) => stream,
-                Err(ClientError::Gone(rv)) => {
-                    tracing::info!(resource_version = rv, "watch history gone; listing again");
-                    break 'watch;
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot watch pods; retrying");
-                    tokio::select! {
-                        _ = tokio::time::sleep(Duration::from_secs(1)) => continue 'watch,
-                        _ = tokio::time::sleep_until(resync_at) => break 'watch,
-                        _ = shutdown.cancelled() => return,
-                    }
-                }
-            };
-            loop {
-                let next = tokio::select! {
-                    next = stream.next() => next,
-                    _ = tokio::time::sleep_until(resync_at) => break 'watch,
-                    _ = shutdown.cancelled() => return,
-                };
-                let event = match next {
-                    Some(Ok(event)) => event,
-                    Some(Err(ClientError::Gone(rv))) => {
-                        tracing::info!(resource_version = rv, "watch history gone mid-stream; listing again");
-                        break 'watch;
-                    }
-                    Some(Err(e)) => {
-                        tracing::warn!(error = %e, "pod watch interrupted; resuming");
-                        break;
-                    }
-                    None => break,
-                };
-                resource_version = resource_version.max(event.resource_version);
-                let pod = match event.object {
-                    Some(Object::Pod(pod)) => pod,
-                    _ => continue,
-                };
-                match event.type_ {
+        match seen {
+            None => watcher.relist(),
+            Some(Ok(WatchedEvent::Listed { objects, .. })) => manager.full_sync(objects.into_iter().filter_map(pod_of).collect()),
+            Some(Ok(WatchedEvent::Changed(event))) => {
+                let WatchEvent { type_, object, .. } = *event;
+                let Some(pod) = object.and_then(pod_of) else { continue };
+                match type_ {
                     WatchEventType::Added | WatchEventType::Modified if pod.spec.node_name == node => manager.upsert(pod),
                     WatchEventType::Added | WatchEventType::Modified | WatchEventType::Deleted => manager.delete(pod),
                     WatchEventType::Bookmark => {}
                 }
             }
-            tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
-                _ = shutdown.cancelled() => return,
-            }
+            // The watcher retries by itself; it has no limit to give up at.
+            Some(Err(e)) => tracing::warn!(error = %e, "pod watch failed"),
         }
     }
 }
@@ -412,13 +394,18 @@ mod tests {
 
     use async_trait::async_trait;
     use chrono::Utc;
-    use shared::api::{Heartbeat, List};
+    use shared::api::{ApiErrorStatus, Heartbeat};
     use shared::model::{Container, Event, Node, ObjectMeta, PodPhase, PodSpec, PodStatus};
 
     use super::*;
-    use crate::client::{ApiClient, Result as ClientResult, WatchStream};
-    use crate::pod::Backoff;
+    use crate::client::Error as ClientError;
     use crate::runtime::{ContainerRuntime, SimulatedRuntime};
+
+    /// What the server answers `code` with.
+    fn answer(code: u16, reason: &str, message: &str) -> ClientError {
+        let status = ApiErrorStatus { code, reason: reason.into(), message: message.into(), details: vec![] };
+        ClientError::Api { action: "confirm".into(), status }
+    }
 
     /// Records deletion confirmations; the first `failures` of them fail, then it answers
     /// `then` (None: success).
@@ -455,12 +442,7 @@ mod tests {
             self.confirmed.lock().unwrap().push(pod.metadata.uid.clone());
             let failed = self.failures.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
             if failed {
-                return Err(ClientError::Status {
-                    action: "confirm".into(),
-                    code: 503,
-                    reason: "Unavailable".into(),
-                    message: "busy".into(),
-                });
+                return Err(answer(503, "Unavailable", "busy"));
             }
             (self.then)().map_or(Ok(()), Err)
         }
@@ -551,9 +533,7 @@ mod tests {
     #[tokio::test]
     async fn not_found_and_conflict_both_mean_the_pod_is_gone() {
         for then in
-            [(|| Some(ClientError::NotFound { action: "confirm".into(), message: "gone".into() })) as fn() -> Option<ClientError>, || {
-                Some(ClientError::Conflict { action: "confirm".into(), message: "uid differs".into() })
-            }]
+            [(|| Some(answer(404, "NotFound", "gone"))) as fn() -> Option<ClientError>, || Some(answer(409, "Conflict", "uid differs"))]
         {
             let (manager, api, _runtime) = manager(0, then);
             manager.upsert(terminating(pod()));

@@ -8,7 +8,7 @@
 //!   and the warm pool of started ones;
 //! - [`agent`]: the worker per pod, the watch with its periodic re-list, runtime events, orphans;
 //! - [`node`]: the node object (capacity from the host), registration and heartbeats;
-//! - [`client`]: the API server client (`ApiClient` trait, REST and Server-Sent Events);
+//! - [`client`]: what the agent asks of the API server (`ApiClient`), done by `shepherd-client`;
 //! - [`http`]: the agent's own HTTP API (logs, health);
 //! - [`image`]: `bootstrap-image`, the `minimal` image made from the host's busybox.
 //!
@@ -28,18 +28,23 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use shared::backoff::Backoff;
 use shared::model::{Labels, NodeInfo, NodeResources, Taint};
 use shared::registration::NodeDescription;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{ApiClient, HttpApiClient};
-pub use crate::pod::Backoff;
+use crate::client::ApiClient;
 use crate::pod::NodeContext;
 use crate::runtime::{ContainerRuntime, DockerRuntime, SimulatedRuntime};
 
 /// The default address of the agent's HTTP API, the kubelet's port.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:10250";
+/// How restarts, image pulls and deletion confirmations back off by default: 1 s, doubling
+/// to 60 s (the binaries' `--backoff-base` and `--backoff-max`).
+pub const DEFAULT_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
+/// How long a call to the API server may take.
+const API_TIMEOUT: Duration = Duration::from_secs(10);
 /// How many started, unclaimed pod sandboxes `shepherd-agent` and `shepherd --local-node`
 /// keep by default (BENCHMARKS.md, "Agent / real Docker", says why).
 pub const DEFAULT_WARM_SANDBOXES: usize = 4;
@@ -52,6 +57,8 @@ pub enum Error {
     Bind { addr: SocketAddr, source: std::io::Error },
     #[error("the agent API stopped: {0}")]
     Serve(std::io::Error),
+    #[error(transparent)]
+    Client(#[from] shepherd_client::Error),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -85,7 +92,7 @@ pub struct AgentConfig {
     pub heartbeat_interval: Duration,
     /// How often the pod list is read in full, whatever the watch said.
     pub resync_interval: Duration,
-    /// Restart and image pull back-off.
+    /// Restart, image pull and deletion confirmation back-off.
     pub backoff: Backoff,
     /// How many started, unclaimed pod sandboxes to keep ready (runtimes with sandboxes).
     /// The pool outlives the agent, for the next one to adopt: a program that embeds the
@@ -110,7 +117,7 @@ impl AgentConfig {
             listen: DEFAULT_LISTEN.parse().expect("the default listen address is valid"),
             heartbeat_interval: Duration::from_secs(5),
             resync_interval: Duration::from_secs(10),
-            backoff: Backoff::default(),
+            backoff: DEFAULT_BACKOFF,
             warm_sandboxes: 0,
         }
     }
@@ -129,7 +136,8 @@ pub async fn connect_runtime(choice: RuntimeChoice) -> Result<Arc<dyn ContainerR
 pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> Result<()> {
     let runtime = connect_runtime(config.runtime).await?;
     let listener = TcpListener::bind(config.listen).await.map_err(|source| Error::Bind { addr: config.listen, source })?;
-    let api = Arc::new(HttpApiClient::new(&config.server, config.token.clone()));
+    let api = shepherd_client::Client::new(&config.server, config.token.clone())?.named("agent").with_timeout(API_TIMEOUT);
+    let api = Arc::new(api);
     run_node(config, runtime, api, listener, shutdown).await
 }
 

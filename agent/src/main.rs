@@ -5,10 +5,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use agent::{AgentConfig, Backoff, RuntimeChoice};
+use agent::{AgentConfig, RuntimeChoice};
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use shared::api::{API_ENV, DEFAULT_ADDR, TOKEN_ENV};
+use shared::backoff::Backoff;
 use shared::model::{parse_cpu, parse_memory};
 use tokio_util::sync::CancellationToken;
 
@@ -91,19 +92,9 @@ enum RuntimeKind {
     Simulated,
 }
 
-/// `500ms`, `2s`, `1m`, or a bare number of seconds.
+/// A duration flag, as `shared::parse` reads them: `500ms`, `2s`, `1m30s`, or seconds.
 fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number.parse().map_err(|_| format!("invalid duration {text:?}: write 500ms, 2s or 1m"))?;
-    let seconds = match unit {
-        "ms" => value / 1000.0,
-        "" | "s" => value,
-        "m" => value * 60.0,
-        _ => return Err(format!("invalid duration {text:?}: unknown unit {unit:?} (ms, s or m)")),
-    };
-    Ok(Duration::from_secs_f64(seconds))
+    shared::parse::duration(text).map_err(|e| e.to_string())
 }
 
 fn config(cli: &Cli) -> anyhow::Result<AgentConfig> {
@@ -117,11 +108,11 @@ fn config(cli: &Cli) -> anyhow::Result<AgentConfig> {
         config.node_name = name.clone();
     }
     for label in &cli.labels {
-        let (k, v) = agent::node::parse_label(label)?;
+        let (k, v) = shared::parse::label(label)?;
         config.labels.insert(k, v);
     }
     for taint in &cli.taints {
-        config.taints.push(agent::node::parse_taint(taint)?);
+        config.taints.push(shared::parse::taint(taint)?);
     }
     if let Some(cpu) = &cli.cpu {
         config.capacity.cpu = parse_cpu(cpu).map_err(anyhow::Error::msg).context("--cpu")?;
@@ -142,7 +133,7 @@ fn config(cli: &Cli) -> anyhow::Result<AgentConfig> {
     if cli.backoff_base.is_zero() || cli.backoff_max < cli.backoff_base {
         bail!("--backoff-base must be above zero and at most --backoff-max");
     }
-    config.backoff = Backoff { base: cli.backoff_base, max: cli.backoff_max };
+    config.backoff = Backoff::new(cli.backoff_base, cli.backoff_max);
     config.warm_sandboxes = cli.warm_sandboxes;
     Ok(config)
 }
@@ -220,13 +211,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations_parse() {
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
-        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
-        assert_eq!(parse_duration("1m").unwrap(), Duration::from_secs(60));
-        assert!(parse_duration("2h").is_err());
-        assert!(parse_duration("fast").is_err());
+    fn duration_flags_parse_and_refuse_with_the_reason() {
+        let cli = Cli::parse_from(["shepherd-agent", "--backoff-base", "500ms", "--backoff-max", "1m30s"]);
+        assert_eq!((cli.backoff_base, cli.backoff_max), (Duration::from_millis(500), Duration::from_secs(90)));
+        let refused = Cli::try_parse_from(["shepherd-agent", "--backoff-max", "99999999999999999999h"]).unwrap_err().to_string();
+        assert!(refused.contains("too long"), "{refused}");
+        assert!(Cli::try_parse_from(["shepherd-agent", "--simulated-start-delay", "fast"]).is_err());
     }
 
     #[test]

@@ -5,43 +5,17 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use shared::model::{NodeResources, Taint};
+use shared::backoff::Backoff;
+use shared::model::NodeResources;
 use shared::registration::NodeDescription;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{ApiClient, Error as ClientError};
+use crate::client::ApiClient;
 
 /// Kubernetes' default pod limit per node.
 pub const DEFAULT_MAX_PODS: i64 = 110;
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("invalid taint {0:?}: write key=value:Effect or key:Effect, Effect one of NoSchedule, PreferNoSchedule, NoExecute")]
-    Taint(String),
-    #[error("invalid label {0:?}: write key=value")]
-    Label(String),
-}
-
-/// Parses `key=value:Effect` or `key:Effect`.
-pub fn parse_taint(text: &str) -> Result<Taint, Error> {
-    let (kv, effect) = text.rsplit_once(':').ok_or_else(|| Error::Taint(text.to_string()))?;
-    if !matches!(effect, "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
-        return Err(Error::Taint(text.to_string()));
-    }
-    let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
-    if key.is_empty() {
-        return Err(Error::Taint(text.to_string()));
-    }
-    Ok(Taint { key: key.to_string(), value: value.to_string(), effect: effect.to_string() })
-}
-
-/// Parses `key=value`.
-pub fn parse_label(text: &str) -> Result<(String, String), Error> {
-    match text.split_once('=') {
-        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
-        _ => Err(Error::Label(text.to_string())),
-    }
-}
+/// Retries while the server is away: 200 ms, doubling to 5 s.
+const SERVER_AWAY_BACKOFF: Backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(5));
 
 /// The memory the kernel reports in `/proc/meminfo` (`MemTotal`), in bytes.
 pub fn parse_meminfo(text: &str) -> Option<i64> {
@@ -68,24 +42,25 @@ pub fn hostname() -> String {
 
 /// Reads the cluster's id, retrying while the server is away. `None` on shutdown.
 pub async fn cluster_id(api: &dyn ApiClient, shutdown: &CancellationToken) -> Option<String> {
-    let mut delay = Duration::from_millis(200);
+    let mut failures = 0;
     loop {
+        failures += 1;
         match api.cluster_id().await {
             Ok(id) => return Some(id),
             Err(e) => tracing::warn!(error = %e, "cannot learn which cluster this is; retrying"),
         }
         tokio::select! {
-            _ = tokio::time::sleep(delay) => {}
+            _ = tokio::time::sleep(SERVER_AWAY_BACKOFF.delay(failures)) => {}
             _ = shutdown.cancelled() => return None,
         }
-        delay = (delay * 2).min(Duration::from_secs(5));
     }
 }
 
 /// Registers the node, retrying while the server is away. Returns `false` on shutdown.
 pub async fn register(api: &dyn ApiClient, node: &NodeDescription, shutdown: &CancellationToken) -> bool {
-    let mut delay = Duration::from_millis(200);
+    let mut failures = 0;
     loop {
+        failures += 1;
         match api.register_node(&node.to_node(Utc::now())).await {
             Ok(_) => {
                 tracing::info!(node = %node.name, "node registered");
@@ -94,10 +69,9 @@ pub async fn register(api: &dyn ApiClient, node: &NodeDescription, shutdown: &Ca
             Err(e) => tracing::warn!(error = %e, "registration failed; retrying"),
         }
         tokio::select! {
-            _ = tokio::time::sleep(delay) => {}
+            _ = tokio::time::sleep(SERVER_AWAY_BACKOFF.delay(failures)) => {}
             _ = shutdown.cancelled() => return false,
         }
-        delay = (delay * 2).min(Duration::from_secs(5));
     }
 }
 
@@ -112,7 +86,7 @@ pub async fn heartbeat_loop(api: &dyn ApiClient, node: &NodeDescription, interva
         }
         match api.heartbeat(&node.name, &node.heartbeat(Utc::now())).await {
             Ok(()) => {}
-            Err(ClientError::NotFound { .. }) => {
+            Err(e) if e.is_not_found() => {
                 tracing::warn!(node = %node.name, "the server has no such node any more; registering again");
                 if !register(api, node, shutdown).await {
                     return;
@@ -126,26 +100,6 @@ pub async fn heartbeat_loop(api: &dyn ApiClient, node: &NodeDescription, interva
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn taints_parse_with_and_without_value() {
-        assert_eq!(
-            parse_taint("gpu=true:NoSchedule").unwrap(),
-            Taint { key: "gpu".into(), value: "true".into(), effect: "NoSchedule".into() }
-        );
-        assert_eq!(parse_taint("dedicated:NoExecute").unwrap().value, "");
-        assert!(parse_taint("gpu=true").is_err());
-        assert!(parse_taint("gpu=true:Sometimes").is_err());
-        assert!(parse_taint("=x:NoSchedule").is_err());
-    }
-
-    #[test]
-    fn labels_need_a_key() {
-        assert_eq!(parse_label("zone=a").unwrap(), ("zone".to_string(), "a".to_string()));
-        assert_eq!(parse_label("flag=").unwrap(), ("flag".to_string(), String::new()));
-        assert!(parse_label("zone").is_err());
-        assert!(parse_label("=a").is_err());
-    }
 
     #[test]
     fn meminfo_total_in_bytes() {

@@ -7,9 +7,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
+use shared::backoff::Backoff;
 use shared::model::{
-    Condition, Container, ContainerState, ContainerStatus, Event, ObjectMeta, ObjectReference, Pod, PodPhase, PodStatus, RestartPolicy,
-    Time, conditions, event_types, set_condition,
+    Condition, Container, ContainerState, ContainerStatus, DEFAULT_GRACE_SECONDS, Event, ObjectMeta, ObjectReference, Pod, PodPhase,
+    PodStatus, RestartPolicy, Time, conditions, event_types, set_condition,
 };
 
 use crate::client::ApiClient;
@@ -28,28 +29,6 @@ pub enum Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// The default grace period, as in Kubernetes.
-pub const DEFAULT_GRACE_SECONDS: i64 = 30;
-
-/// How restarts and image pulls back off: `base`, doubling up to `max`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Backoff {
-    pub base: Duration,
-    pub max: Duration,
-}
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Backoff { base: Duration::from_secs(1), max: Duration::from_secs(60) }
-    }
-}
-
-impl Backoff {
-    pub(crate) fn next(&self, current: Duration) -> Duration {
-        (current * 2).clamp(self.base, self.max)
-    }
-}
 
 /// What every pod worker of a node shares.
 pub struct NodeContext {
@@ -842,7 +821,7 @@ mod tests {
             network: "shepherd".into(),
             runtime: Arc::new(SimulatedRuntime::new(Duration::ZERO)),
             api: Arc::new(NoApi),
-            backoff: Backoff::default(),
+            backoff: crate::DEFAULT_BACKOFF,
             sandboxes: None,
         }
     }
@@ -909,14 +888,6 @@ mod tests {
         assert_eq!(grace_period(&pod), Duration::from_secs(7));
         pod.metadata.deletion_grace_period_seconds = None;
         assert_eq!(grace_period(&pod), Duration::from_secs(30));
-    }
-
-    #[test]
-    fn backoff_doubles_up_to_its_cap() {
-        let backoff = Backoff { base: Duration::from_secs(1), max: Duration::from_secs(5) };
-        assert_eq!(backoff.next(Duration::from_secs(1)), Duration::from_secs(2));
-        assert_eq!(backoff.next(Duration::from_secs(4)), Duration::from_secs(5));
-        assert_eq!(backoff.next(Duration::ZERO), Duration::from_secs(1));
     }
 
     #[tokio::test]

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use shared::backoff::Backoff;
 use shared::model::Pod;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -20,6 +21,8 @@ pub const SANDBOX_IMAGE: &str = crate::image::MINIMAL_IMAGE;
 const SANDBOX_SCRIPT: &str = "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done";
 /// How long no pod operation must have run before the pool makes its next sandbox.
 const QUIET: Duration = Duration::from_millis(300);
+/// The pool's retries: 0.5 s, doubling to 30 s.
+const POOL_BACKOFF: Backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
 /// The name prefix of unclaimed pool sandboxes.
 const POOL_PREFIX: &str = "shepherd-pool_";
 /// What separates a claimed sandbox's readable part from its pod's uid.
@@ -269,16 +272,16 @@ impl Sandboxes {
     /// time, only while no pod operation runs. Until `shutdown`; the pool stays for the next
     /// agent.
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
-        let mut delay = Duration::from_millis(500);
+        let mut failures = 0;
         while let Err(e) = self.adopt().await {
+            failures += 1;
             tracing::warn!(error = %e, "cannot adopt warm sandboxes; retrying");
             tokio::select! {
-                _ = tokio::time::sleep(delay) => {}
+                _ = tokio::time::sleep(POOL_BACKOFF.delay(failures)) => {}
                 _ = shutdown.cancelled() => return,
             }
-            delay = (delay * 2).min(Duration::from_secs(30));
         }
-        delay = Duration::from_millis(500);
+        failures = 0;
         loop {
             if self.available() >= self.target {
                 tokio::select! {
@@ -292,15 +295,15 @@ impl Sandboxes {
             match self.create(&pool_name(&self.node), Vec::new()).await {
                 Ok(sandbox) => {
                     self.ready().push_back(sandbox);
-                    delay = Duration::from_millis(500);
+                    failures = 0;
                 }
                 Err(e) => {
+                    failures += 1;
                     tracing::warn!(error = %e, "cannot make a warm sandbox; retrying");
                     tokio::select! {
-                        _ = tokio::time::sleep(delay) => {}
+                        _ = tokio::time::sleep(POOL_BACKOFF.delay(failures)) => {}
                         _ = shutdown.cancelled() => return,
                     }
-                    delay = (delay * 2).min(Duration::from_secs(30));
                 }
             }
         }

@@ -8,78 +8,64 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agent::client::HttpApiClient;
+use agent::AgentConfig;
 use agent::runtime::{ContainerRuntime, LABEL_NODE, LABEL_POD_UID, RunState};
-use agent::{AgentConfig, Backoff};
 use common::{Cleanup, docker, minimal_image, unique};
 use serde_json::{Value, json};
+use shared::backoff::Backoff;
+use shepherd_testing::{TestServer, eventually};
 use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(20);
 
+/// The real server, with the calls these tests make of it.
 struct Server {
+    inner: TestServer,
     base: String,
-    shutdown: CancellationToken,
-    task: tokio::task::JoinHandle<()>,
-    http: reqwest::Client,
 }
 
 impl Server {
     async fn start() -> Server {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let shutdown = CancellationToken::new();
-        let token = shutdown.clone();
-        let task = tokio::spawn(async move {
-            server::run(listener, server::Config::in_memory(), token).await.expect("the server failed");
-        });
-        Server { base, shutdown, task, http: reqwest::Client::new() }
+        let inner = TestServer::start(server::Config::in_memory()).await;
+        Server { base: inner.url.clone(), inner }
     }
 
     async fn get(&self, path: &str) -> (u16, String) {
-        let response = self.http.get(format!("{}{path}", self.base)).send().await.unwrap();
-        (response.status().as_u16(), response.text().await.unwrap())
+        let (status, body) = self.inner.get(path).await;
+        (status.as_u16(), body.as_str().map_or_else(|| body.to_string(), str::to_string))
     }
 
     async fn json(&self, path: &str) -> Value {
-        let (status, text) = self.get(path).await;
-        assert_eq!(status, 200, "GET {path}: {text}");
-        serde_json::from_str(&text).unwrap()
+        let (status, body) = self.inner.get(path).await;
+        assert_eq!(status, 200, "GET {path}: {body}");
+        body
     }
 
     async fn post(&self, path: &str, body: Value) -> Value {
-        let response = self.http.post(format!("{}{path}", self.base)).json(&body).send().await.unwrap();
-        let status = response.status().as_u16();
-        let text = response.text().await.unwrap();
-        assert!(status == 200 || status == 201, "POST {path}: {status} {text}");
-        serde_json::from_str(&text).unwrap()
+        let (status, answer) = self.inner.post(path, body).await;
+        assert!(status == 200 || status == 201, "POST {path}: {status} {answer}");
+        answer
     }
 
     /// Deletes and returns the answer: the pod's last state, or its Terminating state.
     async fn delete(&self, path: &str) -> Value {
-        let response = self.http.delete(format!("{}{path}", self.base)).header(shared::api::CLIENT_HEADER, "tests").send().await.unwrap();
-        let status = response.status().as_u16();
-        let text = response.text().await.unwrap();
-        assert_eq!(status, 200, "DELETE {path}: {text}");
-        serde_json::from_str(&text).unwrap()
+        let (status, answer) = self.inner.delete(path).await;
+        assert_eq!(status, 200, "DELETE {path}: {answer}");
+        answer
     }
 
-    /// Polls the pod until `check` holds.
+    /// Waits until `check` holds for the pod, looking again at each change the watch reports.
     async fn wait_pod(&self, name: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
-        let began = Instant::now();
-        loop {
-            let pod = self.json(&format!("/api/v1/namespaces/default/pods/{name}")).await;
-            if check(&pod) {
-                return pod;
-            }
-            assert!(began.elapsed() < WAIT, "pod {name} did not reach {what} within {WAIT:?}: {:#}", pod["status"]);
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let path = format!("/api/v1/namespaces/default/pods/{name}");
+        eventually(&self.inner.client, WAIT, &format!("pod {name} to reach {what}"), || async {
+            let pod = self.json(&path).await;
+            check(&pod).then_some(pod)
+        })
+        .await
     }
 
     async fn stop(self) {
-        self.shutdown.cancel();
-        self.task.await.unwrap();
+        self.inner.stop().await;
     }
 }
 
@@ -105,7 +91,7 @@ fn config(server: &Server, node: &str) -> AgentConfig {
     config.node_name = node.to_string();
     config.listen = "127.0.0.1:0".parse().unwrap();
     config.resync_interval = Duration::from_secs(2);
-    config.backoff = Backoff { base: Duration::from_millis(500), max: Duration::from_secs(4) };
+    config.backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(4));
     config
 }
 
@@ -119,7 +105,7 @@ impl InProcessAgent {
     async fn start(server: &Server, node: &str, runtime: Arc<dyn ContainerRuntime>) -> InProcessAgent {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let shutdown = CancellationToken::new();
-        let api = Arc::new(HttpApiClient::new(&server.base, None));
+        let api = Arc::new(shepherd_testing::client(&server.base, None));
         let task = tokio::spawn(agent::run_node(config(server, node), runtime, api, listener, shutdown.clone()));
         InProcessAgent { task, shutdown }
     }
@@ -139,13 +125,12 @@ async fn a_pod_runs_through_the_server_and_its_logs_come_back() {
     let server = Server::start().await;
     let agent = InProcessAgent::start(&server, &node, docker.clone()).await;
 
-    let registered = loop {
-        let (status, text) = server.get(&format!("/api/v1/nodes/{node}")).await;
-        if status == 200 {
-            break serde_json::from_str::<Value>(&text).unwrap();
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let path = format!("/api/v1/nodes/{node}");
+    let registered = eventually(&server.inner.client, WAIT, &format!("node {node} registered"), || async {
+        let (status, node) = server.inner.get(&path).await;
+        (status == 200).then_some(node)
+    })
+    .await;
     assert_eq!(registered["status"]["node_info"]["runtime"], "docker");
     assert!(registered["status"]["agent_endpoint"].as_str().unwrap().starts_with("http://127.0.0.1:"));
 
@@ -262,14 +247,10 @@ async fn a_deleted_pod_is_terminating_until_its_containers_are_gone_and_the_agen
     assert_eq!(status, 200, "the pod stays while its container stops");
 
     let began = Instant::now();
-    loop {
-        let (status, text) = server.get("/api/v1/namespaces/default/pods/graceful").await;
-        if status == 404 {
-            break;
-        }
-        assert!(began.elapsed() < WAIT, "the terminating pod was never removed: {text}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(&server.inner.client, WAIT, "the terminating pod removed", || async {
+        (server.get("/api/v1/namespaces/default/pods/graceful").await.0 == 404).then_some(())
+    })
+    .await;
     // Removed by the agent's confirmation, not the server's safety net (30 s past the grace).
     assert!(began.elapsed() < Duration::from_secs(15), "the pod went only after {:?}", began.elapsed());
     assert!(docker.list(&[(LABEL_POD_UID, uid.as_str())]).await.unwrap().is_empty(), "the pod went before its container");

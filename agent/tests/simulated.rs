@@ -3,46 +3,35 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
+use futures::StreamExt;
+use serde_json::json;
+use shared::model::{Node, Pod, PodPhase};
+use shepherd_client::{LogOptions, Selection};
+use shepherd_testing::{TestServer, eventually};
 
 const WAIT: Duration = Duration::from_secs(20);
 
-async fn get(http: &reqwest::Client, url: String) -> Value {
-    let response = http.get(&url).send().await.unwrap();
-    assert_eq!(response.status().as_u16(), 200, "GET {url}");
-    response.json().await.unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn simulated_nodes_run_a_deployment() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let shutdown = CancellationToken::new();
-    let server = tokio::spawn(server::run(listener, server::Config::in_memory(), shutdown.clone()));
+    let server = TestServer::start(server::Config::in_memory()).await;
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_shepherd-agent"))
-        .args(["--server", &base, "--node-name", "kwok", "--runtime", "simulated", "--simulate-nodes", "3"])
+        .args(["--server", &server.url, "--node-name", "kwok", "--runtime", "simulated", "--simulate-nodes", "3"])
         .args(["--simulated-start-delay", "100ms", "--listen", "127.0.0.1:0", "--cpu", "2", "--memory", "4Gi"])
         .env("RUST_LOG", "warn")
         .spawn()
         .expect("cannot start shepherd-agent");
-    let http = reqwest::Client::new();
+    let client = &server.client;
 
-    let began = Instant::now();
-    let nodes = loop {
-        let nodes = get(&http, format!("{base}/api/v1/nodes")).await;
-        if nodes["items"].as_array().unwrap().len() == 3 {
-            break nodes;
-        }
-        assert!(began.elapsed() < WAIT, "3 simulated nodes did not register: {nodes:#}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    for node in nodes["items"].as_array().unwrap() {
-        assert!(node["metadata"]["name"].as_str().unwrap().starts_with("kwok-"));
-        assert_eq!(node["status"]["node_info"]["simulated"], true);
-        assert_eq!(node["status"]["node_info"]["runtime"], "simulated");
-        assert_eq!(node["status"]["capacity"]["cpu"], 2000);
-        assert_eq!(node["status"]["capacity"]["memory"], 4i64 << 30);
+    let nodes = eventually(client, WAIT, "3 simulated nodes registered", || async {
+        let nodes = client.list::<Node>(&Selection::default()).await.expect("the nodes");
+        (nodes.items.len() == 3).then_some(nodes.items)
+    })
+    .await;
+    for node in &nodes {
+        assert!(node.metadata.name.starts_with("kwok-"));
+        assert!(node.status.node_info.simulated);
+        assert_eq!(node.status.node_info.runtime, "simulated");
+        assert_eq!((node.status.capacity.cpu, node.status.capacity.memory), (2000, 4 << 30));
     }
 
     let deployment = json!({
@@ -57,23 +46,18 @@ async fn simulated_nodes_run_a_deployment() {
             }
         }
     });
-    let created = http.post(format!("{base}/api/v1/namespaces/default/deployments")).json(&deployment).send().await.unwrap();
-    assert_eq!(created.status().as_u16(), 201);
-    let began = Instant::now();
-    let pods = loop {
-        let pods = get(&http, format!("{base}/api/v1/namespaces/default/pods?label_selector=app=web")).await;
-        let items = pods["items"].as_array().unwrap();
-        if items.len() == 6 && items.iter().all(|p| p["status"]["phase"] == "Running") {
-            break pods;
-        }
-        assert!(began.elapsed() < WAIT, "the deployment did not reach 6 Running pods: {pods:#}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    let first = &pods["items"][0];
-    let name = first["metadata"]["name"].as_str().unwrap();
-    let logs = http.get(format!("{base}/api/v1/namespaces/default/pods/{name}/log")).send().await.unwrap();
-    assert_eq!(logs.status().as_u16(), 200);
-    assert!(logs.text().await.unwrap().starts_with("[simulated]"));
+    let (status, body) = server.post("/api/v1/namespaces/default/deployments", deployment).await;
+    assert_eq!(status, 201, "{body}");
+    let web = Selection { label_selector: Some("app=web".into()), ..Selection::namespace(Some("default")) };
+    let pods = eventually(client, WAIT, "the deployment's 6 pods Running", || async {
+        let pods = client.list::<Pod>(&web).await.expect("the pods");
+        (pods.items.len() == 6 && pods.items.iter().all(|p| p.status.phase == PodPhase::Running)).then_some(pods.items)
+    })
+    .await;
+    let name = &pods[0].metadata.name;
+    let mut log = client.logs("default", name, &LogOptions::default()).await.expect("the pod's log");
+    let first = log.next().await.expect("a first chunk").expect("the log streams");
+    assert!(first.starts_with(b"[simulated]"), "{first:?}");
 
     std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     let began = Instant::now();
@@ -81,8 +65,7 @@ async fn simulated_nodes_run_a_deployment() {
         assert!(began.elapsed() < Duration::from_secs(10), "shepherd-agent did not exit on SIGTERM");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    shutdown.cancel();
-    server.await.unwrap().unwrap();
+    server.stop().await;
 }
 
 #[path = "support/start_race.rs"]

@@ -1,6 +1,7 @@
 //! Every network call the dashboard makes: JSON requests with the Bearer token, and the watch
-//! loop that lists, streams `?watch=true` as Server-Sent Events, resumes from the last
-//! resource_version and re-lists on 410 Gone. URLs come from `shared::api::paths`.
+//! loop that drives `shared::watch`'s state machine: list, stream `?watch=true` as Server-Sent
+//! Events (read by `shared::sse`), resume from the last resource_version and re-list on 410
+//! Gone. URLs come from `shared::api::paths`.
 //!
 //! The stream is read with `fetch` rather than `EventSource`: an `EventSource` can neither
 //! send `Authorization` nor see the HTTP status, and the watch needs both (401 → login,
@@ -15,15 +16,15 @@ use gloo_timers::future::TimeoutFuture;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use shared::api::{ApiErrorBody, ApiErrorStatus, FieldError, List, paths};
+use shared::backoff::Backoff;
 use shared::model::{Kind, Object};
+use shared::watch::{self, DecodeError, Machine, Step};
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{AbortController, ReadableStreamDefaultReader};
 use yew::Callback;
 
-use crate::sse;
 use crate::store::{ClusterAction, SyncState};
-use crate::watch::{self, Machine, Step};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ApiError {
@@ -199,7 +200,7 @@ impl Cancel {
 enum StreamEnd {
     /// The server closed it.
     Closed,
-    /// Nothing arrived for `stall_ms`.
+    /// Nothing arrived for `stall`.
     Stalled,
     Failed(String),
     Cancelled,
@@ -224,7 +225,7 @@ async fn open_stream(client: &Client, path: &str, cancel: &Cancel) -> Result<Rea
 async fn read_stream(
     reader: &ReadableStreamDefaultReader,
     cancel: &Cancel,
-    stall_ms: Option<u32>,
+    stall: Option<std::time::Duration>,
     mut on_chunk: impl FnMut(&[u8]),
 ) -> StreamEnd {
     loop {
@@ -232,8 +233,8 @@ async fn read_stream(
             return StreamEnd::Cancelled;
         }
         let read = JsFuture::from(reader.read());
-        let result = match stall_ms {
-            Some(ms) => match select(read, TimeoutFuture::new(ms)).await {
+        let result = match stall {
+            Some(stall) => match select(read, TimeoutFuture::new(millis(stall))).await {
                 Either::Left((result, _)) => result,
                 Either::Right(_) => {
                     let _ = reader.cancel();
@@ -270,13 +271,13 @@ pub async fn watch(
     cancel: Cancel,
 ) {
     let sync = |sync: SyncState| dispatch.emit(ClusterAction::Sync { kind, sync });
-    let mut machine = Machine::new(resume_from);
+    let mut machine = Machine::new(resume_from, WATCH_BACKOFF);
     let mut last_error = String::new();
     while !cancel.is_cancelled() {
         let outcome = match machine.next_step() {
-            Step::Wait { ms } => {
+            Step::Wait(wait) => {
                 sync(SyncState::Retrying { attempt: machine.failures(), error: last_error.clone() });
-                TimeoutFuture::new(ms).await;
+                TimeoutFuture::new(millis(wait)).await;
                 continue;
             }
             Step::List => {
@@ -306,13 +307,21 @@ pub async fn watch(
                 on_unauthorized.emit(message);
                 return;
             }
-            Err(error) if error.code() == Some(410) => machine.gone(),
+            Err(error) if error.code() == Some(410) => machine.relist(),
             Err(error) => {
                 last_error = error.to_string();
                 machine.failed();
             }
         }
     }
+}
+
+/// The dashboard's retries: 0.5 s, doubling to 30 s.
+const WATCH_BACKOFF: Backoff = Backoff::new(std::time::Duration::from_millis(500), std::time::Duration::from_secs(30));
+
+/// A wait as the browser's timers take it.
+fn millis(wait: std::time::Duration) -> u32 {
+    u32::try_from(wait.as_millis()).unwrap_or(u32::MAX)
 }
 
 /// Coalesces watch events into one cache update every [`FLUSH_MS`] at most: under a burst
@@ -403,15 +412,15 @@ async fn stream_watch(
     let path = format!("{}?watch=true&resource_version={from}", paths::collection(kind, None));
     let reader = open_stream(client, &path, cancel).await?;
     dispatch.emit(ClusterAction::Sync { kind, sync: SyncState::Live });
-    let mut parser = sse::Parser::new();
-    let mut bad: Option<String> = None;
+    let mut parser = shared::sse::Parser::new();
+    let mut bad: Option<DecodeError> = None;
     let batch = Batch::new(kind, dispatch.clone(), cancel.clone());
-    let end = read_stream(&reader, cancel, Some(watch::STALL_MS), |chunk| {
+    let end = read_stream(&reader, cancel, Some(watch::STALL), |chunk| {
         let mut events = Vec::new();
         for message in parser.feed(chunk) {
-            match watch::decode_event(&message.data, kind) {
+            match watch::decode(&message, kind) {
                 Ok(event) => events.push(event),
-                Err(error) => bad = Some(error.to_string()),
+                Err(error) => bad = Some(error),
             }
         }
         if let Some(newest) = events.iter().map(|e| e.resource_version).max() {
@@ -423,9 +432,11 @@ async fn stream_watch(
     batch.flush_all();
     let broken = |message: String| ApiError::Network { path: path.clone(), message };
     match (end, bad) {
-        (_, Some(message)) => Err(ApiError::Decode { path: path.clone(), message }),
+        // The server ended the stream with an error (410 Gone: re-list).
+        (_, Some(DecodeError::Server { status, .. })) => Err(ApiError::Api(status)),
+        (_, Some(error)) => Err(ApiError::Decode { path: path.clone(), message: error.to_string() }),
         (StreamEnd::Closed | StreamEnd::Cancelled, None) => Ok(()),
-        (StreamEnd::Stalled, None) => Err(broken(format!("no event or bookmark for {} s", watch::STALL_MS / 1000))),
+        (StreamEnd::Stalled, None) => Err(broken(format!("no event or bookmark for {} s", watch::STALL.as_secs()))),
         (StreamEnd::Failed(message), None) => Err(broken(message)),
     }
 }

@@ -3,9 +3,8 @@
 //!
 //! Layout:
 //! - [`store`]: the cluster cache, a `Reducible` fed by lists and watch events;
-//! - [`watch`]: the list → watch → resume / re-list state machine and event decoding;
-//! - [`sse`]: the Server-Sent Events parser the watch stream reads through;
-//! - [`api`]: every network call: JSON requests with the token, the watch loop, followed logs;
+//! - [`api`]: every network call: JSON requests with the token, the watch loop (driving
+//!   `shared::watch`'s state machine over `shared::sse`), followed logs;
 //! - [`session`]: route, namespace, token and server info, a `Reducible`;
 //! - [`view`]: view-model: stages, pens, timeline, decision table, Pending reasons;
 //! - [`plan`]: a manifest checked and validated before it is applied;
@@ -23,10 +22,8 @@ pub mod route;
 pub mod session;
 pub mod sim;
 pub mod sort;
-pub mod sse;
 pub mod store;
 pub mod view;
-pub mod watch;
 
 /// Mounts the dashboard on the document body.
 pub fn start() {

@@ -55,6 +55,15 @@ impl Session {
         self.namespace.as_deref().unwrap_or(shared::model::DEFAULT_NAMESPACE)
     }
 
+    /// How long a node may go without a heartbeat before it is not ready: the server's
+    /// `--node-monitor-grace`, or its default until the server has said.
+    pub fn node_monitor_grace(&self) -> std::time::Duration {
+        match &self.server {
+            Server::Up(info) if info.node_monitor_grace_ms > 0 => std::time::Duration::from_millis(info.node_monitor_grace_ms),
+            _ => shared::readiness::DEFAULT_NODE_MONITOR_GRACE,
+        }
+    }
+
     /// The value saved in local storage for the namespace.
     pub fn namespace_setting(&self) -> &str {
         self.namespace.as_deref().unwrap_or(ALL_NAMESPACES)

@@ -6,38 +6,10 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use shared::api::{WatchEvent, WatchEventType};
-use shared::model::{Deployment, Event, Kind, Node, Object, ObjectMeta, Pod, Service};
+/// The kinds the dashboard caches are `shared`'s resources.
+pub use shared::model::Resource;
+use shared::model::{Deployment, Event, Kind, Node, Object, Pod, Service};
 use yew::Reducible;
-
-/// A kind the dashboard caches, and how to get it out of an [`Object`].
-pub trait Resource: Clone + PartialEq + 'static {
-    const KIND: Kind;
-    fn meta(&self) -> &ObjectMeta;
-    fn from_object(object: Object) -> Option<Self>;
-}
-
-macro_rules! resource {
-    ($type:ident, $kind:ident) => {
-        impl Resource for $type {
-            const KIND: Kind = Kind::$kind;
-            fn meta(&self) -> &ObjectMeta {
-                &self.metadata
-            }
-            fn from_object(object: Object) -> Option<Self> {
-                match object {
-                    Object::$kind(o) => Some(o),
-                    _ => None,
-                }
-            }
-        }
-    };
-}
-
-resource!(Pod, Pod);
-resource!(Node, Node);
-resource!(Deployment, Deployment);
-resource!(Service, Service);
-resource!(Event, Event);
 
 /// How a collection's stream is doing, shown as the connection light.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -109,7 +81,7 @@ impl<T: Resource> Collection<T> {
         // Inserted one by one: collecting into a BTreeMap sorts first, with its own copy of
         // the sort code per kind.
         let mut map = BTreeMap::new();
-        for item in items.into_iter().filter_map(T::from_object) {
+        for item in items.into_iter().filter_map(T::try_from_object) {
             map.insert(item.meta().key(), Rc::new(item));
         }
         self.items = Rc::new(map);
@@ -125,7 +97,7 @@ impl<T: Resource> Collection<T> {
                 self.resource_version = event.resource_version;
                 changed = true;
             }
-            let Some(object) = event.object.and_then(T::from_object) else { continue };
+            let Some(object) = event.object.and_then(T::try_from_object) else { continue };
             let key = object.meta().key();
             match event.type_ {
                 WatchEventType::Added | WatchEventType::Modified => {
@@ -234,7 +206,7 @@ impl Reducible for Cluster {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use shared::model::{PodPhase, PodStage};
+    use shared::model::{ObjectMeta, PodPhase, PodStage};
 
     pub fn pod(name: &str, rv: u64, node: &str, phase: PodPhase) -> Pod {
         let mut pod = Pod { kind: "Pod".into(), metadata: ObjectMeta::named("default", name), ..Default::default() };

@@ -7,6 +7,7 @@ use std::rc::Rc;
 
 use shared::model::{Condition, ContainerState, Event, Node, Pod, PodPhase, PodStage, Time, conditions, find_condition};
 use shared::scheduler::{Explanation, NodeExplanation, Verdict, reasons};
+use shared::words::{PendingReason, first_seen, pending_reason as pending};
 
 use crate::sort;
 use crate::store::Collection;
@@ -172,18 +173,6 @@ pub fn layout(nodes: &Collection<Node>, pods: &Collection<Pod>, namespace: Optio
     layout
 }
 
-/// A node's condition in one word, as `sheepctl get nodes` shows it.
-pub fn node_condition(node: &Node) -> &'static str {
-    match (node.ready_status(), node.status.unschedulable) {
-        (conditions::TRUE, false) => "Ready",
-        (conditions::TRUE, true) => "Ready,SchedulingDisabled",
-        (conditions::FALSE, false) => "NotReady",
-        (conditions::FALSE, true) => "NotReady,SchedulingDisabled",
-        (_, false) => "Unknown",
-        (_, true) => "Unknown,SchedulingDisabled",
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Time
 
@@ -217,17 +206,6 @@ pub fn one_decimal(tenths: i64) -> String {
     format!("{}{}.{}", if tenths < 0 { "-" } else { "" }, tenths.abs() / 10, tenths.abs() % 10)
 }
 
-/// `5s`, `3m`, `2h`, `4d`: how long ago, as kubectl's AGE column.
-pub fn age(now: Time, then: Time) -> String {
-    let seconds = (now - then).num_seconds().max(0);
-    match seconds {
-        0..120 => format!("{seconds}s"),
-        120..7200 => format!("{}m", seconds / 60),
-        7200..172_800 => format!("{}h", seconds / 3600),
-        _ => format!("{}d", seconds / 86_400),
-    }
-}
-
 /// `06:21:07.123`, UTC: enough to line up with server logs. Written out by hand: chrono's
 /// format strings would add their interpreter to the wasm bundle.
 pub fn clock(time: Time) -> String {
@@ -252,13 +230,8 @@ pub fn pod_events<'a>(pod: &Pod, events: impl IntoIterator<Item = &'a Rc<Event>>
         })
         .cloned()
         .collect();
-    sort::by_cached_key(&mut out, |e| (event_time(e), e.metadata.resource_version));
+    sort::by_cached_key(&mut out, |e| (first_seen(e), e.metadata.resource_version));
     out
-}
-
-/// When an event first happened (its creation time when the reporter left the timestamps out).
-pub fn event_time(event: &Event) -> Option<Time> {
-    event.first_timestamp.or(event.last_timestamp).or(event.metadata.created_at)
 }
 
 /// The seed's steps of a pod's start.
@@ -311,7 +284,7 @@ pub struct TimelineRow {
 
 /// Created → Scheduled → Pulled → Started → Running, from the pod and its events.
 pub fn timeline(pod: &Pod, events: &[Rc<Event>]) -> Vec<TimelineRow> {
-    let first = |reason: &str| events.iter().filter(|e| e.reason == reason).find_map(|e| event_time(e).map(|t| (t, e.message.clone())));
+    let first = |reason: &str| events.iter().filter(|e| e.reason == reason).find_map(|e| first_seen(e).map(|t| (t, e.message.clone())));
     let condition_true = |type_: &str| {
         find_condition(&pod.status.conditions, type_)
             .filter(|c| c.status == conditions::TRUE)
@@ -364,22 +337,31 @@ pub fn timeline(pod: &Pod, events: &[Rc<Event>]) -> Vec<TimelineRow> {
         .collect()
 }
 
-/// Why a Pending pod is not running, in plain words; `None` once it left Pending.
-pub fn pending_reason(pod: &Pod, explanation: Option<&Explanation>, node: Option<&Node>) -> Option<String> {
-    match pod.stage() {
-        PodStage::WaitingForScheduler => Some(
+/// What the dashboard knows of a pod's node, for the pending reason.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeAt<'a> {
+    pub node: &'a Node,
+    pub now: Time,
+    pub grace: std::time::Duration,
+}
+
+/// Why a Pending pod is not running, in plain words: `shared::words`' reason told at length;
+/// `None` once it left Pending.
+pub fn pending_reason(pod: &Pod, explanation: Option<&Explanation>, node: Option<NodeAt>) -> Option<String> {
+    match pending(pod)? {
+        PendingReason::WaitingForScheduler => Some(
             "Waiting for the scheduler: no node has been chosen yet. The API server answered 201 at once; \
              the scheduler places new pods within milliseconds and sweeps every Pending pod without a node every 2 seconds."
                 .to_string(),
         ),
-        PodStage::Unschedulable => {
-            let condition = find_condition(&pod.status.conditions, conditions::POD_SCHEDULED);
+        PendingReason::Unschedulable { message } => {
             let mut text = String::from("No node can take this pod right now");
             let reasons = explanation.map(failure_histogram).unwrap_or_default();
             if reasons.is_empty() {
-                match condition.filter(|c| !c.message.is_empty()) {
-                    Some(c) => text.push_str(&format!(": {}", c.message)),
-                    None => text.push('.'),
+                if message.is_empty() {
+                    text.push('.');
+                } else {
+                    text.push_str(&format!(": {message}"));
                 }
             } else {
                 let total = explanation.map_or(0, |e| e.nodes_evaluated);
@@ -392,16 +374,16 @@ pub fn pending_reason(pod: &Pod, explanation: Option<&Explanation>, node: Option
             );
             Some(text)
         }
-        PodStage::WaitingForAgent => {
-            let node_name = &pod.spec.node_name;
+        PendingReason::WaitingForAgent { node: node_name, .. } => {
             let mut text = format!("Scheduled to {node_name}; waiting for that node's agent to pull the image and start the containers.");
-            if let Some(node) = node
-                && !node.is_ready()
-            {
-                text.push_str(&format!(
-                    " {node_name} is not Ready ({}): its agent may be down, so the pod waits until it comes back.",
-                    node.ready_status()
-                ));
+            if let Some(NodeAt { node, now, grace }) = node {
+                let readiness = node.readiness(now, grace);
+                if !readiness.is_ready() {
+                    text.push_str(&format!(
+                        " {node_name} is not Ready ({}): its agent may be down, so the pod waits until it comes back.",
+                        readiness.explain(grace)
+                    ));
+                }
             }
             for status in &pod.status.container_statuses {
                 if let ContainerState::Waiting { reason, message } = &status.state
@@ -416,7 +398,6 @@ pub fn pending_reason(pod: &Pod, explanation: Option<&Explanation>, node: Option
             }
             Some(text)
         }
-        _ => None,
     }
 }
 
@@ -718,15 +699,6 @@ mod tests {
     }
 
     #[test]
-    fn node_condition_words() {
-        let mut cordoned = node("n", true);
-        cordoned.status.unschedulable = true;
-        assert_eq!(node_condition(&cordoned), "Ready,SchedulingDisabled");
-        assert_eq!(node_condition(&node("n", false)), "NotReady");
-        assert_eq!(node_condition(&Node::default()), "Unknown");
-    }
-
-    #[test]
     fn the_timeline_has_the_seeds_steps_with_t_plus_and_deltas() {
         let mut p = pod("default", "web", "n1", PodPhase::Running, 0);
         set_condition(&mut p.status.conditions, Condition { type_: "Ready".into(), status: "True".into(), ..Default::default() }, ms(3600));
@@ -786,8 +758,6 @@ mod tests {
         assert_eq!(delta(2900), "+2.9s");
         assert_eq!(delta(-1_460), "+-1.5s");
         assert_eq!(one_decimal(-5), "-0.5");
-        assert_eq!(age(ms(200_000), t0()), "3m");
-        assert_eq!(age(t0(), ms(5000)), "0s");
         assert_eq!(clock(ms(1234)), "12:00:01.234");
     }
 
@@ -923,9 +893,17 @@ mod tests {
             state: ContainerState::Waiting { reason: "ErrImagePull".into(), message: "no such image".into() },
             ..Default::default()
         }];
-        let text = pending_reason(&p, None, Some(&node("n1", false))).unwrap();
+        let grace = shared::readiness::DEFAULT_NODE_MONITOR_GRACE;
+        let down = node("n1", false);
+        let text = pending_reason(&p, None, Some(NodeAt { node: &down, now: t0(), grace })).unwrap();
         assert!(text.starts_with("Scheduled to n1; waiting"), "{text}");
-        assert!(text.contains("n1 is not Ready (False)"), "{text}");
+        assert!(text.contains("n1 is not Ready (the node's Ready condition is False)"), "{text}");
+        let mut quiet = node("n1", true);
+        quiet.status.last_heartbeat = Some(t0());
+        let text = pending_reason(&p, None, Some(NodeAt { node: &quiet, now: ms(41_000), grace })).unwrap();
+        assert!(text.contains("n1 is not Ready (last heartbeat 41s ago, older than the node monitor grace of 40s)"), "{text}");
+        let text = pending_reason(&p, None, Some(NodeAt { node: &quiet, now: ms(1_000), grace })).unwrap();
+        assert!(!text.contains("not Ready"), "{text}");
         assert!(text.contains("Container web: ErrImagePull (no such image)."), "{text}");
         assert_eq!(pending_reason(&pod("default", "r", "n1", PodPhase::Running, 0), None, None), None);
         assert!(

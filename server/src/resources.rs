@@ -5,18 +5,14 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use shared::api::FieldError;
-use shared::model::{Deployment, Event, Kind, Namespace, Node, Object, ObjectMeta, Pod, PodStatus, Service, Time};
+use shared::model::{Deployment, Event, Namespace, Node, ObjectMeta, Pod, PodStatus, Service, Time};
 use shared::validation;
 
-pub trait Resource: Serialize + DeserializeOwned + Clone + PartialEq + Send + Sync + 'static {
-    const KIND: Kind;
-
+/// What the API adds to `shared`'s [`shared::model::Resource`] (kind, metadata, the way in
+/// and out of `Object`): the wire form, validation, and what a create and an update may set.
+pub trait Resource: shared::model::Resource + Serialize + DeserializeOwned + Send + Sync {
     /// The `kind` the object carries, as sent.
     fn kind_field(&self) -> &str;
-    fn meta(&self) -> &ObjectMeta;
-    fn meta_mut(&mut self) -> &mut ObjectMeta;
-    fn into_object(self) -> Object;
-    fn from_object(object: &Object) -> Option<&Self>;
     fn validate(&self) -> Result<(), Vec<FieldError>>;
     /// Resets what a client may not set on create (status, bookkeeping) and fills defaults.
     fn prepare_create(&mut self);
@@ -41,32 +37,16 @@ fn merged_meta(stored: &ObjectMeta, new: &ObjectMeta) -> ObjectMeta {
     ObjectMeta { labels: new.labels.clone(), annotations: new.annotations.clone(), ..stored.clone() }
 }
 
-macro_rules! object_conversions {
-    ($type:ident, $kind:ident) => {
+macro_rules! kind_field {
+    () => {
         fn kind_field(&self) -> &str {
             &self.kind
-        }
-        fn meta(&self) -> &ObjectMeta {
-            &self.metadata
-        }
-        fn meta_mut(&mut self) -> &mut ObjectMeta {
-            &mut self.metadata
-        }
-        fn into_object(self) -> Object {
-            Object::$kind(self)
-        }
-        fn from_object(object: &Object) -> Option<&Self> {
-            match object {
-                Object::$kind(o) => Some(o),
-                _ => None,
-            }
         }
     };
 }
 
 impl Resource for Pod {
-    const KIND: Kind = Kind::Pod;
-    object_conversions!(Pod, Pod);
+    kind_field!();
 
     fn validate(&self) -> Result<(), Vec<FieldError>> {
         let mut errors = validation::validate_pod(self).err().unwrap_or_default();
@@ -117,8 +97,7 @@ impl Resource for Pod {
 }
 
 impl Resource for Deployment {
-    const KIND: Kind = Kind::Deployment;
-    object_conversions!(Deployment, Deployment);
+    kind_field!();
 
     fn validate(&self) -> Result<(), Vec<FieldError>> {
         validation::validate_deployment(self)
@@ -149,8 +128,7 @@ impl Resource for Deployment {
 }
 
 impl Resource for Service {
-    const KIND: Kind = Kind::Service;
-    object_conversions!(Service, Service);
+    kind_field!();
 
     fn validate(&self) -> Result<(), Vec<FieldError>> {
         validation::validate_service(self)
@@ -181,8 +159,7 @@ impl Resource for Service {
 }
 
 impl Resource for Node {
-    const KIND: Kind = Kind::Node;
-    object_conversions!(Node, Node);
+    kind_field!();
 
     fn validate(&self) -> Result<(), Vec<FieldError>> {
         validation::validate_node(self)
@@ -214,8 +191,7 @@ pub fn default_allocatable(node: &mut Node) {
 }
 
 impl Resource for Event {
-    const KIND: Kind = Kind::Event;
-    object_conversions!(Event, Event);
+    kind_field!();
 
     fn validate(&self) -> Result<(), Vec<FieldError>> {
         validation::validate_event(self)
@@ -234,8 +210,7 @@ impl Resource for Event {
 }
 
 impl Resource for Namespace {
-    const KIND: Kind = Kind::Namespace;
-    object_conversions!(Namespace, Namespace);
+    kind_field!();
 
     fn validate(&self) -> Result<(), Vec<FieldError>> {
         validation::validate_namespace(self)

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{TestServer, eventually, pod};
+use common::{TestServer, add_node, eventually, pod};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use server::Config;
@@ -16,7 +16,7 @@ const GI: i64 = 1 << 30;
 #[tokio::test]
 async fn a_created_pod_is_pending_at_once_then_bound_with_events() {
     let server = TestServer::in_memory().await;
-    server.add_node("node-1", 4000, 8 * GI, 110).await;
+    add_node(&server, "node-1", 4000, 8 * GI, 110).await;
     let (status, created) = server.post("/api/v1/pods", pod("web-0", 250, 64 << 20)).await;
     assert_eq!(status, StatusCode::CREATED, "{created}");
     assert_eq!(created["status"]["phase"], "Pending");
@@ -26,7 +26,7 @@ async fn a_created_pod_is_pending_at_once_then_bound_with_events() {
     assert!(created["metadata"]["created_at"].is_string());
     assert!(created["metadata"]["resource_version"].as_u64().unwrap() > 0);
 
-    let bound = eventually(Duration::from_secs(5), "the pod to be bound", || async {
+    let bound = eventually(&server.client, Duration::from_secs(5), "the pod to be bound", || async {
         let (_, p) = server.get("/api/v1/namespaces/default/pods/web-0").await;
         (p["spec"]["node_name"] == "node-1").then_some(p)
     })
@@ -53,8 +53,8 @@ async fn a_created_pod_is_pending_at_once_then_bound_with_events() {
 #[tokio::test]
 async fn binding_is_a_compare_and_swap() {
     let server = TestServer::start(Config { run_scheduler: false, ..Config::in_memory() }).await;
-    server.add_node("node-1", 1000, GI, 10).await;
-    server.add_node("node-2", 1000, GI, 10).await;
+    add_node(&server, "node-1", 1000, GI, 10).await;
+    add_node(&server, "node-2", 1000, GI, 10).await;
     server.post("/api/v1/namespaces/default/pods", pod("a", 100, 1 << 20)).await;
     let binding = |node: &str| json!({"kind": "Binding", "target": {"kind": "Node", "name": node}});
     let (status, bound) = server.post("/api/v1/namespaces/default/pods/a/binding", binding("node-1")).await;
@@ -134,13 +134,12 @@ async fn malformed_bodies_get_json_errors_with_line_and_column() {
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(err["error"]["reason"], "PayloadTooLarge");
 
-    let plain =
-        server.client.post(format!("{}/api/v1/pods", server.url)).header("content-type", "text/plain").body(pod("p", 1, 1).to_string());
+    let plain = server.client.request(Method::POST, "/api/v1/pods").header("content-type", "text/plain").body(pod("p", 1, 1).to_string());
     let response = plain.send().await.unwrap();
     assert_eq!(response.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE, "a form or text post from a web page is refused");
     let preflight = server
         .client
-        .request(Method::OPTIONS, format!("{}/api/v1/pods", server.url))
+        .request(Method::OPTIONS, "/api/v1/pods")
         .header("origin", "http://evil.example")
         .header("access-control-request-method", "POST")
         .send()
@@ -171,7 +170,7 @@ async fn updates_are_compare_and_swap_and_never_touch_status_or_node() {
     let (status, created) = server.post("/api/v1/namespaces/default/deployments", deployment).await;
     assert_eq!(status, StatusCode::CREATED, "{created}");
     // The deployment controller writes the status once it has created the pods.
-    let created = eventually(Duration::from_secs(5), "the deployment's status", || async {
+    let created = eventually(&server.client, Duration::from_secs(5), "the deployment's status", || async {
         let (_, d) = server.get("/api/v1/namespaces/default/deployments/web").await;
         (d["status"]["replicas"] == 3 && d["status"]["observed_generation"] == 1).then_some(d)
     })
@@ -195,7 +194,7 @@ async fn updates_are_compare_and_swap_and_never_touch_status_or_node() {
     let (_, scale) = server.get("/api/v1/namespaces/default/deployments/web/scale").await;
     assert_eq!(scale["spec"]["replicas"], 1);
 
-    server.add_node("node-1", 1000, GI, 10).await;
+    add_node(&server, "node-1", 1000, GI, 10).await;
     server.post("/api/v1/pods", pod("p", 10, 1)).await;
     server.post("/api/v1/namespaces/default/pods/p/binding", json!({"target": {"name": "node-1"}})).await;
     let (_, stored) = server.get("/api/v1/namespaces/default/pods/p").await;
@@ -281,9 +280,9 @@ async fn namespaces_must_exist_and_can_be_listed() {
 #[tokio::test]
 async fn an_unschedulable_pod_says_why_with_one_growing_event() {
     let server = TestServer::in_memory().await;
-    server.add_node("small", 1000, GI, 10).await;
+    add_node(&server, "small", 1000, GI, 10).await;
     server.post("/api/v1/pods", pod("huge", 500, 64 * GI)).await;
-    let condition = eventually(Duration::from_secs(5), "PodScheduled=False", || async {
+    let condition = eventually(&server.client, Duration::from_secs(5), "PodScheduled=False", || async {
         let (_, p) = server.get("/api/v1/namespaces/default/pods/huge").await;
         p["status"]["conditions"]
             .as_array()
@@ -297,7 +296,7 @@ async fn an_unschedulable_pod_says_why_with_one_growing_event() {
         let (_, events) = server.get("/api/v1/namespaces/default/events?field_selector=reason%3DFailedScheduling").await;
         events["items"].as_array().unwrap().clone()
     };
-    let first = eventually(Duration::from_secs(5), "a FailedScheduling event", || async {
+    let first = eventually(&server.client, Duration::from_secs(5), "a FailedScheduling event", || async {
         let events = failed_events().await;
         (events.len() == 1).then(|| events[0].clone())
     })
@@ -306,8 +305,8 @@ async fn an_unschedulable_pod_says_why_with_one_growing_event() {
     assert_eq!(first["count"], 1);
 
     // A new node that is still too small: a cluster change, so the pod is retried after its backoff.
-    server.add_node("small-2", 1000, GI, 10).await;
-    let bumped = eventually(Duration::from_secs(8), "the event's count to grow", || async {
+    add_node(&server, "small-2", 1000, GI, 10).await;
+    let bumped = eventually(&server.client, Duration::from_secs(8), "the event's count to grow", || async {
         let events = failed_events().await;
         (events.len() == 1 && events[0]["count"].as_u64() >= Some(2)).then(|| events[0].clone())
     })
@@ -320,8 +319,8 @@ async fn an_unschedulable_pod_says_why_with_one_growing_event() {
     assert_eq!(explanation["nodes"].as_array().unwrap().len(), 2);
 
     // A node that fits: the pod is bound.
-    server.add_node("big", 4000, 128 * GI, 10).await;
-    eventually(Duration::from_secs(15), "the pod to be bound to big", || async {
+    add_node(&server, "big", 4000, 128 * GI, 10).await;
+    eventually(&server.client, Duration::from_secs(15), "the pod to be bound to big", || async {
         let (_, p) = server.get("/api/v1/namespaces/default/pods/huge").await;
         (p["spec"]["node_name"] == "big").then_some(())
     })

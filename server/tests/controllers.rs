@@ -7,10 +7,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::{TestServer, eventually};
+use common::{TestServer, add_node, eventually};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use server::Config;
+use shared::model::NodeResources;
+use shared::registration::NodeDescription;
 
 const GI: i64 = 1 << 30;
 
@@ -24,7 +26,7 @@ async fn pods(server: &TestServer) -> Vec<Value> {
 }
 
 async fn pod_count(server: &TestServer, n: usize) -> Vec<Value> {
-    eventually(Duration::from_secs(5), &format!("{n} pods"), || async {
+    eventually(&server.client, Duration::from_secs(5), &format!("{n} pods"), || async {
         let pods = pods(server).await;
         (pods.len() == n).then_some(pods)
     })
@@ -43,7 +45,7 @@ async fn confirm_deletions(server: &TestServer) {
 
 /// `n` pods once the terminating ones have been confirmed gone.
 async fn pod_count_after_confirming(server: &TestServer, n: usize) -> Vec<Value> {
-    eventually(Duration::from_secs(5), &format!("{n} pods after confirmed deletions"), || async {
+    eventually(&server.client, Duration::from_secs(5), &format!("{n} pods after confirmed deletions"), || async {
         confirm_deletions(server).await;
         let pods = pods(server).await;
         (pods.len() == n).then_some(pods)
@@ -69,8 +71,8 @@ async fn run_pods_on(server: &TestServer, node: &str) {
 #[tokio::test]
 async fn a_deployment_scales_up_and_down_and_its_pods_go_with_it() {
     let server = TestServer::in_memory().await;
-    server.add_node("node-1", 4000, 8 * GI, 110).await;
-    server.add_node("node-2", 4000, 8 * GI, 110).await;
+    add_node(&server, "node-1", 4000, 8 * GI, 110).await;
+    add_node(&server, "node-2", 4000, 8 * GI, 110).await;
     let (status, created) = server.post("/api/v1/namespaces/default/deployments", deployment()).await;
     assert_eq!(status, StatusCode::CREATED, "{created}");
     let uid = created["metadata"]["uid"].clone();
@@ -82,7 +84,7 @@ async fn a_deployment_scales_up_and_down_and_its_pods_go_with_it() {
         assert_eq!(p["metadata"]["owner_references"][0]["controller"], true);
     }
     // Every pod gets bound, spread over both nodes.
-    let bound = eventually(Duration::from_secs(5), "3 bound pods", || async {
+    let bound = eventually(&server.client, Duration::from_secs(5), "3 bound pods", || async {
         let pods = pods(&server).await;
         pods.iter().all(|p| p["spec"]["node_name"] != "").then_some(pods)
     })
@@ -92,7 +94,7 @@ async fn a_deployment_scales_up_and_down_and_its_pods_go_with_it() {
 
     run_pods_on(&server, "node-1").await;
     run_pods_on(&server, "node-2").await;
-    eventually(Duration::from_secs(5), "ready_replicas 3", || async {
+    eventually(&server.client, Duration::from_secs(5), "ready_replicas 3", || async {
         let (_, d) = server.get("/api/v1/namespaces/default/deployments/web").await;
         (d["status"]["ready_replicas"] == 3).then_some(())
     })
@@ -108,7 +110,7 @@ async fn a_deployment_scales_up_and_down_and_its_pods_go_with_it() {
     let victim = left[0]["metadata"]["name"].as_str().unwrap().to_string();
     let failed = json!({"status": {"phase": "Failed", "reason": "Error"}});
     server.put(&format!("/api/v1/namespaces/default/pods/{victim}/status"), failed).await;
-    eventually(Duration::from_secs(5), "the failed pod replaced and bound", || async {
+    eventually(&server.client, Duration::from_secs(5), "the failed pod replaced and bound", || async {
         let pods = pods(&server).await;
         (pods.len() == 2 && pods.iter().all(|p| p["metadata"]["name"] != victim.as_str() && p["spec"]["node_name"] != "")).then_some(())
     })
@@ -116,7 +118,7 @@ async fn a_deployment_scales_up_and_down_and_its_pods_go_with_it() {
 
     let (status, _) = server.delete("/api/v1/namespaces/default/deployments/web").await;
     assert_eq!(status, StatusCode::OK);
-    let terminating = eventually(Duration::from_secs(5), "the pods terminating", || async {
+    let terminating = eventually(&server.client, Duration::from_secs(5), "the pods terminating", || async {
         let pods = pods(&server).await;
         pods.iter().all(|p| p["metadata"]["deletion_timestamp"].is_string()).then_some(pods)
     })
@@ -132,11 +134,11 @@ async fn a_deployment_scales_up_and_down_and_its_pods_go_with_it() {
 #[tokio::test]
 async fn a_terminating_pod_is_replaced_at_once_and_not_counted() {
     let server = TestServer::in_memory().await;
-    server.add_node("node-1", 4000, 8 * GI, 110).await;
+    add_node(&server, "node-1", 4000, 8 * GI, 110).await;
     let mut d = deployment();
     d["spec"]["replicas"] = json!(1);
     server.post("/api/v1/namespaces/default/deployments", d).await;
-    let first = eventually(Duration::from_secs(5), "1 bound pod", || async {
+    let first = eventually(&server.client, Duration::from_secs(5), "1 bound pod", || async {
         let pods = pods(&server).await;
         (pods.len() == 1 && pods[0]["spec"]["node_name"] == "node-1").then(|| pods[0].clone())
     })
@@ -147,13 +149,13 @@ async fn a_terminating_pod_is_replaced_at_once_and_not_counted() {
     assert_eq!(status, StatusCode::OK);
     assert!(terminating["metadata"]["deletion_timestamp"].is_string(), "{terminating}");
 
-    let replacement = eventually(Duration::from_secs(5), "a replacement next to the terminating pod", || async {
+    let replacement = eventually(&server.client, Duration::from_secs(5), "a replacement next to the terminating pod", || async {
         let pods = pods(&server).await;
         (pods.len() == 2).then(|| pods.into_iter().find(|p| p["metadata"]["name"] != name.as_str()).unwrap())
     })
     .await;
     assert!(replacement["metadata"]["deletion_timestamp"].is_null());
-    eventually(Duration::from_secs(5), "status.replicas 1", || async {
+    eventually(&server.client, Duration::from_secs(5), "status.replicas 1", || async {
         let (_, d) = server.get("/api/v1/namespaces/default/deployments/web").await;
         (d["status"]["replicas"] == 1).then_some(())
     })
@@ -168,14 +170,14 @@ async fn a_terminating_pod_is_replaced_at_once_and_not_counted() {
 #[tokio::test]
 async fn a_terminating_pod_on_a_node_that_goes_not_ready_is_collected_with_a_warning() {
     let server = TestServer::start(Config { run_scheduler: false, ..Config::in_memory() }).await;
-    server.add_node("node-1", 4000, 8 * GI, 110).await;
+    add_node(&server, "node-1", 4000, 8 * GI, 110).await;
     server.post("/api/v1/pods", common::pod("p", 1, 1)).await;
     server.post("/api/v1/namespaces/default/pods/p/binding", json!({"target": {"name": "node-1"}})).await;
     let (_, terminating) = server.delete("/api/v1/namespaces/default/pods/p").await;
     assert!(terminating["metadata"]["deletion_timestamp"].is_string(), "{terminating}");
     let (status, _) = server.post("/api/v1/nodes/node-1/heartbeat", json!({"conditions": [{"type": "Ready", "status": "False"}]})).await;
     assert_eq!(status, StatusCode::OK);
-    eventually(Duration::from_secs(5), "the pod collected", || async {
+    eventually(&server.client, Duration::from_secs(5), "the pod collected", || async {
         (server.get("/api/v1/namespaces/default/pods/p").await.0 == StatusCode::NOT_FOUND).then_some(())
     })
     .await;
@@ -192,13 +194,13 @@ async fn a_terminating_pod_on_a_node_that_goes_not_ready_is_collected_with_a_war
 #[tokio::test]
 async fn service_endpoints_follow_running_pods() {
     let server = TestServer::in_memory().await;
-    server.add_node("node-1", 4000, 8 * GI, 110).await;
+    add_node(&server, "node-1", 4000, 8 * GI, 110).await;
     let service: Value = serde_json::from_str(include_str!("../../examples/service.json")).unwrap();
     assert_eq!(server.post("/api/v1/namespaces/default/services", service).await.0, StatusCode::CREATED);
     let mut d = deployment();
     d["spec"]["replicas"] = json!(2);
     server.post("/api/v1/namespaces/default/deployments", d).await;
-    eventually(Duration::from_secs(5), "2 bound pods", || async {
+    eventually(&server.client, Duration::from_secs(5), "2 bound pods", || async {
         let pods = pods(&server).await;
         (pods.len() == 2 && pods.iter().all(|p| p["spec"]["node_name"] == "node-1")).then_some(())
     })
@@ -209,7 +211,7 @@ async fn service_endpoints_follow_running_pods() {
     };
     assert!(endpoints().await.is_empty(), "pending pods are no endpoints");
     run_pods_on(&server, "node-1").await;
-    let ready = eventually(Duration::from_secs(5), "2 endpoints", || async {
+    let ready = eventually(&server.client, Duration::from_secs(5), "2 endpoints", || async {
         let e = endpoints().await;
         (e.len() == 2).then_some(e)
     })
@@ -217,7 +219,7 @@ async fn service_endpoints_follow_running_pods() {
     assert!(ready.iter().all(|e| e["ip"].as_str().unwrap().starts_with("10.20.") && e["node_name"] == "node-1"));
 
     server.put("/api/v1/namespaces/default/deployments/web/scale", json!({"spec": {"replicas": 0}})).await;
-    eventually(Duration::from_secs(5), "no endpoints", || async { endpoints().await.is_empty().then_some(()) }).await;
+    eventually(&server.client, Duration::from_secs(5), "no endpoints", || async { endpoints().await.is_empty().then_some(()) }).await;
     server.stop().await;
 }
 
@@ -231,11 +233,11 @@ async fn a_silent_node_goes_not_ready_and_its_pods_move() {
         ..Config::in_memory()
     })
     .await;
-    server.add_node("doomed", 4000, 8 * GI, 110).await;
+    add_node(&server, "doomed", 4000, 8 * GI, 110).await;
     let mut d = deployment();
     d["spec"]["replicas"] = json!(2);
     server.post("/api/v1/namespaces/default/deployments", d).await;
-    eventually(Duration::from_secs(5), "2 pods on doomed", || async {
+    eventually(&server.client, Duration::from_secs(5), "2 pods on doomed", || async {
         let pods = pods(&server).await;
         (pods.len() == 2 && pods.iter().all(|p| p["spec"]["node_name"] == "doomed")).then_some(())
     })
@@ -243,23 +245,20 @@ async fn a_silent_node_goes_not_ready_and_its_pods_move() {
     run_pods_on(&server, "doomed").await;
 
     // A healthy node keeps heartbeating; doomed stops.
-    server.add_node("healthy", 4000, 8 * GI, 110).await;
+    let healthy = NodeDescription::new("healthy", NodeResources { cpu: 4000, memory: 8 * GI, pods: 110 });
+    shepherd_testing::register_node(&server.client, &healthy).await;
     let beating = {
-        let url = server.url.clone();
+        let client = server.client.clone();
         tokio::spawn(async move {
-            let client = reqwest::Client::new();
+            // The agent's cadence, compressed.
             for _ in 0..100 {
-                let _ = client
-                    .post(format!("{url}/api/v1/nodes/healthy/heartbeat"))
-                    .json(&json!({"conditions": [{"type": "Ready", "status": "True"}]}))
-                    .send()
-                    .await;
+                let _ = client.heartbeat(&healthy.name, &healthy.heartbeat(chrono::Utc::now())).await;
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         })
     };
 
-    let condition = eventually(Duration::from_secs(5), "doomed NotReady", || async {
+    let condition = eventually(&server.client, Duration::from_secs(5), "doomed NotReady", || async {
         let (_, n) = server.get("/api/v1/nodes/doomed").await;
         n["status"]["conditions"].as_array().and_then(|cs| cs.iter().find(|c| c["type"] == "Ready" && c["status"] == "Unknown").cloned())
     })
@@ -268,7 +267,7 @@ async fn a_silent_node_goes_not_ready_and_its_pods_move() {
     let (_, events) = server.get("/api/v1/namespaces/default/events?field_selector=reason%3DNodeNotReady").await;
     assert_eq!(events["items"][0]["involved_object"]["name"], "doomed");
 
-    eventually(Duration::from_secs(8), "the pods replaced on healthy", || async {
+    eventually(&server.client, Duration::from_secs(8), "the pods replaced on healthy", || async {
         let pods = pods(&server).await;
         (pods.len() == 2 && pods.iter().all(|p| p["spec"]["node_name"] == "healthy")).then_some(())
     })

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{SseReader, TestServer, eventually, open_watch, pod};
+use common::{SseReader, TestServer, add_node, eventually, open_watch, pod};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use server::Config;
@@ -41,7 +41,7 @@ async fn next_change(watch: &mut SseReader) -> WatchEvent {
 #[tokio::test]
 async fn a_bound_pod_on_a_ready_node_terminates_until_grace_zero_removes_it() {
     let server = manual().await;
-    server.add_node("node-1", 4000, 8 * GI, 110).await;
+    add_node(&server, "node-1", 4000, 8 * GI, 110).await;
     let bound = bound_pod(&server, "p", "node-1").await;
     let uid = bound["metadata"]["uid"].as_str().unwrap().to_string();
     let (_, list) = server.get("/api/v1/pods").await;
@@ -124,7 +124,7 @@ async fn a_pod_no_agent_runs_is_removed_at_once() {
     assert_eq!(server.get(P).await.0, StatusCode::NOT_FOUND);
 
     // Bound to a node that has since been deleted.
-    server.add_node("node-1", 4000, 8 * GI, 110).await;
+    add_node(&server, "node-1", 4000, 8 * GI, 110).await;
     bound_pod(&server, "p", "node-1").await;
     assert_eq!(server.delete("/api/v1/nodes/node-1").await.0, StatusCode::OK);
     assert_eq!(server.delete(P).await.0, StatusCode::OK);
@@ -135,9 +135,9 @@ async fn a_pod_no_agent_runs_is_removed_at_once() {
 #[tokio::test]
 async fn a_terminating_pod_keeps_its_room_on_its_node_until_it_is_gone() {
     let server = TestServer::in_memory().await;
-    server.add_node("node-1", 1000, GI, 10).await;
+    add_node(&server, "node-1", 1000, GI, 10).await;
     server.post("/api/v1/pods", pod("big", 800, 1)).await;
-    eventually(Duration::from_secs(5), "big bound", || async {
+    eventually(&server.client, Duration::from_secs(5), "big bound", || async {
         let (_, p) = server.get("/api/v1/namespaces/default/pods/big").await;
         (p["spec"]["node_name"] == "node-1").then_some(())
     })
@@ -146,7 +146,7 @@ async fn a_terminating_pod_keeps_its_room_on_its_node_until_it_is_gone() {
     assert!(terminating["metadata"]["deletion_timestamp"].is_string(), "{terminating}");
 
     server.post("/api/v1/pods", pod("next", 500, 1)).await;
-    let condition = eventually(Duration::from_secs(5), "next unschedulable", || async {
+    let condition = eventually(&server.client, Duration::from_secs(5), "next unschedulable", || async {
         let (_, p) = server.get("/api/v1/namespaces/default/pods/next").await;
         p["status"]["conditions"]
             .as_array()
@@ -158,7 +158,7 @@ async fn a_terminating_pod_keeps_its_room_on_its_node_until_it_is_gone() {
     let uid = terminating["metadata"]["uid"].as_str().unwrap();
     let (status, _) = server.delete(&format!("/api/v1/namespaces/default/pods/big?grace_period_seconds=0&uid={uid}")).await;
     assert_eq!(status, StatusCode::OK);
-    eventually(Duration::from_secs(8), "next bound once big is gone", || async {
+    eventually(&server.client, Duration::from_secs(8), "next bound once big is gone", || async {
         let (_, p) = server.get("/api/v1/namespaces/default/pods/next").await;
         (p["spec"]["node_name"] == "node-1").then_some(())
     })
@@ -169,7 +169,7 @@ async fn a_terminating_pod_keeps_its_room_on_its_node_until_it_is_gone() {
 #[tokio::test]
 async fn a_namespace_with_a_terminating_pod_is_not_deleted_yet() {
     let server = manual().await;
-    server.add_node("node-1", 4000, 8 * GI, 110).await;
+    add_node(&server, "node-1", 4000, 8 * GI, 110).await;
     assert_eq!(server.post("/api/v1/namespaces", json!({"metadata": {"name": "shop"}})).await.0, StatusCode::CREATED);
     assert_eq!(server.post("/api/v1/namespaces/shop/pods", pod("p", 1, 1)).await.0, StatusCode::CREATED);
     server.post("/api/v1/namespaces/shop/pods/p/binding", json!({"target": {"name": "node-1"}})).await;

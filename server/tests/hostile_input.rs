@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{TestServer, pod};
+use common::{TestServer, add_node, pod};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use server::Config;
@@ -26,7 +26,7 @@ fn fields(error: &Value) -> Vec<&str> {
 #[tokio::test]
 async fn requests_that_would_overflow_are_refused_and_no_node_is_oversold() {
     let server = manual_binding_server().await;
-    server.add_node("small", 1000, 1 << 30, 10).await;
+    add_node(&server, "small", 1000, 1 << 30, 10).await;
     assert_eq!(server.post("/api/v1/pods", pod("first", 1000, 1)).await.0, StatusCode::CREATED);
     assert_eq!(server.post("/api/v1/namespaces/default/pods/first/binding", binding("small")).await.0, StatusCode::CREATED);
 
@@ -91,7 +91,7 @@ async fn node_capacity_is_bounded_on_register_heartbeat_and_status() {
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{error}");
     assert_eq!(fields(&error), vec!["status.capacity.cpu", "status.capacity.memory", "status.capacity.pods"]);
 
-    server.add_node("n1", 1000, 1 << 30, 10).await;
+    add_node(&server, "n1", 1000, 1 << 30, 10).await;
     let (status, error) = server.post("/api/v1/nodes/n1/heartbeat", json!({"allocatable": huge})).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{error}");
     assert_eq!(fields(&error), vec!["allocatable.cpu", "allocatable.memory", "allocatable.pods"]);
@@ -105,7 +105,7 @@ async fn node_capacity_is_bounded_on_register_heartbeat_and_status() {
 
 /// A request as a browser or curl would send it: no client header unless asked for.
 fn bare(server: &TestServer, method: Method, path: &str) -> reqwest::RequestBuilder {
-    server.client.request(method, format!("{}{path}", server.url))
+    server.bare(method, path)
 }
 
 #[tokio::test]
@@ -128,7 +128,7 @@ async fn a_body_needs_exactly_the_json_media_type() {
 #[tokio::test]
 async fn an_open_server_refuses_what_a_web_page_could_send() {
     let server = manual_binding_server().await;
-    server.add_node("dead", 1000, 1 << 30, 10).await;
+    add_node(&server, "dead", 1000, 1 << 30, 10).await;
     let port = server.url.rsplit(':').next().unwrap().to_string();
     for action in ["cordon", "uncordon", "heartbeat"] {
         let path = format!("/api/v1/nodes/dead/{action}");
@@ -177,7 +177,7 @@ async fn tokens_keep_working_as_before_and_the_scheme_is_case_insensitive() {
     tokens.add("admin-secret-token", Principal { role: Role::Admin, node: None });
     let server = TestServer::start(Config { tokens, run_scheduler: false, ..Config::in_memory() }).await;
     let admin = server.with_token("admin-secret-token");
-    admin.add_node("n1", 1000, 1 << 30, 10).await;
+    add_node(&admin, "n1", 1000, 1 << 30, 10).await;
     for scheme in ["Bearer", "bearer", "BEARER"] {
         let cordon = bare(&server, Method::POST, "/api/v1/nodes/n1/cordon")
             .header("authorization", format!("{scheme} admin-secret-token"))

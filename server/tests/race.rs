@@ -9,13 +9,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{TestServer, open_watch, pod};
-use reqwest::StatusCode;
+use common::{TestServer, add_node, open_watch, pod};
+use reqwest::{Method, StatusCode};
 use serde_json::json;
 use server::Config;
-use shared::api::{List, WatchEventType};
+use shared::api::WatchEventType;
 use shared::model::{Node, Object, Pod};
 use shared::scheduler::{Profile, Scheduler};
+use shepherd_client::Selection;
 
 const NODES: usize = 45;
 const PODS_PER_NODE: i64 = 40;
@@ -30,8 +31,8 @@ struct Tally {
 
 /// One round of the rival scheduler: list, decide every pending pod, bind them all at once.
 async fn rival_round(server: &TestServer, tally: &Tally) -> usize {
-    let nodes: List<Node> = server.client.get(format!("{}/api/v1/nodes", server.url)).send().await.unwrap().json().await.unwrap();
-    let pods: List<Pod> = server.client.get(format!("{}/api/v1/pods", server.url)).send().await.unwrap().json().await.unwrap();
+    let nodes = server.client.list::<Node>(&Selection::default()).await.unwrap();
+    let pods = server.client.list::<Pod>(&Selection::default()).await.unwrap();
     let mut scheduler = Scheduler::new(Profile::bin_pack());
     for n in &nodes.items {
         scheduler.upsert_node(n, chrono::Utc::now());
@@ -44,8 +45,11 @@ async fn rival_round(server: &TestServer, tally: &Tally) -> usize {
         let decision = scheduler.schedule(p, chrono::Utc::now());
         let Some(node) = decision.selected().map(str::to_string) else { continue };
         scheduler.assume(p, &node).unwrap();
-        let url = format!("{}/api/v1/namespaces/default/pods/{}/binding", server.url, p.metadata.name);
-        let request = server.client.post(url).json(&json!({"target": {"kind": "Node", "name": node}, "metadata": {"uid": p.metadata.uid}}));
+        let path = shared::api::paths::binding("default", &p.metadata.name);
+        let request = server
+            .client
+            .request(Method::POST, &path)
+            .json(&json!({"target": {"kind": "Node", "name": node}, "metadata": {"uid": p.metadata.uid}}));
         binds.push(async move { request.send().await.map(|r| r.status()) });
     }
     let attempted = binds.len();
@@ -63,7 +67,7 @@ async fn rival_round(server: &TestServer, tally: &Tally) -> usize {
 async fn two_schedulers_never_bind_twice_nor_oversell() {
     let server = Arc::new(TestServer::start(Config { scheduler_sweep: Duration::from_millis(200), ..Config::in_memory() }).await);
     for i in 0..NODES {
-        server.add_node(&format!("node-{i:02}"), 4000, 16 << 30, PODS_PER_NODE).await;
+        add_node(&server, &format!("node-{i:02}"), 4000, 16 << 30, PODS_PER_NODE).await;
         server.post(&format!("/api/v1/nodes/node-{i:02}/cordon"), json!({})).await;
     }
     let (_, list) = server.get("/api/v1/pods").await;
@@ -141,7 +145,7 @@ async fn two_schedulers_never_bind_twice_nor_oversell() {
     assert_eq!(bound, capacity, "every slot is used, and no more");
 
     // No node oversold.
-    let pods: List<Pod> = server.client.get(format!("{}/api/v1/pods", server.url)).send().await.unwrap().json().await.unwrap();
+    let pods = server.client.list::<Pod>(&Selection::default()).await.unwrap();
     let mut per_node: HashMap<&str, (i64, i64)> = HashMap::new();
     for p in pods.items.iter().filter(|p| p.is_bound()) {
         let entry = per_node.entry(&p.spec.node_name).or_default();

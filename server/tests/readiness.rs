@@ -12,11 +12,10 @@ use serde_json::Value;
 use server::Config;
 use shared::model::{Node, NodeResources};
 use shared::registration::NodeDescription;
+use shepherd_testing::{heartbeat, register_node};
 
-async fn register_as_the_agent_does(server: &TestServer, name: &str) {
-    let node = NodeDescription::new(name, NodeResources { cpu: 4000, memory: 8 << 30, pods: 110 }).to_node(chrono::Utc::now());
-    let (status, body) = server.post("/api/v1/nodes", serde_json::to_value(node).unwrap()).await;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
+fn n1() -> NodeDescription {
+    NodeDescription::new("n1", NodeResources { cpu: 4000, memory: 8 << 30, pods: 110 })
 }
 
 async fn pod_state(server: &TestServer, name: &str) -> Value {
@@ -30,14 +29,16 @@ fn scheduled_condition(pod: &Value) -> Option<&Value> {
 #[tokio::test]
 async fn a_pod_created_before_the_first_heartbeat_is_bound_once_it_comes() {
     let server = TestServer::in_memory().await;
-    register_as_the_agent_does(&server, "n1").await;
+    register_node(&server.client, &n1()).await;
     let (status, _) = server.post("/api/v1/namespaces/default/pods", pod("web", 100, 1 << 20)).await;
     assert_eq!(status, StatusCode::CREATED);
     // The scheduler has decided once, one way or the other, before the heartbeat.
-    eventually(Duration::from_secs(10), "a first decision", || async { scheduled_condition(&pod_state(&server, "web").await).map(|_| ()) })
-        .await;
-    server.heartbeat("n1").await;
-    let node = eventually(Duration::from_secs(5), "the pod bound", || async {
+    eventually(&server.client, Duration::from_secs(10), "a first decision", || async {
+        scheduled_condition(&pod_state(&server, "web").await).map(|_| ())
+    })
+    .await;
+    heartbeat(&server.client, &n1()).await;
+    let node = eventually(&server.client, Duration::from_secs(5), "the pod bound", || async {
         pod_state(&server, "web").await["spec"]["node_name"].as_str().filter(|n| !n.is_empty()).map(str::to_string)
     })
     .await;
@@ -48,19 +49,24 @@ async fn a_pod_created_before_the_first_heartbeat_is_bound_once_it_comes() {
 #[tokio::test]
 async fn a_node_back_from_a_stale_heartbeat_takes_the_pod_it_could_not() {
     // A short grace, so that the agent's silence makes its node unready within the test.
-    let config =
-        Config { node_monitor_grace: Duration::from_millis(300), scheduler_sweep: Duration::from_millis(200), ..Config::in_memory() };
+    let config = Config {
+        node_monitor_grace: Duration::from_millis(300),
+        scheduler_sweep: Duration::from_millis(200),
+        // Waits on time passing look again at each bookmark.
+        bookmark_interval: Duration::from_millis(100),
+        ..Config::in_memory()
+    };
     let grace = config.node_monitor_grace;
     let server = TestServer::start(config).await;
-    register_as_the_agent_does(&server, "n1").await;
-    eventually(Duration::from_secs(10), "the node's heartbeat older than the grace", || async {
+    register_node(&server.client, &n1()).await;
+    eventually(&server.client, Duration::from_secs(10), "the node's heartbeat older than the grace", || async {
         let node: Node = serde_json::from_value(server.get("/api/v1/nodes/n1").await.1).unwrap();
         (!node.readiness(chrono::Utc::now(), grace).is_ready()).then_some(())
     })
     .await;
     let (status, _) = server.post("/api/v1/namespaces/default/pods", pod("late", 100, 1 << 20)).await;
     assert_eq!(status, StatusCode::CREATED);
-    let message = eventually(Duration::from_secs(10), "the pod unschedulable on the stale node", || async {
+    let message = eventually(&server.client, Duration::from_secs(10), "the pod unschedulable on the stale node", || async {
         let pod = pod_state(&server, "late").await;
         let condition = scheduled_condition(&pod)?;
         (condition["status"] == "False").then(|| condition["message"].as_str().unwrap_or_default().to_string())
@@ -74,16 +80,15 @@ async fn a_node_back_from_a_stale_heartbeat_takes_the_pod_it_could_not() {
 
     // The agent is back: it heartbeats well within the grace from now on.
     let agent = {
-        let (url, client) = (server.url.clone(), server.client.clone());
+        let client = server.client.clone();
         tokio::spawn(async move {
             loop {
-                let beat = serde_json::json!({"conditions": [{"type": "Ready", "status": "True"}]});
-                let _ = client.post(format!("{url}/api/v1/nodes/n1/heartbeat")).json(&beat).send().await;
+                let _ = client.heartbeat("n1", &n1().heartbeat(chrono::Utc::now())).await;
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         })
     };
-    eventually(Duration::from_secs(5), "the pod bound after the heartbeat", || async {
+    eventually(&server.client, Duration::from_secs(5), "the pod bound after the heartbeat", || async {
         pod_state(&server, "late").await["spec"]["node_name"].as_str().filter(|n| *n == "n1").map(|_| ())
     })
     .await;

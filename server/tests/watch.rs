@@ -6,7 +6,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::{TestServer, open_watch, pod};
+use common::{TestServer, add_node, open_watch, pod};
 use reqwest::StatusCode;
 use serde_json::json;
 use server::Config;
@@ -68,7 +68,7 @@ async fn a_reconnect_with_the_last_resource_version_misses_nothing() {
 #[tokio::test]
 async fn filters_bookmarks_and_objects_leaving_a_selector() {
     let server = TestServer::start(quiet_config()).await;
-    server.add_node("node-1", 1000, 1 << 30, 10).await;
+    add_node(&server, "node-1", 1000, 1 << 30, 10).await;
     server.post("/api/v1/pods", pod("a", 1, 1)).await;
     let mut watch = open_watch(&server, "/api/v1/pods?watch=true&field_selector=spec.node_name%3Dnode-1").await;
     server.post("/api/v1/pods", pod("b", 1, 1)).await;

@@ -13,6 +13,12 @@
 //! - [`readiness`]: whether a node is ready, the one judgement every part makes;
 //! - [`registration`]: the node an agent registers and the heartbeat it sends;
 //! - [`backoff`]: the one exponential back-off curve;
+//! - [`sse`]: the Server-Sent Events decoder watch streams are read through;
+//! - [`watch`]: the watcher's state machine (list → watch → resume or re-list, back-off,
+//!   polling) and the decoding of one watch message;
+//! - [`words`]: what users read in `sheepctl` and the dashboard alike: AGE, the pod status
+//!   word, the pending reason, the node status word, event times;
+//! - [`parse`]: durations, labels and taints as users type them;
 //! - [`scheduler`]: filters, scores, the assume cache, the scheduling queue and the
 //!   explanation of every decision;
 //! - [`api`]: the wire contract: error shape, list and watch envelopes, URL paths;
@@ -23,11 +29,15 @@ pub mod api;
 pub mod backoff;
 pub mod manifest;
 pub mod model;
+pub mod parse;
 pub mod readiness;
 pub mod registration;
 pub mod scheduler;
 #[cfg(feature = "schema")]
 mod schema;
 pub mod selector;
+pub mod sse;
 pub mod validation;
+pub mod watch;
+pub mod words;
 pub mod yaml;

@@ -469,6 +469,10 @@ pub struct Toleration {
     pub effect: String,
 }
 
+/// How long a pod's containers get between SIGTERM and SIGKILL when neither the deletion
+/// nor the spec says, as in Kubernetes.
+pub const DEFAULT_GRACE_SECONDS: i64 = 30;
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum PodPhase {
@@ -672,30 +676,6 @@ impl Pod {
         }
     }
 
-    /// The STATUS column of `sheepctl get pods`: a container's waiting reason
-    /// (`ErrImagePull`, `CrashLoopBackOff`) wins over the phase, as in kubectl.
-    pub fn display_status(&self) -> String {
-        if self.metadata.deletion_timestamp.is_some() {
-            return "Terminating".to_string();
-        }
-        for status in &self.status.container_statuses {
-            match &status.state {
-                ContainerState::Waiting { reason, .. } if !reason.is_empty() && reason != "ContainerCreating" => return reason.clone(),
-                ContainerState::Terminated { reason, .. } if !self.status.phase.is_terminal() && !reason.is_empty() => {
-                    return reason.clone();
-                }
-                _ => {}
-            }
-        }
-        if !self.status.reason.is_empty() && self.status.phase.is_terminal() {
-            return self.status.reason.clone();
-        }
-        match self.stage() {
-            PodStage::WaitingForAgent => "ContainerCreating".to_string(),
-            _ => self.status.phase.to_string(),
-        }
-    }
-
     /// `ready/total` containers, as in kubectl's READY column.
     pub fn ready_count(&self) -> (usize, usize) {
         let ready = self.status.container_statuses.iter().filter(|c| c.ready).count();
@@ -787,18 +767,17 @@ pub struct Taint {
     pub key: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub value: String,
-    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+    /// One of [`TAINT_EFFECTS`].
     pub effect: String,
 }
+
+/// The effects a taint may have.
+pub const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
 
 impl Node {
     /// The `Ready` condition's status, `Unknown` when the node never reported one.
     pub fn ready_status(&self) -> &str {
         find_condition(&self.status.conditions, conditions::NODE_READY).map_or(conditions::UNKNOWN, |c| c.status.as_str())
-    }
-
-    pub fn is_ready(&self) -> bool {
-        self.ready_status() == conditions::TRUE
     }
 }
 
@@ -1140,6 +1119,55 @@ impl Object {
         })
     }
 }
+
+/// A kind of object the API serves: its [`Kind`], its metadata, and the way in and out of
+/// [`Object`]. The server, the client and the dashboard's cache all take objects through it.
+pub trait Resource: Clone + PartialEq + Sized + 'static {
+    const KIND: Kind;
+    fn meta(&self) -> &ObjectMeta;
+    fn meta_mut(&mut self) -> &mut ObjectMeta;
+    fn into_object(self) -> Object;
+    /// The object as this kind, if it is one.
+    fn from_object(object: &Object) -> Option<&Self>;
+    /// The owned object as this kind, if it is one.
+    fn try_from_object(object: Object) -> Option<Self>;
+}
+
+macro_rules! resource {
+    ($kind:ident) => {
+        impl Resource for $kind {
+            const KIND: Kind = Kind::$kind;
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+            fn meta_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+            fn into_object(self) -> Object {
+                Object::$kind(self)
+            }
+            fn from_object(object: &Object) -> Option<&Self> {
+                match object {
+                    Object::$kind(o) => Some(o),
+                    _ => None,
+                }
+            }
+            fn try_from_object(object: Object) -> Option<Self> {
+                match object {
+                    Object::$kind(o) => Some(o),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+resource!(Pod);
+resource!(Deployment);
+resource!(Service);
+resource!(Node);
+resource!(Event);
+resource!(Namespace);
 
 impl Serialize for Object {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

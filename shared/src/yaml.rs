@@ -1071,11 +1071,11 @@ mod tests {
         }
     }
 
-    /// What serde_yaml (libyaml) reads from `text`, document by document.
+    /// What libyaml (through serde_norway) reads from `text`, document by document.
     fn libyaml(text: &str) -> Vec<Value> {
         use serde::Deserialize;
-        serde_yaml::Deserializer::from_str(text)
-            .map(|doc| Value::deserialize(doc).unwrap_or_else(|e| panic!("serde_yaml refused {text:?}: {e}")))
+        serde_norway::Deserializer::from_str(text)
+            .map(|doc| Value::deserialize(doc).unwrap_or_else(|e| panic!("libyaml refused {text:?}: {e}")))
             .collect()
     }
 
@@ -1135,13 +1135,13 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// Whatever serde_yaml writes, and whatever serde_json writes (JSON is YAML), reads
-        /// back as the value serde_json reads from its own text (floats included, which
+        /// Whatever libyaml writes (through serde_norway, serde_yaml's maintained fork), and
+        /// whatever serde_json writes (JSON is YAML), reads back as the value serde_json reads from its own text (floats included, which
         /// serde_json may round one bit differently from `f64::from_str`).
         #[test]
-        fn reads_back_what_serde_yaml_and_serde_json_write(value in any_value()) {
+        fn reads_back_what_libyaml_and_serde_json_write(value in any_value()) {
             let value: Value = serde_json::from_str(&serde_json::to_string(&value).unwrap()).unwrap();
-            let yaml = serde_yaml::to_string(&value).unwrap();
+            let yaml = serde_norway::to_string(&value).unwrap();
             let docs = documents(&yaml).map_err(|e| proptest::test_runner::TestCaseError::fail(format!("{yaml:?}: {e}")))?;
             proptest::prop_assert_eq!(docs.len(), 1);
             proptest::prop_assert_eq!(docs[0].root.to_value(), value.clone(), "{}", yaml);

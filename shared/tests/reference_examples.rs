@@ -91,7 +91,7 @@ fn strip_defaults(value: &mut serde_json::Value) {
 fn yaml_maps_to_the_same_types() {
     for file in ["pod.json", "deployment.json", "service.json"] {
         let value: serde_json::Value = serde_json::from_str(&read(file)).unwrap();
-        let yaml = serde_yaml::to_string(&value).unwrap();
+        let yaml = serde_norway::to_string(&value).unwrap();
         assert_eq!(manifest::parse(&yaml).unwrap(), manifest::parse(&read(file)).unwrap(), "{file} as YAML");
     }
 }

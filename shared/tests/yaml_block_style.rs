@@ -1,4 +1,4 @@
-//! `shared::yaml` against serde_yaml (libyaml) on YAML written the many ways people write
+//! `shared::yaml` against libyaml (through serde_norway) on YAML written the many ways people write
 //! Kubernetes manifests: random values rendered in block style with every scalar style,
 //! compact and indented sequences, comments, blank lines, several documents and CRLF.
 
@@ -11,7 +11,7 @@ fn ours(text: &str) -> Result<Vec<Value>, String> {
 }
 
 fn libyaml(text: &str) -> Result<Vec<Value>, String> {
-    serde_yaml::Deserializer::from_str(text).map(|doc| Value::deserialize(doc).map_err(|e| e.to_string())).collect()
+    serde_norway::Deserializer::from_str(text).map(|doc| Value::deserialize(doc).map_err(|e| e.to_string())).collect()
 }
 
 /// The style choices, drawn from a seed so that proptest shrinks the value and keeps the
@@ -432,7 +432,7 @@ proptest! {
     }
 }
 
-/// The documents that hold something: serde_yaml reads an empty text as one null document,
+/// The documents that hold something: libyaml reads an empty text as one null document,
 /// `shared::yaml` as none, and manifests skip null documents anyway.
 fn not_null(documents: Vec<Value>) -> Vec<Value> {
     documents.into_iter().filter(|d| !d.is_null()).collect()

@@ -2,10 +2,13 @@
 //! meets it, cannot meet it any more, or not yet. Pure: the waiting itself is in
 //! `commands::wait`.
 
-use shared::model::{Deployment, Kind, Object, Pod, PodPhase, conditions, find_condition};
+use std::time::Duration;
+
+use shared::model::{Deployment, Kind, Object, Pod, PodPhase, Time, conditions, find_condition};
+use shared::words::node_status;
 
 use crate::settings::kind_word;
-use crate::view::{deployment_state, node_status, pod_state};
+use crate::view::{deployment_state, pod_state};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
@@ -92,8 +95,9 @@ impl WaitFor {
         }
     }
 
-    /// Judges the object's current state; `None` means it does not exist.
-    pub fn check(&self, object: Option<&Object>) -> Check {
+    /// Judges the object's current state at `now`; `None` means it does not exist. A node is
+    /// Ready as `shared::readiness` judges it with the server's `node_grace`.
+    pub fn check(&self, object: Option<&Object>, now: Time, node_grace: Duration) -> Check {
         let Some(object) = object else {
             return match self {
                 WaitFor::Delete => Check::Met,
@@ -101,23 +105,23 @@ impl WaitFor {
             };
         };
         match (self, object) {
-            (WaitFor::Delete, _) => Check::NotYet(format!("it still exists ({})", state(object))),
+            (WaitFor::Delete, _) => Check::NotYet(format!("it still exists ({})", state(object, now, node_grace))),
             (WaitFor::Running, Object::Pod(pod)) => pod_phase(pod, PodPhase::Running),
             (WaitFor::Phase(phase), Object::Pod(pod)) => pod_phase(pod, *phase),
             (WaitFor::Running, Object::Deployment(d)) => deployment_available(d),
             (WaitFor::Running, Object::Node(node)) => {
-                if node.is_ready() {
+                if node.readiness(now, node_grace).is_ready() {
                     Check::Met
                 } else {
-                    Check::NotYet(format!("it is {}", node_status(node)))
+                    Check::NotYet(format!("it is {}", node_status(node, now, node_grace)))
                 }
             }
             (WaitFor::Running, Object::Service(service)) => match service.status.endpoints.len() {
                 0 => Check::NotYet("it has no endpoints yet".to_string()),
                 _ => Check::Met,
             },
-            (WaitFor::Condition { type_, status }, object) => condition(object, type_, status),
-            _ => Check::NotYet(state(object)),
+            (WaitFor::Condition { type_, status }, object) => condition(object, type_, status, now, node_grace),
+            _ => Check::NotYet(state(object, now, node_grace)),
         }
     }
 }
@@ -133,12 +137,12 @@ impl std::fmt::Display for WaitFor {
     }
 }
 
-/// The state of any object in a few words, for progress and timeout messages.
-pub fn state(object: &Object) -> String {
+/// The state of any object at `now` in a few words, for progress and timeout messages.
+pub fn state(object: &Object, now: Time, node_grace: Duration) -> String {
     match object {
         Object::Pod(pod) => pod_state(pod),
         Object::Deployment(deployment) => deployment_state(deployment),
-        Object::Node(node) => node_status(node),
+        Object::Node(node) => node_status(node, now, node_grace),
         Object::Service(service) => format!("{} endpoints", service.status.endpoints.len()),
         Object::Namespace(namespace) if namespace.status.phase.is_empty() => "Active".to_string(),
         Object::Namespace(namespace) => namespace.status.phase.clone(),
@@ -171,12 +175,12 @@ fn deployment_available(deployment: &Deployment) -> Check {
     }
 }
 
-fn condition(object: &Object, type_: &str, wanted: &str) -> Check {
+fn condition(object: &Object, type_: &str, wanted: &str, now: Time, node_grace: Duration) -> Check {
     let list = match object {
         Object::Pod(pod) => &pod.status.conditions,
         Object::Node(node) => &node.status.conditions,
         Object::Deployment(deployment) => &deployment.status.conditions,
-        _ => return Check::NotYet(state(object)),
+        _ => return Check::NotYet(state(object, now, node_grace)),
     };
     match find_condition(list, type_) {
         Some(c) if c.status == wanted => Check::Met,
@@ -188,16 +192,25 @@ fn condition(object: &Object, type_: &str, wanted: &str) -> Check {
         None => match object {
             // A finished pod will not gain conditions.
             Object::Pod(pod) if pod.status.phase.is_terminal() => Check::Never(format!("it finished as {}", pod_state(pod))),
-            _ => Check::NotYet(format!("it has no {type_} condition yet ({})", state(object))),
+            _ => Check::NotYet(format!("it has no {type_} condition yet ({})", state(object, now, node_grace))),
         },
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use shared::model::{Condition, ObjectMeta, Service};
+    use shared::model::{Condition, Node, ObjectMeta, Service};
+    use shared::readiness::DEFAULT_NODE_MONITOR_GRACE;
 
     use super::*;
+
+    fn now() -> Time {
+        chrono::DateTime::from_timestamp(1_700_000_000, 0).expect("a valid instant")
+    }
+
+    fn check(wait: &WaitFor, object: Option<&Object>) -> Check {
+        wait.check(object, now(), DEFAULT_NODE_MONITOR_GRACE)
+    }
 
     fn pod(phase: PodPhase) -> Object {
         let mut pod = Pod { metadata: ObjectMeta::named("default", "web"), ..Default::default() };
@@ -239,23 +252,23 @@ mod tests {
 
     #[test]
     fn pods_reach_running_or_can_never_reach_it() {
-        assert_eq!(WaitFor::Running.check(Some(&pod(PodPhase::Running))), Check::Met);
+        assert_eq!(check(&WaitFor::Running, Some(&pod(PodPhase::Running))), Check::Met);
         assert_eq!(
-            WaitFor::Running.check(Some(&pod(PodPhase::Pending))),
+            check(&WaitFor::Running, Some(&pod(PodPhase::Pending))),
             Check::NotYet("it is Pending (waiting for the scheduler)".into())
         );
-        assert!(matches!(WaitFor::Running.check(Some(&pod(PodPhase::Failed))), Check::Never(_)));
-        assert_eq!(WaitFor::Phase(PodPhase::Failed).check(Some(&pod(PodPhase::Failed))), Check::Met);
-        assert_eq!(WaitFor::Running.check(None), Check::Never("it was deleted".into()));
-        assert_eq!(WaitFor::Delete.check(None), Check::Met);
-        assert!(matches!(WaitFor::Delete.check(Some(&pod(PodPhase::Running))), Check::NotYet(_)));
+        assert!(matches!(check(&WaitFor::Running, Some(&pod(PodPhase::Failed))), Check::Never(_)));
+        assert_eq!(check(&WaitFor::Phase(PodPhase::Failed), Some(&pod(PodPhase::Failed))), Check::Met);
+        assert_eq!(check(&WaitFor::Running, None), Check::Never("it was deleted".into()));
+        assert_eq!(check(&WaitFor::Delete, None), Check::Met);
+        assert!(matches!(check(&WaitFor::Delete, Some(&pod(PodPhase::Running))), Check::NotYet(_)));
     }
 
     #[test]
     fn conditions_by_type_and_status() {
         let Object::Pod(mut scheduled) = pod(PodPhase::Pending) else { unreachable!() };
         let wait = WaitFor::parse("condition=PodScheduled").unwrap();
-        assert!(matches!(wait.check(Some(&Object::Pod(scheduled.clone()))), Check::NotYet(_)));
+        assert!(matches!(check(&wait, Some(&Object::Pod(scheduled.clone()))), Check::NotYet(_)));
         scheduled.status.conditions.push(Condition {
             type_: "PodScheduled".into(),
             status: "False".into(),
@@ -264,12 +277,12 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(
-            wait.check(Some(&Object::Pod(scheduled.clone()))),
+            check(&wait, Some(&Object::Pod(scheduled.clone()))),
             Check::NotYet("PodScheduled is False: 0/1 nodes are available".into())
         );
-        assert_eq!(WaitFor::parse("condition=PodScheduled=False").unwrap().check(Some(&Object::Pod(scheduled.clone()))), Check::Met);
+        assert_eq!(check(&WaitFor::parse("condition=PodScheduled=False").unwrap(), Some(&Object::Pod(scheduled.clone()))), Check::Met);
         scheduled.status.conditions[0].status = "True".into();
-        assert_eq!(wait.check(Some(&Object::Pod(scheduled))), Check::Met);
+        assert_eq!(check(&wait, Some(&Object::Pod(scheduled))), Check::Met);
     }
 
     #[test]
@@ -279,12 +292,22 @@ mod tests {
         deployment.status.replicas = 3;
         deployment.status.available_replicas = 2;
         assert_eq!(
-            WaitFor::Running.check(Some(&Object::Deployment(deployment.clone()))),
+            check(&WaitFor::Running, Some(&Object::Deployment(deployment.clone()))),
             Check::NotYet("it has 0/3 ready, 2 available".into())
         );
         deployment.status.available_replicas = 3;
-        assert_eq!(WaitFor::Running.check(Some(&Object::Deployment(deployment))), Check::Met);
+        assert_eq!(check(&WaitFor::Running, Some(&Object::Deployment(deployment))), Check::Met);
         let service = Service::default();
-        assert!(matches!(WaitFor::Running.check(Some(&Object::Service(service))), Check::NotYet(_)));
+        assert!(matches!(check(&WaitFor::Running, Some(&Object::Service(service))), Check::NotYet(_)));
+    }
+
+    #[test]
+    fn a_node_is_running_while_its_heartbeat_is_within_the_grace() {
+        let mut node = Node { metadata: ObjectMeta::named("", "node-1"), ..Default::default() };
+        node.status.conditions.push(Condition { type_: "Ready".into(), status: "True".into(), ..Default::default() });
+        node.status.last_heartbeat = Some(now() - chrono::Duration::seconds(5));
+        assert_eq!(check(&WaitFor::Running, Some(&Object::Node(node.clone()))), Check::Met);
+        node.status.last_heartbeat = Some(now() - chrono::Duration::seconds(60));
+        assert_eq!(check(&WaitFor::Running, Some(&Object::Node(node))), Check::NotYet("it is NotReady".into()));
     }
 }

@@ -1,18 +1,16 @@
-//! `sheepctl`, the kubectl-style command line for Shepherd. It is only a REST client.
+//! `sheepctl`, the kubectl-style command line for Shepherd. It talks to the server only
+//! through `shepherd-client`, and its words (AGE, STATUS, pending reasons) are `shared::words`.
 //!
 //! Layout:
 //! - [`cli`]: every flag and subcommand (clap derive), and nothing else;
 //! - [`settings`]: raw flags turned into validated settings, durations and `KIND/NAME`s;
-//! - [`client`]: the HTTP client, the SSE watch stream and one-line errors;
-//! - [`watch`]: list → watch → resume / re-list on 410 / fall back to polling;
 //! - [`files`]: manifests from files, directories and stdin (parsing is `shared::manifest`);
-//! - [`table`], [`view`]: tables, ages, and how each kind and each pod stage reads;
+//! - [`table`], [`view`]: tables, and how each kind reads in them;
 //! - [`condition`]: what `wait --for` means and whether an object meets it;
 //! - [`progress`]: spinner on a terminal, plain lines elsewhere;
 //! - [`commands`]: one small file per subcommand.
 
 pub mod cli;
-pub mod client;
 pub mod commands;
 pub mod condition;
 pub mod files;
@@ -20,4 +18,3 @@ pub mod progress;
 pub mod settings;
 pub mod table;
 pub mod view;
-pub mod watch;

@@ -1,8 +1,6 @@
-//! Turns raw flags into validated settings: the server's base URL, the namespace scope,
-//! durations such as `30s`, and object references such as `pod/web-server` or `pods web`.
+//! Turns raw flags into validated settings: the server's base URL, the namespace scope, and
+//! object references such as `pod/web-server` or `pods web` (durations are `shared::parse`'s).
 //! Every function here is pure, so each rule has a unit test.
-
-use std::time::Duration;
 
 use shared::api::DEFAULT_ADDR;
 use shared::model::{DEFAULT_NAMESPACE, Kind};
@@ -16,8 +14,6 @@ pub enum Error {
     BadServer(String),
     #[error("the server address {0:?} uses https, but sheepctl speaks plain http: use http://host:port")]
     Https(String),
-    #[error("invalid duration {0:?}: use a number with a unit, e.g. 500ms, 30s, 2m or 1h")]
-    BadDuration(String),
     #[error("unknown kind {0:?}: use pods (po), deployments (deploy), services (svc), nodes (no), events (ev) or namespaces (ns)")]
     UnknownKind(String),
     #[error("{0:?} names no object: use KIND/NAME, e.g. pod/web-server")]
@@ -93,39 +89,6 @@ fn host_and_port_ok(text: &str) -> bool {
     }
 }
 
-/// Parses `500ms`, `30s`, `2m`, `1h`, `1m30s`, or a bare number of seconds.
-pub fn duration(text: &str) -> Result<Duration> {
-    let bad = || Error::BadDuration(text.to_string());
-    let text = text.trim();
-    if text.is_empty() {
-        return Err(bad());
-    }
-    if let Ok(seconds) = text.parse::<u64>() {
-        return Ok(Duration::from_secs(seconds));
-    }
-    let mut total = Duration::ZERO;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(bad)?;
-        if digits == 0 {
-            return Err(bad());
-        }
-        let value: f64 = rest[..digits].parse().map_err(|_| bad())?;
-        rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
-        let seconds_per_unit = match &rest[..unit_len] {
-            "ms" => 0.001,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(bad()),
-        };
-        total += Duration::from_secs_f64(value * seconds_per_unit);
-        rest = &rest[unit_len..];
-    }
-    Ok(total)
-}
-
 pub fn kind(text: &str) -> Result<Kind> {
     Kind::from_alias(text).ok_or_else(|| Error::UnknownKind(text.to_string()))
 }
@@ -199,20 +162,6 @@ mod tests {
         assert!(matches!(base_url("https://h:1"), Err(Error::Https(_))));
         for bad in ["", "h:", "h:port", "h:0", "h:1/api", "ftp://h:1", "a b:1", "::1:80", ":80"] {
             assert!(matches!(base_url(bad), Err(Error::BadServer(_))), "{bad:?} should be refused");
-        }
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(duration("30s").unwrap(), Duration::from_secs(30));
-        assert_eq!(duration("45").unwrap(), Duration::from_secs(45));
-        assert_eq!(duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(duration("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(duration("1m30s").unwrap(), Duration::from_secs(90));
-        assert_eq!(duration("1.5s").unwrap(), Duration::from_millis(1500));
-        assert_eq!(duration("1h").unwrap(), Duration::from_secs(3600));
-        for bad in ["", "s", "10x", "ten", "-5s", "5 s"] {
-            assert_eq!(duration(bad), Err(Error::BadDuration(bad.to_string())), "{bad:?}");
         }
     }
 

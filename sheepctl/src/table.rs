@@ -1,8 +1,4 @@
-//! Plain-text tables in kubectl's layout (upper-case headers, columns three spaces apart)
-//! and human ages such as `45s`, `5m30s`, `3h`, `2d4h`.
-
-use chrono::Duration;
-use shared::model::Time;
+//! Plain-text tables in kubectl's layout: upper-case headers, columns three spaces apart.
 
 const GAP: &str = "   ";
 
@@ -64,39 +60,8 @@ pub fn line(cells: &[String], widths: &[usize]) -> String {
     text
 }
 
-/// How long ago `then` was, in kubectl's style; `<unknown>` when there is no time.
-pub fn age(now: Time, then: Option<Time>) -> String {
-    match then {
-        Some(then) => duration(now - then),
-        None => "<unknown>".to_string(),
-    }
-}
-
-/// `45s`, `5m30s` under ten minutes, `42m`, `3h10m` under eight hours, `20h`, `2d4h` under
-/// eight days, `30d`, then years. A negative span (clock skew) reads `0s`.
-pub fn duration(span: Duration) -> String {
-    let seconds = span.num_seconds().max(0);
-    let (minutes, hours, days) = (seconds / 60, seconds / 3600, seconds / 86_400);
-    match () {
-        _ if seconds < 120 => format!("{seconds}s"),
-        _ if minutes < 10 => with_rest(minutes, 'm', seconds % 60, 's'),
-        _ if hours < 3 => format!("{minutes}m"),
-        _ if hours < 8 => with_rest(hours, 'h', minutes % 60, 'm'),
-        _ if hours < 48 => format!("{hours}h"),
-        _ if days < 8 => with_rest(days, 'd', hours % 24, 'h'),
-        _ if days < 730 => format!("{days}d"),
-        _ => format!("{}y", days / 365),
-    }
-}
-
-fn with_rest(big: i64, big_unit: char, small: i64, small_unit: char) -> String {
-    if small == 0 { format!("{big}{big_unit}") } else { format!("{big}{big_unit}{small}{small_unit}") }
-}
-
 #[cfg(test)]
 mod tests {
-    use chrono::TimeZone;
-
     use super::*;
 
     #[test]
@@ -105,31 +70,5 @@ mod tests {
         table.push(vec!["web-server".into(), "Running".into(), "node-1".into()]);
         table.push(vec!["a".into(), "Pending".into(), "".into()]);
         assert_eq!(table.render(), "NAME         STATUS    NODE\nweb-server   Running   node-1\na            Pending\n");
-    }
-
-    #[test]
-    fn ages_read_like_kubectl() {
-        let cases = [
-            (0, "0s"),
-            (45, "45s"),
-            (119, "119s"),
-            (120, "2m"),
-            (330, "5m30s"),
-            (600, "10m"),
-            (2 * 3600 + 59 * 60, "179m"),
-            (3 * 3600, "3h"),
-            (3 * 3600 + 600, "3h10m"),
-            (20 * 3600, "20h"),
-            (2 * 86_400 + 4 * 3600, "2d4h"),
-            (30 * 86_400, "30d"),
-            (800 * 86_400, "2y"),
-            (-5, "0s"),
-        ];
-        for (seconds, expected) in cases {
-            assert_eq!(duration(Duration::seconds(seconds)), expected, "{seconds}s");
-        }
-        let now = chrono::Utc.with_ymd_and_hms(2025, 1, 1, 12, 0, 0).unwrap();
-        assert_eq!(age(now, Some(now - Duration::seconds(90))), "90s");
-        assert_eq!(age(now, None), "<unknown>");
     }
 }

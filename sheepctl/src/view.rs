@@ -1,16 +1,15 @@
 //! How each kind reads in a table, and the one-line state of a pod or deployment that
-//! `get -o wide`, `apply --wait`, `wait` and `describe` all use: which of the seed's Pending
-//! stages a pod is in, and why.
+//! `apply --wait`, `wait` and `describe` use. The words themselves (AGE, STATUS, the pending
+//! reason, the node status) are `shared::words`, the dashboard's too.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
-use shared::model::{
-    Deployment, Event, Kind, Namespace, Node, Object, Pod, PodPhase, PodStage, Service, Time, conditions, find_condition, format_cpu,
-    format_memory,
-};
+use shared::model::{Deployment, Event, Kind, Namespace, Node, Object, Pod, PodPhase, Service, Time, format_cpu, format_memory};
+use shared::words::{age, first_seen, last_seen, node_status, pending_reason};
 
 use crate::settings::kind_word;
-use crate::table::{Table, age};
+use crate::table::Table;
 
 /// What pods ask of one node, for the node table.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -45,6 +44,8 @@ pub struct RowContext {
     pub all_namespaces: bool,
     /// For the node table; `None` leaves the usage columns out.
     pub node_usage: Option<BTreeMap<String, NodeUsage>>,
+    /// The server's node monitor grace, for the node STATUS.
+    pub node_grace: Duration,
 }
 
 pub fn headers(kind: Kind, context: &RowContext) -> Vec<&'static str> {
@@ -114,28 +115,7 @@ fn pod_row(pod: &Pod, context: &RowContext, cells: &mut Vec<String>) {
     ]);
     if context.wide {
         cells.push(or_none(&pod.status.pod_ip));
-        cells.push(or_none(&pending_reason(pod).unwrap_or_default()));
-    }
-}
-
-/// Why a Pending pod is not running yet, in the seed's three stages; `None` otherwise.
-pub fn pending_reason(pod: &Pod) -> Option<String> {
-    match pod.stage() {
-        PodStage::WaitingForScheduler => Some("waiting for the scheduler".to_string()),
-        PodStage::Unschedulable => {
-            let condition = find_condition(&pod.status.conditions, conditions::POD_SCHEDULED);
-            let message = condition.map(|c| if c.message.is_empty() { c.reason.clone() } else { c.message.clone() });
-            Some(format!("Unschedulable: {}", message.unwrap_or_default()).trim_end_matches(": ").to_string())
-        }
-        PodStage::WaitingForAgent => {
-            let status = pod.display_status();
-            if status == "ContainerCreating" {
-                Some(format!("scheduled to {}, waiting for its agent", pod.spec.node_name))
-            } else {
-                Some(format!("{status} on {}", pod.spec.node_name))
-            }
-        }
-        _ => None,
+        cells.push(or_none(&pending_reason(pod).map(|r| r.to_string()).unwrap_or_default()));
     }
 }
 
@@ -221,20 +201,10 @@ fn service_row(service: &Service, context: &RowContext, cells: &mut Vec<String>)
     }
 }
 
-/// `Ready`, `NotReady`, `Unknown`, with `,SchedulingDisabled` when cordoned.
-pub fn node_status(node: &Node) -> String {
-    let ready = match node.ready_status() {
-        conditions::TRUE => "Ready",
-        conditions::FALSE => "NotReady",
-        _ => "Unknown",
-    };
-    if node.status.unschedulable { format!("{ready},SchedulingDisabled") } else { ready.to_string() }
-}
-
 fn node_row(node: &Node, context: &RowContext, cells: &mut Vec<String>) {
     let allocatable = node.status.allocatable;
     cells.push(node.metadata.name.clone());
-    cells.push(node_status(node));
+    cells.push(node_status(node, context.now, context.node_grace));
     match &context.node_usage {
         Some(usage) => {
             let used = usage.get(&node.metadata.name).copied().unwrap_or_default();
@@ -263,11 +233,6 @@ fn node_row(node: &Node, context: &RowContext, cells: &mut Vec<String>) {
     }
 }
 
-/// When an event last happened: its last timestamp, else its first, else its creation.
-pub fn event_time(event: &Event) -> Option<Time> {
-    event.last_timestamp.or(event.first_timestamp).or(event.metadata.created_at)
-}
-
 /// `kind/name` of the object an event is about, in lower case as in `pod/web-server`.
 pub fn event_object(event: &Event) -> String {
     match Kind::from_alias(&event.involved_object.kind) {
@@ -277,7 +242,7 @@ pub fn event_object(event: &Event) -> String {
 }
 
 fn event_row(event: &Event, context: &RowContext, cells: &mut Vec<String>) {
-    let mut seen = age(context.now, event_time(event));
+    let mut seen = age(context.now, last_seen(event));
     if event.count > 1 {
         seen.push_str(&format!(" (x{})", event.count));
     }
@@ -297,7 +262,7 @@ fn namespace_row(namespace: &Namespace, context: &RowContext, cells: &mut Vec<St
 /// time an event happened tells the story better than the time the server stored it.
 pub fn sort_events(events: &mut [Object]) {
     events.sort_by_key(|o| match o {
-        Object::Event(e) => (e.first_timestamp.or_else(|| event_time(e)), e.metadata.resource_version),
+        Object::Event(e) => (first_seen(e), e.metadata.resource_version),
         _ => (None, 0),
     });
 }
@@ -326,23 +291,13 @@ mod tests {
     }
 
     fn context(wide: bool) -> RowContext {
-        RowContext { now: now(), wide, all_namespaces: false, node_usage: None }
+        RowContext { now: now(), wide, all_namespaces: false, node_usage: None, node_grace: std::time::Duration::from_secs(40) }
     }
 
     #[test]
-    fn pending_pods_say_which_stage_they_are_in() {
+    fn pod_states_wrap_the_pending_reason_or_name_the_node() {
         let waiting = pod("a");
         assert_eq!(pod_state(&waiting), "Pending (waiting for the scheduler)");
-
-        let mut unschedulable = pod("b");
-        unschedulable.status.conditions.push(Condition {
-            type_: conditions::POD_SCHEDULED.into(),
-            status: conditions::FALSE.into(),
-            reason: conditions::UNSCHEDULABLE.into(),
-            message: "0/2 nodes are available: 2 Insufficient memory".into(),
-            ..Default::default()
-        });
-        assert_eq!(pod_state(&unschedulable), "Pending (Unschedulable: 0/2 nodes are available: 2 Insufficient memory)");
 
         let mut bound = pod("c");
         bound.spec.node_name = "node-1".into();
@@ -401,10 +356,9 @@ mod tests {
     #[test]
     fn nodes_show_readiness_cordon_and_usage() {
         let mut node = Node { metadata: ObjectMeta::named("", "node-1"), ..Default::default() };
-        assert_eq!(node_status(&node), "Unknown");
         node.status.conditions.push(Condition { type_: "Ready".into(), status: "True".into(), ..Default::default() });
+        node.status.last_heartbeat = Some(now() - Duration::seconds(5));
         node.status.unschedulable = true;
-        assert_eq!(node_status(&node), "Ready,SchedulingDisabled");
         node.status.allocatable = NodeResources { cpu: 2000, memory: 1 << 30, pods: 110 };
 
         let mut p = pod("a");

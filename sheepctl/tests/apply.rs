@@ -6,7 +6,7 @@ mod support;
 use std::time::Duration;
 
 use predicates::prelude::*;
-use support::{TestServer, example};
+use support::{Method, TestServer, example};
 
 #[test]
 fn applies_the_three_reference_manifests_unchanged() {
@@ -87,7 +87,7 @@ fn a_manifest_namespace_that_contradicts_the_flag_is_refused_before_anything_is_
         .assert()
         .failure()
         .stderr(predicate::str::contains("is in namespace \"default\" but -n says \"prod\""));
-    let (status, _) = server.request(reqwest::Method::GET, "/api/v1/namespaces/default/pods/web-server", None);
+    let (status, _) = server.request(Method::GET, "/api/v1/namespaces/default/pods/web-server", None);
     assert_eq!(status, 404);
 }
 

@@ -6,7 +6,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{TestServer, example};
+use support::{Method, TestServer, example};
 
 const POD: &str = "/api/v1/namespaces/default/pods/web-server";
 
@@ -24,7 +24,7 @@ fn running_pod() -> TestServer {
 /// What the node's agent does once the containers are gone.
 fn confirm(server: &TestServer, pod: &Value) -> u16 {
     let uid = pod["metadata"]["uid"].as_str().unwrap();
-    server.request(reqwest::Method::DELETE, &format!("{POD}?grace_period_seconds=0&uid={uid}"), None).0
+    server.request(Method::DELETE, &format!("{POD}?grace_period_seconds=0&uid={uid}"), None).0
 }
 
 #[test]
@@ -60,7 +60,7 @@ fn without_wait_delete_returns_while_the_pod_is_terminating_and_get_shows_it() {
     let forced = server.sheepctl().args(["delete", "pod", "web-server", "--force"]).assert().success().get_output().clone();
     assert_eq!(String::from_utf8_lossy(&forced.stdout), "pod \"web-server\" force deleted\n");
     assert!(String::from_utf8_lossy(&forced.stderr).starts_with("warning: "), "a forced deletion warns");
-    assert_eq!(server.request(reqwest::Method::GET, POD, None).0, 404);
+    assert_eq!(server.request(Method::GET, POD, None).0, 404);
 }
 
 #[test]

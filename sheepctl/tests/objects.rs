@@ -5,7 +5,7 @@ mod support;
 
 use predicates::prelude::*;
 use serde_json::Value;
-use support::{TestServer, example};
+use support::{Method, TestServer, example};
 
 fn apply(server: &TestServer, file: &str) {
     server.sheepctl().args(["apply", "-f"]).arg(example(file)).assert().success();
@@ -203,7 +203,7 @@ fn logs_come_from_the_nodes_agent_through_the_server() {
     let mut node = server.get("/api/v1/nodes/node-1");
     node["status"]["agent_endpoint"] = Value::String(endpoint);
     node["metadata"]["resource_version"] = serde_json::json!(0);
-    let (status, body) = server.request(reqwest::Method::PUT, "/api/v1/nodes/node-1/status", Some(node));
+    let (status, body) = server.request(Method::PUT, "/api/v1/nodes/node-1/status", Some(node));
     assert_eq!(status, 200, "{body}");
     apply(&server, "pod.json");
     server.pod_bound("default", "web-server");

@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use predicates::prelude::*;
-use support::{TestServer, example};
+use support::{Method, TestServer, example};
 
 fn apply(server: &TestServer, file: &str) {
     server.sheepctl().args(["apply", "-f"]).arg(example(file)).assert().success();
@@ -73,7 +73,7 @@ fn a_pod_that_failed_will_never_run() {
     pod["status"]["phase"] = serde_json::json!("Failed");
     pod["status"]["reason"] = serde_json::json!("Error");
     pod["metadata"]["resource_version"] = serde_json::json!(0);
-    let (status, body) = server.request(reqwest::Method::PUT, "/api/v1/namespaces/default/pods/web-server/status", Some(pod));
+    let (status, body) = server.request(Method::PUT, "/api/v1/namespaces/default/pods/web-server/status", Some(pod));
     assert_eq!(status, 200, "{body}");
     server
         .sheepctl()
@@ -100,7 +100,7 @@ fn create_pod(server: &TestServer, name: &str, app: &str) {
         "metadata": {"name": name, "labels": {"app": app}},
         "spec": {"containers": [{"name": "main", "image": "minimal"}]}
     });
-    let (status, body) = server.request(reqwest::Method::POST, "/api/v1/namespaces/default/pods", Some(pod));
+    let (status, body) = server.request(Method::POST, "/api/v1/namespaces/default/pods", Some(pod));
     assert_eq!(status, 201, "{body}");
 }
 

@@ -1,16 +1,18 @@
 //! Support for the end-to-end tests in `tests/tests/`: a real browser (Debian's chromium,
-//! headless) driven over WebDriver by chromedriver on a loopback port, with waits that
-//! say what they were waiting for when they give up.
+//! headless) driven over WebDriver by chromedriver on the loopback port it picks itself, with
+//! waits that say what they were waiting for when they give up. The server side of these
+//! tests is `shepherd-testing`'s.
 //!
 //! Missing chromium or chromedriver is a failure with the package to install, never a skip.
 
 use std::path::Path;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fantoccini::elements::Element;
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
+use tokio::io::{AsyncBufReadExt, BufReader};
 
 pub const CHROMIUM: &str = "/usr/bin/chromium";
 pub const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
@@ -23,24 +25,32 @@ pub struct Browser {
 }
 
 impl Browser {
-    /// Starts chromedriver on a free loopback port and opens a session.
+    /// Starts chromedriver on a loopback port of its choosing and opens a session.
     pub async fn start() -> Browser {
         for (path, package) in [(CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-driver")] {
             assert!(Path::new(path).is_file(), "{path} is missing: the browser test needs Debian's {package} (apt-get install {package})");
         }
-        let port = free_port();
-        let driver = tokio::process::Command::new(CHROMEDRIVER)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
+        let mut driver = tokio::process::Command::new(CHROMEDRIVER)
+            .arg("--port=0")
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .kill_on_drop(true)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {CHROMEDRIVER}: {e}"));
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
-            assert!(Instant::now() < deadline, "chromedriver did not listen on 127.0.0.1:{port} within 20 s");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let mut lines = BufReader::new(driver.stdout.take().expect("chromedriver's stdout")).lines();
+        // `ChromeDriver was started successfully on port 34571.`, once it listens.
+        let port = tokio::time::timeout(Duration::from_secs(20), async {
+            while let Some(line) = lines.next_line().await.expect("chromedriver's output") {
+                if let Some(port) = listening_port(&line) {
+                    return port;
+                }
+            }
+            panic!("chromedriver exited before it listened");
+        })
+        .await
+        .expect("chromedriver listens within 20 s");
+        // Keep reading, so that chromedriver never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         let profile = tempfile::tempdir().expect("a temporary browser profile");
         let capabilities = serde_json::json!({
             "browserName": "chrome",
@@ -92,7 +102,19 @@ impl Browser {
     }
 }
 
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free loopback port");
-    listener.local_addr().expect("a bound address").port()
+/// The port in chromedriver's `… started successfully on port N.` line.
+fn listening_port(line: &str) -> Option<u16> {
+    line.split_once("started successfully on port ")?.1.trim_end_matches('.').trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_port_comes_from_chromedrivers_own_words() {
+        assert_eq!(listening_port("ChromeDriver was started successfully on port 34571."), Some(34571));
+        assert_eq!(listening_port("Starting ChromeDriver 156.0 on port 0"), None);
+        assert_eq!(listening_port("Only local connections are allowed."), None);
+    }
 }

@@ -9,6 +9,9 @@ use std::time::Duration;
 use agent::runtime::{ContainerRuntime, LABEL_NODE, LABEL_POD};
 use agent::{AgentConfig, RuntimeChoice};
 use server::Config;
+use shared::model::Kind;
+use shepherd_client::DeleteOptions;
+use shepherd_testing::{TestServer, eventually};
 use tests::Browser;
 use tokio_util::sync::CancellationToken;
 
@@ -49,9 +52,8 @@ async fn a_pod_applied_in_the_dashboard_runs_and_explains_its_node() {
         .unwrap_or_else(|e| panic!("cannot make the minimal image (apt-get install busybox-static): {e}"));
 
     let shutdown = CancellationToken::new();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let server = tokio::spawn(server::run(listener, Config { dashboard_dir: Some(dist), ..Config::in_memory() }, shutdown.clone()));
+    let server = TestServer::start(Config { dashboard_dir: Some(dist), ..Config::in_memory() }).await;
+    let url = server.url.clone();
     let suffix = &uuid::Uuid::new_v4().simple().to_string()[..8];
     let node = format!("browser-e2e-{suffix}");
     let mut agent_config = AgentConfig::new(&url);
@@ -100,24 +102,16 @@ async fn a_pod_applied_in_the_dashboard_runs_and_explains_its_node() {
     browser.close().await;
 
     // The container is real; clean it up through the API like a user would.
-    let client = reqwest::Client::new();
-    let path = shared::api::paths::object(shared::model::Kind::Pod, "default", &pod);
-    let deleted = client.delete(format!("{url}{path}")).header(shared::api::CLIENT_HEADER, "tests").send().await.expect("delete the pod");
-    assert!(deleted.status().is_success(), "deleting the pod answered {}", deleted.status());
+    server.client.delete(Kind::Pod, "default", &pod, &DeleteOptions::default()).await.expect("delete the pod");
     // The running pod is Terminating until the agent has stopped its container (1 s grace)
     // and confirmed; only then does the API forget it.
-    let mut status = 0;
-    for _ in 0..100 {
-        status = client.get(format!("{url}{path}")).send().await.expect("read the pod").status().as_u16();
-        if status == 404 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(status, 404, "the pod is still in the API 10 s after it was deleted");
+    eventually(&server.client, Duration::from_secs(10), "the pod to leave the API after it was deleted", || async {
+        server.client.get_object(Kind::Pod, "default", &pod).await.is_err_and(|e| e.is_not_found()).then_some(())
+    })
+    .await;
     let remaining = docker.list(&[(LABEL_POD, pod.as_str()), (LABEL_NODE, node.as_str())]).await.expect("list containers").len();
     assert_eq!(remaining, 0, "the pod left the API before its container was gone");
     shutdown.cancel();
     agent.await.expect("the agent task").expect("the agent stops cleanly");
-    server.await.expect("the server task").expect("the server stops cleanly");
+    server.stop().await;
 }

@@ -9,10 +9,11 @@ use std::time::{Duration, Instant};
 use agent::client::{ApiClient, Error as ClientError, WatchStream};
 use agent::runtime::{ContainerRuntime, DockerRuntime, LABEL_NODE};
 use agent::sandbox::PoolStatus;
-use agent::{AgentConfig, Backoff, RuntimeChoice};
+use agent::{AgentConfig, RuntimeChoice};
 use async_trait::async_trait;
 use futures::StreamExt;
-use shared::api::{Heartbeat, List, WatchEvent, WatchEventType};
+use shared::api::{ApiErrorStatus, Heartbeat, List, WatchEvent, WatchEventType};
+use shared::backoff::Backoff;
 use shared::model::{Container, Event, Node, Object, ObjectMeta, Pod, PodSpec};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
@@ -188,7 +189,7 @@ impl FakeApi {
 
     fn check_up(&self, action: &str) -> Result<(), ClientError> {
         if self.down.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(ClientError::Unreachable { server: "fake".into(), action: action.into(), message: "down".into() });
+            return Err(ClientError::Unreachable { server: "fake".into(), action: action.into(), cause: "down".into() });
         }
         Ok(())
     }
@@ -245,6 +246,11 @@ impl FakeApi {
     }
 }
 
+/// What a real server answers `code` with.
+fn refused(action: &str, code: u16, message: &str) -> ClientError {
+    ClientError::Api { action: action.into(), status: ApiErrorStatus { code, message: message.into(), ..ApiErrorStatus::default() } }
+}
+
 #[async_trait]
 impl ApiClient for FakeApi {
     async fn cluster_id(&self) -> Result<String, ClientError> {
@@ -291,10 +297,7 @@ impl ApiClient for FakeApi {
         let mut store = self.store();
         store.rv += 1;
         let rv = store.rv;
-        let stored = store
-            .pods
-            .get_mut(&pod.metadata.uid)
-            .ok_or_else(|| ClientError::NotFound { action: "update status".into(), message: pod.metadata.name.clone() })?;
+        let stored = store.pods.get_mut(&pod.metadata.uid).ok_or_else(|| refused("update status", 404, &pod.metadata.name))?;
         stored.status = pod.status.clone();
         stored.metadata.resource_version = rv;
         let stored = stored.clone();
@@ -311,8 +314,8 @@ impl ApiClient for FakeApi {
             found.map(|p| p.metadata.uid.clone())
         };
         match stored {
-            None => Err(ClientError::NotFound { action: "delete".into(), message: pod.metadata.name.clone() }),
-            Some(uid) if uid != pod.metadata.uid => Err(ClientError::Conflict { action: "delete".into(), message: "uid differs".into() }),
+            None => Err(refused("delete", 404, &pod.metadata.name)),
+            Some(uid) if uid != pod.metadata.uid => Err(refused("delete", 409, "uid differs")),
             Some(uid) => {
                 self.delete_pod(&uid);
                 Ok(())
@@ -378,7 +381,7 @@ impl TestAgent {
         config.listen = "127.0.0.1:0".parse().unwrap();
         config.resync_interval = Duration::from_secs(2);
         config.heartbeat_interval = Duration::from_millis(300);
-        config.backoff = Backoff { base: Duration::from_millis(500), max: Duration::from_secs(4) };
+        config.backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(4));
         config.runtime = RuntimeChoice::Docker;
         config.warm_sandboxes = warm;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -3,13 +3,14 @@
 use std::rc::Rc;
 
 use shared::model::{Event, Kind};
+use shared::words::{age, last_seen};
 use yew::prelude::*;
 
 use crate::browser;
 use crate::context::{use_cluster, use_session, use_watch};
 use crate::route::Route;
 use crate::sort;
-use crate::view::{age, event_time, in_namespace};
+use crate::view::in_namespace;
 
 /// The table shows at most this many rows.
 const MAX_ROWS: usize = 500;
@@ -28,7 +29,7 @@ pub fn Events() -> Html {
         .filter(|e| !*warnings_only || e.type_ == "Warning")
         .cloned()
         .collect();
-    sort::by_cached_key(&mut events, |e| std::cmp::Reverse((e.last_timestamp.or(event_time(e)), e.metadata.resource_version)));
+    sort::by_cached_key(&mut events, |e| std::cmp::Reverse((last_seen(e), e.metadata.resource_version)));
     let total = events.len();
     let now = browser::now();
     let toggle = {
@@ -55,7 +56,7 @@ pub fn Events() -> Html {
                         };
                         html! {
                             <tr class={classes!((e.type_ == "Warning").then_some("warning"))} data-testid="event-row" data-reason={e.reason.clone()}>
-                                <td>{ e.last_timestamp.or(event_time(e)).map(|t| age(now, t)).unwrap_or_default() }</td>
+                                <td>{ last_seen(e).map(|t| age(now, Some(t))).unwrap_or_default() }</td>
                                 <td>{ &e.type_ }</td><td>{ &e.reason }</td><td>{ target }</td><td>{ &e.source }</td>
                                 <td class="num">{ e.count }</td><td>{ &e.message }</td>
                             </tr>

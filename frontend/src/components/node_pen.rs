@@ -3,10 +3,13 @@
 use std::rc::Rc;
 
 use shared::model::{format_cpu, format_memory};
+use shared::words::node_status;
 use yew::prelude::*;
 
+use crate::browser;
 use crate::components::sheep::SheepCard;
-use crate::view::{Pen, Usage, node_condition, percent};
+use crate::context::use_session;
+use crate::view::{Pen, Usage, percent};
 
 #[derive(Properties, PartialEq)]
 pub struct BarProps {
@@ -71,8 +74,9 @@ impl PartialEq for NodePenProps {
 pub fn NodePen(props: &NodePenProps) -> Html {
     let pen = &props.pen;
     let node = &pen.node;
-    let condition = node_condition(node);
-    let state = if !node.is_ready() {
+    let (now, grace) = (browser::now(), use_session().node_monitor_grace());
+    let condition = node_status(node, now, grace);
+    let state = if !node.readiness(now, grace).is_ready() {
         "not-ready"
     } else if node.status.unschedulable {
         "cordoned"

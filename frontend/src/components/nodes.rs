@@ -2,6 +2,7 @@
 
 use shared::api::paths;
 use shared::model::{Node, format_cpu, format_memory};
+use shared::words::{age, node_status};
 use yew::prelude::*;
 
 use crate::api::ApiError;
@@ -10,7 +11,7 @@ use crate::components::node_pen::usage_bars;
 use crate::context::{use_cluster, use_session};
 use crate::session::SessionAction;
 use crate::store::Collection;
-use crate::view::{age, layout, node_condition};
+use crate::view::layout;
 
 #[component]
 pub fn Nodes() -> Html {
@@ -36,6 +37,7 @@ pub fn Nodes() -> Html {
         })
     };
     let now = browser::now();
+    let grace = session.node_monitor_grace();
     html! {
         <section class="page" data-testid="nodes-page">
             <header class="page-head"><h1>{ "Nodes" }</h1></header>
@@ -61,13 +63,13 @@ pub fn Nodes() -> Html {
                         html! {
                             <tr key={name.clone()} data-testid="node-row" data-node={name.clone()} data-cordoned={cordoned.to_string()}>
                                 <td><strong>{ &name }</strong></td>
-                                <td data-testid="node-condition">{ node_condition(node) }</td>
+                                <td data-testid="node-condition">{ node_status(node, now, grace) }</td>
                                 <td class="usage">{ usage_bars(&pen.usage) }</td>
                                 <td>{ format!("cpu {}, memory {}, pods {}", format_cpu(status.capacity.cpu), format_memory(status.capacity.memory), status.capacity.pods) }</td>
                                 <td>{ labels.join(", ") }</td>
                                 <td>{ taints.join(", ") }</td>
                                 <td>{ format!("{} {} {}", info.runtime, info.runtime_version, info.agent_version) }</td>
-                                <td>{ status.last_heartbeat.map(|t| format!("{} ago", age(now, t))).unwrap_or_else(|| "never".to_string()) }</td>
+                                <td>{ status.last_heartbeat.map(|t| format!("{} ago", age(now, Some(t)))).unwrap_or_else(|| "never".to_string()) }</td>
                                 <td>
                                     if cordoned {
                                         <button {onclick} data-testid="uncordon">{ "Uncordon" }</button>

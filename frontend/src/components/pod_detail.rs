@@ -7,6 +7,7 @@ use std::rc::Rc;
 use shared::api::paths;
 use shared::model::{ContainerState, Kind, Pod, conditions, find_condition};
 use shared::scheduler::Explanation;
+use shared::words::{age, first_seen};
 use web_sys::HtmlSelectElement;
 use yew::prelude::*;
 
@@ -17,7 +18,7 @@ use crate::components::sheep::StageBadge;
 use crate::context::{use_cluster, use_session, use_watch};
 use crate::route::Route;
 use crate::session::SessionAction;
-use crate::view::{self, age, clock, delta, pending_reason, pod_events, sorted_conditions, t_plus, timeline};
+use crate::view::{self, NodeAt, clock, delta, pending_reason, pod_events, sorted_conditions, t_plus, timeline};
 
 /// Log lines fetched when the page opens or on refresh.
 const LOG_TAIL: u32 = 200;
@@ -101,9 +102,10 @@ pub fn PodDetail(props: &PodDetailProps) -> Html {
         Decision::Found(e) => Some(e.clone()),
         _ => None,
     };
-    let reason = pending_reason(&pod, explanation.as_deref(), node.as_deref());
-    let stage = pod.stage();
     let now = browser::now();
+    let node_at = node.as_deref().map(|node| NodeAt { node, now, grace: session.node_monitor_grace() });
+    let reason = pending_reason(&pod, explanation.as_deref(), node_at);
+    let stage = pod.stage();
     let on_refresh = {
         let refresh = refresh.clone();
         Callback::from(move |_| refresh.set(*refresh + 1))
@@ -135,7 +137,7 @@ pub fn PodDetail(props: &PodDetailProps) -> Html {
             <dl class="facts">
                 <dt>{ "Node" }</dt><dd data-testid="pod-node">{ if pod.spec.node_name.is_empty() { "— (none yet)".to_string() } else { pod.spec.node_name.clone() } }</dd>
                 <dt>{ "Pod IP" }</dt><dd>{ if pod.status.pod_ip.is_empty() { "—" } else { &pod.status.pod_ip } }</dd>
-                <dt>{ "Created" }</dt><dd>{ pod.metadata.created_at.map(|t| format!("{} ({} ago)", clock(t), age(now, t))).unwrap_or_default() }</dd>
+                <dt>{ "Created" }</dt><dd>{ pod.metadata.created_at.map(|t| format!("{} ({} ago)", clock(t), age(now, Some(t)))).unwrap_or_default() }</dd>
                 <dt>{ "Labels" }</dt><dd>{ pod.metadata.labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ") }</dd>
                 <dt>{ "Requests" }</dt><dd>{ format!("cpu {}, memory {}", shared::model::format_cpu(pod.spec.requests().cpu), shared::model::format_memory(pod.spec.requests().memory)) }</dd>
                 <dt>{ "UID" }</dt><dd><code>{ &pod.metadata.uid }</code></dd>
@@ -199,7 +201,7 @@ pub fn PodDetail(props: &PodDetailProps) -> Html {
                 <tbody>
                     { for events.iter().map(|e| html! {
                         <tr class={classes!((e.type_ == "Warning").then_some("warning"))} data-testid="pod-event" data-reason={e.reason.clone()}>
-                            <td>{ view::event_time(e).map(clock).unwrap_or_default() }</td><td>{ &e.type_ }</td><td>{ &e.reason }</td>
+                            <td>{ first_seen(e).map(clock).unwrap_or_default() }</td><td>{ &e.type_ }</td><td>{ &e.reason }</td>
                             <td>{ &e.source }</td><td class="num">{ e.count }</td><td>{ &e.message }</td>
                         </tr>
                     }) }

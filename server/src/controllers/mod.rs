@@ -1,7 +1,7 @@
 //! Level-triggered controllers: each is a `reconcile(key, ctx, now) -> Result<Action>` that
 //! reads the current state, acts and may run again at any time with the same result. The
 //! runner here feeds it keys from the store's watch and a periodic resync, dedups them,
-//! and requeues on error with a growing delay.
+//! and requeues on error with a delay from the shared back-off curve.
 //!
 //! - [`deployment`]: replicas up and down, replacement of failed pods, cascade delete, status;
 //! - [`endpoints`]: a service's endpoints from its running, ready pods;
@@ -19,9 +19,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use shared::backoff::Backoff;
 use shared::model::{Kind, Object, Time};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::time::{DelayQueue, delay_queue};
 
 use crate::config::Config;
 use crate::ops;
@@ -62,19 +64,25 @@ pub trait Controller: Send + Sync + 'static {
     fn reconcile(&self, key: &Key, ctx: &Context, now: Time) -> impl Future<Output = Result<Action>> + Send;
 }
 
-/// Keys waiting for a reconcile: each at most once in the ready queue; delayed ones wait
-/// in a map; failures back off from 100 ms, doubling to 30 s.
+/// A key that keeps failing waits 100 ms, doubling to 30 s.
+const FAILURE_BACKOFF: Backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(30));
+
+/// Keys waiting for a reconcile: each at most once in the ready queue; delayed ones wait in
+/// a timer wheel until their deadline (the earliest, when a key is delayed twice).
 #[derive(Default)]
 struct WorkQueue {
     ready: VecDeque<Key>,
     queued: HashSet<Key>,
-    delayed: HashMap<Key, Instant>,
+    delayed: DelayQueue<Key>,
+    deadlines: HashMap<Key, (delay_queue::Key, Instant)>,
     failures: HashMap<Key, u32>,
 }
 
 impl WorkQueue {
     fn add(&mut self, key: Key) {
-        self.delayed.remove(&key);
+        if let Some((timer, _)) = self.deadlines.remove(&key) {
+            self.delayed.remove(&timer);
+        }
         if self.queued.insert(key.clone()) {
             self.ready.push_back(key);
         }
@@ -84,8 +92,17 @@ impl WorkQueue {
         if self.queued.contains(&key) {
             return;
         }
-        let entry = self.delayed.entry(key).or_insert(at);
-        *entry = (*entry).min(at);
+        match self.deadlines.get_mut(&key) {
+            Some((timer, deadline)) if at < *deadline => {
+                self.delayed.reset_at(timer, at);
+                *deadline = at;
+            }
+            Some(_) => {}
+            None => {
+                let timer = self.delayed.insert_at(key.clone(), at);
+                self.deadlines.insert(key, (timer, at));
+            }
+        }
     }
 
     fn pop(&mut self) -> Option<Key> {
@@ -94,21 +111,17 @@ impl WorkQueue {
         Some(key)
     }
 
-    fn promote(&mut self, now: Instant) {
-        let due: Vec<Key> = self.delayed.iter().filter(|(_, t)| **t <= now).map(|(k, _)| k.clone()).collect();
-        for key in due {
-            self.add(key);
-        }
-    }
-
-    fn next_due(&self) -> Option<Instant> {
-        self.delayed.values().min().copied()
+    /// The next key whose deadline passed, as soon as one does; `None` when none waits.
+    async fn expired(&mut self) -> Option<Key> {
+        let key = self.delayed.next().await?.into_inner();
+        self.deadlines.remove(&key);
+        Some(key)
     }
 
     fn failed(&mut self, key: &Key) -> Duration {
         let n = self.failures.entry(key.clone()).or_insert(0);
         *n += 1;
-        (Duration::from_millis(100) * 2u32.pow((*n - 1).min(10))).min(Duration::from_secs(30))
+        FAILURE_BACKOFF.delay(*n)
     }
 }
 
@@ -130,10 +143,7 @@ pub async fn run<C: Controller>(controller: C, ctx: Context, resync: Duration, s
     let mut resync_tick = tokio::time::interval_at(Instant::now() + resync, resync);
     resync_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let now = Instant::now();
-        queue.promote(now);
-        let wake = queue.next_due().unwrap_or(now + resync);
-        let has_work = !queue.ready.is_empty();
+        let (has_work, has_deadlines) = (!queue.ready.is_empty(), !queue.delayed.is_empty());
         tokio::select! {
             biased;
             _ = shutdown.cancelled() => break,
@@ -163,6 +173,7 @@ pub async fn run<C: Controller>(controller: C, ctx: Context, resync: Duration, s
                     queue.add(key);
                 }
             }
+            Some(key) = queue.expired(), if has_deadlines => queue.add(key),
             _ = std::future::ready(()), if has_work => {
                 let Some(key) = queue.pop() else { continue };
                 match controller.reconcile(&key, &ctx, chrono::Utc::now()).await {
@@ -179,7 +190,6 @@ pub async fn run<C: Controller>(controller: C, ctx: Context, resync: Duration, s
                     }
                 }
             }
-            _ = tokio::time::sleep_until(wake) => {}
         }
     }
 }
@@ -310,21 +320,30 @@ mod tests {
         assert_eq!(ctx.store.count(Kind::Event), 1);
     }
 
-    #[test]
-    fn the_work_queue_dedups_and_backs_off() {
+    #[tokio::test(start_paused = true)]
+    async fn the_work_queue_dedups_backs_off_and_keeps_the_earliest_deadline() {
         let mut q = WorkQueue::default();
         let k = Key::new(Kind::Pod, "default", "a");
         q.add(k.clone());
         q.add(k.clone());
         assert_eq!(q.ready.len(), 1);
         assert_eq!(q.pop(), Some(k.clone()));
-        assert_eq!(q.failed(&k), Duration::from_millis(100));
-        assert_eq!(q.failed(&k), Duration::from_millis(200));
-        let now = Instant::now();
-        q.add_after(k.clone(), now + Duration::from_secs(1));
-        q.promote(now);
-        assert!(q.ready.is_empty());
-        q.promote(now + Duration::from_secs(1));
-        assert_eq!(q.pop(), Some(k));
+        let waits: Vec<u64> = (0..10).map(|_| q.failed(&k).as_millis() as u64).collect();
+        assert_eq!(waits, [100, 200, 400, 800, 1600, 3200, 6400, 12_800, 25_600, 30_000]);
+
+        let began = Instant::now();
+        q.add_after(k.clone(), began + Duration::from_secs(5));
+        q.add_after(k.clone(), began + Duration::from_secs(1));
+        q.add_after(k.clone(), began + Duration::from_secs(3));
+        assert_eq!(q.expired().await, Some(k.clone()));
+        assert_eq!(began.elapsed(), Duration::from_secs(1), "the earliest deadline wins");
+        assert!(q.delayed.is_empty() && q.deadlines.is_empty());
+
+        q.add_after(k.clone(), Instant::now() + Duration::from_secs(1));
+        q.add(k.clone());
+        assert!(q.delayed.is_empty(), "a key made ready leaves the timer");
+        q.add_after(k.clone(), Instant::now() + Duration::from_secs(1));
+        assert!(q.delayed.is_empty(), "a ready key is not delayed");
+        assert_eq!(q.expired().await, None);
     }
 }

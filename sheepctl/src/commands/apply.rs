@@ -5,17 +5,15 @@
 use std::fmt;
 
 use anyhow::{Result, anyhow, bail};
-use reqwest::Method;
-use shared::api::paths;
 use shared::model::{Kind, Object};
+use shepherd_client::Client;
 use tokio::time::Instant;
 
 use super::{Context, print, wait};
-use crate::client::{self, Client, object_from_value};
 use crate::condition::WaitFor;
 use crate::files::{self, Loaded};
 use crate::progress::{Mode, Progress};
-use crate::settings::{self, Settings, kind_word};
+use crate::settings::{Settings, kind_word};
 use crate::view::object_name;
 
 /// The manifest as last applied, so that applying it again is `unchanged` even when the
@@ -42,7 +40,7 @@ impl fmt::Display for Outcome {
 }
 
 pub async fn run(context: &Context, args: &crate::cli::ApplyArgs) -> Result<()> {
-    let timeout = settings::duration(&args.timeout)?;
+    let timeout = shared::parse::duration(&args.timeout)?;
     // Read and check every manifest before changing anything.
     let objects = files::load(&args.files)?.into_iter().map(|loaded| resolve(&context.settings, loaded)).collect::<Result<Vec<_>>>()?;
     let total = objects.len();
@@ -55,7 +53,7 @@ pub async fn run(context: &Context, args: &crate::cli::ApplyArgs) -> Result<()> 
                 print(&format!("{name} {outcome}\n"))?;
                 applied.push(stored);
             }
-            Err(e) if e.downcast_ref::<client::Error>().is_some_and(client::Error::is_unreachable) => return Err(e),
+            Err(e) if e.downcast_ref::<shepherd_client::Error>().is_some_and(shepherd_client::Error::is_unreachable) => return Err(e),
             Err(e) if total == 1 => return Err(e.context(format!("cannot apply {name}"))),
             Err(e) => {
                 eprintln!("error: cannot apply {name}: {e:#}");
@@ -133,9 +131,8 @@ pub async fn apply(client: &Client, object: Object) -> Result<(Object, Outcome)>
     for _ in 0..CONFLICT_ATTEMPTS {
         match client.get_object(kind, &namespace, &name).await {
             Err(e) if e.is_not_found() => {
-                let path = paths::collection(kind, Some(&namespace));
-                match client.send_json::<_, serde_json::Value>(Method::POST, &path, &object).await {
-                    Ok(stored) => return Ok((decoded(kind, stored)?, Outcome::Created)),
+                match client.create_object(&object).await {
+                    Ok(stored) => return Ok((stored, Outcome::Created)),
                     // Someone created it meanwhile: read it and update instead.
                     Err(e) if e.is_conflict() => continue,
                     Err(e) => return Err(e.into()),
@@ -147,9 +144,8 @@ pub async fn apply(client: &Client, object: Object) -> Result<(Object, Outcome)>
                 if desired == existing || last_applied(&existing).is_some_and(|r| Some(r) == last_applied(&object)) {
                     return Ok((existing, Outcome::Unchanged));
                 }
-                let path = paths::object(kind, &namespace, &name);
-                match client.send_json::<_, serde_json::Value>(Method::PUT, &path, &desired).await {
-                    Ok(stored) => return Ok((decoded(kind, stored)?, Outcome::Configured)),
+                match client.replace_object(&desired).await {
+                    Ok(stored) => return Ok((stored, Outcome::Configured)),
                     // It changed after we read it: read it again.
                     Err(e) if e.is_conflict() => continue,
                     Err(e) => return Err(e.into()),
@@ -158,10 +154,6 @@ pub async fn apply(client: &Client, object: Object) -> Result<(Object, Outcome)>
         }
     }
     Err(anyhow!("{}/{name} kept changing while it was being updated ({CONFLICT_ATTEMPTS} conflicts in a row): try again", kind_word(kind)))
-}
-
-fn decoded(kind: Kind, value: serde_json::Value) -> Result<Object> {
-    object_from_value(kind, value).map_err(|e| anyhow!("the server answered with an object sheepctl cannot read: {e}"))
 }
 
 fn last_applied(object: &Object) -> Option<&str> {

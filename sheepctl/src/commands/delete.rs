@@ -6,6 +6,7 @@
 
 use anyhow::{Result, bail};
 use shared::model::Kind;
+use shepherd_client::DeleteOptions;
 use tokio::time::Instant;
 
 use super::wait::{Target, until};
@@ -21,7 +22,7 @@ const FOREVER: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 360
 
 pub async fn run(context: &Context, args: &DeleteArgs) -> Result<()> {
     let grace = grace_period(args.grace_period, args.force)?;
-    let (timeout, timeout_text) = match settings::duration(&args.timeout)? {
+    let (timeout, timeout_text) = match shared::parse::duration(&args.timeout)? {
         zero if zero.is_zero() => (FOREVER, "a week"),
         timeout => (timeout, args.timeout.as_str()),
     };
@@ -48,8 +49,8 @@ pub async fn run(context: &Context, args: &DeleteArgs) -> Result<()> {
     let mut deleted = Vec::with_capacity(total);
     for (kind, namespace, name) in targets {
         let label = format!("{}/{name}", kind_word(kind));
-        let pod_grace = if kind == Kind::Pod { grace } else { None };
-        match context.client.delete(kind, &namespace, &name, pod_grace).await {
+        let options = DeleteOptions { grace_period_seconds: if kind == Kind::Pod { grace } else { None }, uid: None };
+        match context.client.delete(kind, &namespace, &name, &options).await {
             Ok(()) => {
                 let how = if args.force { "force deleted" } else { "deleted" };
                 print(&format!("{} \"{name}\" {how}\n", kind_word(kind)))?;

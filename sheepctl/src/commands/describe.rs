@@ -2,18 +2,23 @@
 //! conditions and container states, for a pod the scheduler's decision (why this node and
 //! not the others, or why it is Pending), and the object's events with their ages.
 
+use std::time::Duration;
+
 use anyhow::{Result, bail};
 use shared::model::{
     Condition, Container, ContainerState, Deployment, Event, Kind, Labels, Namespace, Node, Object, Pod, PodSpec, Service, Time,
     format_cpu, format_memory,
 };
+use shared::readiness::DEFAULT_NODE_MONITOR_GRACE;
 use shared::scheduler::{Explanation, Verdict};
+use shared::words::{age, last_seen, node_status, pending_reason};
+use shepherd_client::Selection;
 
 use super::apply::LAST_APPLIED;
 use super::{Context, print};
 use crate::cli::DescribeArgs;
 use crate::settings;
-use crate::table::{Table, age};
+use crate::table::Table;
 use crate::view;
 
 /// Where values start: column 16 for the top level, column 20 inside a section (container
@@ -38,7 +43,8 @@ pub async fn run(context: &Context, args: &DescribeArgs) -> Result<()> {
         }
         Object::Deployment(deployment) => {
             let selector = deployment.spec.selector.to_string();
-            let pods = context.client.list(Kind::Pod, Some(namespace), Some(&selector)).await?;
+            let selection = Selection { label_selector: Some(selector), ..Selection::namespace(Some(namespace)) };
+            let pods = context.client.list_objects(Kind::Pod, &selection).await?;
             // Only the pods this deployment manages, not every pod its selector happens to match.
             let owned: Vec<Object> = pods
                 .items
@@ -49,8 +55,8 @@ pub async fn run(context: &Context, args: &DescribeArgs) -> Result<()> {
         }
         Object::Service(service) => service_text(&mut text, service, now),
         Object::Node(node) => {
-            let pods = context.client.list(Kind::Pod, None, None).await?;
-            node_text(&mut text, node, &pods.items, now);
+            let pods = context.client.list_objects(Kind::Pod, &Selection::default()).await?;
+            node_text(&mut text, node, &pods.items, now, context.node_grace().await?);
         }
         Object::Namespace(namespace) => namespace_text(&mut text, namespace, now),
         Object::Event(event) => event_text(&mut text, event, now),
@@ -64,8 +70,7 @@ pub async fn run(context: &Context, args: &DescribeArgs) -> Result<()> {
 
 /// The scheduler's last decision, or `None` when it has none for this pod.
 async fn scheduling(context: &Context, pod: &Pod) -> Result<Option<Explanation>> {
-    let path = shared::api::paths::pod_scheduling(&pod.metadata.namespace, &pod.metadata.name);
-    match context.client.get_json::<Explanation>(&path, &[]).await {
+    match context.client.scheduling(&pod.metadata.namespace, &pod.metadata.name).await {
         Ok(explanation) => Ok(Some(explanation)),
         Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(e.into()),
@@ -76,7 +81,7 @@ async fn scheduling(context: &Context, pod: &Pod) -> Result<Option<Explanation>>
 async fn events_about(context: &Context, object: &Object) -> Result<Vec<Event>> {
     let meta = object.metadata();
     let scope = if object.kind().namespaced() { Some(meta.namespace.as_str()) } else { None };
-    let mut list = context.client.list(Kind::Event, scope, None).await?.items;
+    let mut list = context.client.list_objects(Kind::Event, &Selection::namespace(scope)).await?.items;
     view::sort_events(&mut list);
     Ok(list
         .into_iter()
@@ -171,8 +176,8 @@ fn pod_text(text: &mut Text, pod: &Pod, now: Time) {
     };
     text.field(0, "Node", node);
     text.field(0, "Status", pod.display_status());
-    if let Some(reason) = view::pending_reason(pod) {
-        text.field(0, "Pending", reason);
+    if let Some(reason) = pending_reason(pod) {
+        text.field(0, "Pending", reason.to_string());
     }
     if !pod.status.message.is_empty() {
         text.field(0, "Message", &pod.status.message);
@@ -358,7 +363,7 @@ fn pods_text(text: &mut Text, pods: &[Object], now: Time) {
         return;
     }
     text.heading(0, "Pods");
-    let context = view::RowContext { now, wide: false, all_namespaces: false, node_usage: None };
+    let context = view::RowContext { now, wide: false, all_namespaces: false, node_usage: None, node_grace: DEFAULT_NODE_MONITOR_GRACE };
     text.table(2, &view::table(Kind::Pod, pods, &context));
 }
 
@@ -389,10 +394,10 @@ fn service_text(text: &mut Text, service: &Service, now: Time) {
     text.field(0, "Endpoints", endpoints.join("\n"));
 }
 
-fn node_text(text: &mut Text, node: &Node, pods: &[Object], now: Time) {
+fn node_text(text: &mut Text, node: &Node, pods: &[Object], now: Time, grace: Duration) {
     meta_text(text, &node.metadata, now);
     let status = &node.status;
-    text.field(0, "Status", view::node_status(node));
+    text.field(0, "Status", node_status(node, now, grace));
     text.field(0, "Address", &status.address);
     text.field(0, "Agent", &status.agent_endpoint);
     text.field(0, "Last Heartbeat", when(now, status.last_heartbeat));
@@ -441,7 +446,7 @@ fn node_text(text: &mut Text, node: &Node, pods: &[Object], now: Time) {
         return;
     }
     text.heading(0, "Pods");
-    let context = view::RowContext { now, wide: false, all_namespaces: true, node_usage: None };
+    let context = view::RowContext { now, wide: false, all_namespaces: true, node_usage: None, node_grace: grace };
     text.table(2, &view::table(Kind::Pod, &on_node, &context));
 }
 
@@ -470,7 +475,7 @@ fn events_text(text: &mut Text, events: &[Event], now: Time) {
     text.heading(0, "Events");
     let mut table = Table::new(["LAST SEEN", "TYPE", "REASON", "FROM", "MESSAGE"]);
     for event in events {
-        let mut seen = age(now, view::event_time(event));
+        let mut seen = age(now, last_seen(event));
         if event.count > 1 {
             seen.push_str(&format!(" (x{})", event.count));
         }

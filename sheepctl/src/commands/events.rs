@@ -11,7 +11,6 @@ use crate::cli::{EventsArgs, OutputFormat};
 use crate::settings;
 use crate::table;
 use crate::view::{self, RowContext};
-use crate::watch::Watcher;
 
 pub async fn run(context: &Context, args: &EventsArgs) -> Result<()> {
     let about = match &args.for_object {
@@ -26,12 +25,17 @@ pub async fn run(context: &Context, args: &EventsArgs) -> Result<()> {
         _ => false,
     };
     let scope = context.settings.list_scope();
-    let mut watcher = Watcher::new(context.client.clone(), Kind::Event, scope, None);
+    let mut watcher = context.changes(Kind::Event, scope, None);
     let mut events: Vec<Object> = watcher.list().await?.into_iter().filter(|o| wanted(o)).collect();
     view::sort_events(&mut events);
 
-    let mut row_context =
-        RowContext { now: context.now(), wide: args.output == Some(OutputFormat::Wide), all_namespaces: scope.is_none(), node_usage: None };
+    let mut row_context = RowContext {
+        now: context.now(),
+        wide: args.output == Some(OutputFormat::Wide),
+        all_namespaces: scope.is_none(),
+        node_usage: None,
+        node_grace: shared::readiness::DEFAULT_NODE_MONITOR_GRACE,
+    };
     let table = view::table(Kind::Event, &events, &row_context);
     match args.output {
         None | Some(OutputFormat::Wide) if events.is_empty() && !args.watch => {

@@ -4,14 +4,15 @@
 use anyhow::{Result, bail};
 use shared::api::{List, WatchEventType};
 use shared::model::{Kind, Object};
+use shared::readiness::DEFAULT_NODE_MONITOR_GRACE;
 use shared::selector::LabelSelector;
+use shepherd_client::Selection;
 
 use super::{Context, print, serialized};
 use crate::cli::{GetArgs, OutputFormat};
 use crate::settings::{self, kind_word};
 use crate::table::{self, Table};
 use crate::view::{self, RowContext};
-use crate::watch::Watcher;
 
 /// What to show: a kind, and optionally one name or a label selector.
 #[derive(Debug, Clone)]
@@ -50,7 +51,7 @@ pub async fn show(context: &Context, query: Query, output: Option<OutputFormat>,
     let settings = &context.settings;
     let kind = query.kind;
     let scope = if kind.namespaced() { settings.list_scope() } else { None };
-    let mut watcher = Watcher::new(context.client.clone(), kind, scope, query.selector.clone());
+    let mut watcher = context.changes(kind, scope, query.selector.clone());
     if let Some(name) = &query.name {
         watcher = watcher.named(name);
     }
@@ -76,10 +77,14 @@ pub async fn show(context: &Context, query: Query, output: Option<OutputFormat>,
         wide: output == Some(OutputFormat::Wide),
         all_namespaces: scope.is_none() && kind.namespaced(),
         node_usage: None,
+        node_grace: DEFAULT_NODE_MONITOR_GRACE,
     };
-    if kind == Kind::Node && !watch && matches!(output, None | Some(OutputFormat::Wide)) {
-        let pods = context.client.list(Kind::Pod, None, None).await?;
-        row_context.node_usage = Some(view::node_usage(&pods.items));
+    if kind == Kind::Node && matches!(output, None | Some(OutputFormat::Wide)) {
+        row_context.node_grace = context.node_grace().await?;
+        if !watch {
+            let pods = context.client.list_objects(Kind::Pod, &Selection::default()).await?;
+            row_context.node_usage = Some(view::node_usage(&pods.items));
+        }
     }
 
     let single = query.name.is_some() && !watch;
@@ -163,7 +168,7 @@ fn event_line(type_: WatchEventType, object: &Object, format: OutputFormat) -> R
     }
     let line = Line { type_, object };
     Ok(match format {
-        OutputFormat::Yaml => format!("---\n{}", serde_yaml::to_string(&line)?),
+        OutputFormat::Yaml => format!("---\n{}", serde_norway::to_string(&line)?),
         _ => serde_json::to_string(&line)? + "\n",
     })
 }

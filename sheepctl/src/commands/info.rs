@@ -2,14 +2,13 @@
 //! and which address sheepctl used to reach it.
 
 use anyhow::Result;
-use shared::api::{Info, paths};
 
 use super::{Context, print, serialized};
 use crate::cli::{InfoArgs, OutputFormat};
-use crate::table::age;
+use shared::words::age;
 
 pub async fn run(context: &Context, args: &InfoArgs) -> Result<()> {
-    let info: Info = context.client.get_json(paths::INFO, &[]).await?;
+    let info = context.client.info().await?;
     if let Some(format @ (OutputFormat::Json | OutputFormat::Yaml)) = args.output {
         return print(&serialized(&info, format)?);
     }

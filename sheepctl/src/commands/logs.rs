@@ -3,9 +3,10 @@
 
 use std::io::Write;
 
-use anyhow::{Context as _, Result};
-use shared::api::paths;
+use anyhow::Result;
+use futures::StreamExt;
 use shared::model::Kind;
+use shepherd_client::LogOptions;
 
 use super::Context;
 use crate::cli::LogsArgs;
@@ -13,20 +14,10 @@ use crate::settings;
 
 pub async fn run(context: &Context, args: &LogsArgs) -> Result<()> {
     let name = settings::name_of(Kind::Pod, &args.pod)?;
-    let path = paths::pod_log(&context.settings.namespace, &name);
-    let mut query = Vec::new();
-    if let Some(container) = &args.container {
-        query.push(("container", container.clone()));
-    }
-    if let Some(tail) = args.tail {
-        query.push(("tail", tail.to_string()));
-    }
-    if args.follow {
-        query.push(("follow", "true".to_string()));
-    }
-    let mut response = context.client.stream_text(&path, &query, args.follow).await?;
+    let options = LogOptions { container: args.container.clone(), tail: args.tail, follow: args.follow };
+    let mut log = context.client.logs(&context.settings.namespace, &name, &options).await?;
     let mut out = std::io::stdout().lock();
-    while let Some(chunk) = response.chunk().await.with_context(|| format!("the log stream of pod/{name} broke"))? {
+    while let Some(chunk) = log.next().await.transpose()? {
         out.write_all(&chunk)?;
         out.flush()?;
     }

@@ -1,15 +1,20 @@
 //! One small file per subcommand. Each takes the shared [`Context`] (settings and client)
-//! and its own flags, talks to the server through `crate::client`, and writes to stdout.
+//! and its own flags, talks to the server through `shepherd_client`, and writes to stdout.
 
 use std::io::Write;
+use std::time::Duration;
 
 use anyhow::Result;
 use chrono::Utc;
 use serde::Serialize;
-use shared::model::Time;
+use shared::backoff::Backoff;
+use shared::model::{Kind, Time};
+use shared::readiness::DEFAULT_NODE_MONITOR_GRACE;
+use shared::selector::LabelSelector;
+use shepherd_client::watcher::{Changes, Collection, Watcher};
+use shepherd_client::{Client, Selection};
 
 use crate::cli::{Cli, Command, OutputFormat};
-use crate::client::Client;
 use crate::settings::Settings;
 
 mod apply;
@@ -30,9 +35,38 @@ pub struct Context {
     pub client: Client,
 }
 
+/// The watch's retries: 200 ms, doubling to 2 s.
+const WATCH_BACKOFF: Backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(2));
+/// Failures in a row (the server unreachable) before a watch gives up.
+const WATCH_ATTEMPTS: u32 = 10;
+/// Failed attempts to open the stream before a watch polls the list instead, and how often.
+const STREAM_ATTEMPTS: u32 = 3;
+const POLL_INTERVAL: Duration = Duration::from_secs(1);
+
 impl Context {
     pub fn now(&self) -> Time {
         Utc::now()
+    }
+
+    /// How long a node may go without a heartbeat before it is not ready, as the server
+    /// judges it (its `--node-monitor-grace`).
+    pub async fn node_grace(&self) -> Result<Duration> {
+        let info = self.client.info().await?;
+        Ok(if info.node_monitor_grace_ms > 0 { Duration::from_millis(info.node_monitor_grace_ms) } else { DEFAULT_NODE_MONITOR_GRACE })
+    }
+
+    /// A watch of `kind` in `namespace` (every namespace when `None`), of the objects that
+    /// match `selector`: it reconnects, lists again, and polls when the server cannot stream.
+    pub fn changes(&self, kind: Kind, namespace: Option<&str>, selector: Option<LabelSelector>) -> Changes<Collection> {
+        let selector = selector.unwrap_or_default();
+        let selection = Selection {
+            namespace: namespace.filter(|_| kind.namespaced()).map(str::to_string),
+            label_selector: (!selector.is_empty()).then(|| selector.to_string()),
+            field_selector: None,
+        };
+        let source = Collection { client: self.client.clone(), kind, selection };
+        let watcher = Watcher::new(source, WATCH_BACKOFF).give_up_after(WATCH_ATTEMPTS).poll_after(STREAM_ATTEMPTS, POLL_INTERVAL);
+        Changes::new(watcher).matching(selector)
     }
 }
 
@@ -42,7 +76,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Completion(args) => return completion::run(args),
         _ => Settings::from_cli(&cli)?,
     };
-    let client = Client::new(&settings.base_url, settings.token.clone())?;
+    let client = Client::new(&settings.base_url, settings.token.clone())?.named("sheepctl");
     let context = Context { settings, client };
     match &cli.command {
         Command::Apply(args) => apply::run(&context, args).await,
@@ -72,7 +106,7 @@ pub fn print(text: &str) -> Result<()> {
 /// An object or list as JSON or YAML, for `-o json|yaml`.
 pub fn serialized<T: Serialize>(value: &T, format: OutputFormat) -> Result<String> {
     Ok(match format {
-        OutputFormat::Yaml => serde_yaml::to_string(value)?,
+        OutputFormat::Yaml => serde_norway::to_string(value)?,
         _ => serde_json::to_string_pretty(value)? + "\n",
     })
 }

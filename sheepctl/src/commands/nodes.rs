@@ -2,7 +2,6 @@
 //! of each node, and switching a node's schedulability.
 
 use anyhow::Result;
-use shared::api::paths;
 use shared::model::Kind;
 
 use super::get::{self, Query};
@@ -18,7 +17,6 @@ pub async fn run(context: &Context, args: &NodesArgs) -> Result<()> {
 /// Cordons the node when `cordon`, else uncordons it.
 pub async fn cordon(context: &Context, args: &NodeArgs, cordon: bool) -> Result<()> {
     let name = settings::name_of(Kind::Node, &args.node)?;
-    let (path, done) = if cordon { (paths::node_cordon(&name), "cordoned") } else { (paths::node_uncordon(&name), "uncordoned") };
-    context.client.post_empty(&path).await?;
-    print(&format!("node/{name} {done}\n"))
+    context.client.cordon(&name, cordon).await?;
+    print(&format!("node/{name} {}\n", if cordon { "cordoned" } else { "uncordoned" }))
 }

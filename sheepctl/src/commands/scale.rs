@@ -2,9 +2,7 @@
 //! subresource; the deployment controller then adds or removes pods.
 
 use anyhow::{Result, bail};
-use reqwest::Method;
-use shared::api::paths;
-use shared::model::{Kind, ObjectMeta, Scale, ScaleSpec};
+use shared::model::Kind;
 
 use super::{Context, print};
 use crate::cli::ScaleArgs;
@@ -21,14 +19,6 @@ pub async fn run(context: &Context, args: &ScaleArgs) -> Result<()> {
     if args.replicas < 0 {
         bail!("--replicas={} is negative: give 0 or more", args.replicas);
     }
-    let namespace = &context.settings.namespace;
-    let scale = Scale {
-        kind: "Scale".to_string(),
-        metadata: ObjectMeta::named(namespace, name),
-        spec: ScaleSpec { replicas: args.replicas },
-        ..Default::default()
-    };
-    let path = paths::scale(namespace, name);
-    let _: Scale = context.client.send_json(Method::PUT, &path, &scale).await?;
+    context.client.scale(&context.settings.namespace, name, args.replicas).await?;
     print(&format!("deployment/{name} scaled to {} replicas\n", args.replicas))
 }

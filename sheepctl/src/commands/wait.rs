@@ -5,6 +5,7 @@
 use anyhow::{Result, bail};
 use shared::api::WatchEventType;
 use shared::model::Kind;
+use shared::readiness::DEFAULT_NODE_MONITOR_GRACE;
 use tokio::time::Instant;
 
 use super::get::parse_selector;
@@ -13,7 +14,6 @@ use crate::cli::WaitArgs;
 use crate::condition::{Check, WaitFor, state};
 use crate::progress::{Mode, Progress};
 use crate::settings::{self, kind_word};
-use crate::watch::Watcher;
 
 /// One object to wait for.
 #[derive(Debug, Clone, Copy)]
@@ -25,7 +25,7 @@ pub struct Target<'a> {
 
 pub async fn run(context: &Context, args: &WaitArgs) -> Result<()> {
     let condition = WaitFor::parse(&args.condition)?;
-    let timeout = settings::duration(&args.timeout)?;
+    let timeout = shared::parse::duration(&args.timeout)?;
     let targets = match &args.selector {
         None => settings::targets(&args.target)?,
         Some(text) => matching(context, &args.target, text).await?,
@@ -54,7 +54,7 @@ async fn matching(context: &Context, words: &[String], selector_text: &str) -> R
     };
     let selector = parse_selector(Some(selector_text))?;
     let namespace = kind.namespaced().then_some(context.settings.namespace.as_str());
-    let mut watcher = Watcher::new(context.client.clone(), kind, namespace, selector);
+    let mut watcher = context.changes(kind, namespace, selector);
     let mut names: Vec<String> = watcher.list().await?.iter().map(|o| o.metadata().name.clone()).collect();
     if names.is_empty() {
         match namespace {
@@ -95,7 +95,9 @@ pub async fn until(
     let mut last_state = "it was not read before the time ran out".to_string();
     let waiting = async {
         let namespace = target.kind.namespaced().then_some(target.namespace);
-        let mut watcher = Watcher::new(context.client.clone(), target.kind, namespace, None).named(target.name);
+        // A node is Ready by the server's own judgement of its heartbeat.
+        let grace = if target.kind == Kind::Node { context.node_grace().await? } else { DEFAULT_NODE_MONITOR_GRACE };
+        let mut watcher = context.changes(target.kind, namespace, None).named(target.name);
         let mut current = watcher.list().await?.into_iter().next();
         if current.is_none() && *condition != WaitFor::Delete {
             match namespace {
@@ -104,19 +106,20 @@ pub async fn until(
             }
         }
         loop {
-            match condition.check(current.as_ref()) {
+            let now = context.now();
+            match condition.check(current.as_ref(), now, grace) {
                 Check::Met => {
                     if let Some(object) = &current {
-                        progress.update(&label, &state(object));
+                        progress.update(&label, &state(object, now, grace));
                     }
                     return Ok(());
                 }
                 Check::Never(why) => bail!("{label} will never {goal}: {why}"),
-                Check::NotYet(now) => {
+                Check::NotYet(seen) => {
                     if let Some(object) = &current {
-                        progress.update(&label, &state(object));
+                        progress.update(&label, &state(object, now, grace));
                     }
-                    last_state = now;
+                    last_state = seen;
                 }
             }
             let change = watcher.next().await?;

@@ -1,6 +1,7 @@
-//! A real Shepherd server for the CLI tests: started in-process on 127.0.0.1:0 with its
-//! own SQLite directory, driven by the real `sheepctl` binary, and by plain HTTP calls for
-//! what an agent would do (register a node, heartbeat, report a pod Running).
+//! A real Shepherd server for the CLI tests: `shepherd-testing`'s server on 127.0.0.1:0 on
+//! a thread of its own, with its own SQLite directory, driven by the real `sheepctl` binary,
+//! and by the client for what an agent would do (register a node, heartbeat, report a pod
+//! Running).
 
 #![allow(dead_code)]
 
@@ -12,7 +13,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
+pub use shepherd_testing::Method;
+use shepherd_testing::ServerThread;
 
 pub const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples");
 
@@ -22,10 +24,7 @@ pub fn example(name: &str) -> PathBuf {
 
 pub struct TestServer {
     pub url: String,
-    shutdown: CancellationToken,
-    thread: Option<JoinHandle<()>>,
-    runtime: tokio::runtime::Runtime,
-    http: reqwest::Client,
+    server: ServerThread,
     _data: tempfile::TempDir,
 }
 
@@ -41,20 +40,8 @@ impl TestServer {
         config.bookmark_interval = Duration::from_millis(500);
         config.scheduler_sweep = Duration::from_millis(200);
         adjust(&mut config);
-        let shutdown = CancellationToken::new();
-        let token = shutdown.clone();
-        let (tx, rx) = mpsc::channel();
-        let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-                tx.send(listener.local_addr().expect("address")).expect("send address");
-                server::run(listener, config, token).await.expect("server runs");
-            });
-        });
-        let address = rx.recv_timeout(Duration::from_secs(30)).expect("the server started");
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-        TestServer { url: format!("http://{address}"), shutdown, thread: Some(thread), runtime, http: reqwest::Client::new(), _data: data }
+        let server = ServerThread::start(config);
+        TestServer { url: server.url.clone(), server, _data: data }
     }
 
     /// `sheepctl` pointed at this server, with no token and no stray environment.
@@ -77,48 +64,23 @@ impl TestServer {
         Background::new(child)
     }
 
-    pub fn request(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        self.runtime.block_on(async {
-            let mut request = self.http.request(method, format!("{}{path}", self.url)).header(shared::api::CLIENT_HEADER, "tests");
-            if let Some(body) = body {
-                request = request.json(&body);
-            }
-            let response = request.send().await.expect("request");
-            let status = response.status().as_u16();
-            let text = response.text().await.expect("body");
-            (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
-        })
+    pub fn request(&self, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        self.server.block_on(request(&self.server.client, method, path, body))
     }
 
     pub fn get(&self, path: &str) -> Value {
-        let (status, body) = self.request(reqwest::Method::GET, path, None);
+        let (status, body) = self.request(Method::GET, path, None);
         assert_eq!(status, 200, "GET {path}: {body}");
         body
     }
 
-    /// Registers a Ready node with room for a few pods, as an agent would, and sends one
-    /// heartbeat so the scheduler counts it.
+    /// Registers node `name` (4 CPU, 8Gi, 110 pods) exactly as an agent does.
     pub fn register_node(&self, name: &str) {
-        let node = json!({
-            "kind": "Node",
-            "metadata": {"name": name},
-            "status": {
-                "capacity": {"cpu": 4000, "memory": 8589934592u64, "pods": 110},
-                "allocatable": {"cpu": 4000, "memory": 8589934592u64, "pods": 110},
-                "conditions": [{"type": "Ready", "status": "True", "reason": "AgentReady"}],
-                "address": "127.0.0.1",
-                "node_info": {"runtime": "simulated", "simulated": true}
-            }
-        });
-        let (status, body) = self.request(reqwest::Method::POST, "/api/v1/nodes", Some(node));
-        assert!(status == 200 || status == 201, "register node {name}: {status} {body}");
-        self.heartbeat(name);
+        self.server.block_on(shepherd_testing::register_node(&self.server.client, &shepherd_testing::node(name)));
     }
 
     pub fn heartbeat(&self, name: &str) {
-        let beat = json!({"conditions": [{"type": "Ready", "status": "True", "reason": "AgentReady"}]});
-        let (status, body) = self.request(reqwest::Method::POST, &format!("/api/v1/nodes/{name}/heartbeat"), Some(beat));
-        assert_eq!(status, 200, "heartbeat {name}: {body}");
+        self.server.block_on(shepherd_testing::heartbeat(&self.server.client, &shepherd_testing::node(name)));
     }
 
     /// Reports the pod Running with one ready container, as the node's agent would.
@@ -133,20 +95,18 @@ impl TestServer {
             "restart_count": 0
         }]);
         pod["metadata"]["resource_version"] = json!(0);
-        let (status, body) = self.request(reqwest::Method::PUT, &format!("/api/v1/namespaces/{namespace}/pods/{name}/status"), Some(pod));
+        let (status, body) = self.request(Method::PUT, &format!("/api/v1/namespaces/{namespace}/pods/{name}/status"), Some(pod));
         assert_eq!(status, 200, "report {name} Running: {body}");
     }
 
-    /// Polls until `check` holds for the object at `path`, for at most 10 s.
+    /// Waits until `check` holds for the object at `path`, looking again at each change the
+    /// watch reports, for at most 10 s.
     pub fn eventually(&self, path: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
-        for _ in 0..100 {
-            let (status, body) = self.request(reqwest::Method::GET, path, None);
-            if status == 200 && check(&body) {
-                return body;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        panic!("{path} never became {what}");
+        let client = &self.server.client;
+        self.server.block_on(shepherd_testing::eventually(client, Duration::from_secs(10), &format!("{path} to become {what}"), || async {
+            let (status, body) = request(client, Method::GET, path, None).await;
+            (status == 200 && check(&body)).then_some(body)
+        }))
     }
 
     pub fn pod_bound(&self, namespace: &str, name: &str) -> Value {
@@ -156,13 +116,15 @@ impl TestServer {
     }
 }
 
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+async fn request(client: &shepherd_client::Client, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {
+    let mut request = client.request(method, path);
+    if let Some(body) = body {
+        request = request.json(&body);
     }
+    let response = request.send().await.expect("request");
+    let status = response.status().as_u16();
+    let text = response.text().await.expect("body");
+    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
 }
 
 /// A running `sheepctl` whose output lines arrive on a channel.

@@ -1,6 +1,6 @@
-//! A Server-Sent Events parser for a byte stream read in arbitrary chunks: it owns the
-//! framing rules (lines, `id:`/`event:`/`data:` fields, comments, blank-line dispatch)
-//! so the watch loop only sees whole messages.
+//! The one Server-Sent Events decoder, for a byte stream read in arbitrary chunks: it owns
+//! the framing rules (lines, `id:`/`event:`/`data:` fields, comments, blank-line dispatch)
+//! so that the client crate's watch stream and the dashboard's only see whole messages.
 
 /// One dispatched SSE message.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

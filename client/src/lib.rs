@@ -1,0 +1,478 @@
+//! The one client of the Shepherd API, as kube-client is Kubernetes': the agent, `sheepctl`
+//! and the tests talk to a server through it and write no HTTP or SSE code of their own.
+//!
+//! Layout:
+//! - [`Client`] (this file): typed calls for every route in `shared::api::paths`, with the
+//!   bearer token and every default header set in one request builder;
+//! - [`error`]: the one error, naming what was being done and why it failed;
+//! - [`watcher`]: the async watcher that drives `shared::watch`'s state machine over a watch
+//!   stream (decoded by `shared::sse`), and [`watcher::Changes`], the objects it keeps with the
+//!   change each event makes.
+
+pub mod error;
+pub mod watcher;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, USER_AGENT};
+use reqwest::{Method, RequestBuilder, Response};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use shared::api::{ApiErrorBody, CLIENT_HEADER, Heartbeat, Info, List, WatchEvent, paths};
+use shared::model::{Event, Kind, Node, Object, Pod, Resource, Scale, ScaleSpec};
+use shared::scheduler::Explanation;
+
+pub use crate::error::{Error, Result};
+
+/// How long an ordinary call may take by default; watch and followed log streams have no limit.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A live watch: each item is one event, or the error that ended the stream.
+pub type WatchStream = BoxStream<'static, Result<WatchEvent>>;
+
+/// Which objects of a collection: a namespace (`None`: every namespace, and always for
+/// cluster-scoped kinds), a label selector and a field selector, as the list endpoint takes them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Selection {
+    pub namespace: Option<String>,
+    pub label_selector: Option<String>,
+    /// `spec.node_name=NODE` is the one the server knows.
+    pub field_selector: Option<String>,
+}
+
+impl Selection {
+    pub fn namespace(namespace: Option<&str>) -> Selection {
+        Selection { namespace: namespace.map(str::to_string), ..Selection::default() }
+    }
+
+    /// The pods bound to `node`.
+    pub fn on_node(node: &str) -> Selection {
+        Selection { field_selector: Some(format!("spec.node_name={node}")), ..Selection::default() }
+    }
+
+    fn query(&self) -> Vec<(&'static str, String)> {
+        let mut query = Vec::new();
+        if let Some(selector) = self.label_selector.as_ref().filter(|s| !s.is_empty()) {
+            query.push(("label_selector", selector.clone()));
+        }
+        if let Some(selector) = self.field_selector.as_ref().filter(|s| !s.is_empty()) {
+            query.push(("field_selector", selector.clone()));
+        }
+        query
+    }
+
+    /// `pods`, `pods in namespace default`, `pods matching app=web`.
+    fn describe(&self, kind: Kind) -> String {
+        let mut text = kind.plural().to_string();
+        if let Some(ns) = self.namespace.as_ref().filter(|_| kind.namespaced()) {
+            text.push_str(&format!(" in namespace {ns}"));
+        }
+        for selector in [&self.label_selector, &self.field_selector].into_iter().flatten() {
+            text.push_str(&format!(" matching {selector}"));
+        }
+        text
+    }
+}
+
+/// What a DELETE may say beyond the object.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeleteOptions {
+    /// Overrides a pod's own grace period; 0 removes it at once.
+    pub grace_period_seconds: Option<i64>,
+    /// Only if the stored object still has this uid (409 otherwise).
+    pub uid: Option<String>,
+}
+
+/// Which part of a pod's log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogOptions {
+    pub container: Option<String>,
+    pub tail: Option<u64>,
+    /// Keep streaming as the container writes.
+    pub follow: bool,
+}
+
+/// `pod default/web`, `node node-1`: an object as actions name it.
+fn object_words(kind: Kind, namespace: &str, name: &str) -> String {
+    let kind = kind.as_str().to_ascii_lowercase();
+    if namespace.is_empty() { format!("{kind} {name}") } else { format!("{kind} {namespace}/{name}") }
+}
+
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+    /// Sent as `shared::api::CLIENT_HEADER`, and with the version as the user agent.
+    name: &'static str,
+    timeout: Duration,
+}
+
+impl Client {
+    /// A client of the server at `base` (`http://host:port`), sending `token` as a bearer
+    /// token when there is one.
+    pub fn new(base: &str, token: Option<String>) -> Result<Client> {
+        let base = base.trim_end_matches('/').to_string();
+        let http = reqwest::Client::builder().connect_timeout(CONNECT_TIMEOUT).pool_max_idle_per_host(64).build().map_err(|e| {
+            Error::Unreachable { server: base.clone(), action: "set up the HTTP client".into(), cause: error::error_chain(&e) }
+        })?;
+        Ok(Client { http, base, token: token.filter(|t| !t.is_empty()), name: "shepherd-client", timeout: REQUEST_TIMEOUT })
+    }
+
+    /// Says who is calling: `sheepctl`, `agent`, `tests`.
+    pub fn named(mut self, name: &'static str) -> Client {
+        self.name = name;
+        self
+    }
+
+    /// How long an ordinary call may take.
+    pub fn with_timeout(mut self, timeout: Duration) -> Client {
+        self.timeout = timeout;
+        self
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// A request to `path` with every default header: the one place they are set (the
+    /// client's name, which an open server wants on every write, and the token). Public for
+    /// tests that check the server's answers to requests no typed call sends.
+    pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        let builder = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .header(CLIENT_HEADER, self.name)
+            .header(USER_AGENT, format!("{}/{}", self.name, env!("CARGO_PKG_VERSION")));
+        match &self.token {
+            Some(token) => builder.bearer_auth(token),
+            None => builder,
+        }
+    }
+
+    fn transport_error(&self, action: &str, error: reqwest::Error) -> Error {
+        if error.is_timeout() {
+            Error::Timeout { action: action.to_string(), after: self.timeout }
+        } else {
+            Error::Unreachable { server: self.base.clone(), action: action.to_string(), cause: error::error_chain(&error) }
+        }
+    }
+
+    /// Sends a request and turns transport failures and error answers into [`Error`].
+    async fn send(&self, action: &str, builder: RequestBuilder) -> Result<Response> {
+        let response = builder.send().await.map_err(|e| self.transport_error(action, e))?;
+        if response.status().is_success() {
+            return Ok(response);
+        }
+        let code = response.status().as_u16();
+        let body = response.text().await.unwrap_or_default();
+        Err(error_answer(action, code, &body))
+    }
+
+    /// A call with the ordinary time limit whose JSON answer is decoded.
+    async fn call<T: DeserializeOwned>(&self, action: &str, builder: RequestBuilder) -> Result<T> {
+        let response = self.send(action, builder.timeout(self.timeout)).await?;
+        let bytes = response.bytes().await.map_err(|e| self.transport_error(action, e))?;
+        serde_json::from_slice(&bytes).map_err(|e| Error::Decode { action: action.to_string(), message: e.to_string() })
+    }
+
+    /// A call with the ordinary time limit whose answer is not needed.
+    async fn call_ignoring_answer(&self, action: &str, builder: RequestBuilder) -> Result<()> {
+        self.send(action, builder.timeout(self.timeout)).await.map(drop)
+    }
+
+    /// Whether the server is up and ready to serve (`/readyz`).
+    pub async fn ready(&self) -> Result<()> {
+        self.call_ignoring_answer("check the server is ready", self.request(Method::GET, paths::READYZ)).await
+    }
+
+    pub async fn info(&self) -> Result<Info> {
+        self.call("read the server's info", self.request(Method::GET, paths::INFO)).await
+    }
+
+    pub async fn get_object(&self, kind: Kind, namespace: &str, name: &str) -> Result<Object> {
+        let action = format!("get {}", object_words(kind, namespace, name));
+        let value = self.call(&action, self.request(Method::GET, &paths::object(kind, namespace, name))).await?;
+        object_from_value(kind, value).map_err(|message| Error::Decode { action, message })
+    }
+
+    pub async fn get<R: Resource>(&self, namespace: &str, name: &str) -> Result<R> {
+        let object = self.get_object(R::KIND, namespace, name).await?;
+        typed(object, &format!("get {}", object_words(R::KIND, namespace, name)))
+    }
+
+    /// The objects of a collection, with the revision the list was read at.
+    pub async fn list_objects(&self, kind: Kind, selection: &Selection) -> Result<List<Object>> {
+        let action = format!("list {}", selection.describe(kind));
+        let path = paths::collection(kind, selection.namespace.as_deref());
+        let list: List<serde_json::Value> = self.call(&action, self.request(Method::GET, &path).query(&selection.query())).await?;
+        let items = list
+            .items
+            .into_iter()
+            .map(|item| object_from_value(kind, item))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|message| Error::Decode { action, message })?;
+        Ok(List { kind: list.kind, resource_version: list.resource_version, items })
+    }
+
+    pub async fn list<R: Resource>(&self, selection: &Selection) -> Result<List<R>> {
+        let list = self.list_objects(R::KIND, selection).await?;
+        let action = format!("list {}", selection.describe(R::KIND));
+        let items = list.items.into_iter().map(|o| typed(o, &action)).collect::<Result<_>>()?;
+        Ok(List { kind: list.kind, resource_version: list.resource_version, items })
+    }
+
+    /// Creates an object in its namespace; the server answers with what it stored.
+    pub async fn create_object(&self, object: &Object) -> Result<Object> {
+        let (kind, meta) = (object.kind(), object.metadata());
+        let action = format!("create {}", object_words(kind, &meta.namespace, &meta.name));
+        let path = paths::collection(kind, Some(&meta.namespace));
+        let value = self.call(&action, self.request(Method::POST, &path).json(object)).await?;
+        object_from_value(kind, value).map_err(|message| Error::Decode { action, message })
+    }
+
+    /// Replaces an object (compare-and-swap on its `resource_version` when it is not 0).
+    pub async fn replace_object(&self, object: &Object) -> Result<Object> {
+        let (kind, meta) = (object.kind(), object.metadata());
+        let action = format!("update {}", object_words(kind, &meta.namespace, &meta.name));
+        let path = paths::object(kind, &meta.namespace, &meta.name);
+        let value = self.call(&action, self.request(Method::PUT, &path).json(object)).await?;
+        object_from_value(kind, value).map_err(|message| Error::Decode { action, message })
+    }
+
+    pub async fn create<R: Resource + Serialize>(&self, object: &R) -> Result<R> {
+        let meta = object.meta();
+        let action = format!("create {}", object_words(R::KIND, &meta.namespace, &meta.name));
+        typed(self.create_object(&object.clone().into_object()).await?, &action)
+    }
+
+    /// Deletes an object. A pod bound to a Ready node stays Terminating until its agent
+    /// confirms with grace period 0 and the pod's uid.
+    pub async fn delete(&self, kind: Kind, namespace: &str, name: &str, options: &DeleteOptions) -> Result<()> {
+        let action = format!("delete {}", object_words(kind, namespace, name));
+        let mut query: Vec<(&str, String)> = Vec::new();
+        if let Some(grace) = options.grace_period_seconds {
+            query.push(("grace_period_seconds", grace.to_string()));
+        }
+        if let Some(uid) = &options.uid {
+            query.push(("uid", uid.clone()));
+        }
+        let builder = self.request(Method::DELETE, &paths::object(kind, namespace, name)).query(&query);
+        self.call_ignoring_answer(&action, builder).await
+    }
+
+    /// Registers a node as its agent does: creates it, or updates capacity and info of an
+    /// existing one. The server stamps the first heartbeat.
+    pub async fn register_node(&self, node: &Node) -> Result<Node> {
+        let action = format!("register node {}", node.metadata.name);
+        self.call(&action, self.request(Method::POST, &paths::collection(Kind::Node, None)).json(node)).await
+    }
+
+    pub async fn heartbeat(&self, node: &str, heartbeat: &Heartbeat) -> Result<()> {
+        let action = format!("send the heartbeat of node {node}");
+        self.call_ignoring_answer(&action, self.request(Method::POST, &paths::node_heartbeat(node)).json(heartbeat)).await
+    }
+
+    /// Cordons the node when `cordon`, else uncordons it.
+    pub async fn cordon(&self, node: &str, cordon: bool) -> Result<()> {
+        let (verb, path) = if cordon { ("cordon", paths::node_cordon(node)) } else { ("uncordon", paths::node_uncordon(node)) };
+        self.call_ignoring_answer(&format!("{verb} node {node}"), self.request(Method::POST, &path)).await
+    }
+
+    /// Writes a pod's status (the status subresource: only `status` is taken).
+    pub async fn update_pod_status(&self, pod: &Pod) -> Result<Pod> {
+        let action = format!("update the status of {}", object_words(Kind::Pod, &pod.metadata.namespace, &pod.metadata.name));
+        let path = paths::pod_status(&pod.metadata.namespace, &pod.metadata.name);
+        self.call(&action, self.request(Method::PUT, &path).json(pod)).await
+    }
+
+    pub async fn create_event(&self, event: &Event) -> Result<()> {
+        let action = format!("record event {} for {}", event.reason, event.involved_object.short());
+        let path = paths::collection(Kind::Event, Some(&event.metadata.namespace));
+        self.call_ignoring_answer(&action, self.request(Method::POST, &path).json(event)).await
+    }
+
+    /// Sets a deployment's replicas through its scale subresource.
+    pub async fn scale(&self, namespace: &str, deployment: &str, replicas: i32) -> Result<Scale> {
+        let action = format!("scale {}", object_words(Kind::Deployment, namespace, deployment));
+        let scale = Scale {
+            kind: "Scale".to_string(),
+            metadata: shared::model::ObjectMeta::named(namespace, deployment),
+            spec: ScaleSpec { replicas },
+            ..Default::default()
+        };
+        self.call(&action, self.request(Method::PUT, &paths::scale(namespace, deployment)).json(&scale)).await
+    }
+
+    /// The scheduler's last decision for a pod, with every node's verdict.
+    pub async fn scheduling(&self, namespace: &str, pod: &str) -> Result<Explanation> {
+        let action = format!("read the scheduling of {}", object_words(Kind::Pod, namespace, pod));
+        self.call(&action, self.request(Method::GET, &paths::pod_scheduling(namespace, pod))).await
+    }
+
+    /// A container's output as it arrives (the server proxies it from the node's agent).
+    pub async fn logs(&self, namespace: &str, pod: &str, options: &LogOptions) -> Result<BoxStream<'static, Result<Bytes>>> {
+        let action = format!("read the log of {}", object_words(Kind::Pod, namespace, pod));
+        let mut query: Vec<(&str, String)> = Vec::new();
+        if let Some(container) = &options.container {
+            query.push(("container", container.clone()));
+        }
+        if let Some(tail) = options.tail {
+            query.push(("tail", tail.to_string()));
+        }
+        if options.follow {
+            query.push(("follow", "true".to_string()));
+        }
+        let mut builder = self.request(Method::GET, &paths::pod_log(namespace, pod)).query(&query);
+        if !options.follow {
+            builder = builder.timeout(self.timeout);
+        }
+        let response = self.send(&action, builder).await?;
+        let client = self.clone();
+        Ok(response.bytes_stream().map(move |chunk| chunk.map_err(|e| client.transport_error(&action, e))).boxed())
+    }
+
+    /// Opens a watch on a collection: every change strictly after `from`. A revision the
+    /// server no longer keeps answers 410, for which [`Error::is_gone`] holds.
+    pub async fn watch(&self, kind: Kind, selection: &Selection, from: u64) -> Result<WatchStream> {
+        let action = format!("watch {}", selection.describe(kind));
+        let mut query = selection.query();
+        query.extend([("watch", "true".to_string()), ("resource_version", from.to_string())]);
+        let path = paths::collection(kind, selection.namespace.as_deref());
+        let builder = self.request(Method::GET, &path).query(&query).header(ACCEPT, "text/event-stream");
+        let response = self.send(&action, builder).await?;
+        let content_type = response.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+        if !content_type.starts_with("text/event-stream") {
+            let message = format!("a watch answered {content_type:?} instead of text/event-stream");
+            return Err(Error::Decode { action, message });
+        }
+        let client = self.clone();
+        let bytes = response.bytes_stream().map(move |chunk| chunk.map_err(|e| client.transport_error(&action, e)));
+        Ok(watch_events(bytes, kind, format!("watch {}", selection.describe(kind))).boxed())
+    }
+}
+
+/// Decodes an SSE byte stream into watch events; the error the server sends before it ends
+/// a stream (410 Gone when the history it was replaying moved on) becomes [`Error::Api`].
+fn watch_events(
+    bytes: impl Stream<Item = Result<Bytes>> + Send + 'static,
+    kind: Kind,
+    action: String,
+) -> impl Stream<Item = Result<WatchEvent>> + Send + 'static {
+    let mut parser = shared::sse::Parser::new();
+    bytes
+        .map(move |chunk| {
+            let messages = match chunk {
+                Ok(chunk) => parser.feed(&chunk),
+                Err(e) => return vec![Err(e)],
+            };
+            messages
+                .iter()
+                .map(|message| {
+                    shared::watch::decode(message, kind).map_err(|e| match e {
+                        shared::watch::DecodeError::Server { status, .. } => Error::Api { action: action.clone(), status },
+                        other => Error::Decode { action: action.clone(), message: other.to_string() },
+                    })
+                })
+                .collect()
+        })
+        .flat_map(futures::stream::iter)
+}
+
+/// Turns an error answer into an [`Error`]: the API's JSON shape when it is one.
+fn error_answer(action: &str, code: u16, body: &str) -> Error {
+    match serde_json::from_str::<ApiErrorBody>(body) {
+        Ok(parsed) => {
+            let mut status = parsed.error;
+            if status.code == 0 {
+                status.code = code;
+            }
+            Error::Api { action: action.to_string(), status }
+        }
+        Err(_) => {
+            let first_line = body.lines().next().unwrap_or("").trim();
+            let body = if first_line.is_empty() {
+                reqwest::StatusCode::from_u16(code).ok().and_then(|s| s.canonical_reason()).unwrap_or("no body").to_string()
+            } else {
+                first_line.to_string()
+            };
+            Error::Http { action: action.to_string(), code, body }
+        }
+    }
+}
+
+/// Builds a typed object, filling in `kind` when the server left it out.
+pub fn object_from_value(kind: Kind, mut value: serde_json::Value) -> std::result::Result<Object, String> {
+    if let Some(map) = value.as_object_mut() {
+        let missing = map.get("kind").and_then(|k| k.as_str()).is_none_or(str::is_empty);
+        if missing {
+            map.insert("kind".to_string(), serde_json::Value::String(kind.as_str().to_string()));
+        }
+    }
+    Object::from_value(value).map_err(|e| e.to_string())
+}
+
+fn typed<R: Resource>(object: Object, action: &str) -> Result<R> {
+    let found = object.kind();
+    R::try_from_object(object)
+        .ok_or_else(|| Error::Decode { action: action.to_string(), message: format!("expected a {}, got a {found}", R::KIND) })
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::stream;
+    use shared::api::WatchEventType;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn watch_events_survive_any_chunking_and_carry_the_servers_error() {
+        let text = ": hello\nid: 3\nevent: watch\ndata: {\"type\":\"BOOKMARK\",\"resource_version\":3}\n\n\
+                    event: watch\r\ndata: {\"type\":\"DELETED\",\"resource_version\":4,\r\ndata: \"object\":{\"metadata\":{\"name\":\"n1\"}}}\r\n\r\n\
+                    event: error\ndata: {\"error\":{\"code\":410,\"reason\":\"Gone\",\"message\":\"too old\"}}\n\n";
+        for split in 1..text.len() {
+            let chunks = vec![Ok(Bytes::copy_from_slice(&text.as_bytes()[..split])), Ok(Bytes::copy_from_slice(&text.as_bytes()[split..]))];
+            let items: Vec<Result<WatchEvent>> = watch_events(stream::iter(chunks), Kind::Node, "watch nodes".into()).collect().await;
+            assert_eq!(items.len(), 3, "split at {split}");
+            assert_eq!(items[0].as_ref().unwrap().type_, WatchEventType::Bookmark);
+            let deleted = items[1].as_ref().unwrap();
+            assert_eq!(deleted.object.as_ref().unwrap().kind(), Kind::Node, "the stream's kind fills in");
+            assert!(items[2].as_ref().is_err_and(Error::is_gone), "split at {split}: {:?}", items[2]);
+        }
+    }
+
+    #[test]
+    fn error_answers_keep_the_api_shape_or_the_first_line() {
+        let json = r#"{"error":{"code":404,"reason":"NotFound","message":"Pod \"ghost\" not found"}}"#;
+        let error = error_answer("get pod default/ghost", 404, json);
+        assert!(error.is_not_found());
+        assert_eq!(error.to_string(), "Pod \"ghost\" not found");
+        let error = error_answer("list pods", 502, "Bad Gateway\n<html>");
+        assert_eq!(error.to_string(), "cannot list pods: the server answered 502: Bad Gateway");
+        assert_eq!(error_answer("list pods", 503, "").to_string(), "cannot list pods: the server answered 503: Service Unavailable");
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_server_names_itself_the_action_and_the_cause() {
+        // Port 1 on loopback refuses at once.
+        let client = Client::new("http://127.0.0.1:1", None).unwrap();
+        let error = client.list::<Pod>(&Selection::on_node("node-a")).await.unwrap_err();
+        let text = error.to_string();
+        assert!(error.is_unreachable(), "{text}");
+        assert!(text.contains("http://127.0.0.1:1") && text.contains("node-a"), "{text}");
+        assert!(text.to_lowercase().contains("refused"), "the cause is named: {text}");
+    }
+
+    #[test]
+    fn selections_read_as_words_and_queries() {
+        let selection = Selection { label_selector: Some("app=web".into()), ..Selection::namespace(Some("default")) };
+        assert_eq!(selection.describe(Kind::Pod), "pods in namespace default matching app=web");
+        assert_eq!(selection.query(), vec![("label_selector", "app=web".to_string())]);
+        assert_eq!(Selection::on_node("n1").describe(Kind::Pod), "pods matching spec.node_name=n1");
+        assert_eq!(object_words(Kind::Node, "", "n1"), "node n1");
+    }
+}

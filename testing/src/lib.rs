@@ -1,0 +1,284 @@
+//! What the tests of every Shepherd crate share, so that each exists once: a real server on
+//! 127.0.0.1:0 (async, or on a thread of its own for tests that block) whose every JSON
+//! answer is checked against its OpenAPI document, nodes registered exactly as the agent
+//! registers them (`NodeDescription::to_node` and the client's register call), and waits
+//! that re-check a condition each time the watch reports a change, never after a fixed sleep.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, LazyLock, Mutex, mpsc};
+use std::time::Duration;
+
+use chrono::Utc;
+use futures::StreamExt;
+use futures::stream::{BoxStream, select_all};
+pub use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use server::Config;
+use shared::model::{Kind, Node, NodeInfo, NodeResources};
+use shared::registration::NodeDescription;
+use shepherd_client::{Client, Selection};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// How long a test waits for the server to come up.
+const START_LIMIT: Duration = Duration::from_secs(30);
+
+/// A real server on 127.0.0.1:0 in this test's runtime.
+pub struct TestServer {
+    pub url: String,
+    pub client: Client,
+    pub shutdown: CancellationToken,
+    task: Option<JoinHandle<Result<(), server::ServerError>>>,
+}
+
+impl TestServer {
+    /// Starts a server with `config` and returns once it answers `/readyz`.
+    pub async fn start(config: Config) -> TestServer {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port for the server");
+        let url = format!("http://{}", listener.local_addr().expect("the server's address"));
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(server::run(listener, config, shutdown.clone()));
+        let server = TestServer { client: client(&url, None), url, shutdown, task: Some(task) };
+        ready(&server.client).await;
+        server
+    }
+
+    /// A fast in-memory server: the scheduler sweeps every 500 ms.
+    pub async fn in_memory() -> TestServer {
+        TestServer::start(Config { scheduler_sweep: Duration::from_millis(500), ..Config::in_memory() }).await
+    }
+
+    /// The same server, as a client with `token` sees it.
+    pub fn with_token(&self, token: &str) -> TestServer {
+        TestServer { url: self.url.clone(), client: client(&self.url, Some(token)), shutdown: self.shutdown.clone(), task: None }
+    }
+
+    /// Sends `body` as JSON; returns the status and the answer (a string when not JSON).
+    pub async fn request(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let mut request = self.client.request(method, path);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        answer(request).await
+    }
+
+    /// Sends `body` as it is, labelled JSON: for bodies no client would send.
+    pub async fn raw(&self, method: Method, path: &str, body: impl Into<reqwest::Body>) -> (StatusCode, Value) {
+        answer(self.client.request(method, path).header("content-type", "application/json").body(body)).await
+    }
+
+    /// A request with none of the client's headers, as a web page or a stranger sends it.
+    pub fn bare(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
+        reqwest::Client::new().request(method, format!("{}{path}", self.url))
+    }
+
+    /// Sends a request and reads its answer, checked as [`TestServer::request`]'s are.
+    pub async fn answer(&self, request: reqwest::RequestBuilder) -> (StatusCode, Value) {
+        answer(request).await
+    }
+
+    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        self.request(Method::GET, path, None).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.request(Method::POST, path, Some(body)).await
+    }
+
+    pub async fn put(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.request(Method::PUT, path, Some(body)).await
+    }
+
+    pub async fn delete(&self, path: &str) -> (StatusCode, Value) {
+        self.request(Method::DELETE, path, None).await
+    }
+
+    /// Stops the server and waits for it to finish cleanly.
+    pub async fn stop(mut self) {
+        self.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            task.await.expect("the server task panicked").expect("the server failed");
+        }
+    }
+}
+
+/// A real server on 127.0.0.1:0 on a thread of its own, for tests that block (those that
+/// drive the `sheepctl` binary); [`ServerThread::block_on`] runs a client call from them.
+pub struct ServerThread {
+    pub url: String,
+    pub client: Client,
+    shutdown: CancellationToken,
+    thread: Option<std::thread::JoinHandle<()>>,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl ServerThread {
+    pub fn start(config: Config) -> ServerThread {
+        let shutdown = CancellationToken::new();
+        let token = shutdown.clone();
+        let (tx, rx) = mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime");
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port for the server");
+                tx.send(listener.local_addr().expect("the server's address")).expect("the test waits for the address");
+                server::run(listener, config, token).await.expect("the server runs");
+            });
+        });
+        let address = rx.recv_timeout(START_LIMIT).expect("the server started");
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+        let url = format!("http://{address}");
+        let server = ServerThread { client: client(&url, None), url, shutdown, thread: Some(thread), runtime };
+        server.block_on(ready(&server.client));
+        server
+    }
+
+    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        self.runtime.block_on(future)
+    }
+}
+
+impl Drop for ServerThread {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A client of the server at `url`.
+pub fn client(url: &str, token: Option<&str>) -> Client {
+    Client::new(url, token.map(str::to_string)).expect("a client").named("tests")
+}
+
+/// Waits until the server answers `/readyz`.
+async fn ready(client: &Client) {
+    let deadline = tokio::time::Instant::now() + START_LIMIT;
+    while let Err(e) = client.ready().await {
+        assert!(tokio::time::Instant::now() < deadline, "the server at {} never became ready: {e}", client.base());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Sends a request and reads its answer; a JSON answer must match its schema in the
+/// server's OpenAPI document.
+async fn answer(request: reqwest::RequestBuilder) -> (StatusCode, Value) {
+    let (client, request) = request.build_split();
+    let request = request.expect("a well-formed request");
+    let (method, path) = (request.method().clone(), request.url().path().to_string());
+    let response = client.execute(request).await.expect("the server answers");
+    let status = response.status();
+    let json = response.headers().get("content-type").is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    let text = response.text().await.expect("the answer's body");
+    let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    if json {
+        assert_conforms(&method, &path, status, &value);
+    }
+    (status, value)
+}
+
+/// The OpenAPI document the server serves, built once per test binary.
+static DOCUMENT: LazyLock<Value> = LazyLock::new(server::api::openapi::document);
+
+/// A compiled validator for one answer's schema, with the document's components beside it
+/// so that its `$ref`s resolve; compiled once per schema, since a test sends thousands.
+fn validator_for(schema: &Value) -> Arc<jsonschema::Validator> {
+    static VALIDATORS: LazyLock<Mutex<HashMap<String, Arc<jsonschema::Validator>>>> = LazyLock::new(Default::default);
+    let mut validators = VALIDATORS.lock().unwrap();
+    let entry = validators.entry(schema.to_string()).or_insert_with(|| {
+        let root =
+            json!({"$schema": "https://json-schema.org/draft/2020-12/schema", "allOf": [schema], "components": DOCUMENT["components"]});
+        Arc::new(jsonschema::options().should_validate_formats(true).build(&root).expect("the document's schemas compile"))
+    });
+    entry.clone()
+}
+
+/// Whether a route template such as `/api/v1/nodes/{name}/status` matches `path`.
+fn template_matches(template: &str, path: &str) -> bool {
+    let (template, path): (Vec<&str>, Vec<&str>) = (template.split('/').collect(), path.split('/').collect());
+    template.len() == path.len() && template.iter().zip(&path).all(|(t, p)| t == p || (t.starts_with('{') && !p.is_empty()))
+}
+
+/// Panics unless `body`, the JSON answer of `method path` with `status`, matches the schema
+/// the OpenAPI document gives that answer; an error outside the document's routes (an
+/// unknown route, a wrong method) must still have the one error shape.
+pub fn assert_conforms(method: &Method, path: &str, status: StatusCode, body: &Value) {
+    let document = &*DOCUMENT;
+    let operation = document["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .find(|(template, _)| template_matches(template, path))
+        .and_then(|(_, item)| item.get(method.as_str().to_ascii_lowercase()));
+    let schema = match operation {
+        Some(operation) => {
+            let answer = operation["responses"]
+                .get(status.as_str())
+                .unwrap_or_else(|| panic!("{method} {path} answered {status}, which the OpenAPI document does not list"));
+            answer["content"]["application/json"]["schema"].clone()
+        }
+        None if status.is_client_error() || status.is_server_error() => json!({"$ref": "#/components/schemas/ApiErrorBody"}),
+        None => panic!("{method} {path} answered {status} with JSON, but the OpenAPI document has no such operation"),
+    };
+    assert!(!schema.is_null(), "{method} {path} answered {status} with JSON, which the OpenAPI document does not say");
+    let validator = validator_for(&schema);
+    let errors: Vec<String> = validator.iter_errors(body).map(|e| format!("{}: {e}", e.instance_path())).collect();
+    assert!(errors.is_empty(), "{method} {path} answered {status} with a body its schema refuses: {errors:#?}\n{body}");
+}
+
+/// The test node: 4 CPU, 8Gi and 110 pods on 127.0.0.1, simulated.
+pub fn node(name: &str) -> NodeDescription {
+    let mut node = NodeDescription::new(name, NodeResources { cpu: 4000, memory: 8 << 30, pods: 110 });
+    node.address = "127.0.0.1".to_string();
+    node.info = NodeInfo { runtime: "simulated".to_string(), simulated: true, ..NodeInfo::default() };
+    node
+}
+
+/// Registers `node` as its agent does; the server stamps its first heartbeat, so it is
+/// Ready from now on for the node monitor grace.
+pub async fn register_node(client: &Client, node: &NodeDescription) -> Node {
+    client.register_node(&node.to_node(Utc::now())).await.unwrap_or_else(|e| panic!("cannot register node {}: {e}", node.name))
+}
+
+/// Sends `node`'s heartbeat as its agent does.
+pub async fn heartbeat(client: &Client, node: &NodeDescription) {
+    client.heartbeat(&node.name, &node.heartbeat(Utc::now())).await.unwrap_or_else(|e| panic!("heartbeat of node {}: {e}", node.name));
+}
+
+/// Runs `check` until it returns `Some`: once now, then again each time a watch stream says
+/// something: a change to any object, or a bookmark (so that a condition on time passing is
+/// looked at again every bookmark interval). Panics with `what` after `timeout`.
+pub async fn eventually<T, F, Fut>(client: &Client, timeout: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut changes = changes(client).await;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        match tokio::time::timeout_at(deadline, changes.next()).await {
+            Ok(Some(Ok(()))) => {}
+            Ok(Some(Err(e))) => panic!("the watch broke while waiting for {what}: {e}"),
+            Ok(None) => panic!("the watch ended while waiting for {what}"),
+            Err(_) => panic!("timed out after {timeout:?} waiting for {what}"),
+        }
+    }
+}
+
+/// One item for every event and bookmark on the watch of every kind, from now on.
+async fn changes(client: &Client) -> BoxStream<'static, shepherd_client::Result<()>> {
+    let mut streams = Vec::new();
+    for kind in Kind::ALL {
+        let everything = Selection::default();
+        let list = client.list_objects(kind, &everything).await.unwrap_or_else(|e| panic!("cannot list {}: {e}", kind.plural()));
+        let stream =
+            client.watch(kind, &everything, list.resource_version).await.unwrap_or_else(|e| panic!("cannot watch {}: {e}", kind.plural()));
+        streams.push(stream.map(|item| item.map(drop)).boxed());
+    }
+    select_all(streams).boxed()
+}
