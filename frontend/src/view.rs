@@ -369,9 +369,13 @@ pub fn pending_reason(pod: &Pod, explanation: Option<&Explanation>, node: Option
                 text.push_str(&format!(". Of {total} node(s) checked, {}.", parts.join(", ")));
             }
             text.push_str(
-                " It stays Pending, and the scheduler tries again when the cluster changes \
-                 (a node joins or is uncordoned, a pod goes away) and on its periodic sweep.",
+                " It stays Pending, and the scheduler tries again when the cluster changes in a way \
+                 that could fit it (a node joins, sends a heartbeat after a silence, is uncordoned or grows; \
+                 a pod goes away), after its back-off, and at the latest after 5 minutes.",
             );
+            if let Some(queue) = explanation.and_then(|e| e.queue.as_ref()) {
+                text.push_str(&format!(" Now: {}.", queue.describe()));
+            }
             Some(text)
         }
         PendingReason::WaitingForAgent { node: node_name, .. } => {

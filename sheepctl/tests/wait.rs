@@ -32,7 +32,10 @@ fn waits_for_the_scheduler_to_bind_the_pod() {
     let server = TestServer::start();
     apply(&server, "pod.json");
     let mut wait = server.spawn(&["wait", "--for=condition=PodScheduled", "pod/web-server", "--timeout=30s"]);
-    std::thread::sleep(Duration::from_millis(500));
+    // The scheduler has tried and found no node: the wait must still be waiting.
+    server.eventually("/api/v1/namespaces/default/pods/web-server", "unschedulable", |pod| {
+        pod["status"]["conditions"].as_array().is_some_and(|c| c.iter().any(|c| c["type"] == "PodScheduled" && c["status"] == "False"))
+    });
     assert!(wait.is_running(), "no node yet: the pod cannot be scheduled");
     server.register_node("node-1");
     let (code, out, err) = wait.finish(Duration::from_secs(20));
@@ -114,7 +117,7 @@ fn waits_for_every_pod_the_selector_matches() {
     let mut wait = server.spawn(&["wait", "--for=Running", "pods", "-l", "app=web", "--timeout=30s"]);
     server.pod_bound("default", "web-a");
     server.report_running("default", "web-a");
-    std::thread::sleep(Duration::from_millis(500));
+    server.eventually("/api/v1/namespaces/default/pods/web-a", "Running", |pod| pod["status"]["phase"] == "Running");
     assert!(wait.is_running(), "web-b is not Running yet");
     server.pod_bound("default", "web-b");
     server.report_running("default", "web-b");
