@@ -26,10 +26,9 @@ pub const BIG_CLUSTER: usize = 5000;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InputError {
-    #[error("label {0:?} is not key=value")]
-    Label(String),
-    #[error("taint {0:?} is not key=value:Effect (Effect is NoSchedule, PreferNoSchedule or NoExecute)")]
-    Taint(String),
+    /// A label or taint, in `shared::parse`'s words.
+    #[error("{0}")]
+    Parse(String),
     #[error("toleration {0:?} is not key=value:Effect, key:Effect or key (Exists)")]
     Toleration(String),
     #[error("{0}")]
@@ -38,35 +37,14 @@ pub enum InputError {
     Count { what: &'static str, min: i64, text: String },
 }
 
-/// `a=b, c=d` (empty = no labels).
+/// `a=b, c=d` (empty = no labels), by the one label grammar in `shared::parse`.
 pub fn parse_labels(text: &str) -> Result<Labels, InputError> {
-    let mut labels = Labels::new();
-    for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        match pair.split_once('=') {
-            Some((k, v)) if !k.trim().is_empty() => labels.insert(k.trim().to_string(), v.trim().to_string()),
-            _ => return Err(InputError::Label(pair.to_string())),
-        };
-    }
-    Ok(labels)
+    shared::parse::labels(text).map_err(|e| InputError::Parse(e.to_string()))
 }
 
-const EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
-
-/// `gpu=true:NoSchedule, zone=x:NoExecute`.
+/// `gpu=true:NoSchedule, zone=x:NoExecute`, by the one taint grammar in `shared::parse`.
 pub fn parse_taints(text: &str) -> Result<Vec<Taint>, InputError> {
-    text.split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .map(|item| {
-            let bad = || InputError::Taint(item.to_string());
-            let (pair, effect) = item.rsplit_once(':').ok_or_else(bad)?;
-            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            if key.trim().is_empty() || !EFFECTS.contains(&effect.trim()) {
-                return Err(bad());
-            }
-            Ok(Taint { key: key.trim().into(), value: value.trim().into(), effect: effect.trim().into() })
-        })
-        .collect()
+    shared::parse::taints(text).map_err(|e| InputError::Parse(e.to_string()))
 }
 
 /// `gpu=true:NoSchedule` (Equal), `gpu:NoSchedule` or `gpu` (Exists).
@@ -76,7 +54,7 @@ pub fn parse_tolerations(text: &str) -> Result<Vec<Toleration>, InputError> {
         .filter(|p| !p.is_empty())
         .map(|item| {
             let (pair, effect) = match item.rsplit_once(':') {
-                Some((pair, effect)) if EFFECTS.contains(&effect.trim()) => (pair, effect.trim()),
+                Some((pair, effect)) if shared::model::TAINT_EFFECTS.contains(&effect.trim()) => (pair, effect.trim()),
                 Some(_) => return Err(InputError::Toleration(item.to_string())),
                 None => (item, ""),
             };
@@ -706,7 +684,7 @@ mod tests {
     fn parses_form_inputs() {
         assert_eq!(parse_labels(" zone=a , gpu=true ").unwrap().len(), 2);
         assert_eq!(parse_labels("").unwrap(), Labels::new());
-        assert_eq!(parse_labels("oops"), Err(InputError::Label("oops".into())));
+        assert_eq!(parse_labels("oops"), Err(InputError::Parse("invalid label \"oops\": write key=value".into())));
         let taints = parse_taints("gpu=true:NoSchedule").unwrap();
         assert_eq!((taints[0].key.as_str(), taints[0].value.as_str(), taints[0].effect.as_str()), ("gpu", "true", "NoSchedule"));
         assert!(parse_taints("gpu=true").is_err());

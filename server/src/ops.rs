@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use shared::api::Heartbeat;
+use shared::model::DEFAULT_GRACE_SECONDS;
 use shared::model::{
     Condition, Kind, Node, Object, Pod, PodPhase, PodStatus, Time, conditions, event_types, find_condition, set_condition,
 };
@@ -81,10 +82,6 @@ pub fn delete(key: Key, expected: u64) -> Write {
         Ok(Change::Delete)
     })
 }
-
-/// The grace period of a pod delete when neither the request nor the pod's
-/// `spec.termination_grace_period_seconds` gives one.
-pub const DEFAULT_GRACE_SECONDS: i64 = 30;
 
 /// A DELETE of a pod: its preconditions and its grace period.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

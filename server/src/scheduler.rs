@@ -418,13 +418,19 @@ mod tests {
         let now = chrono::Utc::now();
         let node = NodeDescription::new("n1", shared::model::NodeResources { cpu: 1000, memory: 1 << 30, pods: 10 }).to_node(now);
         store.commit(Txn::new().with(ops::register_node(node, now))).await.unwrap();
-        let status = queue_status(&handle, &key, |s| s.requeued_by.is_some()).await;
-        assert_eq!(status.requeued_by.as_deref(), Some("node n1 joined"));
-        assert!(matches!(status.state, QueueState::BackingOff | QueueState::Active | QueueState::Binding), "{status:?}");
+        // The store's writer is a thread, so the paused clock may jump past the back-off while
+        // the node is committed: the pod may be bound before a poll sees it requeued.
+        let changed = Instant::now();
+        let mut requeued_by = None;
         while bound_to(&store, &key).is_none() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            if let Some(reason) = handle.decision(&key).and_then(|d| d.queue).and_then(|q| q.requeued_by) {
+                requeued_by = Some(reason);
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
         assert_eq!(bound_to(&store, &key).as_deref(), Some("n1"));
+        assert!(changed.elapsed() < Duration::from_secs(30), "bound by the change, not by the 5-minute flush");
+        assert!(requeued_by.as_deref().is_none_or(|r| r == "node n1 joined"), "{requeued_by:?}");
         while handle.decision(&key).unwrap().queue.is_some() {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
@@ -446,11 +452,16 @@ mod tests {
         let delete = ops::PodDelete { grace_seconds: Some(0), ..ops::PodDelete::default() };
         let grace = shared::readiness::DEFAULT_NODE_MONITOR_GRACE;
         store.commit(Txn::new().with(ops::delete_pod("default", "first", delete, chrono::Utc::now(), grace))).await.unwrap();
-        let status = queue_status(&handle, &second, |s| s.requeued_by.is_some()).await;
-        assert_eq!(status.requeued_by.as_deref(), Some("pod default/first freed room on node n1"));
+        let changed = Instant::now();
+        let mut requeued_by = None;
         while bound_to(&store, &second).is_none() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            if let Some(reason) = handle.decision(&second).and_then(|d| d.queue).and_then(|q| q.requeued_by) {
+                requeued_by = Some(reason);
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
+        assert!(changed.elapsed() < Duration::from_secs(30), "bound by the change, not by the 5-minute flush");
+        assert!(requeued_by.as_deref().is_none_or(|r| r == "pod default/first freed room on node n1"), "{requeued_by:?}");
         shutdown.cancel();
     }
 }

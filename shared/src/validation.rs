@@ -7,12 +7,11 @@ use std::collections::BTreeSet;
 use crate::api::{FieldError, Heartbeat};
 use crate::model::{
     Container, Deployment, Event, Labels, Namespace, Node, NodeResources, Object, ObjectMeta, Pod, PodSpec, RestartPolicy, Scale, Service,
-    format_cpu, format_memory,
+    TAINT_EFFECTS, format_cpu, format_memory,
 };
 
 const MAX_NAME: usize = 253;
 const MAX_LABEL: usize = 63;
-const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
 
 /// The most CPU one container may request or one node may offer: a million cores.
 pub const MAX_CPU_MILLICORES: i64 = 1_000_000_000;

@@ -44,6 +44,20 @@ pub fn human_duration(span: chrono::Duration) -> String {
     }
 }
 
+/// A wait to the tenth of a second, as the scheduling queue's words show it: `1.5s`, `10s`,
+/// `4m10s`.
+pub fn wait(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 60_000 {
+        // Tenths in integers: float formatting would cost the dashboard's bundle 8 KB.
+        let tenths = ms.div_ceil(100);
+        if ms.is_multiple_of(1000) { format!("{}s", ms / 1000) } else { format!("{}.{}s", tenths / 10, tenths % 10) }
+    } else {
+        let secs = d.as_secs();
+        if secs.is_multiple_of(60) { format!("{}m", secs / 60) } else { format!("{}m{}s", secs / 60, secs % 60) }
+    }
+}
+
 fn with_rest(big: i64, big_unit: char, small: i64, small_unit: char) -> String {
     if small == 0 { format!("{big}{big_unit}") } else { format!("{big}{big_unit}{small}{small_unit}") }
 }

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::backoff::Backoff;
 use crate::readiness::Readiness;
+use crate::words;
 
 /// The first wait after a failed attempt.
 pub const INITIAL_BACKOFF: Duration = Duration::from_secs(1);
@@ -95,7 +96,7 @@ impl fmt::Display for Requeue {
         match self {
             Requeue::Cluster(event) => event.fmt(f),
             Requeue::BackoffEnded => f.write_str("its back-off ended"),
-            Requeue::Flush(flush) => write!(f, "{} passed without a cluster change", duration_text(*flush)),
+            Requeue::Flush(flush) => write!(f, "{} passed without a cluster change", words::wait(*flush)),
         }
     }
 }
@@ -202,16 +203,16 @@ impl QueueStatus {
             QueueState::Binding => "being bound".to_string(),
             QueueState::BackingOff => format!(
                 "backing off {}{attempts}, retried in {}",
-                duration_text(Duration::from_millis(self.backoff_ms)),
-                duration_text(Duration::from_millis(self.retry_in_ms))
+                words::wait(Duration::from_millis(self.backoff_ms)),
+                words::wait(Duration::from_millis(self.retry_in_ms))
             ),
             QueueState::Unschedulable => {
                 let mut text = format!("unschedulable{attempts}, waiting for a cluster change");
                 if self.retry_in_ms > 0 {
-                    text.push_str(&format!(" (back-off {} left)", duration_text(Duration::from_millis(self.retry_in_ms))));
+                    text.push_str(&format!(" (back-off {} left)", words::wait(Duration::from_millis(self.retry_in_ms))));
                 }
                 if let Some(flush) = self.flush_in_ms {
-                    text.push_str(&format!(" or the flush in {}", duration_text(Duration::from_millis(flush))));
+                    text.push_str(&format!(" or the flush in {}", words::wait(Duration::from_millis(flush))));
                 }
                 text
             }
@@ -220,19 +221,6 @@ impl QueueStatus {
             text.push_str(&format!("; requeued because {why}"));
         }
         text
-    }
-}
-
-/// `1.5s`, `10s`, `4m10s`.
-fn duration_text(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms < 60_000 {
-        // Tenths in integers: float formatting would cost the dashboard's bundle 8 KB.
-        let tenths = ms.div_ceil(100);
-        if ms.is_multiple_of(1000) { format!("{}s", ms / 1000) } else { format!("{}.{}s", tenths / 10, tenths % 10) }
-    } else {
-        let secs = d.as_secs();
-        if secs.is_multiple_of(60) { format!("{}m", secs / 60) } else { format!("{}m{}s", secs / 60, secs % 60) }
     }
 }
 
