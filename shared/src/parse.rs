@@ -11,13 +11,16 @@ use crate::model::{Labels, TAINT_EFFECTS, Taint};
 pub enum Error {
     #[error("invalid duration {0:?}: use a number with a unit, e.g. 500ms, 30s, 2m or 1h")]
     Duration(String),
-    #[error("duration {0:?} is too long: at most about 584 years")]
+    #[error("duration {0:?} is too long: at most 100 years")]
     DurationTooLong(String),
     #[error("invalid label {0:?}: write key=value")]
     Label(String),
     #[error("invalid taint {0:?}: write key=value:Effect or key:Effect, Effect one of NoSchedule, PreferNoSchedule, NoExecute")]
     Taint(String),
 }
+
+/// The longest duration accepted: 100 years.
+pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -30,7 +33,7 @@ pub fn duration(text: &str) -> Result<Duration> {
         return Err(bad());
     }
     if trimmed.bytes().all(|b| b.is_ascii_digit()) {
-        return trimmed.parse::<u64>().map(Duration::from_secs).map_err(|_| too_long());
+        return trimmed.parse::<u64>().ok().map(Duration::from_secs).filter(|d| *d <= MAX_DURATION).ok_or_else(too_long);
     }
     let mut total: u128 = 0;
     let mut rest = trimmed;
@@ -50,7 +53,12 @@ pub fn duration(text: &str) -> Result<Duration> {
         rest = tail;
     }
     let seconds = u64::try_from(total / 1_000_000_000).map_err(|_| too_long())?;
-    Ok(Duration::new(seconds, (total % 1_000_000_000) as u32))
+    let duration = Duration::new(seconds, (total % 1_000_000_000) as u32);
+    // A deadline of now plus the duration must exist on every clock.
+    if duration > MAX_DURATION {
+        return Err(too_long());
+    }
+    Ok(duration)
 }
 
 /// `number × factor` for a decimal such as `1.25`, truncated to a whole number: `None` when it
@@ -136,11 +144,18 @@ mod tests {
 
     #[test]
     fn a_duration_too_long_is_an_error_not_a_panic() {
-        for long in ["99999999999999999999h", "99999999999999999999", "18446744073709551616s", "5000000000000000000000000000000000000000h"]
-        {
+        for long in [
+            "99999999999999999999h",
+            "99999999999999999999",
+            "18446744073709551616s",
+            "5000000000000000000000000000000000000000h",
+            "18446744073709551615s",
+            "18446744073709551615",
+            "999999999999h",
+        ] {
             assert_eq!(duration(long), Err(Error::DurationTooLong(long.to_string())), "{long:?}");
         }
-        assert_eq!(duration("18446744073709551615"), Ok(Duration::from_secs(u64::MAX)));
+        assert_eq!(duration("876000h"), Ok(MAX_DURATION), "100 years of 365 days is the limit");
         let message = duration("99999999999999999999h").unwrap_err().to_string();
         assert!(message.contains("too long"), "{message}");
     }
