@@ -385,3 +385,16 @@ async fn logs_come_from_the_nodes_agent_and_registration_keeps_the_cordon() {
     assert!(metrics.as_str().unwrap().contains("shepherd_pod_create_to_running_seconds_count 1"), "{metrics}");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_body_with_anything_after_its_json_is_refused() {
+    let server = TestServer::in_memory().await;
+    for tail in ["garbage", "{}", "}}}"] {
+        let body =
+            format!(r#"{{"kind":"Pod","metadata":{{"name":"trail"}},"spec":{{"containers":[{{"name":"c","image":"minimal"}}]}}}}{tail}"#);
+        let (status, answer) = server.raw(reqwest::Method::POST, "/api/v1/namespaces/default/pods", body).await;
+        assert_eq!(status, reqwest::StatusCode::BAD_REQUEST, "{tail}: {answer}");
+    }
+    assert_eq!(server.get("/api/v1/namespaces/default/pods/trail").await.0, reqwest::StatusCode::NOT_FOUND);
+    server.stop().await;
+}

@@ -255,7 +255,8 @@ impl<S: Send + Sync> FromRequest<S> for BodyBytes {
 
 /// Parses a JSON body into `T`, with the field's path, line and column on error.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, ApiError> {
-    serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(bytes)).map_err(|e| {
+    let mut body = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut body).map_err(|e| {
         let field = match e.path().to_string() {
             path if path == "." => String::new(),
             path => format!("{path}: "),
@@ -267,7 +268,12 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, Ap
             e.line(),
             e.column()
         ))
-    })
+    })?;
+    // Anything after the one value (a second object, stray braces) makes the body invalid.
+    body.end().map_err(|e| {
+        ApiError::bad_request(format!("the body is not a valid {what}: {} at line {}, column {}", strip_position(&e), e.line(), e.column()))
+    })?;
+    Ok(value)
 }
 
 /// serde_json's message without its own trailing " at line L column C".
