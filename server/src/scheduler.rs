@@ -393,6 +393,20 @@ mod tests {
         }
     }
 
+    /// Waits until the pod is bound; returns the last requeue reason a poll saw on the way.
+    /// The store's writer is a thread, so the paused clock may jump past a back-off while a
+    /// change is committed: the pod may be bound before any poll sees it requeued.
+    async fn requeue_until_bound(store: &Arc<dyn Store>, handle: &SchedulerHandle, key: &Key) -> Option<String> {
+        let mut requeued_by = None;
+        while bound_to(store, key).is_none() {
+            if let Some(reason) = handle.decision(key).and_then(|d| d.queue).and_then(|q| q.requeued_by) {
+                requeued_by = Some(reason);
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        requeued_by
+    }
+
     #[tokio::test(start_paused = true)]
     async fn an_unschedulable_pod_waits_five_minutes_for_the_flush_when_nothing_changes() {
         let (store, handle, shutdown) = started().await;
@@ -418,16 +432,8 @@ mod tests {
         let now = chrono::Utc::now();
         let node = NodeDescription::new("n1", shared::model::NodeResources { cpu: 1000, memory: 1 << 30, pods: 10 }).to_node(now);
         store.commit(Txn::new().with(ops::register_node(node, now))).await.unwrap();
-        // The store's writer is a thread, so the paused clock may jump past the back-off while
-        // the node is committed: the pod may be bound before a poll sees it requeued.
         let changed = Instant::now();
-        let mut requeued_by = None;
-        while bound_to(&store, &key).is_none() {
-            if let Some(reason) = handle.decision(&key).and_then(|d| d.queue).and_then(|q| q.requeued_by) {
-                requeued_by = Some(reason);
-            }
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        let requeued_by = requeue_until_bound(&store, &handle, &key).await;
         assert_eq!(bound_to(&store, &key).as_deref(), Some("n1"));
         assert!(changed.elapsed() < Duration::from_secs(30), "bound by the change, not by the 5-minute flush");
         assert!(requeued_by.as_deref().is_none_or(|r| r == "node n1 joined"), "{requeued_by:?}");
@@ -453,13 +459,7 @@ mod tests {
         let grace = shared::readiness::DEFAULT_NODE_MONITOR_GRACE;
         store.commit(Txn::new().with(ops::delete_pod("default", "first", delete, chrono::Utc::now(), grace))).await.unwrap();
         let changed = Instant::now();
-        let mut requeued_by = None;
-        while bound_to(&store, &second).is_none() {
-            if let Some(reason) = handle.decision(&second).and_then(|d| d.queue).and_then(|q| q.requeued_by) {
-                requeued_by = Some(reason);
-            }
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        let requeued_by = requeue_until_bound(&store, &handle, &second).await;
         assert!(changed.elapsed() < Duration::from_secs(30), "bound by the change, not by the 5-minute flush");
         assert!(requeued_by.as_deref().is_none_or(|r| r == "pod default/first freed room on node n1"), "{requeued_by:?}");
         shutdown.cancel();
