@@ -138,7 +138,11 @@ impl From<StoreError> for ApiError {
             StoreError::Invalid { message, details } => {
                 ApiError { status: StatusCode::UNPROCESSABLE_ENTITY, reason: "Invalid", message, details, cause: None }
             }
-            StoreError::Gone { .. } => ApiError::new(StatusCode::GONE, "Gone", message),
+            // A watch the client must restart from a fresh list (a revision from before a
+            // restart of an in-memory server is newer than the store).
+            StoreError::Gone { .. } | StoreError::Lagged { .. } | StoreError::Future { .. } => {
+                ApiError::new(StatusCode::GONE, "Gone", message)
+            }
             StoreError::Backend(_) => ApiError::internal(message),
             StoreError::Closed => ApiError::unavailable("the server is shutting down; retry against the restarted server"),
         }

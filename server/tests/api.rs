@@ -398,3 +398,28 @@ async fn a_body_with_anything_after_its_json_is_refused() {
     assert_eq!(server.get("/api/v1/namespaces/default/pods/trail").await.0, reqwest::StatusCode::NOT_FOUND);
     server.stop().await;
 }
+
+#[tokio::test]
+async fn lists_are_gzipped_for_a_client_that_accepts_it_and_watches_are_not() {
+    let server = TestServer::start(Config::in_memory()).await;
+    for i in 0..20 {
+        server.post("/api/v1/pods", pod(&format!("p{i}"), 1, 1)).await;
+    }
+    let raw = reqwest::Client::builder().no_gzip().build().unwrap();
+    let get = |path: &str| raw.get(format!("{}{path}", server.url)).header("accept-encoding", "gzip");
+    let list = get("/api/v1/pods").send().await.unwrap();
+    assert_eq!(list.headers().get("content-encoding").map(|v| v.to_str().unwrap()), Some("gzip"));
+    let zipped = list.bytes().await.unwrap();
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&zipped[..]), &mut text).unwrap();
+    let plain: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(plain["items"].as_array().unwrap().len(), 20);
+    assert!(zipped.len() * 4 < text.len(), "{} bytes gzipped from {}", zipped.len(), text.len());
+
+    let unzipped = raw.get(format!("{}/api/v1/pods", server.url)).send().await.unwrap();
+    assert!(unzipped.headers().get("content-encoding").is_none(), "no Accept-Encoding, no gzip");
+
+    let watch = get("/api/v1/pods?watch=true").send().await.unwrap();
+    assert!(watch.headers().get("content-encoding").is_none(), "an SSE stream is sent as it happens");
+    server.stop().await;
+}

@@ -115,6 +115,31 @@ async fn a_resource_version_older_than_the_history_is_gone() {
     let (_, list) = server.get("/api/v1/pods").await;
     let rv = list["resource_version"].as_u64().unwrap();
     open_watch(&server, &format!("/api/v1/pods?watch=true&resource_version={rv}")).await;
+
+    // A revision from the future (say, from before an in-memory server restarted) would
+    // otherwise wait for changes that already happened under other numbers.
+    let (status, err) = server.get(&format!("/api/v1/pods?watch=true&resource_version={}", rv + 100)).await;
+    assert_eq!(status, StatusCode::GONE);
+    assert!(err["error"]["message"].as_str().unwrap().contains("newer than the store's revision"), "{err}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_quiet_filtered_watch_bookmarks_the_store_revision() {
+    let server = TestServer::start(quiet_config()).await;
+    let mut watch = open_watch(&server, "/api/v1/pods?watch=true&field_selector=spec.node_name%3Dnode-1").await;
+    for i in 0..5 {
+        server.post("/api/v1/pods", pod(&format!("p{i}"), 1, 1)).await;
+    }
+    let (_, list) = server.get("/api/v1/pods").await;
+    let rv = list["resource_version"].as_u64().unwrap();
+    loop {
+        let event = watch.next(Duration::from_secs(5)).await.expect("a bookmark").watch_event();
+        assert_eq!(event.type_, WatchEventType::Bookmark, "no pod is on node-1");
+        if event.resource_version >= rv {
+            break;
+        }
+    }
     server.stop().await;
 }
 

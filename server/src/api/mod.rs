@@ -163,7 +163,17 @@ pub fn app(state: AppState) -> Router {
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(panicked))
         .layer(middleware::from_fn_with_state(state.clone(), crate::metrics::track))
         .layer(middleware::from_fn(json_errors))
+        .layer(compression())
         .with_state(state)
+}
+
+/// gzip for every answer a client accepts it for (lists of thousands of objects shrink
+/// about tenfold), except streams: a watch (SSE) or a followed log must reach the client
+/// line by line, not when a compressor's buffer fills.
+fn compression() -> tower_http::compression::CompressionLayer<impl tower_http::compression::Predicate> {
+    use tower_http::compression::predicate::{DefaultPredicate, NotForContentType, Predicate as _};
+    let predicate = DefaultPredicate::new().and(NotForContentType::const_new("text/plain"));
+    tower_http::compression::CompressionLayer::new().compress_when(predicate)
 }
 
 /// A handler that panicked: a 500 in the one error shape instead of a closed connection.
@@ -179,8 +189,7 @@ fn unknown_route(method: &Method, uri: &Uri) -> ApiError {
 /// Everything outside the API is the dashboard: its files, and `index.html` for any other
 /// path so that the single-page app's own routes load on refresh.
 async fn dashboard_or_unknown(State(state): State<AppState>, request: Request) -> Response {
-    use tower::{Layer as _, ServiceExt as _};
-    use tower_http::compression::CompressionLayer;
+    use tower::ServiceExt as _;
     use tower_http::services::{ServeDir, ServeFile};
     let path = request.uri().path();
     let is_api = path == "/api" || path.starts_with("/api/") || path == paths::METRICS;
@@ -193,7 +202,7 @@ async fn dashboard_or_unknown(State(state): State<AppState>, request: Request) -
         )
         .into_response();
     };
-    let files = CompressionLayer::new().layer(ServeDir::new(dir).fallback(ServeFile::new(dir.join("index.html"))));
+    let files = ServeDir::new(dir).fallback(ServeFile::new(dir.join("index.html")));
     match files.oneshot(request).await {
         Ok(response) => response.map(Body::new),
         Err(never) => match never {},

@@ -136,7 +136,7 @@ impl Filter {
     }
 
     /// The node an equality term on `spec.node_name` names, for the index.
-    fn bound_node(&self) -> Option<&str> {
+    pub fn bound_node(&self) -> Option<&str> {
         self.fields.iter().find(|t| t.field == "spec.node_name" && t.equal && !t.value.is_empty()).map(|t| t.value.as_str())
     }
 }

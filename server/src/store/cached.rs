@@ -1,6 +1,8 @@
 //! The embedded store: an in-memory cache that serves every read, one writer thread that
-//! batches concurrent transactions into one backend commit (group commit), and the ring of
-//! recent changes that watches replay from.
+//! batches concurrent transactions into one backend commit (group commit), the ring of
+//! recent changes that watches replay from, and the watchers' mailboxes: the writer puts
+//! each change in the mailboxes of the watchers that select it, found through an index by
+//! kind and by node, and wakes those alone.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, RwLock};
@@ -9,9 +11,11 @@ use std::thread::JoinHandle;
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use shared::model::{Kind, Object};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{Notify, mpsc, oneshot};
 
-use super::{Change, EventType, Key, Outcome, Result, Store, StoreError, StoreEvent, Txn, View, WatchBatch, WatchStream};
+use super::{
+    Change, EventType, Interest, Key, Outcome, Result, Store, StoreError, StoreEvent, Txn, View, WatchBatch, WatchStream, pod_node,
+};
 
 /// The most transactions one backend commit takes.
 const MAX_BATCH: usize = 2048;
@@ -89,7 +93,7 @@ impl State {
             None => map.remove(&key.key),
         };
         if key.kind == Kind::Pod {
-            if let Some(node) = prev.as_deref().and_then(node_of)
+            if let Some(node) = prev.as_deref().and_then(pod_node)
                 && let Some(set) = self.by_node.get_mut(node)
             {
                 set.remove(&key.key);
@@ -97,18 +101,11 @@ impl State {
                     self.by_node.remove(node);
                 }
             }
-            if let Some(node) = object.as_deref().and_then(node_of) {
+            if let Some(node) = object.as_deref().and_then(pod_node) {
                 self.by_node.entry(node.to_string()).or_default().insert(key.key.clone());
             }
         }
         prev
-    }
-}
-
-fn node_of(object: &Object) -> Option<&str> {
-    match object {
-        Object::Pod(p) if !p.spec.node_name.is_empty() => Some(&p.spec.node_name),
-        _ => None,
     }
 }
 
@@ -122,9 +119,115 @@ struct Request {
 struct Inner {
     name: &'static str,
     state: RwLock<State>,
+    /// Taken after `state` whenever both are held.
+    watchers: Mutex<Watchers>,
+    /// How many changes the history keeps, and how far a remote watcher may fall behind.
+    history_limit: usize,
     sender: RwLock<Option<mpsc::Sender<Request>>>,
-    revision_tx: watch::Sender<u64>,
     writer: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// One watcher's undelivered changes.
+struct Mailbox {
+    interest: Interest,
+    queue: Mutex<Queue>,
+    wake: Notify,
+}
+
+#[derive(Default)]
+struct Queue {
+    events: Vec<StoreEvent>,
+    /// Why the watch ended: it lagged, or the store closed (`None` inside).
+    ended: Option<Option<StoreError>>,
+}
+
+impl Mailbox {
+    fn deliver(&self, events: Vec<StoreEvent>, limit: usize) {
+        let mut queue = self.queue.lock().expect("mailbox lock");
+        if queue.ended.is_some() {
+            return;
+        }
+        if self.interest.remote && queue.events.len() + events.len() > limit {
+            queue.events = Vec::new();
+            queue.ended = Some(Some(StoreError::Lagged { limit }));
+        } else {
+            queue.events.extend(events);
+        }
+        drop(queue);
+        self.wake.notify_one();
+    }
+
+    fn end(&self) {
+        self.queue.lock().expect("mailbox lock").ended.get_or_insert(None);
+        self.wake.notify_one();
+    }
+}
+
+/// The registered watchers, indexed so that a change finds the ones that may select it
+/// without looking at the others: pod watchers of one node by that node, the rest by kind.
+#[derive(Default)]
+struct Watchers {
+    next_id: u64,
+    by_kind: HashMap<Kind, HashMap<u64, Arc<Mailbox>>>,
+    pods_by_node: HashMap<String, HashMap<u64, Arc<Mailbox>>>,
+    closed: bool,
+}
+
+impl Watchers {
+    /// The index slots a watcher sits in.
+    fn slots<'a>(interest: &'a Interest) -> impl Iterator<Item = (Kind, Option<&'a str>)> + 'a {
+        interest.kinds.iter().map(move |kind| match (kind, &interest.node_name) {
+            (Kind::Pod, Some(node)) => (Kind::Pod, Some(node.as_str())),
+            _ => (*kind, None),
+        })
+    }
+
+    fn slot(&mut self, kind: Kind, node: Option<&str>) -> &mut HashMap<u64, Arc<Mailbox>> {
+        match node {
+            Some(node) => self.pods_by_node.entry(node.to_string()).or_default(),
+            None => self.by_kind.entry(kind).or_default(),
+        }
+    }
+
+    fn add(&mut self, mailbox: Arc<Mailbox>) -> u64 {
+        self.next_id += 1;
+        let id = self.next_id;
+        for (kind, node) in Watchers::slots(&mailbox.interest) {
+            self.slot(kind, node).insert(id, mailbox.clone());
+        }
+        id
+    }
+
+    fn remove(&mut self, id: u64, interest: &Interest) {
+        for (kind, node) in Watchers::slots(interest) {
+            let slot = self.slot(kind, node);
+            slot.remove(&id);
+            if slot.is_empty() {
+                match node {
+                    Some(node) => self.pods_by_node.remove(node),
+                    None => self.by_kind.remove(&kind),
+                };
+            }
+        }
+    }
+
+    /// Puts every event in the mailboxes of the watchers that select it, one delivery (and
+    /// one wake-up) per watcher.
+    fn dispatch(&self, events: &[StoreEvent], limit: usize) {
+        let mut deliveries: HashMap<u64, (&Arc<Mailbox>, Vec<StoreEvent>)> = HashMap::new();
+        for event in events {
+            let kind = event.object.kind();
+            let by_node = (kind == Kind::Pod).then(|| event.nodes().filter_map(|node| self.pods_by_node.get(node))).into_iter().flatten();
+            for (id, mailbox) in self.by_kind.get(&kind).into_iter().chain(by_node).flatten() {
+                if mailbox.interest.selects(event) {
+                    deliveries.entry(*id).or_insert_with(|| (mailbox, Vec::new())).1.push(event.clone());
+                }
+            }
+        }
+        for (mailbox, events) in deliveries.into_values() {
+            mailbox.deliver(events, limit);
+        }
+    }
 }
 
 /// The embedded [`Store`]: cache, group-committing writer and watch history.
@@ -144,18 +247,18 @@ impl CachedStore {
             state.apply(&key, Some(Arc::new(object)));
         }
         let (sender, receiver) = mpsc::channel(QUEUE_DEPTH);
-        let (revision_tx, _) = watch::channel(state.revision);
         let inner = Arc::new(Inner {
             name: persistence.name(),
             state: RwLock::new(state),
+            watchers: Mutex::new(Watchers::default()),
+            history_limit: history.max(1),
             sender: RwLock::new(Some(sender)),
-            revision_tx,
             writer: Mutex::new(None),
         });
         let writer_inner = inner.clone();
         let handle = std::thread::Builder::new()
             .name("store-writer".into())
-            .spawn(move || writer_loop(writer_inner, persistence, receiver, history.max(1)))
+            .spawn(move || writer_loop(writer_inner, persistence, receiver))
             .map_err(|e| StoreError::Backend(format!("cannot start the store writer thread: {e}")))?;
         *inner.writer.lock().expect("writer handle lock") = Some(handle);
         Ok(CachedStore { inner })
@@ -187,7 +290,7 @@ impl Staging<'_> {
     }
 
     fn stage(&mut self, key: &Key, object: Option<Arc<Object>>) -> Option<Option<Arc<Object>>> {
-        if let Some(node) = object.as_deref().and_then(node_of) {
+        if let Some(node) = object.as_deref().and_then(pod_node) {
             self.overlay_by_node.entry(node.to_string()).or_default().insert(key.key.clone());
         }
         self.overlay.insert(key.clone(), object)
@@ -218,7 +321,7 @@ impl View for Staging<'_> {
             for key in keys {
                 let k = Key { kind: Kind::Pod, key: key.clone() };
                 if let Some(Some(o)) = self.overlay.get(&k)
-                    && node_of(o) == Some(node)
+                    && pod_node(o) == Some(node)
                 {
                     pods.push(o);
                 }
@@ -235,7 +338,7 @@ struct Staged {
     revision: u64,
 }
 
-fn writer_loop(inner: Arc<Inner>, mut persistence: Box<dyn Persistence>, mut receiver: mpsc::Receiver<Request>, history_limit: usize) {
+fn writer_loop(inner: Arc<Inner>, mut persistence: Box<dyn Persistence>, mut receiver: mpsc::Receiver<Request>) {
     while let Some(first) = receiver.blocking_recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -244,14 +347,14 @@ fn writer_loop(inner: Arc<Inner>, mut persistence: Box<dyn Persistence>, mut rec
                 Err(_) => break,
             }
         }
-        commit_batch(&inner, persistence.as_mut(), batch, history_limit);
+        commit_batch(&inner, persistence.as_mut(), batch);
     }
     if let Err(e) = persistence.close() {
         tracing::error!("closing the {} store: {e}", persistence.name());
     }
 }
 
-fn commit_batch(inner: &Inner, persistence: &mut dyn Persistence, batch: Vec<Request>, history_limit: usize) {
+fn commit_batch(inner: &Inner, persistence: &mut dyn Persistence, batch: Vec<Request>) {
     let mut staged: Vec<Staged> = Vec::new();
     // Per request: its outcomes, or the error that rejected it.
     let mut results: Vec<(Reply, Result<Vec<Outcome>>)> = Vec::with_capacity(batch.len());
@@ -337,27 +440,27 @@ fn commit_batch(inner: &Inner, persistence: &mut dyn Persistence, batch: Vec<Req
             return;
         }
         let mut state = inner.state.write().expect("store state lock");
+        let mut events = Vec::with_capacity(staged.len());
         for s in staged {
             state.apply(&s.key, s.object.clone());
             let event = match (s.object, s.prev) {
-                (Some(object), None) => StoreEvent { type_: EventType::Added, revision: s.revision, object, prev: None },
-                (Some(object), Some(prev)) => StoreEvent { type_: EventType::Modified, revision: s.revision, object, prev: Some(prev) },
-                (None, Some(prev)) => {
-                    StoreEvent { type_: EventType::Deleted, revision: s.revision, object: prev.clone(), prev: Some(prev) }
-                }
+                (Some(object), None) => StoreEvent::new(EventType::Added, s.revision, object, None),
+                (Some(object), Some(prev)) => StoreEvent::new(EventType::Modified, s.revision, object, Some(prev)),
+                (None, Some(prev)) => StoreEvent::new(EventType::Deleted, s.revision, prev.clone(), Some(prev)),
                 (None, None) => unreachable!("a staged change always has a new or a previous state"),
             };
-            state.history.push_back(event);
+            state.history.push_back(event.clone());
+            events.push(event);
             state.revision = s.revision;
         }
-        while state.history.len() > history_limit {
+        while state.history.len() > inner.history_limit {
             if let Some(dropped) = state.history.pop_front() {
                 state.history_start = dropped.revision;
             }
         }
-        let revision = state.revision;
-        drop(state);
-        inner.revision_tx.send_replace(revision);
+        // Still under the state lock: a watch that registers sees each change either in
+        // the history it replays or in its mailbox, never in both or neither.
+        inner.watchers.lock().expect("watchers lock").dispatch(&events, inner.history_limit);
     }
     for (reply, result) in results {
         let _ = reply.send(result);
@@ -415,22 +518,26 @@ impl Store for CachedStore {
         .boxed()
     }
 
-    fn watch(&self, kinds: &[Kind], from: u64) -> Result<WatchStream> {
-        let (cursor, oldest) = {
-            let state = self.inner.state.read().expect("store state lock");
-            (if from == 0 { state.revision } else { from }, state.history_start)
-        };
-        if cursor < oldest {
-            return Err(StoreError::Gone { requested: from, oldest });
+    fn watch_interest(&self, interest: Interest, from: u64) -> Result<WatchStream> {
+        let state = self.inner.state.read().expect("store state lock");
+        if from > state.revision {
+            return Err(StoreError::Future { requested: from, current: state.revision });
         }
-        let watcher = Watcher {
-            inner: self.inner.clone(),
-            kinds: kinds.to_vec(),
-            cursor,
-            changes: self.inner.revision_tx.subscribe(),
-            failed: false,
-        };
-        Ok(futures::stream::unfold(watcher, |mut w| async move { w.next().await.map(|item| (item, w)) }).boxed())
+        let from = if from == 0 { state.revision } else { from };
+        if from < state.history_start {
+            return Err(StoreError::Gone { requested: from, oldest: state.history_start });
+        }
+        let replay = state.history.range((from - state.history_start) as usize..).filter(|e| interest.selects(e)).cloned().collect();
+        let mailbox = Arc::new(Mailbox { interest, queue: Mutex::new(Queue { events: replay, ended: None }), wake: Notify::new() });
+        let mut watchers = self.inner.watchers.lock().expect("watchers lock");
+        if watchers.closed {
+            return Err(StoreError::Closed);
+        }
+        let id = watchers.add(mailbox.clone());
+        drop(watchers);
+        drop(state);
+        let subscription = Subscription { inner: self.inner.clone(), id, mailbox };
+        Ok(futures::stream::unfold(subscription, |mut s| async move { s.next().await.map(|item| (item, s)) }).boxed())
     }
 
     fn close(&self) -> BoxFuture<'static, ()> {
@@ -442,42 +549,45 @@ impl Store for CachedStore {
             if let Some(handle) = handle {
                 let _ = tokio::task::spawn_blocking(move || handle.join()).await;
             }
+            let mut watchers = inner.watchers.lock().expect("watchers lock");
+            watchers.closed = true;
+            for mailbox in watchers.by_kind.values().chain(watchers.pods_by_node.values()).flat_map(HashMap::values) {
+                mailbox.end();
+            }
         }
         .boxed()
     }
 }
 
-struct Watcher {
+/// A registered watch: takes what the writer put in its mailbox; leaves the index when dropped.
+struct Subscription {
     inner: Arc<Inner>,
-    kinds: Vec<Kind>,
-    cursor: u64,
-    changes: watch::Receiver<u64>,
-    failed: bool,
+    id: u64,
+    mailbox: Arc<Mailbox>,
 }
 
-impl Watcher {
+impl Subscription {
     async fn next(&mut self) -> Option<Result<WatchBatch>> {
-        if self.failed {
-            return None;
-        }
         loop {
             {
-                let state = self.inner.state.read().expect("store state lock");
-                if self.cursor < state.history_start {
-                    self.failed = true;
-                    return Some(Err(StoreError::Gone { requested: self.cursor, oldest: state.history_start }));
+                let mut queue = self.mailbox.queue.lock().expect("mailbox lock");
+                if !queue.events.is_empty() {
+                    let events = std::mem::take(&mut queue.events);
+                    let revision = events.last().map_or(0, |e| e.revision);
+                    return Some(Ok(WatchBatch { events, revision }));
                 }
-                if state.revision > self.cursor {
-                    let start = (self.cursor - state.history_start) as usize;
-                    let events = state.history.range(start..).filter(|e| self.kinds.contains(&e.object.kind())).cloned().collect();
-                    self.cursor = state.revision;
-                    return Some(Ok(WatchBatch { events, revision: state.revision }));
+                if let Some(ended) = &mut queue.ended {
+                    return ended.take().map(Err);
                 }
             }
-            if self.changes.changed().await.is_err() {
-                return None;
-            }
+            self.mailbox.wake.notified().await;
         }
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.inner.watchers.lock().expect("watchers lock").remove(self.id, &self.mailbox.interest);
     }
 }
 
@@ -564,5 +674,106 @@ mod tests {
             Err(StoreError::Gone { oldest, .. }) => assert_eq!(oldest, 2),
             _ => panic!("expected Gone"),
         }
+    }
+
+    fn delete(name: &str) -> Write {
+        Write::new(Key::new(Kind::Pod, "default", name), |_, _| Ok(Change::Delete))
+    }
+
+    fn pods_of(node: &str, remote: bool) -> Interest {
+        Interest { kinds: vec![Kind::Pod], node_name: Some(node.into()), remote, ..Interest::default() }
+    }
+
+    fn names(batch: &WatchBatch) -> Vec<String> {
+        batch.events.iter().map(|e| e.object.metadata().name.clone()).collect()
+    }
+
+    #[tokio::test]
+    async fn a_node_watcher_gets_only_its_pods_including_one_bound_to_it_or_moved_off() {
+        let store = CachedStore::in_memory(100);
+        let mut n1 = store.watch_interest(pods_of("n1", true), 0).unwrap();
+        store.commit(Txn::new().with(put(pod("elsewhere", "n2"))).with(put(pod("unbound", "")))).await.unwrap();
+        assert!(n1.next().now_or_never().is_none(), "n2's and unbound pods never reach n1's watcher");
+        store.commit(Txn::new().with(put(pod("unbound", "n1")))).await.unwrap();
+        store.commit(Txn::new().with(put(pod("elsewhere", "n1")))).await.unwrap();
+        let batch = n1.next().await.unwrap().unwrap();
+        assert_eq!(names(&batch), ["unbound", "elsewhere"]);
+        assert_eq!(batch.revision, 4);
+        store.commit(Txn::new().with(put(pod("unbound", "n3")))).await.unwrap();
+        let batch = n1.next().await.unwrap().unwrap();
+        assert_eq!(names(&batch), ["unbound"], "a pod leaving n1 is n1's change too");
+        let watchers = store.inner.watchers.lock().unwrap();
+        assert!(watchers.by_kind.is_empty() && watchers.pods_by_node.keys().collect::<Vec<_>>() == ["n1"], "indexed by node alone");
+    }
+
+    #[tokio::test]
+    async fn a_namespace_watcher_skips_other_namespaces_and_a_dropped_watch_leaves_the_index() {
+        let store = CachedStore::in_memory(100);
+        let interest = Interest { kinds: vec![Kind::Pod], namespace: Some("team".into()), ..Interest::default() };
+        let mut team = store.watch_interest(interest, 0).unwrap();
+        let mut other = pod("x", "");
+        other.metadata_mut().namespace = "team".into();
+        store.commit(Txn::new().with(put(pod("x", ""))).with(put(other))).await.unwrap();
+        let batch = team.next().await.unwrap().unwrap();
+        assert_eq!(batch.events.len(), 1);
+        assert_eq!(batch.events[0].object.metadata().namespace, "team");
+        drop(team);
+        let watchers = store.inner.watchers.lock().unwrap();
+        assert!(watchers.by_kind.is_empty() && watchers.pods_by_node.is_empty());
+    }
+
+    #[tokio::test]
+    async fn one_transaction_larger_than_the_history_does_not_expire_an_in_process_watcher() {
+        let store = CachedStore::in_memory(3);
+        let mut watcher = store.watch(&[Kind::Pod], 0).unwrap();
+        let mut txn = Txn::new();
+        for i in 0..10 {
+            txn.push(put(pod(&format!("p{i}"), "")));
+        }
+        store.commit(txn).await.unwrap();
+        assert_eq!(store.oldest_revision(), 7, "the history keeps the last 3 changes");
+        let batch = watcher.next().await.unwrap().unwrap();
+        assert_eq!(batch.events.iter().map(|e| e.revision).collect::<Vec<_>>(), (1..=10).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn a_remote_watcher_further_behind_than_the_history_is_closed_as_lagged() {
+        let store = CachedStore::in_memory(3);
+        let mut remote = store.watch_interest(Interest { remote: true, ..Interest::kinds(&[Kind::Pod]) }, 0).unwrap();
+        for name in ["a", "b", "c", "d"] {
+            store.commit(Txn::new().with(put(pod(name, "")))).await.unwrap();
+        }
+        assert_eq!(remote.next().await.unwrap().unwrap_err(), StoreError::Lagged { limit: 3 });
+        assert!(remote.next().await.is_none(), "a closed watch ends");
+    }
+
+    #[tokio::test]
+    async fn a_watch_from_a_revision_the_store_has_not_reached_is_refused() {
+        let store = CachedStore::in_memory(10);
+        store.commit(Txn::new().with(put(pod("a", "")))).await.unwrap();
+        assert_eq!(store.watch(&[Kind::Pod], 5).err(), Some(StoreError::Future { requested: 5, current: 1 }));
+        assert!(store.watch(&[Kind::Pod], 1).is_ok());
+    }
+
+    #[tokio::test]
+    async fn every_watcher_shares_one_encoding_of_an_event() {
+        let store = CachedStore::in_memory(10);
+        let mut first = store.watch(&[Kind::Pod], 0).unwrap();
+        let mut second = store.watch(&[Kind::Pod], 0).unwrap();
+        store.commit(Txn::new().with(put(pod("a", "n1")))).await.unwrap();
+        let (a, b) = (first.next().await.unwrap().unwrap(), second.next().await.unwrap().unwrap());
+        assert!(std::ptr::eq(a.events[0].object_json(), b.events[0].object_json()));
+        assert!(a.events[0].object_json().contains(r#""node_name":"n1""#));
+        store.commit(Txn::new().with(delete("a"))).await.unwrap();
+        assert_eq!(first.next().await.unwrap().unwrap().events[0].type_, EventType::Deleted);
+    }
+
+    #[tokio::test]
+    async fn closing_the_store_ends_its_watches() {
+        let store = CachedStore::in_memory(10);
+        let mut watcher = store.watch(&[Kind::Pod], 0).unwrap();
+        store.close().await;
+        assert!(watcher.next().await.is_none());
+        assert_eq!(store.watch(&[Kind::Pod], 0).err(), Some(StoreError::Closed));
     }
 }

@@ -1,13 +1,14 @@
 //! The object store: every object by kind and key, one global revision counter, atomic
 //! read-modify-write transactions (the compare-and-swap every update relies on) and the
 //! watch history. [`Store`] is the seam a distributed backend (etcd) would implement;
-//! [`CachedStore`] is the embedded one, over SQLite or memory.
+//! [`CachedStore`] is the embedded one, over SQLite or memory. A watcher says what it
+//! selects ([`Interest`]): the store hands it those changes alone and wakes it for nothing else.
 
 mod cached;
 mod sqlite;
 
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use futures::Stream;
 use futures::future::BoxFuture;
@@ -35,6 +36,13 @@ pub enum StoreError {
         "resource_version {requested} is too old: the server keeps history only after revision {oldest}; list again and watch from the list's resource_version"
     )]
     Gone { requested: u64, oldest: u64 },
+    /// A remote watcher that fell further behind than the history reaches.
+    #[error(
+        "this watch fell more than {limit} changes behind the store and was closed; list again and watch from the list's resource_version"
+    )]
+    Lagged { limit: usize },
+    #[error("resource_version {requested} is newer than the store's revision {current}; watch from a revision a list or a watch returned")]
+    Future { requested: u64, current: u64 },
     #[error("the store failed to persist the write: {0}")]
     Backend(String),
     #[error("the store is shut down")]
@@ -156,7 +164,7 @@ pub enum EventType {
     Deleted,
 }
 
-/// One committed change, as watchers see it.
+/// One committed change, as watchers see it. Clones share the object and its JSON.
 #[derive(Debug, Clone)]
 pub struct StoreEvent {
     pub type_: EventType,
@@ -165,10 +173,79 @@ pub struct StoreEvent {
     pub object: Arc<Object>,
     /// The state before, for `Modified` and `Deleted`.
     pub prev: Option<Arc<Object>>,
+    /// `object` as JSON, encoded once for every remote watcher that sends it.
+    json: Arc<OnceLock<String>>,
 }
 
-/// What a watch yields on every wake-up: the events of the watched kinds after the previous
-/// batch, and the revision the stream has now reached (for bookmarks).
+impl StoreEvent {
+    pub fn new(type_: EventType, revision: u64, object: Arc<Object>, prev: Option<Arc<Object>>) -> Self {
+        StoreEvent { type_, revision, object, prev, json: Arc::default() }
+    }
+
+    /// The object as JSON, encoded by the first watcher that asks.
+    pub fn object_json(&self) -> &str {
+        self.json.get_or_init(|| {
+            serde_json::to_string(&*self.object).unwrap_or_else(|e| format!("{{\"error\":\"cannot encode the object: {e}\"}}"))
+        })
+    }
+
+    /// The nodes a pod change concerns: where the pod is bound now and where it was.
+    fn nodes(&self) -> impl Iterator<Item = &str> {
+        let now = pod_node(&self.object);
+        let before = self.prev.as_deref().and_then(pod_node).filter(|before| Some(*before) != now);
+        now.into_iter().chain(before)
+    }
+}
+
+/// The node a pod is bound to.
+pub(crate) fn pod_node(object: &Object) -> Option<&str> {
+    match object {
+        Object::Pod(p) if !p.spec.node_name.is_empty() => Some(&p.spec.node_name),
+        _ => None,
+    }
+}
+
+/// What a watcher selects. The store delivers it only these changes, so a watcher of one
+/// node's pods is never woken for another node's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Interest {
+    pub kinds: Vec<Kind>,
+    /// Only objects of this namespace (cluster-scoped objects are in none and always pass).
+    pub namespace: Option<String>,
+    /// Only pods bound to this node, before or after the change.
+    pub node_name: Option<String>,
+    /// A remote watcher (an HTTP client) is closed with [`StoreError::Lagged`] once it falls
+    /// further behind than the history reaches; an in-process one never falls behind.
+    pub remote: bool,
+}
+
+impl Interest {
+    /// Every change of `kinds`, for an in-process watcher.
+    pub fn kinds(kinds: &[Kind]) -> Self {
+        Interest { kinds: kinds.to_vec(), ..Interest::default() }
+    }
+
+    pub fn selects(&self, event: &StoreEvent) -> bool {
+        let object = &event.object;
+        let kind = object.kind();
+        if !self.kinds.contains(&kind) {
+            return false;
+        }
+        if let Some(namespace) = &self.namespace
+            && kind.namespaced()
+            && &object.metadata().namespace != namespace
+        {
+            return false;
+        }
+        match &self.node_name {
+            Some(node) if kind == Kind::Pod => event.nodes().any(|n| n == node),
+            _ => true,
+        }
+    }
+}
+
+/// What a watch yields on every wake-up: the selected events after the previous batch, and
+/// the revision of the last of them.
 #[derive(Debug, Clone)]
 pub struct WatchBatch {
     pub events: Vec<StoreEvent>,
@@ -191,9 +268,14 @@ pub trait Store: Send + Sync + 'static {
     fn count(&self, kind: Kind) -> usize;
     /// Commits a transaction; resolves once it is durable, with one outcome per write.
     fn commit(&self, txn: Txn) -> BoxFuture<'static, Result<Vec<Outcome>>>;
-    /// Every change of `kinds` strictly after revision `from` (0: from now), then live ones.
-    /// Fails with [`StoreError::Gone`] when `from` is older than the retained history.
-    fn watch(&self, kinds: &[Kind], from: u64) -> Result<WatchStream>;
+    /// Every change `interest` selects strictly after revision `from` (0: from now), then
+    /// live ones. Fails with [`StoreError::Gone`] when `from` is older than the retained
+    /// history and with [`StoreError::Future`] when it is newer than the store.
+    fn watch_interest(&self, interest: Interest, from: u64) -> Result<WatchStream>;
+    /// Every change of `kinds`, for an in-process watcher.
+    fn watch(&self, kinds: &[Kind], from: u64) -> Result<WatchStream> {
+        self.watch_interest(Interest::kinds(kinds), from)
+    }
     /// Stops taking writes, lets the queued ones commit and closes the backend.
     fn close(&self) -> BoxFuture<'static, ()>;
 }
