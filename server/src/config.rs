@@ -36,6 +36,9 @@ pub struct Config {
     pub controller_resync: Duration,
     /// Events older than this (by last_timestamp) are deleted.
     pub event_ttl: Duration,
+    /// The most events kept: beyond it the oldest are deleted, so that a burst of pods
+    /// cannot fill memory with their events.
+    pub event_limit: usize,
     /// The built dashboard (`dist/` of `cargo xtask frontend`), served outside `/api`.
     pub dashboard_dir: Option<PathBuf>,
 }
@@ -57,6 +60,7 @@ impl Default for Config {
             pod_gc_period: Duration::from_secs(20),
             controller_resync: Duration::from_secs(30),
             event_ttl: Duration::from_secs(3600),
+            event_limit: 20_000,
             dashboard_dir: None,
         }
     }

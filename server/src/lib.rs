@@ -101,7 +101,7 @@ impl Server {
         tasks.spawn(controllers::run(DeploymentController, ctx.clone(), config.controller_resync, shutdown.clone()));
         tasks.spawn(controllers::run(PodGcController, ctx.clone(), config.pod_gc_period, shutdown.clone()));
         tasks.spawn(controllers::run(EndpointsController, ctx, config.controller_resync, shutdown.clone()));
-        tasks.spawn(controllers::run_event_gc(store, config.event_ttl, shutdown));
+        tasks.spawn(controllers::run_event_gc(store, config.event_ttl, config.event_limit, shutdown));
         Ok(Server { state, tasks })
     }
 

@@ -54,6 +54,9 @@ struct Args {
     /// Seconds events are kept after they last happened.
     #[arg(long, default_value_t = 3600)]
     event_ttl: u64,
+    /// The most events kept; beyond it the oldest are deleted.
+    #[arg(long, default_value_t = 20_000)]
+    event_limit: usize,
     /// The built dashboard to serve at / [default: ./dist, else the dist/ of the source tree this binary was built from].
     #[arg(long, env = "SHEPHERD_DASHBOARD_DIR")]
     dashboard_dir: Option<PathBuf>,
@@ -102,6 +105,7 @@ impl Args {
             node_monitor_grace: Duration::from_secs(self.node_monitor_grace),
             pod_eviction_grace: Duration::from_secs(self.pod_eviction_grace),
             event_ttl: Duration::from_secs(self.event_ttl),
+            event_limit: self.event_limit,
             dashboard_dir,
             ..Config::default()
         })

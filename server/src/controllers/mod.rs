@@ -7,7 +7,7 @@
 //! - [`endpoints`]: a service's endpoints from its running, ready pods;
 //! - [`node_lifecycle`]: NotReady after missed heartbeats, NodeLost pods past a grace period;
 //! - [`pod_gc`]: terminating pods no agent will confirm, or whose agent is overdue, are removed;
-//! - [`collect_events`]: events past their TTL are deleted.
+//! - [`collect_events`]: events past their TTL, and the oldest beyond the event limit, are deleted.
 
 pub mod deployment;
 pub mod endpoints;
@@ -26,8 +26,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::time::{DelayQueue, delay_queue};
 
 use crate::config::Config;
-use crate::ops;
-use crate::store::{Key, Store, StoreError, StoreEvent, Txn};
+use crate::store::{Change, Key, Store, StoreError, StoreEvent, Txn, Write};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControllerError {
@@ -194,35 +193,56 @@ pub async fn run<C: Controller>(controller: C, ctx: Context, resync: Duration, s
     }
 }
 
-/// Deletes events whose last occurrence is older than `ttl`; returns how many.
-pub async fn collect_events(store: &dyn Store, ttl: Duration, now: Time) -> Result<usize> {
+/// How often events are collected: often enough that a burst of pods (several events
+/// each) cannot pile up far past the limit.
+const EVENT_GC_PERIOD: Duration = Duration::from_secs(10);
+/// The most deletions one collection commits at once.
+const EVENT_GC_BATCH: usize = 5_000;
+
+/// Deletes events whose last occurrence is older than `ttl`, and the oldest beyond the
+/// newest `limit`; returns how many.
+pub async fn collect_events(store: &dyn Store, ttl: Duration, limit: usize, now: Time) -> Result<usize> {
     let cutoff = now - chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::MAX);
     let (_, events) = store.list(Kind::Event, None);
-    let mut txn = Txn::new();
-    for event in events {
-        if let Object::Event(e) = &*event {
-            let last = e.last_timestamp.or(e.metadata.created_at);
-            if last.is_some_and(|t| t < cutoff) {
-                txn.push(ops::delete(Key::of(&event), e.metadata.resource_version));
-            }
-        }
+    let mut by_age: Vec<(Option<Time>, &Object)> = events
+        .iter()
+        .filter_map(|o| match &**o {
+            Object::Event(e) => Some((e.last_timestamp.or(e.metadata.created_at), &**o)),
+            _ => None,
+        })
+        .collect();
+    by_age.sort_by_key(|(last, _)| *last);
+    let over_limit = by_age.len().saturating_sub(limit);
+    let doomed: Vec<&Object> = by_age
+        .iter()
+        .enumerate()
+        .take_while(|(i, (last, _))| *i < over_limit || last.is_some_and(|t| t < cutoff))
+        .map(|(_, (_, object))| *object)
+        .collect();
+    for chunk in doomed.chunks(EVENT_GC_BATCH) {
+        let txn = Txn { writes: chunk.iter().map(|o| delete_unless_repeated(o)).collect() };
+        store.commit(txn).await.map_err(|source| ControllerError::Store { controller: "event-gc", key: "events".into(), source })?;
     }
-    let n = txn.writes.len();
-    if n == 0 {
-        return Ok(0);
-    }
-    store.commit(txn).await.map_err(|source| ControllerError::Store { controller: "event-gc", key: "events".into(), source })?;
-    Ok(n)
+    Ok(doomed.len())
 }
 
-/// Runs [`collect_events`] every minute until `shutdown`.
-pub async fn run_event_gc(store: Arc<dyn Store>, ttl: Duration, shutdown: CancellationToken) {
-    let mut tick = tokio::time::interval(Duration::from_secs(60));
+/// Deletes an event as it was judged; one repeated (or deleted) meanwhile is left for the
+/// next collection, without failing the others in its transaction.
+fn delete_unless_repeated(event: &Object) -> Write {
+    let judged = event.metadata().resource_version;
+    Write::new(Key::of(event), move |_, current| {
+        Ok(if current.is_some_and(|c| c.metadata().resource_version == judged) { Change::Delete } else { Change::Keep })
+    })
+}
+
+/// Runs [`collect_events`] every [`EVENT_GC_PERIOD`] until `shutdown`.
+pub async fn run_event_gc(store: Arc<dyn Store>, ttl: Duration, limit: usize, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(EVENT_GC_PERIOD);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
             _ = tick.tick() => {
-                if let Err(e) = collect_events(&*store, ttl, chrono::Utc::now()).await {
+                if let Err(e) = collect_events(&*store, ttl, limit, chrono::Utc::now()).await {
                     tracing::warn!("{e}");
                 }
             }
@@ -237,6 +257,7 @@ pub(crate) fn store_error(controller: &'static str, key: &Key, source: StoreErro
 
 #[cfg(test)]
 pub(crate) mod fixtures {
+    use crate::ops;
     use shared::api::Heartbeat;
     use shared::model::{Condition, Namespace, NodeResources, ObjectMeta, Pod, PodPhase, Time, conditions};
     use shared::registration::NodeDescription;
@@ -316,8 +337,30 @@ mod tests {
         let new = events::new_event(involved, event_types::NORMAL, "New", "new", "test");
         ctx.store.commit(Txn::new().with(events::record(old, now - chrono::Duration::hours(2)))).await.unwrap();
         ctx.store.commit(Txn::new().with(events::record(new, now))).await.unwrap();
-        assert_eq!(collect_events(&*ctx.store, Duration::from_secs(3600), now).await.unwrap(), 1);
+        assert_eq!(collect_events(&*ctx.store, Duration::from_secs(3600), 10, now).await.unwrap(), 1);
         assert_eq!(ctx.store.count(Kind::Event), 1);
+    }
+
+    #[tokio::test]
+    async fn events_beyond_the_limit_are_collected_oldest_first() {
+        let ctx = fixtures::context().await;
+        let now = chrono::Utc::now();
+        for i in 0..12 {
+            let involved = ObjectReference { kind: "Pod".into(), namespace: "default".into(), name: format!("p{i}"), uid: i.to_string() };
+            let event = events::new_event(involved, event_types::NORMAL, "Started", "started", "test");
+            ctx.store.commit(Txn::new().with(events::record(event, now - chrono::Duration::seconds(60 - i)))).await.unwrap();
+        }
+        assert_eq!(collect_events(&*ctx.store, Duration::from_secs(3600), 5, now).await.unwrap(), 7);
+        let (_, kept) = ctx.store.list(Kind::Event, None);
+        let mut names: Vec<String> = kept
+            .iter()
+            .map(|o| match &**o {
+                Object::Event(e) => e.involved_object.name.clone(),
+                _ => unreachable!(),
+            })
+            .collect();
+        names.sort();
+        assert_eq!(names, ["p10", "p11", "p7", "p8", "p9"], "the five newest stay");
     }
 
     #[tokio::test(start_paused = true)]
