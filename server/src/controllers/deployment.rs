@@ -44,6 +44,11 @@ fn owner_key(pod: &Pod) -> Option<Key> {
     pod.metadata.controller().filter(|r| r.kind == "Deployment").map(|r| Key::new(Kind::Deployment, &pod.metadata.namespace, &r.name))
 }
 
+/// Whether deployment `name` of the pod's namespace is the pod's controller.
+fn owned_by(pod: &Pod, name: &str) -> bool {
+    pod.metadata.controller().is_some_and(|r| r.kind == "Deployment" && r.name == name)
+}
+
 /// Running, and Ready when the agent reports readiness.
 pub fn pod_is_ready(pod: &Pod) -> bool {
     pod.status.phase == PodPhase::Running
@@ -125,19 +130,17 @@ impl Controller for DeploymentController {
             Some(Object::Deployment(d)) if d.metadata.deletion_timestamp.is_none() => Some(d.clone()),
             _ => None,
         };
-        let owned: Vec<Pod> = store
-            .list(Kind::Pod, Some(namespace))
-            .1
+        // Terminating pods are on their way out: they are no replicas (as in Kubernetes'
+        // ReplicaSet), so their replacements start at once, and nothing deletes them again.
+        // Borrowed from the listed objects: a reconcile copies none of the pods it reads.
+        let listed = store.list(Kind::Pod, Some(namespace)).1;
+        let owned: Vec<&Pod> = listed
             .iter()
             .filter_map(|o| match &**o {
-                Object::Pod(p) if owner_key(p).as_ref() == Some(key) => Some(p.clone()),
+                Object::Pod(p) if p.metadata.deletion_timestamp.is_none() && owned_by(p, name) => Some(p),
                 _ => None,
             })
             .collect();
-
-        // Terminating pods are on their way out: they are no replicas (as in Kubernetes'
-        // ReplicaSet), so their replacements start at once, and nothing deletes them again.
-        let owned: Vec<Pod> = owned.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect();
 
         let Some(deployment) = deployment else {
             // Cascade: the deployment is gone, so are its pods, each gracefully, a burst at a
@@ -151,9 +154,9 @@ impl Controller for DeploymentController {
         };
 
         // Pods of an earlier deployment with the same name are not ours: delete them.
-        let (mine, strays): (Vec<Pod>, Vec<Pod>) =
+        let (mine, strays): (Vec<&Pod>, Vec<&Pod>) =
             owned.into_iter().partition(|p| p.metadata.controller().is_some_and(|r| r.uid == deployment.metadata.uid));
-        let (mut active, finished): (Vec<Pod>, Vec<Pod>) = mine.into_iter().partition(|p| !p.status.phase.is_terminal());
+        let (mut active, finished): (Vec<&Pod>, Vec<&Pod>) = mine.into_iter().partition(|p| !p.status.phase.is_terminal());
         let want = deployment.spec.replicas.max(0) as usize;
         let mut txn = Txn::new();
 
@@ -173,8 +176,8 @@ impl Controller for DeploymentController {
         let mut created = Vec::new();
         let mut failure = None;
         if active.len() > want {
-            active.sort_by_key(deletion_rank);
-            let excess: Vec<Pod> = active.drain(..(active.len() - want).min(BURST_REPLICAS)).collect();
+            active.sort_by_key(|p| deletion_rank(p));
+            let excess: Vec<&Pod> = active.drain(..(active.len() - want).min(BURST_REPLICAS)).collect();
             delete_ignoring_gone(store, &excess, now, ctx.config.node_monitor_grace).await.map_err(err)?;
             txn.push(deployment_event(
                 &deployment,
@@ -259,7 +262,7 @@ fn list(names: &[String]) -> String {
     if names.len() > SHOWN { format!("{shown} and {} more", names.len() - SHOWN) } else { shown }
 }
 
-fn names(pods: &[Pod]) -> String {
+fn names(pods: &[&Pod]) -> String {
     list(&pods.iter().map(|p| p.metadata.name.clone()).collect::<Vec<_>>())
 }
 
@@ -318,7 +321,7 @@ fn delete_pod(pod: &Pod, resource_version: u64, now: Time, node_monitor_grace: D
 
 /// Deletes `pods` gracefully in batches of 1, 2, 4, …, each pod its own write; pods
 /// already gone count as deleted.
-async fn delete_ignoring_gone(store: &Arc<dyn Store>, pods: &[Pod], now: Time, node_monitor_grace: Duration) -> Result<(), StoreError> {
+async fn delete_ignoring_gone(store: &Arc<dyn Store>, pods: &[&Pod], now: Time, node_monitor_grace: Duration) -> Result<(), StoreError> {
     let mut batch = 1;
     let mut rest = pods;
     while !rest.is_empty() {
