@@ -129,6 +129,8 @@ pub mod paths {
     use super::Kind;
 
     pub const PREFIX: &str = "/api/v1";
+    /// Where the Kubernetes-compatible API lives: kubectl takes it as its server's path.
+    pub const KUBERNETES_PREFIX: &str = "/k8s";
 
     /// The list path for a kind: namespaced kinds in `namespace`, or across every namespace
     /// when it is `None`.

@@ -63,6 +63,15 @@ pub enum Command {
     Wait(WaitArgs),
     /// Print a shell completion script
     Completion(CompletionArgs),
+    /// Print a kubeconfig for this server: sheepctl kubeconfig > shepherd.kubeconfig; KUBECONFIG=shepherd.kubeconfig kubectl get pods
+    Kubeconfig(KubeconfigArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct KubeconfigArgs {
+    /// The name of the cluster, user and context in the file
+    #[arg(long, default_value = "shepherd", value_name = "NAME")]
+    pub context: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -24,6 +24,7 @@ mod describe;
 mod events;
 mod get;
 mod info;
+mod kubeconfig;
 mod logs;
 mod nodes;
 mod scale;
@@ -92,6 +93,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Info(args) => info::run(&context, args).await,
         Command::Wait(args) => wait::run(&context, args).await,
         Command::Completion(args) => completion::run(args),
+        Command::Kubeconfig(args) => print(&kubeconfig::render(&context.settings, &args.context)?),
     }
 }
 
