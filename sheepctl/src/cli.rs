@@ -63,7 +63,7 @@ pub enum Command {
     Wait(WaitArgs),
     /// Print a shell completion script
     Completion(CompletionArgs),
-    /// Print a kubeconfig for this server: sheepctl kubeconfig > shepherd.kubeconfig; KUBECONFIG=shepherd.kubeconfig kubectl get pods
+    /// Print a kubeconfig for this server, or save it: KUBECONFIG=$(sheepctl kubeconfig --save) kubectl get pods
     Kubeconfig(KubeconfigArgs),
 }
 
@@ -72,6 +72,11 @@ pub struct KubeconfigArgs {
     /// The name of the cluster, user and context in the file
     #[arg(long, default_value = "shepherd", value_name = "NAME")]
     pub context: String,
+
+    /// Write it to a file readable only by you and print the file's path
+    /// [default: $XDG_CONFIG_HOME/shepherd/kubeconfig, else ~/.config/shepherd/kubeconfig]
+    #[arg(long, value_name = "FILE", num_args = 0..=1)]
+    pub save: Option<Option<PathBuf>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -1,17 +1,58 @@
 //! `sheepctl kubeconfig`: a kubeconfig for the server sheepctl points at, with the
 //! Kubernetes-compatible API's prefix and the token when one is set, so that kubectl
-//! reaches the same cluster. It goes to a file: kubectl 1.32 reads its kubeconfig more
-//! than once, so `KUBECONFIG=<(sheepctl kubeconfig)` finds the pipe empty the second time.
+//! reaches the same cluster. `--save` writes it to a file and prints the path, for
+//! `KUBECONFIG=$(sheepctl kubeconfig --save)`: kubectl 1.32 reads its kubeconfig more than
+//! once, so `KUBECONFIG=<(sheepctl kubeconfig)` finds the pipe empty the second time.
 
-use anyhow::Result;
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::PathBuf;
+
+use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 use shared::api::paths::KUBERNETES_PREFIX;
 
+use crate::cli::KubeconfigArgs;
 use crate::settings::Settings;
+
+pub fn run(settings: &Settings, args: &KubeconfigArgs) -> Result<()> {
+    let text = render(settings, &args.context)?;
+    let Some(path) = &args.save else { return super::print(&text) };
+    let path = match path {
+        Some(path) => path.clone(),
+        None => default_path()?,
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    // Owner-only from the first byte: the file may hold the token.
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    // A file that existed keeps its mode through open: narrow it too.
+    file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .with_context(|| format!("cannot make {} private", path.display()))?;
+    file.write_all(text.as_bytes()).with_context(|| format!("cannot write {}", path.display()))?;
+    super::print(&format!("{}\n", path.display()))
+}
+
+/// `$XDG_CONFIG_HOME/shepherd/kubeconfig`, else `~/.config/shepherd/kubeconfig`.
+fn default_path() -> Result<PathBuf> {
+    let var = |name| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    match (var("XDG_CONFIG_HOME"), var("HOME")) {
+        (Some(config), _) => Ok(config.join("shepherd/kubeconfig")),
+        (None, Some(home)) => Ok(home.join(".config/shepherd/kubeconfig")),
+        (None, None) => bail!("neither XDG_CONFIG_HOME nor HOME is set: give the file, e.g. --save ./shepherd.kubeconfig"),
+    }
+}
 
 /// The kubeconfig as YAML: one cluster, one user and one context, all named `name`, with
 /// sheepctl's namespace as the context's.
-pub fn render(settings: &Settings, name: &str) -> Result<String> {
+fn render(settings: &Settings, name: &str) -> Result<String> {
     let user = match &settings.token {
         Some(token) => json!({ "token": token }),
         None => json!({}),
@@ -50,6 +91,21 @@ mod tests {
         assert_eq!(config["users"][0]["user"]["token"], "s3cret-token");
         assert_eq!(config["contexts"][0]["context"]["namespace"], "team");
         assert_eq!(config["current-context"], "shepherd");
+    }
+
+    #[test]
+    fn save_writes_an_owner_only_file_even_over_a_readable_one() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let path = std::env::temp_dir().join(format!("sheepctl-kubeconfig-{}", std::process::id()));
+        std::fs::write(&path, "old").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let args = KubeconfigArgs { context: "shepherd".into(), save: Some(Some(path.clone())) };
+        run(&settings(Some("s3cret-token")), &args).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(mode, 0o600);
+        assert!(text.contains("s3cret-token") && !text.contains("old"), "{text}");
     }
 
     #[test]

@@ -93,7 +93,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Info(args) => info::run(&context, args).await,
         Command::Wait(args) => wait::run(&context, args).await,
         Command::Completion(args) => completion::run(args),
-        Command::Kubeconfig(args) => print(&kubeconfig::render(&context.settings, &args.context)?),
+        Command::Kubeconfig(args) => kubeconfig::run(&context.settings, args),
     }
 }
 
