@@ -4,10 +4,19 @@
 # engine answers (the `minimal` image is made from the host's busybox), else simulated pods.
 # Data persists in ~/.local/share/shepherd (or $XDG_DATA_HOME/shepherd); pass --in-memory
 # or --data-dir DIR to change that. Other flags go to `shepherd` (see `shepherd --help`).
+# First it sets the machine up (scripts/setup.sh): as root on Debian or Ubuntu it installs
+# what is missing and starts dockerd; otherwise it prints the one command that would.
+#   --no-install   never install or start anything; say what is missing and stop
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
+no_install=0
+if [ "${1:-}" = --no-install ]; then
+    no_install=1
+    shift
+fi
+. scripts/setup.sh
+setup_machine "$no_install" docker.io busybox-static containernetworking-plugins
 cargo xtask frontend --release
 cargo build --release -p server -p agent -p sheepctl
 

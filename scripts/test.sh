@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
-# Runs every Shepherd test: unit, integration, real-Docker and real-browser.
-# Needs a reachable Docker engine, Debian's chromium and chromium-driver, busybox-static and
-# the wasm32-unknown-unknown target; .ci/run installs them on a fresh machine.
+# Runs every Shepherd test: unit, integration, real-Docker, real-kubectl and real-browser.
+# First it sets the machine up (scripts/setup.sh): as root on Debian or Ubuntu it installs
+# what is missing and starts dockerd; otherwise it prints the one command that would.
+#   --no-install   never install or start anything; say what is missing and stop
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-missing=()
-docker info >/dev/null 2>&1 || missing+=("a running Docker engine (apt-get install docker.io, then start dockerd)")
-[ -x /bin/busybox ] || missing+=("busybox-static (apt-get install busybox-static)")
-command -v chromium >/dev/null || missing+=("chromium (apt-get install chromium)")
-command -v chromedriver >/dev/null || missing+=("chromedriver (apt-get install chromium-driver)")
-rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown || missing+=("the wasm32 target (rustup target add wasm32-unknown-unknown)")
-if [ ${#missing[@]} -gt 0 ]; then
-    printf 'test.sh: cannot run every test; missing:\n' >&2
-    printf '  - %s\n' "${missing[@]}" >&2
-    exit 1
-fi
+no_install=0
+for arg in "$@"; do
+    case "$arg" in
+        --no-install) no_install=1 ;;
+        -h | --help) sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "test.sh: unknown argument $arg (try --help)" >&2; exit 2 ;;
+    esac
+done
+
+. scripts/setup.sh
+setup_machine "$no_install" docker.io busybox-static chromium chromium-driver containernetworking-plugins kubernetes-client python3-venv
 
 echo "== shared builds for wasm32"
 cargo build --quiet -p shared --target wasm32-unknown-unknown
