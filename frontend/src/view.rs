@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use shared::model::{Condition, ContainerState, Event, Node, Pod, PodPhase, PodStage, Time, conditions, find_condition};
+use shared::model::{Condition, ContainerState, Event, Kind, Node, Pod, PodPhase, PodStage, Time, conditions, find_condition};
 use shared::scheduler::{Explanation, NodeExplanation, Verdict, reasons};
 use shared::words::{PendingReason, first_seen, pending_reason as pending};
 
@@ -219,17 +219,7 @@ pub fn clock(time: Time) -> String {
 /// Events about one pod, oldest first. A recreated pod of the same name has a new uid: its
 /// predecessor's events are left out when both carry one.
 pub fn pod_events<'a>(pod: &Pod, events: impl IntoIterator<Item = &'a Rc<Event>>) -> Vec<Rc<Event>> {
-    let mut out: Vec<Rc<Event>> = events
-        .into_iter()
-        .filter(|e| {
-            let o = &e.involved_object;
-            o.kind == "Pod"
-                && o.name == pod.metadata.name
-                && (o.namespace.is_empty() || o.namespace == pod.metadata.namespace)
-                && (o.uid.is_empty() || pod.metadata.uid.is_empty() || o.uid == pod.metadata.uid)
-        })
-        .cloned()
-        .collect();
+    let mut out: Vec<Rc<Event>> = events.into_iter().filter(|e| e.involved_object.refers_to(Kind::Pod, &pod.metadata)).cloned().collect();
     sort::by_cached_key(&mut out, |e| (first_seen(e), e.metadata.resource_version));
     out
 }

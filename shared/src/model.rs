@@ -954,6 +954,16 @@ impl ObjectReference {
     pub fn short(&self) -> String {
         format!("{}/{}", self.kind.to_ascii_lowercase(), self.name)
     }
+
+    /// Whether this names the object of `kind` with `meta`: the same kind, namespace and
+    /// name and, when both carry one, the same uid, so that a recreated object of the same
+    /// name is not its predecessor.
+    pub fn refers_to(&self, kind: Kind, meta: &ObjectMeta) -> bool {
+        Kind::from_alias(&self.kind) == Some(kind)
+            && self.name == meta.name
+            && (self.namespace.is_empty() || !kind.namespaced() || self.namespace == meta.namespace)
+            && (self.uid.is_empty() || meta.uid.is_empty() || self.uid == meta.uid)
+    }
 }
 
 /// The body of `POST …/pods/{name}/binding`: the scheduler's assignment letter.

@@ -203,9 +203,14 @@ pub struct EventsArgs {
     #[arg(short = 'w', long)]
     pub watch: bool,
 
-    /// Only the events of this object, e.g. pod/web-server
+    /// Only the events of this object, e.g. pod/web-server: of the object that has that name
+    /// now (by its uid), not of earlier ones of the same name
     #[arg(long = "for", value_name = "KIND/NAME")]
     pub for_object: Option<String>,
+
+    /// With --for: the events of every object that ever had that name
+    #[arg(long, requires = "for_object")]
+    pub all_instances: bool,
 
     #[arg(short = 'o', long = "output", value_name = "FORMAT")]
     pub output: Option<OutputFormat>,

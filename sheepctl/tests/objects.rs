@@ -161,6 +161,34 @@ fn events_tell_the_story_oldest_first() {
 }
 
 #[test]
+fn events_for_an_object_are_of_the_one_with_that_name_now_unless_all_instances() {
+    let server = TestServer::start();
+    apply(&server, "pod.json");
+    let first_uid = server.get("/api/v1/namespaces/default/pods/web-server")["metadata"]["uid"].as_str().unwrap().to_string();
+    server.sheepctl().args(["delete", "pod", "web-server"]).assert().success();
+    server.eventually("/api/v1/namespaces/default/pods", "empty", |l| l["items"].as_array().is_some_and(|i| i.is_empty()));
+    apply(&server, "pod.json");
+    let uid_of = |text: &str| -> Vec<String> {
+        let list: Value = serde_json::from_str(text).unwrap();
+        list["items"].as_array().unwrap().iter().map(|e| e["involved_object"]["uid"].as_str().unwrap().to_string()).collect()
+    };
+    let now = uid_of(&stdout(server.sheepctl().args(["events", "--for", "pod/web-server", "-o", "json"])));
+    assert!(!now.is_empty() && !now.contains(&first_uid), "only the current pod's events: {now:?}");
+    let all = uid_of(&stdout(server.sheepctl().args(["events", "--for", "pod/web-server", "--all-instances", "-o", "json"])));
+    assert!(all.contains(&first_uid) && all.len() > now.len(), "{all:?}");
+
+    server.sheepctl().args(["delete", "pod", "web-server"]).assert().success();
+    server.eventually("/api/v1/namespaces/default/pods", "empty", |l| l["items"].as_array().is_some_and(|i| i.is_empty()));
+    server
+        .sheepctl()
+        .args(["events", "--for", "pod/web-server"])
+        .assert()
+        .success()
+        .stderr(predicates::str::contains("does not exist now: these are the events of every earlier one"));
+    server.sheepctl().args(["events", "--all-instances"]).assert().failure();
+}
+
+#[test]
 fn info_names_the_server() {
     let server = TestServer::start();
     let text = stdout(server.sheepctl().args(["info"]));

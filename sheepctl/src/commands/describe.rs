@@ -89,12 +89,7 @@ async fn events_about(context: &Context, object: &Object) -> Result<Vec<Event>> 
             Object::Event(e) => Some(e),
             _ => None,
         })
-        .filter(|e| {
-            let involved = &e.involved_object;
-            Kind::from_alias(&involved.kind) == Some(object.kind())
-                && involved.name == meta.name
-                && (involved.uid.is_empty() || meta.uid.is_empty() || involved.uid == meta.uid)
-        })
+        .filter(|e| e.involved_object.refers_to(object.kind(), meta))
         .collect())
 }
 

@@ -1,10 +1,11 @@
-//! `sheepctl events [-w] [--for KIND/NAME]`: what happened, oldest first — for the seed's
-//! walk-through, Created → Scheduled → Pulled → Started → Running — and, with `-w`, each new
-//! event (or repeat of one) as it is recorded.
+//! `sheepctl events [-w] [--for KIND/NAME [--all-instances]]`: what happened, oldest first —
+//! for the seed's walk-through, Created → Scheduled → Pulled → Started → Running — and, with
+//! `-w`, each new event (or repeat of one) as it is recorded. `--for` means the object that
+//! has the name now, by its uid, as `describe` and the dashboard show it.
 
 use anyhow::Result;
 use shared::api::{List, WatchEventType};
-use shared::model::{Kind, Object};
+use shared::model::{Kind, Object, ObjectMeta};
 
 use super::{Context, print, serialized};
 use crate::cli::{EventsArgs, OutputFormat};
@@ -14,14 +15,15 @@ use crate::view::{self, RowContext};
 
 pub async fn run(context: &Context, args: &EventsArgs) -> Result<()> {
     let about = match &args.for_object {
-        Some(word) => Some(settings::targets(std::slice::from_ref(word))?.remove(0)),
+        Some(word) => {
+            let (kind, name) = settings::targets(std::slice::from_ref(word))?.remove(0);
+            Some((kind, subject(context, kind, &name, args.all_instances).await?))
+        }
         None => None,
     };
     let wanted = |object: &Object| match (&about, object) {
         (None, _) => true,
-        (Some((kind, name)), Object::Event(e)) => {
-            Kind::from_alias(&e.involved_object.kind) == Some(*kind) && e.involved_object.name == *name
-        }
+        (Some((kind, meta)), Object::Event(e)) => e.involved_object.refers_to(*kind, meta),
         _ => false,
     };
     let scope = context.settings.list_scope();
@@ -74,5 +76,26 @@ pub async fn run(context: &Context, args: &EventsArgs) -> Result<()> {
             Some(format) => serialized(&change.object, format)?,
         };
         print(&text)?;
+    }
+}
+
+/// Whose events `--for` shows: the object of that name as it is now (its uid included), or,
+/// with `--all-instances` or when none has the name now, any object that had it.
+async fn subject(context: &Context, kind: Kind, name: &str, all_instances: bool) -> Result<ObjectMeta> {
+    let namespace = &context.settings.namespace;
+    let any_instance = ObjectMeta { namespace: namespace.clone(), name: name.to_string(), ..ObjectMeta::default() };
+    if all_instances {
+        return Ok(any_instance);
+    }
+    match context.client.get_object(kind, namespace, name).await {
+        Ok(object) => Ok(object.metadata().clone()),
+        Err(e) if e.is_not_found() => {
+            eprintln!(
+                "{}/{name} does not exist now: these are the events of every earlier one of that name.",
+                kind.as_str().to_ascii_lowercase()
+            );
+            Ok(any_instance)
+        }
+        Err(e) => Err(e.into()),
     }
 }
