@@ -49,9 +49,10 @@ step() {
     "$sheepctl" "$@"
 }
 
+# One paragraph of commentary: each argument is one of its lines.
 say() {
     echo
-    echo "# $*"
+    printf '# %s\n' "$@"
 }
 
 # Fails fast, with sheepctl's own message, when the server is not running.
@@ -86,9 +87,9 @@ say "Why it runs where it runs:"
 step describe pod web-server
 
 if [[ "${CLEANUP:-0}" == "1" ]]; then
-    say "Clean up. Deleting a running pod is graceful, as in Kubernetes: the server only marks it"
-    say "Terminating; the node's agent stops the containers (SIGTERM, then SIGKILL once the grace"
-    say "period, 30s by default, runs out) and confirms, and only then is the pod gone."
+    say "Clean up. Deleting a running pod is graceful, as in Kubernetes: the server only marks it" \
+        "Terminating; the node's agent stops the containers (SIGTERM, then SIGKILL once the grace" \
+        "period, 30s by default, runs out) and confirms, and only then is the pod gone."
     step delete pod web-server --wait=false
     step get pods                    # Terminating (or already gone, if the containers stopped at once)
     # A shell as PID 1 ignores SIGTERM: this pod usually takes its whole grace period.

@@ -54,6 +54,10 @@ fn the_walk_through_runs_to_the_end() {
     }
     assert_eq!(story, ["Created", "Scheduled", "Started", "Running"], "{stdout}");
     let cleanup = stdout.split("Clean up.").nth(1).expect("CLEANUP=1 deletes the pod");
+    assert!(
+        stdout.contains("marks it\n# Terminating; the node's agent"),
+        "one paragraph of commentary is printed as one, its lines together\n{stdout}"
+    );
     assert!(cleanup.contains("pod \"web-server\" deleted"), "{stdout}");
     assert!(cleanup.contains("pod/web-server condition met"), "the script waits until the pod is gone\n{stdout}");
 
