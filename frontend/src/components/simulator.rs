@@ -408,7 +408,7 @@ fn heat_map(sim: &Sim, view: &crate::view::Layout) -> Html {
                 }) }
             </div>
             <p class="muted legend-line">
-                <i class="c l0"></i>{ " <25% CPU requested " }<i class="c l2"></i>{ " 50–75% " }<i class="c l3"></i>{ " 75–99% " }<i class="c l4"></i>{ " full " }
+                <i class="c l0"></i>{ " <25% CPU requested " }<i class="c l1"></i>{ " 25–50% " }<i class="c l2"></i>{ " 50–75% " }<i class="c l3"></i>{ " 75–99% " }<i class="c l4"></i>{ " full " }
                 <i class="c l0 seen"></i>{ " evaluated by the last decision " }<i class="c l0 win"></i>{ " chosen" }
             </p>
         </div>
