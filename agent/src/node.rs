@@ -139,7 +139,8 @@ pub async fn lease_loop(
                 if !register(api, node, shutdown).await {
                     return;
                 }
-                (reported, renewed) = (Reported { status: unstamped(status(Utc::now())), at: Instant::now() }, Instant::now());
+                // Registration reported the status and renewed the lease.
+                (reported, renewed, owed) = (Reported { status: unstamped(status(Utc::now())), at: Instant::now() }, Instant::now(), false);
                 continue;
             }
             Err(e) => {
