@@ -19,7 +19,7 @@ use agent::AgentConfig;
 use agent::runtime::{ContainerRuntime, DockerRuntime, LABEL_NODE, LABEL_SANDBOX, LABEL_SANDBOX_ID};
 use agent::sandbox::{Owner, PoolStatus, owner};
 use serde_json::{Value, json};
-use shared::model::{Kind, Node, Pod, PodPhase, conditions, find_condition};
+use shared::model::{Kind, Lease, Node, Pod, PodPhase, conditions, find_condition};
 use shared::readiness::DEFAULT_NODE_MONITOR_GRACE;
 use shepherd_client::{Client, DeleteOptions, Selection};
 use tokio_util::sync::CancellationToken;
@@ -128,7 +128,8 @@ impl Bench {
         let began = Instant::now();
         loop {
             let node = self.client.get::<Node>("", &self.node).await;
-            if node.is_ok_and(|n| n.readiness(chrono::Utc::now(), DEFAULT_NODE_MONITOR_GRACE).is_ready()) {
+            let lease = self.client.get::<Lease>("", &self.node).await.ok();
+            if node.is_ok_and(|n| n.readiness(lease.as_ref(), chrono::Utc::now(), DEFAULT_NODE_MONITOR_GRACE).is_ready()) {
                 return;
             }
             assert!(began.elapsed() < Duration::from_secs(30), "node {} did not register as Ready", self.node);

@@ -425,6 +425,9 @@ mod tests {
         async fn register_node(&self, node: &Node) -> ClientResult<Node> {
             Ok(node.clone())
         }
+        async fn renew_lease(&self, _: &str) -> ClientResult<shared::model::Lease> {
+            Ok(shared::model::Lease::default())
+        }
         async fn heartbeat(&self, _: &str, _: &Heartbeat) -> ClientResult<()> {
             Ok(())
         }

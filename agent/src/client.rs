@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 use shared::api::{Heartbeat, List};
-use shared::model::{Event, Kind, Node, Pod};
+use shared::model::{Event, Kind, Lease, Node, Pod};
 use shepherd_client::{Client, DeleteOptions, Selection};
 pub use shepherd_client::{Error, Result, WatchStream};
 
@@ -15,6 +15,9 @@ pub trait ApiClient: Send + Sync + 'static {
     async fn cluster_id(&self) -> Result<String>;
     /// Registers the node (creates it, or updates capacity and info of an existing one).
     async fn register_node(&self, node: &Node) -> Result<Node>;
+    /// Renews the node's lease: the frequent heartbeat, which leaves the Node alone.
+    async fn renew_lease(&self, node: &str) -> Result<Lease>;
+    /// Reports the node's status (a Node write), when it changed or every few minutes.
     async fn heartbeat(&self, node: &str, heartbeat: &Heartbeat) -> Result<()>;
     /// The pods bound to `node`, with the revision the list was read at.
     async fn list_pods(&self, node: &str) -> Result<List<Pod>>;
@@ -37,6 +40,10 @@ impl ApiClient for Client {
 
     async fn register_node(&self, node: &Node) -> Result<Node> {
         Client::register_node(self, node).await
+    }
+
+    async fn renew_lease(&self, node: &str) -> Result<Lease> {
+        Client::renew_lease(self, node).await
     }
 
     async fn heartbeat(&self, node: &str, heartbeat: &Heartbeat) -> Result<()> {

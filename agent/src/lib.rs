@@ -1,5 +1,5 @@
 //! The Shepherd node agent, a small kubelet: it registers a node, keeps it alive with
-//! heartbeats, and runs the pods bound to it as containers.
+//! lease renewals (and a rare status heartbeat), and runs the pods bound to it as containers.
 //!
 //! Layout:
 //! - [`runtime`]: the `ContainerRuntime` trait, with Docker (bollard) and simulated runtimes;
@@ -7,7 +7,7 @@
 //! - [`sandbox`]: pod sandboxes (the pod's network namespace, as Kubernetes' pause container)
 //!   and the warm pool of started ones;
 //! - [`agent`]: the worker per pod, the watch with its periodic re-list, runtime events, orphans;
-//! - [`node`]: the node object (capacity from the host), registration and heartbeats;
+//! - [`node`]: the node object (capacity from the host), registration, lease renewals and status heartbeats;
 //! - [`client`]: what the agent asks of the API server (`ApiClient`), done by `shepherd-client`;
 //! - [`http`]: the agent's own HTTP API (logs, health);
 //! - [`image`]: `bootstrap-image`, the `minimal` image made from the host's busybox.
@@ -89,7 +89,8 @@ pub struct AgentConfig {
     pub runtime: RuntimeChoice,
     /// Where the agent API (logs) listens; port 0 picks a free one.
     pub listen: SocketAddr,
-    pub heartbeat_interval: Duration,
+    /// Lease renewals and status heartbeats.
+    pub heartbeats: node::Heartbeats,
     /// How often the pod list is read in full, whatever the watch said.
     pub resync_interval: Duration,
     /// Restart, image pull and deletion confirmation back-off.
@@ -102,7 +103,8 @@ pub struct AgentConfig {
 
 impl AgentConfig {
     /// Defaults: the host name as node name, capacity detected from the host, Docker,
-    /// address 127.0.0.1, API on 127.0.0.1:10250, heartbeat 5 s, resync 10 s, and no warm
+    /// address 127.0.0.1, API on 127.0.0.1:10250, lease renewal 10 s, status heartbeat at
+    /// least every 5 min, resync 10 s, and no warm
     /// pool (the binaries' flag defaults to [`DEFAULT_WARM_SANDBOXES`]).
     pub fn new(server: &str) -> Self {
         AgentConfig {
@@ -115,7 +117,7 @@ impl AgentConfig {
             address: "127.0.0.1".to_string(),
             runtime: RuntimeChoice::Docker,
             listen: DEFAULT_LISTEN.parse().expect("the default listen address is valid"),
-            heartbeat_interval: Duration::from_secs(5),
+            heartbeats: node::Heartbeats::default(),
             resync_interval: Duration::from_secs(10),
             backoff: DEFAULT_BACKOFF,
             warm_sandboxes: 0,
@@ -194,7 +196,7 @@ pub async fn run_node(
     let serve = http::run(listener, state);
     let lifecycle = async {
         if node::register(api.as_ref(), &description, &shutdown).await {
-            node::heartbeat_loop(api.as_ref(), &description, config.heartbeat_interval, &shutdown).await;
+            node::lease_loop(api.as_ref(), &description, &|now| description.heartbeat(now), config.heartbeats, &shutdown).await;
         }
     };
     let pool = async {

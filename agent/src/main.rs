@@ -64,6 +64,13 @@ struct Cli {
     /// The longest back-off delay.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     backoff_max: Duration,
+    /// How often the node's lease is renewed (its heartbeat); keep it well below the
+    /// server's --node-monitor-grace (40s by default).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    lease_renew_interval: Duration,
+    /// The longest between two reports of the node's status when it does not change.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    node_status_report_interval: Duration,
     /// Started, unclaimed pod sandboxes to keep ready (Docker): a pod that claims one skips
     /// the engine's network set-up when it starts. 0 turns the pool off.
     #[arg(long, value_name = "N", default_value_t = agent::DEFAULT_WARM_SANDBOXES)]
@@ -135,6 +142,18 @@ fn config(cli: &Cli) -> anyhow::Result<AgentConfig> {
     }
     config.backoff = Backoff::new(cli.backoff_base, cli.backoff_max);
     config.warm_sandboxes = cli.warm_sandboxes;
+    // A zero interval would renew in a busy loop (and tokio's interval refuses it).
+    for (flag, interval) in
+        [("--lease-renew-interval", cli.lease_renew_interval), ("--node-status-report-interval", cli.node_status_report_interval)]
+    {
+        if interval.is_zero() {
+            bail!("{flag} must be more than 0s");
+        }
+    }
+    config.heartbeats = agent::node::Heartbeats {
+        lease_renew_interval: cli.lease_renew_interval,
+        node_status_report_interval: cli.node_status_report_interval,
+    };
     Ok(config)
 }
 
@@ -243,6 +262,10 @@ mod tests {
             "127.0.0.1:0",
             "--warm-sandboxes",
             "9",
+            "--lease-renew-interval",
+            "2s",
+            "--node-status-report-interval",
+            "1m",
         ]);
         let config = config(&cli).unwrap();
         assert_eq!(config.node_name, "n1");
@@ -252,8 +275,15 @@ mod tests {
         assert_eq!((config.capacity.cpu, config.capacity.memory, config.capacity.pods), (1500, 1 << 30, 7));
         assert!(matches!(config.runtime, RuntimeChoice::Simulated { .. }));
         assert_eq!(config.warm_sandboxes, 9);
+        assert_eq!(
+            config.heartbeats,
+            agent::node::Heartbeats { lease_renew_interval: Duration::from_secs(2), node_status_report_interval: Duration::from_secs(60) }
+        );
         let defaults = config_of(&["shepherd-agent"]);
         assert_eq!(defaults.warm_sandboxes, agent::DEFAULT_WARM_SANDBOXES);
+        assert_eq!(defaults.heartbeats, agent::node::Heartbeats::default());
+        let zero = Cli::parse_from(["shepherd-agent", "--lease-renew-interval", "0s"]);
+        assert!(super::config(&zero).unwrap_err().to_string().contains("--lease-renew-interval must be more than 0s"));
     }
 
     fn config_of(args: &[&str]) -> AgentConfig {

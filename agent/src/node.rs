@@ -1,13 +1,16 @@
 //! The node object the agent registers: capacity detected from the host (CPU count, memory
-//! from `/proc/meminfo`) unless overridden, labels, taints and node info; and the heartbeat
-//! loop that keeps it Ready and re-registers a node an admin deleted.
+//! from `/proc/meminfo`) unless overridden, labels, taints and node info; and the lease
+//! loop that keeps it Ready (KEP-589: a lease renewal often, the node's status rarely) and
+//! re-registers a node an admin deleted.
 
 use std::time::Duration;
 
 use chrono::Utc;
+use shared::api::Heartbeat;
 use shared::backoff::Backoff;
-use shared::model::NodeResources;
+use shared::model::{NodeResources, Time};
 use shared::registration::NodeDescription;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::ApiClient;
@@ -75,24 +78,90 @@ pub async fn register(api: &dyn ApiClient, node: &NodeDescription, shutdown: &Ca
     }
 }
 
-/// Sends a heartbeat every `interval` until shutdown; registers again if the node is gone.
-pub async fn heartbeat_loop(api: &dyn ApiClient, node: &NodeDescription, interval: Duration, shutdown: &CancellationToken) {
-    let mut ticker = tokio::time::interval(interval);
+/// How often the agent proves its node is alive, as the kubelet's flags of the same names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Heartbeats {
+    /// Between lease renewals: 10 s, a quarter of the default node monitor grace.
+    pub lease_renew_interval: Duration,
+    /// The longest between two status heartbeats when nothing changed: 5 min.
+    pub node_status_report_interval: Duration,
+}
+
+impl Default for Heartbeats {
+    fn default() -> Self {
+        Heartbeats { lease_renew_interval: Duration::from_secs(10), node_status_report_interval: Duration::from_secs(300) }
+    }
+}
+
+/// The status as reported, without the times the server stamps anyway: what "changed" compares.
+fn unstamped(mut status: Heartbeat) -> Heartbeat {
+    for condition in &mut status.conditions {
+        condition.last_transition_time = None;
+        condition.last_heartbeat_time = None;
+    }
+    status
+}
+
+/// When the node's status was last reported, and what it said.
+struct Reported {
+    status: Heartbeat,
+    at: Instant,
+}
+
+/// Renews the node's lease every `lease_renew_interval` until shutdown, and sends its status
+/// heartbeat (a Node write) only when `status(now)` changed, every
+/// `node_status_report_interval`, or after a renewal that came more than half the lease's
+/// duration after the one before: node lifecycle may have marked the node Unknown meanwhile,
+/// and only the agent's status makes it Ready again. Registers again if the node is gone.
+/// Starts right after a registration, which reported the status and renewed the lease.
+pub async fn lease_loop(
+    api: &dyn ApiClient,
+    node: &NodeDescription,
+    status: &(dyn Fn(Time) -> Heartbeat + Sync),
+    heartbeats: Heartbeats,
+    shutdown: &CancellationToken,
+) {
+    let mut ticker = tokio::time::interval_at(Instant::now() + heartbeats.lease_renew_interval, heartbeats.lease_renew_interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut reported = Reported { status: unstamped(status(Utc::now())), at: Instant::now() };
+    let mut renewed = Instant::now();
+    // A report that was due and failed is owed until one succeeds.
+    let mut owed = false;
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
             _ = shutdown.cancelled() => return,
         }
-        match api.heartbeat(&node.name, &node.heartbeat(Utc::now())).await {
-            Ok(()) => {}
+        let lease = match api.renew_lease(&node.name).await {
+            Ok(lease) => lease,
             Err(e) if e.is_not_found() => {
                 tracing::warn!(node = %node.name, "the server has no such node any more; registering again");
                 if !register(api, node, shutdown).await {
                     return;
                 }
+                // Registration reported the status and renewed the lease.
+                (reported, renewed, owed) = (Reported { status: unstamped(status(Utc::now())), at: Instant::now() }, Instant::now(), false);
+                continue;
             }
-            Err(e) => tracing::warn!(error = %e, "heartbeat failed"),
+            Err(e) => {
+                tracing::warn!(error = %e, "lease renewal failed");
+                continue;
+            }
+        };
+        let gap = std::mem::replace(&mut renewed, Instant::now()).elapsed();
+        let half_lease = Duration::from_secs(u64::try_from(lease.spec.lease_duration_seconds).unwrap_or(0)) / 2;
+        let now = Utc::now();
+        let current = unstamped(status(now));
+        let due = owed || current != reported.status || reported.at.elapsed() >= heartbeats.node_status_report_interval || gap > half_lease;
+        if !due {
+            continue;
+        }
+        match api.heartbeat(&node.name, &status(now)).await {
+            Ok(()) => (reported, owed) = (Reported { status: current, at: Instant::now() }, false),
+            Err(e) => {
+                tracing::warn!(error = %e, "status heartbeat failed; sending it again with the next renewal");
+                owed = true;
+            }
         }
     }
 }

@@ -793,6 +793,9 @@ mod tests {
         async fn register_node(&self, node: &shared::model::Node) -> crate::client::Result<shared::model::Node> {
             Ok(node.clone())
         }
+        async fn renew_lease(&self, _: &str) -> crate::client::Result<shared::model::Lease> {
+            Ok(shared::model::Lease::default())
+        }
         async fn heartbeat(&self, _: &str, _: &shared::api::Heartbeat) -> crate::client::Result<()> {
             Ok(())
         }

@@ -22,7 +22,7 @@ use reqwest::{Method, RequestBuilder, Response};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use shared::api::{ApiErrorBody, CLIENT_HEADER, Heartbeat, Info, List, WatchEvent, paths};
-use shared::model::{Event, Kind, Node, Object, Pod, Resource, Scale, ScaleSpec};
+use shared::model::{Event, Kind, Lease, Node, Object, Pod, Resource, Scale, ScaleSpec};
 use shared::scheduler::Explanation;
 
 pub use crate::error::{Error, Result};
@@ -266,15 +266,23 @@ impl Client {
     }
 
     /// Registers a node as its agent does: creates it, or updates capacity and info of an
-    /// existing one. The server stamps the first heartbeat.
+    /// existing one. The server stamps the first heartbeat and renews the node's lease.
     pub async fn register_node(&self, node: &Node) -> Result<Node> {
         let action = format!("register node {}", node.metadata.name);
         self.call(&action, self.request(Method::POST, &paths::collection(Kind::Node, None)).json(node)).await
     }
 
+    /// Reports the node's status (a Node write): when it changed, or every few minutes.
     pub async fn heartbeat(&self, node: &str, heartbeat: &Heartbeat) -> Result<()> {
-        let action = format!("send the heartbeat of node {node}");
+        let action = format!("send the status heartbeat of node {node}");
         self.call_ignoring_answer(&action, self.request(Method::POST, &paths::node_heartbeat(node)).json(heartbeat)).await
+    }
+
+    /// Renews the node's lease, the frequent heartbeat: one small write that leaves the Node
+    /// alone. The answer carries the server's `lease_duration_seconds` (its grace).
+    pub async fn renew_lease(&self, node: &str) -> Result<Lease> {
+        let action = format!("renew the lease of node {node}");
+        self.call(&action, self.request(Method::PUT, &paths::object(Kind::Lease, "", node))).await
     }
 
     /// Cordons the node when `cordon`, else uncordons it.

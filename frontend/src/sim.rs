@@ -16,8 +16,8 @@ use yew::Reducible;
 
 use crate::store::{Collection, Resource};
 
-/// A simulated agent heartbeats this often (in simulated wall time), well inside the
-/// scheduler's 40 s timeout.
+/// A simulated agent renews its node's lease this often (in simulated wall time), a quarter
+/// of the scheduler's 40 s grace, as a real agent does.
 const HEARTBEAT_EVERY_SECONDS: i64 = 10;
 /// Outcomes kept for the log.
 const HISTORY: usize = 50;
@@ -219,10 +219,11 @@ impl Sim {
         upsert(&mut self.pods, pod);
     }
 
-    /// The simulated agents report in: every node's heartbeat becomes now. They report all
-    /// along, but the page catches up with them only when something happens, so the
-    /// scheduler judges the catch-up at the previous heartbeat: a quiet page is not a node
-    /// that went quiet, and requeues nothing.
+    /// The simulated agents report in: every node's lease is renewed now, as the server's
+    /// scheduler sees renewals (the nodes themselves are not written). They renew all along,
+    /// but the page catches up with them only when something happens, so the scheduler judges
+    /// the catch-up at the previous renewal: a quiet page is not a node that went quiet, and
+    /// requeues nothing.
     fn heartbeat(&mut self) {
         let now = self.now;
         let previous = match self.heartbeat {
@@ -230,12 +231,10 @@ impl Sim {
             previous => previous.unwrap_or(now),
         };
         self.heartbeat = Some(now);
-        let nodes: Vec<Node> = self.nodes.values().map(|n| (**n).clone()).collect();
-        for mut node in nodes {
-            node.status.last_heartbeat = Some(now);
-            let change = self.scheduler.upsert_node(&node, previous);
+        let names: Vec<String> = self.nodes.items.keys().cloned().collect();
+        for name in names {
+            let change = self.scheduler.upsert_lease(&name, Some(now), previous);
             self.cluster_changed(change);
-            upsert(&mut self.nodes, node);
         }
     }
 
@@ -874,9 +873,9 @@ mod tests {
     }
 
     #[test]
-    fn heartbeats_keep_nodes_ready_over_a_long_session() {
+    fn lease_renewals_keep_nodes_ready_over_a_long_session() {
         let mut lab = three_nodes_with(batch("web", 1, 100));
-        // Far past the 40 s heartbeat timeout: the simulated agents must have reported in.
+        // Far past the 40 s grace: the simulated agents must have renewed their leases.
         step(&mut lab, t(600));
         assert!(lab.sims[0].pods.get("default/web-1").unwrap().is_bound(), "{:?}", lab.sims[0].last);
     }

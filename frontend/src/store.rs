@@ -149,7 +149,8 @@ impl Cluster {
             Kind::Deployment => self.deployments.resource_version,
             Kind::Service => self.services.resource_version,
             Kind::Event => self.events.resource_version,
-            Kind::Namespace => 0,
+            // Not watched: the dashboard reads node readiness from the Ready condition.
+            Kind::Namespace | Kind::Lease => 0,
         }
     }
 
@@ -163,7 +164,7 @@ impl Cluster {
                     Kind::Deployment => self.deployments.replace(resource_version, items),
                     Kind::Service => self.services.replace(resource_version, items),
                     Kind::Event => self.events.replace(resource_version, items),
-                    Kind::Namespace => return false,
+                    Kind::Namespace | Kind::Lease => return false,
                 }
                 true
             }
@@ -173,7 +174,7 @@ impl Cluster {
                 Kind::Deployment => self.deployments.apply(events),
                 Kind::Service => self.services.apply(events),
                 Kind::Event => self.events.apply(events),
-                Kind::Namespace => false,
+                Kind::Namespace | Kind::Lease => false,
             },
             ClusterAction::Sync { kind, sync } => {
                 let slot = match kind {
@@ -182,7 +183,7 @@ impl Cluster {
                     Kind::Deployment => &mut self.deployments.sync,
                     Kind::Service => &mut self.services.sync,
                     Kind::Event => &mut self.events.sync,
-                    Kind::Namespace => return false,
+                    Kind::Namespace | Kind::Lease => return false,
                 };
                 if *slot == sync {
                     return false;

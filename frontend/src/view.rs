@@ -327,11 +327,11 @@ pub fn timeline(pod: &Pod, events: &[Rc<Event>]) -> Vec<TimelineRow> {
         .collect()
 }
 
-/// What the dashboard knows of a pod's node, for the pending reason.
+/// What the dashboard knows of a pod's node, for the pending reason: the node, judged by
+/// its Ready condition (the dashboard does not watch leases), and the server's grace.
 #[derive(Debug, Clone, Copy)]
 pub struct NodeAt<'a> {
     pub node: &'a Node,
-    pub now: Time,
     pub grace: std::time::Duration,
 }
 
@@ -370,8 +370,8 @@ pub fn pending_reason(pod: &Pod, explanation: Option<&Explanation>, node: Option
         }
         PendingReason::WaitingForAgent { node: node_name, .. } => {
             let mut text = format!("Scheduled to {node_name}; waiting for that node's agent to pull the image and start the containers.");
-            if let Some(NodeAt { node, now, grace }) = node {
-                let readiness = node.readiness(now, grace);
+            if let Some(NodeAt { node, grace }) = node {
+                let readiness = node.reported_readiness();
                 if !readiness.is_ready() {
                     text.push_str(&format!(
                         " {node_name} is not Ready ({}): its agent may be down, so the pod waits until it comes back.",
@@ -889,15 +889,18 @@ mod tests {
         }];
         let grace = shared::readiness::DEFAULT_NODE_MONITOR_GRACE;
         let down = node("n1", false);
-        let text = pending_reason(&p, None, Some(NodeAt { node: &down, now: t0(), grace })).unwrap();
+        let text = pending_reason(&p, None, Some(NodeAt { node: &down, grace })).unwrap();
         assert!(text.starts_with("Scheduled to n1; waiting"), "{text}");
         assert!(text.contains("n1 is not Ready (the node's Ready condition is False)"), "{text}");
+        // Without leases the dashboard reads the condition node lifecycle keeps: a quiet node
+        // is Ready until it marks it Unknown.
         let mut quiet = node("n1", true);
         quiet.status.last_heartbeat = Some(t0());
-        let text = pending_reason(&p, None, Some(NodeAt { node: &quiet, now: ms(41_000), grace })).unwrap();
-        assert!(text.contains("n1 is not Ready (last heartbeat 41s ago, older than the node monitor grace of 40s)"), "{text}");
-        let text = pending_reason(&p, None, Some(NodeAt { node: &quiet, now: ms(1_000), grace })).unwrap();
+        let text = pending_reason(&p, None, Some(NodeAt { node: &quiet, grace })).unwrap();
         assert!(!text.contains("not Ready"), "{text}");
+        quiet.status.conditions[0].status = "Unknown".into();
+        let text = pending_reason(&p, None, Some(NodeAt { node: &quiet, grace })).unwrap();
+        assert!(text.contains("n1 is not Ready (the node's Ready condition is Unknown)"), "{text}");
         assert!(text.contains("Container web: ErrImagePull (no such image)."), "{text}");
         assert_eq!(pending_reason(&pod("default", "r", "n1", PodPhase::Running, 0), None, None), None);
         assert!(

@@ -183,6 +183,7 @@ fn node_may_attempt(method: &Method, path: &str) -> bool {
         (method, parts.as_slice()),
         (&Method::POST, ["", "api", "v1", "nodes"])
             | (&Method::POST, ["", "api", "v1", "nodes", _, "heartbeat"])
+            | (&Method::PUT, ["", "api", "v1", "leases", _])
             | (&Method::PUT, ["", "api", "v1", "nodes", _, "status"])
             | (&Method::PUT, ["", "api", "v1", "namespaces", _, "pods", _, "status"])
             | (&Method::DELETE, ["", "api", "v1", "namespaces", _, "pods", _])
@@ -221,7 +222,7 @@ pub async fn authenticate(State(state): State<AppState>, mut request: Request, n
         }
         Role::Node if !read && !node_may_attempt(&method, request.uri().path()) => {
             return ApiError::forbidden(format!(
-                "{} may write only its node, its heartbeat, the status of its pods and events, and delete its pods, not {method} {}",
+                "{} may write only its node, its heartbeat and lease, the status of its pods and events, and delete its pods, not {method} {}",
                 principal.describe(),
                 request.uri().path()
             ))
@@ -288,6 +289,8 @@ mod tests {
         assert!(p.may_delete_pod("default/a", "").is_err());
         assert!(!node_may_attempt(&Method::DELETE, "/api/v1/namespaces/default/deployments/a"));
         assert!(!node_may_attempt(&Method::DELETE, "/api/v1/nodes/n1"));
+        assert!(node_may_attempt(&Method::PUT, "/api/v1/leases/n1"), "the handler checks which lease");
+        assert!(!node_may_attempt(&Method::DELETE, "/api/v1/leases/n1"));
         assert!(!node_may_attempt(&Method::POST, "/api/v1/namespaces/default/pods"));
     }
 }

@@ -1,14 +1,15 @@
 //! The writes of the API as store mutations, shared by the HTTP handlers, the scheduler loop
 //! and the controllers so that each has one code path: create, update (CAS on
 //! resource_version), delete, bind (CAS on an empty node_name, with room on the node), pod
-//! status and node registration.
+//! status, node registration and lease renewal.
 
 use std::time::Duration;
 
 use shared::api::Heartbeat;
 use shared::model::DEFAULT_GRACE_SECONDS;
 use shared::model::{
-    Condition, Kind, Node, Object, Pod, PodPhase, PodStatus, Time, conditions, event_types, find_condition, set_condition,
+    Condition, Kind, Lease, LeaseSpec, Node, Object, ObjectMeta, Pod, PodPhase, PodStatus, Time, conditions, event_types, find_condition,
+    set_condition,
 };
 
 use shared::readiness::Readiness;
@@ -98,8 +99,9 @@ pub struct PodDelete {
 
 /// Why a pod whose delete was asked for can go at once, without its agent's confirmation:
 /// no node runs it (unbound, its node gone or not ready at `now`) or it has finished. `None`
-/// when a running agent has containers to stop. `node` is the stored object of its node, if any.
-pub fn removable_at_once(pod: &Pod, node: Option<&Object>, now: Time, grace: Duration) -> Option<String> {
+/// when a running agent has containers to stop. `node` and `lease` are the stored objects of
+/// its node and its node's lease, if any.
+pub fn removable_at_once(pod: &Pod, node: Option<&Object>, lease: Option<&Object>, now: Time, grace: Duration) -> Option<String> {
     let key = pod.metadata.key();
     if !pod.is_bound() {
         return Some(format!("pod {key} is not bound to a node"));
@@ -109,7 +111,7 @@ pub fn removable_at_once(pod: &Pod, node: Option<&Object>, now: Time, grace: Dur
     }
     let name = &pod.spec.node_name;
     match node {
-        Some(Object::Node(n)) => match n.readiness(now, grace) {
+        Some(Object::Node(n)) => match n.readiness(as_lease(lease), now, grace) {
             Readiness::Ready => None,
             not_ready => Some(format!("node {name} of pod {key} is not ready: {}", not_ready.explain(grace))),
         },
@@ -141,7 +143,8 @@ pub fn delete_pod(namespace: &str, name: &str, request: PodDelete, now: Time, no
             return Err(StoreError::conflict(format!("pod {} is no longer bound to node {node}, so that node may not delete it", key.key)));
         }
         let node = view.get(&Key::new(Kind::Node, "", &pod.spec.node_name));
-        if request.grace_seconds == Some(0) || removable_at_once(pod, node, now, node_monitor_grace).is_some() {
+        let lease = view.get(&lease_key(&pod.spec.node_name));
+        if request.grace_seconds == Some(0) || removable_at_once(pod, node, lease, now, node_monitor_grace).is_some() {
             return Ok(Change::Delete);
         }
         let mut terminating = pod.clone();
@@ -296,14 +299,30 @@ pub fn set_pod_status(namespace: &str, name: &str, status: PodStatus, expected: 
     })
 }
 
+/// The key of a node's lease: cluster-scoped, named after the node.
+pub fn lease_key(node: &str) -> Key {
+    Key::new(Kind::Lease, "", node)
+}
+
+/// The stored object as a lease, if it is one.
+pub fn as_lease(object: Option<&Object>) -> Option<&Lease> {
+    match object {
+        Some(Object::Lease(l)) => Some(l),
+        _ => None,
+    }
+}
+
 /// Registers a node: creates it, or updates what the agent owns (capacity, allocatable,
 /// info, addresses, conditions) and keeps what admins set (cordon, taints, labels they
 /// added). Labels the agent sends are merged in. Registration is the agent's first proof
-/// of life, so it stamps the heartbeat: a node is judged ready from the moment it registers
-/// (see `shared::readiness`), never left waiting for a second message.
-pub fn register_node(mut node: Node, now: Time) -> Write {
-    let key = Key::new(Kind::Node, "", &node.metadata.name);
-    Write::new(key, move |_, current| match current {
+/// of life, so it stamps the node's status heartbeat and renews its lease (creating it) in
+/// the same transaction: a node is judged ready from the moment it registers (see
+/// `shared::readiness`), never left waiting for a second message. `grace` is the server's
+/// node monitor grace, written into the lease.
+pub fn register_node(mut node: Node, now: Time, grace: Duration) -> Txn {
+    let name = node.metadata.name.clone();
+    let key = Key::new(Kind::Node, "", &name);
+    let register = Write::new(key, move |_, current| match current {
         Some(Object::Node(stored)) => {
             let mut updated = stored.clone();
             updated.metadata.labels.extend(node.metadata.labels);
@@ -329,11 +348,45 @@ pub fn register_node(mut node: Node, now: Time) -> Write {
             }
             Ok(Change::Put(Object::Node(node)))
         }
+    });
+    Txn::new().with(register).with(renew_lease(&name, now, grace))
+}
+
+/// A renewal of node `name`'s lease at `now`: the one write of the agent's frequent
+/// heartbeat, which leaves the Node alone. Creates the lease of a node that has none; a
+/// node that does not exist (deleted by an admin) is not found, so its agent registers again.
+pub fn renew_lease(name: &str, now: Time, grace: Duration) -> Write {
+    let name = name.to_string();
+    Write::new(lease_key(&name), move |view, current| {
+        if view.get(&Key::new(Kind::Node, "", &name)).is_none() {
+            return Err(StoreError::NotFound { kind: Kind::Node, key: name });
+        }
+        let spec = LeaseSpec {
+            holder_identity: name.clone(),
+            lease_duration_seconds: i64::try_from(grace.as_secs() + u64::from(grace.subsec_nanos() > 0)).unwrap_or(i64::MAX),
+            renew_time: Some(now),
+        };
+        let lease = match current {
+            Some(Object::Lease(stored)) => Lease { spec, ..stored.clone() },
+            _ => {
+                let mut lease = Lease { metadata: ObjectMeta::named("", &name), spec, ..Lease::default() };
+                crate::resources::stamp_new(&mut lease, now);
+                lease
+            }
+        };
+        Ok(Change::Put(Object::Lease(lease)))
     })
 }
 
-/// A heartbeat: stamps `last_heartbeat`, sets the reported conditions (their heartbeat time
-/// too) and, when present, capacity and allocatable.
+/// Deletes a node and its lease.
+pub fn delete_node(name: &str, expected: u64) -> Txn {
+    let lease = Write::new(lease_key(name), |_, current| Ok(if current.is_some() { Change::Delete } else { Change::Keep }));
+    Txn::new().with(delete(Key::new(Kind::Node, "", name), expected)).with(lease)
+}
+
+/// A status heartbeat: stamps `last_heartbeat`, sets the reported conditions (their heartbeat time
+/// too) and, when present, capacity and allocatable. The agent sends it when its status
+/// changed or every few minutes; its frequent proof of life is [`renew_lease`].
 pub fn heartbeat(name: &str, beat: Heartbeat, now: Time) -> Write {
     modify::<Node>(Key::new(Kind::Node, "", name), move |_, node| {
         node.status.last_heartbeat = Some(now);
@@ -408,7 +461,7 @@ mod tests {
         let store = CachedStore::in_memory(1000);
         let ns = shared::model::Namespace { metadata: ObjectMeta::named("", "default"), ..Default::default() };
         store.commit(Txn::new().with(create(ns))).await.unwrap();
-        store.commit(Txn::new().with(register_node(node("n1", 1000, 10), chrono::Utc::now()))).await.unwrap();
+        store.commit(register_node(node("n1", 1000, 10), chrono::Utc::now(), GRACE)).await.unwrap();
         store
     }
 
@@ -448,7 +501,7 @@ mod tests {
             status: conditions::TRUE.into(),
             ..Condition::default()
         });
-        store.commit(Txn::new().with(register_node(n, chrono::Utc::now()))).await.unwrap();
+        store.commit(register_node(n, chrono::Utc::now(), GRACE)).await.unwrap();
     }
 
     async fn ready_node_with_bound_pod(store: &CachedStore, name: &str) -> Pod {

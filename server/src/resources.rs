@@ -5,7 +5,7 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use shared::api::FieldError;
-use shared::model::{Deployment, Event, Namespace, Node, ObjectMeta, Pod, PodStatus, Service, Time};
+use shared::model::{Deployment, Event, Lease, Namespace, Node, ObjectMeta, Pod, PodStatus, Service, Time};
 use shared::validation;
 
 /// What the API adds to `shared`'s [`shared::model::Resource`] (kind, metadata, the way in
@@ -226,6 +226,28 @@ impl Resource for Namespace {
         let mut merged = stored.clone();
         merged.metadata = merged_meta(&stored.metadata, &new.metadata);
         validation::validate_namespace(&merged)?;
+        Ok(merged)
+    }
+}
+
+/// Leases are written only by registration and renewal (`ops::renew_lease`), which set the
+/// whole spec; an update keeps it and takes only labels and annotations.
+impl Resource for Lease {
+    kind_field!();
+
+    fn validate(&self) -> Result<(), Vec<FieldError>> {
+        validation::validate_lease(self)
+    }
+
+    fn prepare_create(&mut self) {
+        self.kind = "Lease".into();
+        self.metadata.namespace.clear();
+    }
+
+    fn merge_update(stored: &Self, new: Self) -> Result<Self, Vec<FieldError>> {
+        let mut merged = stored.clone();
+        merged.metadata = merged_meta(&stored.metadata, &new.metadata);
+        validation::validate_lease(&merged)?;
         Ok(merged)
     }
 }

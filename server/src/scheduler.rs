@@ -1,8 +1,8 @@
 //! The scheduler loop: the server task that drives `shared::scheduler` (the decisions) and
 //! its `SchedulingQueue` (active, backing off, unschedulable) on every Pending pod without a
 //! node. It learns of pods from the create handler's non-blocking hint, from the store's
-//! watch and from a sweep every 2 s (the safety net); the cache tells it which node and pod
-//! changes may fit parked pods. A decision is assumed before the bind and forgotten if the
+//! watch and from a sweep every 2 s (the safety net); it watches nodes and their leases for
+//! readiness, and the cache tells it which node, lease and pod changes may fit parked pods. A decision is assumed before the bind and forgotten if the
 //! bind (a store CAS) fails.
 
 use std::collections::{HashMap, VecDeque};
@@ -141,12 +141,18 @@ impl SchedulerLoop {
     /// Rebuilds the scheduler's view from a fresh list and watches from its revision.
     fn relist(&mut self) -> Result<WatchStream, StoreError> {
         let (revision, nodes) = self.store.list(Kind::Node, None);
+        let (_, leases) = self.store.list(Kind::Lease, None);
         let (_, pods) = self.store.list(Kind::Pod, None);
         let now = chrono::Utc::now();
         let mut scheduler = Scheduler::new(self.profile.clone());
         for node in &nodes {
             if let Object::Node(n) = &**node {
                 scheduler.upsert_node(n, now);
+            }
+        }
+        for lease in &leases {
+            if let Object::Lease(l) = &**lease {
+                scheduler.upsert_lease(&l.metadata.name, l.spec.renew_time, now);
             }
         }
         let mut queue = self.queue();
@@ -160,8 +166,8 @@ impl SchedulerLoop {
         }
         drop(queue);
         self.scheduler = scheduler;
-        // Pods listed after the nodes may be newer than `revision`: replaying them is harmless.
-        self.store.watch(&[Kind::Node, Kind::Pod], revision)
+        // Leases and pods listed after the nodes may be newer than `revision`: replaying them is harmless.
+        self.store.watch(&[Kind::Node, Kind::Lease, Kind::Pod], revision)
     }
 
     pub async fn run(mut self, shutdown: CancellationToken) {
@@ -230,6 +236,13 @@ impl SchedulerLoop {
             (Object::Node(node), EventType::Deleted) => self.scheduler.remove_node(&node.metadata.name),
             (Object::Node(node), _) => {
                 let change = self.scheduler.upsert_node(node, chrono::Utc::now());
+                self.cluster_changed(change);
+            }
+            (Object::Lease(lease), EventType::Deleted) => {
+                self.scheduler.upsert_lease(&lease.metadata.name, None, chrono::Utc::now());
+            }
+            (Object::Lease(lease), _) => {
+                let change = self.scheduler.upsert_lease(&lease.metadata.name, lease.spec.renew_time, chrono::Utc::now());
                 self.cluster_changed(change);
             }
             (Object::Pod(pod), EventType::Deleted) => {
@@ -352,6 +365,8 @@ mod tests {
     use super::*;
     use crate::store::{CachedStore, Txn};
 
+    const GRACE: Duration = shared::readiness::DEFAULT_NODE_MONITOR_GRACE;
+
     async fn started() -> (Arc<dyn Store>, SchedulerHandle, CancellationToken) {
         let store: Arc<dyn Store> = Arc::new(CachedStore::in_memory(10_000));
         let namespace = Namespace { kind: "Namespace".into(), metadata: ObjectMeta::named("", "default"), ..Namespace::default() };
@@ -431,7 +446,7 @@ mod tests {
         queue_status(&handle, &key, |s| s.state == QueueState::Unschedulable).await;
         let now = chrono::Utc::now();
         let node = NodeDescription::new("n1", shared::model::NodeResources { cpu: 1000, memory: 1 << 30, pods: 10 }).to_node(now);
-        store.commit(Txn::new().with(ops::register_node(node, now))).await.unwrap();
+        store.commit(ops::register_node(node, now, GRACE)).await.unwrap();
         let changed = Instant::now();
         let requeued_by = requeue_until_bound(&store, &handle, &key).await;
         assert_eq!(bound_to(&store, &key).as_deref(), Some("n1"));
@@ -444,11 +459,31 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_lease_renewal_after_a_stale_period_requeues_the_pod_the_node_could_not_take() {
+        let (store, handle, shutdown) = started().await;
+        let long_ago = chrono::Utc::now() - chrono::Duration::seconds(60);
+        let node = NodeDescription::new("n1", shared::model::NodeResources { cpu: 1000, memory: 1 << 30, pods: 10 }).to_node(long_ago);
+        store.commit(ops::register_node(node, long_ago, GRACE)).await.unwrap();
+        let key = create_pod(&store, "web", 100).await;
+        queue_status(&handle, &key, |s| s.state == QueueState::Unschedulable).await;
+        let node_revision = store.get(&Key::new(Kind::Node, "", "n1")).unwrap().metadata().resource_version;
+        store.commit(Txn::new().with(ops::renew_lease("n1", chrono::Utc::now(), GRACE))).await.unwrap();
+        let changed = Instant::now();
+        let requeued_by = requeue_until_bound(&store, &handle, &key).await;
+        assert_eq!(bound_to(&store, &key).as_deref(), Some("n1"));
+        assert!(changed.elapsed() < Duration::from_secs(30), "bound by the renewal, not by the 5-minute flush");
+        assert!(requeued_by.as_deref().is_none_or(|r| r == "node n1 is heartbeating again"), "{requeued_by:?}");
+        let node = store.get(&Key::new(Kind::Node, "", "n1")).unwrap();
+        assert_eq!(node.metadata().resource_version, node_revision, "the renewal did not write the node");
+        shutdown.cancel();
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_pod_that_frees_room_requeues_the_pod_that_did_not_fit() {
         let (store, handle, shutdown) = started().await;
         let now = chrono::Utc::now();
         let node = NodeDescription::new("n1", shared::model::NodeResources { cpu: 1000, memory: 1 << 30, pods: 10 }).to_node(now);
-        store.commit(Txn::new().with(ops::register_node(node, now))).await.unwrap();
+        store.commit(ops::register_node(node, now, GRACE)).await.unwrap();
         let first = create_pod(&store, "first", 1000).await;
         while bound_to(&store, &first).is_none() {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -456,8 +491,7 @@ mod tests {
         let second = create_pod(&store, "second", 500).await;
         queue_status(&handle, &second, |s| s.state == QueueState::Unschedulable).await;
         let delete = ops::PodDelete { grace_seconds: Some(0), ..ops::PodDelete::default() };
-        let grace = shared::readiness::DEFAULT_NODE_MONITOR_GRACE;
-        store.commit(Txn::new().with(ops::delete_pod("default", "first", delete, chrono::Utc::now(), grace))).await.unwrap();
+        store.commit(Txn::new().with(ops::delete_pod("default", "first", delete, chrono::Utc::now(), GRACE))).await.unwrap();
         let changed = Instant::now();
         let requeued_by = requeue_until_bound(&store, &handle, &second).await;
         assert!(changed.elapsed() < Duration::from_secs(30), "bound by the change, not by the 5-minute flush");

@@ -51,6 +51,20 @@ async fn every_role_gets_exactly_its_rights() {
     assert!(err["error"]["message"].as_str().unwrap().contains("node node-1 may not write node node-2"), "{err}");
     assert_eq!(agent.post("/api/v1/nodes/node-1/cordon", json!({})).await.0, StatusCode::FORBIDDEN, "cordon is an admin's");
 
+    // Leases: the agent renews its own lease only; anyone with a token reads them.
+    let (status, lease) = agent.put("/api/v1/leases/node-1", json!({})).await;
+    assert_eq!((status, lease["spec"]["holder_identity"].as_str()), (StatusCode::OK, Some("node-1")), "{lease}");
+    let before = admin.get("/api/v1/leases/node-2").await.1;
+    let (status, err) = agent.put("/api/v1/leases/node-2", json!({})).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(err["error"]["message"].as_str().unwrap().contains("node node-1 may not write node node-2"), "{err}");
+    assert_eq!(admin.get("/api/v1/leases/node-2").await.1, before, "node-2's lease is untouched");
+    let (status, err) = agent.put("/api/v1/leases/node-1", json!({"spec": {"holder_identity": "node-2"}})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    assert_eq!(viewer.put("/api/v1/leases/node-1", json!({})).await.0, StatusCode::FORBIDDEN);
+    assert_eq!(viewer.get("/api/v1/leases").await.0, StatusCode::OK);
+    assert_eq!(agent.delete("/api/v1/leases/node-1").await.0, StatusCode::FORBIDDEN);
+
     // Pods: only admins create and bind; the agent writes the status of its own pods.
     assert_eq!(agent.post("/api/v1/pods", pod("x", 1, 1)).await.0, StatusCode::FORBIDDEN);
     assert_eq!(viewer.post("/api/v1/pods", pod("x", 1, 1)).await.0, StatusCode::FORBIDDEN);

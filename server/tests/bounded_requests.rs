@@ -122,7 +122,7 @@ async fn run(nodes: Vec<Value>, pods: Vec<(Value, usize)>) -> Result<(), TestCas
     for (i, manifest) in nodes.into_iter().enumerate() {
         let Some(mut node) = admit_node(manifest, &format!("node-{i}")) else { continue };
         node.status.last_heartbeat = Some(now);
-        store.commit(Txn::new().with(ops::register_node(node, now))).await.unwrap();
+        store.commit(ops::register_node(node, now, shared::readiness::DEFAULT_NODE_MONITOR_GRACE)).await.unwrap();
         let Some(Object::Node(stored)) = store.get(&Key::new(Kind::Node, "", &format!("node-{i}"))).as_deref().cloned() else {
             panic!("node-{i} was registered but is not stored");
         };

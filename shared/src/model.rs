@@ -1,4 +1,4 @@
-//! The object model: Pod, Node, Deployment, Service, Event, Binding, Namespace.
+//! The object model: Pod, Node, Lease, Deployment, Service, Event, Binding, Namespace.
 //!
 //! The JSON shape is the original project's (`../shared/reference/examples/*.json`):
 //! snake_case fields, memory in bytes, CPU in millicores. Every field a manifest may leave
@@ -719,12 +719,14 @@ pub struct Node {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct NodeStatus {
-    /// `Ready` with status `True`, `False` or `Unknown`, written by the agent's heartbeat
-    /// and by the node lifecycle controller.
+    /// `Ready` with status `True`, `False` or `Unknown`, written by the agent's status
+    /// report and by the node lifecycle controller.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     pub capacity: NodeResources,
     pub allocatable: NodeResources,
+    /// When the agent last reported this status (registration or a status heartbeat). Its
+    /// frequent proof of life is its [`Lease`]'s renewal instead, which leaves the node alone.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_heartbeat: Option<Time>,
     /// Cordoned: running pods stay, new pods are not scheduled here.
@@ -779,6 +781,34 @@ impl Node {
     pub fn ready_status(&self) -> &str {
         find_condition(&self.status.conditions, conditions::NODE_READY).map_or(conditions::UNKNOWN, |c| c.status.as_str())
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Leases
+
+/// A node's heartbeat as Kubernetes keeps it since KEP-589 (coordination.k8s.io/v1 Lease):
+/// a small object named after its node, renewed every few seconds, so that proof of life
+/// costs one small write that only lease watchers see, never a Node write.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct Lease {
+    pub kind: String,
+    pub metadata: ObjectMeta,
+    pub spec: LeaseSpec,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct LeaseSpec {
+    /// The node whose agent renews it: a node's lease is held by the node itself.
+    pub holder_identity: String,
+    /// How long a renewal counts: the server's node monitor grace, in whole seconds.
+    pub lease_duration_seconds: i64,
+    /// The server's clock at the last renewal.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub renew_time: Option<Time>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1005,10 +1035,11 @@ pub enum Kind {
     Node,
     Event,
     Namespace,
+    Lease,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 6] = [Kind::Pod, Kind::Deployment, Kind::Service, Kind::Node, Kind::Event, Kind::Namespace];
+    pub const ALL: [Kind; 7] = [Kind::Pod, Kind::Deployment, Kind::Service, Kind::Node, Kind::Event, Kind::Namespace, Kind::Lease];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -1018,6 +1049,7 @@ impl Kind {
             Kind::Node => "Node",
             Kind::Event => "Event",
             Kind::Namespace => "Namespace",
+            Kind::Lease => "Lease",
         }
     }
 
@@ -1030,16 +1062,18 @@ impl Kind {
             Kind::Node => "nodes",
             Kind::Event => "events",
             Kind::Namespace => "namespaces",
+            Kind::Lease => "leases",
         }
     }
 
     pub fn namespaced(self) -> bool {
-        !matches!(self, Kind::Node | Kind::Namespace)
+        !matches!(self, Kind::Node | Kind::Namespace | Kind::Lease)
     }
 
     /// Accepts the kind, its plural and the short names kubectl users know:
     /// `pods`/`pod`/`po`, `deployments`/`deployment`/`deploy`, `services`/`service`/`svc`,
-    /// `nodes`/`node`/`no`, `events`/`event`/`ev`, `namespaces`/`namespace`/`ns`.
+    /// `nodes`/`node`/`no`, `events`/`event`/`ev`, `namespaces`/`namespace`/`ns`,
+    /// `leases`/`lease`.
     pub fn from_alias(text: &str) -> Option<Kind> {
         match text.to_ascii_lowercase().as_str() {
             "pod" | "pods" | "po" => Some(Kind::Pod),
@@ -1048,6 +1082,7 @@ impl Kind {
             "node" | "nodes" | "no" => Some(Kind::Node),
             "event" | "events" | "ev" => Some(Kind::Event),
             "namespace" | "namespaces" | "ns" => Some(Kind::Namespace),
+            "lease" | "leases" => Some(Kind::Lease),
             _ => None,
         }
     }
@@ -1069,6 +1104,7 @@ pub enum Object {
     Node(Node),
     Event(Event),
     Namespace(Namespace),
+    Lease(Lease),
 }
 
 impl Object {
@@ -1080,6 +1116,7 @@ impl Object {
             Object::Node(_) => Kind::Node,
             Object::Event(_) => Kind::Event,
             Object::Namespace(_) => Kind::Namespace,
+            Object::Lease(_) => Kind::Lease,
         }
     }
 
@@ -1091,6 +1128,7 @@ impl Object {
             Object::Node(o) => &o.metadata,
             Object::Event(o) => &o.metadata,
             Object::Namespace(o) => &o.metadata,
+            Object::Lease(o) => &o.metadata,
         }
     }
 
@@ -1102,6 +1140,7 @@ impl Object {
             Object::Node(o) => &mut o.metadata,
             Object::Event(o) => &mut o.metadata,
             Object::Namespace(o) => &mut o.metadata,
+            Object::Lease(o) => &mut o.metadata,
         }
     }
 
@@ -1116,6 +1155,7 @@ impl Object {
             "Node" => Kind::Node,
             "Event" => Kind::Event,
             "Namespace" => Kind::Namespace,
+            "Lease" => Kind::Lease,
             other => return Err(ObjectError::UnknownKind(other.to_string())),
         };
         let bad = |e: serde_json::Error| ObjectError::Invalid { kind, message: e.to_string() };
@@ -1126,6 +1166,7 @@ impl Object {
             Kind::Node => Object::Node(serde_json::from_value(value).map_err(bad)?),
             Kind::Event => Object::Event(serde_json::from_value(value).map_err(bad)?),
             Kind::Namespace => Object::Namespace(serde_json::from_value(value).map_err(bad)?),
+            Kind::Lease => Object::Lease(serde_json::from_value(value).map_err(bad)?),
         })
     }
 }
@@ -1178,6 +1219,7 @@ resource!(Service);
 resource!(Node);
 resource!(Event);
 resource!(Namespace);
+resource!(Lease);
 
 impl Serialize for Object {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -1188,6 +1230,7 @@ impl Serialize for Object {
             Object::Node(o) => o.serialize(s),
             Object::Event(o) => o.serialize(s),
             Object::Namespace(o) => o.serialize(s),
+            Object::Lease(o) => o.serialize(s),
         }
     }
 }
@@ -1203,7 +1246,7 @@ impl<'de> Deserialize<'de> for Object {
 pub enum ObjectError {
     #[error("the object has no \"kind\": say which it is (Pod, Deployment, Service, Node, Namespace)")]
     MissingKind,
-    #[error("unknown kind {0:?}: Shepherd serves Pod, Deployment, Service, Node, Event and Namespace")]
+    #[error("unknown kind {0:?}: Shepherd serves Pod, Deployment, Service, Node, Event, Namespace and Lease")]
     UnknownKind(String),
     #[error("invalid {kind}: {message}")]
     Invalid { kind: Kind, message: String },

@@ -1,12 +1,16 @@
 //! Whether a node is ready: the one judgement that the scheduler's filter and requeue
-//! decision, node lifecycle, pod deletion, pod GC, `sheepctl` and the dashboard all make.
-//! A node is ready when its `Ready` condition is `True` and its last heartbeat is no older
-//! than the node monitor grace (the server's `--node-monitor-grace`). Registration stamps
-//! the first heartbeat, so a node is judged from the moment its agent registers it.
+//! decision, node lifecycle, pod deletion, pod GC and `sheepctl` all make. A node is ready
+//! when its `Ready` condition is `True` and its last heartbeat is no older than the node
+//! monitor grace (the server's `--node-monitor-grace`). The last heartbeat is the later of
+//! its [`Lease`]'s renewal and the node's own status report (`last_heartbeat`), so every
+//! caller passes the lease it knows. Registration stamps both, so a node is judged from the
+//! moment its agent registers it. The dashboard, which does not watch leases, reads the
+//! condition alone ([`Node::reported_readiness`]): node lifecycle turns it Unknown once
+//! the lease goes stale.
 
 use std::time::Duration;
 
-use crate::model::{Node, Time};
+use crate::model::{Lease, Node, Time};
 
 /// How long a node may go without a heartbeat before it is not ready: the default of the
 /// server's `--node-monitor-grace`, as in Kubernetes.
@@ -71,7 +75,8 @@ impl Readiness {
 }
 
 /// The judgement from a node's parts, for callers that keep them apart (the scheduler's
-/// cache). `heartbeat_ms` and `now_ms` are milliseconds since the epoch.
+/// cache). `heartbeat_ms` (the last heartbeat of either kind) and `now_ms` are
+/// milliseconds since the epoch.
 pub fn judge(ready: ReadyState, heartbeat_ms: Option<i64>, now_ms: i64, grace: Duration) -> Readiness {
     if ready != ReadyState::True {
         return Readiness::Condition(ready);
@@ -95,19 +100,30 @@ impl Node {
         ReadyState::parse(self.ready_status())
     }
 
-    /// Whether the node is ready at `now`, see the module's doc.
-    pub fn readiness(&self, now: Time, grace: Duration) -> Readiness {
-        judge(self.ready_state(), self.heartbeat_ms(), now.timestamp_millis(), grace)
+    /// Whether the node is ready at `now` with `lease` (its own, if known), see the module's doc.
+    pub fn readiness(&self, lease: Option<&Lease>, now: Time, grace: Duration) -> Readiness {
+        judge(self.ready_state(), self.last_heartbeat(lease).map(|t| t.timestamp_millis()), now.timestamp_millis(), grace)
     }
 
-    /// Whether its agent has gone quiet at `now`, whatever its condition says: the
+    /// The `Ready` condition alone, for a client that does not know the leases.
+    pub fn reported_readiness(&self) -> Readiness {
+        match self.ready_state() {
+            ReadyState::True => Readiness::Ready,
+            state => Readiness::Condition(state),
+        }
+    }
+
+    /// Whether its agent has gone quiet at `now`, whatever its condition says: the last
     /// heartbeat is missing or older than the grace (node lifecycle then marks it Unknown).
-    pub fn heartbeat_lost(&self, now: Time, grace: Duration) -> bool {
-        !heartbeat(self.heartbeat_ms(), now.timestamp_millis(), grace).is_ready()
+    pub fn heartbeat_lost(&self, lease: Option<&Lease>, now: Time, grace: Duration) -> bool {
+        !heartbeat(self.last_heartbeat(lease).map(|t| t.timestamp_millis()), now.timestamp_millis(), grace).is_ready()
     }
 
-    fn heartbeat_ms(&self) -> Option<i64> {
-        self.status.last_heartbeat.map(|t| t.timestamp_millis())
+    /// The later of the lease's renewal and the node's own status heartbeat. A lease of
+    /// another node does not count.
+    pub fn last_heartbeat(&self, lease: Option<&Lease>) -> Option<Time> {
+        let renewed = lease.filter(|l| l.metadata.name == self.metadata.name).and_then(|l| l.spec.renew_time);
+        renewed.max(self.status.last_heartbeat)
     }
 }
 
@@ -119,10 +135,10 @@ pub fn grace_text(grace: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Condition, conditions, set_condition};
+    use crate::model::{Condition, LeaseSpec, ObjectMeta, conditions, set_condition};
 
     fn node(ready: &str, heartbeat_age: Option<i64>, now: Time) -> Node {
-        let mut node = Node::default();
+        let mut node = Node { metadata: ObjectMeta::named("", "n1"), ..Node::default() };
         set_condition(
             &mut node.status.conditions,
             Condition { type_: conditions::NODE_READY.into(), status: ready.into(), ..Condition::default() },
@@ -136,12 +152,48 @@ mod tests {
     fn ready_needs_the_condition_and_a_heartbeat_within_the_grace() {
         let now = chrono::DateTime::from_timestamp(1_700_000_000, 0).expect("a valid instant");
         let grace = DEFAULT_NODE_MONITOR_GRACE;
-        assert_eq!(node("True", Some(40), now).readiness(now, grace), Readiness::Ready);
-        assert_eq!(node("True", Some(41), now).readiness(now, grace), Readiness::Stale { age_ms: 41_000 });
-        assert_eq!(node("True", None, now).readiness(now, grace), Readiness::NoHeartbeat);
-        assert_eq!(node("False", Some(0), now).readiness(now, grace), Readiness::Condition(ReadyState::False));
-        assert_eq!(Node::default().readiness(now, grace), Readiness::Condition(ReadyState::Unknown));
-        assert_eq!(node("True", Some(41), now).readiness(now, Duration::from_secs(120)), Readiness::Ready);
+        assert_eq!(node("True", Some(40), now).readiness(None, now, grace), Readiness::Ready);
+        assert_eq!(node("True", Some(41), now).readiness(None, now, grace), Readiness::Stale { age_ms: 41_000 });
+        assert_eq!(node("True", None, now).readiness(None, now, grace), Readiness::NoHeartbeat);
+        assert_eq!(node("False", Some(0), now).readiness(None, now, grace), Readiness::Condition(ReadyState::False));
+        assert_eq!(Node::default().readiness(None, now, grace), Readiness::Condition(ReadyState::Unknown));
+        assert_eq!(node("True", Some(41), now).readiness(None, now, Duration::from_secs(120)), Readiness::Ready);
+    }
+
+    fn lease(name: &str, renewed_age: i64, now: Time) -> Lease {
+        let renew_time = Some(now - chrono::Duration::seconds(renewed_age));
+        Lease { metadata: ObjectMeta::named("", name), spec: LeaseSpec { renew_time, ..LeaseSpec::default() }, ..Lease::default() }
+    }
+
+    #[test]
+    fn the_later_of_the_lease_renewal_and_the_status_heartbeat_counts() {
+        let now = chrono::DateTime::from_timestamp(1_700_000_000, 0).expect("a valid instant");
+        let grace = DEFAULT_NODE_MONITOR_GRACE;
+        let reported_long_ago = node("True", Some(300), now);
+        assert_eq!(reported_long_ago.readiness(Some(&lease("n1", 10, now)), now, grace), Readiness::Ready);
+        assert_eq!(reported_long_ago.readiness(Some(&lease("n1", 50, now)), now, grace), Readiness::Stale { age_ms: 50_000 });
+        assert_eq!(node("True", None, now).readiness(Some(&lease("n1", 5, now)), now, grace), Readiness::Ready);
+        assert_eq!(node("True", Some(10), now).readiness(Some(&lease("n1", 300, now)), now, grace), Readiness::Ready);
+        assert_eq!(
+            reported_long_ago.readiness(Some(&lease("n2", 1, now)), now, grace),
+            Readiness::Stale { age_ms: 300_000 },
+            "not its lease"
+        );
+        assert!(reported_long_ago.heartbeat_lost(None, now, grace));
+        assert!(!reported_long_ago.heartbeat_lost(Some(&lease("n1", 1, now)), now, grace));
+        assert_eq!(
+            node("False", Some(0), now).readiness(Some(&lease("n1", 0, now)), now, grace),
+            Readiness::Condition(ReadyState::False),
+            "a fresh lease does not make a node Ready that says it is not"
+        );
+    }
+
+    #[test]
+    fn without_leases_the_condition_alone_is_read() {
+        let now = chrono::DateTime::from_timestamp(1_700_000_000, 0).expect("a valid instant");
+        assert_eq!(node("True", Some(300), now).reported_readiness(), Readiness::Ready);
+        assert_eq!(node("Unknown", Some(0), now).reported_readiness(), Readiness::Condition(ReadyState::Unknown));
+        assert_eq!(Node::default().reported_readiness(), Readiness::Condition(ReadyState::Unknown));
     }
 
     #[test]

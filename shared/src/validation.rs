@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 
 use crate::api::{FieldError, Heartbeat};
 use crate::model::{
-    Container, Deployment, Event, Labels, Namespace, Node, NodeResources, Object, ObjectMeta, Pod, PodSpec, RestartPolicy, Scale, Service,
-    TAINT_EFFECTS, format_cpu, format_memory,
+    Container, Deployment, Event, Labels, Lease, Namespace, Node, NodeResources, Object, ObjectMeta, Pod, PodSpec, RestartPolicy, Scale,
+    Service, TAINT_EFFECTS, format_cpu, format_memory,
 };
 
 const MAX_NAME: usize = 253;
@@ -56,6 +56,7 @@ pub fn validate(object: &Object) -> Result<(), Vec<FieldError>> {
         Object::Node(o) => validate_node(o),
         Object::Event(o) => validate_event(o),
         Object::Namespace(o) => validate_namespace(o),
+        Object::Lease(o) => validate_lease(o),
     }
 }
 
@@ -139,6 +140,20 @@ pub fn validate_heartbeat(heartbeat: &Heartbeat) -> Result<(), Vec<FieldError>> 
     }
     if let Some(allocatable) = &heartbeat.allocatable {
         check_node_resources(&mut errors, "allocatable", allocatable);
+    }
+    errors.finish()
+}
+
+/// A node's lease: named as a node, and held by that node.
+pub fn validate_lease(lease: &Lease) -> Result<(), Vec<FieldError>> {
+    let mut errors = Errors::default();
+    check_meta(&mut errors, &lease.metadata, false);
+    let holder = &lease.spec.holder_identity;
+    if !holder.is_empty() && *holder != lease.metadata.name {
+        errors.add("spec.holder_identity", format!("must be the node the lease is named after, {:?}, got {holder:?}", lease.metadata.name));
+    }
+    if lease.spec.lease_duration_seconds < 0 {
+        errors.add("spec.lease_duration_seconds", format!("must be 0 or more, got {}", lease.spec.lease_duration_seconds));
     }
     errors.finish()
 }

@@ -6,6 +6,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::model::{ContainerState, Event, Node, Pod, PodStage, Time, conditions, find_condition};
+use crate::readiness::Readiness;
 
 /// How long ago `then` was, as kubectl's AGE column: `<unknown>` when there is no time.
 pub fn age(now: Time, then: Option<Time>) -> String {
@@ -136,11 +137,12 @@ impl fmt::Display for PendingReason {
     }
 }
 
-/// The node's STATUS word as kubectl shows it: `Ready`, `NotReady` (its Ready condition is
-/// not True, or its heartbeat is older than `grace`: what node lifecycle will mark it),
-/// `Unknown` when it never reported a Ready condition, and `,SchedulingDisabled` when cordoned.
-pub fn node_status(node: &Node, now: Time, grace: Duration) -> String {
-    let ready = if node.readiness(now, grace).is_ready() {
+/// The node's STATUS word as kubectl shows it, from the caller's `readiness` of it
+/// (`shared::readiness`): `Ready`, `NotReady` (its Ready condition is not True, or its last
+/// heartbeat is older than the grace: what node lifecycle will mark it), `Unknown` when it
+/// never reported a Ready condition, and `,SchedulingDisabled` when cordoned.
+pub fn node_status(node: &Node, readiness: Readiness) -> String {
+    let ready = if readiness.is_ready() {
         "Ready"
     } else if find_condition(&node.status.conditions, conditions::NODE_READY).is_none() {
         "Unknown"
@@ -247,19 +249,20 @@ mod tests {
     #[test]
     fn node_status_comes_from_readiness() {
         let grace = Duration::from_secs(40);
+        let status = |node: &Node| node_status(node, node.readiness(None, now(), grace));
         let mut node = Node { metadata: ObjectMeta::named("", "node-1"), ..Default::default() };
-        assert_eq!(node_status(&node, now(), grace), "Unknown");
+        assert_eq!(status(&node), "Unknown");
         node.status.conditions.push(Condition { type_: "Ready".into(), status: "True".into(), ..Default::default() });
         node.status.last_heartbeat = Some(now() - chrono::Duration::seconds(10));
-        assert_eq!(node_status(&node, now(), grace), "Ready");
+        assert_eq!(status(&node), "Ready");
         node.status.unschedulable = true;
-        assert_eq!(node_status(&node, now(), grace), "Ready,SchedulingDisabled");
+        assert_eq!(status(&node), "Ready,SchedulingDisabled");
         node.status.last_heartbeat = Some(now() - chrono::Duration::seconds(41));
-        assert_eq!(node_status(&node, now(), grace), "NotReady,SchedulingDisabled", "a stale heartbeat is NotReady");
+        assert_eq!(status(&node), "NotReady,SchedulingDisabled", "a stale heartbeat is NotReady");
         node.status.unschedulable = false;
         node.status.last_heartbeat = Some(now());
         node.status.conditions[0].status = "Unknown".into();
-        assert_eq!(node_status(&node, now(), grace), "NotReady", "as kubectl shows a node its controller marked Unknown");
+        assert_eq!(status(&node), "NotReady", "as kubectl shows a node its controller marked Unknown");
     }
 
     #[test]

@@ -2,13 +2,10 @@
 //! meets it, cannot meet it any more, or not yet. Pure: the waiting itself is in
 //! `commands::wait`.
 
-use std::time::Duration;
-
 use shared::model::{Deployment, Kind, Object, Pod, PodPhase, Time, conditions, find_condition};
-use shared::words::node_status;
 
 use crate::settings::kind_word;
-use crate::view::{deployment_state, pod_state};
+use crate::view::{NodeJudge, deployment_state, pod_state};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
@@ -96,8 +93,8 @@ impl WaitFor {
     }
 
     /// Judges the object's current state at `now`; `None` means it does not exist. A node is
-    /// Ready as `shared::readiness` judges it with the server's `node_grace`.
-    pub fn check(&self, object: Option<&Object>, now: Time, node_grace: Duration) -> Check {
+    /// Ready as `shared::readiness` judges it with the server's grace and the node's lease.
+    pub fn check(&self, object: Option<&Object>, now: Time, nodes: &NodeJudge) -> Check {
         let Some(object) = object else {
             return match self {
                 WaitFor::Delete => Check::Met,
@@ -105,23 +102,23 @@ impl WaitFor {
             };
         };
         match (self, object) {
-            (WaitFor::Delete, _) => Check::NotYet(format!("it still exists ({})", state(object, now, node_grace))),
+            (WaitFor::Delete, _) => Check::NotYet(format!("it still exists ({})", state(object, now, nodes))),
             (WaitFor::Running, Object::Pod(pod)) => pod_phase(pod, PodPhase::Running),
             (WaitFor::Phase(phase), Object::Pod(pod)) => pod_phase(pod, *phase),
             (WaitFor::Running, Object::Deployment(d)) => deployment_available(d),
             (WaitFor::Running, Object::Node(node)) => {
-                if node.readiness(now, node_grace).is_ready() {
+                if nodes.readiness(node, now).is_ready() {
                     Check::Met
                 } else {
-                    Check::NotYet(format!("it is {}", node_status(node, now, node_grace)))
+                    Check::NotYet(format!("it is {}", nodes.status(node, now)))
                 }
             }
             (WaitFor::Running, Object::Service(service)) => match service.status.endpoints.len() {
                 0 => Check::NotYet("it has no endpoints yet".to_string()),
                 _ => Check::Met,
             },
-            (WaitFor::Condition { type_, status }, object) => condition(object, type_, status, now, node_grace),
-            _ => Check::NotYet(state(object, now, node_grace)),
+            (WaitFor::Condition { type_, status }, object) => condition(object, type_, status, now, nodes),
+            _ => Check::NotYet(state(object, now, nodes)),
         }
     }
 }
@@ -138,15 +135,16 @@ impl std::fmt::Display for WaitFor {
 }
 
 /// The state of any object at `now` in a few words, for progress and timeout messages.
-pub fn state(object: &Object, now: Time, node_grace: Duration) -> String {
+pub fn state(object: &Object, now: Time, nodes: &NodeJudge) -> String {
     match object {
         Object::Pod(pod) => pod_state(pod),
         Object::Deployment(deployment) => deployment_state(deployment),
-        Object::Node(node) => node_status(node, now, node_grace),
+        Object::Node(node) => nodes.status(node, now),
         Object::Service(service) => format!("{} endpoints", service.status.endpoints.len()),
         Object::Namespace(namespace) if namespace.status.phase.is_empty() => "Active".to_string(),
         Object::Namespace(namespace) => namespace.status.phase.clone(),
         Object::Event(event) => event.reason.clone(),
+        Object::Lease(lease) => format!("held by {}", lease.spec.holder_identity),
     }
 }
 
@@ -175,12 +173,12 @@ fn deployment_available(deployment: &Deployment) -> Check {
     }
 }
 
-fn condition(object: &Object, type_: &str, wanted: &str, now: Time, node_grace: Duration) -> Check {
+fn condition(object: &Object, type_: &str, wanted: &str, now: Time, nodes: &NodeJudge) -> Check {
     let list = match object {
         Object::Pod(pod) => &pod.status.conditions,
         Object::Node(node) => &node.status.conditions,
         Object::Deployment(deployment) => &deployment.status.conditions,
-        _ => return Check::NotYet(state(object, now, node_grace)),
+        _ => return Check::NotYet(state(object, now, nodes)),
     };
     match find_condition(list, type_) {
         Some(c) if c.status == wanted => Check::Met,
@@ -192,14 +190,14 @@ fn condition(object: &Object, type_: &str, wanted: &str, now: Time, node_grace: 
         None => match object {
             // A finished pod will not gain conditions.
             Object::Pod(pod) if pod.status.phase.is_terminal() => Check::Never(format!("it finished as {}", pod_state(pod))),
-            _ => Check::NotYet(format!("it has no {type_} condition yet ({})", state(object, now, node_grace))),
+            _ => Check::NotYet(format!("it has no {type_} condition yet ({})", state(object, now, nodes))),
         },
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use shared::model::{Condition, Node, ObjectMeta, Service};
+    use shared::model::{Condition, Lease, LeaseSpec, Node, ObjectMeta, Service};
     use shared::readiness::DEFAULT_NODE_MONITOR_GRACE;
 
     use super::*;
@@ -209,7 +207,7 @@ mod tests {
     }
 
     fn check(wait: &WaitFor, object: Option<&Object>) -> Check {
-        wait.check(object, now(), DEFAULT_NODE_MONITOR_GRACE)
+        wait.check(object, now(), &NodeJudge::default())
     }
 
     fn pod(phase: PodPhase) -> Object {
@@ -308,6 +306,10 @@ mod tests {
         node.status.last_heartbeat = Some(now() - chrono::Duration::seconds(5));
         assert_eq!(check(&WaitFor::Running, Some(&Object::Node(node.clone()))), Check::Met);
         node.status.last_heartbeat = Some(now() - chrono::Duration::seconds(60));
-        assert_eq!(check(&WaitFor::Running, Some(&Object::Node(node))), Check::NotYet("it is NotReady".into()));
+        assert_eq!(check(&WaitFor::Running, Some(&Object::Node(node.clone()))), Check::NotYet("it is NotReady".into()));
+        let renewed = LeaseSpec { renew_time: Some(now() - chrono::Duration::seconds(3)), ..LeaseSpec::default() };
+        let lease = Lease { metadata: ObjectMeta::named("", "node-1"), spec: renewed, ..Lease::default() };
+        let judge = NodeJudge::new(DEFAULT_NODE_MONITOR_GRACE, vec![lease]);
+        assert_eq!(WaitFor::Running.check(Some(&Object::Node(node)), now(), &judge), Check::Met, "its lease was renewed");
     }
 }

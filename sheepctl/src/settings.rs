@@ -146,6 +146,7 @@ pub fn kind_word(kind: Kind) -> &'static str {
         Kind::Node => "node",
         Kind::Event => "event",
         Kind::Namespace => "namespace",
+        Kind::Lease => "lease",
     }
 }
 

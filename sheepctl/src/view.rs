@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use shared::model::{Deployment, Event, Kind, Namespace, Node, Object, Pod, PodPhase, Service, Time, format_cpu, format_memory};
+use shared::model::{Deployment, Event, Kind, Lease, Namespace, Node, Object, Pod, PodPhase, Service, Time, format_cpu, format_memory};
+use shared::readiness::{DEFAULT_NODE_MONITOR_GRACE, Readiness};
 use shared::words::{age, first_seen, last_seen, node_status, pending_reason};
 
 use crate::settings::kind_word;
@@ -36,6 +37,35 @@ pub fn node_usage(pods: &[Object]) -> BTreeMap<String, NodeUsage> {
     usage
 }
 
+/// What judging a node needs besides the node (`shared::readiness`): the server's node
+/// monitor grace and the leases, listed with the nodes.
+#[derive(Debug, Clone)]
+pub struct NodeJudge {
+    pub grace: Duration,
+    leases: BTreeMap<String, Lease>,
+}
+
+impl Default for NodeJudge {
+    fn default() -> Self {
+        NodeJudge::new(DEFAULT_NODE_MONITOR_GRACE, Vec::new())
+    }
+}
+
+impl NodeJudge {
+    pub fn new(grace: Duration, leases: Vec<Lease>) -> NodeJudge {
+        NodeJudge { grace, leases: leases.into_iter().map(|l| (l.metadata.name.clone(), l)).collect() }
+    }
+
+    pub fn readiness(&self, node: &Node, now: Time) -> Readiness {
+        node.readiness(self.leases.get(&node.metadata.name), now, self.grace)
+    }
+
+    /// The node's STATUS word at `now`.
+    pub fn status(&self, node: &Node, now: Time) -> String {
+        node_status(node, self.readiness(node, now))
+    }
+}
+
 /// Everything a row may need besides the object itself.
 #[derive(Debug, Clone)]
 pub struct RowContext {
@@ -44,8 +74,8 @@ pub struct RowContext {
     pub all_namespaces: bool,
     /// For the node table; `None` leaves the usage columns out.
     pub node_usage: Option<BTreeMap<String, NodeUsage>>,
-    /// The server's node monitor grace, for the node STATUS.
-    pub node_grace: Duration,
+    /// The server's grace and the leases, for the node STATUS.
+    pub nodes: NodeJudge,
 }
 
 pub fn headers(kind: Kind, context: &RowContext) -> Vec<&'static str> {
@@ -61,6 +91,7 @@ pub fn headers(kind: Kind, context: &RowContext) -> Vec<&'static str> {
         Kind::Node => &["NAME", "STATUS", "CPU", "MEMORY", "AGE"],
         Kind::Event => &["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
         Kind::Namespace => &["NAME", "STATUS", "AGE"],
+        Kind::Lease => &["NAME", "HOLDER", "RENEWED", "AGE"],
     });
     if context.wide {
         headers.extend_from_slice(match kind {
@@ -69,7 +100,7 @@ pub fn headers(kind: Kind, context: &RowContext) -> Vec<&'static str> {
             Kind::Service => &["SELECTOR"],
             Kind::Node => &["RUNTIME", "ADDRESS", "TAINTS"],
             Kind::Event => &["SOURCE"],
-            Kind::Namespace => &[],
+            Kind::Namespace | Kind::Lease => &[],
         });
     }
     headers
@@ -87,6 +118,7 @@ pub fn row(object: &Object, context: &RowContext) -> Vec<String> {
         Object::Node(node) => node_row(node, context, &mut cells),
         Object::Event(event) => event_row(event, context, &mut cells),
         Object::Namespace(namespace) => namespace_row(namespace, context, &mut cells),
+        Object::Lease(lease) => lease_row(lease, context, &mut cells),
     }
     cells
 }
@@ -204,7 +236,7 @@ fn service_row(service: &Service, context: &RowContext, cells: &mut Vec<String>)
 fn node_row(node: &Node, context: &RowContext, cells: &mut Vec<String>) {
     let allocatable = node.status.allocatable;
     cells.push(node.metadata.name.clone());
-    cells.push(node_status(node, context.now, context.node_grace));
+    cells.push(context.nodes.status(node, context.now));
     match &context.node_usage {
         Some(usage) => {
             let used = usage.get(&node.metadata.name).copied().unwrap_or_default();
@@ -257,6 +289,16 @@ fn namespace_row(namespace: &Namespace, context: &RowContext, cells: &mut Vec<St
     cells.extend([namespace.metadata.name.clone(), phase.to_string(), age(context.now, namespace.metadata.created_at)]);
 }
 
+/// RENEWED is how long ago, as AGE is.
+fn lease_row(lease: &Lease, context: &RowContext, cells: &mut Vec<String>) {
+    cells.extend([
+        lease.metadata.name.clone(),
+        or_none(&lease.spec.holder_identity),
+        age(context.now, lease.spec.renew_time),
+        age(context.now, lease.metadata.created_at),
+    ]);
+}
+
 /// Oldest first by when each event first happened, as the story of a pod reads:
 /// Created → Scheduled → Pulled → Started. Reporters race to post their events, so the
 /// time an event happened tells the story better than the time the server stored it.
@@ -291,7 +333,7 @@ mod tests {
     }
 
     fn context(wide: bool) -> RowContext {
-        RowContext { now: now(), wide, all_namespaces: false, node_usage: None, node_grace: std::time::Duration::from_secs(40) }
+        RowContext { now: now(), wide, all_namespaces: false, node_usage: None, nodes: NodeJudge::default() }
     }
 
     #[test]

@@ -148,6 +148,30 @@ fn nodes_cordon_and_uncordon() {
 }
 
 #[test]
+fn a_node_is_ready_while_its_lease_is_renewed_though_its_status_is_old() {
+    // Renewed as the agent does, well within the grace, while the status stays as registered.
+    let server = TestServer::start_with(|c| c.node_monitor_grace = std::time::Duration::from_secs(3));
+    server.register_node("node-1");
+    for _ in 0..2 {
+        std::thread::sleep(std::time::Duration::from_millis(1600));
+        server.renew_lease("node-1");
+    }
+    let table = stdout(server.sheepctl().args(["get", "nodes"]));
+    assert!(table.contains("node-1   Ready"), "the status is over 3s old, the lease fresh:\n{table}");
+    let leases = stdout(server.sheepctl().args(["get", "leases"]));
+    let header: Vec<&str> = leases.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "HOLDER", "RENEWED", "AGE"]);
+    assert!(leases.lines().nth(1).unwrap().starts_with("node-1   node-1"), "{leases}");
+    server.sheepctl().args(["wait", "node/node-1", "--for=Running", "--timeout=5s"]).assert().success();
+    server
+        .sheepctl()
+        .args(["describe", "lease", "node-1"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Holder:").and(predicate::str::contains("node-1")));
+}
+
+#[test]
 fn events_tell_the_story_oldest_first() {
     let server = TestServer::start();
     server.register_node("node-1");

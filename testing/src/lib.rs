@@ -236,13 +236,18 @@ pub fn node(name: &str) -> NodeDescription {
     node
 }
 
-/// Registers `node` as its agent does; the server stamps its first heartbeat, so it is
-/// Ready from now on for the node monitor grace.
+/// Registers `node` as its agent does; the server stamps its first heartbeat and renews its
+/// lease, so it is Ready from now on for the node monitor grace.
 pub async fn register_node(client: &Client, node: &NodeDescription) -> Node {
     client.register_node(&node.to_node(Utc::now())).await.unwrap_or_else(|e| panic!("cannot register node {}: {e}", node.name))
 }
 
-/// Sends `node`'s heartbeat as its agent does.
+/// Renews `node`'s lease as its agent does every `lease_renew_interval`.
+pub async fn renew_lease(client: &Client, node: &NodeDescription) {
+    client.renew_lease(&node.name).await.unwrap_or_else(|e| panic!("cannot renew the lease of node {}: {e}", node.name));
+}
+
+/// Sends `node`'s status heartbeat as its agent does when its status changed.
 pub async fn heartbeat(client: &Client, node: &NodeDescription) {
     client.heartbeat(&node.name, &node.heartbeat(Utc::now())).await.unwrap_or_else(|e| panic!("heartbeat of node {}: {e}", node.name));
 }

@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use shared::api::{ApiErrorStatus, Heartbeat, List, WatchEvent, WatchEventType};
 use shared::backoff::Backoff;
-use shared::model::{Container, Event, Node, Object, ObjectMeta, Pod, PodSpec};
+use shared::model::{Container, Event, Lease, LeaseSpec, Node, Object, ObjectMeta, Pod, PodSpec};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
@@ -81,6 +81,7 @@ struct Store {
     history: Vec<WatchEvent>,
     events: Vec<Event>,
     nodes: BTreeMap<String, Node>,
+    renewals: u64,
     heartbeats: u64,
 }
 
@@ -187,6 +188,10 @@ impl FakeApi {
         self.store().heartbeats
     }
 
+    pub fn renewals(&self) -> u64 {
+        self.store().renewals
+    }
+
     fn check_up(&self, action: &str) -> Result<(), ClientError> {
         if self.down.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(ClientError::Unreachable { server: "fake".into(), action: action.into(), cause: "down".into() });
@@ -262,6 +267,13 @@ impl ApiClient for FakeApi {
         self.check_up("register")?;
         self.store().nodes.insert(node.metadata.name.clone(), node.clone());
         Ok(node.clone())
+    }
+
+    async fn renew_lease(&self, node: &str) -> Result<Lease, ClientError> {
+        self.check_up("renew")?;
+        self.store().renewals += 1;
+        let spec = LeaseSpec { holder_identity: node.into(), lease_duration_seconds: 40, renew_time: Some(chrono::Utc::now()) };
+        Ok(Lease { kind: "Lease".into(), metadata: ObjectMeta::named("", node), spec })
     }
 
     async fn heartbeat(&self, _node: &str, _heartbeat: &Heartbeat) -> Result<(), ClientError> {
@@ -380,7 +392,7 @@ impl TestAgent {
         config.node_name = node.to_string();
         config.listen = "127.0.0.1:0".parse().unwrap();
         config.resync_interval = Duration::from_secs(2);
-        config.heartbeat_interval = Duration::from_millis(300);
+        config.heartbeats.lease_renew_interval = Duration::from_millis(300);
         config.backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(4));
         config.runtime = RuntimeChoice::Docker;
         config.warm_sandboxes = warm;

@@ -6,9 +6,7 @@ use shared::model::{format_cpu, format_memory};
 use shared::words::node_status;
 use yew::prelude::*;
 
-use crate::browser;
 use crate::components::sheep::SheepCard;
-use crate::context::use_session;
 use crate::view::{Pen, Usage, percent};
 
 #[derive(Properties, PartialEq)]
@@ -74,9 +72,11 @@ impl PartialEq for NodePenProps {
 pub fn NodePen(props: &NodePenProps) -> Html {
     let pen = &props.pen;
     let node = &pen.node;
-    let (now, grace) = (browser::now(), use_session().node_monitor_grace());
-    let condition = node_status(node, now, grace);
-    let state = if !node.readiness(now, grace).is_ready() {
+    // The dashboard does not watch leases: it shows the Ready condition, which node
+    // lifecycle turns Unknown once the lease goes stale (`shared::readiness`).
+    let readiness = node.reported_readiness();
+    let condition = node_status(node, readiness);
+    let state = if !readiness.is_ready() {
         "not-ready"
     } else if node.status.unschedulable {
         "cordoned"

@@ -37,7 +37,6 @@ pub fn Nodes() -> Html {
         })
     };
     let now = browser::now();
-    let grace = session.node_monitor_grace();
     html! {
         <section class="page" data-testid="nodes-page">
             <header class="page-head"><h1>{ "Nodes" }</h1></header>
@@ -48,7 +47,7 @@ pub fn Nodes() -> Html {
             <table class="grid nodes">
                 <thead><tr>
                     <th>{ "Name" }</th><th>{ "Condition" }</th><th>{ "Usage (requested / allocatable)" }</th><th>{ "Capacity" }</th>
-                    <th>{ "Labels" }</th><th>{ "Taints" }</th><th>{ "Agent" }</th><th>{ "Heartbeat" }</th><th></th>
+                    <th>{ "Labels" }</th><th>{ "Taints" }</th><th>{ "Agent" }</th><th>{ "Status reported" }</th><th></th>
                 </tr></thead>
                 <tbody>
                     { for view.pens.iter().map(|pen| {
@@ -63,7 +62,7 @@ pub fn Nodes() -> Html {
                         html! {
                             <tr key={name.clone()} data-testid="node-row" data-node={name.clone()} data-cordoned={cordoned.to_string()}>
                                 <td><strong>{ &name }</strong></td>
-                                <td data-testid="node-condition">{ node_status(node, now, grace) }</td>
+                                <td data-testid="node-condition">{ node_status(node, node.reported_readiness()) }</td>
                                 <td class="usage">{ usage_bars(&pen.usage) }</td>
                                 <td>{ format!("cpu {}, memory {}, pods {}", format_cpu(status.capacity.cpu), format_memory(status.capacity.memory), status.capacity.pods) }</td>
                                 <td>{ labels.join(", ") }</td>

@@ -103,7 +103,7 @@ pub fn PodDetail(props: &PodDetailProps) -> Html {
         _ => None,
     };
     let now = browser::now();
-    let node_at = node.as_deref().map(|node| NodeAt { node, now, grace: session.node_monitor_grace() });
+    let node_at = node.as_deref().map(|node| NodeAt { node, grace: session.node_monitor_grace() });
     let reason = pending_reason(&pod, explanation.as_deref(), node_at);
     let stage = pod.stage();
     let on_refresh = {

@@ -3,6 +3,7 @@
 //! unknown routes, rejected extractors and panics). Handlers live in one file per resource
 //! family.
 
+mod leases;
 mod nodes;
 mod objects;
 pub mod openapi;
@@ -22,7 +23,7 @@ use axum::routing::{MethodRouter, get, post};
 use axum::{Json, Router};
 use serde::de::DeserializeOwned;
 use shared::api::{Info, paths};
-use shared::model::{Deployment, Event, Kind, Namespace, Node, Pod, Service, Time};
+use shared::model::{Deployment, Event, Kind, Lease, Namespace, Node, Pod, Service, Time};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
@@ -130,6 +131,9 @@ fn routes() -> Routes {
         .namespaced::<Event>()
         .cluster_scoped::<Node>()
         .cluster_scoped::<Namespace>()
+        // Leases are read like any kind; only registration and renewal write them.
+        .add(&paths::collection(Kind::Lease, None), &[Method::GET], get(objects::list_all::<Lease>))
+        .add("/api/v1/leases/{name}", &[Method::GET, Method::PUT], get(objects::get_cluster::<Lease>).put(leases::renew))
         .add("/api/v1/namespaces/{namespace}/pods/{name}/binding", &[Method::POST], post(pods::bind))
         .add("/api/v1/namespaces/{namespace}/pods/{name}/status", &[Method::GET, Method::PUT], get(pods::get_status).put(pods::put_status))
         .add("/api/v1/namespaces/{namespace}/pods/{name}/scheduling", &[Method::GET], get(pods::scheduling))

@@ -1,4 +1,4 @@
-//! A node's subresources: heartbeat and status (the agent's, only for its own node) and
+//! A node's subresources: the status heartbeat and status (the agent's, only for its own node) and
 //! cordon / uncordon (admins').
 
 use axum::Extension;

@@ -216,7 +216,7 @@ pub fn parse_object<R: Resource>(bytes: &[u8]) -> ApiResult<R> {
                     shared::api::paths::collection(*other, None)
                 )),
                 None => ApiError::bad_request(format!(
-                    "unknown kind {k:?}: Shepherd serves Pod, Deployment, Service, Node, Event and Namespace"
+                    "unknown kind {k:?}: Shepherd serves Pod, Deployment, Service, Node, Event, Namespace and Lease"
                 )),
             });
         }
@@ -256,7 +256,11 @@ async fn create<R: Resource>(state: AppState, principal: Principal, mut object: 
     validate(&object)?;
     let object = object.into_object();
     let outcome = match object {
-        Object::Node(node) => commit_one(&*state.store, ops::register_node(node, now)).await?,
+        Object::Node(node) => {
+            let mut outcomes = state.store.commit(ops::register_node(node, now, state.config.node_monitor_grace)).await?;
+            outcomes.truncate(1);
+            outcomes.pop().ok_or_else(|| ApiError::internal("the store returned no outcome"))?
+        }
         Object::Event(event) => commit_one(&*state.store, events::record(event, now)).await?,
         Object::Pod(mut pod) => {
             stamp_new(&mut pod, now);
@@ -287,6 +291,7 @@ async fn create<R: Resource>(state: AppState, principal: Principal, mut object: 
             stamp_new(&mut o, now);
             commit_one(&*state.store, ops::create(o)).await?
         }
+        Object::Lease(_) => return Err(ApiError::bad_request("leases are written by node registration and renewal, not created")),
     };
     Ok(object_response(created(&outcome), outcome.object()))
 }
@@ -390,15 +395,18 @@ async fn delete<R: Resource>(
 ) -> ApiResult<Response> {
     let key = Key::new(R::KIND, namespace, name);
     let expected = params.resource_version.unwrap_or(0);
-    let write = match R::KIND {
-        Kind::Pod => delete_pod(&state, &principal, namespace, name, params)?,
+    let txn = match R::KIND {
+        Kind::Pod => Txn::new().with(delete_pod(&state, &principal, namespace, name, params)?),
         Kind::Namespace => {
             check_namespace_empty(&state, name)?;
-            ops::delete(key, expected)
+            Txn::new().with(ops::delete(key, expected))
         }
-        _ => ops::delete(key, expected),
+        Kind::Node => ops::delete_node(name, expected),
+        _ => Txn::new().with(ops::delete(key, expected)),
     };
-    let outcome = commit_one(&*state.store, write).await?;
+    let mut outcomes = state.store.commit(txn).await?;
+    outcomes.truncate(1);
+    let outcome = outcomes.pop().ok_or_else(|| ApiError::internal("the store returned no outcome"))?;
     Ok(object_response(StatusCode::OK, outcome.object()))
 }
 

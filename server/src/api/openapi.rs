@@ -8,7 +8,7 @@ use axum::Json;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Value, json};
 use shared::api::{ApiErrorBody, Heartbeat, Info, List, WatchEvent};
-use shared::model::{Binding, Deployment, Event, Kind, Namespace, Node, Pod, Scale, Service};
+use shared::model::{Binding, Deployment, Event, Kind, Lease, Namespace, Node, Pod, Scale, Service};
 use shared::validation::MAX_GRACE_SECONDS;
 
 /// One operation: method, path, summary, request body schema, success statuses and answer.
@@ -53,6 +53,7 @@ fn kind_schemas(generator: &mut SchemaGenerator, kind: Kind) -> (Value, Value) {
         Kind::Node => refs::<Node>(generator),
         Kind::Event => refs::<Event>(generator),
         Kind::Namespace => refs::<Namespace>(generator),
+        Kind::Lease => refs::<Lease>(generator),
     }
 }
 
@@ -160,6 +161,7 @@ fn operations(generator: &mut SchemaGenerator) -> Vec<Op> {
     let scale = generator.subschema_for::<Scale>().to_value();
     let binding = generator.subschema_for::<Binding>().to_value();
     let heartbeat = generator.subschema_for::<Heartbeat>().to_value();
+    let (lease, leases) = kind_schemas(generator, Kind::Lease);
     let path = "/api/v1/namespaces/{namespace}/pods/{name}";
     ops.extend([
         op(
@@ -214,10 +216,27 @@ fn operations(generator: &mut SchemaGenerator) -> Vec<Op> {
         op(
             "post",
             "/api/v1/nodes/{name}/heartbeat",
-            "The agent's proof of life: stamps last_heartbeat, sets conditions and capacity. The body is optional.".into(),
+            "The agent's status heartbeat, sent when its status changed or every few minutes: stamps \
+             last_heartbeat, sets conditions and capacity (a Node write). The body is optional. The frequent \
+             proof of life is the lease renewal, PUT /api/v1/leases/{name}."
+                .into(),
             Some(heartbeat),
             &["200"],
             Answer::Json(node.clone()),
+        ),
+        op("get", "/api/v1/leases", "List or watch the nodes' leases.".into(), None, &["200"], Answer::List(leases)),
+        op("get", "/api/v1/leases/{name}", "Read a node's lease.".into(), None, &["200"], Answer::Json(lease.clone())),
+        op(
+            "put",
+            "/api/v1/leases/{name}",
+            "Renew node {name}'s lease: the agent's heartbeat every few seconds, a write of the Lease alone \
+             (Node watchers see nothing). The body may be empty or a Lease naming that node; the server stamps \
+             spec.renew_time with its clock and spec.lease_duration_seconds with its node monitor grace. A node's \
+             token may renew only its own lease. 404 when the node does not exist: register it again."
+                .into(),
+            Some(lease.clone()),
+            &["200"],
+            Answer::Json(lease),
         ),
         op("get", "/api/v1/nodes/{name}/status", "Read the node (its status).".into(), None, &["200"], Answer::Json(node.clone())),
         op(
@@ -330,8 +349,8 @@ pub fn document() -> Value {
         }
         let mut operation = json!({"summary": op.summary, "parameters": parameters, "responses": responses});
         if let Some(body) = op.body {
-            // A heartbeat may come without a body; every other write needs one.
-            let required = !op.path.ends_with("/heartbeat");
+            // A heartbeat and a lease renewal may come without a body; every other write needs one.
+            let required = !op.path.ends_with("/heartbeat") && !op.path.starts_with("/api/v1/leases/");
             operation["requestBody"] = json!({"required": required, "content": {"application/json": {"schema": body}}});
         }
         if op.path == "/healthz" || op.path == "/readyz" {

@@ -5,7 +5,7 @@
 //!
 //! - [`deployment`]: replicas up and down, replacement of failed pods, cascade delete, status;
 //! - [`endpoints`]: a service's endpoints from its running, ready pods;
-//! - [`node_lifecycle`]: NotReady after missed heartbeats, NodeLost pods past a grace period;
+//! - [`node_lifecycle`]: NotReady after missed heartbeats (lease renewals), NodeLost pods past a grace period;
 //! - [`pod_gc`]: terminating pods no agent will confirm, or whose agent is overdue, are removed;
 //! - [`collect_events`]: events past their TTL, and the oldest beyond the event limit, are deleted.
 
@@ -291,10 +291,15 @@ pub(crate) mod fixtures {
     /// Registers node `name` (4 CPU, 8Gi, 110 pods) at `at` exactly as its agent does.
     pub async fn register_node(ctx: &Context, name: &str, at: Time) {
         let description = NodeDescription::new(name, NodeResources { cpu: 4000, memory: 8 << 30, pods: 110 });
-        ctx.store.commit(Txn::new().with(ops::register_node(description.to_node(at), at))).await.unwrap();
+        ctx.store.commit(ops::register_node(description.to_node(at), at, ctx.config.node_monitor_grace)).await.unwrap();
     }
 
-    /// A heartbeat at `at` whose Ready condition has `status` (`True`, `False`, `Unknown`).
+    /// The agent's frequent heartbeat at `at`: a renewal of the node's lease.
+    pub async fn renew(ctx: &Context, name: &str, at: Time) {
+        ctx.store.commit(Txn::new().with(ops::renew_lease(name, at, ctx.config.node_monitor_grace))).await.unwrap();
+    }
+
+    /// A status heartbeat at `at` whose Ready condition has `status` (`True`, `False`, `Unknown`).
     pub async fn heartbeat(ctx: &Context, name: &str, status: &str, at: Time) {
         let ready = Condition { type_: conditions::NODE_READY.into(), status: status.into(), ..Default::default() };
         let beat = Heartbeat { conditions: vec![ready], ..Heartbeat::default() };

@@ -1,11 +1,12 @@
-//! The node lifecycle controller: a node without a heartbeat for `node_monitor_grace` gets
-//! Ready=Unknown (NotReady) and a `NodeNotReady` event; the pods on a node that stays
+//! The node lifecycle controller: a node without a heartbeat (its lease's renewal or its
+//! own status heartbeat) for `node_monitor_grace` gets Ready=Unknown (NotReady) and a
+//! `NodeNotReady` event; the pods on a node that stays
 //! NotReady past `pod_eviction_grace` are marked Failed with reason `NodeLost`, so that
 //! their deployments replace them elsewhere. Pods bound to a deleted node fail the same way.
 
 use std::time::Duration;
 
-use shared::model::{Condition, Kind, Node, Object, Pod, PodPhase, Time, conditions, event_types, find_condition, set_condition};
+use shared::model::{Condition, Kind, Lease, Node, Object, Pod, PodPhase, Time, conditions, event_types, find_condition, set_condition};
 
 use super::{Action, Context, Controller, Result, store_error};
 use crate::events::{self, SOURCE_NODE_CONTROLLER};
@@ -27,6 +28,8 @@ fn until(deadline: Time, now: Time) -> Duration {
 impl Controller for NodeLifecycleController {
     const NAME: &'static str = "node-lifecycle-controller";
 
+    /// Not leases: a renewal only moves the staleness deadline that the requeue of each
+    /// Ready node already waits for, and watching them would wake it on every renewal.
     fn watched(&self) -> &'static [Kind] {
         &[Kind::Node]
     }
@@ -61,13 +64,15 @@ impl Controller for NodeLifecycleController {
                 return Ok(Action::AwaitChange);
             }
         };
+        let lease = ctx.store.get(&ops::lease_key(&node.metadata.name));
+        let lease = ops::as_lease(lease.as_deref());
         let grace = ctx.config.node_monitor_grace;
         let eviction = to_chrono(ctx.config.pod_eviction_grace);
-        let last_seen = node.status.last_heartbeat.or(node.metadata.created_at).unwrap_or(now);
+        let last_seen = node.last_heartbeat(lease).or(node.metadata.created_at).unwrap_or(now);
         let ready = find_condition(&node.status.conditions, conditions::NODE_READY).cloned();
 
-        if node.heartbeat_lost(now, grace) && ready.as_ref().is_none_or(|c| c.status != conditions::UNKNOWN) {
-            mark_unknown(ctx, &node, last_seen, now).await.map_err(err)?;
+        if node.heartbeat_lost(lease, now, grace) && ready.as_ref().is_none_or(|c| c.status != conditions::UNKNOWN) {
+            mark_unknown(ctx, &node, lease, last_seen, now).await.map_err(err)?;
             return Ok(Action::RequeueAfter(ctx.config.pod_eviction_grace));
         }
         let Some(ready) = ready.filter(|c| c.status != conditions::TRUE) else {
@@ -84,14 +89,15 @@ impl Controller for NodeLifecycleController {
     }
 }
 
-async fn mark_unknown(ctx: &Context, node: &Node, last_seen: Time, now: Time) -> Result<(), StoreError> {
+/// Marks the node Unknown, unless a heartbeat of either kind arrived since it was judged.
+async fn mark_unknown(ctx: &Context, node: &Node, lease: Option<&Lease>, last_seen: Time, now: Time) -> Result<(), StoreError> {
     let name = node.metadata.name.clone();
     let silent = (now - last_seen).num_seconds();
     let message = format!("the agent stopped posting node status: no heartbeat for {silent}s");
     let condition_message = message.clone();
-    let judged_heartbeat = node.status.last_heartbeat;
-    let write = ops::modify::<Node>(Key::new(Kind::Node, "", &name), move |_, n| {
-        if n.status.last_heartbeat != judged_heartbeat {
+    let judged = node.last_heartbeat(lease);
+    let write = ops::modify::<Node>(Key::new(Kind::Node, "", &name), move |view, n| {
+        if n.last_heartbeat(ops::as_lease(view.get(&ops::lease_key(&n.metadata.name)))) != judged {
             return Err(StoreError::conflict("a heartbeat arrived meanwhile"));
         }
         set_condition(
@@ -181,7 +187,10 @@ mod tests {
         });
         let now = chrono::Utc::now();
         fixtures::register_node(&ctx, "n1", now - chrono::Duration::seconds(100)).await;
-        fixtures::heartbeat(&ctx, "n1", conditions::TRUE, now - chrono::Duration::seconds(50)).await;
+        // The agent renews its lease every 10s until it goes silent 50s before `now`.
+        for ago in [90, 80, 70, 60, 50] {
+            fixtures::renew(&ctx, "n1", now - chrono::Duration::seconds(ago)).await;
+        }
         fixtures::put(&ctx, Object::Pod(fixtures::pod("a", &[], "n1", PodPhase::Running))).await;
         (ctx, now)
     }
@@ -228,6 +237,35 @@ mod tests {
             (PodPhase::Failed, NODE_LOST, "node n1 was deleted")
         );
         assert!(NodeLifecycleController.all_keys(&*ctx.store).is_empty());
+    }
+
+    #[tokio::test]
+    async fn renewals_keep_a_node_ready_long_after_its_last_status_heartbeat() {
+        let (ctx, now) = setup().await;
+        let key = Key::new(Kind::Node, "", "n1");
+        fixtures::renew(&ctx, "n1", now - chrono::Duration::seconds(5)).await;
+        let revision = ctx.store.revision();
+        let action = NodeLifecycleController.reconcile(&key, &ctx, now).await.unwrap();
+        assert_eq!(ready(&ctx).status, "True", "the status was reported 100s ago, the lease renewed 5s ago");
+        assert_eq!(ctx.store.revision(), revision, "nothing written");
+        match action {
+            Action::RequeueAfter(d) => assert!(d > Duration::from_secs(34) && d < Duration::from_secs(36), "{d:?}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_renewal_after_the_judgement_keeps_the_node_from_being_marked_unknown() {
+        let (ctx, now) = setup().await;
+        let node = match ctx.store.get(&Key::new(Kind::Node, "", "n1")).as_deref() {
+            Some(Object::Node(n)) => n.clone(),
+            _ => panic!("node missing"),
+        };
+        let judged = ctx.store.get(&ops::lease_key("n1"));
+        fixtures::renew(&ctx, "n1", now).await;
+        let last_seen = now - chrono::Duration::seconds(50);
+        mark_unknown(&ctx, &node, ops::as_lease(judged.as_deref()), last_seen, now).await.unwrap();
+        assert_eq!(ready(&ctx).status, "True", "judged stale, but renewed before the write");
     }
 
     #[tokio::test]

@@ -30,9 +30,16 @@ fn deadline(pod: &Pod, slack: Duration) -> Option<Time> {
     since.checked_add_signed(grace)?.checked_add_signed(chrono::Duration::from_std(slack).ok()?)
 }
 
-/// Why the terminating `pod` must go now, if it must.
-fn reason(pod: &Pod, node: Option<&Object>, slack: Duration, node_monitor_grace: Duration, now: Time) -> Option<String> {
-    if let Some(why) = ops::removable_at_once(pod, node, now, node_monitor_grace) {
+/// Why the terminating `pod` must go now, if it must. `node` and `lease` are its node's.
+fn reason(
+    pod: &Pod,
+    node: Option<&Object>,
+    lease: Option<&Object>,
+    slack: Duration,
+    node_monitor_grace: Duration,
+    now: Time,
+) -> Option<String> {
+    if let Some(why) = ops::removable_at_once(pod, node, lease, now, node_monitor_grace) {
         return Some(why);
     }
     let due = deadline(pod, slack)?;
@@ -81,7 +88,8 @@ impl Controller for PodGcController {
             None => return Ok(Action::AwaitChange),
         };
         let node = ctx.store.get(&node_key(&pod));
-        let Some(why) = reason(&pod, node.as_deref(), slack, grace, now) else {
+        let lease = ctx.store.get(&ops::lease_key(&pod.spec.node_name));
+        let Some(why) = reason(&pod, node.as_deref(), lease.as_deref(), slack, grace, now) else {
             return Ok(match deadline(&pod, slack) {
                 Some(due) => Action::RequeueAfter((due - now).to_std().unwrap_or_default() + Duration::from_millis(50)),
                 None => Action::AwaitChange,
@@ -91,7 +99,7 @@ impl Controller for PodGcController {
         let remove = Write::new(key.clone(), move |view, current| match current {
             // Judged again against the latest state: a confirmed, replaced or revived pod stays.
             Some(Object::Pod(p)) if p.metadata.uid == uid && p.metadata.deletion_timestamp.is_some() => {
-                match reason(p, view.get(&node_key(p)), slack, grace, now) {
+                match reason(p, view.get(&node_key(p)), view.get(&ops::lease_key(&p.spec.node_name)), slack, grace, now) {
                     Some(_) => Ok(Change::Delete),
                     None => Err(StoreError::conflict(format!("pod {} no longer needs to be collected", p.metadata.key()))),
                 }
@@ -164,7 +172,7 @@ mod tests {
         assert!(warnings(&ctx).is_empty());
 
         let later = now + chrono::Duration::seconds(41);
-        fixtures::heartbeat(&ctx, "n1", conditions::TRUE, later).await;
+        fixtures::renew(&ctx, "n1", later).await;
         PodGcController.reconcile(&key, &ctx, later).await.unwrap();
         let left: Vec<String> = fixtures::pods(&ctx).iter().map(|p| p.metadata.name.clone()).collect();
         assert_eq!(left, vec!["alive".to_string()]);

@@ -26,7 +26,7 @@ pub(crate) struct NodeInfo {
 pub(crate) struct NodeState {
     pub info: Arc<NodeInfo>,
     pub ready: ReadyState,
-    /// Milliseconds since the epoch.
+    /// The node's own status heartbeat, milliseconds since the epoch.
     pub heartbeat_ms: Option<i64>,
     pub unschedulable: bool,
     /// Whether `info.taints` is non-empty, kept here so untainted nodes skip a pointer chase.
@@ -53,8 +53,9 @@ impl NodeState {
         }
     }
 
-    pub fn readiness(&self, now_ms: i64, grace: std::time::Duration) -> Readiness {
-        judge(self.ready, self.heartbeat_ms, now_ms, grace)
+    /// `renewed_ms`: the node's lease renewal, which counts as a heartbeat too.
+    pub fn readiness(&self, renewed_ms: Option<i64>, now_ms: i64, grace: std::time::Duration) -> Readiness {
+        judge(self.ready, self.heartbeat_ms.max(renewed_ms), now_ms, grace)
     }
 }
 
@@ -77,6 +78,9 @@ pub(crate) struct Usage {
 pub(crate) struct Slot {
     pub name: String,
     pub node: Option<NodeState>,
+    /// The last renewal of the node's lease, milliseconds since the epoch. Kept on the slot,
+    /// since a lease and its node arrive as separate changes.
+    pub renewed_ms: Option<i64>,
     pub usage: Usage,
     pub ports: Vec<HostPort>,
     /// (owner id, pods of that owner on this node).

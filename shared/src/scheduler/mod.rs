@@ -174,8 +174,8 @@ impl Scheduler {
         self.free_slots.push(index);
     }
 
-    /// Adds or updates a node (registration, heartbeat, cordon, taints, labels). Returns
-    /// the change when it may fit pods that did not fit before: the node passes the
+    /// Adds or updates a node (registration, status heartbeat, cordon, taints, labels).
+    /// Returns the change when it may fit pods that did not fit before: the node passes the
     /// readiness and cordon filters at `now` and failed them before (judged at the same
     /// `now`), or it was new, or it grew, or its labels or hard taints changed.
     pub fn upsert_node(&mut self, node: &Node, now: Time) -> Option<ClusterEvent> {
@@ -183,10 +183,11 @@ impl Scheduler {
         let (now_ms, grace) = (now.timestamp_millis(), self.profile.node_monitor_grace);
         let name = || node.metadata.name.clone();
         let index = self.slot_for(&node.metadata.name) as usize;
-        let opens = node_gate(&state, now_ms, grace).is_none();
-        match &mut self.slots[index].node {
+        let slot = &mut self.slots[index];
+        let opens = node_gate(&state, slot.renewed_ms, now_ms, grace).is_none();
+        match &mut slot.node {
             Some(existing) => {
-                let event = match node_gate(existing, now_ms, grace) {
+                let event = match node_gate(existing, slot.renewed_ms, now_ms, grace) {
                     _ if !opens => None,
                     Some(plugins::Failure::NotReady(before)) => Some(ClusterEvent::NodeReady { node: name(), before }),
                     Some(_) => Some(ClusterEvent::NodeUncordoned { node: name() }),
@@ -212,6 +213,30 @@ impl Scheduler {
                 self.order_dirty = true;
                 opens.then(|| ClusterEvent::NodeAdded { node: name() })
             }
+        }
+    }
+
+    /// Records a renewal of a node's lease (`None`: the lease is gone). Returns
+    /// [`ClusterEvent::NodeReady`] when the renewal makes a known node pass the readiness
+    /// filter at `now` that failed it before: a node heartbeating again after a stale period.
+    pub fn upsert_lease(&mut self, node: &str, renewed: Option<Time>, now: Time) -> Option<ClusterEvent> {
+        let (now_ms, grace) = (now.timestamp_millis(), self.profile.node_monitor_grace);
+        let renewed_ms = renewed.map(|t| t.timestamp_millis());
+        let slot = match self.by_name.get(node) {
+            Some(&index) => &mut self.slots[index as usize],
+            None if renewed_ms.is_none() => return None,
+            None => {
+                let index = self.slot_for(node);
+                &mut self.slots[index as usize]
+            }
+        };
+        let before = std::mem::replace(&mut slot.renewed_ms, renewed_ms);
+        let state = slot.node.as_ref()?;
+        match node_gate(state, before, now_ms, grace) {
+            Some(plugins::Failure::NotReady(before)) if node_gate(state, renewed_ms, now_ms, grace).is_none() => {
+                Some(ClusterEvent::NodeReady { node: node.to_string(), before })
+            }
+            _ => None,
         }
     }
 
@@ -432,7 +457,7 @@ impl Scheduler {
 fn filter(slot: &Slot, request: &Request<'_>, now_ms: i64, grace: Duration) -> Option<plugins::Failure> {
     use plugins::Failure;
     let node = slot.node.as_ref().expect("only known nodes are evaluated");
-    if let Some(failure) = node_gate(node, now_ms, grace) {
+    if let Some(failure) = node_gate(node, slot.renewed_ms, now_ms, grace) {
         return Some(failure);
     }
     if !request.selector.is_empty() && !selector_matches(request.selector, &node.info.labels) {
@@ -447,8 +472,8 @@ fn filter(slot: &Slot, request: &Request<'_>, now_ms: i64, grace: Duration) -> O
 
 /// The filters that judge the node alone: NodeReady, then NodeUnschedulable.
 #[inline]
-fn node_gate(node: &NodeState, now_ms: i64, grace: Duration) -> Option<plugins::Failure> {
-    let readiness = node.readiness(now_ms, grace);
+fn node_gate(node: &NodeState, renewed_ms: Option<i64>, now_ms: i64, grace: Duration) -> Option<plugins::Failure> {
+    let readiness = node.readiness(renewed_ms, now_ms, grace);
     if !readiness.is_ready() {
         return Some(plugins::Failure::NotReady(readiness));
     }

@@ -674,6 +674,30 @@ fn schedule_is_deterministic() {
 // --- requeue events ---------------------------------------------------------------------
 
 #[test]
+fn a_lease_renewal_after_a_stale_period_is_the_node_becoming_ready() {
+    use crate::readiness::Readiness;
+    let p = pod("p", 100, MI);
+    let mut s = Scheduler::new(Profile::spread());
+    let mut a = node("a", 1000, GI, 10);
+    a.status.last_heartbeat = Some(now() - chrono::Duration::seconds(300));
+    assert_eq!(s.upsert_lease("a", Some(now() - chrono::Duration::seconds(5)), now()), None, "a lease before its node opens nothing");
+    assert_eq!(s.upsert_node(&a, now()), Some(ClusterEvent::NodeAdded { node: "a".into() }), "the lease already counts");
+    assert_eq!(s.schedule(&p, now()).selected(), Some("a"));
+
+    let later = now() + chrono::Duration::seconds(60);
+    assert!(s.schedule(&p, later).selected().is_none(), "the lease went stale");
+    assert_eq!(
+        s.upsert_lease("a", Some(later - chrono::Duration::seconds(1)), later),
+        Some(ClusterEvent::NodeReady { node: "a".into(), before: Readiness::Stale { age_ms: 65_000 } })
+    );
+    assert_eq!(s.schedule(&p, later).selected(), Some("a"));
+    assert_eq!(s.upsert_lease("a", Some(later), later), None, "a renewal of a ready node changes nothing");
+    assert_eq!(s.upsert_lease("a", None, later), None);
+    assert!(s.schedule(&p, later).selected().is_none(), "without its lease only the old status heartbeat counts");
+    assert_eq!(s.upsert_lease("gone", None, later), None);
+}
+
+#[test]
 fn a_node_change_is_an_event_only_when_it_may_fit_pods_it_could_not_before() {
     use crate::readiness::Readiness;
     let mut s = Scheduler::new(Profile::spread());

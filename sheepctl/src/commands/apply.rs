@@ -86,6 +86,9 @@ pub fn resolve(settings: &Settings, loaded: Loaded) -> Result<Object> {
     if kind == Kind::Event {
         bail!("{source}: events are recorded by Shepherd itself; apply pods, deployments, services, nodes or namespaces");
     }
+    if kind == Kind::Lease {
+        bail!("{source}: a node's lease is written by its registration and its agent's renewals; apply the node instead");
+    }
     let meta = object.metadata_mut();
     if meta.name.is_empty() {
         bail!("{source}: a {} needs metadata.name", kind_word(kind));
@@ -116,7 +119,7 @@ pub fn resolve(settings: &Settings, loaded: Loaded) -> Result<Object> {
         Object::Service(service) => service.status = Default::default(),
         Object::Namespace(namespace) => namespace.status = Default::default(),
         // A node manifest registers capacity through its status.
-        Object::Node(_) | Object::Event(_) => {}
+        Object::Node(_) | Object::Event(_) | Object::Lease(_) => {}
     }
     object.metadata_mut().annotations.remove(LAST_APPLIED);
     let record = serde_json::to_string(&object)?;

@@ -2,16 +2,13 @@
 //! conditions and container states, for a pod the scheduler's decision (why this node and
 //! not the others, or why it is Pending), and the object's events with their ages.
 
-use std::time::Duration;
-
 use anyhow::{Result, bail};
 use shared::model::{
-    Condition, Container, ContainerState, Deployment, Event, Kind, Labels, Namespace, Node, Object, Pod, PodSpec, Service, Time,
+    Condition, Container, ContainerState, Deployment, Event, Kind, Labels, Lease, Namespace, Node, Object, Pod, PodSpec, Service, Time,
     format_cpu, format_memory,
 };
-use shared::readiness::DEFAULT_NODE_MONITOR_GRACE;
 use shared::scheduler::{Explanation, Verdict};
-use shared::words::{age, last_seen, node_status, pending_reason};
+use shared::words::{age, last_seen, pending_reason};
 use shepherd_client::Selection;
 
 use super::apply::LAST_APPLIED;
@@ -56,10 +53,11 @@ pub async fn run(context: &Context, args: &DescribeArgs) -> Result<()> {
         Object::Service(service) => service_text(&mut text, service, now),
         Object::Node(node) => {
             let pods = context.client.list_objects(Kind::Pod, &Selection::default()).await?;
-            node_text(&mut text, node, &pods.items, now, context.node_grace().await?);
+            node_text(&mut text, node, &pods.items, now, &context.node_judge().await?);
         }
         Object::Namespace(namespace) => namespace_text(&mut text, namespace, now),
         Object::Event(event) => event_text(&mut text, event, now),
+        Object::Lease(lease) => lease_text(&mut text, lease, now),
     }
     if *kind != Kind::Event {
         let events = events_about(context, &object).await?;
@@ -358,7 +356,7 @@ fn pods_text(text: &mut Text, pods: &[Object], now: Time) {
         return;
     }
     text.heading(0, "Pods");
-    let context = view::RowContext { now, wide: false, all_namespaces: false, node_usage: None, node_grace: DEFAULT_NODE_MONITOR_GRACE };
+    let context = view::RowContext { now, wide: false, all_namespaces: false, node_usage: None, nodes: view::NodeJudge::default() };
     text.table(2, &view::table(Kind::Pod, pods, &context));
 }
 
@@ -389,10 +387,10 @@ fn service_text(text: &mut Text, service: &Service, now: Time) {
     text.field(0, "Endpoints", endpoints.join("\n"));
 }
 
-fn node_text(text: &mut Text, node: &Node, pods: &[Object], now: Time, grace: Duration) {
+fn node_text(text: &mut Text, node: &Node, pods: &[Object], now: Time, nodes: &view::NodeJudge) {
     meta_text(text, &node.metadata, now);
     let status = &node.status;
-    text.field(0, "Status", node_status(node, now, grace));
+    text.field(0, "Status", nodes.status(node, now));
     text.field(0, "Address", &status.address);
     text.field(0, "Agent", &status.agent_endpoint);
     text.field(0, "Last Heartbeat", when(now, status.last_heartbeat));
@@ -441,13 +439,20 @@ fn node_text(text: &mut Text, node: &Node, pods: &[Object], now: Time, grace: Du
         return;
     }
     text.heading(0, "Pods");
-    let context = view::RowContext { now, wide: false, all_namespaces: true, node_usage: None, node_grace: grace };
+    let context = view::RowContext { now, wide: false, all_namespaces: true, node_usage: None, nodes: nodes.clone() };
     text.table(2, &view::table(Kind::Pod, &on_node, &context));
 }
 
 fn namespace_text(text: &mut Text, namespace: &Namespace, now: Time) {
     meta_text(text, &namespace.metadata, now);
     text.field(0, "Status", if namespace.status.phase.is_empty() { "Active" } else { &namespace.status.phase });
+}
+
+fn lease_text(text: &mut Text, lease: &Lease, now: Time) {
+    meta_text(text, &lease.metadata, now);
+    text.field(0, "Holder", &lease.spec.holder_identity);
+    text.field(0, "Duration", format!("{}s", lease.spec.lease_duration_seconds));
+    text.field(0, "Renewed", when(now, lease.spec.renew_time));
 }
 
 fn event_text(text: &mut Text, event: &Event, now: Time) {

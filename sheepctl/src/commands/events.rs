@@ -36,7 +36,7 @@ pub async fn run(context: &Context, args: &EventsArgs) -> Result<()> {
         wide: args.output == Some(OutputFormat::Wide),
         all_namespaces: scope.is_none(),
         node_usage: None,
-        node_grace: shared::readiness::DEFAULT_NODE_MONITOR_GRACE,
+        nodes: crate::view::NodeJudge::default(),
     };
     let table = view::table(Kind::Event, &events, &row_context);
     match args.output {

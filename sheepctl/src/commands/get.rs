@@ -4,7 +4,6 @@
 use anyhow::{Result, bail};
 use shared::api::{List, WatchEventType};
 use shared::model::{Kind, Object};
-use shared::readiness::DEFAULT_NODE_MONITOR_GRACE;
 use shared::selector::LabelSelector;
 use shepherd_client::Selection;
 
@@ -12,7 +11,7 @@ use super::{Context, print, serialized};
 use crate::cli::{GetArgs, OutputFormat};
 use crate::settings::{self, kind_word};
 use crate::table::{self, Table};
-use crate::view::{self, RowContext};
+use crate::view::{self, NodeJudge, RowContext};
 
 /// What to show: a kind, and optionally one name or a label selector.
 #[derive(Debug, Clone)]
@@ -77,10 +76,10 @@ pub async fn show(context: &Context, query: Query, output: Option<OutputFormat>,
         wide: output == Some(OutputFormat::Wide),
         all_namespaces: scope.is_none() && kind.namespaced(),
         node_usage: None,
-        node_grace: DEFAULT_NODE_MONITOR_GRACE,
+        nodes: NodeJudge::default(),
     };
     if kind == Kind::Node && matches!(output, None | Some(OutputFormat::Wide)) {
-        row_context.node_grace = context.node_grace().await?;
+        row_context.nodes = context.node_judge().await?;
         if !watch {
             let pods = context.client.list_objects(Kind::Pod, &Selection::default()).await?;
             row_context.node_usage = Some(view::node_usage(&pods.items));

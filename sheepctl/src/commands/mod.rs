@@ -8,7 +8,7 @@ use anyhow::Result;
 use chrono::Utc;
 use serde::Serialize;
 use shared::backoff::Backoff;
-use shared::model::{Kind, Time};
+use shared::model::{Kind, Lease, Time};
 use shared::readiness::DEFAULT_NODE_MONITOR_GRACE;
 use shared::selector::LabelSelector;
 use shepherd_client::watcher::{Changes, Collection, Watcher};
@@ -16,6 +16,7 @@ use shepherd_client::{Client, Selection};
 
 use crate::cli::{Cli, Command, OutputFormat};
 use crate::settings::Settings;
+use crate::view::NodeJudge;
 
 mod apply;
 mod completion;
@@ -49,11 +50,15 @@ impl Context {
         Utc::now()
     }
 
-    /// How long a node may go without a heartbeat before it is not ready, as the server
-    /// judges it (its `--node-monitor-grace`).
-    pub async fn node_grace(&self) -> Result<Duration> {
+    /// How the server judges nodes: how long one may go without a heartbeat before it is not
+    /// ready (its `--node-monitor-grace`), and the nodes' leases, whose renewals are their
+    /// heartbeats.
+    pub async fn node_judge(&self) -> Result<NodeJudge> {
         let info = self.client.info().await?;
-        Ok(if info.node_monitor_grace_ms > 0 { Duration::from_millis(info.node_monitor_grace_ms) } else { DEFAULT_NODE_MONITOR_GRACE })
+        let grace =
+            if info.node_monitor_grace_ms > 0 { Duration::from_millis(info.node_monitor_grace_ms) } else { DEFAULT_NODE_MONITOR_GRACE };
+        let leases = self.client.list::<Lease>(&Selection::default()).await?;
+        Ok(NodeJudge::new(grace, leases.items))
     }
 
     /// A watch of `kind` in `namespace` (every namespace when `None`), of the objects that

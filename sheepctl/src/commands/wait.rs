@@ -5,7 +5,6 @@
 use anyhow::{Result, bail};
 use shared::api::WatchEventType;
 use shared::model::Kind;
-use shared::readiness::DEFAULT_NODE_MONITOR_GRACE;
 use tokio::time::Instant;
 
 use super::get::parse_selector;
@@ -14,6 +13,7 @@ use crate::cli::WaitArgs;
 use crate::condition::{Check, WaitFor, state};
 use crate::progress::{Mode, Progress};
 use crate::settings::{self, kind_word};
+use crate::view::NodeJudge;
 
 /// One object to wait for.
 #[derive(Debug, Clone, Copy)]
@@ -95,8 +95,6 @@ pub async fn until(
     let mut last_state = "it was not read before the time ran out".to_string();
     let waiting = async {
         let namespace = target.kind.namespaced().then_some(target.namespace);
-        // A node is Ready by the server's own judgement of its heartbeat.
-        let grace = if target.kind == Kind::Node { context.node_grace().await? } else { DEFAULT_NODE_MONITOR_GRACE };
         let mut watcher = context.changes(target.kind, namespace, None).named(target.name);
         let mut current = watcher.list().await?.into_iter().next();
         if current.is_none() && *condition != WaitFor::Delete {
@@ -106,18 +104,21 @@ pub async fn until(
             }
         }
         loop {
+            // A node is Ready by the server's own judgement of its heartbeat: its grace and the
+            // leases, read again at each look, since a renewal does not change the node.
+            let nodes = if target.kind == Kind::Node { context.node_judge().await? } else { NodeJudge::default() };
             let now = context.now();
-            match condition.check(current.as_ref(), now, grace) {
+            match condition.check(current.as_ref(), now, &nodes) {
                 Check::Met => {
                     if let Some(object) = &current {
-                        progress.update(&label, &state(object, now, grace));
+                        progress.update(&label, &state(object, now, &nodes));
                     }
                     return Ok(());
                 }
                 Check::Never(why) => bail!("{label} will never {goal}: {why}"),
                 Check::NotYet(seen) => {
                     if let Some(object) = &current {
-                        progress.update(&label, &state(object, now, grace));
+                        progress.update(&label, &state(object, now, &nodes));
                     }
                     last_state = seen;
                 }

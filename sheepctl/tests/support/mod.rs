@@ -79,6 +79,10 @@ impl TestServer {
         self.server.block_on(shepherd_testing::register_node(&self.server.client, &shepherd_testing::node(name)));
     }
 
+    pub fn renew_lease(&self, name: &str) {
+        self.server.block_on(shepherd_testing::renew_lease(&self.server.client, &shepherd_testing::node(name)));
+    }
+
     pub fn heartbeat(&self, name: &str) {
         self.server.block_on(shepherd_testing::heartbeat(&self.server.client, &shepherd_testing::node(name)));
     }

@@ -1,0 +1,43 @@
+//! A node's lease renewal, `PUT /api/v1/leases/{name}`: the agent's frequent heartbeat
+//! (KEP-589), one small write of the Lease alone, so that Node watchers see nothing.
+
+use axum::Extension;
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use shared::model::Lease;
+
+use super::objects::parse_object;
+use super::{AppState, BodyBytes};
+use crate::auth::Principal;
+use crate::error::{ApiError, ApiResult};
+use crate::ops;
+use crate::store::commit_one;
+
+/// Renews the lease of node `name` (a node's token: only its own). The body may be empty or
+/// a Lease naming that node; the server's clock stamps `renew_time` and its node monitor
+/// grace `lease_duration_seconds`, so that agents' clocks never matter.
+pub async fn renew(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(name): Path<String>,
+    BodyBytes(body): BodyBytes,
+) -> ApiResult<Response> {
+    principal.may_write_node(&name)?;
+    if !body.is_empty() {
+        let mut sent: Lease = parse_object(&body)?;
+        if !sent.metadata.name.is_empty() && sent.metadata.name != name {
+            return Err(ApiError::bad_request(format!(
+                "the body's metadata.name {:?} does not match the name {name:?} in the path",
+                sent.metadata.name
+            )));
+        }
+        sent.metadata.name = name.clone();
+        shared::validation::validate_lease(&sent).map_err(|details| ApiError::invalid(&format!("the lease of node {name}"), details))?;
+    }
+    let outcome = commit_one(&*state.store, ops::renew_lease(&name, chrono::Utc::now(), state.config.node_monitor_grace)).await?;
+    match outcome.object() {
+        Some(o) => Ok(Json(&**o).into_response()),
+        None => Err(ApiError::internal("the store returned no lease")),
+    }
+}
