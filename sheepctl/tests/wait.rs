@@ -54,6 +54,21 @@ fn times_out_with_the_pods_state() {
 }
 
 #[test]
+fn a_timeout_says_when_the_unschedulable_reason_is_from_and_where_the_pod_waits_now() {
+    let server = TestServer::start();
+    server.register_node("node-1");
+    apply(&server, "unschedulable-pod.json");
+    server.eventually("/api/v1/namespaces/default/pods/too-big", "unschedulable", |pod| {
+        pod["status"]["conditions"].as_array().is_some_and(|c| c.iter().any(|c| c["reason"] == "Unschedulable"))
+    });
+    server.sheepctl().args(["wait", "--for=Running", "pod/too-big", "--timeout=1s"]).assert().code(1).stderr(
+        predicate::str::contains("(Unschedulable: 0/1 nodes are available: 1 Insufficient memory.)")
+            .and(predicate::str::contains("; that reason is from the scheduler's last attempt, and now the pod is "))
+            .and(predicate::str::contains("failed attempt")),
+    );
+}
+
+#[test]
 fn waits_for_deletion() {
     let server = TestServer::start();
     apply(&server, "service.json");

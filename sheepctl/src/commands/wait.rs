@@ -4,7 +4,7 @@
 
 use anyhow::{Result, bail};
 use shared::api::WatchEventType;
-use shared::model::Kind;
+use shared::model::{Kind, Object};
 use tokio::time::Instant;
 
 use super::get::parse_selector;
@@ -93,6 +93,9 @@ pub async fn until(
     let label = format!("{}/{}", kind_word(target.kind), target.name);
     let goal = goal(condition, target.kind);
     let mut last_state = "it was not read before the time ran out".to_string();
+    // A pod the scheduler has yet to place: its reason is from the last attempt, which may
+    // predate the cluster as it is now.
+    let mut unscheduled = false;
     let waiting = async {
         let namespace = target.kind.namespaced().then_some(target.namespace);
         let mut watcher = context.changes(target.kind, namespace, None).named(target.name);
@@ -121,6 +124,7 @@ pub async fn until(
                         progress.update(&label, &state(object, now, &nodes));
                     }
                     last_state = seen;
+                    unscheduled = matches!(&current, Some(Object::Pod(p)) if p.needs_scheduling());
                 }
             }
             let change = watcher.next().await?;
@@ -137,7 +141,13 @@ pub async fn until(
                 }
                 _ => String::new(),
             };
-            bail!("timed out after {timeout_text} waiting for {label} to {goal}: {last_state}{hint}")
+            let queue =
+                if unscheduled { context.client.scheduling(target.namespace, target.name).await.ok().and_then(|e| e.queue) } else { None };
+            let attempt = match queue {
+                Some(queue) => format!("; that reason is from the scheduler's last attempt, and now the pod is {}", queue.describe()),
+                None => String::new(),
+            };
+            bail!("timed out after {timeout_text} waiting for {label} to {goal}: {last_state}{attempt}{hint}")
         }
     }
 }
