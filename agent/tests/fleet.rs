@@ -57,12 +57,14 @@ impl Drop for Fleet {
 async fn a_fleet_of_simulated_nodes_shares_a_few_connections_and_one_listen_address() {
     let server = TestServer::start(server::Config::in_memory()).await;
     let port = server.url.rsplit(':').next().and_then(|p| p.parse::<u16>().ok()).expect("the server's port");
-    let mut fleet = Fleet(std::process::Command::new(env!("CARGO_BIN_EXE_shepherd-agent"))
-        .args(["--server", &server.url, "--node-name", "fleet", "--runtime", "simulated", "--simulate-nodes", &NODES.to_string()])
-        .args(["--simulated-start-delay", "50ms", "--listen", "127.0.0.1:0", "--cpu", "4", "--memory", "8Gi"])
-        .env("RUST_LOG", "warn")
-        .spawn()
-        .expect("cannot start shepherd-agent"));
+    let mut fleet = Fleet(
+        std::process::Command::new(env!("CARGO_BIN_EXE_shepherd-agent"))
+            .args(["--server", &server.url, "--node-name", "fleet", "--runtime", "simulated", "--simulate-nodes", &NODES.to_string()])
+            .args(["--simulated-start-delay", "50ms", "--listen", "127.0.0.1:0", "--cpu", "4", "--memory", "8Gi"])
+            .env("RUST_LOG", "warn")
+            .spawn()
+            .expect("cannot start shepherd-agent"),
+    );
     let pid = fleet.0.id();
     // Sampled all along, every 20 ms, until the test ends.
     let most = Arc::new(AtomicUsize::new(0));
