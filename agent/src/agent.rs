@@ -371,8 +371,8 @@ impl NodeWatch {
 }
 
 impl PodFeed for NodeWatch {
-    fn next(&mut self) -> impl Future<Output = Option<PodChange>> + Send {
-        async { Some(self.next_change().await) }
+    async fn next(&mut self) -> Option<PodChange> {
+        Some(self.next_change().await)
     }
 }
 
