@@ -1,7 +1,10 @@
 //! The agent's own small HTTP API, like the kubelet's: `GET /healthz`,
 //! `GET /logs/{namespace}/{pod}?container=&tail=&follow=`, which streams a container's output
 //! as plain text (the API server's pod log endpoint proxies to it), and `GET /sandboxes`, the
-//! warm pool's size and how many sandboxes in it are ready.
+//! warm pool's size and how many sandboxes in it are ready. A fleet serves each of its nodes'
+//! APIs under `/nodes/{node}` on one address ([`fleet_app`]).
+
+use std::collections::HashMap;
 
 use std::sync::Arc;
 
@@ -74,6 +77,10 @@ async fn logs(
     Path((namespace, pod)): Path<(String, String)>,
     Query(query): Query<LogQuery>,
 ) -> Result<Response, HttpError> {
+    logs_of(&state, namespace, pod, query).await
+}
+
+async fn logs_of(state: &AppState, namespace: String, pod: String, query: LogQuery) -> Result<Response, HttpError> {
     let follow = parse_flag("follow", query.follow.as_deref())?;
     let tail =
         match query.tail.as_deref() {
@@ -135,6 +142,10 @@ async fn healthz() -> &'static str {
 }
 
 async fn sandboxes(State(state): State<AppState>) -> Result<axum::Json<crate::sandbox::PoolStatus>, HttpError> {
+    sandboxes_of(&state)
+}
+
+fn sandboxes_of(state: &AppState) -> Result<axum::Json<crate::sandbox::PoolStatus>, HttpError> {
     match &state.sandboxes {
         Some(sandboxes) => Ok(axum::Json(sandboxes.status())),
         None => Err(HttpError::new(
@@ -158,6 +169,43 @@ pub fn app(state: AppState) -> Router {
 pub async fn run(listener: tokio::net::TcpListener, state: AppState) -> std::io::Result<()> {
     let shutdown = state.shutdown.clone();
     axum::serve(listener, app(state)).with_graceful_shutdown(async move { shutdown.cancelled().await }).await
+}
+
+/// The agent APIs of a fleet's nodes, by node name.
+pub type Fleet = Arc<HashMap<String, AppState>>;
+
+fn node_of<'a>(fleet: &'a Fleet, node: &str) -> Result<&'a AppState, HttpError> {
+    fleet.get(node).ok_or_else(|| HttpError::new(StatusCode::NOT_FOUND, "NotFound", format!("this fleet has no node {node}")))
+}
+
+async fn fleet_logs(
+    State(fleet): State<Fleet>,
+    Path((node, namespace, pod)): Path<(String, String, String)>,
+    Query(query): Query<LogQuery>,
+) -> Result<Response, HttpError> {
+    logs_of(node_of(&fleet, &node)?, namespace, pod, query).await
+}
+
+async fn fleet_healthz(State(fleet): State<Fleet>, Path(node): Path<String>) -> Result<&'static str, HttpError> {
+    node_of(&fleet, &node).map(|_| "ok")
+}
+
+async fn fleet_sandboxes(
+    State(fleet): State<Fleet>,
+    Path(node): Path<String>,
+) -> Result<axum::Json<crate::sandbox::PoolStatus>, HttpError> {
+    sandboxes_of(node_of(&fleet, &node)?)
+}
+
+/// Every node's agent API on one address: node N's under `/nodes/N`, which is the
+/// endpoint N registers, so the API server reaches each node's logs through this one port.
+pub fn fleet_app(fleet: Fleet) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/nodes/{node}/healthz", get(fleet_healthz))
+        .route("/nodes/{node}/logs/{namespace}/{pod}", get(fleet_logs))
+        .route("/nodes/{node}/sandboxes", get(fleet_sandboxes))
+        .with_state(fleet)
 }
 
 #[cfg(test)]
@@ -230,6 +278,29 @@ mod tests {
         let (status, body) = get(state_with(&[]).await, "/sandboxes").await;
         assert_eq!(status, StatusCode::NOT_FOUND);
         assert!(body.contains("node n1 runs its pods without sandboxes"), "{body}");
+    }
+
+    #[tokio::test]
+    async fn a_fleet_serves_each_nodes_api_under_its_name() {
+        let fleet: Fleet = Arc::new(HashMap::from([("n1".to_string(), state_with(&["main"]).await)]));
+        let call = |uri: &'static str| {
+            let app = fleet_app(fleet.clone());
+            async move {
+                let response = app.oneshot(Request::get(uri).body(Body::empty()).unwrap()).await.unwrap();
+                let status = response.status();
+                let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+                (status, String::from_utf8_lossy(&bytes).to_string())
+            }
+        };
+        let (status, body) = call("/nodes/n1/logs/default/web").await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(body.contains("c-main"), "{body}");
+        assert_eq!(call("/nodes/n1/healthz").await, (StatusCode::OK, "ok".to_string()));
+        assert_eq!(call("/healthz").await, (StatusCode::OK, "ok".to_string()));
+        let (status, body) = call("/nodes/n2/logs/default/web").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert!(body.contains("this fleet has no node n2"), "{body}");
+        assert_eq!(call("/nodes/n1/sandboxes").await.0, StatusCode::NOT_FOUND);
     }
 
     #[tokio::test]

@@ -8,6 +8,8 @@
 //!   and the warm pool of started ones;
 //! - [`agent`]: the worker per pod, the watch with its periodic re-list, runtime events, orphans;
 //! - [`node`]: the node object (capacity from the host), registration, lease renewals and status heartbeats;
+//! - [`fleet`]: N simulated nodes in one process on one API client, one pod watch and one
+//!   agent API address;
 //! - [`client`]: what the agent asks of the API server (`ApiClient`), done by `shepherd-client`;
 //! - [`http`]: the agent's own HTTP API (logs, health);
 //! - [`image`]: `bootstrap-image`, the `minimal` image made from the host's busybox.
@@ -17,6 +19,7 @@
 
 pub mod agent;
 pub mod client;
+pub mod fleet;
 pub mod http;
 pub mod image;
 pub mod node;
@@ -44,7 +47,7 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:10250";
 /// to 60 s (the binaries' `--backoff-base` and `--backoff-max`).
 pub const DEFAULT_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
 /// How long a call to the API server may take.
-const API_TIMEOUT: Duration = Duration::from_secs(10);
+pub const API_TIMEOUT: Duration = Duration::from_secs(10);
 /// How many started, unclaimed pod sandboxes `shepherd-agent` and `shepherd --local-node`
 /// keep by default (BENCHMARKS.md, "Agent / real Docker", says why).
 pub const DEFAULT_WARM_SANDBOXES: usize = 4;
@@ -59,6 +62,8 @@ pub enum Error {
     Serve(std::io::Error),
     #[error(transparent)]
     Client(#[from] shepherd_client::Error),
+    #[error("a fleet runs simulated nodes only: add --runtime simulated")]
+    FleetNotSimulated,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -143,7 +148,8 @@ pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> Result<()>
     run_node(config, runtime, api, listener, shutdown).await
 }
 
-/// Runs a node agent on a given runtime, API client and listener (tests, simulated fleets).
+/// Runs a node agent on a given runtime, API client and listener (tests): its own agent API
+/// on `listener` and its own watch of its pods.
 pub async fn run_node(
     config: AgentConfig,
     runtime: Arc<dyn ContainerRuntime>,
@@ -153,64 +159,103 @@ pub async fn run_node(
 ) -> Result<()> {
     let local = listener.local_addr().map_err(|source| Error::Bind { addr: config.listen, source })?;
     let endpoint_host = if local.ip().is_unspecified() { config.address.clone() } else { local.ip().to_string() };
-    let runtime_version = match runtime.version().await {
-        Ok(version) => version,
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot read the runtime version");
-            String::new()
-        }
-    };
-    let description = NodeDescription {
-        name: config.node_name.clone(),
-        labels: config.labels.clone(),
-        taints: config.taints.clone(),
-        capacity: config.capacity,
-        address: config.address.clone(),
-        agent_endpoint: format!("http://{endpoint_host}:{}", local.port()),
-        info: NodeInfo {
-            runtime: runtime.kind().to_string(),
-            runtime_version,
-            agent_version: env!("CARGO_PKG_VERSION").to_string(),
-            os: std::env::consts::OS.to_string(),
-            arch: std::env::consts::ARCH.to_string(),
-            simulated: runtime.kind() == "simulated",
-        },
-    };
     let Some(cluster) = node::cluster_id(api.as_ref(), &shutdown).await else { return Ok(()) };
-    let sandboxes = runtime
-        .pod_sandboxes()
-        .then(|| sandbox::Sandboxes::new(runtime.clone(), &config.node_name, &cluster, runtime.network(), config.warm_sandboxes));
-    let ctx = Arc::new(NodeContext {
-        node_name: config.node_name.clone(),
-        cluster,
-        address: config.address.clone(),
-        network: runtime.network().to_string(),
-        runtime: runtime.clone(),
-        api: api.clone(),
-        backoff: config.backoff,
-        sandboxes: sandboxes.clone(),
-    });
-    tracing::info!(node = %config.node_name, runtime = runtime.kind(), endpoint = %description.agent_endpoint, server = %config.server, "agent starting");
-    let manager = agent::PodManager::new(ctx, shutdown.clone());
-    let state = http::AppState { node_name: config.node_name.clone(), runtime, sandboxes: sandboxes.clone(), shutdown: shutdown.clone() };
-    let serve = http::run(listener, state);
-    let lifecycle = async {
-        if node::register(api.as_ref(), &description, &shutdown).await {
-            node::lease_loop(api.as_ref(), &description, &|now| description.heartbeat(now), config.heartbeats, &shutdown).await;
-        }
-    };
-    let pool = async {
-        if let Some(sandboxes) = sandboxes {
-            sandboxes.run(shutdown.clone()).await;
-        }
-    };
-    let (served, (), (), (), ()) = tokio::join!(
-        serve,
-        lifecycle,
-        agent::watch_pods(manager.clone(), config.resync_interval, shutdown.clone()),
-        agent::follow_runtime_events(manager, shutdown.clone()),
-        pool,
-    );
-    tracing::info!(node = %config.node_name, "agent stopped; its pods keep running");
+    let node = NodeAgent::new(&config, runtime, api.clone(), &cluster, format!("http://{endpoint_host}:{}", local.port())).await;
+    let serve = http::run(listener, node.http_state(shutdown.clone()));
+    let feed = agent::NodeWatch::new(api, &config.node_name, config.resync_interval);
+    let (served, ()) = tokio::join!(serve, node.run(feed, shutdown.clone()));
     served.map_err(Error::Serve)
+}
+
+/// One node once its cluster is known: what it registers, and its pod workers' context.
+/// A real agent runs one with its own watch; a [`fleet`] runs many with a shared one.
+pub struct NodeAgent {
+    description: NodeDescription,
+    ctx: Arc<NodeContext>,
+    heartbeats: node::Heartbeats,
+}
+
+impl NodeAgent {
+    /// The node of `config` on `runtime`, whose agent API answers at `agent_endpoint`.
+    pub async fn new(
+        config: &AgentConfig,
+        runtime: Arc<dyn ContainerRuntime>,
+        api: Arc<dyn ApiClient>,
+        cluster: &str,
+        agent_endpoint: String,
+    ) -> NodeAgent {
+        let runtime_version = match runtime.version().await {
+            Ok(version) => version,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the runtime version");
+                String::new()
+            }
+        };
+        let description = NodeDescription {
+            name: config.node_name.clone(),
+            labels: config.labels.clone(),
+            taints: config.taints.clone(),
+            capacity: config.capacity,
+            address: config.address.clone(),
+            agent_endpoint,
+            info: NodeInfo {
+                runtime: runtime.kind().to_string(),
+                runtime_version,
+                agent_version: env!("CARGO_PKG_VERSION").to_string(),
+                os: std::env::consts::OS.to_string(),
+                arch: std::env::consts::ARCH.to_string(),
+                simulated: runtime.kind() == "simulated",
+            },
+        };
+        let sandboxes = runtime
+            .pod_sandboxes()
+            .then(|| sandbox::Sandboxes::new(runtime.clone(), &config.node_name, cluster, runtime.network(), config.warm_sandboxes));
+        let ctx = Arc::new(NodeContext {
+            node_name: config.node_name.clone(),
+            cluster: cluster.to_string(),
+            address: config.address.clone(),
+            network: runtime.network().to_string(),
+            runtime,
+            api,
+            backoff: config.backoff,
+            sandboxes,
+        });
+        NodeAgent { description, ctx, heartbeats: config.heartbeats }
+    }
+
+    /// What the agent API needs to answer for this node.
+    pub fn http_state(&self, shutdown: CancellationToken) -> http::AppState {
+        http::AppState {
+            node_name: self.ctx.node_name.clone(),
+            runtime: self.ctx.runtime.clone(),
+            sandboxes: self.ctx.sandboxes.clone(),
+            shutdown,
+        }
+    }
+
+    /// Registers the node and keeps it alive, and runs its pods as `feed` says, until
+    /// `shutdown`. Pods keep running after it returns.
+    pub async fn run(self, feed: impl agent::PodFeed, shutdown: CancellationToken) {
+        let NodeAgent { description, ctx, heartbeats } = self;
+        tracing::info!(node = %description.name, runtime = ctx.runtime.kind(), endpoint = %description.agent_endpoint, "agent starting");
+        let (api, sandboxes) = (ctx.api.clone(), ctx.sandboxes.clone());
+        let manager = agent::PodManager::new(ctx, shutdown.clone());
+        let lifecycle = async {
+            if node::register(api.as_ref(), &description, &shutdown).await {
+                node::lease_loop(api.as_ref(), &description, &|now| description.heartbeat(now), heartbeats, &shutdown).await;
+            }
+        };
+        let pool = async {
+            if let Some(sandboxes) = sandboxes {
+                sandboxes.run(shutdown.clone()).await;
+            }
+        };
+        tokio::join!(
+            lifecycle,
+            agent::follow_pods(manager.clone(), feed, shutdown.clone()),
+            agent::follow_runtime_events(manager, shutdown.clone()),
+            pool,
+        );
+        tracing::info!(node = %description.name, "agent stopped; its pods keep running");
+    }
 }

@@ -28,9 +28,14 @@ struct Cli {
     /// Where pods run.
     #[arg(long, value_enum, default_value_t = RuntimeKind::Docker)]
     runtime: RuntimeKind,
-    /// Run N simulated nodes in this process (like KWOK), named NAME-0 … NAME-(N-1) after --node-name.
+    /// Run N simulated nodes in this process (like KWOK), named NAME-0 … NAME-(N-1) after
+    /// --node-name. They share one API client, one pod watch and the agent API on --listen.
     #[arg(long, value_name = "N")]
     simulate_nodes: Option<usize>,
+    /// With --simulate-nodes: how many calls the fleet has in flight to the server at once,
+    /// and so how many connections it holds besides its pod watch.
+    #[arg(long, value_name = "N", default_value_t = agent::fleet::DEFAULT_MAX_IN_FLIGHT, value_parser = clap::value_parser!(u16).range(1..))]
+    max_in_flight: u16,
     /// How long a simulated container takes to start, e.g. 500ms or 2s.
     #[arg(long, default_value = "500ms", value_parser = parse_duration)]
     simulated_start_delay: Duration,
@@ -209,17 +214,8 @@ async fn main() -> anyhow::Result<()> {
             if cli.runtime != RuntimeKind::Simulated {
                 bail!("--simulate-nodes runs simulated nodes: add --runtime simulated");
             }
-            let mut nodes = tokio::task::JoinSet::new();
-            for i in 0..n {
-                let mut node = config.clone();
-                node.node_name = format!("{}-{i}", config.node_name);
-                // Every simulated node gets its own agent API on a free port.
-                node.listen = SocketAddr::new(config.listen.ip(), 0);
-                nodes.spawn(agent::run(node, shutdown.clone()));
-            }
-            while let Some(done) = nodes.join_next().await {
-                done.context("a simulated node panicked")??;
-            }
+            let fleet = agent::fleet::FleetConfig { node: config, nodes: n, max_in_flight: cli.max_in_flight };
+            agent::fleet::run(fleet, shutdown).await?;
         }
     }
     Ok(())

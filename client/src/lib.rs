@@ -12,6 +12,7 @@
 pub mod error;
 pub mod watcher;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -24,6 +25,7 @@ use serde::de::DeserializeOwned;
 use shared::api::{ApiErrorBody, CLIENT_HEADER, Heartbeat, Info, List, WatchEvent, paths};
 use shared::model::{Event, Kind, Lease, Node, Object, Pod, Resource, Scale, ScaleSpec};
 use shared::scheduler::Explanation;
+use tokio::sync::{Semaphore, SemaphorePermit};
 
 pub use crate::error::{Error, Result};
 
@@ -110,6 +112,8 @@ pub struct Client {
     /// Sent as `shared::api::CLIENT_HEADER`, and with the version as the user agent.
     name: &'static str,
     timeout: Duration,
+    /// Caps the ordinary calls in flight, and so the connections they hold.
+    in_flight: Option<Arc<Semaphore>>,
 }
 
 impl Client {
@@ -120,7 +124,14 @@ impl Client {
         let http = reqwest::Client::builder().connect_timeout(CONNECT_TIMEOUT).pool_max_idle_per_host(64).build().map_err(|e| {
             Error::Unreachable { server: base.clone(), action: "set up the HTTP client".into(), cause: error::error_chain(&e) }
         })?;
-        Ok(Client { http, base, token: token.filter(|t| !t.is_empty()), name: "shepherd-client", timeout: REQUEST_TIMEOUT })
+        Ok(Client {
+            http,
+            base,
+            token: token.filter(|t| !t.is_empty()),
+            name: "shepherd-client",
+            timeout: REQUEST_TIMEOUT,
+            in_flight: None,
+        })
     }
 
     /// Says who is calling: `sheepctl`, `agent`, `tests`.
@@ -132,6 +143,15 @@ impl Client {
     /// How long an ordinary call may take.
     pub fn with_timeout(mut self, timeout: Duration) -> Client {
         self.timeout = timeout;
+        self
+    }
+
+    /// At most `calls` ordinary calls in flight at once; the others wait their turn, and the
+    /// wait does not count against the time limit. Each call in flight holds one connection,
+    /// so a process that shares this client (a fleet of simulated nodes) holds at most
+    /// `calls` of them, plus one per watch or followed log.
+    pub fn with_max_in_flight(mut self, calls: usize) -> Client {
+        self.in_flight = Some(Arc::new(Semaphore::new(calls.max(1))));
         self
     }
 
@@ -173,16 +193,32 @@ impl Client {
         Err(error_answer(action, code, &body))
     }
 
+    /// A turn to call, when calls in flight are capped.
+    async fn turn(&self) -> Option<SemaphorePermit<'_>> {
+        match &self.in_flight {
+            // The semaphore is never closed.
+            Some(semaphore) => semaphore.acquire().await.ok(),
+            None => None,
+        }
+    }
+
+    /// The whole answer of a call with the ordinary time limit, read while its turn is held.
+    async fn call_bytes(&self, action: &str, builder: RequestBuilder) -> Result<Bytes> {
+        let _turn = self.turn().await;
+        let response = self.send(action, builder.timeout(self.timeout)).await?;
+        response.bytes().await.map_err(|e| self.transport_error(action, e))
+    }
+
     /// A call with the ordinary time limit whose JSON answer is decoded.
     async fn call<T: DeserializeOwned>(&self, action: &str, builder: RequestBuilder) -> Result<T> {
-        let response = self.send(action, builder.timeout(self.timeout)).await?;
-        let bytes = response.bytes().await.map_err(|e| self.transport_error(action, e))?;
+        let bytes = self.call_bytes(action, builder).await?;
         serde_json::from_slice(&bytes).map_err(|e| Error::Decode { action: action.to_string(), message: e.to_string() })
     }
 
-    /// A call with the ordinary time limit whose answer is not needed.
+    /// A call with the ordinary time limit whose answer is not needed. The answer is still
+    /// read to its end, so that its connection goes back to the pool instead of closing.
     async fn call_ignoring_answer(&self, action: &str, builder: RequestBuilder) -> Result<()> {
-        self.send(action, builder.timeout(self.timeout)).await.map(drop)
+        self.call_bytes(action, builder).await.map(drop)
     }
 
     /// Whether the server is up and ready to serve (`/readyz`).

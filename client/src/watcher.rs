@@ -123,7 +123,10 @@ impl<S: Source> Watcher<S> {
                         }
                     }
                     // History gone, or an event that cannot be read: a list misses nothing.
-                    Ok(Some(Err(e))) if e.is_gone() || matches!(e, Error::Decode { .. }) => self.relist(),
+                    Ok(Some(Err(e))) if e.is_gone() || matches!(e, Error::Decode { .. }) => {
+                        self.fell_behind(&e);
+                        self.relist();
+                    }
                     Ok(Some(Err(e))) => {
                         self.stream = None;
                         self.failed(e)?;
@@ -151,7 +154,10 @@ impl<S: Source> Watcher<S> {
                 },
                 Step::Watch { from } => match self.source.watch(from).await {
                     Ok(stream) => self.stream = Some(stream),
-                    Err(e) if e.is_gone() => self.machine.relist(),
+                    Err(e) if e.is_gone() => {
+                        self.fell_behind(&e);
+                        self.machine.relist();
+                    }
                     Err(e) if e.is_transient() => {
                         self.failed(e)?;
                         if let Some((failures, interval)) = self.poll_after
@@ -167,6 +173,18 @@ impl<S: Source> Watcher<S> {
                     },
                 },
             }
+        }
+    }
+
+    /// Says why the watcher lists again. At info: that is the watcher working, but a 410
+    /// also means the server's history was too short for this watcher, which the scale
+    /// benchmark counts.
+    fn fell_behind(&self, error: &Error) {
+        let kind = self.source.kind().plural();
+        if error.is_gone() {
+            tracing::info!(error = %error, "the watch of {kind} fell behind the server's history (410 Gone); listing again");
+        } else {
+            tracing::info!(error = %error, "an event of the watch of {kind} cannot be read; listing again");
         }
     }
 

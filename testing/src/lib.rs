@@ -15,7 +15,7 @@ use futures::stream::{BoxStream, select_all};
 pub use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use server::Config;
-use shared::model::{Kind, Node, NodeInfo, NodeResources};
+use shared::model::{Kind, Lease, Node, NodeInfo, NodeResources};
 use shared::registration::NodeDescription;
 use shepherd_client::{Client, Selection};
 use tokio::task::JoinHandle;
@@ -245,6 +245,19 @@ pub async fn register_node(client: &Client, node: &NodeDescription) -> Node {
 /// Renews `node`'s lease as its agent does every `lease_renew_interval`.
 pub async fn renew_lease(client: &Client, node: &NodeDescription) {
     client.renew_lease(&node.name).await.unwrap_or_else(|e| panic!("cannot renew the lease of node {}: {e}", node.name));
+}
+
+/// The nodes that are Ready as the server judges them (its grace, each node's lease), and
+/// how many nodes there are; `None` while the server does not answer.
+pub async fn ready_nodes(client: &Client) -> Option<(Vec<Node>, usize)> {
+    let grace = Duration::from_millis(client.info().await.ok()?.node_monitor_grace_ms);
+    let nodes = client.list::<Node>(&Selection::default()).await.ok()?.items;
+    let leases: HashMap<String, Lease> =
+        client.list::<Lease>(&Selection::default()).await.ok()?.items.into_iter().map(|l| (l.metadata.name.clone(), l)).collect();
+    let now = Utc::now();
+    let total = nodes.len();
+    let ready = nodes.into_iter().filter(|n| n.readiness(leases.get(&n.metadata.name), now, grace).is_ready()).collect();
+    Some((ready, total))
 }
 
 /// Sends `node`'s status heartbeat as its agent does when its status changed.

@@ -17,6 +17,12 @@ use tokio_stream::wrappers::BroadcastStream;
 
 use super::{ContainerConfig, ContainerInfo, ContainerRuntime, Error, Result, RunState, RuntimeEvent};
 
+/// How many container events a follower may lag behind before it is told to re-read: the
+/// start of every pod of a full node (110 by default) fits. A broadcast channel allocates
+/// all of them at once, and a fleet has one runtime per node (at 1,024 they were 128 KiB of
+/// each node's 140).
+const EVENT_BUFFER: usize = 128;
+
 /// In-memory containers. Cheap enough to run thousands of pods in one process.
 pub struct SimulatedRuntime {
     start_delay: Duration,
@@ -31,7 +37,7 @@ impl SimulatedRuntime {
             start_delay,
             containers: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
-            events: broadcast::channel(1024).0,
+            events: broadcast::channel(EVENT_BUFFER).0,
         }
     }
 

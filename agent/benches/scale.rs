@@ -1,0 +1,444 @@
+//! The whole system at scale on this machine (issue 15): the release `shepherd` server (in
+//! memory) and one `shepherd-agent --runtime simulated --simulate-nodes N` process, both on
+//! 127.0.0.1. Each round:
+//! 1. waits until all N nodes are Ready, then measures the idle server's CPU and RSS;
+//! 2. creates P replicas (deployments of at most `MAX_REPLICAS` each) while a reader GETs
+//!    one object in a loop: time to all bound and all Running (from the server's metrics),
+//!    pod start latency (created_at → Ready), reader latency, peak CPU and RSS;
+//! 3. deletes the deployments with the reader still going: time until no pod is left, and
+//!    RSS once they are gone;
+//! 4. counts failures: watchers that saw 410 (the server's "fell behind" warnings and the
+//!    fleet's watcher), agent requests that timed out, nodes that went NotReady.
+//!
+//! `bench/scale/run.sh --nodes 1000 --replicas 10000 [--rounds 3]` (it builds the server
+//! first). Every loop is bounded in count and time; traffic stays on 127.0.0.1.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde_json::json;
+use shared::model::{Event, Kind, Pod, conditions, find_condition};
+use shared::validation::MAX_REPLICAS;
+use shepherd_client::{Client, DeleteOptions, Selection};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::watch;
+
+struct Options {
+    nodes: usize,
+    replicas: usize,
+    rounds: usize,
+    /// The longest any phase may take before the round is reported as unfinished.
+    timeout: Duration,
+    idle_window: Duration,
+}
+
+fn options() -> Options {
+    let mut options =
+        Options { nodes: 1000, replicas: 10_000, rounds: 1, timeout: Duration::from_secs(600), idle_window: Duration::from_secs(20) };
+    let mut args = std::env::args().skip(1);
+    let number = |name: &str, value: Option<String>| {
+        value.and_then(|n| n.replace('_', "").parse::<u64>().ok()).unwrap_or_else(|| panic!("{name} N"))
+    };
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--nodes" => options.nodes = number("--nodes", args.next()) as usize,
+            "--replicas" => options.replicas = number("--replicas", args.next()) as usize,
+            "--rounds" => options.rounds = number("--rounds", args.next()).max(1) as usize,
+            "--timeout" => options.timeout = Duration::from_secs(number("--timeout (seconds)", args.next())),
+            "--idle-window" => options.idle_window = Duration::from_secs(number("--idle-window (seconds)", args.next())),
+            _ => {} // cargo bench passes --bench
+        }
+    }
+    options
+}
+
+/// A child process whose stderr lines are kept.
+struct Process {
+    child: Child,
+    pid: u32,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Process {
+    /// Starts `command`; returns once a line of its log contains `marker`, with that line.
+    async fn start(mut command: Command, marker: &str) -> (Process, String) {
+        let mut child = command.stdout(Stdio::null()).stderr(Stdio::piped()).kill_on_drop(true).spawn().expect("the process starts");
+        let pid = child.id().expect("a pid");
+        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let found = tokio::time::timeout(Duration::from_secs(60), async {
+            loop {
+                let line = lines.next_line().await.expect("read the log").expect("the process exited while starting");
+                log.lock().unwrap().push(line.clone());
+                if line.contains(marker) {
+                    break line;
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("no {marker:?} in the log within 60 s"));
+        let keep = log.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                keep.lock().unwrap().push(line);
+            }
+        });
+        (Process { child, pid, log }, found)
+    }
+
+    fn log_lines_with(&self, text: &str) -> usize {
+        self.log.lock().unwrap().iter().filter(|l| l.contains(text)).count()
+    }
+
+    async fn stop(mut self) {
+        let _ = std::process::Command::new("kill").args(["-TERM", &self.pid.to_string()]).status();
+        if tokio::time::timeout(Duration::from_secs(20), self.child.wait()).await.is_err() {
+            let _ = self.child.kill().await;
+        }
+    }
+}
+
+/// CPU seconds (user + system) the process has used so far.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields.get(11).and_then(|f| f.parse().ok()).unwrap_or(0) + fields.get(12).and_then(|f| f.parse().ok()).unwrap_or(0);
+    // SAFETY: sysconf reads a constant.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    ticks as f64 / per_second
+}
+
+/// `VmRSS` or `VmHWM` of the process, in MiB.
+fn memory_mib(pid: u32, field: &str) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kib: f64 =
+        status.lines().find(|l| l.starts_with(field)).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    kib / 1024.0
+}
+
+/// Samples a process's CPU (% of one core, per second) and RSS until told to stop, or for
+/// `limit` at most. Returns the peaks.
+fn sample(pid: u32, limit: Duration) -> (watch::Sender<bool>, tokio::task::JoinHandle<(f64, f64)>) {
+    let (stop, mut stopped) = watch::channel(false);
+    let task = tokio::spawn(async move {
+        let (mut peak_cpu, mut peak_rss) = (0.0f64, memory_mib(pid, "VmRSS"));
+        let began = Instant::now();
+        let (mut last, mut at) = (cpu_seconds(pid), Instant::now());
+        while began.elapsed() < limit && !*stopped.borrow() {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                _ = stopped.changed() => {}
+            }
+            let (now, when) = (cpu_seconds(pid), Instant::now());
+            peak_cpu = peak_cpu.max(100.0 * (now - last) / when.duration_since(at).as_secs_f64());
+            peak_rss = peak_rss.max(memory_mib(pid, "VmRSS"));
+            (last, at) = (now, when);
+        }
+        (peak_cpu, peak_rss)
+    });
+    (stop, task)
+}
+
+/// GETs one node in a loop, 20 ms apart, until told to stop (or 30,000 GETs, or `limit`).
+/// Returns each answered GET's latency in milliseconds.
+fn read_loop(client: Client, limit: Duration) -> (watch::Sender<bool>, tokio::task::JoinHandle<Vec<f64>>) {
+    let (stop, stopped) = watch::channel(false);
+    let task = tokio::spawn(async move {
+        let began = Instant::now();
+        let mut millis = Vec::new();
+        while millis.len() < 30_000 && began.elapsed() < limit && !*stopped.borrow() {
+            let at = Instant::now();
+            if client.get_object(Kind::Node, "", "sim-0").await.is_ok() {
+                millis.push(at.elapsed().as_secs_f64() * 1000.0);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        millis
+    });
+    (stop, task)
+}
+
+fn percentile(values: &mut [f64], p: f64) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    values.sort_by(|a, b| a.total_cmp(b));
+    let rank = ((p / 100.0) * values.len() as f64).ceil() as usize;
+    values[rank.clamp(1, values.len()) - 1]
+}
+
+/// The server's metrics: each sample's value, summed over label sets, by name.
+async fn metrics(client: &Client) -> HashMap<String, f64> {
+    let Ok(response) = client.request(Method::GET, "/metrics").send().await else { return HashMap::new() };
+    let text = response.text().await.unwrap_or_default();
+    let mut values = HashMap::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some((name, value)) = line.rsplit_once(' ') else { continue };
+        let name = name.split('{').next().unwrap_or(name);
+        *values.entry(name.to_string()).or_insert(0.0) += value.parse::<f64>().unwrap_or(0.0);
+    }
+    values
+}
+
+/// Polls the server's metrics every 250 ms until `done` holds or `limit` passes; returns
+/// how long that took, or `None` at the limit.
+async fn until(client: &Client, limit: Duration, done: impl Fn(&HashMap<String, f64>) -> bool) -> Option<Duration> {
+    let began = Instant::now();
+    while began.elapsed() < limit {
+        if done(&metrics(client).await) {
+            return Some(began.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    None
+}
+
+async fn ready_nodes(client: &Client) -> (usize, usize) {
+    match shepherd_testing::ready_nodes(client).await {
+        Some((ready, total)) => (ready.len(), total),
+        None => (0, 0),
+    }
+}
+
+/// Milliseconds from the server's creation stamp to the agent's Ready=True transition.
+fn start_latency(pod: &Pod) -> Option<f64> {
+    let created = pod.metadata.created_at?;
+    let ready = find_condition(&pod.status.conditions, conditions::READY).filter(|c| c.status == conditions::TRUE)?;
+    Some((ready.last_transition_time? - created).num_microseconds()? as f64 / 1000.0)
+}
+
+#[derive(Debug, Default, Clone)]
+struct Row {
+    idle_cpu: f64,
+    idle_rss: f64,
+    bound: Option<f64>,
+    running: Option<f64>,
+    start_p50: f64,
+    start_p99: f64,
+    burst_read_p50: f64,
+    burst_read_p99: f64,
+    peak_cpu: f64,
+    peak_rss: f64,
+    delete: Option<f64>,
+    delete_read_p50: f64,
+    delete_read_p99: f64,
+    rss_after: f64,
+    gone_410: usize,
+    timeouts: usize,
+    not_ready: usize,
+    agent_rss: f64,
+}
+
+fn seconds(value: Option<f64>) -> String {
+    value.map_or("unfinished".to_string(), |s| format!("{s:.1} s"))
+}
+
+impl Row {
+    fn print(&self, label: &str) {
+        println!(
+            "| {label} | {:.1} % | {:.0} MiB | {} | {} | {:.0} / {:.0} ms | {:.1} / {:.1} ms | {:.0} % | {:.0} MiB | {} | {:.1} / {:.1} ms | {:.0} MiB | {} | {} | {} | {:.0} MiB |",
+            self.idle_cpu,
+            self.idle_rss,
+            seconds(self.bound),
+            seconds(self.running),
+            self.start_p50,
+            self.start_p99,
+            self.burst_read_p50,
+            self.burst_read_p99,
+            self.peak_cpu,
+            self.peak_rss,
+            seconds(self.delete),
+            self.delete_read_p50,
+            self.delete_read_p99,
+            self.rss_after,
+            self.gone_410,
+            self.timeouts,
+            self.not_ready,
+            self.agent_rss,
+        );
+    }
+}
+
+fn binaries() -> (PathBuf, PathBuf) {
+    let agent = PathBuf::from(env!("CARGO_BIN_EXE_shepherd-agent"));
+    let server = agent.with_file_name("shepherd");
+    assert!(
+        server.is_file(),
+        "no {} next to the agent: build it first with `cargo build --release -p server --bin shepherd` (bench/scale/run.sh does)",
+        server.display()
+    );
+    (server, agent)
+}
+
+async fn round(options: &Options) -> Row {
+    let (server_bin, agent_bin) = binaries();
+    let mut command = Command::new(&server_bin);
+    command.args(["--addr", "127.0.0.1:0", "--in-memory"]).env("RUST_LOG", "warn,server=info");
+    let (server, line) = Process::start(command, "listening on ").await;
+    let url = line.split("listening on ").nth(1).and_then(|rest| rest.split_whitespace().next()).expect("an address").to_string();
+    let client = Client::new(&url, None).expect("a client").named("bench").with_timeout(Duration::from_secs(60));
+
+    let mut command = Command::new(&agent_bin);
+    command
+        .args(["--server", &url, "--runtime", "simulated", "--simulate-nodes", &options.nodes.to_string(), "--node-name", "sim"])
+        .args(["--listen", "127.0.0.1:0", "--cpu", "32", "--memory", "64Gi", "--max-pods", "110"])
+        .env("RUST_LOG", "warn,agent::fleet=info,shepherd_client=info");
+    let (agent, _) = Process::start(command, "fleet starting").await;
+    let mut row = Row::default();
+
+    let began = Instant::now();
+    loop {
+        let (ready, registered) = ready_nodes(&client).await;
+        if ready == options.nodes {
+            eprintln!("all {ready} nodes Ready after {:.1} s", began.elapsed().as_secs_f64());
+            break;
+        }
+        assert!(began.elapsed() < options.timeout, "only {ready} of {} nodes Ready ({registered} registered)", options.nodes);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // Let start-up work (registration events, first lists) settle before the idle window.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let cpu_before = cpu_seconds(server.pid);
+    tokio::time::sleep(options.idle_window).await;
+    row.idle_cpu = 100.0 * (cpu_seconds(server.pid) - cpu_before) / options.idle_window.as_secs_f64();
+    row.idle_rss = memory_mib(server.pid, "VmRSS");
+
+    // The burst: deployments of at most MAX_REPLICAS each (the validation's limit).
+    let chunk = MAX_REPLICAS as usize;
+    let deployments: Vec<(String, usize)> =
+        (0..options.replicas.div_ceil(chunk)).map(|i| (format!("scale-{i}"), chunk.min(options.replicas - i * chunk))).collect();
+    let (stop_sampling, sampling) = sample(server.pid, options.timeout * 3);
+    let burst = Instant::now();
+    for (name, replicas) in &deployments {
+        let deployment = json!({
+            "kind": "Deployment",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"app": "scale", "deployment": name},
+                "template": {
+                    "metadata": {"labels": {"app": "scale", "deployment": name}},
+                    "spec": {"containers": [{"name": "web", "image": "minimal", "resources": {"cpu": 100, "memory": 67108864}}]}
+                }
+            }
+        });
+        let object = shared::model::Object::from_value(deployment).expect("a deployment");
+        client.create_object(&object).await.expect("the deployment is created");
+    }
+    let (stop_reading, reading) = read_loop(client.clone(), options.timeout);
+    let target = options.replicas as f64;
+    row.bound =
+        until(&client, options.timeout, |m| m.get("shepherd_pod_scheduling_duration_seconds_count").copied().unwrap_or(0.0) >= target)
+            .await
+            .map(|_| burst.elapsed().as_secs_f64());
+    let left = options.timeout.saturating_sub(burst.elapsed());
+    row.running = until(&client, left, |m| m.get("shepherd_pod_create_to_running_seconds_count").copied().unwrap_or(0.0) >= target)
+        .await
+        .map(|_| burst.elapsed().as_secs_f64());
+    let _ = stop_reading.send(true);
+    let mut reads = reading.await.expect("the reader");
+    (row.burst_read_p50, row.burst_read_p99) = (percentile(&mut reads, 50.0), percentile(&mut reads, 99.0));
+    let web = Selection { label_selector: Some("app=scale".into()), ..Selection::namespace(Some("default")) };
+    if let Ok(pods) = client.list::<Pod>(&web).await {
+        let mut latencies: Vec<f64> = pods.items.iter().filter_map(start_latency).collect();
+        (row.start_p50, row.start_p99) = (percentile(&mut latencies, 50.0), percentile(&mut latencies, 99.0));
+    }
+    row.agent_rss = memory_mib(agent.pid, "VmHWM");
+
+    // The delete.
+    let (stop_reading, reading) = read_loop(client.clone(), options.timeout);
+    let deleting = Instant::now();
+    for (name, _) in &deployments {
+        client.delete(Kind::Deployment, "default", name, &DeleteOptions::default()).await.expect("the deployment is deleted");
+    }
+    row.delete = until(&client, options.timeout, |m| m.get("shepherd_objects_pods").is_some_and(|n| *n == 0.0))
+        .await
+        .map(|_| deleting.elapsed().as_secs_f64());
+    let _ = stop_reading.send(true);
+    let _ = stop_sampling.send(true);
+    let mut reads = reading.await.expect("the reader");
+    (row.delete_read_p50, row.delete_read_p99) = (percentile(&mut reads, 50.0), percentile(&mut reads, 99.0));
+    (row.peak_cpu, row.peak_rss) = sampling.await.expect("the sampler");
+    row.peak_rss = row.peak_rss.max(memory_mib(server.pid, "VmHWM"));
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    row.rss_after = memory_mib(server.pid, "VmRSS");
+
+    let not_ready = Selection { field_selector: Some("reason=NodeNotReady".into()), ..Selection::default() };
+    row.not_ready = client.list::<Event>(&not_ready).await.map_or(0, |events| events.items.len());
+    let (ready, _) = ready_nodes(&client).await;
+    row.not_ready = row.not_ready.max(options.nodes - ready);
+    row.gone_410 = server.log_lines_with("fell behind") + agent.log_lines_with("410 Gone");
+    row.timeouts = agent.log_lines_with("no answer within");
+    agent.stop().await;
+    server.stop().await;
+    row
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    percentile(values, 50.0)
+}
+
+fn median_of(rows: &[Row], field: fn(&Row) -> f64) -> f64 {
+    median(&mut rows.iter().map(field).collect::<Vec<_>>())
+}
+
+fn median_seconds(rows: &[Row], field: fn(&Row) -> Option<f64>) -> Option<f64> {
+    let mut finished: Vec<f64> = rows.iter().filter_map(field).collect();
+    (finished.len() == rows.len()).then(|| median(&mut finished))
+}
+
+#[tokio::main]
+async fn main() {
+    let options = options();
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "{} nodes × {} replicas, {} round(s), {} CPUs, load before {}",
+        options.nodes,
+        options.replicas,
+        options.rounds,
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+    );
+    println!(
+        "| round | idle CPU | idle RSS | all bound | all Running | start p50 / p99 | reader p50 / p99 (burst) | peak CPU | peak RSS | delete | reader p50 / p99 (delete) | RSS after | 410s | agent timeouts | NotReady | agent peak RSS |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut rows = Vec::new();
+    for i in 1..=options.rounds {
+        let row = round(&options).await;
+        row.print(&i.to_string());
+        rows.push(row);
+    }
+    if rows.len() > 1 {
+        let median = Row {
+            idle_cpu: median_of(&rows, |r| r.idle_cpu),
+            idle_rss: median_of(&rows, |r| r.idle_rss),
+            bound: median_seconds(&rows, |r| r.bound),
+            running: median_seconds(&rows, |r| r.running),
+            start_p50: median_of(&rows, |r| r.start_p50),
+            start_p99: median_of(&rows, |r| r.start_p99),
+            burst_read_p50: median_of(&rows, |r| r.burst_read_p50),
+            burst_read_p99: median_of(&rows, |r| r.burst_read_p99),
+            peak_cpu: median_of(&rows, |r| r.peak_cpu),
+            peak_rss: median_of(&rows, |r| r.peak_rss),
+            delete: median_seconds(&rows, |r| r.delete),
+            delete_read_p50: median_of(&rows, |r| r.delete_read_p50),
+            delete_read_p99: median_of(&rows, |r| r.delete_read_p99),
+            rss_after: median_of(&rows, |r| r.rss_after),
+            gone_410: median_of(&rows, |r| r.gone_410 as f64) as usize,
+            timeouts: median_of(&rows, |r| r.timeouts as f64) as usize,
+            not_ready: median_of(&rows, |r| r.not_ready as f64) as usize,
+            agent_rss: median_of(&rows, |r| r.agent_rss),
+        };
+        median.print("median");
+    }
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!("load after {}", load.split_whitespace().take(3).collect::<Vec<_>>().join(" "));
+}

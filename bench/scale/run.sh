@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The scale benchmark (see BENCHMARKS.md, "Scale"): the release `shepherd` server in memory
+# and one `shepherd-agent --simulate-nodes N` process on 127.0.0.1, a deployment of P
+# replicas created and deleted. No Docker needed.
+#
+#   bench/scale/run.sh --nodes 1000 --replicas 10000 [--rounds 3] [--timeout 600] [--idle-window 20]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+cargo build --release -p server --bin shepherd
+echo "machine: $(nproc) CPUs, $(free -g | awk '/Mem:/ {print $2}') GiB, load $(cut -d' ' -f1-3 /proc/loadavg), commit $(git rev-parse --short HEAD)"
+cargo bench -p agent --bench scale -- "$@"
