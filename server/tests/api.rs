@@ -406,6 +406,8 @@ async fn lists_are_gzipped_for_a_client_that_accepts_it_and_watches_are_not() {
         server.post("/api/v1/pods", pod(&format!("p{i}"), 1, 1)).await;
     }
     let raw = reqwest::Client::builder().no_gzip().build().unwrap();
+    let one = raw.get(format!("{}/api/v1/namespaces/default/pods/p0", server.url)).header("accept-encoding", "gzip").send().await.unwrap();
+    assert!(one.headers().get("content-encoding").is_none(), "a small answer stays plain");
     let get = |path: &str| raw.get(format!("{}{path}", server.url)).header("accept-encoding", "gzip");
     let list = get("/api/v1/pods").send().await.unwrap();
     assert_eq!(list.headers().get("content-encoding").map(|v| v.to_str().unwrap()), Some("gzip"));
@@ -414,6 +416,7 @@ async fn lists_are_gzipped_for_a_client_that_accepts_it_and_watches_are_not() {
     std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&zipped[..]), &mut text).unwrap();
     let plain: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(plain["items"].as_array().unwrap().len(), 20);
+    assert!(text.len() > 8 * 1024, "the list is large enough to be compressed: {} bytes", text.len());
     assert!(zipped.len() * 4 < text.len(), "{} bytes gzipped from {}", zipped.len(), text.len());
 
     let unzipped = raw.get(format!("{}/api/v1/pods", server.url)).send().await.unwrap();

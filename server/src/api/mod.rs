@@ -171,12 +171,21 @@ pub fn app(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// gzip for every answer a client accepts it for (lists of thousands of objects shrink
+/// Answers at least this large are gzipped when the client accepts it.
+const COMPRESS_ABOVE: u64 = 8 * 1024;
+
+/// gzip for a large answer a client accepts it for (lists of thousands of objects shrink
 /// about tenfold), except streams: a watch (SSE) or a followed log must reach the client
-/// line by line, not when a compressor's buffer fills.
+/// line by line, not when a compressor's buffer fills. Small answers, the bulk of an
+/// agent's calls, stay plain: compressing them saves nothing, and a client that decodes a
+/// gzipped answer may not reuse its connection.
 fn compression() -> tower_http::compression::CompressionLayer<impl tower_http::compression::Predicate> {
-    use tower_http::compression::predicate::{DefaultPredicate, NotForContentType, Predicate as _};
-    let predicate = DefaultPredicate::new().and(NotForContentType::const_new("text/plain"));
+    use tower_http::compression::predicate::{NotForContentType, Predicate as _, SizeAbove};
+    let predicate = SizeAbove::new(COMPRESS_ABOVE)
+        .and(NotForContentType::GRPC)
+        .and(NotForContentType::IMAGES)
+        .and(NotForContentType::SSE)
+        .and(NotForContentType::const_new("text/plain"));
     tower_http::compression::CompressionLayer::new().compress_when(predicate)
 }
 
