@@ -104,6 +104,9 @@ pub struct AgentConfig {
     /// The pool outlives the agent, for the next one to adopt: a program that embeds the
     /// agent and turns it on removes the node's containers when it is done.
     pub warm_sandboxes: usize,
+    /// On exit, remove every container of this node: its pods', their sandboxes and the
+    /// warm pool. Otherwise they keep running, for the next agent to adopt.
+    pub remove_containers_on_exit: bool,
 }
 
 impl AgentConfig {
@@ -126,6 +129,7 @@ impl AgentConfig {
             resync_interval: Duration::from_secs(10),
             backoff: DEFAULT_BACKOFF,
             warm_sandboxes: 0,
+            remove_containers_on_exit: false,
         }
     }
 }
@@ -173,6 +177,7 @@ pub struct NodeAgent {
     description: NodeDescription,
     ctx: Arc<NodeContext>,
     heartbeats: node::Heartbeats,
+    remove_containers_on_exit: bool,
 }
 
 impl NodeAgent {
@@ -220,7 +225,7 @@ impl NodeAgent {
             backoff: config.backoff,
             sandboxes,
         });
-        NodeAgent { description, ctx, heartbeats: config.heartbeats }
+        NodeAgent { description, ctx, heartbeats: config.heartbeats, remove_containers_on_exit: config.remove_containers_on_exit }
     }
 
     /// What the agent API needs to answer for this node.
@@ -234,9 +239,10 @@ impl NodeAgent {
     }
 
     /// Registers the node and keeps it alive, and runs its pods as `feed` says, until
-    /// `shutdown`. Pods keep running after it returns.
+    /// `shutdown`. Pods keep running after it returns, unless it removes them on exit.
     pub async fn run(self, feed: impl agent::PodFeed, shutdown: CancellationToken) {
-        let NodeAgent { description, ctx, heartbeats } = self;
+        let NodeAgent { description, ctx, heartbeats, remove_containers_on_exit } = self;
+        let (runtime, cluster) = (ctx.runtime.clone(), ctx.cluster.clone());
         tracing::info!(node = %description.name, runtime = ctx.runtime.kind(), endpoint = %description.agent_endpoint, "agent starting");
         let (api, sandboxes) = (ctx.api.clone(), ctx.sandboxes.clone());
         let manager = agent::PodManager::new(ctx, shutdown.clone());
@@ -256,6 +262,24 @@ impl NodeAgent {
             agent::follow_runtime_events(manager, shutdown.clone()),
             pool,
         );
-        tracing::info!(node = %description.name, "agent stopped; its pods keep running");
+        if !remove_containers_on_exit {
+            tracing::info!(node = %description.name, "agent stopped; its pods keep running");
+            return;
+        }
+        match remove_containers(runtime.as_ref(), &description.name, &cluster).await {
+            Ok(removed) => {
+                tracing::info!(node = %description.name, "agent stopped; removed its {removed} container(s): pods, sandboxes and warm pool")
+            }
+            Err(e) => tracing::error!(node = %description.name, "agent stopped, but removing its containers failed: {e}"),
+        }
     }
+}
+
+/// Removes every container of `node` in `cluster`, whatever made it; returns how many.
+async fn remove_containers(runtime: &dyn ContainerRuntime, node: &str, cluster: &str) -> Result<usize> {
+    let containers = runtime.list(&[(runtime::LABEL_NODE, node), (runtime::LABEL_CLUSTER, cluster)]).await?;
+    for container in &containers {
+        runtime.remove(&container.id).await?;
+    }
+    Ok(containers.len())
 }

@@ -80,6 +80,10 @@ struct Cli {
     /// the engine's network set-up when it starts. 0 turns the pool off.
     #[arg(long, value_name = "N", default_value_t = agent::DEFAULT_WARM_SANDBOXES)]
     warm_sandboxes: usize,
+    /// On exit, remove this node's containers: its pods', their sandboxes and the warm pool
+    /// (by default they keep running, for the next agent to adopt).
+    #[arg(long)]
+    remove_containers_on_exit: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -147,6 +151,7 @@ fn config(cli: &Cli) -> anyhow::Result<AgentConfig> {
     }
     config.backoff = Backoff::new(cli.backoff_base, cli.backoff_max);
     config.warm_sandboxes = cli.warm_sandboxes;
+    config.remove_containers_on_exit = cli.remove_containers_on_exit;
     // A zero interval would renew in a busy loop (and tokio's interval refuses it).
     for (flag, interval) in
         [("--lease-renew-interval", cli.lease_renew_interval), ("--node-status-report-interval", cli.node_status_report_interval)]
@@ -277,6 +282,8 @@ mod tests {
         );
         let defaults = config_of(&["shepherd-agent"]);
         assert_eq!(defaults.warm_sandboxes, agent::DEFAULT_WARM_SANDBOXES);
+        assert!(!defaults.remove_containers_on_exit);
+        assert!(config_of(&["shepherd-agent", "--remove-containers-on-exit"]).remove_containers_on_exit);
         assert_eq!(defaults.heartbeats, agent::node::Heartbeats::default());
         let zero = Cli::parse_from(["shepherd-agent", "--lease-renew-interval", "0s"]);
         assert!(super::config(&zero).unwrap_err().to_string().contains("--lease-renew-interval must be more than 0s"));

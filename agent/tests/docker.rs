@@ -660,3 +660,22 @@ async fn under_never_a_dead_sandbox_ends_the_pod_without_a_new_one() {
     assert!(docker.inspect(&sandbox_name(&pod)).await.unwrap().is_none(), "no new sandbox for a pod that ended");
     agent.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_told_to_remove_its_containers_on_exit_leaves_none() {
+    let docker = docker().await;
+    minimal_image(&docker).await;
+    let node = unique("node");
+    let _cleanup = Cleanup(node.clone());
+    let api = FakeApi::new();
+    let agent = TestAgent::start_configured(&node, docker.clone(), api.clone(), 1, |c| c.remove_containers_on_exit = true).await;
+    agent.wait_pool(1).await;
+    let pod = api.add_pod(&node, "web", spec(vec![container("web", &["sleep", "3600"])], "Always"));
+    api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
+    agent.wait_pool(1).await;
+    let before = docker.list(&[(LABEL_NODE, node.as_str())]).await.unwrap();
+    assert!(before.len() >= 3, "the pod's container, its sandbox and a warm one: {before:?}");
+    agent.stop().await;
+    let after = docker.list(&[(LABEL_NODE, node.as_str())]).await.unwrap();
+    assert!(after.is_empty(), "left behind: {after:?}");
+}

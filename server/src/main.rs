@@ -70,6 +70,10 @@ struct Args {
     /// one skips the engine's network set-up when it starts. 0 turns the pool off.
     #[arg(long, value_name = "N", default_value_t = agent::DEFAULT_WARM_SANDBOXES, requires = "local_node")]
     warm_sandboxes: usize,
+    /// When shepherd stops, remove the local node's containers: its pods', their sandboxes
+    /// and the warm pool (by default they keep running, for the next start to adopt).
+    #[arg(long, requires = "local_node")]
+    remove_containers_on_exit: bool,
     /// Threads that serve HTTP and run the loops [default: one per CPU core]. The store's
     /// writer has its own thread either way.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -154,7 +158,7 @@ fn main() -> anyhow::Result<()> {
 
 async fn serve(args: Args) -> anyhow::Result<()> {
     let addr = args.addr;
-    let local = args.local_node.then_some((args.local_runtime, args.warm_sandboxes));
+    let local = args.local_node.then_some((args.local_runtime, args.warm_sandboxes, args.remove_containers_on_exit));
     let mut config = args.into_config()?;
     if let Some(dir) = &config.data_dir {
         tracing::info!("data directory: {}", dir.display());
@@ -168,9 +172,10 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     watch_signals(shutdown.clone())?;
     let local_agent = match local {
-        Some((wanted, warm_sandboxes)) => {
+        Some((wanted, warm_sandboxes, remove_containers_on_exit)) => {
             let runtime = local_node::choose_runtime(wanted).await?;
-            let agent = local_node::agent_config(&url, runtime, warm_sandboxes, &mut config);
+            let mut agent = local_node::agent_config(&url, runtime, warm_sandboxes, &mut config);
+            agent.remove_containers_on_exit = remove_containers_on_exit;
             Some(tokio::spawn(local_node::run(agent, shutdown.clone())))
         }
         None => None,

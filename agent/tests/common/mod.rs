@@ -388,6 +388,17 @@ impl TestAgent {
     }
 
     pub async fn start_with_pool(node: &str, runtime: Arc<dyn ContainerRuntime>, api: Arc<FakeApi>, warm: usize) -> TestAgent {
+        Self::start_configured(node, runtime, api, warm, |_| {}).await
+    }
+
+    /// An agent whose test settings `adjust` changes before it starts.
+    pub async fn start_configured(
+        node: &str,
+        runtime: Arc<dyn ContainerRuntime>,
+        api: Arc<FakeApi>,
+        warm: usize,
+        adjust: impl FnOnce(&mut AgentConfig),
+    ) -> TestAgent {
         let mut config = AgentConfig::new("http://fake");
         config.node_name = node.to_string();
         config.listen = "127.0.0.1:0".parse().unwrap();
@@ -396,6 +407,7 @@ impl TestAgent {
         config.backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(4));
         config.runtime = RuntimeChoice::Docker;
         config.warm_sandboxes = warm;
+        adjust(&mut config);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
         let shutdown = CancellationToken::new();
