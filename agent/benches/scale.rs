@@ -381,8 +381,14 @@ async fn round(options: &Options) -> Row {
     row
 }
 
+/// The middle value, or the mean of the two middle ones.
 fn median(values: &mut [f64]) -> f64 {
-    percentile(values, 50.0)
+    values.sort_by(|a, b| a.total_cmp(b));
+    match values.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
 }
 
 fn median_of(rows: &[Row], field: fn(&Row) -> f64) -> f64 {

@@ -51,7 +51,7 @@ pub async fn run(config: FleetConfig, shutdown: CancellationToken) -> Result<()>
     let client = Client::new(&config.node.server, config.node.token.clone())?
         .named("agent")
         .with_timeout(API_TIMEOUT)
-        .with_max_in_flight(config.max_in_flight.into());
+        .with_max_in_flight(config.max_in_flight.into())?;
     let api: Arc<dyn ApiClient> = Arc::new(client.clone());
     let Some(cluster) = node::cluster_id(api.as_ref(), &shutdown).await else { return Ok(()) };
 

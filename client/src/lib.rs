@@ -121,9 +121,7 @@ impl Client {
     /// token when there is one.
     pub fn new(base: &str, token: Option<String>) -> Result<Client> {
         let base = base.trim_end_matches('/').to_string();
-        let http = reqwest::Client::builder().connect_timeout(CONNECT_TIMEOUT).pool_max_idle_per_host(64).build().map_err(|e| {
-            Error::Unreachable { server: base.clone(), action: "set up the HTTP client".into(), cause: error::error_chain(&e) }
-        })?;
+        let http = http_client(&base, 64)?;
         Ok(Client {
             http,
             base,
@@ -147,12 +145,16 @@ impl Client {
     }
 
     /// At most `calls` ordinary calls in flight at once; the others wait their turn, and the
-    /// wait does not count against the time limit. Each call in flight holds one connection,
-    /// so a process that shares this client (a fleet of simulated nodes) holds at most
-    /// `calls` of them, plus one per watch or followed log.
-    pub fn with_max_in_flight(mut self, calls: usize) -> Client {
-        self.in_flight = Some(Arc::new(Semaphore::new(calls.max(1))));
-        self
+    /// wait does not count against the time limit. Each call in flight holds one connection
+    /// and at most `calls` idle ones are kept, so a process that shares this client (a fleet
+    /// of simulated nodes) holds about `calls` of them, plus one per watch or followed log.
+    /// (A connection goes back to the pool a moment after its answer is read, so a call
+    /// right after may open one more; the idle cap closes it again.)
+    pub fn with_max_in_flight(mut self, calls: usize) -> Result<Client> {
+        let calls = calls.max(1);
+        self.http = http_client(&self.base, calls)?;
+        self.in_flight = Some(Arc::new(Semaphore::new(calls)));
+        Ok(self)
     }
 
     pub fn base(&self) -> &str {
@@ -398,6 +400,15 @@ impl Client {
         let bytes = response.bytes_stream().map(move |chunk| chunk.map_err(|e| client.transport_error(&action, e)));
         Ok(watch_events(bytes, kind, format!("watch {}", selection.describe(kind))).boxed())
     }
+}
+
+fn http_client(base: &str, max_idle: usize) -> Result<reqwest::Client> {
+    let built = reqwest::Client::builder().connect_timeout(CONNECT_TIMEOUT).pool_max_idle_per_host(max_idle).build();
+    built.map_err(|e| Error::Unreachable {
+        server: base.to_string(),
+        action: "set up the HTTP client".into(),
+        cause: error::error_chain(&e),
+    })
 }
 
 /// Decodes an SSE byte stream into watch events; the error the server sends before it ends
