@@ -1,0 +1,193 @@
+//! PATCH bodies applied to an object in Kubernetes' JSON shape: JSON merge patch (RFC 7386)
+//! and strategic merge patch, which merges the lists Kubernetes gives a merge key (containers
+//! by name, ports by port, …) instead of replacing them. What `kubectl apply`, `cordon`,
+//! `label` and `scale` send. Server-side apply and JSON patch are refused with a 415.
+
+use axum::http::StatusCode;
+use serde_json::{Map, Value};
+
+use super::{Result, Status};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchKind {
+    Merge,
+    Strategic,
+}
+
+impl PatchKind {
+    pub fn from_media_type(media: &str) -> Result<PatchKind> {
+        match media {
+            "application/merge-patch+json" => Ok(PatchKind::Merge),
+            "application/strategic-merge-patch+json" => Ok(PatchKind::Strategic),
+            "application/apply-patch+yaml" => Err(Status::unsupported_media_type(
+                "server-side apply (application/apply-patch+yaml) is not supported: use `kubectl apply` without --server-side, which sends a strategic merge patch",
+            )),
+            other => Err(Status::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "UnsupportedMediaType",
+                format!(
+                    "the patch type {other:?} is not supported: send application/merge-patch+json or application/strategic-merge-patch+json"
+                ),
+            )),
+        }
+    }
+}
+
+/// `current` with `patch` applied.
+pub fn apply(kind: PatchKind, mut current: Value, patch: &Value) -> Result<Value> {
+    if !patch.is_object() {
+        return Err(Status::bad_request("a merge patch must be a JSON object"));
+    }
+    match kind {
+        PatchKind::Merge => merge(&mut current, patch),
+        PatchKind::Strategic => strategic(&mut current, patch, "")?,
+    }
+    Ok(current)
+}
+
+/// RFC 7386: objects merge key by key, `null` removes, anything else replaces.
+fn merge(target: &mut Value, patch: &Value) {
+    let Value::Object(patch) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    let Value::Object(target) = target else { return };
+    for (key, value) in patch {
+        if value.is_null() {
+            target.remove(key);
+        } else {
+            merge(target.entry(key.clone()).or_insert(Value::Null), value);
+        }
+    }
+}
+
+/// The merge key of the list at `path` (a dotted path without indices), as Kubernetes' types
+/// declare it; lists without one are replaced whole.
+fn merge_key(path: &str) -> Option<&'static str> {
+    let field = path.rsplit('.').next().unwrap_or(path);
+    match field {
+        "containers" | "initContainers" | "env" | "volumes" | "imagePullSecrets" => Some("name"),
+        "ports" if path.contains("containers") => Some("containerPort"),
+        "ports" => Some("port"),
+        "volumeMounts" => Some("mountPath"),
+        "conditions" => Some("type"),
+        "ownerReferences" => Some("uid"),
+        "addresses" => Some("type"),
+        _ => None,
+    }
+}
+
+fn strategic(target: &mut Value, patch: &Value, path: &str) -> Result<()> {
+    let Value::Object(patch) = patch else {
+        *target = patch.clone();
+        return Ok(());
+    };
+    if patch.get("$patch").and_then(Value::as_str) == Some("replace") {
+        let mut replaced = patch.clone();
+        replaced.remove("$patch");
+        *target = Value::Object(replaced);
+        return Ok(());
+    }
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    let Value::Object(target) = target else { return Ok(()) };
+    for (key, value) in patch {
+        // Directives that only order lists or retain keys change nothing Shepherd stores.
+        if key.starts_with("$setElementOrder/") || key == "$retainKeys" || key == "$patch" {
+            continue;
+        }
+        if let Some(field) = key.strip_prefix("$deleteFromPrimitiveList/") {
+            if let (Some(Value::Array(list)), Value::Array(remove)) = (target.get_mut(field), value) {
+                list.retain(|item| !remove.contains(item));
+            }
+            continue;
+        }
+        if key.starts_with('$') {
+            return Err(Status::bad_request(format!("the strategic merge patch directive {key:?} is not supported")));
+        }
+        let here = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+        match value {
+            Value::Null => {
+                target.remove(key);
+            }
+            Value::Array(items) => match merge_key(&here) {
+                Some(merge_on) => {
+                    let existing = target.entry(key.clone()).or_insert_with(|| Value::Array(Vec::new()));
+                    if !existing.is_array() {
+                        *existing = Value::Array(Vec::new());
+                    }
+                    let Value::Array(list) = existing else { continue };
+                    merge_list(list, items, merge_on, &here)?;
+                }
+                None => {
+                    target.insert(key.clone(), value.clone());
+                }
+            },
+            Value::Object(_) => strategic(target.entry(key.clone()).or_insert(Value::Null), value, &here)?,
+            other => {
+                target.insert(key.clone(), other.clone());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Merges `items` into `list` by `merge_on`: a matching element is patched (or removed with
+/// `$patch: delete`), a new one is appended.
+fn merge_list(list: &mut Vec<Value>, items: &[Value], merge_on: &str, path: &str) -> Result<()> {
+    for item in items {
+        let Some(key) = item.get(merge_on).cloned() else {
+            return Err(Status::bad_request(format!("every element of {path} in a strategic merge patch needs its {merge_on:?}")));
+        };
+        let found = list.iter().position(|existing| existing.get(merge_on) == Some(&key));
+        let delete = item.get("$patch").and_then(Value::as_str) == Some("delete");
+        match (found, delete) {
+            (Some(i), true) => {
+                list.remove(i);
+            }
+            (None, true) => {}
+            (Some(i), false) => strategic(&mut list[i], item, path)?,
+            (None, false) => {
+                let mut fresh = Value::Null;
+                strategic(&mut fresh, item, path)?;
+                list.push(fresh);
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_merge_patch_replaces_lists_and_null_removes() {
+        let current = json!({"metadata": {"labels": {"a": "1", "b": "2"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}});
+        let patch = json!({"metadata": {"labels": {"a": null, "c": "3"}}, "spec": {"containers": [{"name": "d"}]}});
+        let out = apply(PatchKind::Merge, current, &patch).unwrap();
+        assert_eq!(out, json!({"metadata": {"labels": {"b": "2", "c": "3"}}, "spec": {"containers": [{"name": "d"}]}}));
+    }
+
+    #[test]
+    fn a_strategic_patch_merges_containers_by_name() {
+        let current = json!({"spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}]}});
+        let patch = json!({"spec": {
+            "$setElementOrder/containers": [{"name": "a"}, {"name": "b"}],
+            "containers": [{"name": "b", "image": "z"}, {"name": "a", "$patch": "delete"}, {"name": "c", "image": "w"}]}});
+        let out = apply(PatchKind::Strategic, current, &patch).unwrap();
+        assert_eq!(out, json!({"spec": {"containers": [{"name": "b", "image": "z"}, {"name": "c", "image": "w"}]}}));
+    }
+
+    #[test]
+    fn server_side_apply_is_refused_with_a_415() {
+        let err = PatchKind::from_media_type("application/apply-patch+yaml").unwrap_err();
+        assert_eq!(err.code, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    }
+}
