@@ -169,6 +169,7 @@ pub async fn statuses(request: Request, next: Next) -> Response {
     if !owns(request.uri().path()) {
         return next.run(request).await;
     }
+    let asked = format!("{} {}", request.method(), request.uri().path());
     let response = next.run(request).await;
     let code = response.status();
     if !(code.is_client_error() || code.is_server_error()) {
@@ -180,8 +181,9 @@ pub async fn statuses(request: Request, next: Next) -> Response {
         let e = native.error;
         let causes = e.details.into_iter().map(|f| (f, "FieldValueInvalid")).collect();
         let mut status = Status::new(code, &e.reason, e.message).with_causes(causes);
-        if code == StatusCode::NOT_FOUND && e.reason == "NotFound" && status.message.starts_with("no route for") {
-            status.message = format!("the server could not find the requested resource ({})", status.message);
+        if code == StatusCode::NOT_FOUND && status.message.starts_with("no route for") {
+            status.message =
+                format!("the server could not find the requested resource ({asked}); /k8s/api and /k8s/apis list what it serves");
         }
         let mut rebuilt = status.into_response();
         if let Some(allow) = parts.headers.get(header::ALLOW) {

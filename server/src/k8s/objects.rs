@@ -385,7 +385,7 @@ impl Req {
             return Err(Status::bad_request("Shepherd keeps no old states: resourceVersionMatch=Exact is not supported"));
         }
         let (revision, mut objects) = self.listed(&filter);
-        objects.sort_by(|a, b| (&a.metadata().namespace, &a.metadata().name).cmp(&(&b.metadata().namespace, &b.metadata().name)));
+        objects.sort_by_cached_key(|o| o.metadata().key());
         // `continue` is the key of the last object of the previous page; pages follow the key order.
         if let Some(after) = self.query.continue_.as_deref().filter(|c| !c.is_empty()) {
             objects.retain(|o| o.metadata().key().as_str() > after);
@@ -426,6 +426,11 @@ impl Req {
     }
 
     fn watch(&self, filter: Filter) -> Result<Response> {
+        if flag(&self.query.send_initial_events) {
+            return Err(Status::bad_request(
+                "sendInitialEvents (watch-list) is not supported: list, then watch from the list's resourceVersion",
+            ));
+        }
         let from = parse_version(self.query.resource_version.as_deref())?;
         let initial = if from == 0 { Some(self.listed(&filter)) } else { None };
         let shape = watch::Shape {
@@ -449,6 +454,11 @@ impl Req {
     fn check_body_type(&self) -> Result<()> {
         match media_type(&self.headers).as_str() {
             "application/json" | "" => Ok(()),
+            // kubectl's typed commands (`create namespace`, `create deployment`) send protobuf.
+            "application/vnd.kubernetes.protobuf" => Err(Status::unsupported_media_type(
+                "Shepherd reads JSON bodies, not protobuf: write the object as YAML and use `kubectl apply -f` \
+                 (for example `kubectl create deployment web --image=nginx --dry-run=client -o yaml | kubectl apply -f -`)",
+            )),
             other => Err(Status::unsupported_media_type(format!("send the body as application/json (got {other})"))),
         }
     }

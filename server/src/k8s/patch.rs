@@ -1,7 +1,8 @@
-//! PATCH bodies applied to an object in Kubernetes' JSON shape: JSON merge patch (RFC 7386)
-//! and strategic merge patch, which merges the lists Kubernetes gives a merge key (containers
-//! by name, ports by port, …) instead of replacing them. What `kubectl apply`, `cordon`,
-//! `label` and `scale` send. Server-side apply and JSON patch are refused with a 415.
+//! PATCH bodies applied to an object in Kubernetes' JSON shape: JSON merge patch (RFC 7386),
+//! strategic merge patch, which merges the lists Kubernetes gives a merge key (containers by
+//! name, ports by port, …) instead of replacing them, and JSON patch (RFC 6902). What
+//! `kubectl apply`, `cordon`, `label`, `scale` and `patch --type=json` send. Server-side
+//! apply is refused with a 415.
 
 use axum::http::StatusCode;
 use serde_json::{Map, Value};
@@ -12,6 +13,7 @@ use super::{Result, Status};
 pub enum PatchKind {
     Merge,
     Strategic,
+    Json,
 }
 
 impl PatchKind {
@@ -19,6 +21,7 @@ impl PatchKind {
         match media {
             "application/merge-patch+json" => Ok(PatchKind::Merge),
             "application/strategic-merge-patch+json" => Ok(PatchKind::Strategic),
+            "application/json-patch+json" => Ok(PatchKind::Json),
             "application/apply-patch+yaml" => Err(Status::unsupported_media_type(
                 "server-side apply (application/apply-patch+yaml) is not supported: use `kubectl apply` without --server-side, which sends a strategic merge patch",
             )),
@@ -26,7 +29,7 @@ impl PatchKind {
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "UnsupportedMediaType",
                 format!(
-                    "the patch type {other:?} is not supported: send application/merge-patch+json or application/strategic-merge-patch+json"
+                    "the patch type {other:?} is not supported: send application/merge-patch+json, application/strategic-merge-patch+json or application/json-patch+json"
                 ),
             )),
         }
@@ -35,14 +38,100 @@ impl PatchKind {
 
 /// `current` with `patch` applied.
 pub fn apply(kind: PatchKind, mut current: Value, patch: &Value) -> Result<Value> {
-    if !patch.is_object() {
-        return Err(Status::bad_request("a merge patch must be a JSON object"));
-    }
     match kind {
+        PatchKind::Json => return json_patch(current, patch),
+        _ if !patch.is_object() => return Err(Status::bad_request("a merge patch must be a JSON object")),
         PatchKind::Merge => merge(&mut current, patch),
         PatchKind::Strategic => strategic(&mut current, patch, "")?,
     }
     Ok(current)
+}
+
+/// RFC 6902: `add`, `remove`, `replace`, `move`, `copy` and `test`, in order, all or nothing.
+fn json_patch(mut doc: Value, patch: &Value) -> Result<Value> {
+    let Value::Array(operations) = patch else {
+        return Err(Status::bad_request("a JSON patch must be an array of operations"));
+    };
+    for (i, operation) in operations.iter().enumerate() {
+        let text = |field: &str| operation.get(field).and_then(Value::as_str);
+        let fail = |why: String| Status::bad_request(format!("JSON patch operation {i}: {why}"));
+        let path = text("path").ok_or_else(|| fail("it has no \"path\"".into()))?;
+        let value = || operation.get("value").cloned().ok_or_else(|| fail("it has no \"value\"".into()));
+        match text("op") {
+            Some("add") => add(&mut doc, path, value()?).map_err(fail)?,
+            Some("remove") => drop(remove(&mut doc, path).map_err(fail)?),
+            Some("replace") => {
+                remove(&mut doc, path).map_err(fail)?;
+                add(&mut doc, path, value()?).map_err(fail)?;
+            }
+            Some("move") => {
+                let from = text("from").ok_or_else(|| fail("it has no \"from\"".into()))?;
+                let moved = remove(&mut doc, from).map_err(fail)?;
+                add(&mut doc, path, moved).map_err(fail)?;
+            }
+            Some("copy") => {
+                let from = text("from").ok_or_else(|| fail("it has no \"from\"".into()))?;
+                let copied = doc.pointer(from).cloned().ok_or_else(|| fail(format!("{from} does not exist")))?;
+                add(&mut doc, path, copied).map_err(fail)?;
+            }
+            Some("test") => {
+                if doc.pointer(path) != Some(&value()?) {
+                    return Err(Status::new(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "Invalid",
+                        format!("JSON patch operation {i}: the test of {path} failed"),
+                    ));
+                }
+            }
+            other => return Err(fail(format!("unknown op {other:?}"))),
+        }
+    }
+    Ok(doc)
+}
+
+/// The parent of `path` and the last token, unescaped (`~1` is `/`, `~0` is `~`).
+fn split_pointer(path: &str) -> std::result::Result<(&str, String), String> {
+    let (parent, last) = path.rsplit_once('/').ok_or_else(|| format!("{path:?} is not a JSON pointer"))?;
+    Ok((parent, last.replace("~1", "/").replace("~0", "~")))
+}
+
+fn add(doc: &mut Value, path: &str, value: Value) -> std::result::Result<(), String> {
+    if path.is_empty() {
+        *doc = value;
+        return Ok(());
+    }
+    let (parent, last) = split_pointer(path)?;
+    match doc.pointer_mut(parent) {
+        Some(Value::Object(map)) => {
+            map.insert(last, value);
+            Ok(())
+        }
+        Some(Value::Array(list)) if last == "-" => {
+            list.push(value);
+            Ok(())
+        }
+        Some(Value::Array(list)) => match last.parse::<usize>() {
+            Ok(index) if index <= list.len() => {
+                list.insert(index, value);
+                Ok(())
+            }
+            _ => Err(format!("{path}: no such index")),
+        },
+        _ => Err(format!("{parent} does not exist")),
+    }
+}
+
+fn remove(doc: &mut Value, path: &str) -> std::result::Result<Value, String> {
+    let (parent, last) = split_pointer(path)?;
+    let removed = match doc.pointer_mut(parent) {
+        Some(Value::Object(map)) => map.remove(&last),
+        Some(Value::Array(list)) => match last.parse::<usize>() {
+            Ok(index) if index < list.len() => Some(list.remove(index)),
+            _ => None,
+        },
+        _ => None,
+    };
+    removed.ok_or_else(|| format!("{path} does not exist"))
 }
 
 /// RFC 7386: objects merge key by key, `null` removes, anything else replaces.
@@ -183,6 +272,21 @@ mod tests {
             "containers": [{"name": "b", "image": "z"}, {"name": "a", "$patch": "delete"}, {"name": "c", "image": "w"}]}});
         let out = apply(PatchKind::Strategic, current, &patch).unwrap();
         assert_eq!(out, json!({"spec": {"containers": [{"name": "b", "image": "z"}, {"name": "c", "image": "w"}]}}));
+    }
+
+    #[test]
+    fn a_json_patch_applies_its_operations_in_order() {
+        let current = json!({"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "a", "image": "x"}]}});
+        let patch = json!([
+            {"op": "replace", "path": "/spec/containers/0/image", "value": "y"},
+            {"op": "add", "path": "/metadata/labels/tier", "value": "front"},
+            {"op": "remove", "path": "/metadata/labels/app"},
+            {"op": "test", "path": "/spec/containers/0/name", "value": "a"},
+        ]);
+        let out = apply(PatchKind::Json, current.clone(), &patch).unwrap();
+        assert_eq!(out, json!({"metadata": {"labels": {"tier": "front"}}, "spec": {"containers": [{"name": "a", "image": "y"}]}}));
+        let failing = json!([{"op": "test", "path": "/spec/containers/0/name", "value": "b"}]);
+        assert_eq!(apply(PatchKind::Json, current, &failing).unwrap_err().code, StatusCode::UNPROCESSABLE_ENTITY);
     }
 
     #[test]
