@@ -90,6 +90,10 @@ async fn discovery_lists_the_resources_kubectl_needs() {
     let patch = &document["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"];
     assert_eq!(patch["x-kubernetes-group-version-kind"]["kind"], "Pod");
     assert!(patch["parameters"].as_array().unwrap().iter().any(|p| p["name"] == "fieldValidation"));
+    let (status, swagger) = get(&server, "/k8s/openapi/v2").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(swagger["swagger"], "2.0");
+    assert!(swagger["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}/scale"]["patch"].is_object());
     server.stop().await;
 }
 

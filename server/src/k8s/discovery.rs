@@ -3,7 +3,9 @@
 //! resource's operations with `x-kubernetes-group-version-kind` and the `fieldValidation`
 //! parameter, which is how kubectl learns that the server validates fields itself: it then
 //! sends `kubectl apply` bodies as they are and the server refuses unsupported fields (422).
-//! They carry no schemas, so `kubectl explain` has nothing to show.
+//! They carry no schemas, so `kubectl explain` has nothing to show. `/openapi/v2` is the
+//! same operations as one Swagger 2.0 JSON document, for clients that read only v2 (kubectl
+//! itself asks v2 for protobuf, which Shepherd does not speak, and uses v3).
 
 use axum::Json;
 use axum::Router;
@@ -51,7 +53,7 @@ pub const RESOURCES: &[ResourceInfo] = &[
     resource("", "pods/binding", "", "Binding", true, &[], &["create"]),
     resource("", "nodes", "node", "Node", false, &["no"], ALL_VERBS),
     resource("", "nodes/status", "", "Node", false, &[], GET),
-    resource("", "namespaces", "namespace", "Namespace", false, &["ns"], &["create", "delete", "get", "list", "patch", "update", "watch"]),
+    resource("", "namespaces", "namespace", "Namespace", false, &["ns"], ALL_VERBS),
     resource("", "services", "service", "Service", true, &["svc"], ALL_VERBS),
     resource("", "endpoints", "endpoints", "Endpoints", true, &["ep"], READ),
     resource("", "events", "event", "Event", true, &["ev"], ALL_VERBS),
@@ -70,6 +72,7 @@ pub fn router() -> Router<AppState> {
         .route("/k8s/openapi/v3", get(openapi_index))
         .route("/k8s/openapi/v3/api/v1", get(|| async { Json(openapi_document("")) }))
         .route("/k8s/openapi/v3/apis/{group}/v1", get(openapi_group))
+        .route("/k8s/openapi/v2", get(|| async { Json(swagger()) }))
 }
 
 async fn version() -> Json<k8s_openapi::apimachinery::pkg::version::Info> {
@@ -150,6 +153,30 @@ async fn openapi_group(Path(group): Path<String>) -> Response {
         return Json(openapi_document("apps")).into_response();
     }
     Status::not_found("", &group, format!("this server serves no API group {group:?}; it serves apps")).into_response()
+}
+
+/// Both group versions' operations as Swagger 2.0: parameters carry their type directly.
+fn swagger() -> Value {
+    let mut paths = serde_json::Map::new();
+    for group in ["", "apps"] {
+        if let Value::Object(group_paths) = openapi_document(group)["paths"].take() {
+            paths.extend(group_paths);
+        }
+    }
+    for operation in paths.values_mut().filter_map(Value::as_object_mut).flat_map(|item| item.values_mut()) {
+        if let Some(Value::Array(parameters)) = operation.get_mut("parameters") {
+            for parameter in parameters.iter_mut() {
+                parameter["type"] = "string".into();
+                parameter.as_object_mut().map(|p| p.remove("schema"));
+            }
+        }
+    }
+    json!({
+        "swagger": "2.0",
+        "info": {"title": "Shepherd's Kubernetes-compatible API", "version": format!("v1.32.0-shepherd.{}", env!("CARGO_PKG_VERSION"))},
+        "paths": paths,
+        "definitions": {},
+    })
 }
 
 /// The OpenAPI v3 document of one group version: every path with its operations.
