@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{TestServer, add_node, pod};
+use common::{TestServer, add_node, open_watch, pod};
 use futures::StreamExt;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -205,7 +205,12 @@ struct Lines {
 
 impl Lines {
     async fn open(server: &TestServer, path: &str) -> Lines {
-        let response = reqwest::Client::new().get(format!("{}{path}", server.url)).send().await.expect("the watch opens");
+        Lines::open_as(server, path, "application/json").await
+    }
+
+    async fn open_as(server: &TestServer, path: &str, accept: &str) -> Lines {
+        let request = reqwest::Client::new().get(format!("{}{path}", server.url)).header("accept", accept);
+        let response = request.send().await.expect("the watch opens");
         assert_eq!(response.status(), StatusCode::OK);
         assert!(response.headers()["content-type"].to_str().unwrap().starts_with("application/json"));
         Lines { stream: response.bytes_stream().boxed(), buffer: Vec::new() }
@@ -232,6 +237,21 @@ async fn a_watch_streams_json_lines_across_both_dialects_and_an_old_version_is_a
     let added = watch.next().await;
     assert_eq!((added["type"].as_str(), added["object"]["metadata"]["name"].as_str()), (Some("ADDED"), Some("first")));
     assert_eq!(added["object"]["kind"], "Pod");
+
+    // `kubectl get -w` asks for each event as a one-row Table.
+    let mut rows = Lines::open_as(&server, "/k8s/api/v1/namespaces/default/pods?watch=true", TABLE).await;
+    let row = rows.next().await;
+    assert_eq!((row["type"].as_str(), row["object"]["kind"].as_str()), (Some("ADDED"), Some("Table")));
+    assert_eq!(row["object"]["rows"][0]["cells"][0], "first");
+
+    // The native SSE watch sees what the Kubernetes dialect creates.
+    let (_, list) = server.get("/api/v1/pods").await;
+    let from = list["resource_version"].as_u64().unwrap();
+    let mut native = open_watch(&server, &format!("/api/v1/pods?watch=true&resource_version={from}")).await;
+    post(&server, "/k8s/api/v1/namespaces/default/pods", k8s_pod("second")).await;
+    let seen = native.next(Duration::from_secs(5)).await.expect("a native event").watch_event();
+    assert_eq!(seen.object.unwrap().metadata().name, "second");
+    assert_eq!(watch.next().await["object"]["metadata"]["name"], "second");
 
     server.post("/api/v1/pods", pod("native", 1, 1)).await;
     let next = watch.next().await;
