@@ -133,7 +133,7 @@ fn cells(kind: Served, object: &Object, state: &AppState, now: shared::model::Ti
             vec![
                 meta.name.clone().into(),
                 format!("{}/{}", d.status.ready_replicas, d.spec.replicas).into(),
-                d.status.replicas.into(),
+                up_to_date(d, state).into(),
                 d.status.available_replicas.into(),
                 age.into(),
                 join_or_none(containers.iter().map(|c| c.name.clone())),
@@ -170,6 +170,23 @@ fn cells(kind: Served, object: &Object, state: &AppState, now: shared::model::Ti
         ],
         (_, Object::Namespace(n)) => vec![meta.name.clone().into(), none_if_empty(&n.status.phase), age.into()],
     }
+}
+
+/// The deployment's live pods that run its current template: Shepherd rolls nothing out, so
+/// after a template change the older pods stay and this count says so.
+fn up_to_date(deployment: &shared::model::Deployment, state: &AppState) -> usize {
+    let meta = &deployment.metadata;
+    let (_, pods) = state.store.list(shared::model::Kind::Pod, Some(&meta.namespace));
+    pods.iter()
+        .filter(|o| match &***o {
+            Object::Pod(p) => {
+                p.metadata.deletion_timestamp.is_none()
+                    && p.metadata.controller().is_some_and(|c| c.kind == "Deployment" && c.name == meta.name)
+                    && p.spec.containers == deployment.spec.template.spec.containers
+            }
+            _ => false,
+        })
+        .count()
 }
 
 /// A Table of `objects`; `page` is the list's revision and `continue` token.
