@@ -41,7 +41,9 @@ pub fn router() -> Router<AppState> {
         .route("/k8s/apis/apps/v1/namespaces/{namespace}/{plural}/{name}/{sub}", any(apps))
 }
 
-/// The query parameters Kubernetes' clients send; the ones Shepherd cannot honour are refused.
+/// The query parameters Kubernetes' clients send that change an answer; the ones Shepherd
+/// cannot honour are refused. Others are ignored: `fieldValidation` (fields are always
+/// checked strictly), `fieldManager`, `pretty`, `resourceVersionMatch=NotOlderThan`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct K8sQuery {
@@ -60,10 +62,6 @@ pub struct K8sQuery {
     pub grace_period_seconds: Option<i64>,
     pub propagation_policy: Option<String>,
     pub dry_run: Option<String>,
-    pub field_validation: Option<String>,
-    pub field_manager: Option<String>,
-    pub force: Option<String>,
-    pub pretty: Option<String>,
     pub container: Option<String>,
     pub follow: Option<String>,
     pub tail_lines: Option<u64>,
@@ -134,7 +132,7 @@ impl Served {
         self.stored().namespaced()
     }
 
-    fn api_version(self) -> &'static str {
+    pub fn api_version(self) -> &'static str {
         if self == Served::Stored(Kind::Deployment) { "apps/v1" } else { "v1" }
     }
 }

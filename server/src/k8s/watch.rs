@@ -69,10 +69,7 @@ impl Streamer {
     fn bookmark(&self) -> Bytes {
         let (api_version, kind) = match self.shape.table {
             Some(_) => ("meta.k8s.io/v1", "Table".to_string()),
-            None => (
-                if self.shape.kind == Served::Stored(shared::model::Kind::Deployment) { "apps/v1" } else { "v1" },
-                self.shape.kind.kind_name().to_string(),
-            ),
+            None => (self.shape.kind.api_version(), self.shape.kind.kind_name().to_string()),
         };
         line("BOOKMARK", json!({"apiVersion": api_version, "kind": kind, "metadata": {"resourceVersion": self.revision.to_string()}}))
     }
