@@ -91,6 +91,34 @@ fn is_empty(value: &Value) -> bool {
     }
 }
 
+/// Fields Shepherd does not store whose value names what it does anyway, so a manifest (or
+/// `kubectl run`) that spells them out means nothing else: its containers use the node's
+/// DNS (there is no cluster DNS, so `ClusterFirst` resolves as `Default` does), an image is
+/// pulled only when the node lacks it, and its one scheduler is the default one.
+fn is_what_shepherd_does(path: &str, value: &Value) -> bool {
+    let mut shape = String::with_capacity(path.len());
+    let mut in_index = false;
+    for c in path.chars() {
+        match c {
+            '[' => {
+                in_index = true;
+                shape.push_str("[]");
+            }
+            ']' => in_index = false,
+            _ if in_index => {}
+            c => shape.push(c),
+        }
+    }
+    let spec = shape.strip_prefix("spec.template.spec.").or_else(|| shape.strip_prefix("spec."));
+    let value = value.as_str().unwrap_or_default();
+    matches!(
+        (spec, value),
+        (Some("dnsPolicy"), "ClusterFirst" | "Default")
+            | (Some("containers[].imagePullPolicy"), "IfNotPresent")
+            | (Some("schedulerName"), "default-scheduler")
+    )
+}
+
 /// Collects the paths set in `sent` that `kept` lacks. Only presence counts: a value may
 /// come back in another spelling (`0.5` as `500m`).
 fn unkept(sent: &Value, kept: &Value, path: &str, out: &mut Vec<String>) {
@@ -103,6 +131,7 @@ fn unkept(sent: &Value, kept: &Value, path: &str, out: &mut Vec<String>) {
                 }
                 match kept.get(key) {
                     Some(back) => unkept(value, back, &here, out),
+                    None if is_what_shepherd_does(&here, value) => {}
                     None => out.push(here),
                 }
             }
@@ -872,6 +901,7 @@ mod tests {
 
         let mut bad = body.clone();
         bad["spec"]["containers"][0]["imagePullPolicy"] = "Always".into();
+        bad["spec"]["dnsPolicy"] = "ClusterFirst".into();
         bad["spec"]["volumes"] = serde_json::json!([{"name": "v"}]);
         bad["spec"]["madeUp"] = 1.into();
         let Err(Error::Unsupported { fields, .. }) = decode::<Pod>(&bad) else { panic!("refused") };

@@ -1,13 +1,14 @@
 //! The Kubernetes-compatible API under `/k8s`, so that kubectl and client libraries drive
 //! Shepherd: discovery and OpenAPI ([`discovery`]), Kubernetes' shapes ([`convert`]), the
-//! objects' routes ([`objects`]), Table answers ([`table`]), watch lines ([`watch`]) and
-//! patches ([`patch`]). It is a translation in front of the native API's own reads and
+//! objects' routes ([`objects`]), Table answers ([`table`]), watch lines ([`watch`]),
+//! patches ([`patch`]) and the protobuf bodies kubectl's typed commands send ([`protobuf`]). It is a translation in front of the native API's own reads and
 //! writes (`api::objects`, `ops`): the same store objects, validation and rules.
 
 mod convert;
 mod discovery;
 mod objects;
 mod patch;
+mod protobuf;
 mod table;
 mod watch;
 

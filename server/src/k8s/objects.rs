@@ -21,7 +21,7 @@ use shared::model::{Deployment, Event, Kind, Namespace, Node, Object, Pod, Servi
 
 use super::convert::{self, Convert};
 use super::discovery::RESOURCES;
-use super::{Result, Status, patch, table, watch};
+use super::{Result, Status, patch, protobuf, table, watch};
 use crate::api::AppState;
 use crate::api::objects::{self as native, DeleteParams, Filter, ListParams};
 use crate::auth::Principal;
@@ -449,22 +449,19 @@ impl Req {
         Ok(())
     }
 
-    fn check_body_type(&self) -> Result<()> {
+    /// A whole object's body as JSON: JSON itself, or the protobuf kubectl's typed commands
+    /// send (`create namespace`).
+    fn object_body(&self, body: &[u8]) -> Result<Value> {
         match media_type(&self.headers).as_str() {
-            "application/json" | "" => Ok(()),
-            // kubectl's typed commands (`create namespace`, `create deployment`) send protobuf.
-            "application/vnd.kubernetes.protobuf" => Err(Status::unsupported_media_type(
-                "Shepherd reads JSON bodies, not protobuf: write the object as YAML and use `kubectl apply -f` \
-                 (for example `kubectl create deployment web --image=nginx --dry-run=client -o yaml | kubectl apply -f -`)",
-            )),
+            "application/json" | "" => parse_body(body),
+            protobuf::MEDIA_TYPE => protobuf::namespace(body),
             other => Err(Status::unsupported_media_type(format!("send the body as application/json (got {other})"))),
         }
     }
 
     async fn create(&self, body: &[u8]) -> Result<Response> {
         self.refuse_endpoints()?;
-        self.check_body_type()?;
-        let value = parse_body(body)?;
+        let value = self.object_body(body)?;
         let outcome = by_kind!(self.target.kind.stored(), create_as(self, &value).await)?;
         let object = outcome.object().ok_or_else(|| Status::from(crate::error::ApiError::internal("the store returned no object")))?;
         Ok(self.answer(StatusCode::CREATED, object))
@@ -472,8 +469,7 @@ impl Req {
 
     async fn replace(&self, body: &[u8]) -> Result<Response> {
         self.refuse_endpoints()?;
-        self.check_body_type()?;
-        let value = parse_body(body)?;
+        let value = self.object_body(body)?;
         self.write(&value).await
     }
 
@@ -507,7 +503,17 @@ impl Req {
 
     async fn delete(&self, body: &[u8]) -> Result<Response> {
         self.refuse_endpoints()?;
-        let options: Value = if body.is_empty() { json!({}) } else { parse_body(body)? };
+        let options = match media_type(&self.headers).as_str() {
+            _ if body.is_empty() => json!({}),
+            // `kubectl drain` deletes through a typed client.
+            protobuf::MEDIA_TYPE => protobuf::delete_options(body)?,
+            _ => parse_body(body)?,
+        };
+        if options.get("orphanDependents").and_then(Value::as_bool) == Some(true)
+            || options.get("dryRun").and_then(Value::as_array).is_some_and(|d| !d.is_empty())
+        {
+            return Err(Status::bad_request("orphanDependents and dryRun are not supported: Shepherd deletes in the background"));
+        }
         let grace = options.get("gracePeriodSeconds").and_then(Value::as_i64).or(self.query.grace_period_seconds);
         let policy = options.get("propagationPolicy").and_then(Value::as_str).or(self.query.propagation_policy.as_deref());
         if let Some(policy) = policy.filter(|p| *p != "Background") {
@@ -595,8 +601,10 @@ impl Req {
     }
 
     async fn put_scale(&self, body: &[u8]) -> Result<Response> {
-        self.check_body_type()?;
-        self.scale_to(&parse_body(body)?).await
+        match media_type(&self.headers).as_str() {
+            "application/json" | "" => self.scale_to(&parse_body(body)?).await,
+            other => Err(Status::unsupported_media_type(format!("send the Scale as application/json (got {other})"))),
+        }
     }
 
     async fn patch_scale(&self, body: &[u8]) -> Result<Response> {
