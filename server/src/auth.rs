@@ -172,7 +172,7 @@ impl Tokens {
 /// itself when the API answers 401.
 fn is_public(path: &str) -> bool {
     use shared::api::paths;
-    let api = path == "/api" || path.starts_with("/api/") || path == paths::METRICS;
+    let api = path == "/api" || path.starts_with("/api/") || path == paths::METRICS || crate::k8s::owns(path);
     path == paths::HEALTHZ || path == paths::READYZ || !api
 }
 

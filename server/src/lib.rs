@@ -9,6 +9,7 @@
 //! - [`resources`]: per kind, what create defaults and what a PUT may change;
 //! - [`events`]: events deduplicated by (involved object, reason, source);
 //! - [`api`]: the axum router, one JSON error shape ([`error`]), watch over SSE, OpenAPI;
+//! - [`k8s`]: the Kubernetes-compatible API under `/k8s`, for kubectl, in front of the same writes;
 //! - [`auth`]: bearer tokens with the roles admin, node and viewer;
 //! - [`scheduler`]: the loop around `shared::scheduler`: queue, backoff, assume, bind;
 //! - [`controllers`]: node lifecycle, deployments, service endpoints, terminating pods, event expiry;
@@ -20,6 +21,7 @@ pub mod config;
 pub mod controllers;
 pub mod error;
 pub mod events;
+pub mod k8s;
 pub mod metrics;
 pub mod ops;
 pub mod resources;

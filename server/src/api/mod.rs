@@ -4,11 +4,11 @@
 //! family.
 
 mod leases;
-mod nodes;
-mod objects;
+pub(crate) mod nodes;
+pub(crate) mod objects;
 pub mod openapi;
-mod pods;
-mod watch;
+pub(crate) mod pods;
+pub(crate) mod watch;
 pub mod web_pages;
 
 use std::sync::Arc;
@@ -158,6 +158,7 @@ pub fn route_table() -> RouteTable {
 pub fn app(state: AppState) -> Router {
     routes()
         .router
+        .merge(crate::k8s::router())
         .fallback(dashboard_or_unknown)
         .layer(middleware::from_fn_with_state(state.clone(), crate::auth::authenticate))
         .layer(middleware::from_fn_with_state(state.clone(), web_pages::refuse_web_pages))
@@ -167,6 +168,7 @@ pub fn app(state: AppState) -> Router {
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(panicked))
         .layer(middleware::from_fn_with_state(state.clone(), crate::metrics::track))
         .layer(middleware::from_fn(json_errors))
+        .layer(middleware::from_fn(crate::k8s::statuses))
         .layer(compression())
         .with_state(state)
 }
@@ -175,8 +177,8 @@ pub fn app(state: AppState) -> Router {
 const COMPRESS_ABOVE: u64 = 8 * 1024;
 
 /// gzip for a large answer a client accepts it for (lists of thousands of objects shrink
-/// about tenfold), except streams: a watch (SSE) or a followed log must reach the client
-/// line by line, not when a compressor's buffer fills. Small answers, the bulk of an
+/// about tenfold), except streams: a watch (SSE, or Kubernetes' JSON lines) or a followed
+/// log must reach the client line by line, not when a compressor's buffer fills. Small answers, the bulk of an
 /// agent's calls, stay plain: compressing them saves nothing, and a client that decodes a
 /// gzipped answer may not reuse its connection.
 fn compression() -> tower_http::compression::CompressionLayer<impl tower_http::compression::Predicate> {
@@ -185,7 +187,8 @@ fn compression() -> tower_http::compression::CompressionLayer<impl tower_http::c
         .and(NotForContentType::GRPC)
         .and(NotForContentType::IMAGES)
         .and(NotForContentType::SSE)
-        .and(NotForContentType::const_new("text/plain"));
+        .and(NotForContentType::const_new("text/plain"))
+        .and(NotForContentType::const_new(crate::k8s::WATCH_CONTENT_TYPE));
     tower_http::compression::CompressionLayer::new().compress_when(predicate)
 }
 
@@ -205,7 +208,7 @@ async fn dashboard_or_unknown(State(state): State<AppState>, request: Request) -
     use tower::ServiceExt as _;
     use tower_http::services::{ServeDir, ServeFile};
     let path = request.uri().path();
-    let is_api = path == "/api" || path.starts_with("/api/") || path == paths::METRICS;
+    let is_api = path == "/api" || path.starts_with("/api/") || path == paths::METRICS || crate::k8s::owns(path);
     if is_api || !matches!(*request.method(), Method::GET | Method::HEAD) {
         return unknown_route(request.method(), request.uri()).into_response();
     }

@@ -141,7 +141,7 @@ impl Filter {
     }
 }
 
-fn list<R: Resource>(state: &AppState, filter: &Filter) -> List<R> {
+pub(crate) fn list<R: Resource>(state: &AppState, filter: &Filter) -> List<R> {
     let (revision, objects) = match filter.bound_node() {
         Some(node) if R::KIND == Kind::Pod => state.store.pods_on_node(node),
         _ => state.store.list(R::KIND, filter.namespace.as_deref()),
@@ -170,7 +170,7 @@ pub async fn list_namespaced<R: Resource>(
     list_or_watch::<R>(state, Some(namespace), params)
 }
 
-fn get_object<R: Resource>(state: &AppState, namespace: &str, name: &str) -> ApiResult<R> {
+pub(crate) fn get_object<R: Resource>(state: &AppState, namespace: &str, name: &str) -> ApiResult<R> {
     let key = Key::new(R::KIND, namespace, name);
     state
         .store
@@ -244,8 +244,8 @@ fn object_response(status: StatusCode, object: Option<&std::sync::Arc<Object>>) 
 }
 
 /// Creates an object whose namespace has been settled: nodes register, events dedup, pods
-/// get their `Created` event and a scheduler hint.
-async fn create<R: Resource>(state: AppState, principal: Principal, mut object: R) -> ApiResult<Response> {
+/// get their `Created` event and a scheduler hint. Both API dialects create through it.
+pub(crate) async fn create<R: Resource>(state: &AppState, principal: &Principal, mut object: R) -> ApiResult<Outcome> {
     let now = chrono::Utc::now();
     if R::KIND == Kind::Node {
         principal.may_write_node(&object.meta().name)?;
@@ -275,9 +275,8 @@ async fn create<R: Resource>(state: AppState, principal: Principal, mut object: 
             let mut outcomes = state.store.commit(Txn::new().with(ops::create(pod)).with(events::record(event, now))).await?;
             outcomes.truncate(1);
             let outcome = outcomes.pop().ok_or_else(|| ApiError::internal("the store returned no outcome"))?;
-            let response = object_response(StatusCode::CREATED, outcome.object());
             state.scheduler.hint(key);
-            return Ok(response);
+            return Ok(outcome);
         }
         Object::Deployment(mut o) => {
             stamp_new(&mut o, now);
@@ -293,11 +292,16 @@ async fn create<R: Resource>(state: AppState, principal: Principal, mut object: 
         }
         Object::Lease(_) => return Err(ApiError::bad_request("leases are written by node registration and renewal, not created")),
     };
+    Ok(outcome)
+}
+
+async fn create_response<R: Resource>(state: AppState, principal: Principal, object: R) -> ApiResult<Response> {
+    let outcome = create(&state, &principal, object).await?;
     Ok(object_response(created(&outcome), outcome.object()))
 }
 
 /// Settles the namespace: the path's, else the body's, else `default`; both given must agree.
-fn settle_namespace<R: Resource>(object: &mut R, path_namespace: Option<&str>) -> ApiResult<()> {
+pub(crate) fn settle_namespace<R: Resource>(object: &mut R, path_namespace: Option<&str>) -> ApiResult<()> {
     if !R::KIND.namespaced() {
         object.meta_mut().namespace.clear();
         return Ok(());
@@ -325,7 +329,7 @@ pub async fn create_from_body<R: Resource>(
 ) -> ApiResult<Response> {
     let mut object = parse_object::<R>(&body)?;
     settle_namespace(&mut object, None)?;
-    create(state, principal, object).await
+    create_response(state, principal, object).await
 }
 
 pub async fn create_namespaced<R: Resource>(
@@ -336,11 +340,24 @@ pub async fn create_namespaced<R: Resource>(
 ) -> ApiResult<Response> {
     let mut object = parse_object::<R>(&body)?;
     settle_namespace(&mut object, Some(&namespace))?;
-    create(state, principal, object).await
+    create_response(state, principal, object).await
 }
 
 async fn replace<R: Resource>(state: AppState, principal: Principal, namespace: &str, name: &str, body: &[u8]) -> ApiResult<Response> {
-    let mut object = parse_object::<R>(body)?;
+    let object = parse_object::<R>(body)?;
+    let outcome = replace_object(&state, &principal, namespace, name, object).await?;
+    Ok(object_response(StatusCode::OK, outcome.object()))
+}
+
+/// A PUT of `object` onto `namespace/name`: the names must agree, and the update is a CAS
+/// on the body's resource_version. Both API dialects replace through it.
+pub(crate) async fn replace_object<R: Resource>(
+    state: &AppState,
+    principal: &Principal,
+    namespace: &str,
+    name: &str,
+    mut object: R,
+) -> ApiResult<Outcome> {
     settle_namespace(&mut object, if R::KIND.namespaced() { Some(namespace) } else { None })?;
     if object.meta().name.is_empty() {
         object.meta_mut().name = name.to_string();
@@ -353,8 +370,7 @@ async fn replace<R: Resource>(state: AppState, principal: Principal, namespace: 
     if R::KIND == Kind::Node {
         principal.may_write_node(name)?;
     }
-    let outcome = commit_one(&*state.store, ops::update(object)).await?;
-    Ok(object_response(StatusCode::OK, outcome.object()))
+    Ok(commit_one(&*state.store, ops::update(object)).await?)
 }
 
 pub async fn replace_namespaced<R: Resource>(
@@ -386,28 +402,29 @@ pub struct DeleteParams {
     pub uid: Option<String>,
 }
 
-async fn delete<R: Resource>(
-    state: AppState,
-    principal: Principal,
+/// Deletes an object; both API dialects delete through it.
+pub(crate) async fn delete<R: Resource>(
+    state: &AppState,
+    principal: &Principal,
     namespace: &str,
     name: &str,
     params: DeleteParams,
-) -> ApiResult<Response> {
+) -> ApiResult<Outcome> {
     let key = Key::new(R::KIND, namespace, name);
     let expected = params.resource_version.unwrap_or(0);
     let txn = match R::KIND {
-        Kind::Pod => Txn::new().with(delete_pod(&state, &principal, namespace, name, params)?),
+        Kind::Pod => Txn::new().with(delete_pod(state, principal, namespace, name, params)?),
         Kind::Namespace => {
-            check_namespace_empty(&state, name)?;
+            check_namespace_empty(state, name)?;
             Txn::new().with(ops::delete(key, expected))
         }
         Kind::Node => ops::delete_node(name, expected),
         _ => Txn::new().with(ops::delete(key, expected)),
     };
+    // A node's delete takes its lease along: the first outcome is the object asked for.
     let mut outcomes = state.store.commit(txn).await?;
     outcomes.truncate(1);
-    let outcome = outcomes.pop().ok_or_else(|| ApiError::internal("the store returned no outcome"))?;
-    Ok(object_response(StatusCode::OK, outcome.object()))
+    outcomes.pop().ok_or_else(|| ApiError::internal("the store returned no outcome"))
 }
 
 /// The graceful delete of a pod (see [`ops::delete_pod`]); a node's token may delete only
@@ -462,7 +479,8 @@ pub async fn delete_namespaced<R: Resource>(
     Path((namespace, name)): Path<(String, String)>,
     Params(params): Params<DeleteParams>,
 ) -> ApiResult<Response> {
-    delete::<R>(state, principal, &namespace, &name, params).await
+    let outcome = delete::<R>(&state, &principal, &namespace, &name, params).await?;
+    Ok(object_response(StatusCode::OK, outcome.object()))
 }
 
 pub async fn delete_cluster<R: Resource>(
@@ -471,7 +489,8 @@ pub async fn delete_cluster<R: Resource>(
     Path(name): Path<String>,
     Params(params): Params<DeleteParams>,
 ) -> ApiResult<Response> {
-    delete::<R>(state, principal, "", &name, params).await
+    let outcome = delete::<R>(&state, &principal, "", &name, params).await?;
+    Ok(object_response(StatusCode::OK, outcome.object()))
 }
 
 fn scale_of(deployment: &Deployment) -> Scale {
@@ -500,9 +519,15 @@ pub async fn put_scale(
     BodyBytes(body): BodyBytes,
 ) -> ApiResult<Json<Scale>> {
     let scale: Scale = parse_json(&body, "Scale")?;
+    scale_deployment(&state, &namespace, &name, scale).await.map(|d| Json(scale_of(&d)))
+}
+
+/// Sets a deployment's replicas from a Scale (CAS on its resource_version when non-zero);
+/// both API dialects scale through it.
+pub(crate) async fn scale_deployment(state: &AppState, namespace: &str, name: &str, scale: Scale) -> ApiResult<Deployment> {
     shared::validation::validate_scale(&scale)
         .map_err(|details| ApiError::invalid(&format!("the scale of deployment {namespace}/{name}"), details))?;
-    let key = Key::new(Kind::Deployment, &namespace, &name);
+    let key = Key::new(Kind::Deployment, namespace, name);
     let expected = scale.metadata.resource_version;
     let check_key = key.clone();
     let write = ops::modify::<Deployment>(key, move |_, d| {
@@ -515,7 +540,7 @@ pub async fn put_scale(
     });
     let outcome = commit_one(&*state.store, write).await?;
     match outcome.object().map(|o| &**o) {
-        Some(Object::Deployment(d)) => Ok(Json(scale_of(d))),
+        Some(Object::Deployment(d)) => Ok(d.clone()),
         _ => Err(ApiError::internal(format!("deployment {namespace}/{name} vanished during the scale"))),
     }
 }

@@ -20,12 +20,14 @@ use crate::error::ApiError;
 
 /// The media type of every request body.
 pub const JSON: &str = "application/json";
-/// Kubernetes' patch bodies: kubectl-style clients send them, and no browser form can.
-const KUBERNETES_PATCHES: [&str; 4] = [
+/// Kubernetes' patch and protobuf bodies: kubectl-style clients send them, and no browser
+/// form can (any of them forces a CORS preflight). Whether `/k8s` accepts one is its call.
+const KUBERNETES_MEDIA_TYPES: [&str; 5] = [
     "application/merge-patch+json",
     "application/strategic-merge-patch+json",
     "application/json-patch+json",
     "application/apply-patch+yaml",
+    "application/vnd.kubernetes.protobuf",
 ];
 
 /// The local port a connection came in on: the port a Host must name.
@@ -86,7 +88,7 @@ fn check(request: &Request) -> Result<(), ApiError> {
         return Ok(());
     }
     match media_type(headers) {
-        Some(media) if media == JSON || KUBERNETES_PATCHES.contains(&media.as_str()) => Ok(()),
+        Some(media) if media == JSON || KUBERNETES_MEDIA_TYPES.contains(&media.as_str()) => Ok(()),
         Some(media) => Err(unsupported_media_type(&media)),
         None => Err(ApiError::forbidden(format!(
             "a request that changes state needs Content-Type: {JSON} or the {CLIENT_HEADER} header (any value), which no web \

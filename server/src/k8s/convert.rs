@@ -1,0 +1,919 @@
+//! The one translation between Kubernetes' shapes (`k8s-openapi`) and `shared::model`, both
+//! ways. A body is read into the Kubernetes type, translated, and translated back: any field
+//! the body set that does not come back is one Shepherd does not hold, and is refused by name.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1 as apps;
+use k8s_openapi::api::autoscaling::v1 as autoscaling;
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use shared::api::FieldError;
+use shared::model::{
+    Condition, Container, ContainerPort, ContainerState, ContainerStatus, Deployment, DeploymentSpec, DeploymentStatus, EnvVar, Event,
+    Labels, Namespace, NamespaceStatus, Node, NodeResources, ObjectMeta, ObjectReference, OwnerReference, Pod, PodSpec, PodStatus,
+    PodTemplateSpec, ResourceRequirements, Scale, ScaleSpec, ScaleStatus, Service, ServicePort, ServiceSpec, Taint, Time, Toleration,
+    format_cpu, format_memory, parse_cpu, parse_memory,
+};
+use shared::selector::{LabelSelector, Operator, Requirement};
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// Not the Kubernetes shape at all (a string where an object belongs, bad JSON).
+    #[error("the body is not a valid {kind}: {message}")]
+    Malformed { kind: &'static str, message: String },
+    /// Fields that Kubernetes has but Shepherd does not hold, or values it cannot keep.
+    #[error("{kind} {name:?} uses what Shepherd does not support: {}", summary(.fields))]
+    Unsupported { kind: &'static str, name: String, fields: Vec<FieldError> },
+}
+
+fn summary(fields: &[FieldError]) -> String {
+    fields.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+}
+
+/// A kind both dialects serve: its Kubernetes type and the translation both ways.
+pub trait Convert: crate::resources::Resource {
+    type K8s: Serialize + DeserializeOwned + k8s_openapi::Resource;
+    fn to_k8s(&self) -> Self::K8s;
+    /// Errors are the values Shepherd cannot keep; unknown fields are found by [`decode`].
+    fn from_k8s(object: Self::K8s) -> Result<Self, Vec<FieldError>>;
+}
+
+/// Fields a client may send that Shepherd does not keep from a body, as Kubernetes does not:
+/// the server owns them, or (managedFields, status) they have their own way in.
+const SERVER_OWNED: [&str; 9] = [
+    "apiVersion",
+    "kind",
+    "status",
+    "metadata.managedFields",
+    "metadata.creationTimestamp",
+    "metadata.generation",
+    "metadata.selfLink",
+    "metadata.uid",
+    "metadata.deletionTimestamp",
+];
+
+/// Reads `value` as a `R`, refusing (with every path) the fields Shepherd would drop.
+pub fn decode<R: Convert>(value: &Value) -> Result<R> {
+    let kind = <R::K8s as k8s_openapi::Resource>::KIND;
+    let typed: R::K8s = serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        Error::Malformed { kind, message: if path == "." { e.inner().to_string() } else { format!("{path}: {}", e.inner()) } }
+    })?;
+    let name = value.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+    let object = R::from_k8s(typed).map_err(|fields| Error::Unsupported { kind, name: name.clone(), fields })?;
+    let back = serde_json::to_value(object.to_k8s()).unwrap_or(Value::Null);
+    let mut dropped = Vec::new();
+    unkept(value, &back, "", &mut dropped);
+    if dropped.is_empty() {
+        return Ok(object);
+    }
+    let fields = dropped.into_iter().map(|field| FieldError { field, message: "Shepherd does not support this field".into() }).collect();
+    Err(Error::Unsupported { kind, name, fields })
+}
+
+/// A value that says nothing: leaving it out means the same.
+fn is_empty(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::String(s) => s.is_empty(),
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+    }
+}
+
+/// Fields Shepherd does not store whose value names what it does anyway, so a manifest (or
+/// `kubectl run`) that spells them out means nothing else: its containers use the node's
+/// DNS (there is no cluster DNS, so `ClusterFirst` resolves as `Default` does), an image is
+/// pulled only when the node lacks it, and its one scheduler is the default one.
+fn is_what_shepherd_does(path: &str, value: &Value) -> bool {
+    let mut shape = String::with_capacity(path.len());
+    let mut in_index = false;
+    for c in path.chars() {
+        match c {
+            '[' => {
+                in_index = true;
+                shape.push_str("[]");
+            }
+            ']' => in_index = false,
+            _ if in_index => {}
+            c => shape.push(c),
+        }
+    }
+    let spec = shape.strip_prefix("spec.template.spec.").or_else(|| shape.strip_prefix("spec."));
+    let value = value.as_str().unwrap_or_default();
+    matches!(
+        (spec, value),
+        (Some("dnsPolicy"), "ClusterFirst" | "Default")
+            | (Some("containers[].imagePullPolicy"), "IfNotPresent")
+            | (Some("schedulerName"), "default-scheduler")
+    )
+}
+
+/// Collects the paths set in `sent` that `kept` lacks. Only presence counts: a value may
+/// come back in another spelling (`0.5` as `500m`).
+fn unkept(sent: &Value, kept: &Value, path: &str, out: &mut Vec<String>) {
+    match (sent, kept) {
+        (Value::Object(sent), Value::Object(kept)) => {
+            for (key, value) in sent {
+                let here = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+                if is_empty(value) || SERVER_OWNED.contains(&here.as_str()) {
+                    continue;
+                }
+                match kept.get(key) {
+                    Some(back) => unkept(value, back, &here, out),
+                    None if is_what_shepherd_does(&here, value) => {}
+                    None => out.push(here),
+                }
+            }
+        }
+        (Value::Array(sent), Value::Array(kept)) => {
+            for (index, value) in sent.iter().enumerate() {
+                let here = format!("{path}[{index}]");
+                match kept.get(index) {
+                    Some(back) => unkept(value, back, &here, out),
+                    None if !is_empty(value) => out.push(here),
+                    None => {}
+                }
+            }
+        }
+        (Value::Object(_) | Value::Array(_), _) if !is_empty(sent) => out.push(path.to_string()),
+        _ => {}
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small pieces
+
+pub fn time(t: Time) -> meta::Time {
+    let nanos = i128::from(t.timestamp()) * 1_000_000_000 + i128::from(t.timestamp_subsec_nanos());
+    meta::Time(k8s_openapi::jiff::Timestamp::from_nanosecond(nanos).unwrap_or_default())
+}
+
+fn time_in(t: meta::Time) -> Option<Time> {
+    chrono::DateTime::from_timestamp(t.0.as_second(), t.0.subsec_nanosecond().max(0) as u32)
+}
+
+fn some(s: &str) -> Option<String> {
+    (!s.is_empty()).then(|| s.to_string())
+}
+
+fn map(labels: &Labels) -> Option<BTreeMap<String, String>> {
+    (!labels.is_empty()).then(|| labels.clone())
+}
+
+fn list<T>(items: Vec<T>) -> Option<Vec<T>> {
+    (!items.is_empty()).then_some(items)
+}
+
+fn api_version_of(kind: &str) -> &'static str {
+    if kind == "Deployment" { "apps/v1" } else { "v1" }
+}
+
+fn meta_out(m: &ObjectMeta) -> meta::ObjectMeta {
+    meta::ObjectMeta {
+        name: some(&m.name),
+        namespace: some(&m.namespace),
+        uid: some(&m.uid),
+        labels: map(&m.labels),
+        annotations: map(&m.annotations),
+        resource_version: (m.resource_version > 0).then(|| m.resource_version.to_string()),
+        generation: (m.generation > 0).then(|| i64::try_from(m.generation).unwrap_or(i64::MAX)),
+        creation_timestamp: m.created_at.map(time),
+        deletion_timestamp: m.deletion_timestamp.map(time),
+        deletion_grace_period_seconds: m.deletion_grace_period_seconds,
+        owner_references: list(
+            m.owner_references
+                .iter()
+                .map(|r| meta::OwnerReference {
+                    api_version: api_version_of(&r.kind).into(),
+                    kind: r.kind.clone(),
+                    name: r.name.clone(),
+                    uid: r.uid.clone(),
+                    controller: r.controller.then_some(true),
+                    block_owner_deletion: None,
+                })
+                .collect(),
+        ),
+        ..Default::default()
+    }
+}
+
+fn meta_in(m: meta::ObjectMeta, errors: &mut Vec<FieldError>) -> ObjectMeta {
+    let resource_version = match m.resource_version.as_deref() {
+        None | Some("") => 0,
+        Some(text) => text.parse().unwrap_or_else(|_| {
+            errors.push(FieldError {
+                field: "metadata.resourceVersion".into(),
+                message: format!("{text:?} is not a resourceVersion this server issued"),
+            });
+            0
+        }),
+    };
+    ObjectMeta {
+        name: m.name.unwrap_or_default(),
+        namespace: m.namespace.unwrap_or_default(),
+        labels: m.labels.unwrap_or_default(),
+        annotations: m.annotations.unwrap_or_default(),
+        resource_version,
+        deletion_grace_period_seconds: m.deletion_grace_period_seconds,
+        owner_references: m
+            .owner_references
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| OwnerReference { kind: r.kind, name: r.name, uid: r.uid, controller: r.controller.unwrap_or(false) })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+fn condition_out(c: &Condition) -> core::PodCondition {
+    core::PodCondition {
+        type_: c.type_.clone(),
+        status: c.status.clone(),
+        reason: some(&c.reason),
+        message: some(&c.message),
+        last_transition_time: c.last_transition_time.map(time),
+        ..Default::default()
+    }
+}
+
+fn node_condition_out(c: &Condition) -> core::NodeCondition {
+    core::NodeCondition {
+        type_: c.type_.clone(),
+        status: c.status.clone(),
+        reason: some(&c.reason),
+        message: some(&c.message),
+        last_transition_time: c.last_transition_time.map(time),
+        last_heartbeat_time: c.last_heartbeat_time.map(time),
+    }
+}
+
+fn quantities(cpu: i64, memory: i64) -> BTreeMap<String, Quantity> {
+    let mut out = BTreeMap::new();
+    if cpu > 0 {
+        out.insert("cpu".to_string(), Quantity(format_cpu(cpu)));
+    }
+    if memory > 0 {
+        out.insert("memory".to_string(), Quantity(format_memory(memory)));
+    }
+    out
+}
+
+/// Shepherd holds one amount per container: the scheduler reserves it and the runtime caps
+/// the container at it. So it is both the request and the limit.
+fn resources_out(r: &ResourceRequirements) -> Option<core::ResourceRequirements> {
+    let amounts = quantities(r.cpu, r.memory);
+    (!amounts.is_empty()).then(|| core::ResourceRequirements {
+        requests: Some(amounts.clone()),
+        limits: Some(amounts),
+        ..Default::default()
+    })
+}
+
+fn amounts_in(amounts: &BTreeMap<String, Quantity>, path: &str, errors: &mut Vec<FieldError>) -> ResourceRequirements {
+    let mut out = ResourceRequirements::default();
+    for (name, Quantity(text)) in amounts {
+        let parsed = match name.as_str() {
+            "cpu" => parse_cpu(text).map(|v| out.cpu = v),
+            "memory" => parse_memory(text).map(|v| out.memory = v),
+            _ => continue,
+        };
+        if let Err(message) = parsed {
+            errors.push(FieldError { field: format!("{path}.{name}"), message });
+        }
+    }
+    out
+}
+
+fn resources_in(r: Option<core::ResourceRequirements>, path: &str, errors: &mut Vec<FieldError>) -> ResourceRequirements {
+    let Some(r) = r else { return ResourceRequirements::default() };
+    let requests = r.requests.map(|q| amounts_in(&q, &format!("{path}.requests"), errors));
+    let limits = r.limits.map(|q| amounts_in(&q, &format!("{path}.limits"), errors));
+    match (requests, limits) {
+        (Some(requests), Some(limits)) => {
+            let pick = |request: i64, limit: i64, name: &str, errors: &mut Vec<FieldError>| match (request, limit) {
+                (r, 0) => r,
+                (0, l) => l,
+                (r, l) if r == l => r,
+                _ => {
+                    errors.push(FieldError {
+                        field: format!("{path}.limits.{name}"),
+                        message: "Shepherd holds one amount per container, used as both request and limit: make the limit equal to the request or leave one out".into(),
+                    });
+                    request
+                }
+            };
+            ResourceRequirements {
+                cpu: pick(requests.cpu, limits.cpu, "cpu", errors),
+                memory: pick(requests.memory, limits.memory, "memory", errors),
+            }
+        }
+        (Some(one), None) | (None, Some(one)) => one,
+        (None, None) => ResourceRequirements::default(),
+    }
+}
+
+fn container_out(c: &Container) -> core::Container {
+    core::Container {
+        name: c.name.clone(),
+        image: some(&c.image),
+        command: list(c.command.clone()),
+        args: list(c.args.clone()),
+        env: list(c.env.iter().map(|e| core::EnvVar { name: e.name.clone(), value: Some(e.value.clone()), value_from: None }).collect()),
+        ports: list(
+            c.ports
+                .iter()
+                .map(|p| core::ContainerPort {
+                    name: some(&p.name),
+                    container_port: p.container_port,
+                    host_port: p.host_port,
+                    host_ip: some(&p.host_ip),
+                    // As stored: a PUT of what a GET returned must not look like a spec change.
+                    protocol: some(&p.protocol),
+                })
+                .collect(),
+        ),
+        resources: resources_out(&c.resources),
+        ..Default::default()
+    }
+}
+
+fn container_in(c: core::Container, path: &str, errors: &mut Vec<FieldError>) -> Container {
+    Container {
+        name: c.name,
+        image: c.image.unwrap_or_default(),
+        command: c.command.unwrap_or_default(),
+        args: c.args.unwrap_or_default(),
+        env: c.env.unwrap_or_default().into_iter().map(|e| EnvVar { name: e.name, value: e.value.unwrap_or_default() }).collect(),
+        ports: c
+            .ports
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| ContainerPort {
+                name: p.name.unwrap_or_default(),
+                container_port: p.container_port,
+                host_port: p.host_port,
+                host_ip: p.host_ip.unwrap_or_default(),
+                protocol: p.protocol.unwrap_or_default(),
+            })
+            .collect(),
+        resources: resources_in(c.resources, &format!("{path}.resources"), errors),
+    }
+}
+
+fn pod_spec_out(s: &PodSpec) -> core::PodSpec {
+    core::PodSpec {
+        containers: s.containers.iter().map(container_out).collect(),
+        restart_policy: some(&s.restart_policy),
+        node_selector: map(&s.node_selector),
+        tolerations: list(
+            s.tolerations
+                .iter()
+                .map(|t| core::Toleration {
+                    key: some(&t.key),
+                    operator: some(&t.operator),
+                    value: some(&t.value),
+                    effect: some(&t.effect),
+                    toleration_seconds: None,
+                })
+                .collect(),
+        ),
+        node_name: some(&s.node_name),
+        termination_grace_period_seconds: s.termination_grace_period_seconds,
+        ..Default::default()
+    }
+}
+
+fn pod_spec_in(s: core::PodSpec, path: &str, errors: &mut Vec<FieldError>) -> PodSpec {
+    PodSpec {
+        containers: s
+            .containers
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| container_in(c, &format!("{path}.containers[{i}]"), errors))
+            .collect(),
+        restart_policy: s.restart_policy.unwrap_or_default(),
+        node_selector: s.node_selector.unwrap_or_default(),
+        tolerations: s
+            .tolerations
+            .unwrap_or_default()
+            .into_iter()
+            .map(|t| Toleration {
+                key: t.key.unwrap_or_default(),
+                operator: t.operator.unwrap_or_default(),
+                value: t.value.unwrap_or_default(),
+                effect: t.effect.unwrap_or_default(),
+            })
+            .collect(),
+        node_name: s.node_name.unwrap_or_default(),
+        termination_grace_period_seconds: s.termination_grace_period_seconds,
+    }
+}
+
+fn state_out(s: &ContainerState) -> core::ContainerState {
+    match s {
+        ContainerState::Waiting { reason, message } => core::ContainerState {
+            waiting: Some(core::ContainerStateWaiting { reason: some(reason), message: some(message) }),
+            ..Default::default()
+        },
+        ContainerState::Running { started_at } => {
+            core::ContainerState { running: Some(core::ContainerStateRunning { started_at: started_at.map(time) }), ..Default::default() }
+        }
+        ContainerState::Terminated { exit_code, reason, message, started_at, finished_at } => core::ContainerState {
+            terminated: Some(core::ContainerStateTerminated {
+                exit_code: i32::try_from(*exit_code).unwrap_or(i32::MAX),
+                reason: some(reason),
+                message: some(message),
+                started_at: started_at.map(time),
+                finished_at: finished_at.map(time),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    }
+}
+
+fn container_status_out(c: &ContainerStatus) -> core::ContainerStatus {
+    core::ContainerStatus {
+        name: c.name.clone(),
+        state: Some(state_out(&c.state)),
+        last_state: c.last_state.as_ref().map(state_out),
+        ready: c.ready,
+        restart_count: i32::try_from(c.restart_count).unwrap_or(i32::MAX),
+        image: c.image.clone(),
+        container_id: some(&c.container_id),
+        started: Some(matches!(c.state, ContainerState::Running { .. })),
+        ..Default::default()
+    }
+}
+
+fn pod_status_out(s: &PodStatus) -> core::PodStatus {
+    core::PodStatus {
+        phase: Some(s.phase.to_string()),
+        conditions: list(s.conditions.iter().map(condition_out).collect()),
+        reason: some(&s.reason),
+        message: some(&s.message),
+        host_ip: some(&s.host_ip),
+        host_ips: some(&s.host_ip).map(|ip| vec![core::HostIP { ip }]),
+        pod_ip: some(&s.pod_ip),
+        pod_ips: some(&s.pod_ip).map(|ip| vec![core::PodIP { ip }]),
+        start_time: s.start_time.map(time),
+        container_statuses: list(s.container_statuses.iter().map(container_status_out).collect()),
+        ..Default::default()
+    }
+}
+
+fn selector_out(s: &LabelSelector) -> meta::LabelSelector {
+    meta::LabelSelector {
+        match_labels: map(&s.match_labels),
+        match_expressions: list(
+            s.match_expressions
+                .iter()
+                .map(|r| meta::LabelSelectorRequirement {
+                    key: r.key.clone(),
+                    operator: format!("{:?}", r.operator),
+                    values: list(r.values.clone()),
+                })
+                .collect(),
+        ),
+    }
+}
+
+fn selector_in(s: meta::LabelSelector, errors: &mut Vec<FieldError>) -> LabelSelector {
+    let mut expressions = Vec::new();
+    for (i, r) in s.match_expressions.unwrap_or_default().into_iter().enumerate() {
+        let operator = match r.operator.as_str() {
+            "In" => Operator::In,
+            "NotIn" => Operator::NotIn,
+            "Exists" => Operator::Exists,
+            "DoesNotExist" => Operator::DoesNotExist,
+            other => {
+                errors.push(FieldError {
+                    field: format!("spec.selector.matchExpressions[{i}].operator"),
+                    message: format!("unknown operator {other:?}: use In, NotIn, Exists or DoesNotExist"),
+                });
+                continue;
+            }
+        };
+        expressions.push(Requirement { key: r.key, operator, values: r.values.unwrap_or_default() });
+    }
+    LabelSelector { match_labels: s.match_labels.unwrap_or_default(), match_expressions: expressions }
+}
+
+/// `app=web,tier in (a,b)`: a Scale's `status.selector`.
+pub fn selector_text(s: &LabelSelector) -> String {
+    let mut terms: Vec<String> = s.match_labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    for r in &s.match_expressions {
+        terms.push(match r.operator {
+            Operator::In => format!("{} in ({})", r.key, r.values.join(",")),
+            Operator::NotIn => format!("{} notin ({})", r.key, r.values.join(",")),
+            Operator::Exists => r.key.clone(),
+            Operator::DoesNotExist => format!("!{}", r.key),
+        });
+    }
+    terms.join(",")
+}
+
+fn finish<T>(object: T, errors: Vec<FieldError>) -> Result<T, Vec<FieldError>> {
+    if errors.is_empty() { Ok(object) } else { Err(errors) }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kinds
+
+impl Convert for Pod {
+    type K8s = core::Pod;
+
+    fn to_k8s(&self) -> core::Pod {
+        core::Pod { metadata: meta_out(&self.metadata), spec: Some(pod_spec_out(&self.spec)), status: Some(pod_status_out(&self.status)) }
+    }
+
+    fn from_k8s(pod: core::Pod) -> Result<Pod, Vec<FieldError>> {
+        let mut errors = Vec::new();
+        let metadata = meta_in(pod.metadata, &mut errors);
+        let spec = pod_spec_in(pod.spec.unwrap_or_default(), "spec", &mut errors);
+        finish(Pod { kind: "Pod".into(), metadata, spec, status: PodStatus::default() }, errors)
+    }
+}
+
+impl Convert for Node {
+    type K8s = core::Node;
+
+    fn to_k8s(&self) -> core::Node {
+        let s = &self.status;
+        let info = &s.node_info;
+        let mut addresses = Vec::new();
+        if !s.address.is_empty() {
+            addresses.push(core::NodeAddress { type_: "InternalIP".into(), address: s.address.clone() });
+        }
+        addresses.push(core::NodeAddress { type_: "Hostname".into(), address: self.metadata.name.clone() });
+        let resources = |r: &NodeResources| {
+            let mut q = quantities(r.cpu, r.memory);
+            q.insert("pods".into(), Quantity(r.pods.to_string()));
+            q
+        };
+        let runtime = match (info.runtime.as_str(), info.runtime_version.as_str()) {
+            ("", _) => String::new(),
+            (name, "") => format!("{name}://"),
+            (name, version) => format!("{name}://{version}"),
+        };
+        core::Node {
+            metadata: meta_out(&self.metadata),
+            spec: Some(core::NodeSpec {
+                unschedulable: s.unschedulable.then_some(true),
+                taints: list(
+                    s.taints
+                        .iter()
+                        .map(|t| core::Taint { key: t.key.clone(), value: some(&t.value), effect: t.effect.clone(), time_added: None })
+                        .collect(),
+                ),
+                ..Default::default()
+            }),
+            status: Some(core::NodeStatus {
+                capacity: Some(resources(&s.capacity)),
+                allocatable: Some(resources(&s.allocatable)),
+                conditions: list(s.conditions.iter().map(node_condition_out).collect()),
+                addresses: Some(addresses),
+                node_info: Some(core::NodeSystemInfo {
+                    architecture: info.arch.clone(),
+                    operating_system: info.os.clone(),
+                    os_image: if info.simulated { "simulated".into() } else { info.os.clone() },
+                    container_runtime_version: runtime,
+                    kubelet_version: info.agent_version.clone(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// Only what an admin may change through the API: labels, annotations, cordon, taints.
+    fn from_k8s(node: core::Node) -> Result<Node, Vec<FieldError>> {
+        let mut errors = Vec::new();
+        let metadata = meta_in(node.metadata, &mut errors);
+        let spec = node.spec.unwrap_or_default();
+        let mut out = Node { kind: "Node".into(), metadata, ..Node::default() };
+        out.status.unschedulable = spec.unschedulable.unwrap_or(false);
+        out.status.taints = spec
+            .taints
+            .unwrap_or_default()
+            .into_iter()
+            .map(|t| Taint { key: t.key, value: t.value.unwrap_or_default(), effect: t.effect })
+            .collect();
+        finish(out, errors)
+    }
+}
+
+impl Convert for Deployment {
+    type K8s = apps::Deployment;
+
+    fn to_k8s(&self) -> apps::Deployment {
+        let s = &self.status;
+        let count = |n: i32| (n != 0).then_some(n);
+        apps::Deployment {
+            metadata: meta_out(&self.metadata),
+            spec: Some(apps::DeploymentSpec {
+                replicas: Some(self.spec.replicas),
+                selector: selector_out(&self.spec.selector),
+                template: core::PodTemplateSpec {
+                    metadata: Some(meta_out(&self.spec.template.metadata)),
+                    spec: Some(pod_spec_out(&self.spec.template.spec)),
+                },
+                ..Default::default()
+            }),
+            status: Some(apps::DeploymentStatus {
+                replicas: count(s.replicas),
+                ready_replicas: count(s.ready_replicas),
+                available_replicas: count(s.available_replicas),
+                unavailable_replicas: count((self.spec.replicas - s.available_replicas).max(0)),
+                observed_generation: (s.observed_generation > 0).then(|| i64::try_from(s.observed_generation).unwrap_or(i64::MAX)),
+                conditions: list(
+                    s.conditions
+                        .iter()
+                        .map(|c| apps::DeploymentCondition {
+                            type_: c.type_.clone(),
+                            status: c.status.clone(),
+                            reason: some(&c.reason),
+                            message: some(&c.message),
+                            last_transition_time: c.last_transition_time.map(time),
+                            last_update_time: c.last_transition_time.map(time),
+                        })
+                        .collect(),
+                ),
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn from_k8s(d: apps::Deployment) -> Result<Deployment, Vec<FieldError>> {
+        let mut errors = Vec::new();
+        let metadata = meta_in(d.metadata, &mut errors);
+        let spec = d.spec.unwrap_or_default();
+        let template_meta = meta_in(spec.template.metadata.unwrap_or_default(), &mut errors);
+        let template_spec = pod_spec_in(spec.template.spec.unwrap_or_default(), "spec.template.spec", &mut errors);
+        let spec = DeploymentSpec {
+            // Kubernetes' default when a manifest leaves it out.
+            replicas: spec.replicas.unwrap_or(1),
+            selector: selector_in(spec.selector, &mut errors),
+            template: PodTemplateSpec { metadata: template_meta, spec: template_spec },
+        };
+        finish(Deployment { kind: "Deployment".into(), metadata, spec, status: DeploymentStatus::default() }, errors)
+    }
+}
+
+impl Convert for Service {
+    type K8s = core::Service;
+
+    fn to_k8s(&self) -> core::Service {
+        core::Service {
+            metadata: meta_out(&self.metadata),
+            spec: Some(core::ServiceSpec {
+                selector: map(&self.spec.selector),
+                ports: list(
+                    self.spec
+                        .ports
+                        .iter()
+                        .map(|p| core::ServicePort {
+                            name: some(&p.name),
+                            port: p.port,
+                            target_port: Some(IntOrString::Int(p.target_port)),
+                            protocol: some(&p.protocol),
+                            ..Default::default()
+                        })
+                        .collect(),
+                ),
+                type_: some(&self.spec.type_),
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
+
+    fn from_k8s(s: core::Service) -> Result<Service, Vec<FieldError>> {
+        let mut errors = Vec::new();
+        let metadata = meta_in(s.metadata, &mut errors);
+        let spec = s.spec.unwrap_or_default();
+        let mut ports = Vec::new();
+        for (i, p) in spec.ports.unwrap_or_default().into_iter().enumerate() {
+            let target_port = match p.target_port {
+                None => p.port,
+                Some(IntOrString::Int(n)) => n,
+                Some(IntOrString::String(text)) => text.parse().unwrap_or_else(|_| {
+                    errors.push(FieldError {
+                        field: format!("spec.ports[{i}].targetPort"),
+                        message: format!("Shepherd does not resolve named ports ({text:?}): give the container port's number"),
+                    });
+                    0
+                }),
+            };
+            ports.push(ServicePort {
+                name: p.name.unwrap_or_default(),
+                port: p.port,
+                target_port,
+                protocol: p.protocol.unwrap_or_default(),
+            });
+        }
+        let spec = ServiceSpec { selector: spec.selector.unwrap_or_default(), ports, type_: spec.type_.unwrap_or_default() };
+        finish(Service { kind: "Service".into(), metadata, spec, status: Default::default() }, errors)
+    }
+}
+
+impl Convert for Event {
+    type K8s = core::Event;
+
+    fn to_k8s(&self) -> core::Event {
+        let o = &self.involved_object;
+        core::Event {
+            metadata: meta_out(&self.metadata),
+            involved_object: object_reference(o),
+            type_: some(&self.type_),
+            reason: some(&self.reason),
+            message: some(&self.message),
+            source: some(&self.source).map(|component| core::EventSource { component: Some(component), host: None }),
+            reporting_component: some(&self.source),
+            count: Some(i32::try_from(self.count).unwrap_or(i32::MAX)),
+            first_timestamp: self.first_timestamp.map(time),
+            last_timestamp: self.last_timestamp.map(time),
+            ..Default::default()
+        }
+    }
+
+    fn from_k8s(e: core::Event) -> Result<Event, Vec<FieldError>> {
+        let mut errors = Vec::new();
+        let metadata = meta_in(e.metadata, &mut errors);
+        let o = e.involved_object;
+        let source = e.source.and_then(|s| s.component).or(e.reporting_component).unwrap_or_default();
+        let event = Event {
+            kind: "Event".into(),
+            metadata,
+            type_: e.type_.unwrap_or_default(),
+            reason: e.reason.unwrap_or_default(),
+            message: e.message.unwrap_or_default(),
+            involved_object: ObjectReference {
+                kind: o.kind.unwrap_or_default(),
+                namespace: o.namespace.unwrap_or_default(),
+                name: o.name.unwrap_or_default(),
+                uid: o.uid.unwrap_or_default(),
+            },
+            source,
+            count: e.count.and_then(|c| u32::try_from(c).ok()).unwrap_or(1),
+            first_timestamp: e.first_timestamp.and_then(time_in),
+            last_timestamp: e.last_timestamp.and_then(time_in),
+        };
+        finish(event, errors)
+    }
+}
+
+fn object_reference(o: &ObjectReference) -> core::ObjectReference {
+    core::ObjectReference {
+        api_version: some(&o.kind).map(|k| api_version_of(&k).to_string()),
+        kind: some(&o.kind),
+        namespace: some(&o.namespace),
+        name: some(&o.name),
+        uid: some(&o.uid),
+        ..Default::default()
+    }
+}
+
+impl Convert for Namespace {
+    type K8s = core::Namespace;
+
+    fn to_k8s(&self) -> core::Namespace {
+        core::Namespace {
+            metadata: meta_out(&self.metadata),
+            spec: None,
+            status: Some(core::NamespaceStatus { phase: some(&self.status.phase), conditions: None }),
+        }
+    }
+
+    fn from_k8s(n: core::Namespace) -> Result<Namespace, Vec<FieldError>> {
+        let mut errors = Vec::new();
+        let metadata = meta_in(n.metadata, &mut errors);
+        finish(Namespace { kind: "Namespace".into(), metadata, status: NamespaceStatus::default() }, errors)
+    }
+}
+
+/// A service's endpoints as Kubernetes' Endpoints object: one subset with every ready pod
+/// the endpoints controller found and the service's target ports.
+pub fn endpoints(service: &Service) -> core::Endpoints {
+    let m = &service.metadata;
+    let metadata = meta::ObjectMeta {
+        name: some(&m.name),
+        namespace: some(&m.namespace),
+        uid: some(&m.uid),
+        labels: map(&m.labels),
+        resource_version: (m.resource_version > 0).then(|| m.resource_version.to_string()),
+        creation_timestamp: m.created_at.map(time),
+        ..Default::default()
+    };
+    let addresses: Vec<core::EndpointAddress> = service
+        .status
+        .endpoints
+        .iter()
+        .map(|e| core::EndpointAddress {
+            ip: e.ip.clone(),
+            node_name: some(&e.node_name),
+            target_ref: Some(core::ObjectReference {
+                kind: Some("Pod".into()),
+                namespace: some(&m.namespace),
+                name: some(&e.pod),
+                ..Default::default()
+            }),
+            hostname: None,
+        })
+        .collect();
+    let ports = service
+        .spec
+        .ports
+        .iter()
+        .map(|p| core::EndpointPort {
+            name: some(&p.name),
+            port: p.target_port,
+            protocol: Some(if p.protocol.is_empty() { "TCP".into() } else { p.protocol.to_ascii_uppercase() }),
+            app_protocol: None,
+        })
+        .collect();
+    let subsets = (!addresses.is_empty())
+        .then(|| vec![core::EndpointSubset { addresses: Some(addresses), ports: Some(ports), not_ready_addresses: None }]);
+    core::Endpoints { metadata, subsets }
+}
+
+pub fn scale_out(d: &Deployment) -> autoscaling::Scale {
+    let m = &d.metadata;
+    autoscaling::Scale {
+        metadata: meta::ObjectMeta {
+            name: some(&m.name),
+            namespace: some(&m.namespace),
+            uid: some(&m.uid),
+            resource_version: Some(m.resource_version.to_string()),
+            creation_timestamp: m.created_at.map(time),
+            ..Default::default()
+        },
+        spec: Some(autoscaling::ScaleSpec { replicas: Some(d.spec.replicas) }),
+        status: Some(autoscaling::ScaleStatus { replicas: d.status.replicas, selector: Some(selector_text(&d.spec.selector)) }),
+    }
+}
+
+/// Reads an `autoscaling/v1` Scale body into the native one.
+pub fn scale_in(value: &Value) -> Result<Scale> {
+    let s: autoscaling::Scale = serde_path_to_error::deserialize(value)
+        .map_err(|e| Error::Malformed { kind: "Scale", message: format!("{}: {}", e.path(), e.inner()) })?;
+    let mut errors = Vec::new();
+    let metadata = meta_in(s.metadata, &mut errors);
+    let name = metadata.name.clone();
+    let Some(replicas) = s.spec.and_then(|spec| spec.replicas) else {
+        errors.push(FieldError { field: "spec.replicas".into(), message: "a Scale must say how many replicas".into() });
+        return Err(Error::Unsupported { kind: "Scale", name, fields: errors });
+    };
+    if !errors.is_empty() {
+        return Err(Error::Unsupported { kind: "Scale", name, fields: errors });
+    }
+    Ok(Scale { kind: "Scale".into(), metadata, spec: ScaleSpec { replicas }, status: ScaleStatus::default() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pod_round_trips_and_unsupported_fields_are_named() {
+        let body = serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web", "labels": {"app": "web"}, "creationTimestamp": null,
+                "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"}},
+            "spec": {"containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}, "limits": {}}}]},
+        });
+        let pod: Pod = decode(&body).unwrap();
+        assert_eq!(pod.spec.containers[0].resources, ResourceRequirements { cpu: 250, memory: 64 << 20 });
+        let out = serde_json::to_value(pod.to_k8s()).unwrap();
+        assert_eq!(out["spec"]["containers"][0]["resources"]["requests"]["cpu"], "250m");
+        assert_eq!(out["apiVersion"], "v1");
+
+        let mut bad = body.clone();
+        bad["spec"]["containers"][0]["imagePullPolicy"] = "Always".into();
+        bad["spec"]["dnsPolicy"] = "ClusterFirst".into();
+        bad["spec"]["volumes"] = serde_json::json!([{"name": "v"}]);
+        bad["spec"]["madeUp"] = 1.into();
+        let Err(Error::Unsupported { fields, .. }) = decode::<Pod>(&bad) else { panic!("refused") };
+        let names: Vec<&str> = fields.iter().map(|f| f.field.as_str()).collect();
+        assert_eq!(names, ["spec.containers[0].imagePullPolicy", "spec.madeUp", "spec.volumes"]);
+    }
+
+    #[test]
+    fn a_limit_other_than_the_request_is_refused() {
+        let body = serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i",
+            "resources": {"requests": {"cpu": "100m"}, "limits": {"cpu": "200m", "memory": "1Gi"}}}]}});
+        let Err(Error::Unsupported { fields, .. }) = decode::<Pod>(&body) else { panic!("refused") };
+        assert_eq!(fields[0].field, "spec.containers[0].resources.limits.cpu");
+    }
+}

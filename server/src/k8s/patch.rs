@@ -1,0 +1,297 @@
+//! PATCH bodies applied to an object in Kubernetes' JSON shape: JSON merge patch (RFC 7386),
+//! strategic merge patch, which merges the lists Kubernetes gives a merge key (containers by
+//! name, ports by port, …) instead of replacing them, and JSON patch (RFC 6902). What
+//! `kubectl apply`, `cordon`, `label`, `scale` and `patch --type=json` send. Server-side
+//! apply is refused with a 415.
+
+use axum::http::StatusCode;
+use serde_json::{Map, Value};
+
+use super::{Result, Status};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchKind {
+    Merge,
+    Strategic,
+    Json,
+}
+
+impl PatchKind {
+    pub fn from_media_type(media: &str) -> Result<PatchKind> {
+        match media {
+            "application/merge-patch+json" => Ok(PatchKind::Merge),
+            "application/strategic-merge-patch+json" => Ok(PatchKind::Strategic),
+            "application/json-patch+json" => Ok(PatchKind::Json),
+            "application/apply-patch+yaml" => Err(Status::unsupported_media_type(
+                "server-side apply (application/apply-patch+yaml) is not supported: use `kubectl apply` without --server-side, which sends a strategic merge patch",
+            )),
+            other => Err(Status::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "UnsupportedMediaType",
+                format!(
+                    "the patch type {other:?} is not supported: send application/merge-patch+json, application/strategic-merge-patch+json or application/json-patch+json"
+                ),
+            )),
+        }
+    }
+}
+
+/// `current` with `patch` applied.
+pub fn apply(kind: PatchKind, mut current: Value, patch: &Value) -> Result<Value> {
+    match kind {
+        PatchKind::Json => return json_patch(current, patch),
+        _ if !patch.is_object() => return Err(Status::bad_request("a merge patch must be a JSON object")),
+        PatchKind::Merge => merge(&mut current, patch),
+        PatchKind::Strategic => strategic(&mut current, patch, "")?,
+    }
+    Ok(current)
+}
+
+/// RFC 6902: `add`, `remove`, `replace`, `move`, `copy` and `test`, in order, all or nothing.
+fn json_patch(mut doc: Value, patch: &Value) -> Result<Value> {
+    let Value::Array(operations) = patch else {
+        return Err(Status::bad_request("a JSON patch must be an array of operations"));
+    };
+    for (i, operation) in operations.iter().enumerate() {
+        let text = |field: &str| operation.get(field).and_then(Value::as_str);
+        let fail = |why: String| Status::bad_request(format!("JSON patch operation {i}: {why}"));
+        let path = text("path").ok_or_else(|| fail("it has no \"path\"".into()))?;
+        let value = || operation.get("value").cloned().ok_or_else(|| fail("it has no \"value\"".into()));
+        match text("op") {
+            Some("add") => add(&mut doc, path, value()?).map_err(fail)?,
+            Some("remove") => drop(remove(&mut doc, path).map_err(fail)?),
+            Some("replace") => {
+                remove(&mut doc, path).map_err(fail)?;
+                add(&mut doc, path, value()?).map_err(fail)?;
+            }
+            Some("move") => {
+                let from = text("from").ok_or_else(|| fail("it has no \"from\"".into()))?;
+                let moved = remove(&mut doc, from).map_err(fail)?;
+                add(&mut doc, path, moved).map_err(fail)?;
+            }
+            Some("copy") => {
+                let from = text("from").ok_or_else(|| fail("it has no \"from\"".into()))?;
+                let copied = doc.pointer(from).cloned().ok_or_else(|| fail(format!("{from} does not exist")))?;
+                add(&mut doc, path, copied).map_err(fail)?;
+            }
+            Some("test") => {
+                if doc.pointer(path) != Some(&value()?) {
+                    return Err(Status::new(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "Invalid",
+                        format!("JSON patch operation {i}: the test of {path} failed"),
+                    ));
+                }
+            }
+            other => return Err(fail(format!("unknown op {other:?}"))),
+        }
+    }
+    Ok(doc)
+}
+
+/// The parent of `path` and the last token, unescaped (`~1` is `/`, `~0` is `~`).
+fn split_pointer(path: &str) -> std::result::Result<(&str, String), String> {
+    let (parent, last) = path.rsplit_once('/').ok_or_else(|| format!("{path:?} is not a JSON pointer"))?;
+    Ok((parent, last.replace("~1", "/").replace("~0", "~")))
+}
+
+fn add(doc: &mut Value, path: &str, value: Value) -> std::result::Result<(), String> {
+    if path.is_empty() {
+        *doc = value;
+        return Ok(());
+    }
+    let (parent, last) = split_pointer(path)?;
+    match doc.pointer_mut(parent) {
+        Some(Value::Object(map)) => {
+            map.insert(last, value);
+            Ok(())
+        }
+        Some(Value::Array(list)) if last == "-" => {
+            list.push(value);
+            Ok(())
+        }
+        Some(Value::Array(list)) => match last.parse::<usize>() {
+            Ok(index) if index <= list.len() => {
+                list.insert(index, value);
+                Ok(())
+            }
+            _ => Err(format!("{path}: no such index")),
+        },
+        _ => Err(format!("{parent} does not exist")),
+    }
+}
+
+fn remove(doc: &mut Value, path: &str) -> std::result::Result<Value, String> {
+    let (parent, last) = split_pointer(path)?;
+    let removed = match doc.pointer_mut(parent) {
+        Some(Value::Object(map)) => map.remove(&last),
+        Some(Value::Array(list)) => match last.parse::<usize>() {
+            Ok(index) if index < list.len() => Some(list.remove(index)),
+            _ => None,
+        },
+        _ => None,
+    };
+    removed.ok_or_else(|| format!("{path} does not exist"))
+}
+
+/// RFC 7386: objects merge key by key, `null` removes, anything else replaces.
+fn merge(target: &mut Value, patch: &Value) {
+    let Value::Object(patch) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    let Value::Object(target) = target else { return };
+    for (key, value) in patch {
+        if value.is_null() {
+            target.remove(key);
+        } else {
+            merge(target.entry(key.clone()).or_insert(Value::Null), value);
+        }
+    }
+}
+
+/// The merge key of the list at `path` (a dotted path without indices), as Kubernetes' types
+/// declare it; lists without one are replaced whole.
+fn merge_key(path: &str) -> Option<&'static str> {
+    let field = path.rsplit('.').next().unwrap_or(path);
+    match field {
+        "containers" | "initContainers" | "env" | "volumes" | "imagePullSecrets" => Some("name"),
+        "ports" if path.contains("containers") => Some("containerPort"),
+        "ports" => Some("port"),
+        "volumeMounts" => Some("mountPath"),
+        "conditions" => Some("type"),
+        "ownerReferences" => Some("uid"),
+        "addresses" => Some("type"),
+        _ => None,
+    }
+}
+
+fn strategic(target: &mut Value, patch: &Value, path: &str) -> Result<()> {
+    let Value::Object(patch) = patch else {
+        *target = patch.clone();
+        return Ok(());
+    };
+    if patch.get("$patch").and_then(Value::as_str) == Some("replace") {
+        let mut replaced = patch.clone();
+        replaced.remove("$patch");
+        *target = Value::Object(replaced);
+        return Ok(());
+    }
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    let Value::Object(target) = target else { return Ok(()) };
+    for (key, value) in patch {
+        // Directives that only order lists or retain keys change nothing Shepherd stores.
+        if key.starts_with("$setElementOrder/") || key == "$retainKeys" || key == "$patch" {
+            continue;
+        }
+        if let Some(field) = key.strip_prefix("$deleteFromPrimitiveList/") {
+            if let (Some(Value::Array(list)), Value::Array(remove)) = (target.get_mut(field), value) {
+                list.retain(|item| !remove.contains(item));
+            }
+            continue;
+        }
+        if key.starts_with('$') {
+            return Err(Status::bad_request(format!("the strategic merge patch directive {key:?} is not supported")));
+        }
+        let here = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+        match value {
+            Value::Null => {
+                target.remove(key);
+            }
+            Value::Array(items) => match merge_key(&here) {
+                Some(merge_on) => {
+                    let existing = target.entry(key.clone()).or_insert_with(|| Value::Array(Vec::new()));
+                    if !existing.is_array() {
+                        *existing = Value::Array(Vec::new());
+                    }
+                    let Value::Array(list) = existing else { continue };
+                    merge_list(list, items, merge_on, &here)?;
+                }
+                None => {
+                    target.insert(key.clone(), value.clone());
+                }
+            },
+            Value::Object(_) => strategic(target.entry(key.clone()).or_insert(Value::Null), value, &here)?,
+            other => {
+                target.insert(key.clone(), other.clone());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Merges `items` into `list` by `merge_on`: a matching element is patched (or removed with
+/// `$patch: delete`), a new one is appended.
+fn merge_list(list: &mut Vec<Value>, items: &[Value], merge_on: &str, path: &str) -> Result<()> {
+    for item in items {
+        let Some(key) = item.get(merge_on).cloned() else {
+            return Err(Status::bad_request(format!("every element of {path} in a strategic merge patch needs its {merge_on:?}")));
+        };
+        let found = list.iter().position(|existing| existing.get(merge_on) == Some(&key));
+        let delete = item.get("$patch").and_then(Value::as_str) == Some("delete");
+        match (found, delete) {
+            (Some(i), true) => {
+                list.remove(i);
+            }
+            (None, true) => {}
+            (Some(i), false) => strategic(&mut list[i], item, path)?,
+            (None, false) => {
+                let mut fresh = Value::Null;
+                strategic(&mut fresh, item, path)?;
+                list.push(fresh);
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_merge_patch_replaces_lists_and_null_removes() {
+        let current = json!({"metadata": {"labels": {"a": "1", "b": "2"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}});
+        let patch = json!({"metadata": {"labels": {"a": null, "c": "3"}}, "spec": {"containers": [{"name": "d"}]}});
+        let out = apply(PatchKind::Merge, current, &patch).unwrap();
+        assert_eq!(out, json!({"metadata": {"labels": {"b": "2", "c": "3"}}, "spec": {"containers": [{"name": "d"}]}}));
+    }
+
+    #[test]
+    fn a_strategic_patch_merges_containers_by_name() {
+        let current = json!({"spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}]}});
+        let patch = json!({"spec": {
+            "$setElementOrder/containers": [{"name": "a"}, {"name": "b"}],
+            "containers": [{"name": "b", "image": "z"}, {"name": "a", "$patch": "delete"}, {"name": "c", "image": "w"}]}});
+        let out = apply(PatchKind::Strategic, current, &patch).unwrap();
+        assert_eq!(out, json!({"spec": {"containers": [{"name": "b", "image": "z"}, {"name": "c", "image": "w"}]}}));
+    }
+
+    #[test]
+    fn a_json_patch_applies_its_operations_in_order() {
+        let current = json!({"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "a", "image": "x"}]}});
+        let patch = json!([
+            {"op": "replace", "path": "/spec/containers/0/image", "value": "y"},
+            {"op": "add", "path": "/metadata/labels/tier", "value": "front"},
+            {"op": "remove", "path": "/metadata/labels/app"},
+            {"op": "test", "path": "/spec/containers/0/name", "value": "a"},
+        ]);
+        let out = apply(PatchKind::Json, current.clone(), &patch).unwrap();
+        assert_eq!(out, json!({"metadata": {"labels": {"tier": "front"}}, "spec": {"containers": [{"name": "a", "image": "y"}]}}));
+        let failing = json!([{"op": "test", "path": "/spec/containers/0/name", "value": "b"}]);
+        assert_eq!(apply(PatchKind::Json, current, &failing).unwrap_err().code, StatusCode::UNPROCESSABLE_ENTITY);
+    }
+
+    #[test]
+    fn server_side_apply_is_refused_with_a_415() {
+        let err = PatchKind::from_media_type("application/apply-patch+yaml").unwrap_err();
+        assert_eq!(err.code, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    }
+}

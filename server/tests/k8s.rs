@@ -1,0 +1,393 @@
+//! The Kubernetes-compatible API under `/k8s` against a real server on 127.0.0.1:0: discovery,
+//! Kubernetes' shapes over the same store objects as the native API, the 422 for fields
+//! Shepherd does not hold, Table answers, watch lines (and the 410 ERROR), merge and
+//! strategic patches, and Status errors.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{TestServer, add_node, open_watch, pod};
+use futures::StreamExt;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use server::Config;
+
+const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+
+/// Sends a request as kubectl does (no Shepherd header): JSON body with `content_type`.
+async fn call(server: &TestServer, method: Method, path: &str, body: Option<(&str, Value)>, accept: Option<&str>) -> (StatusCode, Value) {
+    let mut request = reqwest::Client::new().request(method, format!("{}{path}", server.url)).header("user-agent", "kubectl/v1.32.0");
+    if let Some((content_type, body)) = body {
+        request = request.header("content-type", content_type).body(body.to_string());
+    }
+    if let Some(accept) = accept {
+        request = request.header("accept", accept);
+    }
+    let response = request.send().await.expect("the server answers");
+    let status = response.status();
+    let text = response.text().await.expect("a body");
+    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+}
+
+async fn get(server: &TestServer, path: &str) -> (StatusCode, Value) {
+    call(server, Method::GET, path, None, None).await
+}
+
+async fn post(server: &TestServer, path: &str, body: Value) -> (StatusCode, Value) {
+    call(server, Method::POST, path, Some(("application/json", body)), None).await
+}
+
+fn k8s_pod(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "web", "image": "minimal", "ports": [{"containerPort": 80}],
+            "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}}}]},
+    })
+}
+
+fn assert_status(body: &Value, code: u16, reason: &str) {
+    assert_eq!(body["kind"], "Status", "{body}");
+    assert_eq!(body["apiVersion"], "v1", "{body}");
+    assert_eq!(body["status"], "Failure", "{body}");
+    assert_eq!(body["code"], code, "{body}");
+    assert_eq!(body["reason"], reason, "{body}");
+    assert!(body["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+}
+
+#[tokio::test]
+async fn discovery_lists_the_resources_kubectl_needs() {
+    let server = TestServer::in_memory().await;
+    let (status, version) = get(&server, "/k8s/version").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!((version["major"].as_str(), version["minor"].as_str()), (Some("1"), Some("32")));
+    assert_eq!(get(&server, "/k8s/api").await.1["versions"], json!(["v1"]));
+    assert_eq!(get(&server, "/k8s/apis").await.1["groups"][0]["preferredVersion"]["groupVersion"], "apps/v1");
+
+    let (_, core) = get(&server, "/k8s/api/v1").await;
+    let resources = core["resources"].as_array().unwrap();
+    let find = |name: &str| resources.iter().find(|r| r["name"] == name).unwrap_or_else(|| panic!("{name} in {core}")).clone();
+    for name in ["pods/log", "pods/status", "pods/binding", "nodes/status", "endpoints", "events", "services", "namespaces"] {
+        find(name);
+    }
+    let pods = find("pods");
+    assert_eq!(pods["shortNames"], json!(["po"]));
+    assert_eq!(pods["singularName"], "pod");
+    assert_eq!(pods["namespaced"], true);
+    assert!(pods["verbs"].as_array().unwrap().contains(&json!("watch")));
+    assert_eq!(find("nodes")["namespaced"], false);
+
+    let (_, apps) = get(&server, "/k8s/apis/apps/v1").await;
+    let scale = apps["resources"].as_array().unwrap().iter().find(|r| r["name"] == "deployments/scale").unwrap().clone();
+    assert_eq!((scale["group"].as_str(), scale["kind"].as_str()), (Some("autoscaling"), Some("Scale")));
+
+    // kubectl apply checks that the server validates fields itself before it sends a body.
+    let (_, index) = get(&server, "/k8s/openapi/v3").await;
+    let url = index["paths"]["api/v1"]["serverRelativeURL"].as_str().unwrap().to_string();
+    let (status, document) = get(&server, &format!("/k8s{url}")).await;
+    assert_eq!(status, StatusCode::OK);
+    let patch = &document["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"];
+    assert_eq!(patch["x-kubernetes-group-version-kind"]["kind"], "Pod");
+    assert!(patch["parameters"].as_array().unwrap().iter().any(|p| p["name"] == "fieldValidation"));
+    let (status, swagger) = get(&server, "/k8s/openapi/v2").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(swagger["swagger"], "2.0");
+    assert!(swagger["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}/scale"]["patch"].is_object());
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_pod_is_one_store_object_in_both_dialects() {
+    let server = TestServer::in_memory().await;
+    let (status, created) = post(&server, "/k8s/api/v1/namespaces/default/pods", k8s_pod("k8s-made")).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["apiVersion"], "v1");
+    assert!(created["metadata"]["resourceVersion"].is_string());
+    assert!(created["metadata"]["creationTimestamp"].is_string());
+    assert_eq!(created["status"]["phase"], "Pending");
+
+    let (_, native) = server.get("/api/v1/namespaces/default/pods/k8s-made").await;
+    assert_eq!(native["spec"]["containers"][0]["resources"], json!({"cpu": 250, "memory": 64 << 20}));
+    assert_eq!(native["metadata"]["uid"], created["metadata"]["uid"]);
+
+    server.post("/api/v1/pods", pod("native-made", 500, 128 << 20)).await;
+    let (status, seen) = get(&server, "/k8s/api/v1/namespaces/default/pods/native-made").await;
+    assert_eq!(status, StatusCode::OK);
+    let container = &seen["spec"]["containers"][0];
+    assert_eq!(container["resources"]["requests"], json!({"cpu": "500m", "memory": "128Mi"}));
+    assert_eq!(seen["spec"]["restartPolicy"], "Always");
+
+    let (_, list) = get(&server, "/k8s/api/v1/pods?labelSelector=app%3Dweb&fieldSelector=metadata.name%3Dk8s-made").await;
+    assert_eq!(list["kind"], "PodList");
+    assert_eq!(list["items"].as_array().unwrap().len(), 1, "{list}");
+    let (_, page) = get(&server, "/k8s/api/v1/namespaces/default/pods?limit=1").await;
+    let token = page["metadata"]["continue"].as_str().expect("a continue token").to_string();
+    let (_, rest) = get(&server, &format!("/k8s/api/v1/namespaces/default/pods?limit=1&continue={token}")).await;
+    assert_ne!(page["items"][0]["metadata"]["name"], rest["items"][0]["metadata"]["name"]);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn fields_shepherd_does_not_hold_are_refused_by_name() {
+    let server = TestServer::in_memory().await;
+    let mut body = k8s_pod("web");
+    body["spec"]["volumes"] = json!([{"name": "data", "emptyDir": {}}]);
+    body["spec"]["containers"][0]["imagePullPolicy"] = json!("Always");
+    body["metadata"]["annotations"] = json!({"kubectl.kubernetes.io/last-applied-configuration": "{}"});
+    let (status, refused) = post(&server, "/k8s/api/v1/namespaces/default/pods", body).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    assert_status(&refused, 422, "Invalid");
+    assert_eq!(refused["details"]["name"], "web");
+    let fields: Vec<&str> = refused["details"]["causes"].as_array().unwrap().iter().filter_map(|c| c["field"].as_str()).collect();
+    assert_eq!(fields, ["spec.containers[0].imagePullPolicy", "spec.volumes"]);
+    assert_eq!(get(&server, "/k8s/api/v1/namespaces/default/pods/web").await.0, StatusCode::NOT_FOUND);
+
+    // What kubectl itself sets is kept.
+    let mut body = k8s_pod("web");
+    body["metadata"]["annotations"] = json!({"kubectl.kubernetes.io/last-applied-configuration": "{}"});
+    let (status, created) = post(&server, "/k8s/api/v1/namespaces/default/pods", body).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"], "{}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn tables_carry_kubectls_columns() {
+    let server = TestServer::in_memory().await;
+    add_node(&server, "node-1", 4000, 8 << 30, 110).await;
+    post(&server, "/k8s/api/v1/namespaces/default/pods", k8s_pod("web")).await;
+    let (status, table) = call(&server, Method::GET, "/k8s/api/v1/namespaces/default/pods", None, Some(TABLE)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(table["kind"], "Table");
+    let names: Vec<(&str, u64)> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap(), c["priority"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("Name", 0),
+            ("Ready", 0),
+            ("Status", 0),
+            ("Restarts", 0),
+            ("Age", 0),
+            ("IP", 1),
+            ("Node", 1),
+            ("Nominated Node", 1),
+            ("Readiness Gates", 1)
+        ]
+    );
+    let row = &table["rows"][0];
+    assert_eq!(row["cells"][0], "web");
+    assert_eq!(row["cells"][1], "0/1");
+    assert_eq!(row["object"]["kind"], "PartialObjectMetadata");
+    assert_eq!(row["object"]["metadata"]["name"], "web");
+
+    let (_, nodes) = call(&server, Method::GET, "/k8s/api/v1/nodes", None, Some(TABLE)).await;
+    let columns: Vec<&str> = nodes["columnDefinitions"].as_array().unwrap().iter().filter_map(|c| c["name"].as_str()).collect();
+    assert_eq!(&columns[..5], ["Name", "Status", "Roles", "Age", "Version"]);
+    assert_eq!(nodes["rows"][0]["cells"][1], "Ready");
+    let (_, events) = call(&server, Method::GET, "/k8s/api/v1/namespaces/default/events", None, Some(TABLE)).await;
+    let columns: Vec<&str> =
+        events["columnDefinitions"].as_array().unwrap().iter().filter(|c| c["priority"] == 0).filter_map(|c| c["name"].as_str()).collect();
+    assert_eq!(columns, ["Last Seen", "Type", "Reason", "Object", "Message"]);
+    server.stop().await;
+}
+
+/// Reads the JSON lines of a watch.
+struct Lines {
+    stream: futures::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
+    buffer: Vec<u8>,
+}
+
+impl Lines {
+    async fn open(server: &TestServer, path: &str) -> Lines {
+        Lines::open_as(server, path, "application/json").await
+    }
+
+    async fn open_as(server: &TestServer, path: &str, accept: &str) -> Lines {
+        let request = reqwest::Client::new().get(format!("{}{path}", server.url)).header("accept", accept);
+        let response = request.send().await.expect("the watch opens");
+        assert_eq!(response.status(), StatusCode::OK);
+        assert!(response.headers()["content-type"].to_str().unwrap().starts_with("application/json"));
+        Lines { stream: response.bytes_stream().boxed(), buffer: Vec::new() }
+    }
+
+    async fn next(&mut self) -> Value {
+        loop {
+            if let Some(end) = self.buffer.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.buffer.drain(..=end).collect();
+                return serde_json::from_slice(&line).expect("each line is one JSON event");
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(10), self.stream.next()).await.expect("an event in time");
+            self.buffer.extend_from_slice(&chunk.expect("the stream stays open").expect("a chunk"));
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_watch_streams_json_lines_across_both_dialects_and_an_old_version_is_a_410_error() {
+    let config = Config { run_scheduler: false, watch_history: 8, ..Config::in_memory() };
+    let server = TestServer::start(config).await;
+    post(&server, "/k8s/api/v1/namespaces/default/pods", k8s_pod("first")).await;
+    let mut watch = Lines::open(&server, "/k8s/api/v1/namespaces/default/pods?watch=1").await;
+    let added = watch.next().await;
+    assert_eq!((added["type"].as_str(), added["object"]["metadata"]["name"].as_str()), (Some("ADDED"), Some("first")));
+    assert_eq!(added["object"]["kind"], "Pod");
+
+    // `kubectl get -w` asks for each event as a one-row Table.
+    let mut rows = Lines::open_as(&server, "/k8s/api/v1/namespaces/default/pods?watch=true", TABLE).await;
+    let row = rows.next().await;
+    assert_eq!((row["type"].as_str(), row["object"]["kind"].as_str()), (Some("ADDED"), Some("Table")));
+    assert_eq!(row["object"]["rows"][0]["cells"][0], "first");
+
+    // The native SSE watch sees what the Kubernetes dialect creates.
+    let (_, list) = server.get("/api/v1/pods").await;
+    let from = list["resource_version"].as_u64().unwrap();
+    let mut native = open_watch(&server, &format!("/api/v1/pods?watch=true&resource_version={from}")).await;
+    post(&server, "/k8s/api/v1/namespaces/default/pods", k8s_pod("second")).await;
+    let seen = native.next(Duration::from_secs(5)).await.expect("a native event").watch_event();
+    assert_eq!(seen.object.unwrap().metadata().name, "second");
+    assert_eq!(watch.next().await["object"]["metadata"]["name"], "second");
+
+    server.post("/api/v1/pods", pod("native", 1, 1)).await;
+    let next = watch.next().await;
+    assert_eq!((next["type"].as_str(), next["object"]["metadata"]["name"].as_str()), (Some("ADDED"), Some("native")));
+    let version = next["object"]["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    server.delete("/api/v1/namespaces/default/pods/native").await;
+    assert_eq!(watch.next().await["type"], "DELETED");
+
+    // Resuming after `version` sees only what came later.
+    let mut resumed = Lines::open(&server, &format!("/k8s/api/v1/namespaces/default/pods?watch=true&resourceVersion={version}")).await;
+    assert_eq!(resumed.next().await["type"], "DELETED");
+
+    for i in 0..20 {
+        server.post("/api/v1/pods", pod(&format!("churn-{i}"), 1, 1)).await;
+    }
+    let mut expired = Lines::open(&server, "/k8s/api/v1/namespaces/default/pods?watch=true&resourceVersion=1").await;
+    let error = expired.next().await;
+    assert_eq!(error["type"], "ERROR");
+    assert_status(&error["object"], 410, "Gone");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn merge_and_strategic_patches_go_through_the_native_update() {
+    let server = TestServer::in_memory().await;
+    add_node(&server, "node-1", 4000, 8 << 30, 110).await;
+    post(&server, "/k8s/api/v1/namespaces/default/pods", k8s_pod("web")).await;
+    let patch = |content_type: &'static str, path: &'static str, body: Value| {
+        let server = &server;
+        async move { call(server, Method::PATCH, path, Some((content_type, body)), None).await }
+    };
+    let (status, labelled) = patch(
+        "application/merge-patch+json",
+        "/k8s/api/v1/namespaces/default/pods/web",
+        json!({"metadata": {"labels": {"tier": "front"}}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{labelled}");
+    assert_eq!(labelled["metadata"]["labels"], json!({"app": "web", "tier": "front"}));
+
+    let (status, cordoned) =
+        patch("application/strategic-merge-patch+json", "/k8s/api/v1/nodes/node-1", json!({"spec": {"unschedulable": true}})).await;
+    assert_eq!(status, StatusCode::OK, "{cordoned}");
+    assert_eq!(server.get("/api/v1/nodes/node-1").await.1["status"]["unschedulable"], true);
+
+    let deployment = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "hello"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "hello"}},
+            "template": {"metadata": {"labels": {"app": "hello"}}, "spec": {"containers": [{"name": "hello", "image": "minimal:1"}]}}},
+    });
+    let (status, created) = post(&server, "/k8s/apis/apps/v1/namespaces/default/deployments", deployment).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let strategic = json!({"spec": {"template": {"spec": {
+        "$setElementOrder/containers": [{"name": "hello"}],
+        "containers": [{"name": "hello", "image": "minimal:2"}]}}}});
+    let (status, patched) =
+        patch("application/strategic-merge-patch+json", "/k8s/apis/apps/v1/namespaces/default/deployments/hello", strategic).await;
+    assert_eq!(status, StatusCode::OK, "{patched}");
+    assert_eq!(patched["spec"]["template"]["spec"]["containers"][0]["image"], "minimal:2");
+
+    let (status, scale) = patch(
+        "application/merge-patch+json",
+        "/k8s/apis/apps/v1/namespaces/default/deployments/hello/scale",
+        json!({"spec": {"replicas": 3}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{scale}");
+    assert_eq!((scale["kind"].as_str(), scale["apiVersion"].as_str()), (Some("Scale"), Some("autoscaling/v1")));
+    assert_eq!(server.get("/api/v1/namespaces/default/deployments/hello").await.1["spec"]["replicas"], 3);
+
+    let (status, refused) = patch("application/apply-patch+yaml", "/k8s/api/v1/namespaces/default/pods/web", json!({})).await;
+    assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert_status(&refused, 415, "UnsupportedMediaType");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn failures_are_kubernetes_statuses() {
+    let server = TestServer::in_memory().await;
+    let (status, missing) = get(&server, "/k8s/api/v1/namespaces/default/pods/nope").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_status(&missing, 404, "NotFound");
+    assert_eq!(missing["details"]["name"], "nope");
+
+    post(&server, "/k8s/api/v1/namespaces/default/pods", k8s_pod("web")).await;
+    let (status, again) = post(&server, "/k8s/api/v1/namespaces/default/pods", k8s_pod("web")).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_status(&again, 409, "AlreadyExists");
+
+    let (_, current) = get(&server, "/k8s/api/v1/namespaces/default/pods/web").await;
+    let mut stale = current.clone();
+    stale["metadata"]["resourceVersion"] = json!("1");
+    stale["metadata"]["labels"]["x"] = json!("y");
+    let (status, conflict) =
+        call(&server, Method::PUT, "/k8s/api/v1/namespaces/default/pods/web", Some(("application/json", stale)), None).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_status(&conflict, 409, "Conflict");
+
+    let (status, unknown) = get(&server, "/k8s/api/v1/sheep").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_status(&unknown, 404, "NotFound");
+    let (status, wrong) =
+        call(&server, Method::POST, "/k8s/api/v1/namespaces/default/endpoints", Some(("application/json", json!({}))), None).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_status(&wrong, 405, "MethodNotAllowed");
+
+    let (status, deleted) = call(
+        &server,
+        Method::DELETE,
+        "/k8s/api/v1/namespaces/default/pods/web",
+        Some(("application/json", json!({"gracePeriodSeconds": 0, "propagationPolicy": "Background"}))),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{deleted}");
+    assert_eq!(deleted["metadata"]["name"], "web");
+    assert_eq!(get(&server, "/k8s/api/v1/namespaces/default/pods/web").await.0, StatusCode::NOT_FOUND);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn tokens_and_roles_are_the_native_apis() {
+    let tokens = server::auth::Tokens::parse("admin-secret admin\nviewer-secret viewer\n", "test").unwrap();
+    let server = TestServer::start(Config { tokens, ..Config::in_memory() }).await;
+    let (status, body) = get(&server, "/k8s/api/v1/pods").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_status(&body, 401, "Unauthorized");
+    let as_viewer = reqwest::Client::new()
+        .post(format!("{}/k8s/api/v1/namespaces/default/pods", server.url))
+        .bearer_auth("viewer-secret")
+        .header("content-type", "application/json")
+        .body(k8s_pod("web").to_string());
+    let response = as_viewer.send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    assert_status(&response.json().await.unwrap(), 403, "Forbidden");
+    let as_admin = reqwest::Client::new().get(format!("{}/k8s/api/v1/pods", server.url)).bearer_auth("admin-secret");
+    assert_eq!(as_admin.send().await.unwrap().status(), StatusCode::OK);
+    server.stop().await;
+}
