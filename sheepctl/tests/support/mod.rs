@@ -140,6 +140,12 @@ pub struct Background {
 }
 
 impl Background {
+    /// Runs `command` (another tool than sheepctl, e.g. `kubectl get pods -w`) with piped output.
+    pub fn spawn_command(mut command: std::process::Command) -> Background {
+        let child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn the command");
+        Background::new(child)
+    }
+
     fn new(mut child: Child) -> Background {
         let (lines, stdout_reader) = read_lines(child.stdout.take().expect("stdout"));
         let (stderr, stderr_reader) = read_lines(child.stderr.take().expect("stderr"));
@@ -174,7 +180,7 @@ impl Background {
             }
             if std::time::Instant::now() > deadline {
                 let _ = self.child.kill();
-                panic!("sheepctl did not exit within {within:?}");
+                panic!("the command did not exit within {within:?}");
             }
             std::thread::sleep(Duration::from_millis(50));
         }

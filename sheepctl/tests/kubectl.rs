@@ -1,0 +1,198 @@
+//! The real kubectl (v1.32, on PATH) against Shepherd's Kubernetes-compatible API, with a
+//! real Docker node: the kubeconfig comes from `sheepctl kubeconfig --save`, and the
+//! manifests are plain Kubernetes ones (`apiVersion: v1`, `resources.requests`). Fails,
+//! never skips, when kubectl or Docker is missing.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use agent::{AgentConfig, RuntimeChoice};
+use support::{Background, TestServer};
+use tokio_util::sync::CancellationToken;
+
+const NODE: &str = "kubectl-node";
+
+const POD: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: hello
+  labels:
+    app: hello
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: minimal
+    command: ["sh", "-c", "echo hello from shepherd; sleep 3600"]
+    resources:
+      requests:
+        cpu: 100m
+        memory: 32Mi
+"#;
+
+const DEPLOYMENT: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 2
+  selector:
+    matchLabels:
+      app: web
+  template:
+    metadata:
+      labels:
+        app: web
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: web
+        image: minimal
+        command: ["sleep", "3600"]
+        resources:
+          requests:
+            cpu: 50m
+            memory: 16Mi
+"#;
+
+/// Runs a Docker node agent on a thread of its own until `shutdown`, after making sure the
+/// local `minimal` image exists (nothing can be pulled here).
+fn start_docker_node(url: &str, shutdown: CancellationToken) -> std::thread::JoinHandle<()> {
+    let mut config = AgentConfig::new(url);
+    config.node_name = NODE.into();
+    config.runtime = RuntimeChoice::Docker;
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+        runtime.block_on(async {
+            let docker = agent::runtime::DockerRuntime::connect().await.expect("Docker answers (start dockerd)");
+            agent::image::bootstrap(docker.client(), "minimal", Path::new(agent::image::DEFAULT_BUSYBOX), false)
+                .await
+                .expect("the minimal image (apt-get install busybox-static)");
+            agent::run(config, shutdown).await.expect("the node agent runs");
+        });
+    })
+}
+
+struct Kubectl {
+    kubeconfig: std::path::PathBuf,
+}
+
+impl Kubectl {
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new("kubectl");
+        command.args(args).env("KUBECONFIG", &self.kubeconfig);
+        command
+    }
+
+    fn output(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap_or_else(|e| panic!("kubectl is not on PATH ({e}): the set-up installs it"))
+    }
+
+    /// kubectl `args`, which must succeed; its standard output.
+    fn run(&self, args: &[&str]) -> String {
+        let out = self.output(args);
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "kubectl {} failed\nstdout:\n{stdout}\nstderr:\n{stderr}", args.join(" "));
+        stdout
+    }
+
+    fn apply(&self, dir: &Path, name: &str, manifest: &str) -> String {
+        let file = dir.join(name);
+        std::fs::write(&file, manifest).unwrap();
+        self.run(&["apply", "-f", file.to_str().unwrap()])
+    }
+}
+
+/// Removes every container of this test's node (its sandboxes and warm pool too), even
+/// when the test fails.
+struct RemoveNodeContainers;
+
+impl Drop for RemoveNodeContainers {
+    fn drop(&mut self) {
+        let filter = format!("label={}={NODE}", agent::runtime::LABEL_NODE);
+        if let Ok(out) = Command::new("docker").args(["ps", "-aq", "--filter", &filter]).output() {
+            let ids: Vec<String> = String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect();
+            if !ids.is_empty() {
+                let _ = Command::new("docker").arg("rm").arg("-f").args(&ids).output();
+            }
+        }
+    }
+}
+
+#[test]
+fn kubectl_drives_a_docker_node_through_the_compatible_api() {
+    let _cleanup = RemoveNodeContainers;
+    let server = TestServer::start();
+    let shutdown = CancellationToken::new();
+    let node = start_docker_node(&server.url, shutdown.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    server.sheepctl().args(["kubeconfig", "--save", kubeconfig.to_str().unwrap()]).assert().success();
+    let kubectl = Kubectl { kubeconfig };
+
+    let nodes = server.eventually("/api/v1/nodes", "one node", |list| list["items"].as_array().is_some_and(|n| n.len() == 1));
+    assert_eq!(nodes["items"][0]["metadata"]["name"], NODE);
+    let table = kubectl.run(&["get", "nodes"]);
+    assert!(table.starts_with("NAME") && table.contains("STATUS"), "{table}");
+    assert!(table.lines().any(|l| l.starts_with(NODE) && l.split_whitespace().nth(1) == Some("Ready")), "{table}");
+
+    // A watch from before the pod exists sees it go Pending → Running.
+    let mut watch = Background::spawn_command(kubectl.command(&["get", "pods", "-w"]));
+    assert!(kubectl.apply(dir.path(), "pod.yaml", POD).contains("pod/hello created"));
+    watch.expect_line("Pending", Duration::from_secs(30));
+    let met = kubectl.run(&["wait", "--for=condition=Ready", "pod/hello", "--timeout=60s"]);
+    assert!(met.contains("pod/hello condition met"), "{met}");
+    watch.expect_line("Running", Duration::from_secs(30));
+    assert!(watch.is_running(), "kubectl get -w keeps watching");
+    drop(watch);
+
+    let wide = kubectl.run(&["get", "pods", "-o", "wide"]);
+    let row = wide.lines().find(|l| l.starts_with("hello ")).unwrap_or_else(|| panic!("{wide}"));
+    assert!(row.contains("1/1") && row.contains("Running") && row.contains(NODE), "{wide}");
+    assert_eq!(kubectl.run(&["get", "pod", "hello", "-o", "jsonpath={.status.phase}"]), "Running");
+    assert_eq!(kubectl.run(&["get", "pod", "hello", "-o", "jsonpath={.spec.containers[0].resources.requests.cpu}"]), "100m");
+    let yaml = kubectl.run(&["get", "pod", "hello", "-o", "yaml"]);
+    assert!(yaml.contains("apiVersion: v1") && yaml.contains("kind: Pod") && yaml.contains("creationTimestamp:"), "{yaml}");
+    // Seen through the native API too: the same store object.
+    assert_eq!(server.get("/api/v1/namespaces/default/pods/hello")["status"]["phase"], "Running");
+
+    let logs = kubectl.run(&["logs", "hello"]);
+    assert!(logs.contains("hello from shepherd"), "{logs}");
+    let described = kubectl.run(&["describe", "pod", "hello"]);
+    assert!(described.contains("Name:") && described.contains("hello") && described.contains(NODE), "{described}");
+    assert!(described.contains("Running"), "{described}");
+
+    // A deployment's pods, by label; scaled; the node cordoned and back.
+    assert!(kubectl.apply(dir.path(), "deployment.yaml", DEPLOYMENT).contains("deployment.apps/web created"));
+    server.eventually("/api/v1/namespaces/default/pods?label_selector=app%3Dweb", "two pods", |list| {
+        list["items"].as_array().is_some_and(|p| p.len() == 2)
+    });
+    kubectl.run(&["wait", "--for=condition=Ready", "pod", "-l", "app=web", "--timeout=60s"]);
+    assert!(kubectl.run(&["scale", "deployment", "web", "--replicas=3"]).contains("deployment.apps/web scaled"));
+    server.eventually("/api/v1/namespaces/default/pods?label_selector=app%3Dweb", "three pods", |list| {
+        list["items"].as_array().is_some_and(|p| p.len() == 3)
+    });
+    assert!(kubectl.run(&["cordon", NODE]).contains(&format!("node/{NODE} cordoned")));
+    assert!(kubectl.run(&["get", "nodes"]).contains("SchedulingDisabled"));
+    assert!(kubectl.run(&["uncordon", NODE]).contains(&format!("node/{NODE} uncordoned")));
+    assert!(!kubectl.run(&["get", "nodes"]).contains("SchedulingDisabled"));
+
+    // kubectl delete waits until the object is gone.
+    assert!(kubectl.run(&["delete", "pod", "hello"]).contains("pod \"hello\" deleted"));
+    let (status, _) = server.request(support::Method::GET, "/api/v1/namespaces/default/pods/hello", None);
+    assert_eq!(status, 404, "deleted means gone");
+    assert!(kubectl.run(&["delete", "deployment", "web"]).contains("deployment.apps \"web\" deleted"));
+    server.eventually("/api/v1/namespaces/default/pods", "no pods", |list| list["items"].as_array().is_some_and(|p| p.is_empty()));
+    let missing = kubectl.output(&["get", "pod", "hello"]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("pods \"hello\" not found"), "{missing:?}");
+
+    shutdown.cancel();
+    node.join().expect("the node thread ends");
+}
