@@ -15,50 +15,11 @@ use tokio_util::sync::CancellationToken;
 
 const NODE: &str = "kubectl-node";
 
-const POD: &str = r#"
-apiVersion: v1
-kind: Pod
-metadata:
-  name: hello
-  labels:
-    app: hello
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: main
-    image: minimal
-    command: ["sh", "-c", "echo hello from shepherd; sleep 3600"]
-    resources:
-      requests:
-        cpu: 100m
-        memory: 32Mi
-"#;
-
-const DEPLOYMENT: &str = r#"
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: web
-spec:
-  replicas: 2
-  selector:
-    matchLabels:
-      app: web
-  template:
-    metadata:
-      labels:
-        app: web
-    spec:
-      terminationGracePeriodSeconds: 1
-      containers:
-      - name: web
-        image: minimal
-        command: ["sleep", "3600"]
-        resources:
-          requests:
-            cpu: 50m
-            memory: 16Mi
-"#;
+/// The walk-through's manifests as plain Kubernetes ones (`apiVersion: v1`,
+/// `resources.requests`), as the docs show them to kubectl users.
+fn manifest(name: &str) -> String {
+    support::example(&format!("kubernetes/{name}")).to_str().expect("a UTF-8 path").to_string()
+}
 
 /// Runs a Docker node agent on a thread of its own until `shutdown`, after making sure the
 /// local `minimal` image exists (nothing can be pulled here).
@@ -101,12 +62,6 @@ impl Kubectl {
         assert!(out.status.success(), "kubectl {} failed\nstdout:\n{stdout}\nstderr:\n{stderr}", args.join(" "));
         stdout
     }
-
-    fn apply(&self, dir: &Path, name: &str, manifest: &str) -> String {
-        let file = dir.join(name);
-        std::fs::write(&file, manifest).unwrap();
-        self.run(&["apply", "-f", file.to_str().unwrap()])
-    }
 }
 
 /// Removes every container of this test's node (its sandboxes and warm pool too), even
@@ -142,56 +97,59 @@ fn kubectl_drives_a_docker_node_through_the_compatible_api() {
     assert!(table.starts_with("NAME") && table.contains("STATUS"), "{table}");
     assert!(table.lines().any(|l| l.starts_with(NODE) && l.split_whitespace().nth(1) == Some("Ready")), "{table}");
 
-    // A watch from before the pod exists sees it go Pending → Running.
+    // With the node cordoned the pod waits in Pending, so the watch surely sees it there,
+    // then goes through ContainerCreating to Running once the node takes pods again.
+    assert!(kubectl.run(&["cordon", NODE]).contains(&format!("node/{NODE} cordoned")));
+    assert!(kubectl.run(&["apply", "-f", &manifest("pod.yaml")]).contains("pod/web-server created"));
     let mut watch = Background::spawn_command(kubectl.command(&["get", "pods", "-w"]));
-    assert!(kubectl.apply(dir.path(), "pod.yaml", POD).contains("pod/hello created"));
     watch.expect_line("Pending", Duration::from_secs(30));
-    let met = kubectl.run(&["wait", "--for=condition=Ready", "pod/hello", "--timeout=60s"]);
-    assert!(met.contains("pod/hello condition met"), "{met}");
+    assert!(kubectl.run(&["get", "nodes"]).contains("SchedulingDisabled"));
+    assert!(kubectl.run(&["uncordon", NODE]).contains(&format!("node/{NODE} uncordoned")));
+    let met = kubectl.run(&["wait", "--for=condition=Ready", "pod/web-server", "--timeout=60s"]);
+    assert!(met.contains("pod/web-server condition met"), "{met}");
     watch.expect_line("Running", Duration::from_secs(30));
     assert!(watch.is_running(), "kubectl get -w keeps watching");
     drop(watch);
 
     let wide = kubectl.run(&["get", "pods", "-o", "wide"]);
-    let row = wide.lines().find(|l| l.starts_with("hello ")).unwrap_or_else(|| panic!("{wide}"));
+    let row = wide.lines().find(|l| l.starts_with("web-server ")).unwrap_or_else(|| panic!("{wide}"));
     assert!(row.contains("1/1") && row.contains("Running") && row.contains(NODE), "{wide}");
-    assert_eq!(kubectl.run(&["get", "pod", "hello", "-o", "jsonpath={.status.phase}"]), "Running");
-    assert_eq!(kubectl.run(&["get", "pod", "hello", "-o", "jsonpath={.spec.containers[0].resources.requests.cpu}"]), "100m");
-    let yaml = kubectl.run(&["get", "pod", "hello", "-o", "yaml"]);
+    assert_eq!(kubectl.run(&["get", "pod", "web-server", "-o", "jsonpath={.status.phase}"]), "Running");
+    assert_eq!(kubectl.run(&["get", "pod", "web-server", "-o", "jsonpath={.spec.containers[0].resources.requests.cpu}"]), "250m");
+    let yaml = kubectl.run(&["get", "pod", "web-server", "-o", "yaml"]);
     assert!(yaml.contains("apiVersion: v1") && yaml.contains("kind: Pod") && yaml.contains("creationTimestamp:"), "{yaml}");
     // Seen through the native API too: the same store object.
-    assert_eq!(server.get("/api/v1/namespaces/default/pods/hello")["status"]["phase"], "Running");
+    assert_eq!(server.get("/api/v1/namespaces/default/pods/web-server")["status"]["phase"], "Running");
 
-    let logs = kubectl.run(&["logs", "hello"]);
-    assert!(logs.contains("hello from shepherd"), "{logs}");
-    let described = kubectl.run(&["describe", "pod", "hello"]);
-    assert!(described.contains("Name:") && described.contains("hello") && described.contains(NODE), "{described}");
+    let logs = kubectl.run(&["logs", "web-server"]);
+    assert!(logs.contains("Hello from Sheep!"), "{logs}");
+    let described = kubectl.run(&["describe", "pod", "web-server"]);
+    assert!(described.contains("Name:") && described.contains("web-server") && described.contains(NODE), "{described}");
     assert!(described.contains("Running"), "{described}");
 
-    // A deployment's pods, by label; scaled; the node cordoned and back.
-    assert!(kubectl.apply(dir.path(), "deployment.yaml", DEPLOYMENT).contains("deployment.apps/web created"));
-    server.eventually("/api/v1/namespaces/default/pods?label_selector=app%3Dweb", "two pods", |list| {
-        list["items"].as_array().is_some_and(|p| p.len() == 2)
-    });
-    kubectl.run(&["wait", "--for=condition=Ready", "pod", "-l", "app=web", "--timeout=60s"]);
-    assert!(kubectl.run(&["scale", "deployment", "web", "--replicas=3"]).contains("deployment.apps/web scaled"));
-    server.eventually("/api/v1/namespaces/default/pods?label_selector=app%3Dweb", "three pods", |list| {
-        list["items"].as_array().is_some_and(|p| p.len() == 3)
-    });
-    assert!(kubectl.run(&["cordon", NODE]).contains(&format!("node/{NODE} cordoned")));
-    assert!(kubectl.run(&["get", "nodes"]).contains("SchedulingDisabled"));
-    assert!(kubectl.run(&["uncordon", NODE]).contains(&format!("node/{NODE} uncordoned")));
+    // A deployment's pods, by label; scaled.
+    assert!(kubectl.run(&["apply", "-f", &manifest("deployment.yaml")]).contains("deployment.apps/web created"));
+    // The deployment's pods: app=web without the tier label web-server has.
+    let replicas = "/api/v1/namespaces/default/pods?label_selector=app%3Dweb%2C%21tier";
+    server.eventually(replicas, "three pods", |list| list["items"].as_array().is_some_and(|p| p.len() == 3));
+    kubectl.run(&["wait", "--for=condition=Ready", "pod", "-l", "app=web,!tier", "--timeout=60s"]);
+    assert!(kubectl.run(&["scale", "deployment", "web", "--replicas=4"]).contains("deployment.apps/web scaled"));
+    server.eventually(replicas, "four pods", |list| list["items"].as_array().is_some_and(|p| p.len() == 4));
     assert!(!kubectl.run(&["get", "nodes"]).contains("SchedulingDisabled"));
 
     // kubectl delete waits until the object is gone.
-    assert!(kubectl.run(&["delete", "pod", "hello"]).contains("pod \"hello\" deleted"));
-    let (status, _) = server.request(support::Method::GET, "/api/v1/namespaces/default/pods/hello", None);
+    // Its sleep ignores SIGTERM: 1 s of grace instead of 30.
+    assert!(kubectl.run(&["delete", "pod", "web-server", "--grace-period=1"]).contains("pod \"web-server\" deleted"));
+    let (status, _) = server.request(support::Method::GET, "/api/v1/namespaces/default/pods/web-server", None);
     assert_eq!(status, 404, "deleted means gone");
     assert!(kubectl.run(&["delete", "deployment", "web"]).contains("deployment.apps \"web\" deleted"));
-    server.eventually("/api/v1/namespaces/default/pods", "no pods", |list| list["items"].as_array().is_some_and(|p| p.is_empty()));
-    let missing = kubectl.output(&["get", "pod", "hello"]);
+    // Its pods go gracefully (30 s: their sleep ignores SIGTERM); kubectl waits for them.
+    kubectl.run(&["wait", "--for=delete", "pod", "-l", "app=web", "--timeout=90s"]);
+    let left = server.get("/api/v1/namespaces/default/pods");
+    assert_eq!(left["items"].as_array().map(Vec::len), Some(0), "{left}");
+    let missing = kubectl.output(&["get", "pod", "web-server"]);
     assert!(!missing.status.success());
-    assert!(String::from_utf8_lossy(&missing.stderr).contains("pods \"hello\" not found"), "{missing:?}");
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("pods \"web-server\" not found"), "{missing:?}");
 
     shutdown.cancel();
     node.join().expect("the node thread ends");

@@ -154,16 +154,7 @@ impl Background {
 
     /// Reads lines until one contains `needle`; panics after `within`.
     pub fn expect_line(&self, needle: &str, within: Duration) -> String {
-        let deadline = std::time::Instant::now() + within;
-        let mut seen = Vec::new();
-        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
-            match self.lines.recv_timeout(left) {
-                Ok(line) if line.contains(needle) => return line,
-                Ok(line) => seen.push(line),
-                Err(_) => break,
-            }
-        }
-        panic!("no line with {needle:?} within {within:?}; saw {seen:#?}");
+        expect_on(&self.lines, needle, within)
     }
 
     /// Waits for the process to exit; returns its status code, stdout and stderr.
@@ -196,6 +187,20 @@ impl Drop for Background {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Reads `lines` until one contains `needle`; panics after `within`.
+fn expect_on(lines: &mpsc::Receiver<String>, needle: &str, within: Duration) -> String {
+    let deadline = std::time::Instant::now() + within;
+    let mut seen = Vec::new();
+    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+        match lines.recv_timeout(left) {
+            Ok(line) if line.contains(needle) => return line,
+            Ok(line) => seen.push(line),
+            Err(_) => break,
+        }
+    }
+    panic!("no line with {needle:?} within {within:?}; saw {seen:#?}");
 }
 
 /// Sends each line of `pipe` on a channel until the pipe closes.
