@@ -302,6 +302,25 @@ fn scaled(number: &str, factor: i128) -> Result<i64, QuantityError> {
     }
 }
 
+/// Bytes as an exact quantity, for a manifest that must read back the same: the largest
+/// binary or decimal unit that divides it (`64Mi`, `100k`), else the plain number.
+pub fn exact_memory(bytes: i64) -> String {
+    const UNITS: [(&str, i64); 8] = [
+        ("Ti", 1 << 40),
+        ("T", 1_000_000_000_000),
+        ("Gi", 1 << 30),
+        ("G", 1_000_000_000),
+        ("Mi", 1 << 20),
+        ("M", 1_000_000),
+        ("Ki", 1 << 10),
+        ("k", 1_000),
+    ];
+    match UNITS.iter().find(|(_, size)| bytes != 0 && bytes % size == 0) {
+        Some((unit, size)) => format!("{}{unit}", bytes / size),
+        None => bytes.to_string(),
+    }
+}
+
 /// Formats bytes the way people read them: `64Mi`, `1.5Gi`.
 pub fn format_memory(bytes: i64) -> String {
     const UNITS: [(&str, i64); 4] = [("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)];
@@ -1367,6 +1386,14 @@ mod tests {
             if !text.contains('.') {
                 assert_eq!(parse_memory(&text), Ok(bytes), "{text} reads back");
             }
+        }
+    }
+
+    #[test]
+    fn an_exact_memory_quantity_reads_back_as_the_same_bytes() {
+        for (bytes, text) in [(64 << 20, "64Mi"), (100_000, "100k"), (1536, "1536"), (1_500_000, "1500k"), (100_044, "100044"), (0, "0")] {
+            assert_eq!(exact_memory(bytes), text, "{bytes}");
+            assert_eq!(parse_memory(text), Ok(bytes), "{text}");
         }
     }
 

@@ -18,7 +18,7 @@ use shared::model::{
     Condition, Container, ContainerPort, ContainerState, ContainerStatus, Deployment, DeploymentSpec, DeploymentStatus, EnvVar, Event,
     Labels, Namespace, NamespaceStatus, Node, NodeResources, ObjectMeta, ObjectReference, OwnerReference, Pod, PodSpec, PodStatus,
     PodTemplateSpec, ResourceRequirements, Scale, ScaleSpec, ScaleStatus, Service, ServicePort, ServiceSpec, Taint, Time, Toleration,
-    format_cpu, format_memory, parse_cpu, parse_memory,
+    exact_memory, format_cpu, parse_cpu, parse_memory,
 };
 use shared::selector::{LabelSelector, Operator, Requirement};
 
@@ -91,6 +91,14 @@ fn is_empty(value: &Value) -> bool {
     }
 }
 
+/// A `false` that asks for more than Shepherd does where Kubernetes' default is `true`:
+/// `hostUsers: false` asks for a user namespace. (`enableServiceLinks: false` and
+/// `automountServiceAccountToken: false` ask for what Shepherd does anyway: it injects no
+/// service variables and mounts no token.)
+fn false_asks_for_something(path: &str, value: &Value) -> bool {
+    *value == Value::Bool(false) && path.rsplit('.').next() == Some("hostUsers")
+}
+
 /// Fields Shepherd does not store whose value names what it does anyway, so a manifest (or
 /// `kubectl run`) that spells them out means nothing else: its containers use the node's
 /// DNS (there is no cluster DNS, so `ClusterFirst` resolves as `Default` does), an image is
@@ -126,7 +134,7 @@ fn unkept(sent: &Value, kept: &Value, path: &str, out: &mut Vec<String>) {
         (Value::Object(sent), Value::Object(kept)) => {
             for (key, value) in sent {
                 let here = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
-                if is_empty(value) || SERVER_OWNED.contains(&here.as_str()) {
+                if (is_empty(value) && !false_asks_for_something(&here, value)) || SERVER_OWNED.contains(&here.as_str()) {
                     continue;
                 }
                 match kept.get(key) {
@@ -264,7 +272,7 @@ fn quantities(cpu: i64, memory: i64) -> BTreeMap<String, Quantity> {
         out.insert("cpu".to_string(), Quantity(format_cpu(cpu)));
     }
     if memory > 0 {
-        out.insert("memory".to_string(), Quantity(format_memory(memory)));
+        out.insert("memory".to_string(), Quantity(exact_memory(memory)));
     }
     out
 }
@@ -904,9 +912,11 @@ mod tests {
         bad["spec"]["dnsPolicy"] = "ClusterFirst".into();
         bad["spec"]["volumes"] = serde_json::json!([{"name": "v"}]);
         bad["spec"]["madeUp"] = 1.into();
+        bad["spec"]["hostUsers"] = false.into();
+        bad["spec"]["enableServiceLinks"] = false.into();
         let Err(Error::Unsupported { fields, .. }) = decode::<Pod>(&bad) else { panic!("refused") };
         let names: Vec<&str> = fields.iter().map(|f| f.field.as_str()).collect();
-        assert_eq!(names, ["spec.containers[0].imagePullPolicy", "spec.madeUp", "spec.volumes"]);
+        assert_eq!(names, ["spec.containers[0].imagePullPolicy", "spec.hostUsers", "spec.madeUp", "spec.volumes"]);
     }
 
     #[test]

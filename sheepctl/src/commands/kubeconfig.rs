@@ -17,6 +17,13 @@ use crate::settings::Settings;
 
 pub fn run(settings: &Settings, args: &KubeconfigArgs) -> Result<()> {
     let text = render(settings, &args.context)?;
+    if settings.token.is_some() {
+        // Measured with kubectl 1.32: it sends no Authorization header to an http:// server.
+        eprintln!(
+            "warning: kubectl sends a bearer token only over HTTPS, and Shepherd serves plain HTTP: \
+             against this server, which needs a token, kubectl's requests will be refused with 401"
+        );
+    }
     let Some(path) = &args.save else { return super::print(&text) };
     let path = match path {
         Some(path) => path.clone(),
