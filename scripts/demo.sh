@@ -6,15 +6,18 @@
 # or --data-dir DIR to change that. Other flags go to `shepherd` (see `shepherd --help`).
 # First it sets the machine up (scripts/setup.sh): as root on Debian or Ubuntu it installs
 # what is missing and starts dockerd; otherwise it prints the one command that would.
-#   --no-install   never install or start anything; say what is missing and stop
+#   --no-install   install and start nothing: if something is missing, say what, and stop
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 no_install=0
-if [ "${1:-}" = --no-install ]; then
-    no_install=1
-    shift
-fi
+case "${1:-}" in
+    --no-install) no_install=1; shift ;;
+    -h | --help)
+        sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
+        echo "Any other flag goes to shepherd (target/release/shepherd --help once built)."
+        exit 0 ;;
+esac
 . scripts/setup.sh
 setup_machine "$no_install" docker.io busybox-static containernetworking-plugins
 cargo xtask frontend --release

@@ -2,7 +2,7 @@
 # Runs every Shepherd test: unit, integration, real-Docker, real-kubectl and real-browser.
 # First it sets the machine up (scripts/setup.sh): as root on Debian or Ubuntu it installs
 # what is missing and starts dockerd; otherwise it prints the one command that would.
-#   --no-install   never install or start anything; say what is missing and stop
+#   --no-install   install and start nothing: if something is missing, say what, and stop
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
