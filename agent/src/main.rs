@@ -167,7 +167,8 @@ fn config(cli: &Cli) -> anyhow::Result<AgentConfig> {
     Ok(config)
 }
 
-/// Cancels on SIGTERM or Ctrl-C: the agent stops, its pods keep running.
+/// Cancels on SIGTERM or Ctrl-C: the agent stops; each node then says whether its pods keep
+/// running or were removed (`--remove-containers-on-exit`).
 fn shutdown_on_signal() -> CancellationToken {
     let token = CancellationToken::new();
     let cancel = token.clone();
@@ -183,7 +184,7 @@ fn shutdown_on_signal() -> CancellationToken {
         }
         #[cfg(not(unix))]
         let _ = ctrl_c.await;
-        tracing::info!("shutting down; pods keep running");
+        tracing::info!("shutting down");
         cancel.cancel();
     });
     token
