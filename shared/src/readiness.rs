@@ -8,6 +8,7 @@
 //! condition alone ([`Node::reported_readiness`]): node lifecycle turns it Unknown once
 //! the lease goes stale.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::model::{Lease, Node, Time};
@@ -124,6 +125,35 @@ impl Node {
     pub fn last_heartbeat(&self, lease: Option<&Lease>) -> Option<Time> {
         let renewed = lease.filter(|l| l.metadata.name == self.metadata.name).and_then(|l| l.spec.renew_time);
         renewed.max(self.status.last_heartbeat)
+    }
+}
+
+/// What judging nodes needs besides each node: the server's node monitor grace and the
+/// leases, for a client that lists them with the nodes (sheepctl, tests, benchmarks).
+#[derive(Debug, Clone)]
+pub struct NodeJudge {
+    pub grace: Duration,
+    leases: BTreeMap<String, Lease>,
+}
+
+impl Default for NodeJudge {
+    fn default() -> Self {
+        NodeJudge::new(DEFAULT_NODE_MONITOR_GRACE, Vec::new())
+    }
+}
+
+impl NodeJudge {
+    pub fn new(grace: Duration, leases: Vec<Lease>) -> NodeJudge {
+        NodeJudge { grace, leases: leases.into_iter().map(|l| (l.metadata.name.clone(), l)).collect() }
+    }
+
+    pub fn readiness(&self, node: &Node, now: Time) -> Readiness {
+        node.readiness(self.leases.get(&node.metadata.name), now, self.grace)
+    }
+
+    /// The node's STATUS word at `now`.
+    pub fn status(&self, node: &Node, now: Time) -> String {
+        crate::words::node_status(node, self.readiness(node, now))
     }
 }
 

@@ -5,7 +5,8 @@
 use shared::model::{Deployment, Kind, Object, Pod, PodPhase, Time, conditions, find_condition};
 
 use crate::settings::kind_word;
-use crate::view::{NodeJudge, deployment_state, pod_state};
+use crate::view::{deployment_state, pod_state};
+use shared::readiness::NodeJudge;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {

@@ -3,11 +3,10 @@
 //! reason, the node status) are `shared::words`, the dashboard's too.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use shared::model::{Deployment, Event, Kind, Lease, Namespace, Node, Object, Pod, PodPhase, Service, Time, format_cpu, format_memory};
-use shared::readiness::{DEFAULT_NODE_MONITOR_GRACE, Readiness};
-use shared::words::{age, first_seen, last_seen, node_status, pending_reason};
+use shared::readiness::NodeJudge;
+use shared::words::{age, first_seen, last_seen, pending_reason};
 
 use crate::settings::kind_word;
 use crate::table::Table;
@@ -35,35 +34,6 @@ pub fn node_usage(pods: &[Object]) -> BTreeMap<String, NodeUsage> {
         entry.memory += requests.memory;
     }
     usage
-}
-
-/// What judging a node needs besides the node (`shared::readiness`): the server's node
-/// monitor grace and the leases, listed with the nodes.
-#[derive(Debug, Clone)]
-pub struct NodeJudge {
-    pub grace: Duration,
-    leases: BTreeMap<String, Lease>,
-}
-
-impl Default for NodeJudge {
-    fn default() -> Self {
-        NodeJudge::new(DEFAULT_NODE_MONITOR_GRACE, Vec::new())
-    }
-}
-
-impl NodeJudge {
-    pub fn new(grace: Duration, leases: Vec<Lease>) -> NodeJudge {
-        NodeJudge { grace, leases: leases.into_iter().map(|l| (l.metadata.name.clone(), l)).collect() }
-    }
-
-    pub fn readiness(&self, node: &Node, now: Time) -> Readiness {
-        node.readiness(self.leases.get(&node.metadata.name), now, self.grace)
-    }
-
-    /// The node's STATUS word at `now`.
-    pub fn status(&self, node: &Node, now: Time) -> String {
-        node_status(node, self.readiness(node, now))
-    }
 }
 
 /// Everything a row may need besides the object itself.

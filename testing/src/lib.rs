@@ -16,6 +16,7 @@ pub use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use server::Config;
 use shared::model::{Kind, Lease, Node, NodeInfo, NodeResources};
+use shared::readiness::NodeJudge;
 use shared::registration::NodeDescription;
 use shepherd_client::{Client, Selection};
 use tokio::task::JoinHandle;
@@ -252,11 +253,10 @@ pub async fn renew_lease(client: &Client, node: &NodeDescription) {
 pub async fn ready_nodes(client: &Client) -> Option<(Vec<Node>, usize)> {
     let grace = Duration::from_millis(client.info().await.ok()?.node_monitor_grace_ms);
     let nodes = client.list::<Node>(&Selection::default()).await.ok()?.items;
-    let leases: HashMap<String, Lease> =
-        client.list::<Lease>(&Selection::default()).await.ok()?.items.into_iter().map(|l| (l.metadata.name.clone(), l)).collect();
+    let judge = NodeJudge::new(grace, client.list::<Lease>(&Selection::default()).await.ok()?.items);
     let now = Utc::now();
     let total = nodes.len();
-    let ready = nodes.into_iter().filter(|n| n.readiness(leases.get(&n.metadata.name), now, grace).is_ready()).collect();
+    let ready = nodes.into_iter().filter(|n| judge.readiness(n, now).is_ready()).collect();
     Some((ready, total))
 }
 

@@ -356,7 +356,8 @@ fn pods_text(text: &mut Text, pods: &[Object], now: Time) {
         return;
     }
     text.heading(0, "Pods");
-    let context = view::RowContext { now, wide: false, all_namespaces: false, node_usage: None, nodes: view::NodeJudge::default() };
+    let context =
+        view::RowContext { now, wide: false, all_namespaces: false, node_usage: None, nodes: shared::readiness::NodeJudge::default() };
     text.table(2, &view::table(Kind::Pod, pods, &context));
 }
 
@@ -387,7 +388,7 @@ fn service_text(text: &mut Text, service: &Service, now: Time) {
     text.field(0, "Endpoints", endpoints.join("\n"));
 }
 
-fn node_text(text: &mut Text, node: &Node, pods: &[Object], now: Time, nodes: &view::NodeJudge) {
+fn node_text(text: &mut Text, node: &Node, pods: &[Object], now: Time, nodes: &shared::readiness::NodeJudge) {
     meta_text(text, &node.metadata, now);
     let status = &node.status;
     text.field(0, "Status", nodes.status(node, now));

@@ -36,7 +36,7 @@ pub async fn run(context: &Context, args: &EventsArgs) -> Result<()> {
         wide: args.output == Some(OutputFormat::Wide),
         all_namespaces: scope.is_none(),
         node_usage: None,
-        nodes: crate::view::NodeJudge::default(),
+        nodes: shared::readiness::NodeJudge::default(),
     };
     let table = view::table(Kind::Event, &events, &row_context);
     match args.output {

@@ -11,7 +11,8 @@ use super::{Context, print, serialized};
 use crate::cli::{GetArgs, OutputFormat};
 use crate::settings::{self, kind_word};
 use crate::table::{self, Table};
-use crate::view::{self, NodeJudge, RowContext};
+use crate::view::{self, RowContext};
+use shared::readiness::NodeJudge;
 
 /// What to show: a kind, and optionally one name or a label selector.
 #[derive(Debug, Clone)]

@@ -16,7 +16,7 @@ use shepherd_client::{Client, Selection};
 
 use crate::cli::{Cli, Command, OutputFormat};
 use crate::settings::Settings;
-use crate::view::NodeJudge;
+use shared::readiness::NodeJudge;
 
 mod apply;
 mod completion;

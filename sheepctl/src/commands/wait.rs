@@ -13,7 +13,7 @@ use crate::cli::WaitArgs;
 use crate::condition::{Check, WaitFor, state};
 use crate::progress::{Mode, Progress};
 use crate::settings::{self, kind_word};
-use crate::view::NodeJudge;
+use shared::readiness::NodeJudge;
 
 /// One object to wait for.
 #[derive(Debug, Clone, Copy)]
