@@ -10,7 +10,8 @@
 # Whether what `package` provides is already here.
 setup_has() {
     case "$1" in
-        docker.io) command -v dockerd >/dev/null || command -v docker >/dev/null ;;
+        # A docker client alone is not enough: the tests need an engine, here or answering.
+        docker.io) command -v dockerd >/dev/null || docker info >/dev/null 2>&1 ;;
         busybox-static) [ -x /bin/busybox ] ;;
         chromium) command -v chromium >/dev/null ;;
         chromium-driver) command -v chromedriver >/dev/null ;;
