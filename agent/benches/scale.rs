@@ -6,11 +6,11 @@
 //!    one object in a loop: time to all bound and all Running (from the server's metrics),
 //!    pod start latency (created_at → Ready), reader latency, peak CPU and RSS;
 //! 3. deletes the deployments with the reader still going: time until no pod is left, and
-//!    RSS once they are gone;
+//!    RSS 5 s after they are gone and once it settles;
 //! 4. counts failures: watchers that saw 410 (the server's "fell behind" warnings and the
 //!    fleet's watcher), agent requests that timed out, nodes that went NotReady.
 //!
-//! `bench/scale/run.sh --nodes 1000 --replicas 10000 [--rounds 3]` (it builds the server
+//! `bench/scale/run.sh --nodes 1000 --replicas 10000 [--per-deployment N] [--rounds 3]` (it builds the server
 //! first). Every loop is bounded in count and time; traffic stays on 127.0.0.1.
 
 use std::collections::HashMap;
@@ -32,14 +32,22 @@ struct Options {
     nodes: usize,
     replicas: usize,
     rounds: usize,
+    /// The most replicas one deployment has: P replicas are split into deployments of this size.
+    per_deployment: usize,
     /// The longest any phase may take before the round is reported as unfinished.
     timeout: Duration,
     idle_window: Duration,
 }
 
 fn options() -> Options {
-    let mut options =
-        Options { nodes: 1000, replicas: 10_000, rounds: 1, timeout: Duration::from_secs(600), idle_window: Duration::from_secs(20) };
+    let mut options = Options {
+        nodes: 1000,
+        replicas: 10_000,
+        rounds: 1,
+        per_deployment: MAX_REPLICAS as usize,
+        timeout: Duration::from_secs(600),
+        idle_window: Duration::from_secs(20),
+    };
     let mut args = std::env::args().skip(1);
     let number = |name: &str, value: Option<String>| {
         value.and_then(|n| n.replace('_', "").parse::<u64>().ok()).unwrap_or_else(|| panic!("{name} N"))
@@ -49,6 +57,9 @@ fn options() -> Options {
             "--nodes" => options.nodes = number("--nodes", args.next()) as usize,
             "--replicas" => options.replicas = number("--replicas", args.next()) as usize,
             "--rounds" => options.rounds = number("--rounds", args.next()).max(1) as usize,
+            "--per-deployment" => {
+                options.per_deployment = (number("--per-deployment", args.next()) as usize).clamp(1, MAX_REPLICAS as usize);
+            }
             "--timeout" => options.timeout = Duration::from_secs(number("--timeout (seconds)", args.next())),
             "--idle-window" => options.idle_window = Duration::from_secs(number("--idle-window (seconds)", args.next())),
             _ => {} // cargo bench passes --bench
@@ -230,6 +241,7 @@ struct Row {
     delete_read_p50: f64,
     delete_read_p99: f64,
     rss_after: f64,
+    rss_settled: f64,
     gone_410: usize,
     timeouts: usize,
     not_ready: usize,
@@ -243,7 +255,7 @@ fn seconds(value: Option<f64>) -> String {
 impl Row {
     fn print(&self, label: &str) {
         println!(
-            "| {label} | {:.1} % | {:.0} MiB | {} | {} | {:.0} / {:.0} ms | {:.1} / {:.1} ms | {:.0} % | {:.0} MiB | {} | {:.1} / {:.1} ms | {:.0} MiB | {} | {} | {} | {:.0} MiB |",
+            "| {label} | {:.1} % | {:.0} MiB | {} | {} | {:.0} / {:.0} ms | {:.1} / {:.1} ms | {:.0} % | {:.0} MiB | {} | {:.1} / {:.1} ms | {:.0} MiB | {:.0} MiB | {} | {} | {} | {:.0} MiB |",
             self.idle_cpu,
             self.idle_rss,
             seconds(self.bound),
@@ -258,6 +270,7 @@ impl Row {
             self.delete_read_p50,
             self.delete_read_p99,
             self.rss_after,
+            self.rss_settled,
             self.gone_410,
             self.timeouts,
             self.not_ready,
@@ -310,8 +323,8 @@ async fn round(options: &Options) -> Row {
     row.idle_cpu = 100.0 * (cpu_seconds(server.pid) - cpu_before) / options.idle_window.as_secs_f64();
     row.idle_rss = memory_mib(server.pid, "VmRSS");
 
-    // The burst: deployments of at most MAX_REPLICAS each (the validation's limit).
-    let chunk = MAX_REPLICAS as usize;
+    // The burst: deployments of at most `per_deployment` each (at most the validation's limit).
+    let chunk = options.per_deployment;
     let deployments: Vec<(String, usize)> =
         (0..options.replicas.div_ceil(chunk)).map(|i| (format!("scale-{i}"), chunk.min(options.replicas - i * chunk))).collect();
     let (stop_sampling, sampling) = sample(server.pid, options.timeout * 3);
@@ -369,6 +382,7 @@ async fn round(options: &Options) -> Row {
     row.peak_rss = row.peak_rss.max(memory_mib(server.pid, "VmHWM"));
     tokio::time::sleep(Duration::from_secs(5)).await;
     row.rss_after = memory_mib(server.pid, "VmRSS");
+    row.rss_settled = settled_rss(server.pid).await;
 
     let not_ready = Selection { field_selector: Some("reason=NodeNotReady".into()), ..Selection::default() };
     row.not_ready = client.list::<Event>(&not_ready).await.map_or(0, |events| events.items.len());
@@ -379,6 +393,24 @@ async fn round(options: &Options) -> Row {
     agent.stop().await;
     server.stop().await;
     row
+}
+
+/// RSS once memory stops returning: the deleted pods' last states leave the watch history
+/// as newer changes (lease renewals) push them out. Sampled every 5 s until three samples
+/// in a row fall by less than 1 % in all, or for 150 s at most.
+async fn settled_rss(pid: u32) -> f64 {
+    let mut samples = vec![memory_mib(pid, "VmRSS")];
+    let began = Instant::now();
+    while began.elapsed() < Duration::from_secs(150) {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        samples.push(memory_mib(pid, "VmRSS"));
+        if let [.., before, _, _, last] = samples[..]
+            && last > before * 0.99
+        {
+            break;
+        }
+    }
+    samples.last().copied().unwrap_or(f64::NAN)
 }
 
 /// The middle value, or the mean of the two middle ones.
@@ -413,9 +445,9 @@ async fn main() {
         load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
     );
     println!(
-        "| round | idle CPU | idle RSS | all bound | all Running | start p50 / p99 | reader p50 / p99 (burst) | peak CPU | peak RSS | delete | reader p50 / p99 (delete) | RSS after | 410s | agent timeouts | NotReady | agent peak RSS |"
+        "| round | idle CPU | idle RSS | all bound | all Running | start p50 / p99 | reader p50 / p99 (burst) | peak CPU | peak RSS | delete | reader p50 / p99 (delete) | RSS after | RSS settled | 410s | agent timeouts | NotReady | agent peak RSS |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut rows = Vec::new();
     for i in 1..=options.rounds {
         let row = round(&options).await;
@@ -438,6 +470,7 @@ async fn main() {
             delete_read_p50: median_of(&rows, |r| r.delete_read_p50),
             delete_read_p99: median_of(&rows, |r| r.delete_read_p99),
             rss_after: median_of(&rows, |r| r.rss_after),
+            rss_settled: median_of(&rows, |r| r.rss_settled),
             gone_410: median_of(&rows, |r| r.gone_410 as f64) as usize,
             timeouts: median_of(&rows, |r| r.timeouts as f64) as usize,
             not_ready: median_of(&rows, |r| r.not_ready as f64) as usize,

@@ -19,7 +19,7 @@ use super::{Action, Context, Controller, Result, store_error};
 use crate::events::{self, SOURCE_DEPLOYMENT_CONTROLLER};
 use crate::ops;
 use crate::resources::stamp_new;
-use crate::store::{Key, Store, StoreError, StoreEvent, Txn};
+use crate::store::{Key, Store, StoreError, StoreEvent, Txn, pod_owner};
 
 pub struct DeploymentController;
 
@@ -37,16 +37,6 @@ const SUFFIX_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 fn random_suffix() -> String {
     let bytes = uuid::Uuid::new_v4().into_bytes();
     bytes.iter().take(5).map(|b| SUFFIX_ALPHABET[*b as usize % SUFFIX_ALPHABET.len()] as char).collect()
-}
-
-/// The deployment a pod belongs to, by its controller reference.
-fn owner_key(pod: &Pod) -> Option<Key> {
-    pod.metadata.controller().filter(|r| r.kind == "Deployment").map(|r| Key::new(Kind::Deployment, &pod.metadata.namespace, &r.name))
-}
-
-/// Whether deployment `name` of the pod's namespace is the pod's controller.
-fn owned_by(pod: &Pod, name: &str) -> bool {
-    pod.metadata.controller().is_some_and(|r| r.kind == "Deployment" && r.name == name)
 }
 
 /// Running, and Ready when the agent reports readiness.
@@ -101,7 +91,7 @@ impl Controller for DeploymentController {
     fn keys_for(&self, _store: &dyn Store, event: &StoreEvent) -> Vec<Key> {
         match &*event.object {
             Object::Deployment(_) => vec![Key::of(&event.object)],
-            Object::Pod(pod) => owner_key(pod).into_iter().collect(),
+            Object::Pod(_) => pod_owner(&event.object).into_iter().collect(),
             _ => Vec::new(),
         }
     }
@@ -110,8 +100,7 @@ impl Controller for DeploymentController {
         let mut keys: Vec<Key> = store.list(Kind::Deployment, None).1.iter().map(|d| Key::of(d)).collect();
         // Owners of pods whose deployment is gone: the cascade after a crash or a missed event.
         for pod in store.list(Kind::Pod, None).1 {
-            if let Object::Pod(p) = &*pod
-                && let Some(owner) = owner_key(p)
+            if let Some(owner) = pod_owner(&pod)
                 && store.get(&owner).is_none()
             {
                 keys.push(owner);
@@ -132,12 +121,13 @@ impl Controller for DeploymentController {
         };
         // Terminating pods are on their way out: they are no replicas (as in Kubernetes'
         // ReplicaSet), so their replacements start at once, and nothing deletes them again.
-        // Borrowed from the listed objects: a reconcile copies none of the pods it reads.
-        let listed = store.list(Kind::Pod, Some(namespace)).1;
+        // Read through the owner index and borrowed: a reconcile neither visits other
+        // deployments' pods nor copies its own.
+        let listed = store.pods_owned_by(key).1;
         let owned: Vec<&Pod> = listed
             .iter()
             .filter_map(|o| match &**o {
-                Object::Pod(p) if p.metadata.deletion_timestamp.is_none() && owned_by(p, name) => Some(p),
+                Object::Pod(p) if p.metadata.deletion_timestamp.is_none() => Some(p),
                 _ => None,
             })
             .collect();

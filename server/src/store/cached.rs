@@ -15,6 +15,7 @@ use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::{
     Change, EventType, Interest, Key, Outcome, Result, Store, StoreError, StoreEvent, Txn, View, WatchBatch, WatchStream, pod_node,
+    pod_owner,
 };
 
 /// The most transactions one backend commit takes.
@@ -83,6 +84,8 @@ struct State {
     objects: HashMap<Kind, BTreeMap<String, Arc<Object>>>,
     /// Pod keys by `spec.node_name` (bound pods only).
     by_node: HashMap<String, BTreeSet<String>>,
+    /// Pod keys by the deployment that controls them.
+    by_owner: HashMap<Key, BTreeSet<String>>,
     revision: u64,
     /// Every change after `history_start`, in order: the change at revision r sits at
     /// index `r - history_start - 1`.
@@ -112,6 +115,17 @@ impl State {
             }
             if let Some(node) = object.as_deref().and_then(pod_node) {
                 self.by_node.entry(node.to_string()).or_default().insert(key.key.clone());
+            }
+            if let Some(owner) = prev.as_deref().and_then(pod_owner)
+                && let Some(set) = self.by_owner.get_mut(&owner)
+            {
+                set.remove(&key.key);
+                if set.is_empty() {
+                    self.by_owner.remove(&owner);
+                }
+            }
+            if let Some(owner) = object.as_deref().and_then(pod_owner) {
+                self.by_owner.entry(owner).or_default().insert(key.key.clone());
             }
         }
         prev
@@ -312,7 +326,13 @@ impl CachedStore {
         }
         let name = persistence.name();
         let new = |committer| {
-            Arc::new(Inner { name, state: RwLock::new(state), watchers: Mutex::new(Watchers::default()), history_limit: history.max(1), committer })
+            Arc::new(Inner {
+                name,
+                state: RwLock::new(state),
+                watchers: Mutex::new(Watchers::default()),
+                history_limit: history.max(1),
+                committer,
+            })
         };
         if !persistence.waits_on_disk() {
             let committer = Committer::Callers { queue: Mutex::default(), persistence: Mutex::new(Some(persistence)) };
@@ -570,6 +590,16 @@ impl Store for CachedStore {
         (state.revision, pods)
     }
 
+    fn pods_owned_by(&self, owner: &Key) -> (u64, Vec<Arc<Object>>) {
+        let state = self.inner.state.read().expect("store state lock");
+        let pods = state
+            .by_owner
+            .get(owner)
+            .map(|keys| keys.iter().filter_map(|k| state.get(&Key { kind: Kind::Pod, key: k.clone() }).cloned()).collect())
+            .unwrap_or_default();
+        (state.revision, pods)
+    }
+
     fn count(&self, kind: Kind) -> usize {
         self.inner.state.read().expect("store state lock").objects.get(&kind).map_or(0, BTreeMap::len)
     }
@@ -783,6 +813,32 @@ mod tests {
 
     fn names(batch: &WatchBatch) -> Vec<String> {
         batch.events.iter().map(|e| e.object.metadata().name.clone()).collect()
+    }
+
+    fn owned(name: &str, deployment: &str) -> Object {
+        let mut object = pod(name, "");
+        object.metadata_mut().owner_references =
+            vec![shared::model::OwnerReference { kind: "Deployment".into(), name: deployment.into(), uid: "u".into(), controller: true }];
+        object
+    }
+
+    fn names_of(pods: &[Arc<Object>]) -> Vec<String> {
+        pods.iter().map(|o| o.metadata().name.clone()).collect()
+    }
+
+    #[tokio::test]
+    async fn the_owner_index_follows_a_pods_controller_through_updates_and_deletes() {
+        let store = CachedStore::in_memory(100);
+        let web = Key::new(Kind::Deployment, "default", "web");
+        for object in [owned("w1", "web"), owned("w2", "web"), owned("a1", "api"), pod("loose", "")] {
+            store.commit(Txn::new().with(put(object))).await.unwrap();
+        }
+        assert_eq!(names_of(&store.pods_owned_by(&web).1), ["w1", "w2"]);
+        store.commit(Txn::new().with(put(owned("w2", "api")))).await.unwrap();
+        store.commit(Txn::new().with(Write::new(Key::new(Kind::Pod, "default", "w1"), |_, _| Ok(Change::Delete)))).await.unwrap();
+        assert!(store.pods_owned_by(&web).1.is_empty(), "a pod that changed owner or went is no longer web's");
+        assert_eq!(names_of(&store.pods_owned_by(&Key::new(Kind::Deployment, "default", "api")).1), ["a1", "w2"]);
+        assert!(store.pods_owned_by(&Key::new(Kind::Deployment, "other", "api")).1.is_empty(), "owners are per namespace");
     }
 
     #[tokio::test]

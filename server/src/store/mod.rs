@@ -205,6 +205,17 @@ pub(crate) fn pod_node(object: &Object) -> Option<&str> {
     }
 }
 
+/// The deployment that controls a pod, by its controller reference: the key of the store's
+/// owner index, and the deployment controller's work for the pod.
+pub fn pod_owner(object: &Object) -> Option<Key> {
+    match object {
+        Object::Pod(p) => {
+            p.metadata.controller().filter(|r| r.kind == "Deployment").map(|r| Key::new(Kind::Deployment, &p.metadata.namespace, &r.name))
+        }
+        _ => None,
+    }
+}
+
 /// What a watcher selects. The store delivers it only these changes, so a watcher of one
 /// node's pods is never woken for another node's.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -265,6 +276,9 @@ pub trait Store: Send + Sync + 'static {
     fn list(&self, kind: Kind, namespace: Option<&str>) -> (u64, Vec<Arc<Object>>);
     /// Pods bound to a node, read through the `spec.node_name` index.
     fn pods_on_node(&self, node: &str) -> (u64, Vec<Arc<Object>>);
+    /// Pods whose controller is `owner` (see [`pod_owner`]), read through the owner index,
+    /// so that a deployment's reconcile reads its own pods, not its namespace's.
+    fn pods_owned_by(&self, owner: &Key) -> (u64, Vec<Arc<Object>>);
     fn count(&self, kind: Kind) -> usize;
     /// Commits a transaction; resolves once it is durable, with one outcome per write.
     fn commit(&self, txn: Txn) -> BoxFuture<'static, Result<Vec<Outcome>>>;
