@@ -300,6 +300,19 @@ fn native_field_selector(text: &str) -> String {
         .join(",")
 }
 
+/// The order a list answers in, which `continue` resumes after: events by when they last
+/// happened, then first (the order `kubectl describe` sorts them in, and a time-ordered
+/// `kubectl get events`), everything else by namespace and name.
+fn list_order(object: &Object) -> String {
+    match object {
+        Object::Event(event) => {
+            let at = |time: &Option<shared::model::Time>| time.map(|t| t.format("%Y-%m-%dT%H:%M:%S%.9fZ").to_string()).unwrap_or_default();
+            format!("{} {} {}", at(&event.last_timestamp), at(&event.first_timestamp), event.metadata.key())
+        }
+        other => other.metadata().key(),
+    }
+}
+
 fn parse_version(text: Option<&str>) -> Result<u64> {
     match text {
         None | Some("") => Ok(0),
@@ -388,17 +401,17 @@ impl Req {
             return Err(Status::bad_request("Shepherd keeps no old states: resourceVersionMatch=Exact is not supported"));
         }
         let (revision, mut objects) = self.listed(&filter);
-        objects.sort_by_cached_key(|o| o.metadata().key());
-        // `continue` is the key of the last object of the previous page; pages follow the key order.
+        objects.sort_by_cached_key(list_order);
+        // `continue` is the order key of the last object of the previous page.
         if let Some(after) = self.query.continue_.as_deref().filter(|c| !c.is_empty()) {
-            objects.retain(|o| o.metadata().key().as_str() > after);
+            objects.retain(|o| list_order(o).as_str() > after);
         }
         let mut next = None;
         let mut remaining = None;
         if let Some(limit) = self.query.limit.filter(|l| *l > 0 && *l < objects.len()) {
             remaining = Some(objects.len() - limit);
             objects.truncate(limit);
-            next = objects.last().map(|o| o.metadata().key());
+            next = objects.last().map(list_order);
         }
         if wants_table(&self.headers) {
             let page = Some((revision, next));
