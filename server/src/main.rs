@@ -120,7 +120,11 @@ impl Args {
                 let mut hosts = server::tls::default_hosts(self.addr);
                 hosts.extend(self.tls_san.iter().cloned());
                 let (identity, ca) = Identity::self_signed(dir, &hosts)?;
-                tracing::info!("serving HTTPS with the certificate in {}; clients trust its authority: SHEPHERD_CA={}", dir.join(server::tls::SELF_SIGNED_DIR).display(), ca.display());
+                tracing::info!(
+                    "serving HTTPS with the certificate in {}; clients trust its authority: SHEPHERD_CA={}",
+                    dir.join(server::tls::SELF_SIGNED_DIR).display(),
+                    ca.display()
+                );
                 Some(identity)
             }
             _ => None,

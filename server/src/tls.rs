@@ -129,8 +129,8 @@ impl Identity {
         let chain = CertificateDer::pem_slice_iter(self.certificates.as_bytes())
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| Error::Pem { what: "certificate", cause: e.to_string() })?;
-        let key = PrivateKeyDer::from_pem_slice(self.key.as_bytes())
-            .map_err(|e| Error::Pem { what: "private key", cause: e.to_string() })?;
+        let key =
+            PrivateKeyDer::from_pem_slice(self.key.as_bytes()).map_err(|e| Error::Pem { what: "private key", cause: e.to_string() })?;
         let mut config = ServerConfig::builder().with_no_client_auth().with_single_cert(chain, key)?;
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(Arc::new(config))

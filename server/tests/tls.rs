@@ -43,7 +43,7 @@ async fn an_open_https_server_keeps_refusing_what_a_web_page_could_send() {
     let plain_origin = cordon().header("origin", format!("http://localhost:{port}")).header(CLIENT_HEADER, "x");
     let (status, error) = server.answer(plain_origin).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{error}");
-    assert!(error["error"]["message"].as_str().unwrap().contains(&format!("its own dashboard at https://")), "{error}");
+    assert!(error["error"]["message"].as_str().unwrap().contains("its own dashboard at https://"), "{error}");
     let from_a_page = server.bare(Method::GET, "/k8s/api/v1/pods").header("origin", "https://evil.example");
     let (status, refusal) = kubernetes(from_a_page).await;
     assert_eq!(status, StatusCode::FORBIDDEN);

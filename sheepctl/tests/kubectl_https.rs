@@ -49,7 +49,8 @@ fn kubectl_uses_the_kubeconfigs_token_over_https() {
     assert!(kubectl.run(&["--token", "viewer-secret-token", "get", "pod", "web-server"]).contains("web-server"), "a viewer reads");
 
     // sheepctl, with the same authority and token; without the authority it says what to set.
-    let listed = server.sheepctl().env("SHEPHERD_CA", &ca).env("SHEPHERD_TOKEN", "admin-secret-token").args(["get", "pods"]).assert().success();
+    let listed =
+        server.sheepctl().env("SHEPHERD_CA", &ca).env("SHEPHERD_TOKEN", "admin-secret-token").args(["get", "pods"]).assert().success();
     assert!(String::from_utf8_lossy(&listed.get_output().stdout).contains("web-server"));
     let untrusted = server.sheepctl().env("SHEPHERD_TOKEN", "admin-secret-token").args(["get", "pods"]).assert().failure();
     let said = String::from_utf8_lossy(&untrusted.get_output().stderr);

@@ -803,7 +803,7 @@ impl Convert for Event {
         let metadata = meta_in(e.metadata, errors);
         let o = e.involved_object;
         let source = e.source.and_then(|s| s.component).or(e.reporting_component).unwrap_or_default();
-        let event = Event {
+        Event {
             kind: "Event".into(),
             metadata,
             type_: e.type_.unwrap_or_default(),
@@ -819,8 +819,7 @@ impl Convert for Event {
             count: e.count.and_then(|c| u32::try_from(c).ok()).unwrap_or(1),
             first_timestamp: e.first_timestamp.and_then(time_in),
             last_timestamp: e.last_timestamp.and_then(time_in),
-        };
-        event
+        }
     }
 }
 
@@ -977,7 +976,11 @@ mod tests {
             "a limit other than the request hides nothing else"
         );
         let message = error.to_string();
-        assert!(message.starts_with("Pod \"p\" is invalid: spec.containers[0].resources.limits.cpu: Unsupported: a limit other than the request"), "{message}");
+        assert!(
+            message
+                .starts_with("Pod \"p\" is invalid: spec.containers[0].resources.limits.cpu: Unsupported: a limit other than the request"),
+            "{message}"
+        );
         assert!(message.contains("requests.memory: Invalid value: invalid memory quantity \"lots\""), "{message}");
         assert!(message.contains("spec.volumes: Unsupported: Shepherd does not support this field"), "{message}");
         assert_eq!(causes[1].reason(), "FieldValueInvalid");
