@@ -48,10 +48,8 @@ pub async fn run(config: FleetConfig, shutdown: CancellationToken) -> Result<()>
     let listener = TcpListener::bind(listen).await.map_err(|source| Error::Bind { addr: listen, source })?;
     let local = listener.local_addr().map_err(|source| Error::Bind { addr: listen, source })?;
     let host = if local.ip().is_unspecified() { config.node.address.clone() } else { local.ip().to_string() };
-    let client = Client::new(&config.node.server, config.node.token.clone())?
-        .named("agent")
-        .with_timeout(API_TIMEOUT)
-        .with_max_in_flight(config.max_in_flight.into())?;
+    let client =
+        crate::api_client(&config.node)?.named("agent").with_timeout(API_TIMEOUT).with_max_in_flight(config.max_in_flight.into())?;
     let api: Arc<dyn ApiClient> = Arc::new(client.clone());
     let Some(cluster) = node::cluster_id(api.as_ref(), &shutdown).await else { return Ok(()) };
 

@@ -84,6 +84,9 @@ pub struct AgentConfig {
     /// The API server's base URL, such as `http://127.0.0.1:9876`.
     pub server: String,
     pub token: Option<String>,
+    /// The PEM certificate authority an https server must be signed by; `None` trusts the
+    /// system's.
+    pub certificate_authority: Option<String>,
     pub node_name: String,
     pub labels: Labels,
     pub taints: Vec<Taint>,
@@ -118,6 +121,7 @@ impl AgentConfig {
         AgentConfig {
             server: server.to_string(),
             token: None,
+            certificate_authority: None,
             node_name: node::hostname(),
             labels: Labels::new(),
             taints: Vec::new(),
@@ -147,9 +151,18 @@ pub async fn connect_runtime(choice: RuntimeChoice) -> Result<Arc<dyn ContainerR
 pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> Result<()> {
     let runtime = connect_runtime(config.runtime).await?;
     let listener = TcpListener::bind(config.listen).await.map_err(|source| Error::Bind { addr: config.listen, source })?;
-    let api = shepherd_client::Client::new(&config.server, config.token.clone())?.named("agent").with_timeout(API_TIMEOUT);
+    let api = api_client(&config)?.named("agent").with_timeout(API_TIMEOUT);
     let api = Arc::new(api);
     run_node(config, runtime, api, listener, shutdown).await
+}
+
+/// The client of the server `config` names, with its token and certificate authority.
+pub fn api_client(config: &AgentConfig) -> Result<shepherd_client::Client> {
+    let client = shepherd_client::Client::new(&config.server, config.token.clone())?;
+    Ok(match &config.certificate_authority {
+        Some(pem) => client.with_certificate_authority(pem.as_bytes())?,
+        None => client,
+    })
 }
 
 /// Runs a node agent on a given runtime, API client and listener (tests): its own agent API

@@ -8,7 +8,7 @@ use std::time::Duration;
 use agent::{AgentConfig, RuntimeChoice};
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand, ValueEnum};
-use shared::api::{API_ENV, DEFAULT_ADDR, TOKEN_ENV};
+use shared::api::{API_ENV, CA_ENV, DEFAULT_ADDR, TOKEN_ENV};
 use shared::backoff::Backoff;
 use shared::model::{parse_cpu, parse_memory};
 use tokio_util::sync::CancellationToken;
@@ -19,9 +19,13 @@ struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
 
-    /// The API server's URL [default: http://127.0.0.1:9876].
+    /// The API server's URL, http:// or https:// [default: http://127.0.0.1:9876].
     #[arg(long, env = API_ENV)]
     server: Option<String>,
+    /// The PEM file of the certificate authority an https server's certificate must be
+    /// signed by (a server's --tls-self-signed makes tls/ca.crt in its data directory).
+    #[arg(long, env = CA_ENV, value_name = "FILE")]
+    certificate_authority: Option<PathBuf>,
     /// The node's name (default: the host name).
     #[arg(long)]
     node_name: Option<String>,
@@ -116,10 +120,14 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 fn config(cli: &Cli) -> anyhow::Result<AgentConfig> {
     // An empty SHEPHERD_API counts as unset, as in sheepctl.
     let server = cli.server.clone().filter(|s| !s.trim().is_empty()).unwrap_or_else(|| format!("http://{DEFAULT_ADDR}"));
-    if !server.starts_with("http://") {
-        bail!("--server must be an http:// URL such as http://{DEFAULT_ADDR}, got {server:?} (TLS is not supported)");
+    if !server.starts_with("http://") && !server.starts_with("https://") {
+        bail!("--server must be an http:// or https:// URL such as http://{DEFAULT_ADDR}, got {server:?}");
     }
     let mut config = AgentConfig::new(&server);
+    if let Some(path) = cli.certificate_authority.as_ref().filter(|p| !p.as_os_str().is_empty()) {
+        let pem = std::fs::read_to_string(path).with_context(|| format!("cannot read --certificate-authority {}", path.display()))?;
+        config.certificate_authority = Some(pem);
+    }
     if let Some(name) = &cli.node_name {
         config.node_name = name.clone();
     }

@@ -53,7 +53,7 @@ impl NodeContext {
     }
 
     fn source(&self) -> String {
-        format!("agent/{}", self.node_name)
+        shared::model::node_event_source(&self.node_name)
     }
 
     /// Records an event without waiting for the server: a lost event never holds a pod back.

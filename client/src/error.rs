@@ -9,6 +9,16 @@ pub enum Error {
     /// Nothing answered at the server's address, or the connection broke.
     #[error("cannot reach the Shepherd API at {server}: is `shepherd` running? set --server or SHEPHERD_API ({action}: {cause})")]
     Unreachable { server: String, action: String, cause: String },
+    /// The server's certificate is not signed by an authority this client trusts.
+    #[error(
+        "cannot {action}: the server at {server} has a certificate this client does not trust: name its certificate \
+         authority with --certificate-authority or SHEPHERD_CA (a server started with --tls-self-signed keeps it in its \
+         data directory, tls/ca.crt) ({cause})"
+    )]
+    Untrusted { server: String, action: String, cause: String },
+    /// The certificate authority to trust is not a PEM certificate.
+    #[error("cannot trust the certificate authority: {0}")]
+    Authority(String),
     #[error("cannot {action}: no answer within {}s: the server is busy or stuck; try again", .after.as_secs())]
     Timeout { action: String, after: Duration },
     /// A watch stream ended or went silent.

@@ -114,6 +114,17 @@ pub struct Client {
     timeout: Duration,
     /// Caps the ordinary calls in flight, and so the connections they hold.
     in_flight: Option<Arc<Semaphore>>,
+    /// The HTTP client's settings, kept to build it again with other ones.
+    transport: Transport,
+}
+
+/// What the HTTP client is built from.
+#[derive(Debug, Clone)]
+struct Transport {
+    max_idle: usize,
+    /// The only certificate authorities an https server may be signed by (PEM); `None`
+    /// trusts the system's.
+    authority: Option<Vec<reqwest::Certificate>>,
 }
 
 impl Client {
@@ -121,7 +132,8 @@ impl Client {
     /// token when there is one.
     pub fn new(base: &str, token: Option<String>) -> Result<Client> {
         let base = base.trim_end_matches('/').to_string();
-        let http = http_client(&base, 64)?;
+        let transport = Transport { max_idle: 64, authority: None };
+        let http = http_client(&base, &transport)?;
         Ok(Client {
             http,
             base,
@@ -129,7 +141,20 @@ impl Client {
             name: "shepherd-client",
             timeout: REQUEST_TIMEOUT,
             in_flight: None,
+            transport,
         })
+    }
+
+    /// Trusts only the certificate authorities in `pem` for an https server, as kubectl's
+    /// `certificate-authority`: the one a server started with `--tls-self-signed` made.
+    pub fn with_certificate_authority(mut self, pem: &[u8]) -> Result<Client> {
+        let certificates = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| Error::Authority(error::error_chain(&e)))?;
+        if certificates.is_empty() {
+            return Err(Error::Authority("it holds no PEM certificate (-----BEGIN CERTIFICATE-----)".into()));
+        }
+        self.transport.authority = Some(certificates);
+        self.http = http_client(&self.base, &self.transport)?;
+        Ok(self)
     }
 
     /// Says who is calling: `sheepctl`, `agent`, `tests`.
@@ -152,7 +177,8 @@ impl Client {
     /// right after may open one more; the idle cap closes it again.)
     pub fn with_max_in_flight(mut self, calls: usize) -> Result<Client> {
         let calls = calls.max(1);
-        self.http = http_client(&self.base, calls)?;
+        self.transport.max_idle = calls;
+        self.http = http_client(&self.base, &self.transport)?;
         self.in_flight = Some(Arc::new(Semaphore::new(calls)));
         Ok(self)
     }
@@ -180,7 +206,12 @@ impl Client {
         if error.is_timeout() {
             Error::Timeout { action: action.to_string(), after: self.timeout }
         } else {
-            Error::Unreachable { server: self.base.clone(), action: action.to_string(), cause: error::error_chain(&error) }
+            let cause = error::error_chain(&error);
+            // rustls's words for a chain it cannot verify: "invalid peer certificate: UnknownIssuer".
+            if cause.contains("invalid peer certificate") {
+                return Error::Untrusted { server: self.base.clone(), action: action.to_string(), cause };
+            }
+            Error::Unreachable { server: self.base.clone(), action: action.to_string(), cause }
         }
     }
 
@@ -402,8 +433,12 @@ impl Client {
     }
 }
 
-fn http_client(base: &str, max_idle: usize) -> Result<reqwest::Client> {
-    let built = reqwest::Client::builder().connect_timeout(CONNECT_TIMEOUT).pool_max_idle_per_host(max_idle).build();
+fn http_client(base: &str, transport: &Transport) -> Result<reqwest::Client> {
+    let mut builder = reqwest::Client::builder().connect_timeout(CONNECT_TIMEOUT).pool_max_idle_per_host(transport.max_idle);
+    if let Some(authority) = &transport.authority {
+        builder = builder.tls_certs_only(authority.iter().cloned());
+    }
+    let built = builder.build();
     built.map_err(|e| Error::Unreachable {
         server: base.to_string(),
         action: "set up the HTTP client".into(),

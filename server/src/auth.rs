@@ -74,6 +74,18 @@ impl Principal {
         }
     }
 
+    /// Allows recording an event from `source`: a node records only its own agent's.
+    pub fn may_record_event_from(&self, source: &str) -> Result<(), ApiError> {
+        match (&self.role, &self.node) {
+            (Role::Node, Some(node)) if source != shared::model::node_event_source(node) => Err(ApiError::forbidden(format!(
+                "{} may record events only from its own agent (source {:?}), not from {source:?}",
+                self.describe(),
+                shared::model::node_event_source(node)
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     /// Allows a write to the status of a pod bound to `node_name`.
     pub fn may_write_pod_status(&self, pod: &str, node_name: &str) -> Result<(), ApiError> {
         match self.role {
@@ -292,5 +304,10 @@ mod tests {
         assert!(node_may_attempt(&Method::PUT, "/api/v1/leases/n1"), "the handler checks which lease");
         assert!(!node_may_attempt(&Method::DELETE, "/api/v1/leases/n1"));
         assert!(!node_may_attempt(&Method::POST, "/api/v1/namespaces/default/pods"));
+        assert!(p.may_record_event_from("agent/n1").is_ok());
+        for spoofed in ["agent/n2", "scheduler", "api-server", ""] {
+            assert!(p.may_record_event_from(spoofed).is_err(), "{spoofed:?}");
+        }
+        assert!(Principal::anonymous().may_record_event_from("scheduler").is_ok());
     }
 }

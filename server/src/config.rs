@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::auth::Tokens;
+use crate::tls::Identity;
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -41,6 +42,8 @@ pub struct Config {
     pub event_limit: usize,
     /// The built dashboard (`dist/` of `cargo xtask frontend`), served outside `/api`.
     pub dashboard_dir: Option<PathBuf>,
+    /// Serve HTTPS with this certificate; `None` serves plain HTTP.
+    pub tls: Option<Identity>,
 }
 
 impl Default for Config {
@@ -62,6 +65,7 @@ impl Default for Config {
             event_ttl: Duration::from_secs(3600),
             event_limit: 20_000,
             dashboard_dir: None,
+            tls: None,
         }
     }
 }

@@ -13,7 +13,8 @@
 //! - [`auth`]: bearer tokens with the roles admin, node and viewer;
 //! - [`scheduler`]: the loop around `shared::scheduler`: queue, backoff, assume, bind;
 //! - [`controllers`]: node lifecycle, deployments, service endpoints, terminating pods, event expiry;
-//! - [`metrics`]: Prometheus text; [`config`]: the validated settings.
+//! - [`metrics`]: Prometheus text; [`config`]: the validated settings;
+//! - [`tls`]: HTTPS: the serving certificate (given, or made in the data directory) and the listener.
 
 pub mod api;
 pub mod auth;
@@ -27,6 +28,7 @@ pub mod ops;
 pub mod resources;
 pub mod scheduler;
 pub mod store;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -58,6 +60,8 @@ pub enum ServerError {
     UnknownProfile(String),
     #[error("cannot open the store: {0}")]
     Store(#[from] StoreError),
+    #[error("cannot serve HTTPS: {0}")]
+    Tls(#[from] tls::Error),
     #[error("the HTTP server failed: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -146,12 +150,28 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationTo
     if !addr.ip().is_loopback() && config.tokens.is_empty() {
         return Err(ServerError::InsecureBind(addr));
     }
+    let tls = config.tls.as_ref().map(tls::Identity::server_config).transpose()?;
     let server = Server::start(config, shutdown.clone()).await?;
-    tracing::info!("shepherd API listening on http://{addr} ({} store)", server.state().store.backend());
-    // Each connection's local port, for the Host check of an open server.
-    let service = server.router().into_make_service_with_connect_info::<api::web_pages::ConnectionPort>();
-    let served = axum::serve(listener, service).with_graceful_shutdown(shutdown.clone().cancelled_owned()).await;
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    tracing::info!("shepherd API listening on {scheme}://{addr} ({} store)", server.state().store.backend());
+    let router = server.router();
+    let served = match tls {
+        Some(tls) => serve(tls::TlsListener::new(listener, tls)?, router, shutdown.clone()).await,
+        None => serve(listener, router, shutdown.clone()).await,
+    };
     shutdown.cancel();
     server.wait().await;
     served.map_err(ServerError::Io)
+}
+
+/// Serves `router` on `listener` until `shutdown`, telling each request which local port and
+/// scheme its connection has, for the Host and Origin checks of an open server.
+async fn serve<L>(listener: L, router: axum::Router, shutdown: CancellationToken) -> std::io::Result<()>
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+    for<'a> api::web_pages::Connection: axum::extract::connect_info::Connected<axum::serve::IncomingStream<'a, L>>,
+{
+    let service = router.into_make_service_with_connect_info::<api::web_pages::Connection>();
+    axum::serve(listener, service).with_graceful_shutdown(shutdown.cancelled_owned()).await
 }

@@ -68,6 +68,7 @@ pub fn agent_config(api: &str, runtime: RuntimeChoice, warm_sandboxes: usize, co
     agent.runtime = runtime;
     agent.warm_sandboxes = warm_sandboxes;
     agent.listen = "127.0.0.1:0".parse().expect("a valid loopback address");
+    agent.certificate_authority = config.tls.as_ref().map(|tls| tls.trust.clone());
     if !config.tokens.is_empty() {
         let token = uuid::Uuid::new_v4().simple().to_string();
         config.tokens.add(&token, Principal { role: Role::Node, node: Some(agent.node_name.clone()) });

@@ -11,6 +11,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use server::auth::{Principal, Role, Tokens};
 use server::config::{Config, default_data_dir};
+use server::tls::Identity;
 use tokio_util::sync::CancellationToken;
 
 /// mimalloc instead of glibc's malloc: every request allocates and frees many small
@@ -36,6 +37,19 @@ struct Args {
     /// A file of tokens, one `<token> <role> [node-name]` per line; roles: admin, node, viewer.
     #[arg(long)]
     tokens_file: Option<PathBuf>,
+    /// Serve HTTPS with this certificate chain (PEM, the server's certificate first).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Serve HTTPS with a certificate made in the data directory (tls/ca.crt is the authority
+    /// clients trust, made once and kept), for localhost, 127.0.0.1, ::1 and --addr.
+    #[arg(long, conflicts_with_all = ["tls_cert", "in_memory"])]
+    tls_self_signed: bool,
+    /// Another name or address the made certificate is for (repeatable).
+    #[arg(long, value_name = "HOST", requires = "tls_self_signed")]
+    tls_san: Vec<String>,
     /// Scheduler profile: spread (least allocated, spread a deployment's pods) or bin-pack.
     #[arg(long, default_value = "spread", value_parser = ["spread", "bin-pack"])]
     scheduler_profile: String,
@@ -100,6 +114,21 @@ impl Args {
         }
         let data_dir = if self.in_memory { None } else { Some(self.data_dir.unwrap_or_else(default_data_dir)) };
         let dashboard_dir = self.dashboard_dir.or_else(default_dashboard_dir);
+        let tls = match (&self.tls_cert, &self.tls_key, &data_dir) {
+            (Some(cert), Some(key), _) => Some(Identity::from_files(cert, key)?),
+            (_, _, Some(dir)) if self.tls_self_signed => {
+                let mut hosts = server::tls::default_hosts(self.addr);
+                hosts.extend(self.tls_san.iter().cloned());
+                let (identity, ca) = Identity::self_signed(dir, &hosts)?;
+                tracing::info!(
+                    "serving HTTPS with the certificate in {}; clients trust its authority: SHEPHERD_CA={}",
+                    dir.join(server::tls::SELF_SIGNED_DIR).display(),
+                    ca.display()
+                );
+                Some(identity)
+            }
+            _ => None,
+        };
         Ok(Config {
             data_dir,
             tokens,
@@ -111,6 +140,7 @@ impl Args {
             event_ttl: Duration::from_secs(self.event_ttl),
             event_limit: self.event_limit,
             dashboard_dir,
+            tls,
             ..Config::default()
         })
     }
@@ -168,7 +198,8 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         None => tracing::warn!("the dashboard is not built (run `cargo xtask frontend`): only the API is served"),
     }
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
-    let url = format!("http://{}", listener.local_addr()?);
+    let scheme = if config.tls.is_some() { "https" } else { "http" };
+    let url = format!("{scheme}://{}", listener.local_addr()?);
     let shutdown = CancellationToken::new();
     watch_signals(shutdown.clone())?;
     let local_agent = match local {
@@ -180,7 +211,8 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         }
         None => None,
     };
-    tracing::info!("dashboard and API at {url}; try: SHEPHERD_API={url} sheepctl apply -f examples/pod.json");
+    let trust = if config.tls.is_some() { " SHEPHERD_CA=<the authority's certificate>" } else { "" };
+    tracing::info!("dashboard and API at {url}; try: SHEPHERD_API={url}{trust} sheepctl apply -f examples/pod.json");
     let served = server::run(listener, config, shutdown.clone()).await;
     shutdown.cancel();
     if let Some(agent) = local_agent {

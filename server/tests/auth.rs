@@ -76,9 +76,18 @@ async fn every_role_gets_exactly_its_rights() {
     let running = json!({"status": {"phase": "Running", "pod_ip": "10.20.0.2"}});
     assert_eq!(agent.put("/api/v1/namespaces/default/pods/mine/status", running.clone()).await.0, StatusCode::OK);
     assert_eq!(agent.put("/api/v1/namespaces/default/pods/theirs/status", running).await.0, StatusCode::FORBIDDEN);
-    let event = json!({"type": "Normal", "reason": "Started", "message": "started", "source": "agent/node-1",
-                       "involved_object": {"kind": "Pod", "namespace": "default", "name": "mine"}});
+    let event_from = |source: &str| {
+        json!({"type": "Normal", "reason": "Started", "message": "started", "source": source,
+               "involved_object": {"kind": "Pod", "namespace": "default", "name": "mine"}})
+    };
+    let event = event_from("agent/node-1");
     assert_eq!(agent.post("/api/v1/namespaces/default/events", event).await.0, StatusCode::CREATED);
+    for spoofed in ["scheduler", "agent/node-2"] {
+        let mut event = event_from(spoofed);
+        event["reason"] = json!("Spoofed");
+        let (status, error) = agent.post("/api/v1/namespaces/default/events", event).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "a node token names only its own agent as an event's source: {error}");
+    }
 
     // The viewer reads everything and writes nothing.
     let (status, pods) = viewer.get("/api/v1/pods").await;

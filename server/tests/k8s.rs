@@ -369,6 +369,22 @@ async fn failures_are_kubernetes_statuses() {
     assert_eq!(status, StatusCode::OK, "{deleted}");
     assert_eq!(deleted["metadata"]["name"], "web");
     assert_eq!(get(&server, "/k8s/api/v1/namespaces/default/pods/web").await.0, StatusCode::NOT_FOUND);
+
+    // Field selectors are refused in Kubernetes' spelling, with the fields it can name.
+    let (status, refused) = get(&server, "/k8s/api/v1/pods?fieldSelector=spec.bogus%3Dx").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let message = refused["message"].as_str().unwrap();
+    assert!(message.contains("field label not supported: spec.bogus") && message.contains("spec.nodeName"), "{message}");
+    assert!(!message.contains("node_name"), "no native spelling under /k8s: {message}");
+    let (_, refused) = get(&server, "/k8s/api/v1/events?fieldSelector=involvedObject.bogus%3Dx").await;
+    assert!(refused["message"].as_str().unwrap().contains("involvedObject.uid"), "{refused}");
+
+    // Too large a body is Kubernetes' RequestEntityTooLarge.
+    let mut big = k8s_pod("big");
+    big["metadata"]["annotations"] = json!({"filler": "x".repeat(2 * 1024 * 1024)});
+    let (status, too_large) = post(&server, "/k8s/api/v1/namespaces/default/pods", big).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_status(&too_large, 413, "RequestEntityTooLarge");
     server.stop().await;
 }
 

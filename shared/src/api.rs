@@ -11,6 +11,9 @@ pub const DEFAULT_ADDR: &str = "127.0.0.1:9876";
 /// The environment variable that names the server, as in the original.
 pub const API_ENV: &str = "SHEPHERD_API";
 pub const TOKEN_ENV: &str = "SHEPHERD_TOKEN";
+/// The environment variable that names the PEM file of the certificate authority an https
+/// server's certificate must be signed by (the clients' `--certificate-authority`).
+pub const CA_ENV: &str = "SHEPHERD_CA";
 /// The header sheepctl, the agent and the dashboard send with every request (its value names
 /// the client). A web page cannot send it to another site without that site's consent, so an
 /// open server takes it as proof that a write does not come from some page the user opened.

@@ -981,6 +981,12 @@ pub struct Event {
     pub last_timestamp: Option<Time>,
 }
 
+/// The source of the events a node's agent records: `agent/<node>`. A node's token may record
+/// events from this source only.
+pub fn node_event_source(node: &str) -> String {
+    format!("agent/{node}")
+}
+
 pub mod event_types {
     pub const NORMAL: &str = "Normal";
     pub const WARNING: &str = "Warning";

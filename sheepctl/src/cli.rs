@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
-use shared::api::{API_ENV, TOKEN_ENV};
+use shared::api::{API_ENV, CA_ENV, TOKEN_ENV};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -15,9 +15,14 @@ use shared::api::{API_ENV, TOKEN_ENV};
     after_help = "Examples:\n  sheepctl apply -f examples/pod.json\n  sheepctl get pods -o wide\n  sheepctl wait --for=Running pod/web-server --timeout=30s\n  sheepctl describe pod web-server\n  sheepctl events -w"
 )]
 pub struct Cli {
-    /// Address of the Shepherd API server, with or without http:// [default: 127.0.0.1:9876]
+    /// Address of the Shepherd API server: host:port, http://host:port or https://host:port [default: 127.0.0.1:9876]
     #[arg(long, global = true, env = API_ENV, value_name = "URL")]
     pub server: Option<String>,
+
+    /// PEM file of the certificate authority an https server's certificate must be signed by
+    /// (`shepherd --tls-self-signed` makes tls/ca.crt in its data directory)
+    #[arg(long, global = true, env = CA_ENV, value_name = "FILE")]
+    pub certificate_authority: Option<PathBuf>,
 
     /// Bearer token, when the server requires one
     #[arg(long, global = true, env = TOKEN_ENV, hide_env_values = true, value_name = "TOKEN")]

@@ -2,6 +2,8 @@
 //! object references such as `pod/web-server` or `pods web` (durations are `shared::parse`'s).
 //! Every function here is pure, so each rule has a unit test.
 
+use std::path::PathBuf;
+
 use shared::api::DEFAULT_ADDR;
 use shared::model::{DEFAULT_NAMESPACE, Kind};
 
@@ -10,10 +12,8 @@ use crate::cli::Cli;
 /// One validation error per bad flag, each saying what to type instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
-    #[error("invalid server address {0:?}: expected host:port or http://host:port, e.g. 127.0.0.1:9876")]
+    #[error("invalid server address {0:?}: expected host:port, http://host:port or https://host:port, e.g. 127.0.0.1:9876")]
     BadServer(String),
-    #[error("the server address {0:?} uses https, but sheepctl speaks plain http: use http://host:port")]
-    Https(String),
     #[error("unknown kind {0:?}: use pods (po), deployments (deploy), services (svc), nodes (no), events (ev) or namespaces (ns)")]
     UnknownKind(String),
     #[error("{0:?} names no object: use KIND/NAME, e.g. pod/web-server")]
@@ -27,9 +27,11 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Where and as whom `sheepctl` talks, and in which namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
-    /// `http://host:port`, without a trailing slash.
+    /// `http://host:port` or `https://host:port`, without a trailing slash.
     pub base_url: String,
     pub token: Option<String>,
+    /// The PEM file of the certificate authority to trust for https (`None`: the system's).
+    pub certificate_authority: Option<PathBuf>,
     /// The namespace for namespaced objects (`-n`, else `default`).
     pub namespace: String,
     /// Whether `-n` was given, so a manifest's own namespace cannot silently disagree.
@@ -46,6 +48,7 @@ impl Settings {
         Ok(Settings {
             base_url,
             token: cli.token.clone().filter(|t| !t.trim().is_empty()),
+            certificate_authority: cli.certificate_authority.clone().filter(|p| !p.as_os_str().is_empty()),
             namespace: cli.namespace.clone().unwrap_or_else(|| DEFAULT_NAMESPACE.to_string()),
             namespace_explicit: cli.namespace.is_some(),
             all_namespaces: cli.all_namespaces,
@@ -58,19 +61,20 @@ impl Settings {
     }
 }
 
-/// Accepts `host:port`, `http://host:port` and a trailing slash; refuses https and paths.
+/// Accepts `host:port`, `http://host:port`, `https://host:port` and a trailing slash (plain
+/// http when no scheme is given); refuses paths.
 pub fn base_url(text: &str) -> Result<String> {
     let trimmed = text.trim();
-    if trimmed.starts_with("https://") {
-        return Err(Error::Https(text.to_string()));
-    }
-    let rest = trimmed.strip_prefix("http://").unwrap_or(trimmed);
+    let (scheme, rest) = match trimmed.strip_prefix("https://") {
+        Some(rest) => ("https", rest),
+        None => ("http", trimmed.strip_prefix("http://").unwrap_or(trimmed)),
+    };
     let rest = rest.strip_suffix('/').unwrap_or(rest);
     let valid = !rest.contains("://") && !rest.contains('/') && !rest.contains(char::is_whitespace) && host_and_port_ok(rest);
     if !valid {
         return Err(Error::BadServer(text.to_string()));
     }
-    Ok(format!("http://{rest}"))
+    Ok(format!("{scheme}://{rest}"))
 }
 
 /// `host`, `host:port`, `[v6]` or `[v6]:port`, with a port from 1 to 65535.
@@ -160,7 +164,8 @@ mod tests {
         assert_eq!(base_url("http://127.0.0.1:9876/").unwrap(), "http://127.0.0.1:9876");
         assert_eq!(base_url("http://[::1]:80").unwrap(), "http://[::1]:80");
         assert_eq!(base_url("shepherd").unwrap(), "http://shepherd");
-        assert!(matches!(base_url("https://h:1"), Err(Error::Https(_))));
+        assert_eq!(base_url("https://127.0.0.1:9876/").unwrap(), "https://127.0.0.1:9876");
+        assert!(matches!(base_url("https://h:1/api"), Err(Error::BadServer(_))));
         for bad in ["", "h:", "h:port", "h:0", "h:1/api", "ftp://h:1", "a b:1", "::1:80", ":80"] {
             assert!(matches!(base_url(bad), Err(Error::BadServer(_))), "{bad:?} should be refused");
         }

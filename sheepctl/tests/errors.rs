@@ -73,7 +73,11 @@ fn a_server_that_is_down() {
 
 #[test]
 fn bad_flags_are_refused_before_connecting() {
-    fails_with(offline().args(["get", "pods", "--server", "https://example:1"]), "sheepctl speaks plain http");
+    fails_with(offline().args(["get", "pods", "--server", "https://example:1/api"]), "invalid server address \"https://example:1/api\"");
+    fails_with(
+        offline().args(["get", "pods", "--certificate-authority", "no/such/ca.crt"]),
+        "cannot read the certificate authority no/such/ca.crt",
+    );
     fails_with(offline().args(["wait", "--for=Sleeping", "pod/x"]), "invalid --for=\"Sleeping\"");
     fails_with(offline().args(["wait", "--for=Running", "pod/x", "--timeout=soon"]), "invalid duration \"soon\"");
     fails_with(offline().args(["get", "pods", "-l", "app in (web"]), "invalid label selector");

@@ -6,11 +6,11 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
 
 use agent::{AgentConfig, RuntimeChoice};
-use support::{Background, TestServer};
+use support::{Background, Kubectl, TestServer};
 use tokio_util::sync::CancellationToken;
 
 const NODE: &str = "kubectl-node";
@@ -38,30 +38,6 @@ fn start_docker_node(url: &str, shutdown: CancellationToken) -> std::thread::Joi
             agent::run(config, shutdown).await.expect("the node agent runs");
         });
     })
-}
-
-struct Kubectl {
-    kubeconfig: std::path::PathBuf,
-}
-
-impl Kubectl {
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new("kubectl");
-        command.args(args).env("KUBECONFIG", &self.kubeconfig);
-        command
-    }
-
-    fn output(&self, args: &[&str]) -> Output {
-        self.command(args).output().unwrap_or_else(|e| panic!("kubectl is not on PATH ({e}): the set-up installs it"))
-    }
-
-    /// kubectl `args`, which must succeed; its standard output.
-    fn run(&self, args: &[&str]) -> String {
-        let out = self.output(args);
-        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success(), "kubectl {} failed\nstdout:\n{stdout}\nstderr:\n{stderr}", args.join(" "));
-        stdout
-    }
 }
 
 /// Removes every container of this test's node (its sandboxes and warm pool too), even

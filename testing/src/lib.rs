@@ -29,6 +29,8 @@ const START_LIMIT: Duration = Duration::from_secs(30);
 pub struct TestServer {
     pub url: String,
     pub client: Client,
+    /// The certificate authority of an https server (PEM).
+    pub trust: Option<String>,
     pub shutdown: CancellationToken,
     task: Option<JoinHandle<Result<(), server::ServerError>>>,
 }
@@ -37,10 +39,11 @@ impl TestServer {
     /// Starts a server with `config` and returns once it answers `/readyz`.
     pub async fn start(config: Config) -> TestServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port for the server");
-        let url = format!("http://{}", listener.local_addr().expect("the server's address"));
+        let url = url(listener.local_addr().expect("the server's address"), config.tls.is_some());
+        let trust = config.tls.as_ref().map(|tls| tls.trust.clone());
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(server::run(listener, config, shutdown.clone()));
-        let server = TestServer { client: client(&url, None), url, shutdown, task: Some(task) };
+        let server = TestServer { client: trusting(client(&url, None), &trust), url, trust, shutdown, task: Some(task) };
         ready(&server.client).await;
         server
     }
@@ -52,7 +55,8 @@ impl TestServer {
 
     /// The same server, as a client with `token` sees it.
     pub fn with_token(&self, token: &str) -> TestServer {
-        TestServer { url: self.url.clone(), client: client(&self.url, Some(token)), shutdown: self.shutdown.clone(), task: None }
+        let client = trusting(client(&self.url, Some(token)), &self.trust);
+        TestServer { url: self.url.clone(), client, trust: self.trust.clone(), shutdown: self.shutdown.clone(), task: None }
     }
 
     /// Sends `body` as JSON; returns the status and the answer (a string when not JSON).
@@ -71,7 +75,12 @@ impl TestServer {
 
     /// A request with none of the client's headers, as a web page or a stranger sends it.
     pub fn bare(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
-        reqwest::Client::new().request(method, format!("{}{path}", self.url))
+        let mut http = reqwest::Client::builder();
+        if let Some(pem) = &self.trust {
+            let authority = reqwest::Certificate::from_pem_bundle(pem.as_bytes()).expect("the test server's certificate authority");
+            http = http.tls_certs_only(authority);
+        }
+        http.build().expect("an HTTP client").request(method, format!("{}{path}", self.url))
     }
 
     /// Sends a request and reads its answer, checked as [`TestServer::request`]'s are.
@@ -109,6 +118,8 @@ impl TestServer {
 pub struct ServerThread {
     pub url: String,
     pub client: Client,
+    /// The certificate authority of an https server (PEM).
+    pub trust: Option<String>,
     shutdown: CancellationToken,
     thread: Option<std::thread::JoinHandle<()>>,
     runtime: tokio::runtime::Runtime,
@@ -116,6 +127,7 @@ pub struct ServerThread {
 
 impl ServerThread {
     pub fn start(config: Config) -> ServerThread {
+        let trust = config.tls.as_ref().map(|tls| tls.trust.clone());
         let shutdown = CancellationToken::new();
         let token = shutdown.clone();
         let (tx, rx) = mpsc::channel();
@@ -129,8 +141,8 @@ impl ServerThread {
         });
         let address = rx.recv_timeout(START_LIMIT).expect("the server started");
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
-        let url = format!("http://{address}");
-        let server = ServerThread { client: client(&url, None), url, shutdown, thread: Some(thread), runtime };
+        let url = url(address, trust.is_some());
+        let server = ServerThread { client: trusting(client(&url, None), &trust), url, trust, shutdown, thread: Some(thread), runtime };
         server.block_on(ready(&server.client));
         server
     }
@@ -146,6 +158,20 @@ impl Drop for ServerThread {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+    }
+}
+
+/// The URL of a server listening on `address`: https when it serves TLS.
+fn url(address: std::net::SocketAddr, tls: bool) -> String {
+    let scheme = if tls { "https" } else { "http" };
+    format!("{scheme}://{address}")
+}
+
+/// `client`, trusting the certificate authority `trust` when there is one.
+fn trusting(client: Client, trust: &Option<String>) -> Client {
+    match trust {
+        Some(pem) => client.with_certificate_authority(pem.as_bytes()).expect("the test server's certificate authority"),
+        None => client,
     }
 }
 

@@ -66,7 +66,7 @@ fn field_value(object: &Object, field: &str) -> Option<String> {
     }
 }
 
-fn supported_fields(kind: Kind) -> &'static [&'static str] {
+pub(crate) fn supported_fields(kind: Kind) -> &'static [&'static str] {
     match kind {
         Kind::Pod => &["metadata.name", "metadata.namespace", "spec.node_name", "status.phase"],
         Kind::Event => &[
@@ -261,7 +261,10 @@ pub(crate) async fn create<R: Resource>(state: &AppState, principal: &Principal,
             outcomes.truncate(1);
             outcomes.pop().ok_or_else(|| ApiError::internal("the store returned no outcome"))?
         }
-        Object::Event(event) => commit_one(&*state.store, events::record(event, now)).await?,
+        Object::Event(event) => {
+            principal.may_record_event_from(&event.source)?;
+            commit_one(&*state.store, events::record(event, now)).await?
+        }
         Object::Pod(mut pod) => {
             stamp_new(&mut pod, now);
             let event = events::new_event(

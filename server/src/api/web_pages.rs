@@ -17,6 +17,7 @@ use tokio::net::TcpListener;
 
 use super::AppState;
 use crate::error::ApiError;
+use crate::tls::TlsListener;
 
 /// The media type of every request body.
 pub const JSON: &str = "application/json";
@@ -30,13 +31,23 @@ const KUBERNETES_MEDIA_TYPES: [&str; 5] = [
     "application/vnd.kubernetes.protobuf",
 ];
 
-/// The local port a connection came in on: the port a Host must name.
+/// The local port a connection came in on (the port a Host must name) and whether it is
+/// TLS (the scheme of the server's own Origin).
 #[derive(Debug, Clone, Copy)]
-pub struct ConnectionPort(Option<u16>);
+pub struct Connection {
+    port: Option<u16>,
+    tls: bool,
+}
 
-impl Connected<IncomingStream<'_, TcpListener>> for ConnectionPort {
+impl Connected<IncomingStream<'_, TcpListener>> for Connection {
     fn connect_info(stream: IncomingStream<'_, TcpListener>) -> Self {
-        ConnectionPort(stream.io().local_addr().ok().map(|addr| addr.port()))
+        Connection { port: stream.io().local_addr().ok().map(|addr| addr.port()), tls: false }
+    }
+}
+
+impl Connected<IncomingStream<'_, TlsListener>> for Connection {
+    fn connect_info(stream: IncomingStream<'_, TlsListener>) -> Self {
+        Connection { port: stream.io().get_ref().0.local_addr().ok().map(|addr| addr.port()), tls: true }
     }
 }
 
@@ -58,8 +69,8 @@ pub async fn refuse_web_pages(State(state): State<AppState>, request: Request, n
 }
 
 fn check(request: &Request) -> Result<(), ApiError> {
-    let port = request.extensions().get::<ConnectInfo<ConnectionPort>>().and_then(|info| info.0.0);
-    let Some(port) = port else {
+    let connection = request.extensions().get::<ConnectInfo<Connection>>().map(|info| info.0);
+    let Some((port, tls)) = connection.and_then(|c| Some((c.port?, c.tls))) else {
         return Err(ApiError::forbidden("this server has no tokens and cannot tell which port the request came in on, so it refuses it"));
     };
     let headers = request.headers();
@@ -70,13 +81,14 @@ fn check(request: &Request) -> Result<(), ApiError> {
             "the request has no Host header; this server has no tokens and answers only requests for its own address",
         ));
     }
-    if let Some(host) = hosts.iter().find(|host| !is_own_host(host, port)) {
+    let scheme = if tls { "https" } else { "http" };
+    if let Some(host) = hosts.iter().find(|host| !is_own_host(host, port, tls)) {
         return Err(ApiError::forbidden(format!(
             "this server has no tokens, so it answers only requests for its own address: Host {host:?} is not localhost, \
              127.0.0.1 or [::1] with port {port} (a web page that points its own name at this machine sends such a Host)"
         )));
     }
-    let own_origin = format!("http://{}", hosts[0]);
+    let own_origin = format!("{scheme}://{}", hosts[0]);
     if let Some(origin) = headers.get(header::ORIGIN).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
         && !origin.eq_ignore_ascii_case(&own_origin)
     {
@@ -106,8 +118,9 @@ pub fn unsupported_media_type(media: &str) -> ApiError {
     )
 }
 
-/// `localhost`, a 127.0.0.0/8 address or `[::1]`, with `port` (80 when the Host names none).
-fn is_own_host(host: &str, port: u16) -> bool {
+/// `localhost`, a 127.0.0.0/8 address or `[::1]`, with `port` (when the Host names none, the
+/// scheme's: 443 over TLS, else 80).
+fn is_own_host(host: &str, port: u16, tls: bool) -> bool {
     let (name, named_port) = match host.strip_prefix('[') {
         Some(v6) => match v6.split_once(']') {
             Some((address, rest)) => (address, rest.strip_prefix(':')),
@@ -119,7 +132,8 @@ fn is_own_host(host: &str, port: u16) -> bool {
         },
     };
     let loopback = name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
-    loopback && named_port.map_or(Some(80), |p| p.parse::<u16>().ok()) == Some(port)
+    let default_port = if tls { 443 } else { 80 };
+    loopback && named_port.map_or(Some(default_port), |p| p.parse::<u16>().ok()) == Some(port)
 }
 
 #[cfg(test)]
@@ -129,9 +143,11 @@ mod tests {
     #[test]
     fn only_loopback_names_with_the_servers_port_are_its_own() {
         for host in ["localhost:9876", "LOCALHOST:9876", "127.0.0.1:9876", "127.1.2.3:9876", "[::1]:9876"] {
-            assert!(is_own_host(host, 9876), "{host}");
+            assert!(is_own_host(host, 9876, false), "{host}");
         }
-        assert!(is_own_host("localhost", 80));
+        assert!(is_own_host("localhost", 80, false));
+        assert!(is_own_host("localhost", 443, true));
+        assert!(!is_own_host("localhost", 80, true));
         for host in [
             "evil.example:9876",
             "localhost:9877",
@@ -144,7 +160,7 @@ mod tests {
             "localhost:port",
             "0.0.0.0:9876",
         ] {
-            assert!(!is_own_host(host, 9876), "{host}");
+            assert!(!is_own_host(host, 9876, false), "{host}");
         }
     }
 }

@@ -13,7 +13,6 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use shared::api::FieldError;
 use shared::model::{
     Condition, Container, ContainerPort, ContainerState, ContainerStatus, Deployment, DeploymentSpec, DeploymentStatus, EnvVar, Event,
     Labels, Namespace, NamespaceStatus, Node, NodeResources, ObjectMeta, ObjectReference, OwnerReference, Pod, PodSpec, PodStatus,
@@ -29,21 +28,72 @@ pub enum Error {
     /// Not the Kubernetes shape at all (a string where an object belongs, bad JSON).
     #[error("the body is not a valid {kind}: {message}")]
     Malformed { kind: &'static str, message: String },
-    /// Fields that Kubernetes has but Shepherd does not hold, or values it cannot keep.
-    #[error("{kind} {name:?} uses what Shepherd does not support: {}", summary(.fields))]
-    Unsupported { kind: &'static str, name: String, fields: Vec<FieldError> },
+    /// Every field Shepherd refuses, each unsupported (Kubernetes has it, Shepherd does not
+    /// do it) or invalid (a bad value), as Kubernetes' `Pod "web" is invalid: ...`.
+    #[error("{kind} {name:?} is invalid: {}", summary(.causes))]
+    Refused { kind: &'static str, name: String, causes: Vec<Cause> },
 }
 
-fn summary(fields: &[FieldError]) -> String {
-    fields.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+fn summary(causes: &[Cause]) -> String {
+    causes.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+}
+
+/// Why a field is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Problem {
+    /// A Kubernetes field or value that Shepherd does not do.
+    Unsupported,
+    /// A value that is wrong in Kubernetes too.
+    Invalid,
+}
+
+/// One refused field: which, why, and what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause {
+    pub problem: Problem,
+    pub field: String,
+    pub message: String,
+}
+
+impl Cause {
+    pub fn unsupported(field: impl Into<String>, message: impl Into<String>) -> Cause {
+        Cause { problem: Problem::Unsupported, field: field.into(), message: message.into() }
+    }
+
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Cause {
+        Cause { problem: Problem::Invalid, field: field.into(), message: message.into() }
+    }
+
+    /// The cause's `reason` in a Status: Kubernetes' `FieldValueNotSupported` or `FieldValueInvalid`.
+    pub fn reason(&self) -> &'static str {
+        match self.problem {
+            Problem::Unsupported => "FieldValueNotSupported",
+            Problem::Invalid => "FieldValueInvalid",
+        }
+    }
+
+    /// `Unsupported: ...` or `Invalid value: ...`, the words Kubernetes' causes start with.
+    pub fn words(&self) -> String {
+        match self.problem {
+            Problem::Unsupported => format!("Unsupported: {}", self.message),
+            Problem::Invalid => format!("Invalid value: {}", self.message),
+        }
+    }
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.words())
+    }
 }
 
 /// A kind both dialects serve: its Kubernetes type and the translation both ways.
 pub trait Convert: crate::resources::Resource {
     type K8s: Serialize + DeserializeOwned + k8s_openapi::Resource;
     fn to_k8s(&self) -> Self::K8s;
-    /// Errors are the values Shepherd cannot keep; unknown fields are found by [`decode`].
-    fn from_k8s(object: Self::K8s) -> Result<Self, Vec<FieldError>>;
+    /// Pushes a cause for each value Shepherd cannot keep and returns what it can keep;
+    /// fields it does not hold at all are found by [`decode`].
+    fn from_k8s(object: Self::K8s, causes: &mut Vec<Cause>) -> Self;
 }
 
 /// Fields a client may send that Shepherd does not keep from a body, as Kubernetes does not:
@@ -68,15 +118,19 @@ pub fn decode<R: Convert>(value: &Value) -> Result<R> {
         Error::Malformed { kind, message: if path == "." { e.inner().to_string() } else { format!("{path}: {}", e.inner()) } }
     })?;
     let name = value.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
-    let object = R::from_k8s(typed).map_err(|fields| Error::Unsupported { kind, name: name.clone(), fields })?;
+    let mut causes = Vec::new();
+    let object = R::from_k8s(typed, &mut causes);
+    // Every refused field at once: a field with a bad value is also one the round trip lacks.
     let back = serde_json::to_value(object.to_k8s()).unwrap_or(Value::Null);
     let mut dropped = Vec::new();
     unkept(value, &back, "", &mut dropped);
-    if dropped.is_empty() {
+    dropped.retain(|field| !causes.iter().any(|c| &c.field == field));
+    causes.extend(dropped.into_iter().map(|field| Cause::unsupported(field, "Shepherd does not support this field")));
+    if causes.is_empty() {
         return Ok(object);
     }
-    let fields = dropped.into_iter().map(|field| FieldError { field, message: "Shepherd does not support this field".into() }).collect();
-    Err(Error::Unsupported { kind, name, fields })
+    causes.sort_by(|a, b| a.field.cmp(&b.field));
+    Err(Error::Refused { kind, name, causes })
 }
 
 /// A value that says nothing: leaving it out means the same.
@@ -216,14 +270,11 @@ fn meta_out(m: &ObjectMeta) -> meta::ObjectMeta {
     }
 }
 
-fn meta_in(m: meta::ObjectMeta, errors: &mut Vec<FieldError>) -> ObjectMeta {
+fn meta_in(m: meta::ObjectMeta, errors: &mut Vec<Cause>) -> ObjectMeta {
     let resource_version = match m.resource_version.as_deref() {
         None | Some("") => 0,
         Some(text) => text.parse().unwrap_or_else(|_| {
-            errors.push(FieldError {
-                field: "metadata.resourceVersion".into(),
-                message: format!("{text:?} is not a resourceVersion this server issued"),
-            });
+            errors.push(Cause::invalid("metadata.resourceVersion", format!("{text:?} is not a resourceVersion this server issued")));
             0
         }),
     };
@@ -288,7 +339,7 @@ fn resources_out(r: &ResourceRequirements) -> Option<core::ResourceRequirements>
     })
 }
 
-fn amounts_in(amounts: &BTreeMap<String, Quantity>, path: &str, errors: &mut Vec<FieldError>) -> ResourceRequirements {
+fn amounts_in(amounts: &BTreeMap<String, Quantity>, path: &str, errors: &mut Vec<Cause>) -> ResourceRequirements {
     let mut out = ResourceRequirements::default();
     for (name, Quantity(text)) in amounts {
         let parsed = match name.as_str() {
@@ -297,27 +348,27 @@ fn amounts_in(amounts: &BTreeMap<String, Quantity>, path: &str, errors: &mut Vec
             _ => continue,
         };
         if let Err(message) = parsed {
-            errors.push(FieldError { field: format!("{path}.{name}"), message });
+            errors.push(Cause::invalid(format!("{path}.{name}"), message));
         }
     }
     out
 }
 
-fn resources_in(r: Option<core::ResourceRequirements>, path: &str, errors: &mut Vec<FieldError>) -> ResourceRequirements {
+fn resources_in(r: Option<core::ResourceRequirements>, path: &str, errors: &mut Vec<Cause>) -> ResourceRequirements {
     let Some(r) = r else { return ResourceRequirements::default() };
     let requests = r.requests.map(|q| amounts_in(&q, &format!("{path}.requests"), errors));
     let limits = r.limits.map(|q| amounts_in(&q, &format!("{path}.limits"), errors));
     match (requests, limits) {
         (Some(requests), Some(limits)) => {
-            let pick = |request: i64, limit: i64, name: &str, errors: &mut Vec<FieldError>| match (request, limit) {
+            let pick = |request: i64, limit: i64, name: &str, errors: &mut Vec<Cause>| match (request, limit) {
                 (r, 0) => r,
                 (0, l) => l,
                 (r, l) if r == l => r,
                 _ => {
-                    errors.push(FieldError {
-                        field: format!("{path}.limits.{name}"),
-                        message: "Shepherd holds one amount per container, used as both request and limit: make the limit equal to the request or leave one out".into(),
-                    });
+                    errors.push(Cause::unsupported(
+                        format!("{path}.limits.{name}"),
+                        "a limit other than the request: Shepherd holds one amount per container, used as both request and limit; make the limit equal to the request or leave one out",
+                    ));
                     request
                 }
             };
@@ -356,7 +407,7 @@ fn container_out(c: &Container) -> core::Container {
     }
 }
 
-fn container_in(c: core::Container, path: &str, errors: &mut Vec<FieldError>) -> Container {
+fn container_in(c: core::Container, path: &str, errors: &mut Vec<Cause>) -> Container {
     Container {
         name: c.name,
         image: c.image.unwrap_or_default(),
@@ -402,7 +453,7 @@ fn pod_spec_out(s: &PodSpec) -> core::PodSpec {
     }
 }
 
-fn pod_spec_in(s: core::PodSpec, path: &str, errors: &mut Vec<FieldError>) -> PodSpec {
+fn pod_spec_in(s: core::PodSpec, path: &str, errors: &mut Vec<Cause>) -> PodSpec {
     PodSpec {
         containers: s
             .containers
@@ -497,7 +548,7 @@ fn selector_out(s: &LabelSelector) -> meta::LabelSelector {
     }
 }
 
-fn selector_in(s: meta::LabelSelector, errors: &mut Vec<FieldError>) -> LabelSelector {
+fn selector_in(s: meta::LabelSelector, errors: &mut Vec<Cause>) -> LabelSelector {
     let mut expressions = Vec::new();
     for (i, r) in s.match_expressions.unwrap_or_default().into_iter().enumerate() {
         let operator = match r.operator.as_str() {
@@ -506,10 +557,10 @@ fn selector_in(s: meta::LabelSelector, errors: &mut Vec<FieldError>) -> LabelSel
             "Exists" => Operator::Exists,
             "DoesNotExist" => Operator::DoesNotExist,
             other => {
-                errors.push(FieldError {
-                    field: format!("spec.selector.matchExpressions[{i}].operator"),
-                    message: format!("unknown operator {other:?}: use In, NotIn, Exists or DoesNotExist"),
-                });
+                errors.push(Cause::invalid(
+                    format!("spec.selector.matchExpressions[{i}].operator"),
+                    format!("unknown operator {other:?}: use In, NotIn, Exists or DoesNotExist"),
+                ));
                 continue;
             }
         };
@@ -532,10 +583,6 @@ pub fn selector_text(s: &LabelSelector) -> String {
     terms.join(",")
 }
 
-fn finish<T>(object: T, errors: Vec<FieldError>) -> Result<T, Vec<FieldError>> {
-    if errors.is_empty() { Ok(object) } else { Err(errors) }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Kinds
 
@@ -546,11 +593,10 @@ impl Convert for Pod {
         core::Pod { metadata: meta_out(&self.metadata), spec: Some(pod_spec_out(&self.spec)), status: Some(pod_status_out(&self.status)) }
     }
 
-    fn from_k8s(pod: core::Pod) -> Result<Pod, Vec<FieldError>> {
-        let mut errors = Vec::new();
-        let metadata = meta_in(pod.metadata, &mut errors);
-        let spec = pod_spec_in(pod.spec.unwrap_or_default(), "spec", &mut errors);
-        finish(Pod { kind: "Pod".into(), metadata, spec, status: PodStatus::default() }, errors)
+    fn from_k8s(pod: core::Pod, errors: &mut Vec<Cause>) -> Pod {
+        let metadata = meta_in(pod.metadata, errors);
+        let spec = pod_spec_in(pod.spec.unwrap_or_default(), "spec", errors);
+        Pod { kind: "Pod".into(), metadata, spec, status: PodStatus::default() }
     }
 }
 
@@ -606,9 +652,8 @@ impl Convert for Node {
     }
 
     /// Only what an admin may change through the API: labels, annotations, cordon, taints.
-    fn from_k8s(node: core::Node) -> Result<Node, Vec<FieldError>> {
-        let mut errors = Vec::new();
-        let metadata = meta_in(node.metadata, &mut errors);
+    fn from_k8s(node: core::Node, errors: &mut Vec<Cause>) -> Node {
+        let metadata = meta_in(node.metadata, errors);
         let spec = node.spec.unwrap_or_default();
         let mut out = Node { kind: "Node".into(), metadata, ..Node::default() };
         out.status.unschedulable = spec.unschedulable.unwrap_or(false);
@@ -618,7 +663,7 @@ impl Convert for Node {
             .into_iter()
             .map(|t| Taint { key: t.key, value: t.value.unwrap_or_default(), effect: t.effect })
             .collect();
-        finish(out, errors)
+        out
     }
 }
 
@@ -663,19 +708,18 @@ impl Convert for Deployment {
         }
     }
 
-    fn from_k8s(d: apps::Deployment) -> Result<Deployment, Vec<FieldError>> {
-        let mut errors = Vec::new();
-        let metadata = meta_in(d.metadata, &mut errors);
+    fn from_k8s(d: apps::Deployment, errors: &mut Vec<Cause>) -> Deployment {
+        let metadata = meta_in(d.metadata, errors);
         let spec = d.spec.unwrap_or_default();
-        let template_meta = meta_in(spec.template.metadata.unwrap_or_default(), &mut errors);
-        let template_spec = pod_spec_in(spec.template.spec.unwrap_or_default(), "spec.template.spec", &mut errors);
+        let template_meta = meta_in(spec.template.metadata.unwrap_or_default(), errors);
+        let template_spec = pod_spec_in(spec.template.spec.unwrap_or_default(), "spec.template.spec", errors);
         let spec = DeploymentSpec {
             // Kubernetes' default when a manifest leaves it out.
             replicas: spec.replicas.unwrap_or(1),
-            selector: selector_in(spec.selector, &mut errors),
+            selector: selector_in(spec.selector, errors),
             template: PodTemplateSpec { metadata: template_meta, spec: template_spec },
         };
-        finish(Deployment { kind: "Deployment".into(), metadata, spec, status: DeploymentStatus::default() }, errors)
+        Deployment { kind: "Deployment".into(), metadata, spec, status: DeploymentStatus::default() }
     }
 }
 
@@ -707,9 +751,8 @@ impl Convert for Service {
         }
     }
 
-    fn from_k8s(s: core::Service) -> Result<Service, Vec<FieldError>> {
-        let mut errors = Vec::new();
-        let metadata = meta_in(s.metadata, &mut errors);
+    fn from_k8s(s: core::Service, errors: &mut Vec<Cause>) -> Service {
+        let metadata = meta_in(s.metadata, errors);
         let spec = s.spec.unwrap_or_default();
         let mut ports = Vec::new();
         for (i, p) in spec.ports.unwrap_or_default().into_iter().enumerate() {
@@ -717,10 +760,10 @@ impl Convert for Service {
                 None => p.port,
                 Some(IntOrString::Int(n)) => n,
                 Some(IntOrString::String(text)) => text.parse().unwrap_or_else(|_| {
-                    errors.push(FieldError {
-                        field: format!("spec.ports[{i}].targetPort"),
-                        message: format!("Shepherd does not resolve named ports ({text:?}): give the container port's number"),
-                    });
+                    errors.push(Cause::unsupported(
+                        format!("spec.ports[{i}].targetPort"),
+                        format!("a named port ({text:?}): Shepherd does not resolve them; give the container port's number"),
+                    ));
                     0
                 }),
             };
@@ -732,7 +775,7 @@ impl Convert for Service {
             });
         }
         let spec = ServiceSpec { selector: spec.selector.unwrap_or_default(), ports, type_: spec.type_.unwrap_or_default() };
-        finish(Service { kind: "Service".into(), metadata, spec, status: Default::default() }, errors)
+        Service { kind: "Service".into(), metadata, spec, status: Default::default() }
     }
 }
 
@@ -756,12 +799,11 @@ impl Convert for Event {
         }
     }
 
-    fn from_k8s(e: core::Event) -> Result<Event, Vec<FieldError>> {
-        let mut errors = Vec::new();
-        let metadata = meta_in(e.metadata, &mut errors);
+    fn from_k8s(e: core::Event, errors: &mut Vec<Cause>) -> Event {
+        let metadata = meta_in(e.metadata, errors);
         let o = e.involved_object;
         let source = e.source.and_then(|s| s.component).or(e.reporting_component).unwrap_or_default();
-        let event = Event {
+        Event {
             kind: "Event".into(),
             metadata,
             type_: e.type_.unwrap_or_default(),
@@ -777,8 +819,7 @@ impl Convert for Event {
             count: e.count.and_then(|c| u32::try_from(c).ok()).unwrap_or(1),
             first_timestamp: e.first_timestamp.and_then(time_in),
             last_timestamp: e.last_timestamp.and_then(time_in),
-        };
-        finish(event, errors)
+        }
     }
 }
 
@@ -804,10 +845,9 @@ impl Convert for Namespace {
         }
     }
 
-    fn from_k8s(n: core::Namespace) -> Result<Namespace, Vec<FieldError>> {
-        let mut errors = Vec::new();
-        let metadata = meta_in(n.metadata, &mut errors);
-        finish(Namespace { kind: "Namespace".into(), metadata, status: NamespaceStatus::default() }, errors)
+    fn from_k8s(n: core::Namespace, errors: &mut Vec<Cause>) -> Namespace {
+        let metadata = meta_in(n.metadata, errors);
+        Namespace { kind: "Namespace".into(), metadata, status: NamespaceStatus::default() }
     }
 }
 
@@ -880,11 +920,11 @@ pub fn scale_in(value: &Value) -> Result<Scale> {
     let metadata = meta_in(s.metadata, &mut errors);
     let name = metadata.name.clone();
     let Some(replicas) = s.spec.and_then(|spec| spec.replicas) else {
-        errors.push(FieldError { field: "spec.replicas".into(), message: "a Scale must say how many replicas".into() });
-        return Err(Error::Unsupported { kind: "Scale", name, fields: errors });
+        errors.push(Cause::invalid("spec.replicas", "a Scale must say how many replicas"));
+        return Err(Error::Refused { kind: "Scale", name, causes: errors });
     };
     if !errors.is_empty() {
-        return Err(Error::Unsupported { kind: "Scale", name, fields: errors });
+        return Err(Error::Refused { kind: "Scale", name, causes: errors });
     }
     Ok(Scale { kind: "Scale".into(), metadata, spec: ScaleSpec { replicas }, status: ScaleStatus::default() })
 }
@@ -914,16 +954,36 @@ mod tests {
         bad["spec"]["madeUp"] = 1.into();
         bad["spec"]["hostUsers"] = false.into();
         bad["spec"]["enableServiceLinks"] = false.into();
-        let Err(Error::Unsupported { fields, .. }) = decode::<Pod>(&bad) else { panic!("refused") };
-        let names: Vec<&str> = fields.iter().map(|f| f.field.as_str()).collect();
+        let Err(Error::Refused { causes, .. }) = decode::<Pod>(&bad) else { panic!("refused") };
+        let names: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
         assert_eq!(names, ["spec.containers[0].imagePullPolicy", "spec.hostUsers", "spec.madeUp", "spec.volumes"]);
     }
 
     #[test]
-    fn a_limit_other_than_the_request_is_refused() {
-        let body = serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i",
-            "resources": {"requests": {"cpu": "100m"}, "limits": {"cpu": "200m", "memory": "1Gi"}}}]}});
-        let Err(Error::Unsupported { fields, .. }) = decode::<Pod>(&body) else { panic!("refused") };
-        assert_eq!(fields[0].field, "spec.containers[0].resources.limits.cpu");
+    fn every_refused_field_is_named_at_once_each_unsupported_or_invalid() {
+        let body = serde_json::json!({"metadata": {"name": "p"}, "spec": {"volumes": [{"name": "v"}], "containers": [{"name": "c", "image": "i",
+            "resources": {"requests": {"cpu": "100m", "memory": "lots"}, "limits": {"cpu": "200m", "memory": "1Gi"}}}]}});
+        let Err(error @ Error::Refused { .. }) = decode::<Pod>(&body) else { panic!("refused") };
+        let Error::Refused { causes, .. } = &error else { unreachable!() };
+        let seen: Vec<(&str, Problem)> = causes.iter().map(|c| (c.field.as_str(), c.problem)).collect();
+        assert_eq!(
+            seen,
+            [
+                ("spec.containers[0].resources.limits.cpu", Problem::Unsupported),
+                ("spec.containers[0].resources.requests.memory", Problem::Invalid),
+                ("spec.volumes", Problem::Unsupported),
+            ],
+            "a limit other than the request hides nothing else"
+        );
+        let message = error.to_string();
+        assert!(
+            message
+                .starts_with("Pod \"p\" is invalid: spec.containers[0].resources.limits.cpu: Unsupported: a limit other than the request"),
+            "{message}"
+        );
+        assert!(message.contains("requests.memory: Invalid value: invalid memory quantity \"lots\""), "{message}");
+        assert!(message.contains("spec.volumes: Unsupported: Shepherd does not support this field"), "{message}");
+        assert_eq!(causes[1].reason(), "FieldValueInvalid");
+        assert_eq!(causes[2].reason(), "FieldValueNotSupported");
     }
 }

@@ -135,7 +135,15 @@ impl From<ApiError> for Status {
             tracing::error!(status = e.status.as_u16(), cause = e.cause.as_deref().unwrap_or_default(), "{}", e.message);
         }
         let causes = e.details.iter().map(|f| (f.clone(), "FieldValueInvalid")).collect();
-        Status::new(e.status, e.reason, e.message).with_causes(causes)
+        Status::new(e.status, kubernetes_reason(e.status, e.reason), e.message).with_causes(causes)
+    }
+}
+
+/// The native reason as Kubernetes names it where the words differ (413).
+fn kubernetes_reason(code: StatusCode, native: &str) -> &str {
+    match code {
+        StatusCode::PAYLOAD_TOO_LARGE => "RequestEntityTooLarge",
+        _ => native,
     }
 }
 
@@ -150,9 +158,9 @@ impl From<convert::Error> for Status {
         let message = e.to_string();
         match e {
             convert::Error::Malformed { kind, .. } => Status::bad_request(message).about(kind, ""),
-            convert::Error::Unsupported { kind, name, fields } => Status::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", message)
+            convert::Error::Refused { kind, name, causes } => Status::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", message)
                 .about(kind, &name)
-                .with_causes(fields.into_iter().map(|f| (f, "FieldValueNotSupported")).collect()),
+                .with_causes(causes.into_iter().map(|c| (FieldError { message: c.words(), field: c.field.clone() }, c.reason())).collect()),
         }
     }
 }
@@ -181,7 +189,7 @@ pub async fn statuses(request: Request, next: Next) -> Response {
     if let Ok(native) = serde_json::from_slice::<ApiErrorBody>(&bytes) {
         let e = native.error;
         let causes = e.details.into_iter().map(|f| (f, "FieldValueInvalid")).collect();
-        let mut status = Status::new(code, &e.reason, e.message).with_causes(causes);
+        let mut status = Status::new(code, kubernetes_reason(code, &e.reason), e.message).with_causes(causes);
         if code == StatusCode::NOT_FOUND && status.message.starts_with("no route for") {
             status.message =
                 format!("the server could not find the requested resource ({asked}); /k8s/api and /k8s/apis list what it serves");
@@ -195,7 +203,25 @@ pub async fn statuses(request: Request, next: Next) -> Response {
         }
         return rebuilt;
     }
-    let mut response = Response::from_parts(parts, axum::body::Body::from(bytes));
-    response.headers_mut().entry(header::CONTENT_TYPE).or_insert(HeaderValue::from_static("application/json"));
-    response
+    if serde_json::from_slice::<meta::Status>(&bytes).is_ok_and(|status| status.code.is_some()) {
+        let mut response = Response::from_parts(parts, axum::body::Body::from(bytes));
+        response.headers_mut().entry(header::CONTENT_TYPE).or_insert(HeaderValue::from_static("application/json"));
+        return response;
+    }
+    // A layer's plain-text answer (the body limit's, a timeout's): the same words, as a Status.
+    let text = String::from_utf8_lossy(&bytes).trim().to_string();
+    let reason = match code {
+        StatusCode::PAYLOAD_TOO_LARGE => "RequestEntityTooLarge",
+        StatusCode::REQUEST_TIMEOUT | StatusCode::GATEWAY_TIMEOUT => "Timeout",
+        c if c.is_server_error() => "InternalError",
+        _ => "BadRequest",
+    };
+    let message = if code == StatusCode::PAYLOAD_TOO_LARGE {
+        format!("the request body is larger than {} bytes (1 MiB)", crate::api::BODY_LIMIT)
+    } else if text.is_empty() {
+        code.canonical_reason().unwrap_or("failed").to_string()
+    } else {
+        text
+    };
+    Status::new(code, reason, message).into_response()
 }

@@ -281,23 +281,62 @@ macro_rules! by_kind {
     };
 }
 
-/// Field names as Kubernetes writes them, in the native API's spelling.
-fn native_field_selector(text: &str) -> String {
-    text.split(',')
-        .map(|term| {
-            let at = term.find(['=', '!']).unwrap_or(term.len());
-            let (field, rest) = term.split_at(at);
-            let field = match field.trim() {
-                "spec.nodeName" => "spec.node_name".to_string(),
-                other => match other.strip_prefix("involvedObject.") {
-                    Some(sub) => format!("involved_object.{sub}"),
-                    None => other.to_string(),
-                },
-            };
-            format!("{field}{rest}")
-        })
-        .collect::<Vec<_>>()
-        .join(",")
+/// Field names as Kubernetes writes them, in the native API's spelling; a field `kind` cannot
+/// be selected by is refused here, in Kubernetes' spelling.
+fn native_field_selector(kind: Kind, text: &str) -> Result<String> {
+    let supported = crate::api::objects::supported_fields(kind);
+    let mut terms = Vec::new();
+    for term in text.split(',') {
+        let at = term.find(['=', '!']).unwrap_or(term.len());
+        let (field, rest) = term.split_at(at);
+        let field = field.trim();
+        let native = match field {
+            "spec.nodeName" => "spec.node_name".to_string(),
+            other => match other.strip_prefix("involvedObject.") {
+                Some(sub) => format!("involved_object.{sub}"),
+                None => other.to_string(),
+            },
+        };
+        if !rest.is_empty() && !supported.contains(&native.as_str()) {
+            let named: Vec<String> = supported.iter().map(|f| camel_case(f)).collect();
+            return Err(Status::bad_request(format!(
+                "field label not supported: {field} (a {kind} field selector can name {})",
+                named.join(", ")
+            )));
+        }
+        terms.push(format!("{native}{rest}"));
+    }
+    Ok(terms.join(","))
+}
+
+/// `involved_object.uid` as Kubernetes spells it: `involvedObject.uid`.
+fn camel_case(field: &str) -> String {
+    let mut out = String::with_capacity(field.len());
+    let mut upper = false;
+    for c in field.chars() {
+        match c {
+            '_' => upper = true,
+            c if upper => {
+                out.push(c.to_ascii_uppercase());
+                upper = false;
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The order a list answers in, which `continue` resumes after: events by when they last
+/// happened, then first (the order `kubectl describe` sorts them in, and a time-ordered
+/// `kubectl get events`), everything else by namespace and name.
+fn list_order(object: &Object) -> String {
+    match object {
+        Object::Event(event) => {
+            let at = |time: &Option<shared::model::Time>| time.map(|t| t.format("%Y-%m-%dT%H:%M:%S%.9fZ").to_string()).unwrap_or_default();
+            format!("{} {} {}", at(&event.last_timestamp), at(&event.first_timestamp), event.metadata.key())
+        }
+        other => other.metadata().key(),
+    }
 }
 
 fn parse_version(text: Option<&str>) -> Result<u64> {
@@ -327,7 +366,10 @@ impl Req {
     fn filter(&self) -> Result<Filter> {
         let params = ListParams {
             label_selector: self.query.label_selector.clone().filter(|s| !s.is_empty()),
-            field_selector: self.query.field_selector.as_deref().filter(|s| !s.is_empty()).map(native_field_selector),
+            field_selector: match self.query.field_selector.as_deref().filter(|s| !s.is_empty()) {
+                Some(text) => Some(native_field_selector(self.target.kind.stored(), text)?),
+                None => None,
+            },
             watch: None,
             resource_version: None,
         };
@@ -388,17 +430,17 @@ impl Req {
             return Err(Status::bad_request("Shepherd keeps no old states: resourceVersionMatch=Exact is not supported"));
         }
         let (revision, mut objects) = self.listed(&filter);
-        objects.sort_by_cached_key(|o| o.metadata().key());
-        // `continue` is the key of the last object of the previous page; pages follow the key order.
+        objects.sort_by_cached_key(list_order);
+        // `continue` is the order key of the last object of the previous page.
         if let Some(after) = self.query.continue_.as_deref().filter(|c| !c.is_empty()) {
-            objects.retain(|o| o.metadata().key().as_str() > after);
+            objects.retain(|o| list_order(o).as_str() > after);
         }
         let mut next = None;
         let mut remaining = None;
         if let Some(limit) = self.query.limit.filter(|l| *l > 0 && *l < objects.len()) {
             remaining = Some(objects.len() - limit);
             objects.truncate(limit);
-            next = objects.last().map(|o| o.metadata().key());
+            next = objects.last().map(list_order);
         }
         if wants_table(&self.headers) {
             let page = Some((revision, next));

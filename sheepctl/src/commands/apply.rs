@@ -194,6 +194,7 @@ mod tests {
         Settings {
             base_url: "http://127.0.0.1:1".into(),
             token: None,
+            certificate_authority: None,
             namespace: namespace.unwrap_or("default").into(),
             namespace_explicit: namespace.is_some(),
             all_namespaces: false,

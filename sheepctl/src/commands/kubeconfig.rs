@@ -1,6 +1,6 @@
 //! `sheepctl kubeconfig`: a kubeconfig for the server sheepctl points at, with the
-//! Kubernetes-compatible API's prefix and the token when one is set, so that kubectl
-//! reaches the same cluster. `--save` writes it to a file and prints the path, for
+//! Kubernetes-compatible API's prefix, the certificate authority sheepctl trusts and the
+//! token when one is set, so that kubectl reaches the same cluster as the same user. `--save` writes it to a file and prints the path, for
 //! `KUBECONFIG=$(sheepctl kubeconfig --save)`: kubectl 1.32 reads its kubeconfig more than
 //! once, so `KUBECONFIG=<(sheepctl kubeconfig)` finds the pipe empty the second time.
 
@@ -15,13 +15,14 @@ use shared::api::paths::KUBERNETES_PREFIX;
 use crate::cli::KubeconfigArgs;
 use crate::settings::Settings;
 
-pub fn run(settings: &Settings, args: &KubeconfigArgs) -> Result<()> {
-    let text = render(settings, &args.context)?;
-    if settings.token.is_some() {
+pub fn run(settings: &Settings, authority: Option<&[u8]>, args: &KubeconfigArgs) -> Result<()> {
+    let text = render(settings, authority, &args.context)?;
+    if settings.token.is_some() && settings.base_url.starts_with("http://") {
         // Measured with kubectl 1.32: it sends no Authorization header to an http:// server.
         eprintln!(
-            "warning: kubectl sends a bearer token only over HTTPS, and Shepherd serves plain HTTP: \
-             against this server, which needs a token, kubectl's requests will be refused with 401"
+            "warning: kubectl sends a bearer token only over HTTPS, so against this plain-HTTP server, which needs \
+             a token, kubectl's requests will be refused with 401: serve HTTPS (shepherd --tls-self-signed) and \
+             point sheepctl at it (SHEPHERD_API=https://HOST:PORT SHEPHERD_CA=DATA_DIR/tls/ca.crt)"
         );
     }
     let Some(path) = &args.save else { return super::print(&text) };
@@ -58,16 +59,21 @@ fn default_path() -> Result<PathBuf> {
 }
 
 /// The kubeconfig as YAML: one cluster, one user and one context, all named `name`, with
-/// sheepctl's namespace as the context's.
-fn render(settings: &Settings, name: &str) -> Result<String> {
+/// sheepctl's namespace as the context's, and the certificate authority (PEM) embedded.
+fn render(settings: &Settings, authority: Option<&[u8]>, name: &str) -> Result<String> {
+    use base64::Engine as _;
     let user = match &settings.token {
         Some(token) => json!({ "token": token }),
         None => json!({}),
     };
+    let mut cluster = json!({ "server": format!("{}{KUBERNETES_PREFIX}", settings.base_url) });
+    if let Some(pem) = authority.filter(|_| settings.base_url.starts_with("https://")) {
+        cluster["certificate-authority-data"] = base64::engine::general_purpose::STANDARD.encode(pem).into();
+    }
     let config: Value = json!({
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{ "name": name, "cluster": { "server": format!("{}{KUBERNETES_PREFIX}", settings.base_url) } }],
+        "clusters": [{ "name": name, "cluster": cluster }],
         "users": [{ "name": name, "user": user }],
         "contexts": [{ "name": name, "context": { "cluster": name, "user": name, "namespace": settings.namespace } }],
         "current-context": name,
@@ -84,6 +90,7 @@ mod tests {
         Settings {
             base_url: "http://127.0.0.1:9876".into(),
             token: token.map(str::to_string),
+            certificate_authority: None,
             namespace: "team".into(),
             namespace_explicit: true,
             all_namespaces: false,
@@ -92,7 +99,7 @@ mod tests {
 
     #[test]
     fn names_the_prefixed_server_the_namespace_and_the_token() {
-        let text = render(&settings(Some("s3cret-token")), "shepherd").unwrap();
+        let text = render(&settings(Some("s3cret-token")), None, "shepherd").unwrap();
         let config: Value = serde_norway::from_str(&text).unwrap();
         assert_eq!(config["clusters"][0]["cluster"]["server"], "http://127.0.0.1:9876/k8s");
         assert_eq!(config["users"][0]["user"]["token"], "s3cret-token");
@@ -107,7 +114,7 @@ mod tests {
         std::fs::write(&path, "old").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         let args = KubeconfigArgs { context: "shepherd".into(), save: Some(Some(path.clone())) };
-        run(&settings(Some("s3cret-token")), &args).unwrap();
+        run(&settings(Some("s3cret-token")), None, &args).unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         let text = std::fs::read_to_string(&path).unwrap();
         std::fs::remove_file(&path).unwrap();
@@ -117,8 +124,22 @@ mod tests {
 
     #[test]
     fn has_no_token_when_none_is_set() {
-        let text = render(&settings(None), "lab").unwrap();
+        let text = render(&settings(None), None, "lab").unwrap();
         assert!(!text.contains("token"), "{text}");
         assert!(text.contains("current-context: lab"), "{text}");
+    }
+
+    #[test]
+    fn embeds_the_certificate_authority_for_an_https_server() {
+        let pem = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+        let https = Settings { base_url: "https://127.0.0.1:9876".into(), ..settings(Some("s3cret-token")) };
+        let config: Value = serde_norway::from_str(&render(&https, Some(pem), "shepherd").unwrap()).unwrap();
+        let cluster = &config["clusters"][0]["cluster"];
+        assert_eq!(cluster["server"], "https://127.0.0.1:9876/k8s");
+        use base64::Engine as _;
+        let data = base64::engine::general_purpose::STANDARD.decode(cluster["certificate-authority-data"].as_str().unwrap()).unwrap();
+        assert_eq!(data, pem);
+        let plain = render(&settings(None), Some(pem), "shepherd").unwrap();
+        assert!(!plain.contains("certificate-authority"), "plain HTTP has no certificate to trust\n{plain}");
     }
 }

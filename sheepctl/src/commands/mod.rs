@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use chrono::Utc;
 use serde::Serialize;
 use shared::backoff::Backoff;
@@ -82,7 +82,14 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Completion(args) => return completion::run(args),
         _ => Settings::from_cli(&cli)?,
     };
-    let client = Client::new(&settings.base_url, settings.token.clone())?.named("sheepctl");
+    let authority = match &settings.certificate_authority {
+        Some(path) => Some(std::fs::read(path).with_context(|| format!("cannot read the certificate authority {}", path.display()))?),
+        None => None,
+    };
+    let mut client = Client::new(&settings.base_url, settings.token.clone())?.named("sheepctl");
+    if let Some(pem) = &authority {
+        client = client.with_certificate_authority(pem)?;
+    }
     let context = Context { settings, client };
     match &cli.command {
         Command::Apply(args) => apply::run(&context, args).await,
@@ -98,7 +105,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Info(args) => info::run(&context, args).await,
         Command::Wait(args) => wait::run(&context, args).await,
         Command::Completion(args) => completion::run(args),
-        Command::Kubeconfig(args) => kubeconfig::run(&context.settings, args),
+        Command::Kubeconfig(args) => kubeconfig::run(&context.settings, authority.as_deref(), args),
     }
 }
 

@@ -44,6 +44,21 @@ impl TestServer {
         TestServer { url: server.url.clone(), server, _data: data }
     }
 
+    /// A server that serves HTTPS with a made certificate authority and checks `tokens`
+    /// (lines of a tokens file).
+    pub fn https_with_tokens(tokens: &str) -> TestServer {
+        Self::start_with(|config| {
+            let hosts = server::tls::default_hosts("127.0.0.1:0".parse().expect("an address"));
+            config.tls = Some(server::tls::Identity::generate(&hosts).expect("a certificate"));
+            config.tokens = server::auth::Tokens::parse(tokens, "test tokens").expect("valid tokens");
+        })
+    }
+
+    /// The certificate authority of an https server, as PEM.
+    pub fn trust(&self) -> Option<&str> {
+        self.server.trust.as_deref()
+    }
+
     /// `sheepctl` pointed at this server, with no token and no stray environment.
     pub fn sheepctl(&self) -> assert_cmd::Command {
         let mut command = assert_cmd::Command::new(env!("CARGO_BIN_EXE_sheepctl"));
@@ -214,6 +229,31 @@ fn read_lines(pipe: impl std::io::Read + Send + 'static) -> (mpsc::Receiver<Stri
         }
     });
     (rx, reader)
+}
+
+/// The real kubectl (on PATH) with a kubeconfig of its own.
+pub struct Kubectl {
+    pub kubeconfig: PathBuf,
+}
+
+impl Kubectl {
+    pub fn command(&self, args: &[&str]) -> std::process::Command {
+        let mut command = std::process::Command::new("kubectl");
+        command.args(args).env("KUBECONFIG", &self.kubeconfig);
+        command
+    }
+
+    pub fn output(&self, args: &[&str]) -> std::process::Output {
+        self.command(args).output().unwrap_or_else(|e| panic!("kubectl is not on PATH ({e}): the set-up installs it"))
+    }
+
+    /// kubectl `args`, which must succeed; its standard output.
+    pub fn run(&self, args: &[&str]) -> String {
+        let out = self.output(args);
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "kubectl {} failed\nstdout:\n{stdout}\nstderr:\n{stderr}", args.join(" "));
+        stdout
+    }
 }
 
 /// An address where nothing listens: a port bound and released at once.

@@ -1,0 +1,269 @@
+//! HTTPS for the API: the serving certificate (from files, or a certificate authority and a
+//! certificate the server makes in its data directory, as k3s does) and the listener that
+//! does each connection's TLS handshake for axum. kubectl sends a kubeconfig's token only
+//! over TLS, so a server with tokens needs HTTPS to be driven by kubectl.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::serve::Listener;
+use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls::ServerConfig;
+use tokio_rustls::rustls::pki_types::pem::PemObject as _;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::server::TlsStream;
+
+/// The directory under the data directory that holds a made certificate.
+pub const SELF_SIGNED_DIR: &str = "tls";
+/// The certificate authority clients trust, in [`SELF_SIGNED_DIR`].
+pub const CA_FILE: &str = "ca.crt";
+const CERT_FILE: &str = "server.crt";
+const KEY_FILE: &str = "server.key";
+/// A handshake that takes longer than this is dropped, so a silent client holds no slot.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Handshaken connections waiting for axum to take them.
+const ACCEPTED_BACKLOG: usize = 128;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot read {path}: {cause}")]
+    Read { path: PathBuf, cause: String },
+    #[error("cannot write {path}: {cause}")]
+    Write { path: PathBuf, cause: String },
+    #[error("{path} holds no PEM certificate")]
+    NoCertificate { path: PathBuf },
+    #[error("the {what} is not valid PEM: {cause}")]
+    Pem { what: &'static str, cause: String },
+    #[error("cannot make a certificate: {0}")]
+    Generate(#[from] rcgen::Error),
+    #[error("the certificate and key cannot serve TLS: {0}")]
+    Config(#[from] tokio_rustls::rustls::Error),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What the server serves TLS with: a certificate chain and its key (PEM), and the PEM a
+/// client should trust to reach it (the made certificate authority, or the chain itself).
+#[derive(Clone)]
+pub struct Identity {
+    certificates: String,
+    key: String,
+    pub trust: String,
+}
+
+/// Never prints the key.
+impl std::fmt::Debug for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Identity(..)")
+    }
+}
+
+fn read(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|e| Error::Read { path: path.to_path_buf(), cause: e.to_string() })
+}
+
+fn write(path: &Path, text: &str, mode: u32) -> Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let failed = |e: std::io::Error| Error::Write { path: path.to_path_buf(), cause: e.to_string() };
+    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(mode).open(path).map_err(failed)?;
+    file.write_all(text.as_bytes()).map_err(failed)
+}
+
+impl Identity {
+    /// A certificate chain (leaf first) and its private key, both PEM files. Clients are
+    /// expected to trust the chain's issuer; the local node trusts the chain file itself.
+    pub fn from_files(certificates_path: &Path, key_path: &Path) -> Result<Identity> {
+        let certificates = read(certificates_path)?;
+        if CertificateDer::pem_slice_iter(certificates.as_bytes()).next().is_none() {
+            return Err(Error::NoCertificate { path: certificates_path.to_path_buf() });
+        }
+        let identity = Identity { trust: certificates.clone(), certificates, key: read(key_path)? };
+        identity.server_config().map(|_| identity)
+    }
+
+    /// The certificate made in `data_dir/tls` on an earlier start, else a new certificate
+    /// authority (`ca.crt`, whose key is not kept) and a serving certificate it signs for
+    /// `hosts` (names or IP addresses). Returns it with the path of `ca.crt`.
+    pub fn self_signed(data_dir: &Path, hosts: &[String]) -> Result<(Identity, PathBuf)> {
+        let dir = data_dir.join(SELF_SIGNED_DIR);
+        let (ca_path, cert_path, key_path) = (dir.join(CA_FILE), dir.join(CERT_FILE), dir.join(KEY_FILE));
+        if ca_path.is_file() && cert_path.is_file() && key_path.is_file() {
+            let identity = Identity { certificates: read(&cert_path)?, key: read(&key_path)?, trust: read(&ca_path)? };
+            return identity.server_config().map(|_| (identity, ca_path));
+        }
+        let identity = Identity::generate(hosts)?;
+        std::fs::create_dir_all(&dir).map_err(|e| Error::Write { path: dir.clone(), cause: e.to_string() })?;
+        write(&key_path, &identity.key, 0o600)?;
+        write(&cert_path, &identity.certificates, 0o644)?;
+        write(&ca_path, &identity.trust, 0o644)?;
+        Ok((identity, ca_path))
+    }
+
+    /// A new certificate authority and a serving certificate it signs for `hosts`.
+    pub fn generate(hosts: &[String]) -> Result<Identity> {
+        let mut ca = CertificateParams::new(Vec::<String>::new())?;
+        ca.distinguished_name.push(DnType::CommonName, "shepherd-ca");
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+        let ca_key = KeyPair::generate()?;
+        let ca_pem = ca.self_signed(&ca_key)?.pem();
+        let issuer = Issuer::new(ca, ca_key);
+        let mut leaf = CertificateParams::new(hosts.to_vec())?;
+        leaf.distinguished_name.push(DnType::CommonName, "shepherd");
+        leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+        leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        leaf.use_authority_key_identifier_extension = true;
+        let leaf_key = KeyPair::generate()?;
+        let leaf_pem = leaf.signed_by(&leaf_key, &issuer)?.pem();
+        Ok(Identity { certificates: leaf_pem, key: leaf_key.serialize_pem(), trust: ca_pem })
+    }
+
+    /// The rustls settings: this certificate, HTTP/1.1 (axum serves no HTTP/2 here).
+    pub fn server_config(&self) -> Result<Arc<ServerConfig>> {
+        let chain = CertificateDer::pem_slice_iter(self.certificates.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| Error::Pem { what: "certificate", cause: e.to_string() })?;
+        let key =
+            PrivateKeyDer::from_pem_slice(self.key.as_bytes()).map_err(|e| Error::Pem { what: "private key", cause: e.to_string() })?;
+        let mut config = ServerConfig::builder().with_no_client_auth().with_single_cert(chain, key)?;
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Arc::new(config))
+    }
+}
+
+/// The names a made certificate is for: loopback by every name, and the address listened on
+/// when it is a specific one.
+pub fn default_hosts(addr: SocketAddr) -> Vec<String> {
+    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"].map(String::from).into();
+    let ip = addr.ip();
+    if !ip.is_unspecified() && !hosts.contains(&ip.to_string()) {
+        hosts.push(ip.to_string());
+    }
+    hosts
+}
+
+/// A TCP listener whose connections come out TLS-handshaken. Handshakes run on tasks of
+/// their own, so a slow or silent client never stalls the accepting of others.
+pub struct TlsListener {
+    accepted: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+    local: SocketAddr,
+    acceptor: tokio::task::JoinHandle<()>,
+}
+
+impl TlsListener {
+    pub fn new(listener: TcpListener, config: Arc<ServerConfig>) -> std::io::Result<TlsListener> {
+        let local = listener.local_addr()?;
+        let (tx, accepted) = mpsc::channel(ACCEPTED_BACKLOG);
+        let acceptor = tokio::spawn(accept_loop(listener, TlsAcceptor::from(config), tx));
+        Ok(TlsListener { accepted, local, acceptor })
+    }
+}
+
+impl Drop for TlsListener {
+    fn drop(&mut self) {
+        self.acceptor.abort();
+    }
+}
+
+async fn accept_loop(mut listener: TcpListener, acceptor: TlsAcceptor, tx: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>) {
+    loop {
+        // axum's own accept: it logs and backs off on errors such as too many open files.
+        let (tcp, peer) = Listener::accept(&mut listener).await;
+        let (acceptor, tx) = (acceptor.clone(), tx.clone());
+        tokio::spawn(async move {
+            let handshake = async {
+                if !starts_with_tls(&tcp).await {
+                    refuse_plain_http(tcp).await;
+                    return Err(std::io::Error::other("the client spoke plain HTTP"));
+                }
+                acceptor.accept(tcp).await
+            };
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
+                Ok(Ok(tls)) => {
+                    let _ = tx.send((tls, peer)).await;
+                }
+                Ok(Err(e)) => tracing::debug!(%peer, "TLS handshake failed: {e}"),
+                Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+            }
+        });
+    }
+}
+
+/// Whether the first byte is a TLS handshake record's (22), as a TLS client's always is.
+async fn starts_with_tls(tcp: &TcpStream) -> bool {
+    let mut first = [0u8; 1];
+    matches!(tcp.peek(&mut first).await, Ok(1) if first[0] == 0x16)
+}
+
+/// Answers a plain HTTP request on the TLS port with a 400 that says what to change, as
+/// Kubernetes' API server does, instead of closing the connection without a word.
+async fn refuse_plain_http(mut tcp: TcpStream) {
+    use tokio::io::AsyncWriteExt as _;
+    let body = "Client sent an HTTP request to an HTTPS server: use https:// in the server address\n";
+    let answer = format!(
+        "HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tcp.write_all(answer.as_bytes()).await;
+    let _ = tcp.shutdown().await;
+}
+
+impl Listener for TlsListener {
+    type Io = TlsStream<TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.accepted.recv().await {
+            Some(connection) => connection,
+            // The accept loop never ends while the listener lives.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        Ok(self.local)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_made_certificate_is_kept_and_found_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let hosts = default_hosts("127.0.0.1:9876".parse().unwrap());
+        let (made, ca) = Identity::self_signed(dir.path(), &hosts).unwrap();
+        assert_eq!(ca, dir.path().join("tls/ca.crt"));
+        assert!(made.trust.starts_with("-----BEGIN CERTIFICATE-----"), "{}", made.trust);
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(dir.path().join("tls/server.key")).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "the key is the owner's only");
+        let (again, _) = Identity::self_signed(dir.path(), &hosts).unwrap();
+        assert_eq!(again.trust, made.trust, "a restart serves the same certificate, so clients keep trusting it");
+    }
+
+    #[test]
+    fn files_without_a_certificate_are_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
+        std::fs::write(&cert, "not a certificate").unwrap();
+        std::fs::write(&key, "not a key").unwrap();
+        let err = Identity::from_files(&cert, &key).unwrap_err();
+        assert!(err.to_string().contains("c.pem holds no PEM certificate"), "{err}");
+        let missing = Identity::from_files(&dir.path().join("none.pem"), &key).unwrap_err();
+        assert!(missing.to_string().starts_with("cannot read"), "{missing}");
+    }
+
+    #[test]
+    fn the_default_names_add_a_specific_address() {
+        assert_eq!(default_hosts("0.0.0.0:1".parse().unwrap()), ["localhost", "127.0.0.1", "::1"]);
+        assert_eq!(default_hosts("192.0.2.7:1".parse().unwrap()).last().map(String::as_str), Some("192.0.2.7"));
+    }
+}
