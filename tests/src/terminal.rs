@@ -5,6 +5,7 @@
 //! the terminal shows is also written to a transcript file.
 
 use std::io::Write as _;
+use std::os::unix::process::CommandExt as _;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Stdio};
@@ -39,6 +40,15 @@ impl Terminal {
             command.env_remove(name);
         }
         command.envs(env.iter().map(|(k, v)| (k, v)));
+        // A terminal's Ctrl-C ends its foreground command even when this test was started
+        // with SIGINT ignored (in the background of a script), which every child would inherit.
+        // SAFETY: signal(2) is async-signal-safe and touches no memory of this process.
+        unsafe {
+            command.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                Ok(())
+            });
+        }
         let mut bash = command.spawn().unwrap_or_else(|e| panic!("cannot start bash for the {name} terminal: {e}"));
         let stdin = bash.stdin.take().expect("bash's stdin");
         let stdout = bash.stdout.take().expect("bash's stdout");
