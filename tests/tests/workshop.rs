@@ -209,6 +209,13 @@ fn claims() -> Vec<Claim> {
             let replicas = pods_where(out, is_replica);
             replicas.len() == 3 && !deleted.is_empty() && !replicas.contains(&deleted)
         }),
+        claim("kubectl get deployment web", Eventually(Duration::from_secs(20)), "READY 3/3 once the new pod runs", |out, _| rows(out).iter().any(|r| r[0] == "web" && r[1] == "3/3")),
+        claim("kubectl delete $(", Once, "one of the deployment's pods, deleted", |out, _| out.contains("\" deleted")),
+        claim("kubectl get pods -l 'app=web,!tier' -o wide", Eventually(Duration::from_secs(20)), "three again, one of them new", |out, facts| {
+            let deleted = facts.output_of("kubectl delete $(").split('"').nth(1).unwrap_or_default().to_string();
+            let replicas = pods_where(out, is_replica);
+            replicas.len() == 3 && !deleted.is_empty() && !replicas.contains(&deleted)
+        }),
         claim("sheepctl nodes", Eventually(minute), "after ~10 s: sim-* STATUS NotReady", |out, facts| {
             let rows = rows(out);
             rows.iter().filter(|r| r[0].starts_with("sim-") && r[1] == "NotReady").count() == 3
@@ -242,6 +249,12 @@ fn claims() -> Vec<Claim> {
                 && out.contains("NodeResourcesFit: Insufficient memory (the pod requests memory 64Ti")
                 && out.contains("queue:")
                 && event(out, "FailedScheduling").is_some_and(|l| l.contains("Warning"))
+        }),
+        claim("kubectl get pod too-big -o jsonpath=", Once, "the PodScheduled condition's message", |out, _| {
+            out.trim() == "0/4 nodes are available: 4 Insufficient memory."
+        }),
+        claim("kubectl describe pod too-big | grep FailedScheduling", Once, "Warning FailedScheduling … 4 Insufficient memory.", |out, _| {
+            out.contains("Warning") && out.contains("FailedScheduling") && out.contains("4 Insufficient memory.")
         }),
         claim("sheepctl wait --for=Running pod/too-big --timeout=2s", Fails, "says which stage the pod is stuck in", |_, _| true),
         claim("sheepctl events --for pod/too-big", Once, "FailedScheduling, no count yet", |out, _| {
