@@ -5,8 +5,8 @@
 //! the terminal shows is also written to a transcript file.
 
 use std::io::Write as _;
-use std::os::unix::process::CommandExt as _;
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc;
@@ -74,7 +74,10 @@ impl Terminal {
     }
 
     fn send(&mut self, text: &str) {
-        self.stdin.write_all(text.as_bytes()).and_then(|()| self.stdin.flush()).unwrap_or_else(|e| panic!("the {} terminal's bash is gone: {e}", self.name));
+        self.stdin
+            .write_all(text.as_bytes())
+            .and_then(|()| self.stdin.flush())
+            .unwrap_or_else(|e| panic!("the {} terminal's bash is gone: {e}", self.name));
     }
 
     /// Runs `command` to its end, at most `within`: what it printed and its exit status.
@@ -95,24 +98,22 @@ impl Terminal {
         self.job = Some(pid.parse().unwrap_or_else(|_| panic!("a pid, not {pid:?}")));
     }
 
-    /// Reads what the running job prints until a line satisfies `wanted`; panics with what
-    /// it saw after `within`.
-    pub fn expect_line(&mut self, what: &str, within: Duration, wanted: impl Fn(&str) -> bool) -> String {
+    /// Reads what the running job prints until all of it so far satisfies `wanted`; that
+    /// output. Panics with what it saw after `within`.
+    pub fn expect_output(&mut self, what: &str, within: Duration, wanted: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + within;
-        let mut seen = Vec::new();
-        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        let mut shown = String::new();
+        while !wanted(&shown) {
+            let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
-                Ok(line) if wanted(&line) => return line,
-                Ok(line) => seen.push(line),
-                Err(_) => break,
+                Ok(line) => {
+                    shown.push_str(&line);
+                    shown.push('\n');
+                }
+                Err(_) => panic!("the {} terminal never showed {what} within {within:?}; it showed:\n{shown}", self.name),
             }
         }
-        panic!("the {} terminal never showed {what} within {within:?}; it showed:\n{}", self.name, seen.join("\n"))
-    }
-
-    /// Everything shown since the last read, without waiting.
-    pub fn drain(&mut self) -> Vec<String> {
-        self.lines.try_iter().collect()
+        shown
     }
 
     /// Ctrl-C: SIGINT to the job's process group, then waits at most `within` for it to
@@ -143,7 +144,9 @@ impl Terminal {
                     }
                 },
                 Err(mpsc::RecvTimeoutError::Timeout) => break,
-                Err(mpsc::RecvTimeoutError::Disconnected) => panic!("the {} terminal's bash ended while running {doing}\n{output}", self.name),
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    panic!("the {} terminal's bash ended while running {doing}\n{output}", self.name)
+                }
             }
         }
         panic!(

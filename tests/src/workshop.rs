@@ -59,7 +59,10 @@ pub fn steps(markdown: &str) -> Result<Vec<Step>, Error> {
     let mut lines = markdown.lines().enumerate().map(|(i, l)| (i + 1, l));
     while let Some((line, text)) = lines.next() {
         if let Some(directive) = text.trim().strip_prefix(DIRECTIVE) {
-            let directive = directive.strip_suffix("-->").map(str::trim).ok_or_else(|| Error { line, message: "a workshop mark ends in -->".into() })?;
+            let directive = directive
+                .strip_suffix("-->")
+                .map(str::trim)
+                .ok_or_else(|| Error { line, message: "a workshop mark ends in -->".into() })?;
             let terminal = directive
                 .strip_prefix("Ctrl-C ")
                 .ok_or_else(|| Error { line, message: format!("unknown workshop mark {directive:?} (known: Ctrl-C NAME)") })?;
@@ -163,7 +166,7 @@ impl Open {
                 '<' if chars.peek() == Some(&'<') => {
                     chars.next();
                     let rest: String = chars.clone().collect();
-                    let end = rest.trim_start_matches('-').trim_start().split_whitespace().next().unwrap_or_default();
+                    let end = rest.trim_start_matches('-').split_whitespace().next().unwrap_or_default();
                     self.heredoc = Some(end.trim_matches(['\'', '"']).to_string());
                 }
                 _ => {}
@@ -297,7 +300,9 @@ never
         for step in &steps {
             match step {
                 Step::Commands { terminal: Some(name), .. } => opened.push(name.clone()),
-                Step::Interrupt { terminal, line } => assert!(opened.contains(terminal), "line {line}: Ctrl-C in {terminal}, never started"),
+                Step::Interrupt { terminal, line } => {
+                    assert!(opened.contains(terminal), "line {line}: Ctrl-C in {terminal}, never started")
+                }
                 _ => {}
             }
         }

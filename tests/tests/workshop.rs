@@ -82,7 +82,11 @@ fn lay_out_checkout(dir: &Path, bin: &Path) -> PathBuf {
     let demo = std::fs::read_to_string(scripts.join("demo.sh")).expect("scripts/demo.sh");
     let run = demo.lines().rev().find(|l| l.starts_with("exec ")).expect("scripts/demo.sh ends by exec'ing shepherd");
     let stand_in = checkout.join("scripts/demo.sh");
-    std::fs::write(&stand_in, format!("#!/usr/bin/env bash\n# scripts/demo.sh once set up and built\ncd \"$(dirname \"$0\")/..\"\n{run}\n")).unwrap();
+    std::fs::write(
+        &stand_in,
+        format!("#!/usr/bin/env bash\n# scripts/demo.sh once set up and built\ncd \"$(dirname \"$0\")/..\"\n{run}\n"),
+    )
+    .unwrap();
     std::fs::set_permissions(&stand_in, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     checkout
 }
@@ -100,13 +104,16 @@ enum How {
     UntilCtrlC(Duration),
 }
 
+/// Whether a command's output keeps the promise, given what else is known.
+type Check = dyn Fn(&str, &Facts) -> bool;
+
 /// What the text promises about one of its commands: the first command, after the one the
 /// previous claim was about, that starts with `command`.
 struct Claim {
     command: &'static str,
     promise: &'static str,
     how: How,
-    check: Box<dyn Fn(&str, &Facts) -> bool>,
+    check: Box<Check>,
 }
 
 fn claim(command: &'static str, how: How, promise: &'static str, check: impl Fn(&str, &Facts) -> bool + 'static) -> Claim {
@@ -115,6 +122,11 @@ fn claim(command: &'static str, how: How, promise: &'static str, check: impl Fn(
 
 /// What the test knows besides a command's own output.
 struct Facts {
+    bin: PathBuf,
+    /// The server's URL, from its log.
+    api: String,
+    /// The cluster's id, as the server tells it.
+    cluster: String,
     /// The local node's name (the host's).
     host: String,
     /// Each command run so far in the participant's terminal, with its output.
@@ -122,6 +134,31 @@ struct Facts {
 }
 
 impl Facts {
+    /// The test's own look at the cluster, outside every terminal: `sheepctl args`.
+    fn sheepctl(&self, args: &[&str]) -> String {
+        let out = Command::new(self.bin.join("sheepctl"))
+            .args(args)
+            .env("SHEPHERD_API", &self.api)
+            .env_remove("SHEPHERD_TOKEN")
+            .output()
+            .expect("sheepctl runs");
+        assert!(out.status.success(), "sheepctl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The node pod `name` is bound to.
+    fn node_of(&self, pod: &str) -> String {
+        let pod: serde_json::Value = serde_json::from_str(&self.sheepctl(&["get", "pod", pod, "-o", "json"])).expect("a pod as JSON");
+        pod["spec"]["node_name"].as_str().unwrap_or_default().to_string()
+    }
+
+    /// The `shepherd.cluster` label of Docker container `id`.
+    fn cluster_of_container(&self, id: &str) -> String {
+        let label = format!("{{{{index .Config.Labels \"{}\"}}}}", agent::runtime::LABEL_CLUSTER);
+        let out = Command::new("docker").args(["inspect", "--format", &label, id]).output().expect("docker runs");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
     /// The output of the last command that started with `command`.
     fn output_of(&self, command: &str) -> &str {
         self.history.iter().rev().find(|(c, _)| c.starts_with(command)).map_or("", |(_, o)| o.as_str())
@@ -173,11 +210,15 @@ fn claims() -> Vec<Claim> {
                 && out.contains("after it was created")
                 && out.contains("pod \"web-server\" deleted")
         }),
-        claim("kubectl apply -f examples/kubernetes/pod.yaml", Once, "the same pod, created", |out, _| out.contains("pod/web-server created")),
+        claim("kubectl apply -f examples/kubernetes/pod.yaml", Once, "the same pod, created", |out, _| {
+            out.contains("pod/web-server created")
+        }),
         claim("kubectl get pods -o wide", Once, "web-server with its NODE", |out, _| {
             rows(out).iter().any(|r| r[0] == "web-server" && r.len() >= 7)
         }),
-        claim("kubectl wait --for=condition=Ready pod/web-server", Once, "the pod gets Ready", |out, _| out.contains("pod/web-server condition met")),
+        claim("kubectl wait --for=condition=Ready pod/web-server", Once, "the pod gets Ready", |out, _| {
+            out.contains("pod/web-server condition met")
+        }),
         claim("kubectl describe pod web-server", Once, "the pod's Events: this pod's, not the earlier web-server's", |out, _| {
             let events = out.split("Events:").nth(1).unwrap_or_default();
             ["Scheduled", "Pulled", "Started"].iter().all(|r| event(events, r).is_some())
@@ -185,9 +226,11 @@ fn claims() -> Vec<Claim> {
         }),
         claim("kubectl delete pod web-server", Once, "deleted", |out, _| out.contains("pod \"web-server\" deleted")),
         // 2. Reconcile loops.
-        claim("sheepctl wait --for=Running pod/on-host", Once, "the pinned pod runs", |_, _| true),
-        claim("sheepctl describe pod on-host | grep 'Container ID'", Once, "the container this cluster started", |out, _| {
-            out.contains("Container ID") && out.split_whitespace().last().is_some_and(|id| id.len() >= 12)
+        claim("sheepctl wait --for=Running pod/on-host", Once, "the pinned pod runs on the host", |_, facts| {
+            facts.node_of("on-host") == facts.host
+        }),
+        claim("sheepctl describe pod on-host | grep 'Container ID'", Once, "the container this cluster started", |out, facts| {
+            out.contains("Container ID") && out.split_whitespace().last().is_some_and(|id| facts.cluster_of_container(id) == facts.cluster)
         }),
         claim("sheepctl get pods -w", UntilCtrlC(minute), "on-host Running again, RESTARTS 1", |out, _| {
             // EVENT NAME READY STATUS RESTARTS …
@@ -209,40 +252,64 @@ fn claims() -> Vec<Claim> {
             let replicas = pods_where(out, is_replica);
             replicas.len() == 3 && !deleted.is_empty() && !replicas.contains(&deleted)
         }),
-        claim("kubectl get deployment web", Eventually(Duration::from_secs(20)), "READY 3/3 once the new pod runs", |out, _| rows(out).iter().any(|r| r[0] == "web" && r[1] == "3/3")),
-        claim("kubectl delete $(", Once, "one of the deployment's pods, deleted", |out, _| out.contains("\" deleted")),
-        claim("kubectl get pods -l 'app=web,!tier' -o wide", Eventually(Duration::from_secs(20)), "three again, one of them new", |out, facts| {
-            let deleted = facts.output_of("kubectl delete $(").split('"').nth(1).unwrap_or_default().to_string();
-            let replicas = pods_where(out, is_replica);
-            replicas.len() == 3 && !deleted.is_empty() && !replicas.contains(&deleted)
+        claim("kubectl get deployment web", Eventually(Duration::from_secs(20)), "READY 3/3 once the new pod runs", |out, _| {
+            rows(out).iter().any(|r| r[0] == "web" && r[1] == "3/3")
         }),
+        claim("kubectl delete $(", Once, "one of the deployment's pods, deleted", |out, _| out.contains("\" deleted")),
+        claim(
+            "kubectl get pods -l 'app=web,!tier' -o wide",
+            Eventually(Duration::from_secs(20)),
+            "three again, one of them new",
+            |out, facts| {
+                let deleted = facts.output_of("kubectl delete $(").split('"').nth(1).unwrap_or_default().to_string();
+                let replicas = pods_where(out, is_replica);
+                replicas.len() == 3 && !deleted.is_empty() && !replicas.contains(&deleted)
+            },
+        ),
         claim("sheepctl nodes", Eventually(minute), "after ~10 s: sim-* STATUS NotReady", |out, facts| {
             let rows = rows(out);
             rows.iter().filter(|r| r[0].starts_with("sim-") && r[1] == "NotReady").count() == 3
                 && rows.iter().any(|r| r[0] == facts.host && r[1] == "Ready")
         }),
-        claim("sheepctl events | grep", Eventually(minute), "NodeNotReady, NodeLost, ReplacingFinishedPods, of the fleet's nodes", |out, facts| {
-            let host = format!("node/{}", facts.host);
-            ["NodeNotReady", "NodeLost", "ReplacingFinishedPods"].iter().all(|r| event(out, r).is_some())
-                && !out.lines().any(|l| l.split_whitespace().any(|w| w == host))
-        }),
+        claim(
+            "sheepctl events | grep",
+            Eventually(minute),
+            "NodeNotReady, NodeLost, ReplacingFinishedPods, of the fleet's nodes",
+            |out, facts| {
+                let host = format!("node/{}", facts.host);
+                ["NodeNotReady", "NodeLost", "ReplacingFinishedPods"].iter().all(|r| event(out, r).is_some())
+                    && !out.lines().any(|l| l.split_whitespace().any(|w| w == host))
+            },
+        ),
         claim("sheepctl get pods -o wide", Eventually(minute), "~10 s later: the web pods run on your host", |out, facts| {
             let running: Vec<Vec<&str>> = rows(out).into_iter().filter(|r| is_replica(r) && r[2] == "Running").collect();
             running.len() == 3 && running.iter().all(|r| r[4] == facts.host)
         }),
         // 3. The CAS race.
         claim("sheepctl apply -f /tmp/picky.json", Once, "created", |out, _| out.contains("pod/picky created")),
-        claim("sheepctl get pod picky -o wide", Eventually(Duration::from_secs(20)), "Unschedulable: 0/4 nodes … didn't match node selector", |out, _| {
-            out.contains("Unschedulable: 0/4 nodes are available: 4 node(s) didn't match node selector.")
-        }),
+        claim(
+            "sheepctl get pod picky -o wide",
+            Eventually(Duration::from_secs(20)),
+            "Unschedulable: 0/4 nodes … didn't match node selector",
+            |out, _| out.contains("Unschedulable: 0/4 nodes are available: 4 node(s) didn't match node selector."),
+        ),
         claim("for i in 1 2; do", Once, "the first binding answers 201 and the second 409", |out, _| {
             out.contains("binding 1: HTTP 201\nbinding 2: HTTP 409")
         }),
         claim("sheepctl delete pod picky", Once, "deleted", |out, _| out.contains("pod \"picky\" deleted")),
         // 4. Unschedulable reasons and backoff.
-        claim("sheepctl get pods -o wide", Eventually(Duration::from_secs(20)), "too-big Pending <none> Unschedulable: … 4 Insufficient memory.", |out, _| {
-            out.lines().any(|l| l.starts_with("too-big ") && l.contains("Pending") && l.contains("Unschedulable: 0/4 nodes are available: 4 Insufficient memory."))
-        }),
+        claim(
+            "sheepctl get pods -o wide",
+            Eventually(Duration::from_secs(20)),
+            "too-big Pending <none> Unschedulable: … 4 Insufficient memory.",
+            |out, _| {
+                out.lines().any(|l| {
+                    l.starts_with("too-big ")
+                        && l.contains("Pending")
+                        && l.contains("Unschedulable: 0/4 nodes are available: 4 Insufficient memory.")
+                })
+            },
+        ),
         claim("sheepctl describe pod too-big", Once, "PodScheduled False Unschedulable, the per-node table, FailedScheduling", |out, _| {
             out.contains("PodScheduled")
                 && out.contains("Unschedulable")
@@ -253,9 +320,12 @@ fn claims() -> Vec<Claim> {
         claim("kubectl get pod too-big -o jsonpath=", Once, "the PodScheduled condition's message", |out, _| {
             out.trim() == "0/4 nodes are available: 4 Insufficient memory."
         }),
-        claim("kubectl describe pod too-big | grep FailedScheduling", Once, "Warning FailedScheduling … 4 Insufficient memory.", |out, _| {
-            out.contains("Warning") && out.contains("FailedScheduling") && out.contains("4 Insufficient memory.")
-        }),
+        claim(
+            "kubectl describe pod too-big | grep FailedScheduling",
+            Once,
+            "Warning FailedScheduling … 4 Insufficient memory.",
+            |out, _| out.contains("Warning") && out.contains("FailedScheduling") && out.contains("4 Insufficient memory."),
+        ),
         claim("sheepctl wait --for=Running pod/too-big --timeout=2s", Fails, "says which stage the pod is stuck in", |_, _| true),
         claim("sheepctl events --for pod/too-big", Once, "FailedScheduling, no count yet", |out, _| {
             event(out, "FailedScheduling").is_some_and(|l| !l.contains("(x"))
@@ -263,10 +333,15 @@ fn claims() -> Vec<Claim> {
         claim("sheepctl events --for pod/too-big", Eventually(Duration::from_secs(20)), "FailedScheduling (x2)", |out, _| {
             event(out, "FailedScheduling").is_some_and(|l| l.contains("(x2)"))
         }),
-        claim("sheepctl get pod web-server -o wide", Eventually(Duration::from_secs(20)), "Unschedulable: … 4 node(s) were unschedulable.", |out, _| {
-            out.contains("Unschedulable: 0/4 nodes are available: 4 node(s) were unschedulable.")
+        claim(
+            "sheepctl get pod web-server -o wide",
+            Eventually(Duration::from_secs(20)),
+            "Unschedulable: … 4 node(s) were unschedulable.",
+            |out, _| out.contains("Unschedulable: 0/4 nodes are available: 4 node(s) were unschedulable."),
+        ),
+        claim("sheepctl wait --for=Running pod/web-server", Once, "bound to sim-1 right after the uncordon", |_, facts| {
+            facts.node_of("web-server") == "sim-1"
         }),
-        claim("sheepctl wait --for=Running pod/web-server", Once, "bound to sim-1 right after the uncordon", |_, _| true),
         claim("sheepctl delete pod too-big web-server", Once, "both deleted", |out, _| {
             out.contains("pod \"too-big\" deleted") && out.contains("pod \"web-server\" deleted")
         }),
@@ -316,14 +391,6 @@ impl Session {
         }
         self.terminals.iter_mut().find(|t| t.name == name).expect("opened above")
     }
-
-    /// `sheepctl args` as the test's own look, outside every terminal.
-    fn sheepctl(&self, bin: &Path, args: &[&str]) -> String {
-        let api = self.api.as_deref().expect("the server's address is known");
-        let out = Command::new(bin.join("sheepctl")).args(args).env("SHEPHERD_API", api).env_remove("SHEPHERD_TOKEN").output().expect("sheepctl runs");
-        assert!(out.status.success(), "sheepctl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
 }
 
 impl Drop for Session {
@@ -353,7 +420,9 @@ fn containers_of(cluster: &str) -> Vec<String> {
 
 /// Runs `command` in `terminal` as `claim` says, until its promise holds; its output.
 fn run_claimed(terminal: &mut Terminal, command: &workshop::Command, claim: Option<&Claim>, facts: &Facts) -> String {
-    let context = |ran: &Ran| format!("docs/workshop.md line {}: {}\nexit status {}, output:\n{}", command.line, command.text, ran.status, ran.output);
+    let context = |ran: &Ran| {
+        format!("docs/workshop.md line {}: {}\nexit status {}, output:\n{}", command.line, command.text, ran.status, ran.output)
+    };
     let Some(claim) = claim else {
         assert!(!command.runs_until_interrupted(), "docs/workshop.md line {}: nothing says when to Ctrl-C {}", command.line, command.text);
         let ran = terminal.run(&command.text, COMMAND_TIMEOUT);
@@ -381,16 +450,14 @@ fn run_claimed(terminal: &mut Terminal, command: &workshop::Command, claim: Opti
             }
         }
         How::UntilCtrlC(within) => {
-            assert!(command.runs_until_interrupted(), "docs/workshop.md line {}: {} is expected to run until Ctrl-C", command.line, command.text);
+            assert!(
+                command.runs_until_interrupted(),
+                "docs/workshop.md line {}: {} is expected to run until Ctrl-C",
+                command.line,
+                command.text
+            );
             terminal.start(&command.text);
-            let mut shown = String::new();
-            let deadline = Instant::now() + within;
-            while !(claim.check)(&shown, facts) {
-                let left = deadline.saturating_duration_since(Instant::now());
-                let line = terminal.expect_line(claim.promise, left, |_| true);
-                shown.push_str(&line);
-                shown.push('\n');
-            }
+            let mut shown = terminal.expect_output(claim.promise, within, |out| (claim.check)(out, facts));
             let ended = terminal.interrupt(Duration::from_secs(10));
             shown.push_str(&ended.output);
             shown
@@ -415,8 +482,8 @@ fn shows(shown: &str, printed: &str) -> bool {
 }
 
 /// The URL in the server's `dashboard and API at http://…;` line.
-fn served_at(line: &str) -> Option<String> {
-    let rest = line.split_once("dashboard and API at ")?.1;
+fn served_at(log: &str) -> Option<String> {
+    let rest = log.split_once("dashboard and API at ")?.1;
     Some(rest.split(';').next()?.trim().to_string())
 }
 
@@ -445,7 +512,7 @@ fn the_workshop_runs_as_written() {
     let transcripts = workspace().join("target/e2e/workshop");
     let _ = std::fs::remove_dir_all(&transcripts);
     let mut session = Session { dir, transcripts, api: None, cluster: None, terminals: Vec::new() };
-    let mut facts = Facts { host: String::new(), history: Vec::new() };
+    let mut facts = Facts { bin, api: String::new(), cluster: String::new(), host: String::new(), history: Vec::new() };
     let mut claims = claims().into_iter().peekable();
     let mut last_output = String::new();
 
@@ -460,16 +527,18 @@ fn the_workshop_runs_as_written() {
                 }
                 terminal.start(&last.text);
                 if name == SERVER {
-                    let shown = terminal.expect_line("the address it serves", Duration::from_secs(60), |l| served_at(l).is_some());
+                    let shown = terminal.expect_output("the address it serves", Duration::from_secs(60), |out| served_at(out).is_some());
                     session.api = served_at(&shown);
-                    let info: serde_json::Value = serde_json::from_str(&session.sheepctl(&bin, &["info", "-o", "json"])).unwrap();
-                    session.cluster = info["cluster_id"].as_str().map(String::from);
+                    facts.api = session.api.clone().expect("just read");
+                    let info: serde_json::Value = serde_json::from_str(&facts.sheepctl(&["info", "-o", "json"])).expect("info as JSON");
+                    facts.cluster = info["cluster_id"].as_str().expect("a cluster id").to_string();
+                    session.cluster = Some(facts.cluster.clone());
                 }
                 if name == FLEET {
                     // The instructor goes on once the host and the fleet's three nodes are Ready.
                     let deadline = Instant::now() + Duration::from_secs(60);
                     loop {
-                        let nodes = session.sheepctl(&bin, &["nodes"]);
+                        let nodes = facts.sheepctl(&["nodes"]);
                         let ready: Vec<&str> = rows(&nodes).into_iter().filter(|r| r[1] == "Ready").map(|r| r[0]).collect();
                         if let Some(host) = ready.iter().find(|n| !n.starts_with("sim-")).filter(|_| ready.len() == 4) {
                             facts.host = host.to_string();
@@ -511,7 +580,10 @@ fn the_workshop_runs_as_written() {
         }
     }
     if let Some(claim) = claims.next() {
-        panic!("docs/workshop.md no longer runs a command that starts with {:?} where the test expects it ({})", claim.command, claim.promise);
+        panic!(
+            "docs/workshop.md no longer runs a command that starts with {:?} where the test expects it ({})",
+            claim.command, claim.promise
+        );
     }
     let cluster = session.cluster.clone().expect("the cluster's id");
     assert_eq!(containers_of(&cluster), Vec::<String>::new(), "after the wrap-up, containers of cluster {cluster} are left in Docker");
