@@ -48,12 +48,12 @@ fn build_binaries() -> PathBuf {
     let bin = exe.parent().and_then(Path::parent).expect("the profile directory").to_path_buf();
     let target = bin.parent().expect("the target directory");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .args(["build", "--quiet", "-p", "server", "-p", "agent", "-p", "sheepctl", "--target-dir"])
-        .arg(target)
-        .current_dir(workspace())
-        .status()
-        .expect("cargo runs");
+    let mut build = Command::new(cargo);
+    build.args(["build", "--quiet", "-p", "server", "-p", "agent", "-p", "sheepctl", "--target-dir"]).arg(target);
+    if bin.ends_with("release") {
+        build.arg("--release");
+    }
+    let status = build.current_dir(workspace()).status().expect("cargo runs");
     assert!(status.success(), "cannot build the binaries the workshop runs");
     bin
 }
