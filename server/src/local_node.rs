@@ -61,12 +61,16 @@ async fn ensure_minimal_image() -> anyhow::Result<()> {
 }
 
 /// The agent's settings for a node served by this process at `api`, keeping `warm_sandboxes`
-/// pod sandboxes ready. When the server checks tokens, the node gets a node token of its own,
-/// added to `config`.
+/// pod sandboxes ready. It renews its lease at least every quarter of the server's node
+/// monitor grace, as the kubelet's defaults do (10 s of 40 s), so that a shortened grace
+/// does not make it look NotReady between two renewals. When the server checks tokens,
+/// the node gets a node token of its own, added to `config`.
 pub fn agent_config(api: &str, runtime: RuntimeChoice, warm_sandboxes: usize, config: &mut Config) -> AgentConfig {
     let mut agent = AgentConfig::new(api);
     agent.runtime = runtime;
     agent.warm_sandboxes = warm_sandboxes;
+    let renew = &mut agent.heartbeats.lease_renew_interval;
+    *renew = (*renew).min(config.node_monitor_grace / 4).max(Duration::from_millis(100));
     agent.listen = "127.0.0.1:0".parse().expect("a valid loopback address");
     agent.certificate_authority = config.tls.as_ref().map(|tls| tls.trust.clone());
     if !config.tokens.is_empty() {

@@ -59,7 +59,8 @@ struct Args {
     /// How many changes a watch can replay before it gets 410 Gone.
     #[arg(long, default_value_t = 20_000)]
     watch_history: usize,
-    /// Seconds without a heartbeat before a node becomes NotReady.
+    /// Seconds without a heartbeat before a node becomes NotReady. The local node renews its
+    /// lease every quarter of it, at most every 10 s.
     #[arg(long, default_value_t = shared::readiness::DEFAULT_NODE_MONITOR_GRACE.as_secs())]
     node_monitor_grace: u64,
     /// Seconds a node stays NotReady before its pods are marked Failed (NodeLost).
@@ -200,23 +201,34 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
     let scheme = if config.tls.is_some() { "https" } else { "http" };
     let url = format!("{scheme}://{}", listener.local_addr()?);
-    let shutdown = CancellationToken::new();
-    watch_signals(shutdown.clone())?;
-    let local_agent = match local {
+    let signalled = CancellationToken::new();
+    watch_signals(signalled.clone())?;
+    // On a signal the local node stops first, while the API still answers its last calls
+    // (a pod's deletion confirmed), and the control plane after it.
+    let (shutdown, local_agent) = match local {
         Some((wanted, warm_sandboxes, remove_containers_on_exit)) => {
             let runtime = local_node::choose_runtime(wanted).await?;
             let mut agent = local_node::agent_config(&url, runtime, warm_sandboxes, &mut config);
             agent.remove_containers_on_exit = remove_containers_on_exit;
-            Some(tokio::spawn(local_node::run(agent, shutdown.clone())))
+            let shutdown = CancellationToken::new();
+            let (stop_server, signal) = (shutdown.clone(), signalled.clone());
+            let agent = tokio::spawn(local_node::run(agent, signalled.clone()));
+            let stopping = tokio::spawn(async move {
+                agent.await.ok();
+                signal.cancelled().await;
+                stop_server.cancel();
+            });
+            (shutdown, Some(stopping))
         }
-        None => None,
+        None => (signalled.clone(), None),
     };
     let trust = if config.tls.is_some() { " SHEPHERD_CA=<the authority's certificate>" } else { "" };
     tracing::info!("dashboard and API at {url}; try: SHEPHERD_API={url}{trust} sheepctl apply -f examples/pod.json");
-    let served = server::run(listener, config, shutdown.clone()).await;
-    shutdown.cancel();
-    if let Some(agent) = local_agent {
-        agent.await.ok();
+    let served = server::run(listener, config, shutdown).await;
+    // The server may also end on an error: the local node still stops before the process.
+    signalled.cancel();
+    if let Some(stopping) = local_agent {
+        stopping.await.ok();
     }
     served?;
     tracing::info!("stopped cleanly");

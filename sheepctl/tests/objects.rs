@@ -220,6 +220,8 @@ fn info_names_the_server() {
     assert!(text.contains("Store:         sqlite"), "{text}");
     let json: Value = serde_json::from_str(&stdout(server.sheepctl().args(["info", "-o", "json"]))).unwrap();
     assert_eq!(json["store"], "sqlite");
+    let cluster = json["cluster_id"].as_str().expect("a cluster id");
+    assert!(text.contains(&format!("Cluster:       {cluster}\n")), "the id its nodes label containers with\n{text}");
 }
 
 /// A stand-in for a node agent's log API: answers one request with a fixed text and

@@ -4,6 +4,12 @@
 //! tests is `shepherd-testing`'s.
 //!
 //! Missing chromium or chromedriver is a failure with the package to install, never a skip.
+//!
+//! [`workshop`] reads docs/workshop.md as a script, and [`terminal`] runs it the way a
+//! participant's terminals do, for `tests/tests/workshop.rs`.
+
+pub mod terminal;
+pub mod workshop;
 
 use std::path::Path;
 use std::process::Stdio;

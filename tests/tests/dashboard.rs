@@ -1,7 +1,8 @@
 //! The real-browser end-to-end test: the `shepherd` server with its dashboard, a node agent
 //! on the real Docker engine, and headless chromium. A pod applied through the dashboard's
 //! form answers 201 Pending, reaches Running, and its detail page shows the scheduler's
-//! decision table. Screenshots land in `target/e2e/`.
+//! decision table. The simulator, side by side, shows both profiles' tables whole.
+//! Screenshots land in `target/e2e/`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -113,5 +114,48 @@ async fn a_pod_applied_in_the_dashboard_runs_and_explains_its_node() {
     assert_eq!(remaining, 0, "the pod left the API before its container was gone");
     shutdown.cancel();
     agent.await.expect("the agent task").expect("the agent stops cleanly");
+    server.stop().await;
+}
+
+/// How far each of the simulator's tables reaches past the pane it sits in, in CSS pixels
+/// (0 when it fits): the table's right edge beyond the pane's, or its scroll box's hidden width.
+const OVERFLOW_OF_SIMULATOR_TABLES: &str = "
+    const panes = [...document.querySelectorAll('.sim-decision, .sim-history')];
+    return panes.map(pane => {
+        const table = pane.querySelector('table');
+        if (!table) { return [pane.className, -1]; }
+        const scroll = table.closest('.table-scroll');
+        const past = table.getBoundingClientRect().right - pane.getBoundingClientRect().right;
+        const hidden = scroll ? scroll.scrollWidth - scroll.clientWidth : 0;
+        return [pane.className, Math.max(0, Math.ceil(past), hidden)];
+    });";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn side_by_side_the_simulators_tables_fit_their_panes() {
+    let dist = workspace().join("dist");
+    assert!(dist.join("index.html").is_file(), "the dashboard is not built in {}: run `cargo xtask frontend` first", dist.display());
+    let server = TestServer::start(Config { dashboard_dir: Some(dist), ..Config::in_memory() }).await;
+    let failure = shots().join("simulator-failure.png");
+    let browser = Browser::start().await;
+    browser.client.goto(&format!("{}/#/simulator", server.url)).await.expect("the dashboard opens");
+    // The workshop's steps: 3 nodes, side by side, 5 × web, a step, then a pod per step
+    // until node-3's taint has shown in both tables.
+    browser.wait_for("[data-testid=sim-small]", Duration::from_secs(30), &failure).await.click().await.expect("3 nodes");
+    browser.wait_for("[data-testid=sim-show-both]", Duration::from_secs(5), &failure).await.click().await.expect("side by side");
+    browser.wait_for("[data-testid=sim-add-pods]", Duration::from_secs(5), &failure).await.click().await.expect("add pods");
+    let step = browser.wait_for("[data-testid=sim-step]", Duration::from_secs(5), &failure).await;
+    for _ in 0..5 {
+        step.click().await.expect("step");
+    }
+    browser.wait_for(".sim-columns.two .sim-decision [data-testid=decision-table]", Duration::from_secs(10), &failure).await;
+    let tables = browser.client.find_all(fantoccini::Locator::Css(".sim-decision [data-testid=decision-table]")).await.expect("tables");
+    assert_eq!(tables.len(), 2, "one decision table per profile, side by side");
+    browser.client.execute("document.querySelector('.sim-decision').scrollIntoView()", vec![]).await.expect("scrolled");
+    browser.screenshot(&shots().join("simulator-side-by-side.png")).await;
+    let overflow = browser.client.execute(OVERFLOW_OF_SIMULATOR_TABLES, vec![]).await.expect("the tables are measured");
+    let overflow: Vec<(String, i64)> = serde_json::from_value(overflow).expect("pairs of pane and pixels");
+    assert_eq!(overflow.len(), 4, "two decision tables and two decision lists: {overflow:?}");
+    assert!(overflow.iter().all(|(_, px)| *px == 0), "a table reaches past its pane (pixels): {overflow:?}");
+    browser.close().await;
     server.stop().await;
 }

@@ -1,5 +1,6 @@
-//! `sheepctl info`: what the server says about itself (version, store, revision, counts),
-//! and which address sheepctl used to reach it.
+//! `sheepctl info`: what the server says about itself (version, store, revision, counts,
+//! the cluster id its nodes label their containers with), and which address sheepctl used
+//! to reach it.
 
 use anyhow::Result;
 
@@ -27,6 +28,7 @@ pub async fn run(context: &Context, args: &InfoArgs) -> Result<()> {
         ("Nodes", info.nodes.to_string()),
         ("Pods", info.pods.to_string()),
         ("Scheduler", info.scheduler_profile),
+        ("Cluster", info.cluster_id),
     ];
     let text: String = rows.iter().map(|(label, value)| format!("{:<15}{value}\n", format!("{label}:"))).collect();
     print(&text)

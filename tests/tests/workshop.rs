@@ -1,0 +1,590 @@
+//! docs/workshop.md, run as an instructor runs it the day before: every command block in
+//! order, read from the file itself, against a real `shepherd --local-node` on the Docker
+//! engine and a simulated fleet of three nodes, each in a terminal of its own, and the
+//! participant's commands in a third. It checks what the text promises at each step, and
+//! that after the wrap-up nothing labelled with this cluster's id is left in Docker.
+//!
+//! How the text is read is in `tests::workshop` (the marks on the blocks). What the test
+//! sets that the text does not:
+//! - a checkout laid out in a temporary directory as `shepherd/`: the workspace's files,
+//!   with `target/release` holding the binaries this test builds (debug ones) and a
+//!   `scripts/demo.sh` that runs what the real one runs once it has set up and built
+//!   (its last line), so that `cd shepherd`, `export PATH=…` and `scripts/demo.sh` run as
+//!   written;
+//! - the environment of every terminal: `SHEPHERD_ADDR=127.0.0.1:0` and a data directory of
+//!   its own for the server, whose address (from its log) every other terminal gets as
+//!   `SHEPHERD_API`; `SHEPHERD_AGENT_LISTEN=127.0.0.1:0` for the fleet; a `HOME` of its own
+//!   (the kubeconfig goes there). So it runs beside anything on 9876 or 10250.
+//!
+//! Transcripts of the terminals land in `target/e2e/workshop/`.
+//! Fails, never skips, when Docker, busybox or kubectl is missing.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use tests::terminal::{Ran, Terminal};
+use tests::workshop::{self, Step};
+
+/// The participant's terminal.
+const PARTICIPANT: &str = "participant";
+/// The terminal of `scripts/demo.sh`: the server and the local node.
+const SERVER: &str = "shepherd";
+/// The terminal of the simulated fleet.
+const FLEET: &str = "fleet";
+
+/// How long one command may take: a deletion waits out a 30 s grace period.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
+
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize().expect("the workspace")
+}
+
+/// Builds `shepherd`, `shepherd-agent` and `sheepctl` (a no-op when they are fresh) into
+/// this test's own target directory; the directory that holds them.
+fn build_binaries() -> PathBuf {
+    let exe = std::env::current_exe().expect("this test's path");
+    // …/target/debug/deps/workshop-…: the binaries are in …/target/debug.
+    let bin = exe.parent().and_then(Path::parent).expect("the profile directory").to_path_buf();
+    let target = bin.parent().expect("the target directory");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut build = Command::new(cargo);
+    build.args(["build", "--quiet", "-p", "server", "-p", "agent", "-p", "sheepctl", "--target-dir"]).arg(target);
+    if bin.ends_with("release") {
+        build.arg("--release");
+    }
+    let status = build.current_dir(workspace()).status().expect("cargo runs");
+    assert!(status.success(), "cannot build the binaries the workshop runs");
+    bin
+}
+
+/// `shepherd/` in `dir`: the workspace's files as a participant's clone has them, with
+/// `bin` as `target/release` and `scripts/demo.sh` without its set-up and build.
+fn lay_out_checkout(dir: &Path, bin: &Path) -> PathBuf {
+    let checkout = dir.join("shepherd");
+    std::fs::create_dir_all(checkout.join("scripts")).unwrap();
+    std::fs::create_dir_all(checkout.join("target")).unwrap();
+    std::os::unix::fs::symlink(bin, checkout.join("target/release")).unwrap();
+    for entry in std::fs::read_dir(workspace()).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name();
+        if !["target", "scripts"].contains(&name.to_str().unwrap_or_default()) {
+            std::os::unix::fs::symlink(entry.path(), checkout.join(&name)).unwrap();
+        }
+    }
+    let scripts = workspace().join("scripts");
+    for entry in std::fs::read_dir(&scripts).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name() != "demo.sh" {
+            std::os::unix::fs::symlink(entry.path(), checkout.join("scripts").join(entry.file_name())).unwrap();
+        }
+    }
+    let demo = std::fs::read_to_string(scripts.join("demo.sh")).expect("scripts/demo.sh");
+    let run = demo.lines().rev().find(|l| l.starts_with("exec ")).expect("scripts/demo.sh ends by exec'ing shepherd");
+    let stand_in = checkout.join("scripts/demo.sh");
+    std::fs::write(
+        &stand_in,
+        format!("#!/usr/bin/env bash\n# scripts/demo.sh once set up and built\ncd \"$(dirname \"$0\")/..\"\n{run}\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&stand_in, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    checkout
+}
+
+/// How a claim is checked.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum How {
+    /// The command succeeds and its output holds at once.
+    Once,
+    /// The command fails, and its output says why as promised.
+    Fails,
+    /// The command is run again, as an instructor would, until its output holds.
+    Eventually(Duration),
+    /// The command keeps running: its output comes to hold, then it gets a Ctrl-C.
+    UntilCtrlC(Duration),
+}
+
+/// Whether a command's output keeps the promise, given what else is known.
+type Check = dyn Fn(&str, &Facts) -> bool;
+
+/// What the text promises about one of its commands: the first command, after the one the
+/// previous claim was about, that starts with `command`.
+struct Claim {
+    command: &'static str,
+    promise: &'static str,
+    how: How,
+    check: Box<Check>,
+}
+
+fn claim(command: &'static str, how: How, promise: &'static str, check: impl Fn(&str, &Facts) -> bool + 'static) -> Claim {
+    Claim { command, promise, how, check: Box::new(check) }
+}
+
+/// What the test knows besides a command's own output.
+struct Facts {
+    bin: PathBuf,
+    /// The server's URL, from its log.
+    api: String,
+    /// The cluster's id, as the server tells it.
+    cluster: String,
+    /// The local node's name (the host's).
+    host: String,
+    /// Each command run so far in the participant's terminal, with its output.
+    history: Vec<(String, String)>,
+}
+
+impl Facts {
+    /// The test's own look at the cluster, outside every terminal: `sheepctl args`.
+    fn sheepctl(&self, args: &[&str]) -> String {
+        let out = Command::new(self.bin.join("sheepctl"))
+            .args(args)
+            .env("SHEPHERD_API", &self.api)
+            .env_remove("SHEPHERD_TOKEN")
+            .output()
+            .expect("sheepctl runs");
+        assert!(out.status.success(), "sheepctl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The node pod `name` is bound to.
+    fn node_of(&self, pod: &str) -> String {
+        let pod: serde_json::Value = serde_json::from_str(&self.sheepctl(&["get", "pod", pod, "-o", "json"])).expect("a pod as JSON");
+        pod["spec"]["node_name"].as_str().unwrap_or_default().to_string()
+    }
+
+    /// The `shepherd.cluster` label of Docker container `id`.
+    fn cluster_of_container(&self, id: &str) -> String {
+        let label = format!("{{{{index .Config.Labels \"{}\"}}}}", agent::runtime::LABEL_CLUSTER);
+        let out = Command::new("docker").args(["inspect", "--format", &label, id]).output().expect("docker runs");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// The output of the last command that started with `command`.
+    fn output_of(&self, command: &str) -> &str {
+        self.history.iter().rev().find(|(c, _)| c.starts_with(command)).map_or("", |(_, o)| o.as_str())
+    }
+}
+
+/// The rows of a table (`sheepctl get`, `kubectl get`), header left out, split in words.
+fn rows(table: &str) -> Vec<Vec<&str>> {
+    table.lines().skip(1).map(|l| l.split_whitespace().collect()).filter(|r: &Vec<&str>| !r.is_empty()).collect()
+}
+
+/// The value of `label` in `sheepctl info`'s output.
+fn info_row<'a>(info: &'a str, label: &str) -> &'a str {
+    info.lines().find_map(|l| l.strip_prefix(label)?.strip_prefix(':')).map_or("", str::trim)
+}
+
+/// The names of the pods in a `get pods` table whose row satisfies `wanted`.
+fn pods_where(table: &str, wanted: impl Fn(&[&str]) -> bool) -> Vec<String> {
+    rows(table).into_iter().filter(|r| wanted(r)).map(|r| r[0].to_string()).collect()
+}
+
+/// The deployment's pods: web-… but not web-server.
+fn is_replica(row: &[&str]) -> bool {
+    row[0].starts_with("web-") && row[0] != "web-server"
+}
+
+/// An event line (`sheepctl events`) with `reason`.
+fn event<'a>(events: &'a str, reason: &str) -> Option<&'a str> {
+    events.lines().find(|l| l.split_whitespace().any(|w| w == reason))
+}
+
+fn claims() -> Vec<Claim> {
+    use How::*;
+    let minute = Duration::from_secs(60);
+    vec![
+        // Setup check.
+        claim("sheepctl info", Eventually(minute), "Server, Store: sqlite, Auth required: no, Scheduler: spread", |out, _| {
+            info_row(out, "Store") == "sqlite" && info_row(out, "Auth required") == "no" && info_row(out, "Scheduler") == "spread"
+        }),
+        claim("sheepctl nodes", Eventually(minute), "your host (Ready) and sim-0, sim-1, sim-2", |out, facts| {
+            let ready: Vec<&str> = rows(out).into_iter().filter(|r| r[1] == "Ready").map(|r| r[0]).collect();
+            ready.len() == 4 && [facts.host.as_str(), "sim-0", "sim-1", "sim-2"].iter().all(|n| ready.contains(n))
+        }),
+        // 1. Async scheduling.
+        claim("CLEANUP=1 examples/try-it-yourself.sh", Once, "created at once, Running, the events' story, deleted", |out, _| {
+            out.contains("pod/web-server created")
+                && out.contains("pod/web-server condition met")
+                && ["Created", "Scheduled", "Pulled", "Started", "Running"].iter().all(|r| event(out, r).is_some())
+                && out.contains("after it was created")
+                && out.contains("pod \"web-server\" deleted")
+        }),
+        claim("kubectl apply -f examples/kubernetes/pod.yaml", Once, "the same pod, created", |out, _| {
+            out.contains("pod/web-server created")
+        }),
+        claim("kubectl get pods -o wide", Once, "web-server with its NODE", |out, _| {
+            rows(out).iter().any(|r| r[0] == "web-server" && r.len() >= 7)
+        }),
+        claim("kubectl wait --for=condition=Ready pod/web-server", Once, "the pod gets Ready", |out, _| {
+            out.contains("pod/web-server condition met")
+        }),
+        claim("kubectl describe pod web-server", Once, "the pod's Events: this pod's, not the earlier web-server's", |out, _| {
+            let events = out.split("Events:").nth(1).unwrap_or_default();
+            ["Scheduled", "Pulled", "Started"].iter().all(|r| event(events, r).is_some())
+                && events.lines().filter(|l| l.split_whitespace().any(|w| w == "Scheduled")).count() == 1
+        }),
+        claim("kubectl delete pod web-server", Once, "deleted", |out, _| out.contains("pod \"web-server\" deleted")),
+        // 2. Reconcile loops.
+        claim("sheepctl wait --for=Running pod/on-host", Once, "the pinned pod runs on the host", |_, facts| {
+            facts.node_of("on-host") == facts.host
+        }),
+        claim("sheepctl describe pod on-host | grep 'Container ID'", Once, "the container this cluster started", |out, facts| {
+            out.contains("Container ID") && out.split_whitespace().last().is_some_and(|id| facts.cluster_of_container(id) == facts.cluster)
+        }),
+        claim("sheepctl get pods -w", UntilCtrlC(minute), "on-host Running again, RESTARTS 1", |out, _| {
+            // EVENT NAME READY STATUS RESTARTS …
+            out.lines().map(|l| l.split_whitespace().collect::<Vec<_>>()).any(|r| r.get(1..5) == Some(&["on-host", "1/1", "Running", "1"]))
+        }),
+        claim("sheepctl events --for pod/on-host", Eventually(Duration::from_secs(20)), "Created (x2), Started (x2)", |out, _| {
+            ["Created", "Started"].iter().all(|r| out.lines().any(|l| l.contains("(x2)") && l.split_whitespace().any(|w| w == *r)))
+        }),
+        claim("sheepctl delete pod on-host --grace-period=1", Once, "deleted", |out, _| out.contains("pod \"on-host\" deleted")),
+        claim("sheepctl wait --for=Running deployment/web", Once, "the deployment's replicas run", |_, _| true),
+        claim("sheepctl get pods -o wide", Once, "spread over sim-0, sim-1, sim-2", |out, _| {
+            let mut nodes: Vec<&str> = rows(out).into_iter().filter(|r| is_replica(r)).map(|r| r[4]).collect();
+            nodes.sort();
+            nodes == ["sim-0", "sim-1", "sim-2"]
+        }),
+        claim("sheepctl delete $(", Once, "one of the deployment's pods, deleted", |out, _| out.contains("\" deleted")),
+        claim("sheepctl get pods -o wide", Once, "a new web-xxxxx is already there", |out, facts| {
+            let deleted = facts.output_of("sheepctl delete $(").split('"').nth(1).unwrap_or_default().to_string();
+            let replicas = pods_where(out, is_replica);
+            replicas.len() == 3 && !deleted.is_empty() && !replicas.contains(&deleted)
+        }),
+        claim("kubectl get deployment web", Eventually(Duration::from_secs(20)), "READY 3/3 once the new pod runs", |out, _| {
+            rows(out).iter().any(|r| r[0] == "web" && r[1] == "3/3")
+        }),
+        claim("kubectl delete $(", Once, "one of the deployment's pods, deleted", |out, _| out.contains("\" deleted")),
+        claim(
+            "kubectl get pods -l 'app=web,!tier' -o wide",
+            Eventually(Duration::from_secs(20)),
+            "three again, one of them new",
+            |out, facts| {
+                let deleted = facts.output_of("kubectl delete $(").split('"').nth(1).unwrap_or_default().to_string();
+                let replicas = pods_where(out, is_replica);
+                replicas.len() == 3 && !deleted.is_empty() && !replicas.contains(&deleted)
+            },
+        ),
+        claim("sheepctl nodes", Eventually(minute), "after ~10 s: sim-* STATUS NotReady", |out, facts| {
+            let rows = rows(out);
+            rows.iter().filter(|r| r[0].starts_with("sim-") && r[1] == "NotReady").count() == 3
+                && rows.iter().any(|r| r[0] == facts.host && r[1] == "Ready")
+        }),
+        claim(
+            "sheepctl events | grep",
+            Eventually(minute),
+            "NodeNotReady, NodeLost, ReplacingFinishedPods, of the fleet's nodes",
+            |out, facts| {
+                let host = format!("node/{}", facts.host);
+                ["NodeNotReady", "NodeLost", "ReplacingFinishedPods"].iter().all(|r| event(out, r).is_some())
+                    && !out.lines().any(|l| l.split_whitespace().any(|w| w == host))
+            },
+        ),
+        claim("sheepctl get pods -o wide", Eventually(minute), "~10 s later: the web pods run on your host", |out, facts| {
+            let running: Vec<Vec<&str>> = rows(out).into_iter().filter(|r| is_replica(r) && r[2] == "Running").collect();
+            running.len() == 3 && running.iter().all(|r| r[4] == facts.host)
+        }),
+        // 3. The CAS race.
+        claim("sheepctl apply -f /tmp/picky.json", Once, "created", |out, _| out.contains("pod/picky created")),
+        claim(
+            "sheepctl get pod picky -o wide",
+            Eventually(Duration::from_secs(20)),
+            "Unschedulable: 0/4 nodes … didn't match node selector",
+            |out, _| out.contains("Unschedulable: 0/4 nodes are available: 4 node(s) didn't match node selector."),
+        ),
+        claim("for i in 1 2; do", Once, "the first binding answers 201 and the second 409", |out, _| {
+            out.contains("binding 1: HTTP 201\nbinding 2: HTTP 409")
+        }),
+        claim("sheepctl delete pod picky", Once, "deleted", |out, _| out.contains("pod \"picky\" deleted")),
+        // 4. Unschedulable reasons and backoff.
+        claim(
+            "sheepctl get pods -o wide",
+            Eventually(Duration::from_secs(20)),
+            "too-big Pending <none> Unschedulable: … 4 Insufficient memory.",
+            |out, _| {
+                out.lines().any(|l| {
+                    l.starts_with("too-big ")
+                        && l.contains("Pending")
+                        && l.contains("Unschedulable: 0/4 nodes are available: 4 Insufficient memory.")
+                })
+            },
+        ),
+        claim("sheepctl describe pod too-big", Once, "PodScheduled False Unschedulable, the per-node table, FailedScheduling", |out, _| {
+            out.contains("PodScheduled")
+                && out.contains("Unschedulable")
+                && out.contains("NodeResourcesFit: Insufficient memory (the pod requests memory 64Ti")
+                && out.contains("queue:")
+                && event(out, "FailedScheduling").is_some_and(|l| l.contains("Warning"))
+        }),
+        claim("kubectl get pod too-big -o jsonpath=", Once, "the PodScheduled condition's message", |out, _| {
+            out.trim() == "0/4 nodes are available: 4 Insufficient memory."
+        }),
+        claim(
+            "kubectl describe pod too-big | grep FailedScheduling",
+            Once,
+            "Warning FailedScheduling … 4 Insufficient memory.",
+            |out, _| out.contains("Warning") && out.contains("FailedScheduling") && out.contains("4 Insufficient memory."),
+        ),
+        claim("sheepctl wait --for=Running pod/too-big --timeout=2s", Fails, "says which stage the pod is stuck in", |_, _| true),
+        claim("sheepctl events --for pod/too-big", Once, "FailedScheduling, no count yet", |out, _| {
+            event(out, "FailedScheduling").is_some_and(|l| !l.contains("(x"))
+        }),
+        claim("sheepctl events --for pod/too-big", Eventually(Duration::from_secs(20)), "FailedScheduling (x2)", |out, _| {
+            event(out, "FailedScheduling").is_some_and(|l| l.contains("(x2)"))
+        }),
+        claim(
+            "sheepctl get pod web-server -o wide",
+            Eventually(Duration::from_secs(20)),
+            "Unschedulable: … 4 node(s) were unschedulable.",
+            |out, _| out.contains("Unschedulable: 0/4 nodes are available: 4 node(s) were unschedulable."),
+        ),
+        claim("sheepctl wait --for=Running pod/web-server", Once, "bound to sim-1 right after the uncordon", |_, facts| {
+            facts.node_of("web-server") == "sim-1"
+        }),
+        claim("sheepctl delete pod too-big web-server", Once, "both deleted", |out, _| {
+            out.contains("pod \"too-big\" deleted") && out.contains("pod \"web-server\" deleted")
+        }),
+        // Wrap-up.
+        claim("cluster=$(", Once, "the cluster's id", |_, _| true),
+        claim("sheepctl delete deployment web", Once, "deleted", |out, _| out.contains("deployment \"web\" deleted")),
+        claim("docker ps -a --filter label=shepherd.cluster=$cluster", Once, "lists none", |out, _| {
+            out.lines().count() == 1 && out.starts_with("CONTAINER ID")
+        }),
+    ]
+}
+
+/// The terminals of the session, and what the test learnt from them.
+struct Session {
+    dir: tempfile::TempDir,
+    transcripts: PathBuf,
+    /// The server's URL, from its log.
+    api: Option<String>,
+    /// The cluster's id, once the server answers.
+    cluster: Option<String>,
+    terminals: Vec<Terminal>,
+}
+
+impl Session {
+    fn env(&self) -> Vec<(&'static str, String)> {
+        let home = self.dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let mut env = vec![
+            ("HOME", home.display().to_string()),
+            ("NO_COLOR", "1".into()),
+            ("SHEPHERD_ADDR", "127.0.0.1:0".into()),
+            ("SHEPHERD_DATA_DIR", self.dir.path().join("data").display().to_string()),
+            ("SHEPHERD_AGENT_LISTEN", "127.0.0.1:0".into()),
+        ];
+        if let Some(api) = &self.api {
+            env.push(("SHEPHERD_API", api.clone()));
+        }
+        env
+    }
+
+    fn terminal(&mut self, name: &str) -> &mut Terminal {
+        if !self.terminals.iter().any(|t| t.name == name) {
+            let env = self.env();
+            let transcript = self.transcripts.join(format!("{name}.txt"));
+            let unset = ["SHEPHERD_TOKEN", "SHEPHERD_API", "KUBECONFIG", "XDG_CONFIG_HOME", "RUST_LOG"];
+            self.terminals.push(Terminal::open(name, self.dir.path(), &env, &unset, &transcript));
+        }
+        self.terminals.iter_mut().find(|t| t.name == name).expect("opened above")
+    }
+}
+
+impl Drop for Session {
+    /// The fleet and the server get their Ctrl-C (the server last: it removes its node's
+    /// containers on the way out); whatever of this cluster is still in Docker then goes.
+    fn drop(&mut self) {
+        let server = self.terminals.iter().position(|t| t.name == SERVER);
+        let server = server.map(|i| self.terminals.remove(i));
+        self.terminals.clear();
+        drop(server);
+        if let Some(cluster) = &self.cluster {
+            let left = containers_of(cluster);
+            if !left.is_empty() {
+                let _ = Command::new("docker").arg("rm").arg("-f").args(&left).output();
+            }
+        }
+    }
+}
+
+/// The ids of every container, running or not, labelled with `cluster`.
+fn containers_of(cluster: &str) -> Vec<String> {
+    let filter = format!("label={}={cluster}", agent::runtime::LABEL_CLUSTER);
+    let out = Command::new("docker").args(["ps", "-aq", "--filter", &filter]).output().expect("docker runs (apt-get install docker.io)");
+    assert!(out.status.success(), "docker ps: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect()
+}
+
+/// Runs `command` in `terminal` as `claim` says, until its promise holds; its output.
+fn run_claimed(terminal: &mut Terminal, command: &workshop::Command, claim: Option<&Claim>, facts: &Facts) -> String {
+    let context = |ran: &Ran| {
+        format!("docs/workshop.md line {}: {}\nexit status {}, output:\n{}", command.line, command.text, ran.status, ran.output)
+    };
+    let Some(claim) = claim else {
+        assert!(!command.runs_until_interrupted(), "docs/workshop.md line {}: nothing says when to Ctrl-C {}", command.line, command.text);
+        let ran = terminal.run(&command.text, COMMAND_TIMEOUT);
+        assert_eq!(ran.status, 0, "{}", context(&ran));
+        return ran.output;
+    };
+    match claim.how {
+        How::Once | How::Fails => {
+            let ran = terminal.run(&command.text, COMMAND_TIMEOUT);
+            let failed = ran.status != 0;
+            assert_eq!(failed, claim.how == How::Fails, "{}", context(&ran));
+            assert!((claim.check)(&ran.output, facts), "the text promises: {}\n{}", claim.promise, context(&ran));
+            ran.output
+        }
+        How::Eventually(within) => {
+            let deadline = Instant::now() + within;
+            loop {
+                let ran = terminal.run(&command.text, COMMAND_TIMEOUT);
+                if ran.status == 0 && (claim.check)(&ran.output, facts) {
+                    return ran.output;
+                }
+                assert!(Instant::now() < deadline, "not within {within:?}, the text promises: {}\n{}", claim.promise, context(&ran));
+                // An instructor runs it again a moment later.
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        }
+        How::UntilCtrlC(within) => {
+            assert!(
+                command.runs_until_interrupted(),
+                "docs/workshop.md line {}: {} is expected to run until Ctrl-C",
+                command.line,
+                command.text
+            );
+            terminal.start(&command.text);
+            let mut shown = terminal.expect_output(claim.promise, within, |out| (claim.check)(out, facts));
+            let ended = terminal.interrupt(Duration::from_secs(10));
+            shown.push_str(&ended.output);
+            shown
+        }
+    }
+}
+
+/// Whether `printed` is the line `shown` shows, where `…` in `shown` stands for any text.
+fn shows(shown: &str, printed: &str) -> bool {
+    let mut parts = shown.split('…');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = printed.strip_prefix(first) else { return false };
+    let mut parts: Vec<&str> = parts.collect();
+    let Some(last) = parts.pop() else { return rest.is_empty() };
+    for part in parts {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.ends_with(last)
+}
+
+/// The URL in the server's `dashboard and API at http://…;` line.
+fn served_at(log: &str) -> Option<String> {
+    let rest = log.split_once("dashboard and API at ")?.1;
+    Some(rest.split(';').next()?.trim().to_string())
+}
+
+#[test]
+fn an_ellipsis_in_shown_output_stands_for_what_varies() {
+    assert!(shows("flush in …; see it", "flush in 4m58s; see it"));
+    assert!(shows("change… or the flush", "change (back-off 1s left) or the flush"));
+    assert!(shows("change… or the flush", "change or the flush"));
+    assert!(shows("exact", "exact"));
+    assert!(!shows("exact", "exactly"));
+    assert!(!shows("a … c", "a b d"));
+    assert!(!shows("a …", "b c"));
+}
+
+#[test]
+fn the_workshop_runs_as_written() {
+    let text = std::fs::read_to_string(workspace().join("docs/workshop.md")).expect("docs/workshop.md");
+    let steps = workshop::steps(&text).unwrap_or_else(|e| panic!("{e}"));
+    let bin = build_binaries();
+    for tool in ["kubectl", "docker"] {
+        let found = Command::new(tool).arg("version").output().is_ok();
+        assert!(found, "{tool} is not on PATH: the workshop runs it (scripts/setup.sh installs it)");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    lay_out_checkout(dir.path(), &bin);
+    let transcripts = workspace().join("target/e2e/workshop");
+    let _ = std::fs::remove_dir_all(&transcripts);
+    let mut session = Session { dir, transcripts, api: None, cluster: None, terminals: Vec::new() };
+    let mut facts = Facts { bin, api: String::new(), cluster: String::new(), host: String::new(), history: Vec::new() };
+    let mut claims = claims().into_iter().peekable();
+    let mut last_output = String::new();
+
+    for step in steps {
+        match step {
+            Step::Commands { terminal: Some(name), commands, line } => {
+                let (last, before) = commands.split_last().unwrap_or_else(|| panic!("docs/workshop.md line {line}: an empty block"));
+                let terminal = session.terminal(&name);
+                for command in before {
+                    let ran = terminal.run(&command.text, COMMAND_TIMEOUT);
+                    assert_eq!(ran.status, 0, "{name} terminal, docs/workshop.md line {}: {}\n{}", command.line, command.text, ran.output);
+                }
+                terminal.start(&last.text);
+                if name == SERVER {
+                    let shown = terminal.expect_output("the address it serves", Duration::from_secs(60), |out| served_at(out).is_some());
+                    session.api = served_at(&shown);
+                    facts.api = session.api.clone().expect("just read");
+                    let info: serde_json::Value = serde_json::from_str(&facts.sheepctl(&["info", "-o", "json"])).expect("info as JSON");
+                    facts.cluster = info["cluster_id"].as_str().expect("a cluster id").to_string();
+                    session.cluster = Some(facts.cluster.clone());
+                }
+                if name == FLEET {
+                    // The instructor goes on once the host and the fleet's three nodes are Ready.
+                    let deadline = Instant::now() + Duration::from_secs(60);
+                    loop {
+                        let nodes = facts.sheepctl(&["nodes"]);
+                        let ready: Vec<&str> = rows(&nodes).into_iter().filter(|r| r[1] == "Ready").map(|r| r[0]).collect();
+                        if let Some(host) = ready.iter().find(|n| !n.starts_with("sim-")).filter(|_| ready.len() == 4) {
+                            facts.host = host.to_string();
+                            break;
+                        }
+                        assert!(Instant::now() < deadline, "the host and the fleet's three nodes are not Ready within 60 s:\n{nodes}");
+                        std::thread::sleep(Duration::from_millis(200));
+                    }
+                }
+            }
+            Step::Commands { terminal: None, commands, .. } => {
+                for command in commands {
+                    let claim = claims.next_if(|c| command.text.starts_with(c.command));
+                    let terminal = session.terminal(PARTICIPANT);
+                    last_output = run_claimed(terminal, &command, claim.as_ref(), &facts);
+                    facts.history.push((command.text.clone(), last_output.clone()));
+                }
+            }
+            Step::Output { text, line } => {
+                let shown: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+                let printed: Vec<&str> = last_output.lines().map(str::trim).collect();
+                assert!(
+                    printed.windows(shown.len().max(1)).any(|w| w.iter().zip(&shown).all(|(p, s)| shows(s, p))),
+                    "docs/workshop.md line {line} shows what the command before prints:\n{text}\nit printed:\n{last_output}"
+                );
+            }
+            Step::Interrupt { terminal, line } => {
+                let ran = session.terminal(&terminal).interrupt(Duration::from_secs(90));
+                assert!(
+                    [0, 130].contains(&ran.status),
+                    "docs/workshop.md line {line}: Ctrl-C in the {terminal} terminal, exit status {}:\n{}",
+                    ran.status,
+                    ran.output
+                );
+                if terminal == SERVER {
+                    assert!(ran.output.contains("stopped cleanly"), "shepherd stops cleanly on Ctrl-C:\n{}", ran.output);
+                }
+            }
+        }
+    }
+    if let Some(claim) = claims.next() {
+        panic!(
+            "docs/workshop.md no longer runs a command that starts with {:?} where the test expects it ({})",
+            claim.command, claim.promise
+        );
+    }
+    let cluster = session.cluster.clone().expect("the cluster's id");
+    assert_eq!(containers_of(&cluster), Vec::<String>::new(), "after the wrap-up, containers of cluster {cluster} are left in Docker");
+}
