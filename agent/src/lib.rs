@@ -189,6 +189,8 @@ pub async fn run_node(
 pub struct NodeAgent {
     description: NodeDescription,
     ctx: Arc<NodeContext>,
+    /// What registration, lease renewals and status reports go through.
+    heartbeat_api: Arc<dyn ApiClient>,
     heartbeats: node::Heartbeats,
     remove_containers_on_exit: bool,
 }
@@ -234,11 +236,25 @@ impl NodeAgent {
             address: config.address.clone(),
             network: runtime.network().to_string(),
             runtime,
-            api,
+            api: api.clone(),
             backoff: config.backoff,
             sandboxes,
         });
-        NodeAgent { description, ctx, heartbeats: config.heartbeats, remove_containers_on_exit: config.remove_containers_on_exit }
+        NodeAgent {
+            description,
+            ctx,
+            heartbeat_api: api,
+            heartbeats: config.heartbeats,
+            remove_containers_on_exit: config.remove_containers_on_exit,
+        }
+    }
+
+    /// Sends the node's registration, lease renewals and status through `api` rather than
+    /// the client its pods use: a fleet's pod calls may queue by the thousand, and a lease
+    /// that waits behind them expires.
+    pub fn with_heartbeat_api(mut self, api: Arc<dyn ApiClient>) -> NodeAgent {
+        self.heartbeat_api = api;
+        self
     }
 
     /// What the agent API needs to answer for this node.
@@ -254,14 +270,14 @@ impl NodeAgent {
     /// Registers the node and keeps it alive, and runs its pods as `feed` says, until
     /// `shutdown`. Pods keep running after it returns, unless it removes them on exit.
     pub async fn run(self, feed: impl agent::PodFeed, shutdown: CancellationToken) {
-        let NodeAgent { description, ctx, heartbeats, remove_containers_on_exit } = self;
+        let NodeAgent { description, ctx, heartbeat_api, heartbeats, remove_containers_on_exit } = self;
         let (runtime, cluster) = (ctx.runtime.clone(), ctx.cluster.clone());
         tracing::info!(node = %description.name, runtime = ctx.runtime.kind(), endpoint = %description.agent_endpoint, "agent starting");
-        let (api, sandboxes) = (ctx.api.clone(), ctx.sandboxes.clone());
+        let sandboxes = ctx.sandboxes.clone();
         let manager = agent::PodManager::new(ctx, shutdown.clone());
         let lifecycle = async {
-            if node::register(api.as_ref(), &description, &shutdown).await {
-                node::lease_loop(api.as_ref(), &description, &|now| description.heartbeat(now), heartbeats, &shutdown).await;
+            if node::register(heartbeat_api.as_ref(), &description, &shutdown).await {
+                node::lease_loop(heartbeat_api.as_ref(), &description, &|now| description.heartbeat(now), heartbeats, &shutdown).await;
             }
         };
         let pool = async {

@@ -16,10 +16,11 @@ use shepherd_testing::{TestServer, eventually};
 const NODES: usize = 200;
 const REPLICAS: usize = 400;
 const WAIT: Duration = Duration::from_secs(90);
-/// The fleet's calls in flight and its pod watch (17), with room for the connections a
-/// call opens while the one it could reuse is still on its way back to the pool (more than
-/// 17 was seen once, under heavy load). Before the fleet shared one client: 3 per node.
-const MOST_CONNECTIONS: usize = 2 * agent::fleet::DEFAULT_MAX_IN_FLIGHT as usize + 1;
+/// The fleet's pod and heartbeat calls in flight and its pod watch (21), with room for the
+/// connections a call opens while the one it could reuse is still on its way back to the
+/// pool (more than 17 was seen once, under heavy load, with 16 calls in flight). Before the
+/// fleet shared its clients: 3 per node.
+const MOST_CONNECTIONS: usize = 2 * (agent::fleet::DEFAULT_MAX_IN_FLIGHT as usize + agent::fleet::HEARTBEAT_IN_FLIGHT) + 1;
 
 /// The inodes of the TCP sockets process `pid` holds open.
 fn socket_inodes(pid: u32) -> HashSet<u64> {
