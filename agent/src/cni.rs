@@ -185,7 +185,13 @@ impl NetworkList {
 
     /// DEL: every plugin in reverse order, each given ADD's result. Plugins make DEL safe to
     /// repeat, and so is this.
-    pub fn del(&self, path: &PluginPath, at: &Attachment<'_>, prev_result: Option<&Value>, runtime_config: &Map<String, Value>) -> Result<()> {
+    pub fn del(
+        &self,
+        path: &PluginPath,
+        at: &Attachment<'_>,
+        prev_result: Option<&Value>,
+        runtime_config: &Map<String, Value>,
+    ) -> Result<()> {
         for index in (0..self.plugins.len()).rev() {
             invoke(path, Operation::Del, at, &self.plugin_config(index, prev_result, runtime_config))?;
         }

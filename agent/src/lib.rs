@@ -242,8 +242,8 @@ impl NodeAgent {
                 pod_network: pod_network.as_ref().map_or("", network::PodNetwork::kind).to_string(),
             },
         };
-        let sandboxes = pod_network
-            .map(|network| sandbox::Sandboxes::new(runtime.clone(), &config.node_name, cluster, network, config.warm_sandboxes));
+        let sandboxes =
+            pod_network.map(|network| sandbox::Sandboxes::new(runtime.clone(), &config.node_name, cluster, network, config.warm_sandboxes));
         let ctx = Arc::new(NodeContext {
             node_name: config.node_name.clone(),
             cluster: cluster.to_string(),

@@ -36,7 +36,9 @@ const NSFS_MAGIC: i64 = 0x6e73_6673;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("--pod-network cni needs the CNI plugins {missing}, which are not in {dirs}: install them ({INSTALL}) or use --pod-network docker")]
+    #[error(
+        "--pod-network cni needs the CNI plugins {missing}, which are not in {dirs}: install them ({INSTALL}) or use --pod-network docker"
+    )]
     PluginsMissing { missing: String, dirs: String },
     #[error("--pod-network cni needs root: the CNI plugins make interfaces and firewall rules (or use --pod-network docker)")]
     NotRoot,
@@ -276,10 +278,10 @@ impl CniNetwork {
             self.write_record(id, &record)?;
             Ok(address)
         });
-        if attached.is_err() {
-            if let Err(e) = self.detach(id) {
-                tracing::warn!(sandbox = id, error = %e, "cannot take down a half-made pod network");
-            }
+        if attached.is_err()
+            && let Err(e) = self.detach(id)
+        {
+            tracing::warn!(sandbox = id, error = %e, "cannot take down a half-made pod network");
         }
         attached
     }
@@ -294,10 +296,13 @@ impl CniNetwork {
         let c_path = |path: &Path| std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("a path has no NUL");
         let (source_c, target_c) = (c_path(&source), c_path(&target));
         // SAFETY: both are valid NUL-terminated paths; a bind mount takes no file system type or data.
-        let mounted =
-            unsafe { libc::mount(source_c.as_ptr(), target_c.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()) };
+        let mounted = unsafe { libc::mount(source_c.as_ptr(), target_c.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()) };
         if mounted != 0 {
-            return Err(Error::Io { action: "bind-mount the namespace of the sandbox on", path: target, source: std::io::Error::last_os_error() });
+            return Err(Error::Io {
+                action: "bind-mount the namespace of the sandbox on",
+                path: target,
+                source: std::io::Error::last_os_error(),
+            });
         }
         Ok(target)
     }
@@ -400,7 +405,8 @@ mod tests {
 
     #[test]
     fn host_ports_become_port_mappings_on_their_address() {
-        let port = |host_port, host_ip: &str| PortMapping { container_port: 80, host_port, host_ip: host_ip.into(), protocol: "tcp".into() };
+        let port =
+            |host_port, host_ip: &str| PortMapping { container_port: 80, host_port, host_ip: host_ip.into(), protocol: "tcp".into() };
         let config = runtime_config(&[port(8080, "127.0.0.1"), port(0, "127.0.0.1"), port(9090, "0.0.0.0")]);
         assert_eq!(
             Value::Object(config),
@@ -417,7 +423,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let network = CniNetwork::new(Subnet::parse(DEFAULT_SUBNET).unwrap(), dir.path(), &[dir.path().join("no-plugins")]);
         network.detach("gone").unwrap();
-        network.write_record("abc", &Record { runtime_config: Map::new(), result: Some(json!({"ips": [{"address": "10.77.0.4/16"}]})) }).unwrap();
+        network
+            .write_record("abc", &Record { runtime_config: Map::new(), result: Some(json!({"ips": [{"address": "10.77.0.4/16"}]})) })
+            .unwrap();
         assert_eq!(network.attached(), vec!["abc".to_string()]);
         assert_eq!(network.address("abc").as_deref(), Some("10.77.0.4"));
         assert_eq!(network.address("gone"), None);

@@ -239,8 +239,11 @@ impl ContainerRuntime for DockerRuntime {
     }
 
     async fn network_subnets(&self) -> Result<Vec<(String, String)>> {
-        let networks =
-            self.docker.list_networks(None::<bollard::query_parameters::ListNetworksOptions>).await.map_err(|e| Error::Other { action: "list networks", message: e.to_string() })?;
+        let networks = self
+            .docker
+            .list_networks(None::<bollard::query_parameters::ListNetworksOptions>)
+            .await
+            .map_err(|e| Error::Other { action: "list networks", message: e.to_string() })?;
         Ok(networks
             .into_iter()
             .flat_map(|n| {
