@@ -146,6 +146,7 @@ impl PodManager {
             }
         };
         let known_after = self.pod_uids();
+        let present: HashSet<String> = containers.iter().map(|c| c.id.clone()).collect();
         let known: HashSet<String> = known_before.iter().chain(&known_after).map(|uid| clean(uid)).collect();
         let orphans = containers.into_iter().filter(|c| {
             if c.labels.contains_key(LABEL_SANDBOX) {
@@ -177,7 +178,7 @@ impl PodManager {
         });
         futures::future::join_all(removals).await;
         if let Some(sandboxes) = &self.ctx.sandboxes {
-            sandboxes.reclaim().await;
+            sandboxes.reclaim(&present).await;
         }
     }
 

@@ -298,7 +298,7 @@ impl NodeAgent {
         }
         let removed = remove_containers(runtime.as_ref(), &description.name, &cluster).await;
         if let Some(sandboxes) = &sandboxes_left {
-            sandboxes.reclaim().await;
+            sandboxes.reclaim(&std::collections::HashSet::new()).await;
         }
         match removed {
             Ok(removed) => {

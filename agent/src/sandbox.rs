@@ -3,7 +3,7 @@
 //! to join, networked and un-networked here ([`crate::network`]); and the warm pool of started,
 //! unclaimed sandboxes that lets a pod skip a sandbox's set-up when it starts.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -228,12 +228,13 @@ impl Sandboxes {
 
     /// Takes down the networks of sandboxes that are gone from the engine (removed behind the
     /// agent's back, or while it was away): their veths, firewall rules and address leases.
-    /// Whichever agent made them: a container id names one container on the engine.
-    pub async fn reclaim(&self) {
+    /// Whichever agent made them: a container id names one container on the engine. The ids
+    /// in `present` were just seen on it.
+    pub async fn reclaim(&self, present: &HashSet<String>) {
         let Some(cni) = self.cni() else { return };
         let listed = cni.clone();
         let Ok(attached) = tokio::task::spawn_blocking(move || listed.attached()).await else { return };
-        for id in attached {
+        for id in attached.into_iter().filter(|id| !present.contains(id)) {
             match self.runtime.inspect(&id).await {
                 Ok(None) => {}
                 Ok(Some(_)) => continue,
@@ -335,7 +336,7 @@ impl Sandboxes {
                 None => self.remove(&info.id).await?,
             }
         }
-        self.reclaim().await;
+        self.reclaim(&HashSet::new()).await;
         if !kept.is_empty() {
             tracing::info!(sandboxes = kept.len(), "adopted warm sandboxes");
         }
