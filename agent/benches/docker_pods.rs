@@ -1,7 +1,10 @@
-//! Pod start-up on the real Docker engine, with the real server in process:
+//! Pod start-up on the real Docker engine, with the real server in process, pods on the CNI
+//! pod network (the agent's default; it needs containernetworking-plugins) unless a row says
+//! otherwise:
 //! 1. create→Running latency of single-container pods, one at a time and in a burst
 //!    (from the server's `created_at` to the agent's Ready transition), with no warm pool;
-//! 2. a deployment's replicas all Running with no warm pool (cold);
+//! 2. a deployment's replicas all Running with no warm pool (cold), on the CNI pod network and
+//!    again on Docker's bridge network;
 //! 3. the agent again with a warm pool as large as the deployment, filled before any clock
 //!    starts (the time that takes is printed apart): single pods one at a time, then the
 //!    deployment (warm);
@@ -16,6 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agent::AgentConfig;
+use agent::network::{Choice, CniNetwork, PodNetworkConfig, Subnet};
 use agent::runtime::{ContainerRuntime, DockerRuntime, LABEL_NODE, LABEL_SANDBOX, LABEL_SANDBOX_ID};
 use agent::sandbox::{Owner, PoolStatus, owner};
 use serde_json::{Value, json};
@@ -308,13 +312,31 @@ fn load() -> String {
     std::fs::read_to_string("/proc/loadavg").map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")).unwrap_or_default()
 }
 
-/// Starts the node's agent with `warm` sandboxes in its pool; it adopts what a previous one
-/// left. Returns its shutdown, its task and its API's address.
+/// The bench's own agent state directory: sandbox namespaces and CNI results.
+fn state_dir(node: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("shepherd-{node}"))
+}
+
+/// Takes down what the CNI networks of the bench's (removed) sandboxes left, if anything.
+fn reclaim_networks(node: &str) {
+    let config = PodNetworkConfig { state_dir: state_dir(node), ..PodNetworkConfig::default() };
+    let network = CniNetwork::new(Subnet::parse(&config.subnet).unwrap(), &config.state_dir, &config.plugin_dirs);
+    for sandbox in network.attached() {
+        if let Err(e) = network.detach(&sandbox) {
+            eprintln!("cannot take down the network of sandbox {sandbox}: {e}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&config.state_dir);
+}
+
+/// Starts the node's agent with `warm` sandboxes in its pool, its pods on `network`; it
+/// adopts what a previous one left. Returns its shutdown, its task and its API's address.
 fn start_agent(
     base: &str,
     node: &str,
     runtime: &Arc<DockerRuntime>,
     warm: usize,
+    network: Choice,
 ) -> (CancellationToken, tokio::task::JoinHandle<agent::Result<()>>, String) {
     let mut config = AgentConfig::new(base);
     config.node_name = node.to_string();
@@ -322,6 +344,7 @@ fn start_agent(
     config.capacity.pods = 1000;
     config.backoff = agent::DEFAULT_BACKOFF;
     config.warm_sandboxes = warm;
+    config.pod_network = PodNetworkConfig { choice: network, state_dir: state_dir(node), ..PodNetworkConfig::default() };
     let listener = std::net::TcpListener::bind(config.listen).unwrap();
     listener.set_nonblocking(true).unwrap();
     let listener = tokio::net::TcpListener::from_std(listener).unwrap();
@@ -353,10 +376,12 @@ fn main() {
         let server = tokio::spawn(server::run(listener, server::Config::in_memory(), server_shutdown.clone()));
 
         let node = format!("bench-{}", std::process::id());
-        let (shutdown, agent, _) = start_agent(&base, &node, &runtime, 0);
+        let (shutdown, agent, _) = start_agent(&base, &node, &runtime, 0, Choice::Cni);
         let bench = Bench { client: Client::new(&base, None).unwrap(), http: reqwest::Client::new(), runtime: runtime.clone(), node: node.clone() };
         bench.wait_no_containers().await;
         bench.wait_node_ready().await;
+        let registered: Node = bench.client.get("", &node).await.unwrap();
+        println!("pod network: {}", registered.status.node_info.pod_network);
         // Warm-up, not measured: the node registers, the watch connects, the network exists.
         bench.post("/api/v1/pods", &pod_body("warm-up")).await;
         bench.wait_running("bench=latency", 1, Duration::from_secs(60)).await;
@@ -369,11 +394,19 @@ fn main() {
         let (cold, cold_joined) = bench.deployment(options.replicas).await;
         let cold_load = format!("{cold_load} → {}", load());
 
-        // The same node again, now with a warm pool as large as the deployment.
+        // The same node on Docker's bridge network, cold, for comparison.
+        shutdown.cancel();
+        agent.await.unwrap().unwrap();
+        let (shutdown, agent, _) = start_agent(&base, &node, &runtime, 0, Choice::Docker);
+        let docker_load = load();
+        let (cold_docker, _) = bench.deployment(options.replicas).await;
+        let docker_load = format!("{docker_load} → {}", load());
+
+        // The same node again on CNI, now with a warm pool as large as the deployment.
         shutdown.cancel();
         agent.await.unwrap().unwrap();
         let n = options.replicas;
-        let (shutdown, agent, endpoint) = start_agent(&base, &node, &runtime, n);
+        let (shutdown, agent, endpoint) = start_agent(&base, &node, &runtime, n, Choice::Cni);
         let fill = bench.wait_pool(&endpoint, n).await;
         let warm_load = load();
         let singles = options.pods.min(n);
@@ -388,11 +421,13 @@ fn main() {
         server.await.unwrap().unwrap();
         // The pool outlives its agent by design; the benchmark's goes with it.
         remove_with_label(&format!("{LABEL_NODE}={node}"));
+        reclaim_networks(&node);
 
         println!();
         println!("| {n} replicas all running | seconds |");
         println!("|---|---|");
-        println!("| Shepherd deployment, no warm pool (cold) | {:.2} |", cold.as_secs_f64());
+        println!("| Shepherd deployment, no warm pool (cold), CNI pod network | {:.2} |", cold.as_secs_f64());
+        println!("| Shepherd deployment, no warm pool (cold), Docker bridge network | {:.2} |", cold_docker.as_secs_f64());
         println!(
             "| Shepherd deployment, warm pool of {n} filled before the clock (in {:.1} s) | {:.2} |",
             fill.as_secs_f64(),
@@ -407,6 +442,9 @@ fn main() {
         println!("| {n} × docker run -d, one after another (floor) | {:.2} |", floor.as_secs_f64());
         println!();
         println!("pods that joined a sandbox: cold {cold_joined} of {n}, warm {warm_joined} of {n}");
-        println!("load average (1, 5, 15 min): cold part {cold_load}; warm part {warm_load} (before the warm deployment {before_deployment}); before Swarm {swarm_load}; end {}", load());
+        println!(
+            "load average (1, 5, 15 min): cold part {cold_load}; cold on Docker's network {docker_load}; warm part {warm_load} (before the warm deployment {before_deployment}); before Swarm {swarm_load}; end {}",
+            load()
+        );
     });
 }

@@ -132,7 +132,9 @@ impl PodManager {
 
     /// Removes containers of this node whose pod has no worker, and sandboxes claimed by such
     /// a pod. A pod known before or after the (slow) list is left alone: its worker is
-    /// creating or removing containers itself. The warm pool is the pool's business.
+    /// creating or removing containers itself. The warm pool is the pool's business. Then
+    /// the networks of sandboxes that are gone (removed behind the agent's back) are taken
+    /// down and their addresses freed.
     async fn sweep_orphans(&self) {
         let known_before = self.pod_uids();
         let node = self.ctx.node_name.clone();
@@ -144,6 +146,7 @@ impl PodManager {
             }
         };
         let known_after = self.pod_uids();
+        let present: HashSet<String> = containers.iter().map(|c| c.id.clone()).collect();
         let known: HashSet<String> = known_before.iter().chain(&known_after).map(|uid| clean(uid)).collect();
         let orphans = containers.into_iter().filter(|c| {
             if c.labels.contains_key(LABEL_SANDBOX) {
@@ -158,13 +161,15 @@ impl PodManager {
         });
         let removals = orphans.map(|info| {
             let runtime = self.ctx.runtime.clone();
+            let sandboxes = self.ctx.sandboxes.clone();
             async move {
-                let removed = if info.labels.contains_key(LABEL_SANDBOX) {
-                    // Nothing of the pod's runs in it: no grace period to give.
-                    tracing::info!(sandbox = %info.name, "removing a sandbox whose pod is gone");
-                    runtime.remove(&info.id).await
-                } else {
-                    remove_orphan(runtime.as_ref(), &info).await
+                let removed = match sandboxes.filter(|_| info.labels.contains_key(LABEL_SANDBOX)) {
+                    Some(sandboxes) => {
+                        // Nothing of the pod's runs in it: no grace period to give.
+                        tracing::info!(sandbox = %info.name, "removing a sandbox whose pod is gone");
+                        sandboxes.remove(&info.id).await
+                    }
+                    None => remove_orphan(runtime.as_ref(), &info).await,
                 };
                 if let Err(e) = removed {
                     tracing::warn!(error = %e, "cannot remove an orphan container");
@@ -172,6 +177,9 @@ impl PodManager {
             }
         });
         futures::future::join_all(removals).await;
+        if let Some(sandboxes) = &self.ctx.sandboxes {
+            sandboxes.reclaim(&present).await;
+        }
     }
 
     async fn run_worker(self: Arc<Self>, uid: String, mut updates: watch::Receiver<PodUpdate>) {

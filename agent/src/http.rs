@@ -306,7 +306,7 @@ mod tests {
     #[tokio::test]
     async fn the_pool_reports_its_size_and_ready_sandboxes() {
         let mut state = state_with(&[]).await;
-        state.sandboxes = Some(Sandboxes::new(state.runtime.clone(), "n1", "c1", "", 3));
+        state.sandboxes = Some(Sandboxes::new(state.runtime.clone(), "n1", "c1", crate::network::PodNetwork::Docker(String::new()), 3));
         let (status, body) = get(state, "/sandboxes").await;
         assert_eq!(status, StatusCode::OK);
         assert_eq!(serde_json::from_str::<serde_json::Value>(&body).unwrap(), serde_json::json!({"target": 3, "ready": 0}));

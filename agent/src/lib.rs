@@ -6,6 +6,8 @@
 //! - [`pod`]: one pod's level-triggered reconcile: sandbox, image, create, start, restart, status, events;
 //! - [`sandbox`]: pod sandboxes (the pod's network namespace, as Kubernetes' pause container)
 //!   and the warm pool of started ones;
+//! - [`network`]: the node's pod network: CNI (bridge, host-local, portmap, firewall) on the
+//!   sandboxes' namespaces, or Docker's bridge; [`cni`]: the CNI protocol it speaks;
 //! - [`agent`]: the worker per pod, the watch with its periodic re-list, runtime events, orphans;
 //! - [`node`]: the node object (capacity from the host), registration, lease renewals and status heartbeats;
 //! - [`fleet`]: N simulated nodes in one process on one API client, one pod watch and one
@@ -19,9 +21,11 @@
 
 pub mod agent;
 pub mod client;
+pub mod cni;
 pub mod fleet;
 pub mod http;
 pub mod image;
+pub mod network;
 pub mod node;
 pub mod pod;
 pub mod runtime;
@@ -64,6 +68,8 @@ pub enum Error {
     Client(#[from] shepherd_client::Error),
     #[error("a fleet runs simulated nodes only: add --runtime simulated")]
     FleetNotSimulated,
+    #[error(transparent)]
+    PodNetwork(#[from] network::Error),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -110,13 +116,15 @@ pub struct AgentConfig {
     /// On exit, remove every container of this node: its pods', their sandboxes and the
     /// warm pool. Otherwise they keep running, for the next agent to adopt.
     pub remove_containers_on_exit: bool,
+    /// How pod sandboxes get their network (runtimes with sandboxes): CNI or Docker's bridge.
+    pub pod_network: network::PodNetworkConfig,
 }
 
 impl AgentConfig {
     /// Defaults: the host name as node name, capacity detected from the host, Docker,
     /// address 127.0.0.1, API on 127.0.0.1:10250, lease renewal 10 s, status heartbeat at
-    /// least every 5 min, resync 10 s, and no warm
-    /// pool (the binaries' flag defaults to [`DEFAULT_WARM_SANDBOXES`]).
+    /// least every 5 min, resync 10 s, no warm pool (the binaries' flag defaults to
+    /// [`DEFAULT_WARM_SANDBOXES`]), and CNI pod networking when its plugins are installed.
     pub fn new(server: &str) -> Self {
         AgentConfig {
             server: server.to_string(),
@@ -134,6 +142,7 @@ impl AgentConfig {
             backoff: DEFAULT_BACKOFF,
             warm_sandboxes: 0,
             remove_containers_on_exit: false,
+            pod_network: network::PodNetworkConfig::default(),
         }
     }
 }
@@ -176,8 +185,13 @@ pub async fn run_node(
 ) -> Result<()> {
     let local = listener.local_addr().map_err(|source| Error::Bind { addr: config.listen, source })?;
     let endpoint_host = if local.ip().is_unspecified() { config.address.clone() } else { local.ip().to_string() };
+    let pod_network = match runtime.pod_sandboxes() {
+        true => Some(network::PodNetwork::choose(&config.pod_network, runtime.as_ref()).await?),
+        false => None,
+    };
     let Some(cluster) = node::cluster_id(api.as_ref(), &shutdown).await else { return Ok(()) };
-    let node = NodeAgent::new(&config, runtime, api.clone(), &cluster, format!("http://{endpoint_host}:{}", local.port())).await;
+    let endpoint = format!("http://{endpoint_host}:{}", local.port());
+    let node = NodeAgent::with_pod_network(&config, runtime, api.clone(), &cluster, endpoint, pod_network).await;
     let serve = http::run(listener, node.http_state(shutdown.clone()));
     let feed = agent::NodeWatch::new(api, &config.node_name, config.resync_interval);
     let (served, ()) = tokio::join!(serve, node.run(feed, shutdown.clone()));
@@ -196,13 +210,28 @@ pub struct NodeAgent {
 }
 
 impl NodeAgent {
-    /// The node of `config` on `runtime`, whose agent API answers at `agent_endpoint`.
+    /// The node of `config` on `runtime`, whose agent API answers at `agent_endpoint`; its
+    /// sandboxes, if the runtime has them, are on the runtime's own network.
     pub async fn new(
         config: &AgentConfig,
         runtime: Arc<dyn ContainerRuntime>,
         api: Arc<dyn ApiClient>,
         cluster: &str,
         agent_endpoint: String,
+    ) -> NodeAgent {
+        let pod_network = runtime.pod_sandboxes().then(|| network::PodNetwork::Docker(runtime.network().to_string()));
+        Self::with_pod_network(config, runtime, api, cluster, agent_endpoint, pod_network).await
+    }
+
+    /// [`NodeAgent::new`] with sandboxes on `pod_network` (chosen by
+    /// [`network::PodNetwork::choose`]; `None` for a runtime without sandboxes).
+    pub async fn with_pod_network(
+        config: &AgentConfig,
+        runtime: Arc<dyn ContainerRuntime>,
+        api: Arc<dyn ApiClient>,
+        cluster: &str,
+        agent_endpoint: String,
+        pod_network: Option<network::PodNetwork>,
     ) -> NodeAgent {
         let runtime_version = match runtime.version().await {
             Ok(version) => version,
@@ -225,11 +254,11 @@ impl NodeAgent {
                 os: std::env::consts::OS.to_string(),
                 arch: std::env::consts::ARCH.to_string(),
                 simulated: runtime.kind() == "simulated",
+                pod_network: pod_network.as_ref().map_or("", network::PodNetwork::kind).to_string(),
             },
         };
-        let sandboxes = runtime
-            .pod_sandboxes()
-            .then(|| sandbox::Sandboxes::new(runtime.clone(), &config.node_name, cluster, runtime.network(), config.warm_sandboxes));
+        let sandboxes =
+            pod_network.map(|network| sandbox::Sandboxes::new(runtime.clone(), &config.node_name, cluster, network, config.warm_sandboxes));
         let ctx = Arc::new(NodeContext {
             node_name: config.node_name.clone(),
             cluster: cluster.to_string(),
@@ -274,6 +303,7 @@ impl NodeAgent {
         let (runtime, cluster) = (ctx.runtime.clone(), ctx.cluster.clone());
         tracing::info!(node = %description.name, runtime = ctx.runtime.kind(), endpoint = %description.agent_endpoint, "agent starting");
         let sandboxes = ctx.sandboxes.clone();
+        let sandboxes_left = sandboxes.clone();
         let manager = agent::PodManager::new(ctx, shutdown.clone());
         let lifecycle = async {
             if node::register(heartbeat_api.as_ref(), &description, &shutdown).await {
@@ -295,7 +325,11 @@ impl NodeAgent {
             tracing::info!(node = %description.name, "agent stopped; its pods keep running");
             return;
         }
-        match remove_containers(runtime.as_ref(), &description.name, &cluster).await {
+        let removed = remove_containers(runtime.as_ref(), &description.name, &cluster).await;
+        if let Some(sandboxes) = &sandboxes_left {
+            sandboxes.reclaim(&std::collections::HashSet::new()).await;
+        }
+        match removed {
             Ok(removed) => {
                 tracing::info!(node = %description.name, "agent stopped; removed its {removed} container(s): pods, sandboxes and warm pool")
             }

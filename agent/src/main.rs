@@ -88,6 +88,20 @@ struct Cli {
     /// (by default they keep running, for the next agent to adopt).
     #[arg(long)]
     remove_containers_on_exit: bool,
+    /// How pods get their network (Docker): CNI plugins on each pod sandbox, as the kubelet
+    /// does, or Docker's bridge network [default: cni when the CNI plugins are installed].
+    #[arg(long, value_enum)]
+    pod_network: Option<PodNetworkKind>,
+    /// The node's pod subnet, where CNI gives pods their addresses; it must not overlap
+    /// Docker's networks or the host's routes. Agents on one host share it.
+    #[arg(long, default_value = agent::network::DEFAULT_SUBNET)]
+    pod_subnet: String,
+    /// Where the CNI plugins are (repeat for more) [default: /opt/cni/bin, /usr/lib/cni].
+    #[arg(long = "cni-bin-dir", value_name = "DIR")]
+    cni_bin_dirs: Vec<PathBuf>,
+    /// Where the agent keeps pod sandboxes' network namespaces and CNI results.
+    #[arg(long, default_value = agent::network::DEFAULT_STATE_DIR)]
+    state_dir: PathBuf,
 }
 
 #[derive(Subcommand, Debug)]
@@ -104,6 +118,12 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum PodNetworkKind {
+    Cni,
+    Docker,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -160,6 +180,19 @@ fn config(cli: &Cli) -> anyhow::Result<AgentConfig> {
     config.backoff = Backoff::new(cli.backoff_base, cli.backoff_max);
     config.warm_sandboxes = cli.warm_sandboxes;
     config.remove_containers_on_exit = cli.remove_containers_on_exit;
+    config.pod_network.choice = match cli.pod_network {
+        None => agent::network::Choice::Auto,
+        Some(PodNetworkKind::Cni) => agent::network::Choice::Cni,
+        Some(PodNetworkKind::Docker) => agent::network::Choice::Docker,
+    };
+    if agent::network::Subnet::parse(&cli.pod_subnet).is_none() {
+        bail!("--pod-subnet {:?} is not an IPv4 subnet such as {}", cli.pod_subnet, agent::network::DEFAULT_SUBNET);
+    }
+    config.pod_network.subnet = cli.pod_subnet.clone();
+    config.pod_network.state_dir = cli.state_dir.clone();
+    if !cli.cni_bin_dirs.is_empty() {
+        config.pod_network.plugin_dirs = cli.cni_bin_dirs.clone();
+    }
     // A zero interval would renew in a busy loop (and tokio's interval refuses it).
     for (flag, interval) in
         [("--lease-renew-interval", cli.lease_renew_interval), ("--node-status-report-interval", cli.node_status_report_interval)]
@@ -293,6 +326,13 @@ mod tests {
         assert_eq!(defaults.warm_sandboxes, agent::DEFAULT_WARM_SANDBOXES);
         assert!(!defaults.remove_containers_on_exit);
         assert!(config_of(&["shepherd-agent", "--remove-containers-on-exit"]).remove_containers_on_exit);
+        assert_eq!(defaults.pod_network.choice, agent::network::Choice::Auto);
+        assert_eq!(defaults.pod_network.subnet, agent::network::DEFAULT_SUBNET);
+        let cni = config_of(&["shepherd-agent", "--pod-network", "docker", "--pod-subnet", "10.99.0.0/24", "--cni-bin-dir", "/x"]);
+        assert_eq!(cni.pod_network.choice, agent::network::Choice::Docker);
+        assert_eq!((cni.pod_network.subnet.as_str(), cni.pod_network.plugin_dirs.clone()), ("10.99.0.0/24", vec![PathBuf::from("/x")]));
+        let bad = Cli::parse_from(["shepherd-agent", "--pod-subnet", "10.99.0.0"]);
+        assert!(super::config(&bad).unwrap_err().to_string().contains("--pod-subnet"));
         assert_eq!(defaults.heartbeats, agent::node::Heartbeats::default());
         let zero = Cli::parse_from(["shepherd-agent", "--lease-renew-interval", "0s"]);
         assert!(super::config(&zero).unwrap_err().to_string().contains("--lease-renew-interval must be more than 0s"));

@@ -42,7 +42,7 @@ pub struct NodeContext {
     pub runtime: Arc<dyn ContainerRuntime>,
     pub api: Arc<dyn ApiClient>,
     pub backoff: Backoff,
-    /// Pod sandboxes and their warm pool, when the runtime has sandboxes (Docker).
+    /// Pod sandboxes, their network and their warm pool, when the runtime has sandboxes (Docker).
     pub sandboxes: Option<Arc<Sandboxes>>,
 }
 
@@ -125,6 +125,7 @@ pub fn container_config(ctx: &NodeContext, pod: &Pod, container: &Container) -> 
         nano_cpus: container.resources.cpu.max(0) * 1_000_000,
         ports,
         network: ctx.network.clone(),
+        network_disabled: false,
         sandbox: String::new(),
     }
 }
@@ -297,8 +298,8 @@ impl PodWorker {
         let status = self.pod_status(pod, &steps);
         if status.phase.is_terminal() {
             // Nothing runs in it any more: free its address, as the kubelet does.
-            if let Some(sandbox) = self.sandbox.take() {
-                self.ctx.runtime.remove(&sandbox.id).await.map_err(runtime_error)?;
+            if let (Some(sandbox), Some(sandboxes)) = (self.sandbox.take(), &self.ctx.sandboxes) {
+                sandboxes.remove(&sandbox.id).await.map_err(runtime_error)?;
             }
         }
         self.report(pod, status).await?;
@@ -316,17 +317,22 @@ impl PodWorker {
         policy: RestartPolicy,
         terminal: bool,
     ) -> crate::runtime::Result<Option<Sandbox>> {
-        if self.ctx.sandboxes.is_none() {
-            return Ok(None);
-        }
+        let Some(sandboxes) = self.ctx.sandboxes.clone() else { return Ok(None) };
         let runtime = self.ctx.runtime.clone();
         let sandbox = match runtime.inspect(&sandbox_name(pod)).await? {
-            Some(info) if info.state == RunState::Running && !terminal => Some(Sandbox { id: info.id, ip: info.ip }),
+            Some(info) if info.state == RunState::Running && !terminal => match sandboxes.found(&info) {
+                Some(sandbox) => Some(sandbox),
+                None => {
+                    tracing::info!(pod = %pod.metadata.key(), sandbox = %info.id, "the pod's sandbox has no network on this node's pod network");
+                    sandboxes.remove(&info.id).await?;
+                    None
+                }
+            },
             Some(info) => {
                 if !terminal {
                     tracing::info!(pod = %pod.metadata.key(), sandbox = %info.id, state = ?info.state, "the pod's sandbox stopped");
                 }
-                runtime.remove(&info.id).await?;
+                sandboxes.remove(&info.id).await?;
                 None
             }
             None => None,
@@ -377,11 +383,12 @@ impl PodWorker {
     }
 
     /// The sandbox a new container joins: the pod's own if it has one; else a warm one from
-    /// the pool, unless the pod publishes host ports (Docker binds them when a container is
-    /// created, too early for a pool); else a new one for a pod of several containers, which
-    /// must share a namespace. A lone container with no warm sandbox at hand gets a namespace
-    /// of its own, as before sandboxes: it pays for one new namespace either way, and a new
-    /// sandbox would only add a container to create and start.
+    /// the pool, unless the pod publishes host ports (they are published when a sandbox is
+    /// made, too early for a pool); else a new one for a pod of several containers, which
+    /// must share a namespace, and for every pod on the CNI pod network, where only a sandbox
+    /// gets a network. On Docker's network a lone container with no warm sandbox at hand gets
+    /// a namespace of its own, as before sandboxes: it pays for one new namespace either way,
+    /// and a new sandbox would only add a container to create and start.
     async fn sandbox_for(&mut self, pod: &Pod) -> crate::runtime::Result<Option<Sandbox>> {
         let Some(sandboxes) = self.ctx.sandboxes.clone() else { return Ok(None) };
         if self.sandbox.is_some() {
@@ -395,7 +402,7 @@ impl PodWorker {
                 tracing::debug!(pod = %pod.metadata.key(), sandbox = %sandbox.id, "claimed a warm sandbox");
                 Some(sandbox)
             }
-            None if pod.spec.containers.len() > 1 => Some(sandboxes.create(&name, ports).await?),
+            None if pod.spec.containers.len() > 1 || sandboxes.every_pod_needs_one() => Some(sandboxes.create(&name, ports).await?),
             None => None,
         };
         self.sandbox = sandbox.clone();
@@ -739,10 +746,10 @@ impl PodWorker {
         for outcome in futures::future::join_all(stops).await {
             outcome.map_err(runtime_error)?;
         }
-        if self.ctx.sandboxes.is_some() {
+        if let Some(sandboxes) = &self.ctx.sandboxes {
             self.sandbox = None;
             if let Some(sandbox) = self.ctx.runtime.inspect(&sandbox_name(pod)).await.map_err(runtime_error)? {
-                self.ctx.runtime.remove(&sandbox.id).await.map_err(runtime_error)?;
+                sandboxes.remove(&sandbox.id).await.map_err(runtime_error)?;
             }
         }
         Ok(())

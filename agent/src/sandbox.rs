@@ -1,9 +1,9 @@
 //! Pod sandboxes, as Kubernetes' pause containers: a tiny container that owns a pod's network
-//! namespace (its address on the `shepherd` bridge, its localhost) for the pod's containers to
-//! join; and the warm pool of started, unclaimed sandboxes that lets a pod skip the engine's
-//! costly network namespace set-up when it starts.
+//! namespace (its address from the node's pod network, its localhost) for the pod's containers
+//! to join, networked and un-networked here ([`crate::network`]); and the warm pool of started,
+//! unclaimed sandboxes that lets a pod skip a sandbox's set-up when it starts.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,7 +13,10 @@ use shared::model::Pod;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::runtime::{ContainerConfig, ContainerRuntime, Error, LABEL_CLUSTER, LABEL_NODE, LABEL_SANDBOX, PortMapping, Result, RunState};
+use crate::network::{CniNetwork, PodNetwork};
+use crate::runtime::{
+    ContainerConfig, ContainerInfo, ContainerRuntime, Error, LABEL_CLUSTER, LABEL_NODE, LABEL_SANDBOX, PortMapping, Result, RunState,
+};
 
 /// The image sandboxes run: the agent's own `minimal` (busybox), so no registry is needed.
 pub const SANDBOX_IMAGE: &str = crate::image::MINIMAL_IMAGE;
@@ -89,7 +92,7 @@ pub struct Sandboxes {
     runtime: Arc<dyn ContainerRuntime>,
     node: String,
     cluster: String,
-    network: String,
+    network: PodNetwork,
     /// How many started, unclaimed sandboxes the pool keeps.
     target: usize,
     ready: Mutex<VecDeque<Sandbox>>,
@@ -111,12 +114,12 @@ impl Drop for Busy {
 }
 
 impl Sandboxes {
-    pub fn new(runtime: Arc<dyn ContainerRuntime>, node: &str, cluster: &str, network: &str, target: usize) -> Arc<Self> {
+    pub fn new(runtime: Arc<dyn ContainerRuntime>, node: &str, cluster: &str, network: PodNetwork, target: usize) -> Arc<Self> {
         Arc::new(Sandboxes {
             runtime,
             node: node.to_string(),
             cluster: cluster.to_string(),
-            network: network.to_string(),
+            network,
             target,
             ready: Mutex::new(VecDeque::new()),
             in_flight: AtomicUsize::new(0),
@@ -150,22 +153,110 @@ impl Sandboxes {
         Busy(self.clone())
     }
 
+    /// `cni` or `docker`: which pod network the sandboxes are on.
+    pub fn pod_network(&self) -> &'static str {
+        self.network.kind()
+    }
+
+    /// Whether a pod's container gets its network only from a sandbox (CNI), so that even a
+    /// lone one needs a sandbox.
+    pub fn every_pod_needs_one(&self) -> bool {
+        matches!(self.network, PodNetwork::Cni(_))
+    }
+
+    fn cni(&self) -> Option<Arc<CniNetwork>> {
+        match &self.network {
+            PodNetwork::Cni(cni) => Some(cni.clone()),
+            PodNetwork::Docker(_) => None,
+        }
+    }
+
     fn config(&self, name: &str, ports: Vec<PortMapping>) -> ContainerConfig {
-        ContainerConfig {
+        let mut config = ContainerConfig {
             name: name.to_string(),
             image: SANDBOX_IMAGE.to_string(),
             command: vec!["sh".to_string(), "-c".to_string(), SANDBOX_SCRIPT.to_string()],
             labels: self.selector().iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
-            ports,
-            network: self.network.clone(),
             ..Default::default()
+        };
+        match &self.network {
+            PodNetwork::Docker(network) => {
+                config.network = network.clone();
+                config.ports = ports;
+            }
+            // portmap publishes the ports once the namespace is networked.
+            PodNetwork::Cni(_) => config.network_disabled = true,
+        }
+        config
+    }
+
+    /// Networks a started sandbox (CNI), or reads the address the engine gave it.
+    async fn attach(&self, info: &ContainerInfo, ports: Vec<PortMapping>) -> Result<String> {
+        let Some(cni) = self.cni() else { return Ok(info.ip.clone()) };
+        let (id, pid) = (info.id.clone(), info.pid);
+        let attached = tokio::task::spawn_blocking(move || cni.attach(&id, pid, &ports)).await;
+        match attached {
+            Ok(Ok(ip)) => Ok(ip),
+            Ok(Err(e)) => Err(Error::Other { action: "set up the pod network", message: e.to_string() }),
+            Err(e) => Err(Error::Other { action: "set up the pod network", message: e.to_string() }),
         }
     }
 
-    /// Creates and starts a sandbox called `name`, publishing `ports` (a pod's host ports).
-    /// One that cannot start is removed again.
+    /// Removes a sandbox: its network first (CNI DEL; one that fails stays for the sweep
+    /// to retry), then the container.
+    pub async fn remove(&self, id: &str) -> Result<()> {
+        if let Some(cni) = self.cni() {
+            let sandbox = id.to_string();
+            match tokio::task::spawn_blocking(move || cni.detach(&sandbox)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!(sandbox = %id, error = %e, "cannot take the sandbox's network down; the sweep tries again"),
+                Err(e) => tracing::warn!(sandbox = %id, error = %e, "cannot take the sandbox's network down"),
+            }
+        }
+        self.runtime.remove(id).await
+    }
+
+    /// The sandbox `info` as the agent uses it, with the address its network gave it; `None`
+    /// when it has none (made on another pod network, or lost before it was networked).
+    pub fn found(&self, info: &ContainerInfo) -> Option<Sandbox> {
+        let ip = match self.cni() {
+            Some(cni) => cni.address(&info.id),
+            None => Some(info.ip.clone()).filter(|ip| !ip.is_empty()),
+        };
+        Some(Sandbox { id: info.id.clone(), ip: ip? })
+    }
+
+    /// Takes down the networks of sandboxes that are gone from the engine (removed behind the
+    /// agent's back, or while it was away): their veths, firewall rules and address leases.
+    /// Whichever agent made them: a container id names one container on the engine. The ids
+    /// in `present` were just seen on it.
+    pub async fn reclaim(&self, present: &HashSet<String>) {
+        let Some(cni) = self.cni() else { return };
+        let listed = cni.clone();
+        let Ok(attached) = tokio::task::spawn_blocking(move || listed.attached()).await else { return };
+        for id in attached.into_iter().filter(|id| !present.contains(id)) {
+            match self.runtime.inspect(&id).await {
+                Ok(None) => {}
+                Ok(Some(_)) => continue,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot check for sandboxes that are gone");
+                    return;
+                }
+            }
+            let cni = cni.clone();
+            let sandbox = id.clone();
+            match tokio::task::spawn_blocking(move || cni.detach(&sandbox)).await {
+                Ok(Ok(())) => tracing::info!(sandbox = %id, "took down the network of a sandbox that is gone, and freed its address"),
+                Ok(Err(e)) => tracing::warn!(sandbox = %id, error = %e, "cannot take down the network of a sandbox that is gone"),
+                Err(e) => tracing::warn!(sandbox = %id, error = %e, "cannot take down the network of a sandbox that is gone"),
+            }
+        }
+    }
+
+    /// Creates and starts a sandbox called `name`, publishing `ports` (a pod's host ports),
+    /// and networks it. One that cannot start or get its network is removed again.
     pub async fn create(&self, name: &str, ports: Vec<PortMapping>) -> Result<Sandbox> {
-        let id = match self.runtime.create(&self.config(name, ports)).await {
+        let id = match self.runtime.create(&self.config(name, ports.clone())).await {
             Ok(id) => id,
             Err(e) if !self.runtime.has_image(SANDBOX_IMAGE).await.unwrap_or(true) => {
                 return Err(Error::Other {
@@ -179,20 +270,20 @@ impl Sandboxes {
             Ok(()) => self.runtime.inspect(&id).await,
             Err(e) => Err(e),
         };
-        match started {
-            Ok(Some(info)) if info.state == RunState::Running => Ok(Sandbox { id, ip: info.ip }),
-            other => {
-                let _ = self.runtime.remove(&id).await;
-                Err(match other {
-                    Err(e) => e,
-                    Ok(info) => Error::Container {
-                        action: "start",
-                        container: name.to_string(),
-                        message: format!("the sandbox stopped at once ({:?})", info.map(|i| i.state)),
-                    },
-                })
-            }
-        }
+        let failure = match started {
+            Ok(Some(info)) if info.state == RunState::Running => match self.attach(&info, ports).await {
+                Ok(ip) => return Ok(Sandbox { id, ip }),
+                Err(e) => e,
+            },
+            Ok(info) => Error::Container {
+                action: "start",
+                container: name.to_string(),
+                message: format!("the sandbox stopped at once ({:?})", info.map(|i| i.state)),
+            },
+            Err(e) => e,
+        };
+        let _ = self.remove(&id).await;
+        Err(failure)
     }
 
     /// Takes a warm sandbox for a pod and renames it `name` (the claim). `None` when the pool
@@ -224,27 +315,28 @@ impl Sandboxes {
         };
         if was_ready {
             tracing::info!(sandbox = %id, "a warm sandbox stopped; replacing it");
-            if let Err(e) = self.runtime.remove(id).await {
+            if let Err(e) = self.remove(id).await {
                 tracing::warn!(error = %e, "cannot remove a stopped warm sandbox");
             }
             self.short.notify_one();
         }
     }
 
-    /// Takes over the pool sandboxes a previous agent left: running ones up to the pool size
-    /// are kept, the others removed.
+    /// Takes over the pool sandboxes a previous agent left: running ones with a network, up
+    /// to the pool size, are kept, the others removed; then the networks of sandboxes that
+    /// are gone are taken down.
     async fn adopt(&self) -> Result<()> {
         let mut found = self.runtime.list(&self.selector()).await?;
         found.retain(|info| owner(&info.name) == Owner::Pool);
         found.sort_by_key(|info| info.created_at);
         let mut kept = VecDeque::new();
         for info in found {
-            if info.state == RunState::Running && kept.len() < self.target {
-                kept.push_back(Sandbox { id: info.id, ip: info.ip });
-            } else {
-                self.runtime.remove(&info.id).await?;
+            match self.found(&info).filter(|_| info.state == RunState::Running && kept.len() < self.target) {
+                Some(sandbox) => kept.push_back(sandbox),
+                None => self.remove(&info.id).await?,
             }
         }
+        self.reclaim(&HashSet::new()).await;
         if !kept.is_empty() {
             tracing::info!(sandboxes = kept.len(), "adopted warm sandboxes");
         }
@@ -317,6 +409,11 @@ mod tests {
     use super::*;
     use crate::runtime::SimulatedRuntime;
 
+    /// The simulated runtime's own network, as Docker's bridge would be.
+    fn docker_network() -> PodNetwork {
+        PodNetwork::Docker(String::new())
+    }
+
     fn pod(namespace: &str, name: &str, uid: &str) -> Pod {
         Pod {
             metadata: ObjectMeta { name: name.into(), namespace: namespace.into(), uid: uid.into(), ..Default::default() },
@@ -342,7 +439,7 @@ mod tests {
     #[tokio::test]
     async fn the_pool_fills_then_a_claim_renames_and_the_pool_refills() {
         let runtime: Arc<dyn ContainerRuntime> = Arc::new(SimulatedRuntime::new(Duration::ZERO));
-        let sandboxes = Sandboxes::new(runtime.clone(), "n1", "c1", "", 2);
+        let sandboxes = Sandboxes::new(runtime.clone(), "n1", "c1", docker_network(), 2);
         let shutdown = CancellationToken::new();
         let pool = tokio::spawn(sandboxes.clone().run(shutdown.clone()));
         let filled = |n: usize| {
@@ -381,7 +478,7 @@ mod tests {
     #[tokio::test]
     async fn adoption_keeps_running_pool_sandboxes_up_to_the_size_and_leaves_claimed_ones() {
         let runtime: Arc<dyn ContainerRuntime> = Arc::new(SimulatedRuntime::new(Duration::ZERO));
-        let before = Sandboxes::new(runtime.clone(), "n1", "c1", "", 3);
+        let before = Sandboxes::new(runtime.clone(), "n1", "c1", docker_network(), 3);
         for _ in 0..3 {
             let sandbox = before.create(&pool_name("n1"), Vec::new()).await.unwrap();
             before.ready().push_back(sandbox);
@@ -389,10 +486,10 @@ mod tests {
         let claimed = before.claim("shepherd_default_web_POD_u1").await.unwrap().unwrap();
         let stopped = before.ready().pop_front().unwrap();
         runtime.stop(&stopped.id, Duration::ZERO).await.unwrap();
-        let other_node = Sandboxes::new(runtime.clone(), "n2", "c1", "", 1);
+        let other_node = Sandboxes::new(runtime.clone(), "n2", "c1", docker_network(), 1);
         let theirs = other_node.create(&pool_name("n2"), Vec::new()).await.unwrap();
 
-        let after = Sandboxes::new(runtime.clone(), "n1", "c1", "", 1);
+        let after = Sandboxes::new(runtime.clone(), "n1", "c1", docker_network(), 1);
         after.adopt().await.unwrap();
         assert_eq!(after.available(), 1);
         assert!(runtime.inspect(&stopped.id).await.unwrap().is_none(), "a stopped pool sandbox is removed");

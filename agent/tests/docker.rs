@@ -5,6 +5,7 @@ mod common;
 
 use std::time::Duration;
 
+use agent::network::{PodNetwork, Subnet};
 use agent::runtime::{
     ContainerInfo, ContainerRuntime, DockerRuntime, LABEL_CLUSTER, LABEL_CONTAINER, LABEL_NAMESPACE, LABEL_NODE, LABEL_POD, LABEL_POD_UID,
     LABEL_SANDBOX, LABEL_SANDBOX_ID, RunState,
@@ -231,7 +232,7 @@ async fn a_deletion_the_watch_missed_is_caught_by_the_resync() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_port_is_published_on_loopback() {
-    let DockerNode { docker: _, node, api, agent, cleanup: _cleanup } = docker_node().await;
+    let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
 
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let mut web = container("web", &["sh", "-c", "echo hello-port > /tmp/index.html; exec httpd -f -p 8080 -h /tmp"]);
@@ -249,6 +250,10 @@ async fn a_host_port_is_published_on_loopback() {
         }
     };
     assert_eq!(body, "hello-port\n");
+    // Published by portmap: Docker neither networked the sandbox nor bound the port.
+    let app = containers_of(docker.as_ref(), &pod.metadata.uid).await.remove(0);
+    let sandbox = joined_sandbox(&app.id);
+    assert_eq!(docker_inspect(&sandbox, "{{.Config.NetworkDisabled}} {{len .HostConfig.PortBindings}}"), "true 0");
     agent.stop().await;
 }
 
@@ -465,7 +470,7 @@ async fn a_sandbox_runs_on_the_shepherd_network_and_stops_at_once_on_sigterm() {
     minimal_image(&docker).await;
     let node = unique("node");
     let _cleanup = Cleanup(node.clone());
-    let sandboxes = Sandboxes::new(docker.clone(), &node, "cluster-x", agent::runtime::docker::NETWORK, 0);
+    let sandboxes = Sandboxes::new(docker.clone(), &node, "cluster-x", PodNetwork::Docker(agent::runtime::docker::NETWORK.into()), 0);
     let sandbox = sandboxes.create(&unique("shepherd-test-sandbox"), Vec::new()).await.unwrap();
     assert!(!sandbox.ip.is_empty());
     let networks = docker_inspect(&sandbox.id, "{{range $name, $_ := .NetworkSettings.Networks}}{{$name}} {{end}}");
@@ -495,8 +500,7 @@ async fn a_pod_claims_a_warm_sandbox_the_pool_refills_and_deleting_the_pod_remov
     assert_eq!(sandbox.name, sandbox_name(&running), "the claim renames the sandbox after its pod");
     assert_eq!(sandbox.state, RunState::Running);
     assert_eq!((sandbox.label(LABEL_NODE), sandbox.label(LABEL_CLUSTER)), (node.as_str(), api.cluster.as_str()));
-    assert!(!sandbox.ip.is_empty());
-    assert_eq!(running.status.pod_ip, sandbox.ip, "the pod's address is its sandbox's");
+    assert_eq!(running.status.pod_ip, sandbox_address(&sandbox_id), "the pod's address is its sandbox's");
 
     // The pool makes a new one in the background.
     let refilled = warm_pool(&docker, &node, &api.cluster, 2).await;
@@ -543,7 +547,7 @@ async fn the_containers_of_a_pod_share_localhost_in_a_sandbox_that_publishes_the
     assert_eq!(joined_sandbox(&app[1].id), sandbox_id, "both containers are in one sandbox");
     let sandbox = docker.inspect(&sandbox_id).await.unwrap().unwrap();
     assert_eq!(sandbox.name, sandbox_name(&pod));
-    assert_eq!(done.status.pod_ip, sandbox.ip);
+    assert_eq!(done.status.pod_ip, sandbox_address(&sandbox_id));
     assert!(
         sandboxes_of(&docker, &node, &api.cluster).await.iter().all(|s| owner(&s.name) != Owner::Pool),
         "a pool of 0 makes no warm sandbox"
@@ -630,7 +634,7 @@ async fn a_pod_whose_sandbox_dies_starts_again_in_a_new_sandbox() {
     assert_ne!(second_sandbox, first_sandbox);
     let sandbox = docker.inspect(&second_sandbox).await.unwrap().unwrap();
     assert_eq!((sandbox.name.as_str(), &sandbox.state), (sandbox_name(&pod).as_str(), &RunState::Running));
-    assert_eq!(again.status.pod_ip, sandbox.ip);
+    assert_eq!(again.status.pod_ip, sandbox_address(&second_sandbox));
     assert!(matches!(again.status.container_statuses[0].last_state, Some(ContainerState::Terminated { .. })));
     wait_gone(&docker, &first_sandbox, "the dead sandbox").await;
     assert!(api.events_for("phoenix").iter().any(|e| e.reason == "SandboxChanged"));
@@ -678,4 +682,154 @@ async fn an_agent_told_to_remove_its_containers_on_exit_leaves_none() {
     agent.stop().await;
     let after = docker.list(&[(LABEL_NODE, node.as_str())]).await.unwrap();
     assert!(after.is_empty(), "left behind: {after:?}");
+}
+
+/// The IPv4 address of `eth0` in a container, as `ip` inside it shows it: read, never contacted.
+fn sandbox_address(id: &str) -> String {
+    let output = std::process::Command::new("docker").args(["exec", id, "ip", "-4", "-o", "addr", "show", "dev", "eth0"]).output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    let mut words = text.split_whitespace().skip_while(|w| *w != "inet").skip(1);
+    let address = words.next().unwrap_or_else(|| panic!("container {id} has no IPv4 address on eth0: {text:?}"));
+    address.split('/').next().unwrap().to_string()
+}
+
+/// The host's end of a container's veth: the interface whose index is its `eth0`'s peer.
+fn host_veth(id: &str) -> String {
+    let output = std::process::Command::new("docker").args(["exec", id, "cat", "/sys/class/net/eth0/iflink"]).output().unwrap();
+    let peer = String::from_utf8_lossy(&output.stdout).trim().to_string();
+    std::fs::read_dir("/sys/class/net")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .find(|e| std::fs::read_to_string(e.path().join("ifindex")).is_ok_and(|index| index.trim() == peer))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .unwrap_or_else(|| panic!("no host interface is the peer ({peer:?}) of {id}'s eth0"))
+}
+
+fn interface_exists(name: &str) -> bool {
+    std::path::Path::new("/sys/class/net").join(name).exists()
+}
+
+/// Who holds `ip` in host-local's leases of the pod network: a container id.
+fn lease_holder(ip: &str) -> Option<String> {
+    let path = std::path::Path::new("/var/lib/cni/networks").join(agent::network::NETWORK_NAME).join(ip);
+    std::fs::read_to_string(path).ok().map(|text| text.lines().next().unwrap_or_default().trim().to_string())
+}
+
+fn in_pod_subnet(ip: &str) -> bool {
+    let subnet = Subnet::parse(agent::network::DEFAULT_SUBNET).unwrap();
+    Subnet::parse(&format!("{ip}/32")).is_some_and(|address| subnet.overlaps(&address))
+}
+
+async fn wait_until(what: &str, check: impl Fn() -> bool) {
+    let began = std::time::Instant::now();
+    while !check() {
+        assert!(began.elapsed() < WAIT, "{what} after {WAIT:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_gets_its_address_from_cni_in_a_sandbox_docker_gave_no_network() {
+    let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node_with_pool(0).await;
+    let pod = api.add_pod(&node, "cni", spec(vec![container("main", &["sleep", "3600"])], "Always"));
+    let running = api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
+    let app = containers_of(docker.as_ref(), &pod.metadata.uid).await.remove(0);
+    let sandbox = joined_sandbox(&app.id);
+    assert_eq!(docker_inspect(&sandbox, "{{.Config.NetworkDisabled}}"), "true", "Docker set up no network for the sandbox");
+    assert_eq!(docker_inspect(&sandbox, "{{len .NetworkSettings.Networks}}"), "0");
+    let ip = running.status.pod_ip.clone();
+    assert!(in_pod_subnet(&ip), "the pod's address {ip} is from the pod subnet {}", agent::network::DEFAULT_SUBNET);
+    assert_eq!(sandbox_address(&sandbox), ip, "the address CNI gave the sandbox's eth0");
+    assert_eq!(lease_holder(&ip).as_deref(), Some(sandbox.as_str()), "host-local leased it to the sandbox");
+    assert_eq!(api.node(&node).unwrap().status.node_info.pod_network, "cni");
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_pods_on_a_node_each_get_their_own_address_and_deletion_frees_it_with_the_veth() {
+    // A warm sandbox for one, a new one for the other: both paths network the same way.
+    let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node_with_pool(1).await;
+    let first = api.add_pod(&node, "first", spec(vec![container("main", &["sleep", "3600"])], "Always"));
+    let second = api.add_pod(&node, "second", spec(vec![container("main", &["sleep", "3600"])], "Always"));
+    let mut pods = Vec::new();
+    for pod in [&first, &second] {
+        let running = api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
+        let app = containers_of(docker.as_ref(), &pod.metadata.uid).await.remove(0);
+        let sandbox = joined_sandbox(&app.id);
+        assert!(in_pod_subnet(&running.status.pod_ip), "{}", running.status.pod_ip);
+        assert_eq!(sandbox_address(&sandbox), running.status.pod_ip);
+        pods.push((running.status.pod_ip.clone(), sandbox.clone(), host_veth(&sandbox)));
+    }
+    assert_ne!(pods[0].0, pods[1].0, "two pods, two addresses");
+    assert_ne!(pods[0].2, pods[1].2, "two veths");
+
+    let (ip, sandbox, veth) = pods.remove(0);
+    assert!(interface_exists(&veth));
+    api.delete_pod(&first.metadata.uid);
+    wait_gone(&docker, &sandbox, "the sandbox of a deleted pod").await;
+    wait_until(&format!("the veth {veth} of a deleted pod is still there"), || !interface_exists(&veth)).await;
+    wait_until(&format!("the address {ip} of a deleted pod is still leased"), || lease_holder(&ip).as_deref() != Some(sandbox.as_str()))
+        .await;
+    assert!(!common::state_dir(&node).join("netns").join(&sandbox).exists(), "the kept namespace is let go");
+    let (other_ip, other_sandbox, other_veth) = pods.remove(0);
+    assert!(interface_exists(&other_veth), "the other pod keeps its network");
+    assert_eq!(lease_holder(&other_ip).as_deref(), Some(other_sandbox.as_str()));
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_agent_keeps_pod_addresses_and_frees_those_of_sandboxes_removed_while_it_was_away() {
+    let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node_with_pool(0).await;
+    let kept = api.add_pod(&node, "kept", spec(vec![container("main", &["sleep", "3600"])], "Always"));
+    let lost = api.add_pod(&node, "lost", spec(vec![container("main", &["sleep", "3600"])], "Always"));
+    let kept_ip = api.wait_for(&kept.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await.status.pod_ip;
+    let lost_ip = api.wait_for(&lost.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await.status.pod_ip;
+    let kept_sandbox = joined_sandbox(&containers_of(docker.as_ref(), &kept.metadata.uid).await[0].id);
+    let lost_app = containers_of(docker.as_ref(), &lost.metadata.uid).await.remove(0);
+    let lost_sandbox = joined_sandbox(&lost_app.id);
+    let lost_veth = host_veth(&lost_sandbox);
+    agent.stop().await;
+
+    // While the agent is away, the second pod and its containers are removed from the engine.
+    api.forget_pod(&lost.metadata.uid);
+    docker.remove(&lost_app.id).await.unwrap();
+    docker.remove(&lost_sandbox).await.unwrap();
+    assert!(interface_exists(&lost_veth), "the kept namespace holds the veth of a sandbox that is gone");
+
+    let agent = TestAgent::start_with_pool(&node, docker.clone(), api.clone(), 0).await;
+    wait_until("the veth of a sandbox removed while the agent was away is still there", || !interface_exists(&lost_veth)).await;
+    wait_until("the address of a sandbox removed while the agent was away is still leased", || {
+        lease_holder(&lost_ip).as_deref() != Some(lost_sandbox.as_str())
+    })
+    .await;
+    // Two resync periods: time enough to give the other pod a new sandbox or address.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let now = api.pod(&kept.metadata.uid);
+    assert_eq!((now.status.phase, now.status.pod_ip.as_str()), (PodPhase::Running, kept_ip.as_str()), "the same address");
+    assert_eq!(joined_sandbox(&containers_of(docker.as_ref(), &kept.metadata.uid).await[0].id), kept_sandbox, "the same sandbox");
+    assert_eq!(sandbox_address(&kept_sandbox), kept_ip);
+    assert_eq!(lease_holder(&kept_ip).as_deref(), Some(kept_sandbox.as_str()));
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandbox_removed_behind_the_agents_back_is_replaced_and_its_network_swept() {
+    let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node_with_pool(0).await;
+    let pod = api.add_pod(&node, "swept", spec(vec![container("main", &["sleep", "3600"])], "Always"));
+    let ip = api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await.status.pod_ip;
+    let sandbox = joined_sandbox(&containers_of(docker.as_ref(), &pod.metadata.uid).await[0].id);
+    let veth = host_veth(&sandbox);
+    docker.remove(&sandbox).await.unwrap();
+    let again = api
+        .wait_for(&pod.metadata.uid, "running in a new sandbox", WAIT, |p| {
+            p.status.phase == PodPhase::Running && p.status.container_statuses.first().is_some_and(|c| c.restart_count == 1 && c.ready)
+        })
+        .await;
+    let new_sandbox = joined_sandbox(&containers_of(docker.as_ref(), &pod.metadata.uid).await[0].id);
+    assert_ne!(new_sandbox, sandbox);
+    assert_eq!(sandbox_address(&new_sandbox), again.status.pod_ip);
+    // The orphan sweep of the next resync takes the old network down.
+    wait_until("the veth of the removed sandbox is still there", || !interface_exists(&veth)).await;
+    wait_until("the address of the removed sandbox is still leased", || lease_holder(&ip).as_deref() != Some(sandbox.as_str())).await;
+    agent.stop().await;
 }

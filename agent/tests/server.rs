@@ -92,6 +92,7 @@ fn config(server: &Server, node: &str) -> AgentConfig {
     config.listen = "127.0.0.1:0".parse().unwrap();
     config.resync_interval = Duration::from_secs(2);
     config.backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(4));
+    config.pod_network = common::pod_network(node);
     config
 }
 
@@ -177,7 +178,9 @@ async fn the_binary_leaves_pods_running_on_sigterm_and_keeps_them_while_the_serv
     let _cleanup = Cleanup(node.clone());
     let server = Server::start().await;
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_shepherd-agent"))
-        .args(["--server", &server.base, "--node-name", &node, "--listen", "127.0.0.1:0", "--runtime", "docker"])
+        .args(["--server", &server.base, "--node-name", &node, "--listen", "127.0.0.1:0", "--runtime", "docker", "--pod-network", "cni"])
+        .arg("--state-dir")
+        .arg(common::state_dir(&node))
         .env("RUST_LOG", "warn")
         .spawn()
         .expect("cannot start shepherd-agent");

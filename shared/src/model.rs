@@ -779,6 +779,9 @@ pub struct NodeInfo {
     pub arch: String,
     #[serde(skip_serializing_if = "is_false")]
     pub simulated: bool,
+    /// How its pods get their network: `cni` or `docker` (empty when simulated).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub pod_network: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

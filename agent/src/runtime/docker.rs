@@ -124,7 +124,7 @@ impl DockerRuntime {
             }
         }
         let joins = !config.sandbox.is_empty();
-        let networking_config = (!network.is_empty() && !joins)
+        let networking_config = (!network.is_empty() && !joins && !config.network_disabled)
             .then(|| NetworkingConfig { endpoints_config: Some(HashMap::from([(network.to_string(), EndpointSettings::default())])) });
         let network_mode =
             if joins { Some(format!("container:{}", config.sandbox)) } else { (!network.is_empty()).then(|| network.to_string()) };
@@ -135,6 +135,7 @@ impl DockerRuntime {
             env: Some(config.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
             labels: Some(config.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
             exposed_ports: (!exposed.is_empty()).then_some(exposed),
+            network_disabled: config.network_disabled.then_some(true),
             host_config: Some(HostConfig {
                 memory: (config.memory_limit > 0).then_some(config.memory_limit),
                 // No swap beyond the limit, as Kubernetes: over the limit means OOM-killed.
@@ -175,6 +176,7 @@ fn info_from_inspect(inspect: ContainerInspectResponse) -> ContainerInfo {
         Some(other) => RunState::Other(other.to_string()),
         None => RunState::Other(String::new()),
     };
+    let pid = if run_state == RunState::Running { state.pid.unwrap_or(0) } else { 0 };
     let config = inspect.config.unwrap_or_default();
     let host = inspect.host_config.unwrap_or_default();
     let ip = inspect
@@ -199,6 +201,7 @@ fn info_from_inspect(inspect: ContainerInspectResponse) -> ContainerInfo {
         started_at: parse_time(state.started_at.as_deref()),
         finished_at: parse_time(state.finished_at.as_deref()),
         ip,
+        pid,
         memory_limit: host.memory.unwrap_or(0),
         nano_cpus: host.nano_cpus.unwrap_or(0),
         command,
@@ -235,6 +238,22 @@ impl ContainerRuntime for DockerRuntime {
         true
     }
 
+    async fn network_subnets(&self) -> Result<Vec<(String, String)>> {
+        let networks = self
+            .docker
+            .list_networks(None::<bollard::query_parameters::ListNetworksOptions>)
+            .await
+            .map_err(|e| Error::Other { action: "list networks", message: e.to_string() })?;
+        Ok(networks
+            .into_iter()
+            .flat_map(|n| {
+                let name = n.name.unwrap_or_default();
+                let configs = n.ipam.and_then(|ipam| ipam.config).unwrap_or_default();
+                configs.into_iter().filter_map(move |c| c.subnet.map(|subnet| (name.clone(), subnet)))
+            })
+            .collect())
+    }
+
     async fn version(&self) -> Result<String> {
         let version = self.docker.version().await.map_err(|e| Error::Unreachable(e.to_string()))?;
         Ok(version.version.unwrap_or_default())
@@ -267,6 +286,13 @@ impl ContainerRuntime for DockerRuntime {
                 action: "create",
                 container: config.name.clone(),
                 message: "a container that joins a sandbox has no network or ports of its own: they are the sandbox's".to_string(),
+            });
+        }
+        if config.network_disabled && (!config.network.is_empty() || !config.ports.is_empty()) {
+            return Err(Error::Container {
+                action: "create",
+                container: config.name.clone(),
+                message: "a container without a network from the engine has no engine network or published ports".to_string(),
             });
         }
         let network = if config.network.is_empty() { String::new() } else { self.network_id(&config.network).await? };

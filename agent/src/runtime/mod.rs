@@ -81,6 +81,9 @@ pub struct ContainerConfig {
     pub ports: Vec<PortMapping>,
     /// The network to attach to; empty for the engine's default.
     pub network: String,
+    /// No network from the engine: a namespace with nothing in it, for CNI to fill (a pod
+    /// sandbox on the CNI pod network). Then `network` and `ports` must be empty.
+    pub network_disabled: bool,
     /// The id of a running container whose network namespace this one joins (the pod's
     /// sandbox); then `network` and `ports` must be empty: they belong to the sandbox.
     pub sandbox: String,
@@ -114,6 +117,8 @@ pub struct ContainerInfo {
     pub finished_at: Option<DateTime<Utc>>,
     /// The container's address on its network: reported as the pod IP, never contacted.
     pub ip: String,
+    /// The host PID of its main process while it runs, else 0.
+    pub pid: i64,
     pub memory_limit: i64,
     pub nano_cpus: i64,
     /// Entrypoint followed by arguments, as the container runs them.
@@ -153,6 +158,11 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     /// ([`ContainerConfig::sandbox`]) and be renamed.
     fn pod_sandboxes(&self) -> bool {
         false
+    }
+
+    /// The subnets of the engine's networks, by network name: a pod subnet must not overlap them.
+    async fn network_subnets(&self) -> Result<Vec<(String, String)>> {
+        Ok(Vec::new())
     }
 
     /// The engine's version, for `node_info.runtime_version`.

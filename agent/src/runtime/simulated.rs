@@ -112,6 +112,7 @@ impl ContainerRuntime for SimulatedRuntime {
             finished_at: None,
             // A made-up address in the documentation range (RFC 5737): shown, never contacted.
             ip: format!("192.0.2.{}", n % 254 + 1),
+            pid: 0,
             memory_limit: config.memory_limit,
             nano_cpus: config.nano_cpus,
             command: config.command.iter().chain(&config.args).cloned().collect(),

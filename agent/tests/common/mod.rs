@@ -1,12 +1,16 @@
 //! Test support: the real Docker engine (failing loudly when it is missing), an in-memory
-//! API server behind the agent's `ApiClient` trait, and a running agent per test.
+//! API server behind the agent's `ApiClient` trait, and a running agent per test, on the CNI
+//! pod network (failing loudly when its plugins are missing) with a state directory per node.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use std::path::PathBuf;
+
 use agent::client::{ApiClient, Error as ClientError, WatchStream};
+use agent::network::{Choice, CniNetwork, PodNetworkConfig, Subnet};
 use agent::runtime::{ContainerRuntime, DockerRuntime, LABEL_NODE};
 use agent::sandbox::PoolStatus;
 use agent::{AgentConfig, RuntimeChoice};
@@ -43,8 +47,30 @@ pub fn unique(prefix: &str) -> String {
 /// The shutdown tokens of the agents each test node ran, so that a failed test stops them.
 static AGENTS: Mutex<Vec<(String, CancellationToken)>> = Mutex::new(Vec::new());
 
+/// The state directory of a test node's agent: where its sandboxes' namespaces and CNI
+/// results are, for an agent that restarts on the node and for [`Cleanup`].
+pub fn state_dir(node: &str) -> PathBuf {
+    std::env::temp_dir().join("shepherd-agent-tests").join(node)
+}
+
+/// The CNI pod network settings of a test node: the default subnet and plugins, and the
+/// node's own state directory. Fails the test when the plugins are missing.
+pub fn pod_network(node: &str) -> PodNetworkConfig {
+    let config = PodNetworkConfig { choice: Choice::Cni, state_dir: state_dir(node), ..PodNetworkConfig::default() };
+    let path = agent::cni::PluginPath(config.plugin_dirs.clone());
+    let missing: Vec<&str> = agent::network::PLUGINS.iter().copied().filter(|p| path.find(p).is_err()).collect();
+    assert!(
+        missing.is_empty(),
+        "these tests need the CNI plugins {missing:?} and root: install them ({}) and run again",
+        agent::network::INSTALL
+    );
+    config
+}
+
 /// Removes every container of a test node (its warm pool too), even when the test panics;
 /// then it first stops the node's agents, which would otherwise keep creating containers.
+/// Then it takes down the networks its sandboxes had (veths, firewall and port rules,
+/// address leases, kept namespaces) and removes its state directory.
 pub struct Cleanup(pub String);
 
 impl Cleanup {
@@ -55,6 +81,17 @@ impl Cleanup {
             if !ids.is_empty() {
                 let _ = std::process::Command::new("docker").arg("rm").arg("-f").args(&ids).output();
             }
+        }
+        let config = PodNetworkConfig { state_dir: state_dir(&self.0), ..PodNetworkConfig::default() };
+        let subnet = Subnet::parse(&config.subnet).expect("the default subnet parses");
+        let network = CniNetwork::new(subnet, &config.state_dir, &config.plugin_dirs);
+        for sandbox in network.attached() {
+            if let Err(e) = network.detach(&sandbox) {
+                eprintln!("cannot take down the network of test sandbox {sandbox}: {e}");
+            }
+        }
+        if network.attached().is_empty() {
+            let _ = std::fs::remove_dir_all(&config.state_dir);
         }
     }
 }
@@ -407,6 +444,7 @@ impl TestAgent {
         config.backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(4));
         config.runtime = RuntimeChoice::Docker;
         config.warm_sandboxes = warm;
+        config.pod_network = pod_network(node);
         adjust(&mut config);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let endpoint = format!("http://{}", listener.local_addr().unwrap());

@@ -413,6 +413,9 @@ fn node_text(text: &mut Text, node: &Node, pods: &[Object], now: Time, nodes: &s
         (false, runtime, version) => format!("{runtime} {version}"),
     };
     text.field(0, "Runtime", runtime);
+    if !info.pod_network.is_empty() {
+        text.field(0, "Pod Network", &info.pod_network);
+    }
     text.field(0, "Agent Version", &info.agent_version);
     if !info.os.is_empty() || !info.arch.is_empty() {
         text.field(0, "Platform", format!("{}/{}", info.os, info.arch));
@@ -510,6 +513,20 @@ mod tests {
             "Name:           web\nLabels:         app=web\n                tier=fe\n  Image:            <none>\n    \
              Restart Count:  0\nA Very Long Label: x\n"
         );
+    }
+
+    #[test]
+    fn a_node_says_how_its_pods_are_networked_unless_it_is_simulated() {
+        let mut node = Node { metadata: ObjectMeta::named("", "node-1"), ..Default::default() };
+        node.status.node_info.runtime = "docker".into();
+        node.status.node_info.pod_network = "cni".into();
+        let mut text = Text::default();
+        node_text(&mut text, &node, &[], now(), &shared::readiness::NodeJudge::default());
+        assert!(text.0.contains("Runtime:        docker\nPod Network:    cni\n"), "{}", text.0);
+        node.status.node_info = shared::model::NodeInfo { runtime: "simulated".into(), simulated: true, ..Default::default() };
+        let mut text = Text::default();
+        node_text(&mut text, &node, &[], now(), &shared::readiness::NodeJudge::default());
+        assert!(!text.0.contains("Pod Network"), "{}", text.0);
     }
 
     #[test]
