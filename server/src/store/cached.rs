@@ -105,30 +105,40 @@ impl State {
             None => map.remove(&key.key),
         };
         if key.kind == Kind::Pod {
-            if let Some(node) = prev.as_deref().and_then(pod_node)
-                && let Some(set) = self.by_node.get_mut(node)
-            {
-                set.remove(&key.key);
-                if set.is_empty() {
-                    self.by_node.remove(node);
-                }
-            }
-            if let Some(node) = object.as_deref().and_then(pod_node) {
-                self.by_node.entry(node.to_string()).or_default().insert(key.key.clone());
-            }
-            if let Some(owner) = prev.as_deref().and_then(pod_owner)
-                && let Some(set) = self.by_owner.get_mut(&owner)
-            {
-                set.remove(&key.key);
-                if set.is_empty() {
-                    self.by_owner.remove(&owner);
-                }
-            }
-            if let Some(owner) = object.as_deref().and_then(pod_owner) {
-                self.by_owner.entry(owner).or_default().insert(key.key.clone());
-            }
+            let node = |o: &Arc<Object>| pod_node(o).map(str::to_string);
+            reindex(&mut self.by_node, prev.as_ref().and_then(node), object.as_ref().and_then(node), &key.key);
+            reindex(&mut self.by_owner, prev.as_deref().and_then(pod_owner), object.as_deref().and_then(pod_owner), &key.key);
         }
         prev
+    }
+
+    /// The pods an index holds under `slot`, with the revision they were read at.
+    fn pods_in<K>(&self, index: &HashMap<K::Owned, BTreeSet<String>>, slot: &K) -> (u64, Vec<Arc<Object>>)
+    where
+        K: Eq + std::hash::Hash + ToOwned + ?Sized,
+        K::Owned: Eq + std::hash::Hash + std::borrow::Borrow<K>,
+    {
+        let pods = index
+            .get(slot)
+            .map(|keys| keys.iter().filter_map(|k| self.get(&Key { kind: Kind::Pod, key: k.clone() }).cloned()).collect())
+            .unwrap_or_default();
+        (self.revision, pods)
+    }
+}
+
+/// Moves pod `key` in `index` from the slot of its previous state to that of its new one;
+/// an emptied slot goes.
+fn reindex<K: Eq + std::hash::Hash>(index: &mut HashMap<K, BTreeSet<String>>, before: Option<K>, after: Option<K>, key: &str) {
+    if let Some(before) = before
+        && let Some(set) = index.get_mut(&before)
+    {
+        set.remove(key);
+        if set.is_empty() {
+            index.remove(&before);
+        }
+    }
+    if let Some(after) = after {
+        index.entry(after).or_default().insert(key.to_string());
     }
 }
 
@@ -582,22 +592,12 @@ impl Store for CachedStore {
 
     fn pods_on_node(&self, node: &str) -> (u64, Vec<Arc<Object>>) {
         let state = self.inner.state.read().expect("store state lock");
-        let pods = state
-            .by_node
-            .get(node)
-            .map(|keys| keys.iter().filter_map(|k| state.get(&Key { kind: Kind::Pod, key: k.clone() }).cloned()).collect())
-            .unwrap_or_default();
-        (state.revision, pods)
+        state.pods_in(&state.by_node, node)
     }
 
     fn pods_owned_by(&self, owner: &Key) -> (u64, Vec<Arc<Object>>) {
         let state = self.inner.state.read().expect("store state lock");
-        let pods = state
-            .by_owner
-            .get(owner)
-            .map(|keys| keys.iter().filter_map(|k| state.get(&Key { kind: Kind::Pod, key: k.clone() }).cloned()).collect())
-            .unwrap_or_default();
-        (state.revision, pods)
+        state.pods_in(&state.by_owner, owner)
     }
 
     fn count(&self, kind: Kind) -> usize {
