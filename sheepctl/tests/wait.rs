@@ -82,17 +82,22 @@ fn waits_for_deletion() {
     server.sheepctl().args(["wait", "--for=delete", "svc/web-service"]).assert().success();
 }
 
+/// Binds the pod and reports it Failed, as its node's agent would.
+fn report_failed(server: &TestServer, name: &str) {
+    let mut pod = server.pod_bound("default", name);
+    pod["status"]["phase"] = serde_json::json!("Failed");
+    pod["status"]["reason"] = serde_json::json!("Error");
+    pod["metadata"]["resource_version"] = serde_json::json!(0);
+    let (status, body) = server.request(Method::PUT, &format!("/api/v1/namespaces/default/pods/{name}/status"), Some(pod));
+    assert_eq!(status, 200, "{body}");
+}
+
 #[test]
 fn a_pod_that_failed_will_never_run() {
     let server = TestServer::start();
     server.register_node("node-1");
     apply(&server, "pod.json");
-    let mut pod = server.pod_bound("default", "web-server");
-    pod["status"]["phase"] = serde_json::json!("Failed");
-    pod["status"]["reason"] = serde_json::json!("Error");
-    pod["metadata"]["resource_version"] = serde_json::json!(0);
-    let (status, body) = server.request(Method::PUT, "/api/v1/namespaces/default/pods/web-server/status", Some(pod));
-    assert_eq!(status, 200, "{body}");
+    report_failed(&server, "web-server");
     server
         .sheepctl()
         .args(["wait", "--for=Running", "pod/web-server", "--timeout=10s"])
@@ -139,6 +144,32 @@ fn waits_for_every_pod_the_selector_matches() {
     let (code, out, err) = wait.finish(Duration::from_secs(20));
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "pod/web-a condition met\npod/web-b condition met");
+}
+
+#[test]
+fn a_selector_wait_ends_at_once_when_any_pod_can_never_run() {
+    let server = TestServer::start();
+    server.register_node("node-1");
+    create_pod(&server, "web-a", "web");
+    create_pod(&server, "web-b", "web");
+    let wait = server.spawn(&["wait", "--for=Running", "pods", "-l", "app=web", "--timeout=300s"]);
+    // web-a stays Pending: a wait that followed one pod at a time would still be on it.
+    report_failed(&server, "web-b");
+    let (code, out, err) = wait.finish(Duration::from_secs(30));
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert!(err.starts_with("error: pod/web-b will never be Running: it finished as Failed"), "{err}");
+}
+
+#[test]
+fn a_selector_wait_that_times_out_names_the_first_pod_and_counts_the_others() {
+    let server = TestServer::start();
+    for name in ["web-a", "web-b", "web-c"] {
+        create_pod(&server, name, "web");
+    }
+    server.sheepctl().args(["wait", "--for=Running", "pods", "-l", "app=web", "--timeout=1s"]).assert().code(1).stdout("").stderr(
+        predicate::str::starts_with("error: timed out after 1s waiting for pod/web-a to be Running: it is Pending (")
+            .and(predicate::str::ends_with("; 2 other pods are still waiting to be Running; see `sheepctl describe pod web-a`\n")),
+    );
 }
 
 #[test]

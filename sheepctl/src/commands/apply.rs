@@ -67,10 +67,9 @@ pub async fn run(context: &Context, args: &crate::cli::ApplyArgs) -> Result<()> 
     if args.wait {
         let deadline = Instant::now() + timeout;
         let mut progress = Progress::new(Mode::detect(Mode::Lines));
-        for object in applied.iter().filter(|o| matches!(o.kind(), Kind::Pod | Kind::Deployment)) {
-            let meta = object.metadata();
-            let target = wait::Target { kind: object.kind(), namespace: &meta.namespace, name: &meta.name };
-            wait::until(context, target, &WaitFor::Running, deadline, &args.timeout, &mut progress).await?;
+        let running = applied.iter().filter(|o| matches!(o.kind(), Kind::Pod | Kind::Deployment));
+        for group in wait::Targets::grouped(running.map(|o| (o.kind(), o.metadata().namespace.as_str(), o.metadata().name.clone()))) {
+            wait::until(context, &group, &WaitFor::Running, deadline, &args.timeout, &mut progress).await?;
         }
         progress.finish();
     }

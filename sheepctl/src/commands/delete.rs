@@ -9,7 +9,7 @@ use shared::model::Kind;
 use shepherd_client::DeleteOptions;
 use tokio::time::Instant;
 
-use super::wait::{Target, until};
+use super::wait::{Targets, until};
 use super::{Context, apply, print};
 use crate::cli::DeleteArgs;
 use crate::condition::WaitFor;
@@ -68,9 +68,8 @@ pub async fn run(context: &Context, args: &DeleteArgs) -> Result<()> {
     if args.wait {
         let deadline = Instant::now() + timeout;
         let mut quiet = Progress::new(Mode::Quiet);
-        for (kind, namespace, name) in &deleted {
-            let target = Target { kind: *kind, namespace, name };
-            until(context, target, &WaitFor::Delete, deadline, timeout_text, &mut quiet).await?;
+        for group in Targets::grouped(deleted.iter().map(|(kind, namespace, name)| (*kind, namespace.as_str(), name.clone()))) {
+            until(context, &group, &WaitFor::Delete, deadline, timeout_text, &mut quiet).await?;
         }
     }
     if failed > 0 {

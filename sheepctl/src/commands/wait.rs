@@ -1,6 +1,9 @@
-//! `sheepctl wait --for=… KIND/NAME --timeout=30s` (or `KIND -l SELECTOR`): follows the object on the watch stream
-//! (which reconnects, re-lists, or falls back to polling by itself) until the condition
-//! holds, exits 0 then, and fails with the object's last state when time runs out.
+//! `sheepctl wait --for=… KIND/NAME… --timeout=30s` (or `KIND -l SELECTOR`): follows the
+//! objects on one watch stream per kind (which reconnects, re-lists, or falls back to polling
+//! by itself) until the condition holds for all, exits 0 then, fails at once when one can
+//! never meet it, and fails with the last state seen when time runs out.
+
+use std::collections::BTreeMap;
 
 use anyhow::{Result, bail};
 use shared::api::WatchEventType;
@@ -15,12 +18,27 @@ use crate::progress::{Mode, Progress};
 use crate::settings::{self, kind_word};
 use shared::readiness::NodeJudge;
 
-/// One object to wait for.
-#[derive(Debug, Clone, Copy)]
-pub struct Target<'a> {
+/// Objects of one kind in one namespace to wait for, by name: one watch follows them all.
+#[derive(Debug, Clone)]
+pub struct Targets<'a> {
     pub kind: Kind,
     pub namespace: &'a str,
-    pub name: &'a str,
+    pub names: Vec<String>,
+}
+
+impl<'a> Targets<'a> {
+    /// Groups `(kind, namespace, name)` by kind and namespace, in the order each group first
+    /// appears, keeping the names' order within a group.
+    pub fn grouped(objects: impl IntoIterator<Item = (Kind, &'a str, String)>) -> Vec<Targets<'a>> {
+        let mut groups: Vec<Targets<'a>> = Vec::new();
+        for (kind, namespace, name) in objects {
+            match groups.iter_mut().find(|g| g.kind == kind && g.namespace == namespace) {
+                Some(group) => group.names.push(name),
+                None => groups.push(Targets { kind, namespace, names: vec![name] }),
+            }
+        }
+        groups
+    }
 }
 
 pub async fn run(context: &Context, args: &WaitArgs) -> Result<()> {
@@ -35,13 +53,12 @@ pub async fn run(context: &Context, args: &WaitArgs) -> Result<()> {
     }
     let deadline = Instant::now() + timeout;
     let mut progress = Progress::new(Mode::detect(Mode::Quiet));
-    let mut met = String::new();
-    for (kind, name) in &targets {
-        let target = Target { kind: *kind, namespace: &context.settings.namespace, name };
-        until(context, target, &condition, deadline, &args.timeout, &mut progress).await?;
-        met.push_str(&format!("{}/{name} condition met\n", kind_word(*kind)));
+    let namespace = context.settings.namespace.as_str();
+    for group in Targets::grouped(targets.iter().map(|(kind, name)| (*kind, namespace, name.clone()))) {
+        until(context, &group, &condition, deadline, &args.timeout, &mut progress).await?;
     }
     progress.finish();
+    let met: String = targets.iter().map(|(kind, name)| format!("{}/{name} condition met\n", kind_word(*kind))).collect();
     print(&met)
 }
 
@@ -79,75 +96,107 @@ fn goal(condition: &WaitFor, kind: Kind) -> String {
     }
 }
 
-/// Waits until `condition` holds for the target, reporting each state change to `progress`.
-/// Fails at once when the condition can no longer be met, and at `deadline` with the last
-/// state seen. `timeout_text` is how the user wrote the timeout, for the message.
+/// Where one target stands while the others are waited for.
+struct Waiting {
+    object: Option<Object>,
+    /// What its state is, for the timeout message.
+    seen: String,
+}
+
+/// Waits until `condition` holds for every target, on one watch of their kind, reporting
+/// each state change to `progress`. Fails at once when the condition can no longer be met
+/// for one of them, and at `deadline` with the state of the first still waiting.
+/// `timeout_text` is how the user wrote the timeout, for the message.
 pub async fn until(
     context: &Context,
-    target: Target<'_>,
+    targets: &Targets<'_>,
     condition: &WaitFor,
     deadline: Instant,
     timeout_text: &str,
     progress: &mut Progress,
 ) -> Result<()> {
-    let label = format!("{}/{}", kind_word(target.kind), target.name);
-    let goal = goal(condition, target.kind);
-    let mut last_state = "it was not read before the time ran out".to_string();
-    // A pod the scheduler has yet to place: its reason is from the last attempt, which may
-    // predate the cluster as it is now.
-    let mut unscheduled = false;
-    let waiting = async {
-        let namespace = target.kind.namespaced().then_some(target.namespace);
-        let mut watcher = context.changes(target.kind, namespace, None).named(target.name);
-        let mut current = watcher.list().await?.into_iter().next();
-        if current.is_none() && *condition != WaitFor::Delete {
-            match namespace {
-                Some(ns) => bail!("{label} not found in namespace {ns:?}: create it first, or pass -n"),
-                None => bail!("{label} not found"),
+    let kind = targets.kind;
+    let label = |name: &str| format!("{}/{name}", kind_word(kind));
+    let goal = goal(condition, kind);
+    let mut waiting: BTreeMap<&str, Waiting> = targets
+        .names
+        .iter()
+        .map(|name| (name.as_str(), Waiting { object: None, seen: "it was not read before the time ran out".to_string() }))
+        .collect();
+    let following = async {
+        let namespace = kind.namespaced().then_some(targets.namespace);
+        let mut watcher = context.changes(kind, namespace, None);
+        for object in watcher.list().await? {
+            if let Some(target) = waiting.get_mut(object.metadata().name.as_str()) {
+                target.object = Some(object);
             }
         }
+        if *condition != WaitFor::Delete
+            && let Some(name) = targets.names.iter().find(|name| waiting[name.as_str()].object.is_none())
+        {
+            match namespace {
+                Some(ns) => bail!("{} not found in namespace {ns:?}: create it first, or pass -n", label(name)),
+                None => bail!("{} not found", label(name)),
+            }
+        }
+        let mut changed: Vec<String> = targets.names.clone();
         loop {
             // A node is Ready by the server's own judgement of its heartbeat: its grace and the
             // leases, read again at each look, since a renewal does not change the node.
-            let nodes = if target.kind == Kind::Node { context.node_judge().await? } else { NodeJudge::default() };
+            let nodes = if kind == Kind::Node { context.node_judge().await? } else { NodeJudge::default() };
             let now = context.now();
-            match condition.check(current.as_ref(), now, &nodes) {
-                Check::Met => {
-                    if let Some(object) = &current {
-                        progress.update(&label, &state(object, now, &nodes));
-                    }
-                    return Ok(());
+            for name in changed.drain(..) {
+                let Some(target) = waiting.get_mut(name.as_str()) else { continue };
+                let check = condition.check(target.object.as_ref(), now, &nodes);
+                if let Some(object) = &target.object {
+                    progress.update(&label(&name), &state(object, now, &nodes));
                 }
-                Check::Never(why) => bail!("{label} will never {goal}: {why}"),
-                Check::NotYet(seen) => {
-                    if let Some(object) = &current {
-                        progress.update(&label, &state(object, now, &nodes));
+                match check {
+                    Check::Met => {
+                        waiting.remove(name.as_str());
                     }
-                    last_state = seen;
-                    unscheduled = matches!(&current, Some(Object::Pod(p)) if p.needs_scheduling());
+                    Check::Never(why) => bail!("{} will never {goal}: {why}", label(&name)),
+                    Check::NotYet(seen) => target.seen = seen,
                 }
             }
+            if waiting.is_empty() {
+                return Ok(());
+            }
             let change = watcher.next().await?;
-            current = if change.type_ == WatchEventType::Deleted { None } else { Some(change.object) };
+            let name = change.object.metadata().name.clone();
+            if let Some(target) = waiting.get_mut(name.as_str()) {
+                target.object = (change.type_ != WatchEventType::Deleted).then_some(change.object);
+                changed.push(name);
+            }
         }
     };
-    let outcome = tokio::time::timeout_at(deadline, waiting).await;
+    let outcome = tokio::time::timeout_at(deadline, following).await;
     match outcome {
         Ok(result) => result,
         Err(_) => {
-            let hint = match target.kind {
+            let first = targets.names.iter().find_map(|name| waiting.get_key_value(name.as_str()));
+            let Some((name, target)) = first else { return Ok(()) };
+            let hint = match kind {
                 Kind::Pod | Kind::Deployment | Kind::Node | Kind::Service => {
-                    format!("; see `sheepctl describe {} {}`", kind_word(target.kind), target.name)
+                    format!("; see `sheepctl describe {} {name}`", kind_word(kind))
                 }
                 _ => String::new(),
             };
+            // A pod the scheduler has yet to place: its reason is from the last attempt, which
+            // may predate the cluster as it is now.
+            let unscheduled = matches!(&target.object, Some(Object::Pod(p)) if p.needs_scheduling());
             let queue =
-                if unscheduled { context.client.scheduling(target.namespace, target.name).await.ok().and_then(|e| e.queue) } else { None };
+                if unscheduled { context.client.scheduling(targets.namespace, name).await.ok().and_then(|e| e.queue) } else { None };
             let attempt = match queue {
                 Some(queue) => format!("; that reason is from the scheduler's last attempt, and now the pod is {}", queue.describe()),
                 None => String::new(),
             };
-            bail!("timed out after {timeout_text} waiting for {label} to {goal}: {last_state}{attempt}{hint}")
+            let others = match waiting.len() - 1 {
+                0 => String::new(),
+                1 => format!("; 1 other {} is still waiting to {goal}", kind_word(kind)),
+                n => format!("; {n} other {} are still waiting to {goal}", kind.plural()),
+            };
+            bail!("timed out after {timeout_text} waiting for {} to {goal}: {}{attempt}{others}{hint}", label(name), target.seen)
         }
     }
 }
