@@ -25,6 +25,7 @@ pub mod cni;
 pub mod fleet;
 pub mod http;
 pub mod image;
+pub mod logging;
 pub mod network;
 pub mod node;
 pub mod pod;

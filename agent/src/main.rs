@@ -242,12 +242,7 @@ async fn bootstrap(name: &str, busybox: &std::path::Path, force: bool) -> anyhow
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    agent::logging::init("info");
     let cli = Cli::parse();
     if let Some(Command::BootstrapImage { name, busybox, force }) = &cli.command {
         return bootstrap(name, busybox, *force).await;

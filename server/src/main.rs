@@ -173,10 +173,7 @@ fn disable_transparent_huge_pages() {
 }
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr)
-        .init();
+    agent::logging::init("info");
     #[cfg(target_os = "linux")]
     disable_transparent_huge_pages();
     let args = Args::parse();

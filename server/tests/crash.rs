@@ -1,6 +1,6 @@
 //! The real `shepherd` binary on a durable data dir: SIGKILL while 1,000 pods are being
-//! created loses none that got a 201 and duplicates none; SIGTERM stops cleanly; the
-//! process runs without transparent huge pages.
+//! created loses none that got a 201 and duplicates none; SIGTERM stops cleanly, also once
+//! the reader of its log has gone; the process runs without transparent huge pages.
 
 mod common;
 
@@ -12,16 +12,24 @@ use std::time::Duration;
 use common::pod;
 use reqwest::StatusCode;
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStderr, Command};
 
 struct Shepherd {
     child: Child,
     url: String,
 }
 
-/// Starts `shepherd --addr 127.0.0.1:0 --data-dir dir` and reads its address from the log.
+/// Starts `shepherd --addr 127.0.0.1:0 --data-dir dir` and reads its address from the log,
+/// which it goes on reading.
 async fn start(dir: &std::path::Path) -> Shepherd {
+    let (shepherd, mut log) = start_reading_log(dir).await;
+    tokio::spawn(async move { while let Ok(Some(_)) = log.next_line().await {} });
+    shepherd
+}
+
+/// [`start`], handing back the rest of its log (standard error).
+async fn start_reading_log(dir: &std::path::Path) -> (Shepherd, Lines<BufReader<ChildStderr>>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_shepherd"))
         .args(["--addr", "127.0.0.1:0", "--data-dir"])
         .arg(dir)
@@ -42,8 +50,7 @@ async fn start(dir: &std::path::Path) -> Shepherd {
     })
     .await
     .expect("shepherd listens within 20 s");
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    Shepherd { child, url }
+    (Shepherd { child, url }, lines)
 }
 
 async fn list_pods(client: &reqwest::Client, url: &str) -> Value {
@@ -141,6 +148,23 @@ async fn sigterm_stops_cleanly_and_keeps_everything() {
     let after = list_pods(&client, &restarted.url).await;
     assert_eq!(after["items"].as_array().unwrap().len(), 20);
     assert!(after["resource_version"].as_u64() >= before["resource_version"].as_u64());
+}
+
+/// As in `shepherd 2>&1 | head -3`: once the reader of its log has gone, every line it logs
+/// fails to write, and it must go on serving and still stop on SIGTERM.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_it_after_the_reader_of_its_log_has_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut shepherd, log) = start_reading_log(dir.path()).await;
+    drop(log);
+    let client = reqwest::Client::new();
+    let response = client.post(format!("{}/api/v1/pods", shepherd.url)).json(&pod("after-the-log", 10, 1)).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let pid = shepherd.child.id().unwrap() as i32;
+    // SAFETY: sending a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let status = tokio::time::timeout(Duration::from_secs(10), shepherd.child.wait()).await.expect("exits within 10 s").unwrap();
+    assert!(status.success(), "{status}");
 }
 
 #[tokio::test]
