@@ -112,7 +112,9 @@ pub enum TokenError {
     NoTokens { path: String },
     #[error("{path} line {second}: the token of line {first} again; a token must name one principal, so give each line its own token")]
     Repeated { path: String, first: usize, second: usize },
-    #[error("--token is also the token on line {line} of the tokens file {path}; a token must name one principal: leave out --token or that line")]
+    #[error(
+        "--token is also the token on line {line} of the tokens file {path}; a token must name one principal: leave out --token or that line"
+    )]
     FlagInFile { path: String, line: usize },
 }
 

@@ -179,7 +179,9 @@ async fn an_invalid_object_is_one_422_with_every_cause_in_kubernetes_fields() {
     assert!(causes.iter().all(|c| c["reason"] == "FieldValueInvalid"), "{refused}");
     let message = refused["message"].as_str().unwrap();
     assert!(
-        message.starts_with("Pod \"web\" is invalid: [spec.containers[0].ports[0].hostPort: Invalid value: must be between 1 and 65535, got 70000, "),
+        message.starts_with(
+            "Pod \"web\" is invalid: [spec.containers[0].ports[0].hostPort: Invalid value: must be between 1 and 65535, got 70000, "
+        ),
         "{message}"
     );
 
@@ -191,7 +193,10 @@ async fn an_invalid_object_is_one_422_with_every_cause_in_kubernetes_fields() {
     assert_eq!(refused["details"]["kind"], "Pod", "{refused}");
     assert_eq!(refused["details"]["name"], "bound", "{refused}");
     assert_eq!(refused["details"]["causes"][0]["field"], "spec.nodeName", "{refused}");
-    assert!(refused["message"].as_str().unwrap().starts_with("Pod \"bound\" is invalid: spec.nodeName: Invalid value: must be empty"), "{refused}");
+    assert!(
+        refused["message"].as_str().unwrap().starts_with("Pod \"bound\" is invalid: spec.nodeName: Invalid value: must be empty"),
+        "{refused}"
+    );
 
     let (status, _) = post(&server, "/k8s/api/v1/namespaces/default/pods", k8s_pod("web")).await;
     assert_eq!(status, StatusCode::CREATED);
@@ -471,7 +476,10 @@ async fn lists_take_kubernetes_field_labels_and_their_own_continue_tokens() {
     let (status, refused) = get(&server, "/k8s/api/v1/namespaces/default/pods?limit=1&continue=%25%25%25garbage").await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
     assert_status(&refused, 400, "BadRequest");
-    assert!(refused["message"].as_str().unwrap().starts_with("invalid continue token: \"%%%garbage\" is not one this server issued"), "{refused}");
+    assert!(
+        refused["message"].as_str().unwrap().starts_with("invalid continue token: \"%%%garbage\" is not one this server issued"),
+        "{refused}"
+    );
 
     server.stop().await;
 }

@@ -1019,7 +1019,14 @@ mod tests {
             let (segment, tail) = rest.split_once('.').unwrap_or((rest, ""));
             let (name, index) = segment.split_at(segment.find('[').unwrap_or(segment.len()));
             let Some(next) = here.get(name) else { return false };
-            here = if index.is_empty() { next } else { match next.get(0) { Some(item) => item, None => return false } };
+            here = if index.is_empty() {
+                next
+            } else {
+                match next.get(0) {
+                    Some(item) => item,
+                    None => return false,
+                }
+            };
             if matches!(name, "labels" | "annotations" | "nodeSelector" | "matchLabels" | "selector") && here.get("matchLabels").is_none() {
                 return here.is_object();
             }
@@ -1128,7 +1135,10 @@ mod tests {
             "template": {"metadata": meta(), "spec": pod_spec_json()}}}));
         let service_ref = reference::<Service>(serde_json::json!({"metadata": meta(), "spec": {"selector": {"a": "b"}, "type": "NodePort",
             "ports": [{"name": "p", "port": 1, "targetPort": 1, "protocol": "TCP"}]}}));
-        let mut full_node = Node { metadata: ObjectMeta { name: "a".into(), labels: [("a".to_string(), "b".to_string())].into(), ..Default::default() }, ..Default::default() };
+        let mut full_node = Node {
+            metadata: ObjectMeta { name: "a".into(), labels: [("a".to_string(), "b".to_string())].into(), ..Default::default() },
+            ..Default::default()
+        };
         full_node.status.capacity = NodeResources { cpu: 1, memory: 1, pods: 1 };
         full_node.status.allocatable = full_node.status.capacity;
         full_node.status.unschedulable = true;
