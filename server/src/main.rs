@@ -44,7 +44,8 @@ struct Args {
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
     /// Serve HTTPS with a certificate made in the data directory (tls/ca.crt is the authority
-    /// clients trust, made once and kept), for localhost, 127.0.0.1, ::1 and --addr.
+    /// clients trust, made once and kept), for localhost, 127.0.0.1, ::1 and --addr; made
+    /// again on start within 30 days of its end.
     #[arg(long, conflicts_with_all = ["tls_cert", "in_memory"])]
     tls_self_signed: bool,
     /// Another name or address the made certificate is for (repeatable).
