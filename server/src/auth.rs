@@ -110,12 +110,20 @@ pub enum TokenError {
         "the tokens file {path} holds no tokens (only comments or blank lines), so the server would be open to anyone: add a line such as `<token> admin`, or leave out --tokens-file"
     )]
     NoTokens { path: String },
+    #[error("{path} line {second}: the token of line {first} again; a token must name one principal, so give each line its own token")]
+    Repeated { path: String, first: usize, second: usize },
+    #[error(
+        "--token is also the token on line {line} of the tokens file {path}; a token must name one principal: leave out --token or that line"
+    )]
+    FlagInFile { path: String, line: usize },
 }
 
 /// The configured tokens. Empty means the API is open.
 #[derive(Clone, Default)]
 pub struct Tokens {
     by_token: HashMap<String, Principal>,
+    /// The tokens file, and the line of each token read from it.
+    file: Option<(String, HashMap<String, usize>)>,
 }
 
 /// Never prints a token: only how many there are.
@@ -132,6 +140,17 @@ impl Tokens {
 
     pub fn add(&mut self, token: &str, principal: Principal) {
         self.by_token.insert(token.to_string(), principal);
+    }
+
+    /// Adds `--token`'s admin token, which must not also be in the tokens file.
+    pub fn add_flag_token(&mut self, token: &str) -> Result<(), TokenError> {
+        if let Some((path, lines)) = &self.file
+            && let Some(&line) = lines.get(token)
+        {
+            return Err(TokenError::FlagInFile { path: path.clone(), line });
+        }
+        self.add(token, Principal { role: Role::Admin, node: None });
+        Ok(())
     }
 
     pub fn lookup(&self, token: &str) -> Option<&Principal> {
@@ -153,6 +172,7 @@ impl Tokens {
 
     pub fn parse(text: &str, path: &str) -> Result<Tokens, TokenError> {
         let mut tokens = Tokens::default();
+        let mut lines = HashMap::new();
         for (index, raw) in text.lines().enumerate() {
             let line = raw.split('#').next().unwrap_or("").trim();
             if line.is_empty() {
@@ -173,8 +193,13 @@ impl Tokens {
             if fields[0].len() < 8 {
                 return Err(syntax("a token must be at least 8 characters long".into()));
             }
+            if let Some(&first) = lines.get(fields[0]) {
+                return Err(TokenError::Repeated { path: path.to_string(), first, second: index + 1 });
+            }
+            lines.insert(fields[0].to_string(), index + 1);
             tokens.add(fields[0], principal);
         }
+        tokens.file = Some((path.to_string(), lines));
         Ok(tokens)
     }
 }
@@ -267,6 +292,26 @@ mod tests {
         assert!(err.to_string().contains("unknown role \"root\""), "{err}");
         let err = Tokens::parse("short admin\n", "tokens").unwrap_err();
         assert!(err.to_string().contains("at least 8"), "{err}");
+    }
+
+    #[test]
+    fn a_token_names_one_principal() {
+        let err = Tokens::parse("# tokens\nshared-secret admin\nother-secret viewer\nshared-secret node node-1\n", "tokens").unwrap_err();
+        assert_eq!(err, TokenError::Repeated { path: "tokens".into(), first: 2, second: 4 });
+        assert_eq!(
+            err.to_string(),
+            "tokens line 4: the token of line 2 again; a token must name one principal, so give each line its own token"
+        );
+        assert!(Tokens::parse("same-secret admin\nsame-secret admin\n", "tokens").is_err(), "even for the same principal");
+
+        let mut tokens = Tokens::parse("file-secret viewer\n", "/etc/shepherd/tokens").unwrap();
+        let err = tokens.add_flag_token("file-secret").unwrap_err();
+        assert_eq!(err, TokenError::FlagInFile { path: "/etc/shepherd/tokens".into(), line: 1 });
+        assert!(err.to_string().starts_with("--token is also the token on line 1 of the tokens file /etc/shepherd/tokens"), "{err}");
+        assert_eq!(tokens.lookup("file-secret").unwrap().role, Role::Viewer, "the file's principal stays");
+        tokens.add_flag_token("flag-secret").unwrap();
+        assert_eq!(tokens.lookup("flag-secret").unwrap().role, Role::Admin);
+        Tokens::default().add_flag_token("flag-secret").unwrap();
     }
 
     #[test]

@@ -65,6 +65,17 @@ impl ApiError {
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", message)
     }
 
+    /// 413: a body over [`crate::api::BODY_LIMIT`], in the server's words whichever layer
+    /// found it.
+    pub fn too_large() -> Self {
+        let limit = crate::api::BODY_LIMIT;
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "PayloadTooLarge",
+            format!("the request body is larger than this server's limit of {limit} bytes ({} MiB)", limit >> 20),
+        )
+    }
+
     /// 422 with every field error.
     pub fn invalid(what: &str, details: Vec<FieldError>) -> Self {
         let summary: Vec<String> = details.iter().map(ToString::to_string).collect();
@@ -87,7 +98,6 @@ impl ApiError {
             StatusCode::METHOD_NOT_ALLOWED => "MethodNotAllowed",
             StatusCode::CONFLICT => "Conflict",
             StatusCode::GONE => "Gone",
-            StatusCode::PAYLOAD_TOO_LARGE => "PayloadTooLarge",
             StatusCode::UNSUPPORTED_MEDIA_TYPE => "UnsupportedMediaType",
             StatusCode::UNPROCESSABLE_ENTITY => "Invalid",
             StatusCode::REQUEST_TIMEOUT => "Timeout",
@@ -95,6 +105,9 @@ impl ApiError {
             s if s.is_server_error() => "InternalError",
             _ => "BadRequest",
         };
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            return ApiError::too_large();
+        }
         let canonical = status.canonical_reason().unwrap_or("error");
         if status.is_server_error() {
             let message = format!("{canonical}: the server's log says why");

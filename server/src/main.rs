@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
-use server::auth::{Principal, Role, Tokens};
+use server::auth::Tokens;
 use server::config::{Config, default_data_dir};
 use server::tls::Identity;
 use tokio_util::sync::CancellationToken;
@@ -44,7 +44,8 @@ struct Args {
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
     /// Serve HTTPS with a certificate made in the data directory (tls/ca.crt is the authority
-    /// clients trust, made once and kept), for localhost, 127.0.0.1, ::1 and --addr.
+    /// clients trust, made once and kept), for localhost, 127.0.0.1, ::1 and --addr; made
+    /// again on start within 30 days of its end.
     #[arg(long, conflicts_with_all = ["tls_cert", "in_memory"])]
     tls_self_signed: bool,
     /// Another name or address the made certificate is for (repeatable).
@@ -111,7 +112,7 @@ impl Args {
         };
         if let Some(token) = &self.token {
             anyhow::ensure!(token.len() >= 8, "--token must be at least 8 characters long");
-            tokens.add(token, Principal { role: Role::Admin, node: None });
+            tokens.add_flag_token(token)?;
         }
         let data_dir = if self.in_memory { None } else { Some(self.data_dir.unwrap_or_else(default_data_dir)) };
         let dashboard_dir = self.dashboard_dir.or_else(default_dashboard_dir);

@@ -134,3 +134,37 @@ async fn a_non_loopback_address_without_a_token_is_refused() {
     assert!(matches!(err, server::ServerError::InsecureBind(_)), "{err}");
     assert!(err.to_string().contains("without a token"), "{err}");
 }
+
+/// The real binary refuses to start when one token would name two principals: twice in the
+/// tokens file, or `--token` also in it.
+#[tokio::test]
+async fn a_repeated_token_stops_the_binary_with_both_places() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens");
+    std::fs::write(&file, "# the team\nfirst-secret admin\nnode-secret node node-1\nfirst-secret viewer\n").unwrap();
+    let start = |extra: &'static [&'static str]| {
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_shepherd"))
+            .args(["--in-memory", "--addr", "127.0.0.1:0", "--tokens-file"])
+            .arg(&file)
+            .args(extra)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the shepherd binary runs");
+        async move {
+            let out = tokio::time::timeout(std::time::Duration::from_secs(20), child.wait_with_output())
+                .await
+                .expect("shepherd stops at once instead of serving")
+                .unwrap();
+            assert!(!out.status.success(), "it must not start: {out:?}");
+            String::from_utf8_lossy(&out.stderr).into_owned()
+        }
+    };
+    let stderr = start(&[]).await;
+    assert!(stderr.contains(&format!("{} line 4: the token of line 2 again", file.display())), "{stderr}");
+
+    std::fs::write(&file, "first-secret admin\nnode-secret node node-1\n").unwrap();
+    let stderr = start(&["--token", "node-secret"]).await;
+    assert!(stderr.contains(&format!("--token is also the token on line 2 of the tokens file {}", file.display())), "{stderr}");
+}

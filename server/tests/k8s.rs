@@ -153,6 +153,75 @@ async fn fields_shepherd_does_not_hold_are_refused_by_name() {
 }
 
 #[tokio::test]
+async fn an_invalid_object_is_one_422_with_every_cause_in_kubernetes_fields() {
+    let server = TestServer::in_memory().await;
+    let mut body = k8s_pod("web");
+    let container = &mut body["spec"]["containers"][0];
+    container["resources"]["requests"]["cpu"] = json!("-1");
+    container["ports"] = json!([{"name": "Bad_Name", "containerPort": 80, "hostPort": 70000}]);
+    body["spec"]["terminationGracePeriodSeconds"] = json!(-1);
+    let (status, refused) = post(&server, "/k8s/api/v1/namespaces/default/pods", body).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    assert_status(&refused, 422, "Invalid");
+    assert_eq!((refused["details"]["kind"].as_str(), refused["details"]["name"].as_str()), (Some("Pod"), Some("web")), "{refused}");
+    let causes = refused["details"]["causes"].as_array().unwrap();
+    let fields: Vec<&str> = causes.iter().filter_map(|c| c["field"].as_str()).collect();
+    assert_eq!(
+        fields,
+        [
+            "spec.containers[0].ports[0].hostPort",
+            "spec.containers[0].ports[0].name",
+            "spec.containers[0].resources.requests.cpu",
+            "spec.terminationGracePeriodSeconds",
+        ],
+        "the bad quantity hides neither the ports nor the grace period: {refused}"
+    );
+    assert!(causes.iter().all(|c| c["reason"] == "FieldValueInvalid"), "{refused}");
+    let message = refused["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "Pod \"web\" is invalid: [spec.containers[0].ports[0].hostPort: Invalid value: must be between 1 and 65535, got 70000, "
+        ),
+        "{message}"
+    );
+
+    // The rules the native write paths apply after translation are named the same way.
+    let mut bound = k8s_pod("bound");
+    bound["spec"]["nodeName"] = json!("node-1");
+    let (status, refused) = post(&server, "/k8s/api/v1/namespaces/default/pods", bound).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    assert_eq!(refused["details"]["kind"], "Pod", "{refused}");
+    assert_eq!(refused["details"]["name"], "bound", "{refused}");
+    assert_eq!(refused["details"]["causes"][0]["field"], "spec.nodeName", "{refused}");
+    assert!(
+        refused["message"].as_str().unwrap().starts_with("Pod \"bound\" is invalid: spec.nodeName: Invalid value: must be empty"),
+        "{refused}"
+    );
+
+    let (status, _) = post(&server, "/k8s/api/v1/namespaces/default/pods", k8s_pod("web")).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (_, mut current) = get(&server, "/k8s/api/v1/namespaces/default/pods/web").await;
+    current["spec"]["restartPolicy"] = json!("Never");
+    let (status, refused) =
+        call(&server, Method::PUT, "/k8s/api/v1/namespaces/default/pods/web", Some(("application/json", current)), None).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    assert_eq!((refused["details"]["kind"].as_str(), refused["details"]["name"].as_str()), (Some("Pod"), Some("web")), "{refused}");
+    assert_eq!(refused["details"]["causes"][0]["field"], "spec", "{refused}");
+
+    let (status, refused) = call(
+        &server,
+        Method::DELETE,
+        "/k8s/api/v1/namespaces/default/pods/web",
+        Some(("application/json", json!({"gracePeriodSeconds": -5}))),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    assert_eq!(refused["details"]["causes"][0]["field"], "gracePeriodSeconds", "{refused}");
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn tables_carry_kubectls_columns() {
     let server = TestServer::in_memory().await;
     add_node(&server, "node-1", 4000, 8 << 30, 110).await;
@@ -378,13 +447,40 @@ async fn failures_are_kubernetes_statuses() {
     assert!(!message.contains("node_name"), "no native spelling under /k8s: {message}");
     let (_, refused) = get(&server, "/k8s/api/v1/events?fieldSelector=involvedObject.bogus%3Dx").await;
     assert!(refused["message"].as_str().unwrap().contains("involvedObject.uid"), "{refused}");
-
     // Too large a body is Kubernetes' RequestEntityTooLarge.
     let mut big = k8s_pod("big");
     big["metadata"]["annotations"] = json!({"filler": "x".repeat(2 * 1024 * 1024)});
     let (status, too_large) = post(&server, "/k8s/api/v1/namespaces/default/pods", big).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
     assert_status(&too_large, 413, "RequestEntityTooLarge");
+    assert_eq!(too_large["message"], "the request body is larger than this server's limit of 1048576 bytes (1 MiB)", "{too_large}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn lists_take_kubernetes_field_labels_and_their_own_continue_tokens() {
+    let server = TestServer::in_memory().await;
+    post(&server, "/k8s/api/v1/namespaces/default/pods", k8s_pod("web")).await;
+    // Only Kubernetes' field labels: the native spelling is another API's.
+    let (status, refused) = get(&server, "/k8s/api/v1/pods?fieldSelector=spec.node_name%3Dnode-1").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    assert!(refused["message"].as_str().unwrap().starts_with("field label not supported: spec.node_name ("), "{refused}");
+    assert_eq!(get(&server, "/k8s/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1").await.0, StatusCode::OK);
+    let (status, refused) = get(&server, "/k8s/api/v1/events?fieldSelector=involvedObject.fieldPath%3Dspec.containers%7Bweb%7D").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    let message = refused["message"].as_str().unwrap();
+    assert!(message.contains("field label not supported: involvedObject.fieldPath") && message.contains("no field path"), "{message}");
+    assert!(message.contains("(Shepherd's events are about whole objects"), "{message}");
+
+    // A continue token is one this server issued.
+    let (status, refused) = get(&server, "/k8s/api/v1/namespaces/default/pods?limit=1&continue=%25%25%25garbage").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    assert_status(&refused, 400, "BadRequest");
+    assert!(
+        refused["message"].as_str().unwrap().starts_with("invalid continue token: \"%%%garbage\" is not one this server issued"),
+        "{refused}"
+    );
+
     server.stop().await;
 }
 

@@ -12,6 +12,7 @@ use crate::model::{
 
 const MAX_NAME: usize = 253;
 const MAX_LABEL: usize = 63;
+const MAX_PORT_NAME: usize = 15;
 
 /// The most CPU one container may request or one node may offer: a million cores.
 pub const MAX_CPU_MILLICORES: i64 = 1_000_000_000;
@@ -321,12 +322,37 @@ fn check_container(errors: &mut Errors, path: &str, container: &Container) {
         }
     }
     for (i, port) in container.ports.iter().enumerate() {
+        if let Some(message) = port_name_error(&port.name) {
+            errors.add(format!("{path}.ports[{i}].name"), message);
+        }
         check_port(errors, &format!("{path}.ports[{i}].container_port"), port.container_port);
         if let Some(host_port) = port.host_port.filter(|&p| p != 0) {
             check_port(errors, &format!("{path}.ports[{i}].host_port"), host_port);
         }
         check_protocol(errors, &format!("{path}.ports[{i}].protocol"), &port.protocol);
     }
+}
+
+/// A container port's name, when it has one: an IANA service name, as Kubernetes requires
+/// (at most 15 lower-case letters, digits and '-', with a letter, and no '-' at either end
+/// or twice in a row).
+fn port_name_error(name: &str) -> Option<String> {
+    let problem = if name.is_empty() {
+        return None;
+    } else if name.len() > MAX_PORT_NAME {
+        format!("must be at most {MAX_PORT_NAME} characters")
+    } else if !name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') {
+        "must be lower-case letters, digits and '-'".to_string()
+    } else if !name.chars().any(|c| c.is_ascii_lowercase()) {
+        "must contain at least one letter".to_string()
+    } else if name.starts_with('-') || name.ends_with('-') {
+        "must not begin or end with '-'".to_string()
+    } else if name.contains("--") {
+        "must not contain '--'".to_string()
+    } else {
+        return None;
+    };
+    Some(format!("port name {name:?} {problem} (an IANA service name, such as \"http\" or \"metrics-2\")"))
 }
 
 fn check_port(errors: &mut Errors, path: &str, port: i32) {
@@ -543,6 +569,21 @@ mod tests {
                 "spec.containers[0].ports[2].host_port"
             ]
         );
+    }
+
+    #[test]
+    fn container_port_names_are_iana_service_names() {
+        for good in ["", "http", "metrics-2", "a", "h2c", "abcdefghijklmno"] {
+            assert_eq!(port_name_error(good), None, "{good:?}");
+        }
+        for bad in ["Bad_Name", "HTTP", "abcdefghijklmnop", "8080", "-http", "http-", "my--port", "web.api"] {
+            assert!(port_name_error(bad).is_some(), "{bad:?}");
+        }
+        let mut p = pod();
+        p.spec.containers[0].ports = vec![ContainerPort { name: "Bad_Name".into(), container_port: 80, ..Default::default() }];
+        let errors = validate_pod(&p).unwrap_err();
+        assert_eq!(errors[0].field, "spec.containers[0].ports[0].name");
+        assert!(errors[0].message.starts_with("port name \"Bad_Name\" must be lower-case letters"), "{}", errors[0].message);
     }
 
     #[test]

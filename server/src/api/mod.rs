@@ -268,11 +268,7 @@ impl<S: Send + Sync> FromRequest<S> for BodyBytes {
                 Err(web_pages::unsupported_media_type(media.as_deref().unwrap_or("no Content-Type")))
             }
             Ok(bytes) => Ok(BodyBytes(bytes)),
-            Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "PayloadTooLarge",
-                format!("the request body is larger than {} bytes (1 MiB)", BODY_LIMIT),
-            )),
+            Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(ApiError::too_large()),
             Err(rejection) => Err(ApiError::bad_request(format!("cannot read the request body: {}", rejection.body_text()))),
         }
     }

@@ -13,9 +13,10 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use shared::api::FieldError;
 use shared::model::{
     Condition, Container, ContainerPort, ContainerState, ContainerStatus, Deployment, DeploymentSpec, DeploymentStatus, EnvVar, Event,
-    Labels, Namespace, NamespaceStatus, Node, NodeResources, ObjectMeta, ObjectReference, OwnerReference, Pod, PodSpec, PodStatus,
+    Kind, Labels, Namespace, NamespaceStatus, Node, NodeResources, ObjectMeta, ObjectReference, OwnerReference, Pod, PodSpec, PodStatus,
     PodTemplateSpec, ResourceRequirements, Scale, ScaleSpec, ScaleStatus, Service, ServicePort, ServiceSpec, Taint, Time, Toleration,
     exact_memory, format_cpu, parse_cpu, parse_memory,
 };
@@ -34,8 +35,13 @@ pub enum Error {
     Refused { kind: &'static str, name: String, causes: Vec<Cause> },
 }
 
+/// One cause as it is, several in brackets: how Kubernetes joins a list of field errors.
 fn summary(causes: &[Cause]) -> String {
-    causes.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    let each: Vec<String> = causes.iter().map(ToString::to_string).collect();
+    match each.as_slice() {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
+    }
 }
 
 /// Why a field is refused.
@@ -120,10 +126,17 @@ pub fn decode<R: Convert>(value: &Value) -> Result<R> {
     let name = value.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
     let mut causes = Vec::new();
     let object = R::from_k8s(typed, &mut causes);
-    // Every refused field at once: a field with a bad value is also one the round trip lacks.
+    // Every refused field at once: a field with a bad value is also one the round trip lacks,
+    // and what did translate is validated too, so a bad quantity hides no bad port.
     let back = serde_json::to_value(object.to_k8s()).unwrap_or(Value::Null);
     let mut dropped = Vec::new();
     unkept(value, &back, "", &mut dropped);
+    if let Err(errors) = shared::validation::validate(&object.clone().into_object()) {
+        dropped.retain(|field| !errors.iter().any(|e| k8s_field(R::KIND, &e.field) == *field));
+        causes.extend(invalid_causes(R::KIND, errors));
+    }
+    let mut named = std::collections::BTreeSet::new();
+    causes.retain(|c| named.insert((c.field.clone(), c.message.clone())));
     dropped.retain(|field| !causes.iter().any(|c| &c.field == field));
     causes.extend(dropped.into_iter().map(|field| Cause::unsupported(field, "Shepherd does not support this field")));
     if causes.is_empty() {
@@ -131,6 +144,68 @@ pub fn decode<R: Convert>(value: &Value) -> Result<R> {
     }
     causes.sort_by(|a, b| a.field.cmp(&b.field));
     Err(Error::Refused { kind, name, causes })
+}
+
+/// The native validation's field errors of an object of `kind`, as causes named in
+/// Kubernetes' fields.
+pub fn invalid_causes(kind: Kind, errors: Vec<FieldError>) -> Vec<Cause> {
+    errors.into_iter().map(|e| Cause::invalid(k8s_field(kind, &e.field), e.message)).collect()
+}
+
+/// The field of the Kubernetes object of `kind` that a native field path names:
+/// `spec.containers[0].ports[0].host_port` is `spec.containers[0].ports[0].hostPort`, a
+/// container's one amount (`resources.cpu`) is its request, a node's taints and cordon are in
+/// its spec. The keys of a map (labels, a selector) stay as written.
+pub fn k8s_field(kind: Kind, native: &str) -> String {
+    let mut out = String::with_capacity(native.len() + 8);
+    let mut shape = String::new();
+    let mut rest = native;
+    while !rest.is_empty() {
+        let (segment, tail) = rest.split_once('.').unwrap_or((rest, ""));
+        let (name, index) = segment.split_at(segment.find('[').unwrap_or(segment.len()));
+        if !shape.is_empty() {
+            shape.push('.');
+        }
+        shape.push_str(name);
+        let spelled = match (kind, shape.as_str()) {
+            (Kind::Node, "status") if tail.starts_with("taints") || tail == "unschedulable" => "spec".to_string(),
+            (_, path) if path.ends_with("containers.resources.cpu") || path.ends_with("containers.resources.memory") => {
+                format!("requests.{name}")
+            }
+            _ => camel_case(name),
+        };
+        if !out.is_empty() {
+            out.push('.');
+        }
+        out.push_str(&spelled);
+        out.push_str(index);
+        let is_map = matches!(name, "labels" | "annotations" | "node_selector" | "match_labels")
+            || (kind == Kind::Service && shape == "spec.selector");
+        if is_map && !tail.is_empty() {
+            out.push('.');
+            out.push_str(tail);
+            break;
+        }
+        rest = tail;
+    }
+    out
+}
+
+/// `involved_object` as Kubernetes spells it: `involvedObject`.
+fn camel_case(field: &str) -> String {
+    let mut out = String::with_capacity(field.len());
+    let mut upper = false;
+    for c in field.chars() {
+        match c {
+            '_' => upper = true,
+            c if upper => {
+                out.push(c.to_ascii_uppercase());
+                upper = false;
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// A value that says nothing: leaving it out means the same.
@@ -932,6 +1007,184 @@ pub fn scale_in(value: &Value) -> Result<Scale> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resources::Resource as _;
+    use shared::model::{Object, Resource as _};
+
+    /// Resolves a Kubernetes field path in `value`, indices read as `[0]`; a map's key
+    /// (labels, a selector) is any key.
+    fn resolves(value: &Value, path: &str) -> bool {
+        let mut here = value;
+        let mut rest = path;
+        while !rest.is_empty() {
+            let (segment, tail) = rest.split_once('.').unwrap_or((rest, ""));
+            let (name, index) = segment.split_at(segment.find('[').unwrap_or(segment.len()));
+            let Some(next) = here.get(name) else { return false };
+            here = if index.is_empty() {
+                next
+            } else {
+                match next.get(0) {
+                    Some(item) => item,
+                    None => return false,
+                }
+            };
+            if matches!(name, "labels" | "annotations" | "nodeSelector" | "matchLabels" | "selector") && here.get("matchLabels").is_none() {
+                return here.is_object();
+            }
+            rest = tail;
+        }
+        true
+    }
+
+    /// A Kubernetes object with every field Shepherd validates, as a GET answers it; each
+    /// field is one Shepherd holds (its body decodes without an unsupported field).
+    fn reference<R: Convert>(body: Value) -> Value {
+        let object: R = match decode(&body) {
+            Ok(object) => object,
+            Err(Error::Refused { causes, .. }) => {
+                assert!(causes.iter().all(|c| c.problem == Problem::Invalid), "{causes:?}");
+                R::from_k8s(serde_json::from_value(body).unwrap(), &mut Vec::new())
+            }
+            Err(e) => panic!("{e}"),
+        };
+        serde_json::to_value(object.to_k8s()).unwrap()
+    }
+
+    fn pod_spec_json() -> Value {
+        serde_json::json!({"containers": [{"name": "c", "image": "i", "env": [{"name": "A", "value": "1"}],
+            "ports": [{"name": "p", "containerPort": 1, "hostPort": 1, "protocol": "TCP"}],
+            "resources": {"requests": {"cpu": "1", "memory": "1Mi"}}}],
+            "restartPolicy": "Always", "nodeSelector": {"a": "b"}, "nodeName": "n", "terminationGracePeriodSeconds": 1,
+            "tolerations": [{"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"}]})
+    }
+
+    fn broken_pod_spec() -> PodSpec {
+        let port = |name: &str, host_port| ContainerPort {
+            name: name.into(),
+            container_port: 0,
+            host_port: Some(host_port),
+            protocol: "icmp".into(),
+            ..Default::default()
+        };
+        let env = |name: &str| EnvVar { name: name.into(), value: String::new() };
+        let container = Container {
+            name: "Bad_Name".into(),
+            image: String::new(),
+            env: vec![env(""), env("A"), env("A")],
+            ports: vec![port("Bad_Name", 70000), port("p", 70000)],
+            resources: ResourceRequirements { cpu: -1, memory: -1 },
+            ..Default::default()
+        };
+        PodSpec {
+            containers: vec![container.clone(), container],
+            restart_policy: "Sometimes".into(),
+            node_selector: [("bad key".to_string(), "v".to_string())].into(),
+            tolerations: vec![
+                Toleration { operator: "Maybe".into(), ..Default::default() },
+                Toleration { operator: "Equal".into(), ..Default::default() },
+                Toleration { operator: "Exists".into(), value: "v".into(), effect: "Sometimes".into(), ..Default::default() },
+            ],
+            node_name: "n".into(),
+            termination_grace_period_seconds: Some(-1),
+        }
+    }
+
+    fn broken_meta() -> ObjectMeta {
+        ObjectMeta {
+            name: "Bad_Name".into(),
+            namespace: "Bad_Namespace".into(),
+            labels: [("bad key".to_string(), "-v".to_string())].into(),
+            ..Default::default()
+        }
+    }
+
+    /// Every field the native validation (shared, and the server's rules of each kind) names
+    /// of an object with every rule broken: its Kubernetes name is a field of the Kubernetes
+    /// object.
+    #[test]
+    fn every_field_validation_names_has_its_kubernetes_name() {
+        let meta = || serde_json::json!({"name": "a", "namespace": "b", "labels": {"a": "b"}});
+        let pod = Pod { metadata: broken_meta(), spec: broken_pod_spec(), ..Default::default() };
+        let mut deployment = Deployment { metadata: broken_meta(), ..Default::default() };
+        deployment.spec.replicas = -1;
+        deployment.spec.selector.match_expressions =
+            vec![Requirement { key: "bad key".into(), operator: Operator::In, values: Vec::new() }];
+        deployment.spec.template = PodTemplateSpec { metadata: broken_meta(), spec: broken_pod_spec() };
+        let mut matching = deployment.clone();
+        matching.spec.selector = LabelSelector { match_labels: [("bad key".to_string(), "v".to_string())].into(), ..Default::default() };
+        let mut service = Service { metadata: broken_meta(), ..Default::default() };
+        service.spec = ServiceSpec {
+            selector: [("bad key".to_string(), "v".to_string())].into(),
+            type_: "LoadBalancer".into(),
+            ports: vec![
+                ServicePort { name: "a".into(), port: 0, target_port: 70000, protocol: "icmp".into() },
+                ServicePort { name: "a".into(), port: 1, target_port: 1, protocol: String::new() },
+            ],
+        };
+        let mut node = Node { metadata: broken_meta(), ..Default::default() };
+        node.status.capacity = NodeResources { cpu: -1, memory: -1, pods: -1 };
+        node.status.allocatable = node.status.capacity;
+        node.status.taints = vec![Taint { key: "bad key".into(), value: String::new(), effect: "Never".into() }];
+        let empty_deployment = Deployment { metadata: broken_meta(), ..Default::default() };
+        let empty_pod = Pod { metadata: broken_meta(), ..Default::default() };
+        let event = Event { metadata: broken_meta(), type_: "Bad".into(), ..Default::default() };
+        let namespace = Namespace { metadata: broken_meta(), ..Default::default() };
+
+        let pod_ref = reference::<Pod>(serde_json::json!({"metadata": meta(), "spec": pod_spec_json()}));
+        let deployment_ref = reference::<Deployment>(serde_json::json!({"metadata": meta(), "spec": {"replicas": 1,
+            "selector": {"matchLabels": {"a": "b"}, "matchExpressions": [{"key": "k", "operator": "In", "values": ["v"]}]},
+            "template": {"metadata": meta(), "spec": pod_spec_json()}}}));
+        let service_ref = reference::<Service>(serde_json::json!({"metadata": meta(), "spec": {"selector": {"a": "b"}, "type": "NodePort",
+            "ports": [{"name": "p", "port": 1, "targetPort": 1, "protocol": "TCP"}]}}));
+        let mut full_node = Node {
+            metadata: ObjectMeta { name: "a".into(), labels: [("a".to_string(), "b".to_string())].into(), ..Default::default() },
+            ..Default::default()
+        };
+        full_node.status.capacity = NodeResources { cpu: 1, memory: 1, pods: 1 };
+        full_node.status.allocatable = full_node.status.capacity;
+        full_node.status.unschedulable = true;
+        full_node.status.taints = vec![Taint { key: "k".into(), value: "v".into(), effect: "NoSchedule".into() }];
+        let node_ref = serde_json::to_value(full_node.to_k8s()).unwrap();
+        let event_ref = reference::<Event>(serde_json::json!({"metadata": meta(), "type": "Normal", "reason": "R",
+            "involvedObject": {"kind": "Pod", "name": "p", "namespace": "b", "uid": "u"}}));
+        let namespace_ref = reference::<Namespace>(serde_json::json!({"metadata": {"name": "a", "labels": {"a": "b"}}}));
+
+        let cases = [
+            (pod.into_object(), &pod_ref),
+            (deployment.into_object(), &deployment_ref),
+            (matching.into_object(), &deployment_ref),
+            (empty_deployment.into_object(), &deployment_ref),
+            (empty_pod.into_object(), &pod_ref),
+            (service.into_object(), &service_ref),
+            (node.into_object(), &node_ref),
+            (event.into_object(), &event_ref),
+            (namespace.into_object(), &namespace_ref),
+        ];
+        let mut named = std::collections::BTreeSet::new();
+        for (object, reference) in cases {
+            let kind = object.kind();
+            let mut errors = shared::validation::validate(&object).unwrap_err();
+            if let Object::Pod(pod) = &object {
+                errors.extend(pod.validate().unwrap_err());
+            }
+            for error in errors {
+                let field = k8s_field(kind, &error.field);
+                assert!(resolves(reference, &field), "{kind} {} is {field}, which is no field of {reference}", error.field);
+                assert!(!field.contains('_') || field.contains("Bad_") || field.contains("bad key"), "{field}");
+                let shape: String = error.field.split('[').map(|part| part.split_once(']').map_or(part, |(_, rest)| rest)).collect();
+                named.insert(format!("{kind} {shape}"));
+            }
+        }
+        // Every field shared::validation and the server's pod rule name, of every kind
+        // this API serves.
+        assert_eq!(named.len(), 77, "{named:#?}");
+        assert_eq!(k8s_field(Kind::Pod, "spec.containers[1].ports[0].host_port"), "spec.containers[1].ports[0].hostPort");
+        assert_eq!(k8s_field(Kind::Pod, "spec.containers[0].resources.cpu"), "spec.containers[0].resources.requests.cpu");
+        assert_eq!(k8s_field(Kind::Node, "status.taints[0].key"), "spec.taints[0].key");
+        assert_eq!(k8s_field(Kind::Node, "status.capacity.cpu"), "status.capacity.cpu");
+        assert_eq!(k8s_field(Kind::Pod, "metadata.labels.example.com/some_key"), "metadata.labels.example.com/some_key");
+        assert_eq!(k8s_field(Kind::Service, "spec.selector.some_key"), "spec.selector.some_key");
+        assert_eq!(k8s_field(Kind::Event, "involved_object.kind"), "involvedObject.kind");
+    }
 
     #[test]
     fn a_pod_round_trips_and_unsupported_fields_are_named() {
@@ -978,11 +1231,11 @@ mod tests {
         let message = error.to_string();
         assert!(
             message
-                .starts_with("Pod \"p\" is invalid: spec.containers[0].resources.limits.cpu: Unsupported: a limit other than the request"),
+                .starts_with("Pod \"p\" is invalid: [spec.containers[0].resources.limits.cpu: Unsupported: a limit other than the request"),
             "{message}"
         );
         assert!(message.contains("requests.memory: Invalid value: invalid memory quantity \"lots\""), "{message}");
-        assert!(message.contains("spec.volumes: Unsupported: Shepherd does not support this field"), "{message}");
+        assert!(message.ends_with(", spec.volumes: Unsupported: Shepherd does not support this field]"), "{message}");
         assert_eq!(causes[1].reason(), "FieldValueInvalid");
         assert_eq!(causes[2].reason(), "FieldValueNotSupported");
     }

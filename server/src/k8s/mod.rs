@@ -217,7 +217,7 @@ pub async fn statuses(request: Request, next: Next) -> Response {
         _ => "BadRequest",
     };
     let message = if code == StatusCode::PAYLOAD_TOO_LARGE {
-        format!("the request body is larger than {} bytes (1 MiB)", crate::api::BODY_LIMIT)
+        ApiError::too_large().message
     } else if text.is_empty() {
         code.canonical_reason().unwrap_or("failed").to_string()
     } else {

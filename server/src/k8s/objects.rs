@@ -25,6 +25,7 @@ use super::{Result, Status, patch, protobuf, table, watch};
 use crate::api::AppState;
 use crate::api::objects::{self as native, DeleteParams, Filter, ListParams};
 use crate::auth::Principal;
+use crate::error::ApiError;
 use crate::resources::Resource;
 
 pub fn router() -> Router<AppState> {
@@ -281,49 +282,39 @@ macro_rules! by_kind {
     };
 }
 
-/// Field names as Kubernetes writes them, in the native API's spelling; a field `kind` cannot
-/// be selected by is refused here, in Kubernetes' spelling.
+/// A field selector in Kubernetes' field labels (`spec.nodeName`, each the translation of a
+/// native field `kind` can be selected by), in the native API's spelling; any other label,
+/// the native spelling included, is refused as Kubernetes refuses it.
 fn native_field_selector(kind: Kind, text: &str) -> Result<String> {
-    let supported = crate::api::objects::supported_fields(kind);
+    let mut labels: Vec<(String, &str)> =
+        crate::api::objects::supported_fields(kind).iter().map(|native| (convert::k8s_field(kind, native), *native)).collect();
+    labels.dedup_by(|a, b| a.0 == b.0);
     let mut terms = Vec::new();
     for term in text.split(',') {
         let at = term.find(['=', '!']).unwrap_or(term.len());
         let (field, rest) = term.split_at(at);
         let field = field.trim();
-        let native = match field {
-            "spec.nodeName" => "spec.node_name".to_string(),
-            other => match other.strip_prefix("involvedObject.") {
-                Some(sub) => format!("involved_object.{sub}"),
-                None => other.to_string(),
-            },
-        };
-        if !rest.is_empty() && !supported.contains(&native.as_str()) {
-            let named: Vec<String> = supported.iter().map(|f| camel_case(f)).collect();
+        if rest.is_empty() {
+            // Not `field=value`: the native parser says so.
+            terms.push(term.to_string());
+            continue;
+        }
+        let Some((_, native)) = labels.iter().find(|(label, _)| label == field) else {
+            let named: Vec<&str> = labels.iter().map(|(label, _)| label.as_str()).collect();
+            let why = if kind == Kind::Event && field == "involvedObject.fieldPath" {
+                "Shepherd's events are about whole objects and carry no field path; "
+            } else {
+                ""
+            };
             return Err(Status::bad_request(format!(
-                "field label not supported: {field} (a {kind} field selector can name {})",
+                "field label not supported: {field} ({why}{} can be selected by {})",
+                kind.plural(),
                 named.join(", ")
             )));
-        }
+        };
         terms.push(format!("{native}{rest}"));
     }
     Ok(terms.join(","))
-}
-
-/// `involved_object.uid` as Kubernetes spells it: `involvedObject.uid`.
-fn camel_case(field: &str) -> String {
-    let mut out = String::with_capacity(field.len());
-    let mut upper = false;
-    for c in field.chars() {
-        match c {
-            '_' => upper = true,
-            c if upper => {
-                out.push(c.to_ascii_uppercase());
-                upper = false;
-            }
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// The order a list answers in, which `continue` resumes after: events by when they last
@@ -337,6 +328,27 @@ fn list_order(object: &Object) -> String {
         }
         other => other.metadata().key(),
     }
+}
+
+/// The `continue` token of a page that ends at the list order key `after`: versioned, and
+/// hex so that it is opaque and safe in a URL.
+fn continue_token(after: &str) -> String {
+    let hex: String = after.bytes().map(|b| format!("{b:02x}")).collect();
+    format!("{CONTINUE_VERSION}{hex}")
+}
+
+const CONTINUE_VERSION: &str = "v1.";
+
+/// The list order key a [`continue_token`] holds; anything else is Kubernetes' 400.
+fn continue_after(token: &str) -> Result<String> {
+    let bytes = token.strip_prefix(CONTINUE_VERSION).filter(|hex| hex.len() % 2 == 0).and_then(|hex| {
+        (0..hex.len()).step_by(2).map(|i| hex.get(i..i + 2).and_then(|pair| u8::from_str_radix(pair, 16).ok())).collect::<Option<Vec<u8>>>()
+    });
+    bytes.and_then(|b| String::from_utf8(b).ok()).ok_or_else(|| {
+        Status::bad_request(format!(
+            "invalid continue token: {token:?} is not one this server issued; pass the previous page's metadata.continue as it came, or leave continue out to list from the start"
+        ))
+    })
 }
 
 fn parse_version(text: Option<&str>) -> Result<u64> {
@@ -431,16 +443,17 @@ impl Req {
         }
         let (revision, mut objects) = self.listed(&filter);
         objects.sort_by_cached_key(list_order);
-        // `continue` is the order key of the last object of the previous page.
-        if let Some(after) = self.query.continue_.as_deref().filter(|c| !c.is_empty()) {
-            objects.retain(|o| list_order(o).as_str() > after);
+        // `continue` holds the order key of the last object of the previous page.
+        if let Some(token) = self.query.continue_.as_deref().filter(|c| !c.is_empty()) {
+            let after = continue_after(token)?;
+            objects.retain(|o| list_order(o) > after);
         }
         let mut next = None;
         let mut remaining = None;
         if let Some(limit) = self.query.limit.filter(|l| *l > 0 && *l < objects.len()) {
             remaining = Some(objects.len() - limit);
             objects.truncate(limit);
-            next = objects.last().map(list_order);
+            next = objects.last().map(|o| continue_token(&list_order(o)));
         }
         if wants_table(&self.headers) {
             let page = Some((revision, next));
@@ -510,7 +523,7 @@ impl Req {
         self.refuse_endpoints()?;
         let value = self.object_body(body)?;
         let outcome = by_kind!(self.target.kind.stored(), create_as(self, &value).await)?;
-        let object = outcome.object().ok_or_else(|| Status::from(crate::error::ApiError::internal("the store returned no object")))?;
+        let object = outcome.object().ok_or_else(|| Status::from(ApiError::internal("the store returned no object")))?;
         Ok(self.answer(StatusCode::CREATED, object))
     }
 
@@ -523,7 +536,7 @@ impl Req {
     /// Writes a whole object in Kubernetes' shape over the stored one (PUT, and a patch's result).
     async fn write(&self, value: &Value) -> Result<Response> {
         let outcome = by_kind!(self.target.kind.stored(), replace_as(self, value).await)?;
-        let object = outcome.object().ok_or_else(|| Status::from(crate::error::ApiError::internal("the store returned no object")))?;
+        let object = outcome.object().ok_or_else(|| Status::from(ApiError::internal("the store returned no object")))?;
         Ok(self.answer(StatusCode::OK, object))
     }
 
@@ -562,6 +575,10 @@ impl Req {
             return Err(Status::bad_request("orphanDependents and dryRun are not supported: Shepherd deletes in the background"));
         }
         let grace = options.get("gracePeriodSeconds").and_then(Value::as_i64).or(self.query.grace_period_seconds);
+        if let Some(message) = grace.and_then(shared::validation::grace_seconds_error) {
+            let causes = vec![convert::Cause::invalid("gracePeriodSeconds", message)];
+            return Err(convert::Error::Refused { kind: self.kind_name(), name: self.name().to_string(), causes }.into());
+        }
         let policy = options.get("propagationPolicy").and_then(Value::as_str).or(self.query.propagation_policy.as_deref());
         if let Some(policy) = policy.filter(|p| *p != "Background") {
             return Err(Status::new(
@@ -685,18 +702,33 @@ fn decode_for<R: Convert>(req: &Req, value: &Value) -> Result<R> {
     Ok(convert::decode::<R>(value)?)
 }
 
+/// A native failure as a Status: a 422's field errors become causes named in the fields of
+/// the Kubernetes object, with its kind and name, as when [`convert`] refuses a body.
+fn refused(kind: Kind, name: String) -> impl FnOnce(ApiError) -> Status {
+    move |e| {
+        if e.status != StatusCode::UNPROCESSABLE_ENTITY || e.details.is_empty() {
+            return Status::from(e);
+        }
+        let causes = convert::invalid_causes(kind, e.details);
+        Status::from(convert::Error::Refused { kind: kind.as_str(), name, causes })
+    }
+}
+
 async fn create_as<R: Convert>(req: &Req, value: &Value) -> Result<crate::store::Outcome> {
     let mut object: R = decode_for(req, value)?;
     if !R::KIND.namespaced() {
         object.meta_mut().namespace.clear();
     }
     native::settle_namespace(&mut object, req.target.namespace.as_deref())?;
-    Ok(native::create(&req.state, &req.principal, object).await?)
+    let name = object.meta().name.clone();
+    native::create(&req.state, &req.principal, object).await.map_err(refused(R::KIND, name))
 }
 
 async fn replace_as<R: Convert>(req: &Req, value: &Value) -> Result<crate::store::Outcome> {
     let object: R = decode_for(req, value)?;
-    Ok(native::replace_object(&req.state, &req.principal, req.namespace(), req.name(), object).await?)
+    native::replace_object(&req.state, &req.principal, req.namespace(), req.name(), object)
+        .await
+        .map_err(refused(R::KIND, req.name().to_string()))
 }
 
 async fn delete_as<R: Convert>(req: &Req, params: DeleteParams) -> Result<crate::store::Outcome> {
