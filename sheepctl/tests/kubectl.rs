@@ -73,6 +73,27 @@ fn kubectl_drives_a_docker_node_through_the_compatible_api() {
     assert!(table.starts_with("NAME") && table.contains("STATUS"), "{table}");
     assert!(table.lines().any(|l| l.starts_with(NODE) && l.split_whitespace().nth(1) == Some("Ready")), "{table}");
 
+    // An invalid manifest: kubectl prints every cause, in the Kubernetes object's fields.
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: bad-ports\nspec:\n  terminationGracePeriodSeconds: -1\n  containers:\n  - name: web\n    image: minimal\n    ports:\n    - {name: Bad_Name, containerPort: 80, hostPort: 70000}\n    resources:\n      requests: {cpu: \"-1\"}\n",
+    )
+    .unwrap();
+    let refused = kubectl.output(&["apply", "-f", bad.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(stderr.contains("The Pod \"bad-ports\" is invalid"), "{stderr}");
+    for cause in [
+        "* spec.containers[0].ports[0].hostPort: Invalid value: must be between 1 and 65535, got 70000",
+        "* spec.containers[0].ports[0].name: Invalid value: port name \"Bad_Name\"",
+        "* spec.containers[0].resources.requests.cpu: Invalid value:",
+        "* spec.terminationGracePeriodSeconds: Invalid value:",
+    ] {
+        assert!(stderr.contains(cause), "{cause} in {stderr}");
+    }
+    assert!(!stderr.contains("Unsupported"), "a refused amount is not also an unsupported field: {stderr}");
+
     // With the node cordoned the pod waits in Pending, so the watch surely sees it there,
     // then goes through ContainerCreating to Running once the node takes pods again.
     assert!(kubectl.run(&["cordon", NODE]).contains(&format!("node/{NODE} cordoned")));

@@ -132,18 +132,23 @@ pub fn decode<R: Convert>(value: &Value) -> Result<R> {
     let mut dropped = Vec::new();
     unkept(value, &back, "", &mut dropped);
     if let Err(errors) = shared::validation::validate(&object.clone().into_object()) {
-        dropped.retain(|field| !errors.iter().any(|e| k8s_field(R::KIND, &e.field) == *field));
         causes.extend(invalid_causes(R::KIND, errors));
     }
     let mut named = std::collections::BTreeSet::new();
     causes.retain(|c| named.insert((c.field.clone(), c.message.clone())));
-    dropped.retain(|field| !causes.iter().any(|c| &c.field == field));
+    // A refused value leaves its field, or the object around it, out of the round trip.
+    dropped.retain(|field| !causes.iter().any(|c| within(&c.field, field)));
     causes.extend(dropped.into_iter().map(|field| Cause::unsupported(field, "Shepherd does not support this field")));
     if causes.is_empty() {
         return Ok(object);
     }
     causes.sort_by(|a, b| a.field.cmp(&b.field));
     Err(Error::Refused { kind, name, causes })
+}
+
+/// Whether `field` is `path` or a field inside it (`spec.a` is in `spec`, `spec.ab` is not).
+fn within(field: &str, path: &str) -> bool {
+    field.strip_prefix(path).is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
 }
 
 /// The native validation's field errors of an object of `kind`, as causes named in
