@@ -391,6 +391,18 @@ async fn merge_and_strategic_patches_go_through_the_native_update() {
     assert_eq!(status, StatusCode::OK, "{scale}");
     assert_eq!((scale["kind"].as_str(), scale["apiVersion"].as_str()), (Some("Scale"), Some("autoscaling/v1")));
     assert_eq!(server.get("/api/v1/namespaces/default/deployments/hello").await.1["spec"]["replicas"], 3);
+    let (status, refused) = patch(
+        "application/merge-patch+json",
+        "/k8s/apis/apps/v1/namespaces/default/deployments/hello/scale",
+        json!({"spec": {"replicas": -1}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    assert_eq!(
+        (refused["details"]["kind"].as_str(), refused["details"]["name"].as_str()),
+        (Some("deployments"), Some("hello")),
+        "{refused}"
+    );
 
     let (status, refused) = patch("application/apply-patch+yaml", "/k8s/api/v1/namespaces/default/pods/web", json!({})).await;
     assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);

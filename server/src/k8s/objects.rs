@@ -237,8 +237,10 @@ async fn serve(
     if query.dry_run.as_deref().is_some_and(|d| !d.is_empty()) {
         return Err(Status::bad_request("Shepherd does not support dryRun: every write it accepts is made"));
     }
+    // A failure about one object names it, as Kubernetes' `details` do, whichever layer failed.
+    let named = target.name.clone().map(|name| (target.kind.plural(), name));
     let req = Req { state, principal, headers, query, target };
-    match (&method, req.target.name.is_some(), req.target.sub.as_deref()) {
+    let answer = match (&method, req.target.name.is_some(), req.target.sub.as_deref()) {
         (&Method::GET, false, None) => req.list().await,
         (&Method::POST, false, None) => req.create(&body).await,
         (&Method::GET, true, None) => req.get(),
@@ -256,7 +258,11 @@ async fn serve(
             req.target.kind.plural(),
             req.target.sub.as_deref().map(|s| format!("/{s}")).unwrap_or_default()
         ))),
-    }
+    };
+    answer.map_err(|status| match named {
+        Some((kind, name)) if status.kind.is_none() => status.about(kind, &name),
+        _ => status,
+    })
 }
 
 struct Req {
