@@ -73,16 +73,12 @@ impl Resource for Pod {
         if wanted.restart_policy.is_empty() {
             wanted.restart_policy = stored.spec.restart_policy.clone();
         }
-        let mut without_images = wanted.clone();
-        let mut stored_without_images = stored.spec.clone();
-        for c in without_images.containers.iter_mut().chain(stored_without_images.containers.iter_mut()) {
-            c.image.clear();
-        }
-        if without_images != stored_without_images {
+        // Kubernetes restarts a container whose image changes; the agent does not, so a new
+        // image would be a spec no container runs.
+        if wanted != stored.spec {
             return Err(vec![FieldError {
                 field: "spec".into(),
-                message: "a pod's spec cannot change after creation, apart from its containers' images; delete the pod and create it again"
-                    .into(),
+                message: "a pod's spec cannot change after creation (not even an image: no container is restarted for it); delete the pod and create it again".into(),
             }]);
         }
         let mut merged = stored.clone();
@@ -112,6 +108,13 @@ impl Resource for Deployment {
     }
 
     fn merge_update(stored: &Self, new: Self) -> Result<Self, Vec<FieldError>> {
+        if new.spec.selector != stored.spec.selector {
+            // As in apps/v1: a new selector would orphan the pods the old one counted.
+            return Err(vec![FieldError {
+                field: "spec.selector".into(),
+                message: "field is immutable: create a new deployment for another selector".into(),
+            }]);
+        }
         let mut merged = stored.clone();
         merged.metadata = merged_meta(&stored.metadata, &new.metadata);
         let mut spec = new.spec;
@@ -143,6 +146,13 @@ impl Resource for Service {
     }
 
     fn merge_update(stored: &Self, new: Self) -> Result<Self, Vec<FieldError>> {
+        if new.spec.selector != stored.spec.selector {
+            // As in apps/v1: a new selector would orphan the pods the old one counted.
+            return Err(vec![FieldError {
+                field: "spec.selector".into(),
+                message: "field is immutable: create a new deployment for another selector".into(),
+            }]);
+        }
         let mut merged = stored.clone();
         merged.metadata = merged_meta(&stored.metadata, &new.metadata);
         let mut spec = new.spec;

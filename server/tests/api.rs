@@ -189,6 +189,14 @@ async fn updates_are_compare_and_swap_and_never_touch_status_or_node() {
     assert_eq!(status, StatusCode::CONFLICT, "a stale resource_version loses");
     assert!(err["error"]["message"].as_str().unwrap().contains(&format!("you sent resource_version {rv}")), "{err}");
 
+    let mut reselected = updated.clone();
+    reselected["spec"]["selector"] = json!({"app": "other"});
+    reselected["spec"]["template"]["metadata"]["labels"] = json!({"app": "other"});
+    reselected["metadata"].as_object_mut().unwrap().remove("resource_version");
+    let (status, err) = server.put("/api/v1/namespaces/default/deployments/web", reselected).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    assert_eq!(err["error"]["details"][0]["field"], "spec.selector", "{err}");
+
     let (status, scale) = server.put("/api/v1/namespaces/default/deployments/web/scale", json!({"spec": {"replicas": 1}})).await;
     assert_eq!((status, scale["spec"]["replicas"].clone()), (StatusCode::OK, json!(1)));
     let (_, scale) = server.get("/api/v1/namespaces/default/deployments/web/scale").await;
@@ -207,6 +215,10 @@ async fn updates_are_compare_and_swap_and_never_touch_status_or_node() {
     assert_eq!(updated["metadata"]["labels"]["tier"], "frontend");
     assert_eq!(updated["spec"]["node_name"], "node-1");
     assert_eq!(updated["status"]["phase"], "Pending");
+    let mut new_image = updated.clone();
+    new_image["spec"]["containers"][0]["image"] = json!("other");
+    let (status, err) = server.put("/api/v1/namespaces/default/pods/p", new_image).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "no container would run the new image: {err}");
 
     let mut running = updated.clone();
     running["status"]["phase"] = json!("Running");

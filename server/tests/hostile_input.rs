@@ -166,6 +166,10 @@ async fn an_open_server_refuses_what_a_web_page_could_send() {
         .header("origin", &own)
         .header(CLIENT_HEADER, "dashboard");
     assert_eq!(server.answer(dashboard).await.0, StatusCode::OK, "the dashboard's own origin");
+    // kubectl's exec asks for a stream upgrade, with no body: it learns that /k8s has no exec.
+    let exec = bare(&server, Method::POST, "/k8s/api/v1/namespaces/default/pods/web/exec").header("upgrade", "SPDY/3.1");
+    let refused = exec.send().await.unwrap();
+    assert_eq!(refused.status(), StatusCode::NOT_FOUND, "{:?}", refused.text().await);
     let kubectl_delete = bare(&server, Method::DELETE, "/api/v1/nodes/dead").json(&json!({"kind": "DeleteOptions"}));
     assert_eq!(server.answer(kubectl_delete).await.0, StatusCode::OK);
     server.stop().await;

@@ -2,8 +2,8 @@
 //! loopback, where any page the user opens can send it requests. So it answers only requests
 //! whose Host is a loopback name or address with its own port (no DNS rebinding), whose
 //! Origin, when there is one, is its own (no other site's page), and, when they change
-//! state, that carry a JSON media type or [`CLIENT_HEADER`] (no form or bodyless post, which
-//! browsers send anywhere without asking). With tokens, the token is the proof: browsers never
+//! state, that carry a JSON media type, [`CLIENT_HEADER`] or `Upgrade` (no form or bodyless
+//! post, which browsers send anywhere without asking). With tokens, the token is the proof: browsers never
 //! attach one on their own.
 
 use axum::extract::connect_info::{ConnectInfo, Connected};
@@ -96,7 +96,9 @@ fn check(request: &Request) -> Result<(), ApiError> {
             "a page from {origin} may not call this server: it has no tokens, so only its own dashboard at {own_origin} may"
         )));
     }
-    if request.method().is_safe() || headers.contains_key(CLIENT_HEADER) {
+    // No page can set `Upgrade` (a forbidden header for fetch, absent from forms): it is how
+    // kubectl asks for exec and port-forward streams.
+    if request.method().is_safe() || headers.contains_key(CLIENT_HEADER) || headers.contains_key(header::UPGRADE) {
         return Ok(());
     }
     match media_type(headers) {
