@@ -16,3 +16,16 @@ pub fn init(default_level: &str) {
         .log_internal_errors(false)
         .init();
 }
+
+/// The exit status of a binary's run: a failure is one `error:` line with its causes, never
+/// the backtrace that returning an `anyhow::Error` from `main` prints when `RUST_BACKTRACE`
+/// is set.
+pub fn exit_code(result: anyhow::Result<()>) -> std::process::ExitCode {
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

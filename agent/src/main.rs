@@ -240,8 +240,12 @@ async fn bootstrap(name: &str, busybox: &std::path::Path, force: bool) -> anyhow
     Ok(())
 }
 
+fn main() -> std::process::ExitCode {
+    agent::logging::exit_code(start())
+}
+
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn start() -> anyhow::Result<()> {
     agent::logging::init("info");
     let cli = Cli::parse();
     if let Some(Command::BootstrapImage { name, busybox, force }) = &cli.command {

@@ -173,7 +173,11 @@ fn disable_transparent_huge_pages() {
     }
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    agent::logging::exit_code(start())
+}
+
+fn start() -> anyhow::Result<()> {
     agent::logging::init("info");
     #[cfg(target_os = "linux")]
     disable_transparent_huge_pages();

@@ -922,7 +922,7 @@ pub struct Service {
 pub struct ServiceSpec {
     pub selector: Labels,
     pub ports: Vec<ServicePort>,
-    /// `ClusterIP` (the default) or `NodePort`.
+    /// `ClusterIP`, the default and the only type.
     #[serde(rename = "type")]
     pub type_: String,
 }

@@ -99,8 +99,9 @@ pub fn validate_service(service: &Service) -> Result<(), Vec<FieldError>> {
     let mut errors = Errors::default();
     check_meta(&mut errors, &service.metadata, true);
     check_labels(&mut errors, "spec.selector", &service.spec.selector);
-    if !matches!(service.spec.type_.as_str(), "" | "ClusterIP" | "NodePort") {
-        errors.add("spec.type", format!("must be ClusterIP or NodePort, got {:?}", service.spec.type_));
+    // A node port would need a proxy on every node; Shepherd's services are endpoint lists.
+    if !matches!(service.spec.type_.as_str(), "" | "ClusterIP") {
+        errors.add("spec.type", format!("must be ClusterIP (Shepherd opens no node ports), got {:?}", service.spec.type_));
     }
     let mut names = BTreeSet::new();
     for (i, port) in service.spec.ports.iter().enumerate() {

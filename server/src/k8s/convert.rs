@@ -1138,7 +1138,8 @@ mod tests {
         let deployment_ref = reference::<Deployment>(serde_json::json!({"metadata": meta(), "spec": {"replicas": 1,
             "selector": {"matchLabels": {"a": "b"}, "matchExpressions": [{"key": "k", "operator": "In", "values": ["v"]}]},
             "template": {"metadata": meta(), "spec": pod_spec_json()}}}));
-        let service_ref = reference::<Service>(serde_json::json!({"metadata": meta(), "spec": {"selector": {"a": "b"}, "type": "NodePort",
+        let service_ref =
+            reference::<Service>(serde_json::json!({"metadata": meta(), "spec": {"selector": {"a": "b"}, "type": "ClusterIP",
             "ports": [{"name": "p", "port": 1, "targetPort": 1, "protocol": "TCP"}]}}));
         let mut full_node = Node {
             metadata: ObjectMeta { name: "a".into(), labels: [("a".to_string(), "b".to_string())].into(), ..Default::default() },
