@@ -51,6 +51,8 @@ pub enum Problem {
     Unsupported,
     /// A value that is wrong in Kubernetes too.
     Invalid,
+    /// A field Kubernetes does not have either: a typo, most likely.
+    Unknown,
 }
 
 /// One refused field: which, why, and what to do.
@@ -75,6 +77,7 @@ impl Cause {
         match self.problem {
             Problem::Unsupported => "FieldValueNotSupported",
             Problem::Invalid => "FieldValueInvalid",
+            Problem::Unknown => "FieldValueUnknown",
         }
     }
 
@@ -83,6 +86,7 @@ impl Cause {
         match self.problem {
             Problem::Unsupported => format!("Unsupported: {}", self.message),
             Problem::Invalid => format!("Invalid value: {}", self.message),
+            Problem::Unknown => format!("unknown field: {}", self.message),
         }
     }
 }
@@ -125,6 +129,9 @@ pub fn decode<R: Convert>(value: &Value) -> Result<R> {
     })?;
     let name = value.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
     let mut causes = Vec::new();
+    // What even Kubernetes' own types do not hold: unknown fields, not unsupported ones.
+    let mut unknown = Vec::new();
+    unkept(value, &serde_json::to_value(&typed).unwrap_or(Value::Null), "", &mut unknown);
     let object = R::from_k8s(typed, &mut causes);
     // Every refused field at once: a field with a bad value is also one the round trip lacks,
     // and what did translate is validated too, so a bad quantity hides no bad port.
@@ -138,7 +145,10 @@ pub fn decode<R: Convert>(value: &Value) -> Result<R> {
     causes.retain(|c| named.insert((c.field.clone(), c.message.clone())));
     // A refused value leaves its field, or the object around it, out of the round trip.
     dropped.retain(|field| !causes.iter().any(|c| within(&c.field, field)));
-    causes.extend(dropped.into_iter().map(|field| Cause::unsupported(field, "Shepherd does not support this field")));
+    causes.extend(dropped.into_iter().map(|field| match unknown.contains(&field) {
+        true => Cause { problem: Problem::Unknown, field, message: "Kubernetes' schema has no such field (a typo?)".into() },
+        false => Cause::unsupported(field, "Shepherd does not support this field"),
+    }));
     if causes.is_empty() {
         return Ok(object);
     }
@@ -1216,6 +1226,8 @@ mod tests {
         let Err(Error::Refused { causes, .. }) = decode::<Pod>(&bad) else { panic!("refused") };
         let names: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
         assert_eq!(names, ["spec.containers[0].imagePullPolicy", "spec.hostUsers", "spec.madeUp", "spec.volumes"]);
+        let unknown: Vec<&str> = causes.iter().filter(|c| c.problem == Problem::Unknown).map(|c| c.field.as_str()).collect();
+        assert_eq!(unknown, ["spec.madeUp"], "a typo is not told as a field Kubernetes has");
     }
 
     #[test]
