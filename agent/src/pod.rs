@@ -443,7 +443,7 @@ impl PodWorker {
             if now < backoff.until {
                 let message = format!("Back-off pulling image {image:?}: {}", backoff.message);
                 let requeue = backoff.until - now;
-                self.ctx.event(pod, event_types::NORMAL, "BackOff", message.clone());
+                self.ctx.event(pod, event_types::WARNING, "BackOff", message.clone());
                 let status = self.base_status(container, waiting("ImagePullBackOff", message));
                 return Ok(Step::new(status, Some(requeue), String::new()));
             }

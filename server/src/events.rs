@@ -1,8 +1,9 @@
-//! Events with deduplication: one event per (involved object, reason, source), whose count
+//! Events with deduplication: one event per (involved object, reason, source, and for a
+//! node's agent the message, which names the container), whose count
 //! and last_timestamp grow on repeats. The event's name is derived from that triple, so a
 //! repeat is a read-modify-write of one known key rather than a search.
 
-use shared::model::{Event, Kind, Object, ObjectMeta, ObjectReference, Time};
+use shared::model::{Event, Kind, NODE_SOURCE_PREFIX, Object, ObjectMeta, ObjectReference, Time};
 
 use crate::store::{Change, Key, Write};
 
@@ -39,9 +40,12 @@ fn fnv1a(parts: &[&str]) -> u64 {
 }
 
 /// The namespace and name an event about `involved` with `reason` from `source` lives at.
-pub fn event_key(involved: &ObjectReference, reason: &str, source: &str) -> (String, String) {
+/// A node's agent reports each container apart ("Created container web"), as Kubernetes'
+/// `fieldPath` keeps them apart: its message is part of the key.
+pub fn event_key(involved: &ObjectReference, reason: &str, source: &str, message: &str) -> (String, String) {
     let namespace = if involved.namespace.is_empty() { CLUSTER_EVENTS_NAMESPACE.to_string() } else { involved.namespace.clone() };
-    let hash = fnv1a(&[&involved.kind, &involved.namespace, &involved.name, &involved.uid, reason, source]);
+    let per_container = if source.starts_with(NODE_SOURCE_PREFIX) { message } else { "" };
+    let hash = fnv1a(&[&involved.kind, &involved.namespace, &involved.name, &involved.uid, reason, source, per_container]);
     let prefix: String = involved.name.chars().take(200).collect();
     (namespace, format!("{prefix}.{hash:016x}"))
 }
@@ -50,7 +54,7 @@ pub fn event_key(involved: &ObjectReference, reason: &str, source: &str) -> (Str
 /// reason, source) was seen before, the stored one with count + 1, the new message and
 /// `last_timestamp = now`.
 pub fn record(mut event: Event, now: Time) -> Write {
-    let (namespace, name) = event_key(&event.involved_object, &event.reason, &event.source);
+    let (namespace, name) = event_key(&event.involved_object, &event.reason, &event.source, &event.message);
     event.kind = "Event".into();
     let key = Key::new(Kind::Event, &namespace, &name);
     Write::new(key, move |_, current| {
@@ -128,5 +132,16 @@ mod tests {
         assert_eq!(failed.message, "try 2");
         assert_eq!(failed.first_timestamp, Some(t0));
         assert_eq!(failed.last_timestamp, Some(t0 + chrono::Duration::seconds(2)));
+    }
+
+    #[test]
+    fn a_nodes_events_about_two_containers_stay_apart_and_others_fold_by_reason() {
+        let pod = ObjectReference { kind: "Pod".into(), namespace: "default".into(), name: "web".into(), uid: "u".into() };
+        let agent = shared::model::node_event_source("n1");
+        let created = |container: &str| event_key(&pod, "Created", &agent, &format!("Created container {container}"));
+        assert_ne!(created("web"), created("side"));
+        assert_eq!(created("web"), created("web"));
+        let scheduler = |message: &str| event_key(&pod, "FailedScheduling", SOURCE_SCHEDULER, message);
+        assert_eq!(scheduler("0/1 nodes are available"), scheduler("0/2 nodes are available"));
     }
 }

@@ -83,10 +83,6 @@ impl Resource for Pod {
         }
         let mut merged = stored.clone();
         merged.metadata = merged_meta(&stored.metadata, &new.metadata);
-        if merged.spec != wanted {
-            merged.spec = wanted;
-            merged.metadata.generation += 1;
-        }
         validation::validate_pod(&merged)?;
         Ok(merged)
     }
@@ -309,12 +305,12 @@ mod tests {
         stored.status.phase = shared::model::PodPhase::Running;
         let mut new = pod();
         new.metadata.labels.insert("extra".into(), "yes".into());
-        new.spec.containers[0].image = "minimal:2".into();
-        let merged = Pod::merge_update(&stored, new).unwrap();
+        let merged = Pod::merge_update(&stored, new.clone()).unwrap();
         assert_eq!(merged.spec.node_name, "node-1");
         assert_eq!(merged.status.phase, shared::model::PodPhase::Running);
-        assert_eq!(merged.spec.containers[0].image, "minimal:2");
         assert_eq!(merged.metadata.labels["extra"], "yes");
+        new.spec.containers[0].image = "minimal:2".into();
+        assert_eq!(Pod::merge_update(&stored, new).unwrap_err()[0].field, "spec", "no container restarts for a new image");
 
         let mut changed = pod();
         changed.spec.containers[0].command.clear();

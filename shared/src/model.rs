@@ -987,8 +987,11 @@ pub struct Event {
 /// The source of the events a node's agent records: `agent/<node>`. A node's token may record
 /// events from this source only.
 pub fn node_event_source(node: &str) -> String {
-    format!("agent/{node}")
+    format!("{NODE_SOURCE_PREFIX}{node}")
 }
+
+/// What every node's event source starts with.
+pub const NODE_SOURCE_PREFIX: &str = "agent/";
 
 pub mod event_types {
     pub const NORMAL: &str = "Normal";

@@ -102,7 +102,7 @@ pub async fn put_status(
 async fn record_running(state: &AppState, pod: &Pod) {
     let now = chrono::Utc::now();
     let involved = events::reference(&Object::Pod(pod.clone()));
-    let (namespace, name) = events::event_key(&involved, "Running", events::SOURCE_API);
+    let (namespace, name) = events::event_key(&involved, "Running", events::SOURCE_API, "");
     let ran_before = state.store.get(&Key::new(Kind::Event, &namespace, &name)).is_some();
     let took = pod.metadata.created_at.filter(|_| !ran_before).map(|created| (now - created).to_std().unwrap_or_default());
     if let Some(took) = took {
