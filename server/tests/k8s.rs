@@ -493,6 +493,12 @@ async fn lists_take_kubernetes_field_labels_and_their_own_continue_tokens() {
         refused["message"].as_str().unwrap().starts_with("invalid continue token: \"%%%garbage\" is not one this server issued"),
         "{refused}"
     );
+    for junk in ["abc", "-1"] {
+        let (status, refused) = get(&server, &format!("/k8s/api/v1/pods?resourceVersion={junk}")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "resourceVersion {junk}: {refused}");
+    }
+    let (status, refused) = get(&server, "/k8s/api/v1/pods?watch=1&continue=v1.61").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
 
     server.stop().await;
 }

@@ -442,8 +442,13 @@ impl Req {
     async fn list(&self) -> Result<Response> {
         let filter = self.filter()?;
         if flag(&self.query.watch) {
+            if self.query.continue_.as_deref().is_some_and(|c| !c.is_empty()) {
+                return Err(Status::bad_request("a watch takes no continue token: watch from the resourceVersion of the list"));
+            }
             return self.watch(filter);
         }
+        // Any state at least as new is served (Kubernetes' "NotOlderThan"); junk is refused.
+        parse_version(self.query.resource_version.as_deref())?;
         if self.query.resource_version_match.as_deref().is_some_and(|m| m == "Exact") {
             return Err(Status::bad_request("Shepherd keeps no old states: resourceVersionMatch=Exact is not supported"));
         }
