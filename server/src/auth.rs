@@ -257,6 +257,14 @@ pub async fn authenticate(State(state): State<AppState>, mut request: Request, n
             return ApiError::forbidden(format!("a viewer token is read-only: {method} {} is not allowed", request.uri().path()))
                 .into_response();
         }
+        Role::Node if !read && crate::k8s::owns(request.uri().path()) => {
+            return ApiError::forbidden(format!(
+                "{} may only read through /k8s (its agent writes through /api/v1), not {method} {}",
+                principal.describe(),
+                request.uri().path()
+            ))
+            .into_response();
+        }
         Role::Node if !read && !node_may_attempt(&method, request.uri().path()) => {
             return ApiError::forbidden(format!(
                 "{} may write only its node, its heartbeat and lease, the status of its pods and events, and delete its pods, not {method} {}",

@@ -505,7 +505,7 @@ async fn lists_take_kubernetes_field_labels_and_their_own_continue_tokens() {
 
 #[tokio::test]
 async fn tokens_and_roles_are_the_native_apis() {
-    let tokens = server::auth::Tokens::parse("admin-secret admin\nviewer-secret viewer\n", "test").unwrap();
+    let tokens = server::auth::Tokens::parse("admin-secret admin\nviewer-secret viewer\nnode-secret node n1\n", "test").unwrap();
     let server = TestServer::start(Config { tokens, ..Config::in_memory() }).await;
     let (status, body) = get(&server, "/k8s/api/v1/pods").await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
@@ -518,6 +518,14 @@ async fn tokens_and_roles_are_the_native_apis() {
     let response = as_viewer.send().await.unwrap();
     assert_eq!(response.status(), StatusCode::FORBIDDEN);
     assert_status(&response.json().await.unwrap(), 403, "Forbidden");
+    let as_node = reqwest::Client::new()
+        .patch(format!("{}/k8s/api/v1/nodes/n1", server.url))
+        .bearer_auth("node-secret")
+        .header("content-type", "application/merge-patch+json")
+        .body("{}");
+    let refused: Value = as_node.send().await.unwrap().json().await.unwrap();
+    assert_status(&refused, 403, "Forbidden");
+    assert!(refused["message"].as_str().unwrap().contains("may only read through /k8s"), "{refused}");
     let as_admin = reqwest::Client::new().get(format!("{}/k8s/api/v1/pods", server.url)).bearer_auth("admin-secret");
     assert_eq!(as_admin.send().await.unwrap().status(), StatusCode::OK);
     server.stop().await;
