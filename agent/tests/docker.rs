@@ -238,7 +238,7 @@ async fn a_host_port_is_published_on_loopback() {
     let mut web = container("web", &["sh", "-c", "echo hello-port > /tmp/index.html; exec httpd -f -p 8080 -h /tmp"]);
     web.ports = vec![shared::model::ContainerPort { container_port: 8080, host_port: Some(i32::from(port)), ..Default::default() }];
     let pod = api.add_pod(&node, "web-port", spec(vec![web], "Always"));
-    api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
+    let ip = api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await.status.pod_ip;
     // Only through the port published on 127.0.0.1, never the container's own address.
     let url = format!("http://127.0.0.1:{port}/index.html");
     let began = std::time::Instant::now();
@@ -254,8 +254,8 @@ async fn a_host_port_is_published_on_loopback() {
     let app = containers_of(docker.as_ref(), &pod.metadata.uid).await.remove(0);
     let sandbox = joined_sandbox(&app.id);
     assert_eq!(docker_inspect(&sandbox, "{{.Config.NetworkDisabled}} {{len .HostConfig.PortBindings}}"), "true 0");
-    assert!(iptables_save("nat").contains(&format!("id: \"{sandbox}\"")), "portmap's DNAT rules name the sandbox");
-    assert!(!iptables_save("filter").contains(&sandbox), "no FORWARD rules of its own: the node-wide ones accept it");
+    assert!(iptables_save("nat").contains(&sandbox), "portmap's DNAT rules name the sandbox: {}", iptables_save("nat"));
+    assert!(!iptables_save("filter").contains(&format!("{ip}/32")), "no FORWARD rules of its own: the node-wide ones accept it");
     assert!(node_rules_present(), "the node-wide rules are in place");
     api.delete_pod(&pod.metadata.uid);
     wait_gone(&docker, &sandbox, "the sandbox of a deleted pod").await;
@@ -750,7 +750,8 @@ async fn a_pod_gets_its_address_from_cni_in_a_sandbox_docker_gave_no_network() {
     assert_eq!(api.node(&node).unwrap().status.node_info.pod_network, "cni");
     // No host ports: no portmap, and no rule of its own (no per-pod masquerade or firewall).
     for table in ["nat", "filter"] {
-        assert!(!iptables_save(table).contains(&sandbox), "the {table} table names the sandbox: {}", iptables_save(table));
+        let rules = iptables_save(table);
+        assert!(!rules.contains(&sandbox) && !rules.contains(&format!("{ip}/32")), "the {table} table has rules for the pod: {rules}");
     }
     assert!(node_rules_present(), "the node-wide rules masquerade for and accept every pod");
     agent.stop().await;
