@@ -134,7 +134,7 @@ impl PodManager {
     /// a pod. A pod known before or after the (slow) list is left alone: its worker is
     /// creating or removing containers itself. The warm pool is the pool's business. Then
     /// the networks of sandboxes that are gone (removed behind the agent's back) are taken
-    /// down and their addresses freed.
+    /// down and their addresses freed, and the pod network's node-wide rules checked.
     async fn sweep_orphans(&self) {
         let known_before = self.pod_uids();
         let node = self.ctx.node_name.clone();
@@ -179,6 +179,7 @@ impl PodManager {
         futures::future::join_all(removals).await;
         if let Some(sandboxes) = &self.ctx.sandboxes {
             sandboxes.reclaim(&present).await;
+            sandboxes.keep_rules().await;
         }
     }
 

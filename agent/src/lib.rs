@@ -6,8 +6,9 @@
 //! - [`pod`]: one pod's level-triggered reconcile: sandbox, image, create, start, restart, status, events;
 //! - [`sandbox`]: pod sandboxes (the pod's network namespace, as Kubernetes' pause container)
 //!   and the warm pool of started ones;
-//! - [`network`]: the node's pod network: CNI (bridge, host-local, portmap, firewall) on the
-//!   sandboxes' namespaces, or Docker's bridge; [`cni`]: the CNI protocol it speaks;
+//! - [`network`]: the node's pod network: CNI (bridge, host-local, portmap for host ports) on
+//!   the sandboxes' namespaces, or Docker's bridge; [`cni`]: the CNI protocol it speaks;
+//!   [`iptables`]: the node-wide masquerade and FORWARD rules the CNI network needs;
 //! - [`agent`]: the worker per pod, the watch with its periodic re-list, runtime events, orphans;
 //! - [`node`]: the node object (capacity from the host), registration, lease renewals and status heartbeats;
 //! - [`fleet`]: N simulated nodes in one process on one API client, one pod watch and one
@@ -25,6 +26,7 @@ pub mod cni;
 pub mod fleet;
 pub mod http;
 pub mod image;
+pub mod iptables;
 pub mod logging;
 pub mod network;
 pub mod node;

@@ -1,10 +1,12 @@
 //! The node's pod network, chosen at start (`--pod-network cni|docker`). With CNI, as the
 //! kubelet does it, a pod sandbox gets no network from the engine (`NetworkDisabled`): the
 //! agent bind-mounts the sandbox's namespace under its state directory, so that it outlives
-//! the sandbox's process, and runs `loopback`, then `bridge` with `host-local` addresses from
-//! the node's pod subnet, `portmap` for host ports and `firewall` (Docker's FORWARD policy
-//! drops the rest). A record per sandbox keeps ADD's result: the pod's address after an agent
-//! restart, and what DEL needs. With Docker, sandboxes join the engine's `shepherd` bridge.
+//! the sandbox's process, and runs `loopback` and, side by side, `bridge` with `host-local`
+//! addresses from the node's pod subnet, followed by `portmap` only for a sandbox with host
+//! ports. Masquerading and FORWARD accepts are node-wide rules ([`crate::iptables`]), not
+//! per pod. A record per sandbox keeps the chain ADD ran and its result: the pod's address
+//! after an agent restart, and what DEL needs. With Docker, sandboxes join the engine's
+//! `shepherd` bridge.
 
 use std::fmt;
 use std::net::Ipv4Addr;
@@ -14,6 +16,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use crate::cni::{self, Attachment, NetworkList, PluginPath};
+use crate::iptables;
 use crate::runtime::{ContainerRuntime, PortMapping};
 
 /// The node's pod subnet unless `--pod-subnet` says otherwise: outside Docker's default
@@ -27,8 +30,8 @@ pub const NETWORK_NAME: &str = "shepherd";
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/shepherd-agent";
 /// Where CNI plugins are looked for: the usual place, then Debian's.
 pub const DEFAULT_PLUGIN_DIRS: [&str; 2] = ["/opt/cni/bin", "/usr/lib/cni"];
-/// The plugins the chain runs.
-pub const PLUGINS: [&str; 5] = ["loopback", "bridge", "host-local", "portmap", "firewall"];
+/// The plugins the chains run.
+pub const PLUGINS: [&str; 4] = ["loopback", "bridge", "host-local", "portmap"];
 /// How to get them on Debian and Ubuntu.
 pub const INSTALL: &str = "apt-get install containernetworking-plugins";
 /// `statfs` magic of a namespace file (`nsfs`): a bind mount that still holds its namespace.
@@ -54,6 +57,8 @@ pub enum Error {
     Io { action: &'static str, path: PathBuf, source: std::io::Error },
     #[error("sandbox {0}: the CNI result gives the container no address")]
     NoAddress(String),
+    #[error("the pod network's node-wide rules: {0}")]
+    Rules(#[from] iptables::Error),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -189,8 +194,10 @@ impl PodNetwork {
         if let Some((interface, other)) = routes(&table, BRIDGE).into_iter().find(|(_, s)| s.overlaps(&subnet)) {
             return Err(Error::Overlap { subnet, other, what: format!("a route through {interface}") });
         }
+        let network = CniNetwork::new(subnet, &config.state_dir, &config.plugin_dirs);
+        network.ensure_rules()?;
         tracing::info!(%subnet, bridge = BRIDGE, state = %config.state_dir.display(), "pods use CNI networking");
-        Ok(PodNetwork::Cni(Arc::new(CniNetwork::new(subnet, &config.state_dir, &config.plugin_dirs))))
+        Ok(PodNetwork::Cni(Arc::new(network)))
     }
 }
 
@@ -203,6 +210,10 @@ fn dirs_text(dirs: &[PathBuf]) -> String {
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 struct Record {
     runtime_config: Map<String, Value>,
+    /// The plugins ADD ran on `eth0`, as configured: DEL runs the same ones. Empty in a record
+    /// an agent wrote before the chain depended on host ports ([`CniNetwork::legacy_plugins`]).
+    #[serde(default)]
+    plugins: Vec<Value>,
     #[serde(default)]
     result: Option<Value>,
 }
@@ -212,29 +223,58 @@ struct Record {
 pub struct CniNetwork {
     path: PluginPath,
     loopback: NetworkList,
-    pods: NetworkList,
+    bridge: Value,
+    portmap: Value,
+    rules: Vec<iptables::Rule>,
     state_dir: PathBuf,
 }
 
 impl CniNetwork {
     pub fn new(subnet: Subnet, state_dir: &Path, plugin_dirs: &[PathBuf]) -> CniNetwork {
+        // No `ipMasq`: one node-wide rule masquerades for every pod.
         let bridge = json!({
             "type": "bridge",
             "bridge": BRIDGE,
             "isGateway": true,
-            "ipMasq": true,
             "hairpinMode": true,
             "ipam": {"type": "host-local", "ranges": [[{"subnet": subnet.to_string()}]], "routes": [{"dst": "0.0.0.0/0"}]},
         });
         CniNetwork {
             path: PluginPath(plugin_dirs.to_vec()),
             loopback: NetworkList { name: format!("{NETWORK_NAME}-loopback"), plugins: vec![json!({"type": "loopback"})] },
-            pods: NetworkList {
-                name: NETWORK_NAME.to_string(),
-                plugins: vec![bridge, json!({"type": "portmap", "capabilities": {"portMappings": true}}), json!({"type": "firewall"})],
-            },
+            bridge,
+            portmap: json!({"type": "portmap", "capabilities": {"portMappings": true}}),
+            rules: iptables::rules(&subnet, BRIDGE),
             state_dir: state_dir.to_path_buf(),
         }
+    }
+
+    /// Adds the node-wide rules that are missing (at start, and again in each orphan sweep,
+    /// should something have removed them); returns how many were.
+    pub fn ensure_rules(&self) -> Result<usize> {
+        Ok(iptables::ensure(&self.rules)?)
+    }
+
+    /// The `eth0` chain of a sandbox: `bridge`, then `portmap` when it has host ports (a
+    /// portmap DEL runs a dozen iptables commands even for a sandbox with none).
+    fn plugins(&self, runtime_config: &Map<String, Value>) -> Vec<Value> {
+        let mut plugins = vec![self.bridge.clone()];
+        if !runtime_config.is_empty() {
+            plugins.push(self.portmap.clone());
+        }
+        plugins
+    }
+
+    /// The chain of agents before the node-wide rules, for a DEL of what they set up:
+    /// masquerading per pod, `portmap` always and `firewall`.
+    fn legacy_plugins(&self) -> Vec<Value> {
+        let mut bridge = self.bridge.clone();
+        bridge["ipMasq"] = Value::Bool(true);
+        vec![bridge, self.portmap.clone(), json!({"type": "firewall"})]
+    }
+
+    fn pods(&self, plugins: Vec<Value>) -> NetworkList {
+        NetworkList { name: NETWORK_NAME.to_string(), plugins }
     }
 
     fn netns_path(&self, id: &str) -> PathBuf {
@@ -266,13 +306,22 @@ impl CniNetwork {
 
     /// Networks the sandbox `id` whose process is `pid`, publishing `ports`; returns its address.
     pub fn attach(&self, id: &str, pid: i64, ports: &[PortMapping]) -> Result<String> {
-        let mut record = Record { runtime_config: runtime_config(ports), result: None };
+        let runtime_config = runtime_config(ports);
+        let mut record = Record { plugins: self.plugins(&runtime_config), runtime_config, result: None };
         self.write_record(id, &record)?;
         let attached = self.keep_namespace(id, pid).and_then(|netns| {
             let cni_error = |source| Error::Cni { container: id.to_string(), source };
-            self.loopback.add(&self.path, &Attachment { container_id: id, netns: &netns, ifname: "lo" }, &Map::new()).map_err(cni_error)?;
+            let pods = self.pods(record.plugins.clone());
             let at = Attachment { container_id: id, netns: &netns, ifname: "eth0" };
-            let result = self.pods.add(&self.path, &at, &record.runtime_config).map_err(cni_error)?;
+            // `lo` and `eth0` do not depend on each other.
+            let (lo, eth0) = std::thread::scope(|scope| {
+                let lo = scope
+                    .spawn(|| self.loopback.add(&self.path, &Attachment { container_id: id, netns: &netns, ifname: "lo" }, &Map::new()));
+                let eth0 = pods.add(&self.path, &at, &record.runtime_config);
+                (lo.join().expect("the loopback ADD does not panic"), eth0)
+            });
+            lo.map_err(cni_error)?;
+            let result = eth0.map_err(cni_error)?;
             let address = cni::container_address(&result).ok_or_else(|| Error::NoAddress(id.to_string()))?;
             record.result = Some(result);
             self.write_record(id, &record)?;
@@ -320,10 +369,17 @@ impl CniNetwork {
         let live = is_namespace(&netns);
         let path = if live { netns.as_path() } else { Path::new("") };
         let cni_error = |source| Error::Cni { container: id.to_string(), source };
-        self.pods
-            .del(&self.path, &Attachment { container_id: id, netns: path, ifname: "eth0" }, record.result.as_ref(), &record.runtime_config)
-            .map_err(cni_error)?;
-        self.loopback.del(&self.path, &Attachment { container_id: id, netns: path, ifname: "lo" }, None, &Map::new()).map_err(cni_error)?;
+        let plugins = if record.plugins.is_empty() { self.legacy_plugins() } else { record.plugins };
+        let pods = self.pods(plugins);
+        let (eth0, lo) = std::thread::scope(|scope| {
+            let lo = scope
+                .spawn(|| self.loopback.del(&self.path, &Attachment { container_id: id, netns: path, ifname: "lo" }, None, &Map::new()));
+            let at = Attachment { container_id: id, netns: path, ifname: "eth0" };
+            let eth0 = pods.del(&self.path, &at, record.result.as_ref(), &record.runtime_config);
+            (eth0, lo.join().expect("the loopback DEL does not panic"))
+        });
+        eth0.map_err(cni_error)?;
+        lo.map_err(cni_error)?;
         release_namespace(&netns);
         let record_path = self.record_path(id);
         match std::fs::remove_file(&record_path) {
@@ -423,14 +479,64 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let network = CniNetwork::new(Subnet::parse(DEFAULT_SUBNET).unwrap(), dir.path(), &[dir.path().join("no-plugins")]);
         network.detach("gone").unwrap();
-        network
-            .write_record("abc", &Record { runtime_config: Map::new(), result: Some(json!({"ips": [{"address": "10.77.0.4/16"}]})) })
-            .unwrap();
+        network.write_record("abc", &Record { result: Some(json!({"ips": [{"address": "10.77.0.4/16"}]})), ..Default::default() }).unwrap();
         assert_eq!(network.attached(), vec!["abc".to_string()]);
         assert_eq!(network.address("abc").as_deref(), Some("10.77.0.4"));
         assert_eq!(network.address("gone"), None);
         // No plugins to run DEL: the record stays, for the next sweep.
         assert!(network.detach("abc").is_err());
         assert_eq!(network.attached(), vec!["abc".to_string()]);
+    }
+
+    /// Fake plugins in a directory: each logs `TYPE COMMAND IFNAME ipMasq` to `calls`.
+    fn fake_plugins(dir: &Path) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let plugins = dir.join("plugins");
+        std::fs::create_dir_all(&plugins).unwrap();
+        for name in ["loopback", "bridge", "portmap", "firewall"] {
+            let script = format!(
+                "#!/bin/sh\nread -r input\nmasq=$(echo \"$input\" | grep -o '\"ipMasq\":true')\necho \"{name} $CNI_COMMAND $CNI_IFNAME $masq\" >> {}\n",
+                dir.join("calls").display()
+            );
+            std::fs::write(plugins.join(name), script).unwrap();
+            std::fs::set_permissions(plugins.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        plugins
+    }
+
+    fn calls(dir: &Path) -> Vec<String> {
+        let mut calls: Vec<String> = std::fs::read_to_string(dir.join("calls")).unwrap().lines().map(|l| l.trim().to_string()).collect();
+        // `lo` and `eth0` run side by side: only the order within `eth0` is fixed.
+        calls.sort_by_key(|call| call.contains(" lo"));
+        calls
+    }
+
+    #[test]
+    fn portmap_runs_only_for_host_ports_and_masquerading_is_not_per_pod() {
+        let dir = tempfile::tempdir().unwrap();
+        let network = CniNetwork::new(Subnet::parse(DEFAULT_SUBNET).unwrap(), dir.path(), &[dir.path().to_path_buf()]);
+        let types = |plugins: Vec<Value>| plugins.iter().map(|p| p["type"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+        let port = PortMapping { container_port: 80, host_port: 8080, host_ip: "127.0.0.1".into(), protocol: "tcp".into() };
+        assert_eq!(types(network.plugins(&runtime_config(&[]))), ["bridge"]);
+        assert_eq!(types(network.plugins(&runtime_config(&[port]))), ["bridge", "portmap"]);
+        assert_eq!(network.bridge.get("ipMasq"), None, "one node-wide rule masquerades");
+        assert_eq!(network.bridge["ipam"]["ranges"][0][0]["subnet"], DEFAULT_SUBNET);
+    }
+
+    #[test]
+    fn del_runs_the_chain_add_recorded_or_for_an_older_record_the_chain_of_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let network = CniNetwork::new(Subnet::parse(DEFAULT_SUBNET).unwrap(), dir.path(), &[fake_plugins(dir.path())]);
+        let record = Record { plugins: network.plugins(&Map::new()), ..Default::default() };
+        network.write_record("new", &record).unwrap();
+        network.detach("new").unwrap();
+        assert_eq!(calls(dir.path()), ["bridge DEL eth0", "loopback DEL lo"]);
+        assert!(network.attached().is_empty(), "the record goes with the network");
+
+        std::fs::remove_file(dir.path().join("calls")).unwrap();
+        let older = r#"{"runtime_config":{},"result":{"ips":[{"address":"10.77.0.4/16"}]}}"#;
+        std::fs::write(network.record_path("old"), older).unwrap();
+        network.detach("old").unwrap();
+        assert_eq!(calls(dir.path()), ["firewall DEL eth0", "portmap DEL eth0", "bridge DEL eth0 \"ipMasq\":true", "loopback DEL lo"]);
     }
 }

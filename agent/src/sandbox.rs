@@ -226,8 +226,20 @@ impl Sandboxes {
         Some(Sandbox { id: info.id.clone(), ip: ip? })
     }
 
+    /// Adds back the pod network's node-wide rules if something removed them (a host firewall
+    /// reload, an `iptables -F`).
+    pub async fn keep_rules(&self) {
+        let Some(cni) = self.cni() else { return };
+        match tokio::task::spawn_blocking(move || cni.ensure_rules()).await {
+            Ok(Ok(0)) => {}
+            Ok(Ok(added)) => tracing::warn!(added, "the pod network's node-wide iptables rules were missing; added them again"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "cannot check the pod network's node-wide iptables rules"),
+            Err(e) => tracing::warn!(error = %e, "cannot check the pod network's node-wide iptables rules"),
+        }
+    }
+
     /// Takes down the networks of sandboxes that are gone from the engine (removed behind the
-    /// agent's back, or while it was away): their veths, firewall rules and address leases.
+    /// agent's back, or while it was away): their veths, port rules and address leases.
     /// Whichever agent made them: a container id names one container on the engine. The ids
     /// in `present` were just seen on it.
     pub async fn reclaim(&self, present: &HashSet<String>) {

@@ -238,7 +238,7 @@ async fn a_host_port_is_published_on_loopback() {
     let mut web = container("web", &["sh", "-c", "echo hello-port > /tmp/index.html; exec httpd -f -p 8080 -h /tmp"]);
     web.ports = vec![shared::model::ContainerPort { container_port: 8080, host_port: Some(i32::from(port)), ..Default::default() }];
     let pod = api.add_pod(&node, "web-port", spec(vec![web], "Always"));
-    api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
+    let ip = api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await.status.pod_ip;
     // Only through the port published on 127.0.0.1, never the container's own address.
     let url = format!("http://127.0.0.1:{port}/index.html");
     let began = std::time::Instant::now();
@@ -254,6 +254,12 @@ async fn a_host_port_is_published_on_loopback() {
     let app = containers_of(docker.as_ref(), &pod.metadata.uid).await.remove(0);
     let sandbox = joined_sandbox(&app.id);
     assert_eq!(docker_inspect(&sandbox, "{{.Config.NetworkDisabled}} {{len .HostConfig.PortBindings}}"), "true 0");
+    assert!(iptables_save("nat").contains(&sandbox), "portmap's DNAT rules name the sandbox: {}", iptables_save("nat"));
+    assert!(!iptables_save("filter").contains(&format!("{ip}/32")), "no FORWARD rules of its own: the node-wide ones accept it");
+    assert!(node_rules_present(), "the node-wide rules are in place");
+    api.delete_pod(&pod.metadata.uid);
+    wait_gone(&docker, &sandbox, "the sandbox of a deleted pod").await;
+    assert!(!iptables_save("nat").contains(&sandbox), "DEL ran portmap again and took its rules down");
     agent.stop().await;
 }
 
@@ -742,6 +748,57 @@ async fn a_pod_gets_its_address_from_cni_in_a_sandbox_docker_gave_no_network() {
     assert_eq!(sandbox_address(&sandbox), ip, "the address CNI gave the sandbox's eth0");
     assert_eq!(lease_holder(&ip).as_deref(), Some(sandbox.as_str()), "host-local leased it to the sandbox");
     assert_eq!(api.node(&node).unwrap().status.node_info.pod_network, "cni");
+    // No host ports: no portmap, and no rule of its own (no per-pod masquerade or firewall).
+    for table in ["nat", "filter"] {
+        let rules = iptables_save(table);
+        assert!(!rules.contains(&sandbox) && !rules.contains(&format!("{ip}/32")), "the {table} table has rules for the pod: {rules}");
+    }
+    assert!(node_rules_present(), "the node-wide rules masquerade for and accept every pod");
+    agent.stop().await;
+}
+
+/// `iptables-save` of one table.
+fn iptables_save(table: &str) -> String {
+    let output = std::process::Command::new("iptables-save").args(["-t", table]).output().unwrap();
+    assert!(output.status.success(), "iptables-save -t {table}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The pod network's node-wide rules, as the agent makes them for the default subnet.
+fn node_rules() -> Vec<agent::iptables::Rule> {
+    agent::iptables::rules(&Subnet::parse(agent::network::DEFAULT_SUBNET).unwrap(), agent::network::BRIDGE)
+}
+
+fn node_rules_present() -> bool {
+    node_rules().iter().all(|rule| {
+        let check = std::process::Command::new("iptables").args(["-w", "-t", rule.table, "-C", rule.chain]).args(&rule.spec).output();
+        check.unwrap().status.success()
+    })
+}
+
+/// How many times `rule` is in its chain.
+fn copies(rule: &agent::iptables::Rule) -> usize {
+    let listed = std::process::Command::new("iptables").args(["-w", "-t", rule.table, "-S", rule.chain]).output().unwrap();
+    String::from_utf8_lossy(&listed.stdout).lines().filter(|line| format!("-t {} {line}", rule.table) == rule.to_string()).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_node_wide_rules_are_installed_once_and_put_back_when_removed() {
+    let DockerNode { node: _node, api: _api, agent, cleanup: _cleanup, .. } = docker_node_with_pool(0).await;
+    // Agents share the rules: each starts, and sweeps, without adding a second copy.
+    let masquerade = node_rules().remove(0);
+    assert_eq!(masquerade.chain, "POSTROUTING");
+    assert_eq!(copies(&masquerade), 1, "{}", iptables_save("nat"));
+    // Removed behind the agent's back (as a host firewall's reload would): the next sweep
+    // puts it back. Nothing here sends a packet that needs it.
+    let removed = std::process::Command::new("iptables")
+        .args(["-w", "-t", masquerade.table, "-D", masquerade.chain])
+        .args(&masquerade.spec)
+        .output()
+        .unwrap();
+    assert!(removed.status.success(), "{}", String::from_utf8_lossy(&removed.stderr));
+    wait_until("the masquerade rule is back", || copies(&masquerade) == 1).await;
+    assert!(node_rules_present());
     agent.stop().await;
 }
 

@@ -69,7 +69,7 @@ pub fn pod_network(node: &str) -> PodNetworkConfig {
 
 /// Removes every container of a test node (its warm pool too), even when the test panics;
 /// then it first stops the node's agents, which would otherwise keep creating containers.
-/// Then it takes down the networks its sandboxes had (veths, firewall and port rules,
+/// Then it takes down the networks its sandboxes had (veths, host port rules,
 /// address leases, kept namespaces) and removes its state directory.
 pub struct Cleanup(pub String);
 
