@@ -69,7 +69,10 @@ impl Resource for Pod {
 
     fn merge_update(stored: &Self, new: Self) -> Result<Self, Vec<FieldError>> {
         let mut wanted = new.spec.clone();
-        wanted.node_name = stored.spec.node_name.clone();
+        // A body without the node (a client that never read it) keeps the bound one.
+        if wanted.node_name.is_empty() {
+            wanted.node_name = stored.spec.node_name.clone();
+        }
         if wanted.restart_policy.is_empty() {
             wanted.restart_policy = stored.spec.restart_policy.clone();
         }

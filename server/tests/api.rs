@@ -208,7 +208,7 @@ async fn updates_are_compare_and_swap_and_never_touch_status_or_node() {
     let (_, stored) = server.get("/api/v1/namespaces/default/pods/p").await;
     let mut edit = stored.clone();
     edit["metadata"]["labels"]["tier"] = json!("frontend");
-    edit["spec"]["node_name"] = json!("elsewhere");
+    edit["spec"]["node_name"] = json!("");
     edit["status"]["phase"] = json!("Running");
     let (status, updated) = server.put("/api/v1/namespaces/default/pods/p", edit).await;
     assert_eq!(status, StatusCode::OK, "{updated}");
@@ -219,6 +219,10 @@ async fn updates_are_compare_and_swap_and_never_touch_status_or_node() {
     new_image["spec"]["containers"][0]["image"] = json!("other");
     let (status, err) = server.put("/api/v1/namespaces/default/pods/p", new_image).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "no container would run the new image: {err}");
+    let mut moved = updated.clone();
+    moved["spec"]["node_name"] = json!("elsewhere");
+    let (status, err) = server.put("/api/v1/namespaces/default/pods/p", moved).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "a bound pod does not move: {err}");
 
     let mut running = updated.clone();
     running["status"]["phase"] = json!("Running");

@@ -170,6 +170,8 @@ async fn an_open_server_refuses_what_a_web_page_could_send() {
     let exec = bare(&server, Method::POST, "/k8s/api/v1/namespaces/default/pods/web/exec").header("upgrade", "SPDY/3.1");
     let refused = exec.send().await.unwrap();
     assert_eq!(refused.status(), StatusCode::NOT_FOUND, "{:?}", refused.text().await);
+    let upgrade_elsewhere = bare(&server, Method::POST, "/api/v1/nodes/dead/uncordon").header("upgrade", "websocket");
+    assert_eq!(server.answer(upgrade_elsewhere).await.0, StatusCode::FORBIDDEN, "Upgrade opens only the stream paths");
     let kubectl_delete = bare(&server, Method::DELETE, "/api/v1/nodes/dead").json(&json!({"kind": "DeleteOptions"}));
     assert_eq!(server.answer(kubectl_delete).await.0, StatusCode::OK);
     server.stop().await;

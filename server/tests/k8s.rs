@@ -403,6 +403,15 @@ async fn merge_and_strategic_patches_go_through_the_native_update() {
         (Some("deployments"), Some("hello")),
         "{refused}"
     );
+    let (status, refused) = call(
+        &server,
+        Method::PUT,
+        "/k8s/apis/apps/v1/namespaces/default/deployments/hello/scale",
+        Some(("application/json", json!({"metadata": {"name": "other"}, "spec": {"replicas": 2}}))),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "a Scale of another name: {refused}");
 
     let (status, refused) = patch("application/apply-patch+yaml", "/k8s/api/v1/namespaces/default/pods/web", json!({})).await;
     assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);

@@ -2,8 +2,8 @@
 //! loopback, where any page the user opens can send it requests. So it answers only requests
 //! whose Host is a loopback name or address with its own port (no DNS rebinding), whose
 //! Origin, when there is one, is its own (no other site's page), and, when they change
-//! state, that carry a JSON media type, [`CLIENT_HEADER`] or `Upgrade` (no form or bodyless
-//! post, which browsers send anywhere without asking). With tokens, the token is the proof: browsers never
+//! state, that carry a JSON media type or [`CLIENT_HEADER`] (no form or bodyless post, which
+//! browsers send anywhere without asking), or are kubectl's stream requests. With tokens, the token is the proof: browsers never
 //! attach one on their own.
 
 use axum::extract::connect_info::{ConnectInfo, Connected};
@@ -58,6 +58,15 @@ pub fn media_type(headers: &HeaderMap) -> Option<String> {
     Some(text.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
 }
 
+/// kubectl's exec, attach and port-forward: a bodyless POST with `Upgrade`, which no page
+/// can set (a forbidden header for fetch, absent from forms). They pass on to `/k8s`'s 404.
+fn asks_for_a_stream(request: &Request) -> bool {
+    let path = request.uri().path();
+    request.headers().contains_key(header::UPGRADE)
+        && crate::k8s::owns(path)
+        && ["/exec", "/attach", "/portforward"].iter().any(|sub| path.ends_with(sub))
+}
+
 /// Refuses what a web page could have sent, on a server without tokens.
 pub async fn refuse_web_pages(State(state): State<AppState>, request: Request, next: Next) -> Response {
     if state.config.tokens.is_empty()
@@ -96,9 +105,7 @@ fn check(request: &Request) -> Result<(), ApiError> {
             "a page from {origin} may not call this server: it has no tokens, so only its own dashboard at {own_origin} may"
         )));
     }
-    // No page can set `Upgrade` (a forbidden header for fetch, absent from forms): it is how
-    // kubectl asks for exec and port-forward streams.
-    if request.method().is_safe() || headers.contains_key(CLIENT_HEADER) || headers.contains_key(header::UPGRADE) {
+    if request.method().is_safe() || headers.contains_key(CLIENT_HEADER) || asks_for_a_stream(request) {
         return Ok(());
     }
     match media_type(headers) {

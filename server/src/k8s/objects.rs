@@ -671,6 +671,13 @@ impl Req {
 
     async fn scale_to(&self, value: &Value) -> Result<Response> {
         let scale = convert::scale_in(value)?;
+        if !scale.metadata.name.is_empty() && scale.metadata.name != self.name() {
+            return Err(Status::bad_request(format!(
+                "the Scale names {:?}, but the path names deployment {:?}",
+                scale.metadata.name,
+                self.name()
+            )));
+        }
         let deployment = native::scale_deployment(&self.state, self.namespace(), self.name(), scale).await?;
         Ok(Json(convert::scale_out(&deployment)).into_response())
     }
