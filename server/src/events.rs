@@ -1,7 +1,7 @@
 //! Events with deduplication: one event per (involved object, reason, source, and for a
-//! node's agent the message, which names the container), whose count
-//! and last_timestamp grow on repeats. The event's name is derived from that triple, so a
-//! repeat is a read-modify-write of one known key rather than a search.
+//! node's agent the message, which names the container), whose count and last_timestamp
+//! grow on repeats. The event's name is derived from that key, so a repeat is a
+//! read-modify-write of one known key rather than a search.
 
 use shared::model::{Event, Kind, NODE_SOURCE_PREFIX, Object, ObjectMeta, ObjectReference, Time};
 
@@ -50,8 +50,8 @@ pub fn event_key(involved: &ObjectReference, reason: &str, source: &str, message
     (namespace, format!("{prefix}.{hash:016x}"))
 }
 
-/// A write that records `event`: created with count 1, or, when the same (involved object,
-/// reason, source) was seen before, the stored one with count + 1, the new message and
+/// A write that records `event`: created with count 1, or, when the same [`event_key`] was
+/// seen before, the stored one with count + 1, the new message and
 /// `last_timestamp = now`.
 pub fn record(mut event: Event, now: Time) -> Write {
     let (namespace, name) = event_key(&event.involved_object, &event.reason, &event.source, &event.message);

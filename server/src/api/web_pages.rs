@@ -3,8 +3,8 @@
 //! whose Host is a loopback name or address with its own port (no DNS rebinding), whose
 //! Origin, when there is one, is its own (no other site's page), and, when they change
 //! state, that carry a JSON media type or [`CLIENT_HEADER`] (no form or bodyless post, which
-//! browsers send anywhere without asking), or are kubectl's stream requests. With tokens, the token is the proof: browsers never
-//! attach one on their own.
+//! browsers send anywhere without asking), or are kubectl's stream requests. With tokens,
+//! the token is the proof: browsers never attach one on their own.
 
 use axum::extract::connect_info::{ConnectInfo, Connected};
 use axum::extract::{Request, State};

@@ -595,9 +595,10 @@ impl Req {
             return Err(Status::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "Invalid",
-                format!("propagationPolicy {policy:?} is not supported: Shepherd deletes in the background (a deployment's controller removes its pods)"),
-            )
-            .about(self.target.kind.plural(), self.name()));
+                format!(
+                    "propagationPolicy {policy:?} is not supported: Shepherd deletes in the background (a deployment's controller removes its pods)"
+                ),
+            ));
         }
         let preconditions = options.get("preconditions");
         let resource_version = parse_version(preconditions.and_then(|p| p.get("resourceVersion")).and_then(Value::as_str))?;
@@ -609,8 +610,7 @@ impl Req {
                 StatusCode::CONFLICT,
                 "Conflict",
                 format!("the uid precondition {uid} does not match {} {}", self.kind_name(), self.name()),
-            )
-            .about(self.target.kind.plural(), self.name()));
+            ));
         }
         let params =
             DeleteParams { resource_version: (resource_version > 0).then_some(resource_version), grace_period_seconds: grace, uid };
