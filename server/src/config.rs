@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::auth::Tokens;
+use crate::store::History;
 use crate::tls::Identity;
 
 #[derive(Debug, Clone)]
@@ -19,6 +20,8 @@ pub struct Config {
     pub run_scheduler: bool,
     /// How many changes a watch can replay before 410 Gone.
     pub watch_history: usize,
+    /// How old a change a watch can replay, at most `watch_history` of them.
+    pub watch_history_age: Duration,
     pub bookmark_interval: Duration,
     /// The scheduler's safety-net sweep of Pending pods without a node.
     pub scheduler_sweep: Duration,
@@ -54,6 +57,7 @@ impl Default for Config {
             scheduler_profile: "spread".into(),
             run_scheduler: true,
             watch_history: 20_000,
+            watch_history_age: DEFAULT_WATCH_HISTORY_AGE,
             bookmark_interval: Duration::from_secs(5),
             scheduler_sweep: Duration::from_secs(2),
             node_monitor_grace: shared::readiness::DEFAULT_NODE_MONITOR_GRACE,
@@ -70,7 +74,15 @@ impl Default for Config {
     }
 }
 
+/// Kubernetes' watch cache keeps 75 s of changes.
+pub const DEFAULT_WATCH_HISTORY_AGE: Duration = Duration::from_secs(75);
+
 impl Config {
+    /// What the store's watch history keeps.
+    pub fn history(&self) -> History {
+        History { changes: self.watch_history, age: Some(self.watch_history_age) }
+    }
+
     /// An in-memory server with the default timings.
     pub fn in_memory() -> Self {
         Config::default()

@@ -22,6 +22,7 @@ pub mod config;
 pub mod controllers;
 pub mod error;
 pub mod events;
+pub mod heaps;
 pub mod k8s;
 pub mod metrics;
 pub mod ops;
@@ -81,8 +82,8 @@ impl Server {
             Profile::by_name(&config.scheduler_profile).ok_or_else(|| ServerError::UnknownProfile(config.scheduler_profile.clone()))?;
         profile.node_monitor_grace = config.node_monitor_grace;
         let store: Arc<dyn Store> = match &config.data_dir {
-            Some(dir) => Arc::new(CachedStore::open(Box::new(SqlitePersistence::open(dir)?), config.watch_history)?),
-            None => Arc::new(CachedStore::in_memory(config.watch_history)),
+            Some(dir) => Arc::new(CachedStore::open(Box::new(SqlitePersistence::open(dir)?), config.history())?),
+            None => Arc::new(CachedStore::in_memory(config.history())),
         };
         ensure_default_namespace(&*store).await?;
         let config = Arc::new(config);
@@ -107,7 +108,8 @@ impl Server {
         tasks.spawn(controllers::run(DeploymentController, ctx.clone(), config.controller_resync, shutdown.clone()));
         tasks.spawn(controllers::run(PodGcController, ctx.clone(), config.pod_gc_period, shutdown.clone()));
         tasks.spawn(controllers::run(EndpointsController, ctx, config.controller_resync, shutdown.clone()));
-        tasks.spawn(controllers::run_event_gc(store, config.event_ttl, config.event_limit, shutdown));
+        tasks.spawn(controllers::run_event_gc(store.clone(), config.event_ttl, config.event_limit, shutdown.clone()));
+        tasks.spawn(store::expire_history(store, shutdown));
         Ok(Server { state, tasks })
     }
 

@@ -16,8 +16,9 @@ use tokio_util::sync::CancellationToken;
 
 /// mimalloc instead of glibc's malloc: every request allocates and frees many small
 /// buffers across threads, where glibc's arenas spent about a tenth of the server's CPU.
+/// Stored objects go in a heap per kind (see `server::heaps`).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: server::heaps::Allocator = server::heaps::Allocator;
 
 #[derive(Debug, Parser)]
 #[command(name = "shepherd", version, about = "The Shepherd control plane: API server, store, scheduler and controllers.")]
@@ -60,6 +61,9 @@ struct Args {
     /// How many changes a watch can replay before it gets 410 Gone.
     #[arg(long, default_value_t = 20_000)]
     watch_history: usize,
+    /// Seconds of changes a watch can replay (at most --watch-history of them).
+    #[arg(long, default_value_t = server::config::DEFAULT_WATCH_HISTORY_AGE.as_secs())]
+    watch_history_age: u64,
     /// Seconds without a heartbeat before a node becomes NotReady. The local node renews its
     /// lease every quarter of it, at most every 10 s.
     #[arg(long, default_value_t = shared::readiness::DEFAULT_NODE_MONITOR_GRACE.as_secs())]
@@ -137,6 +141,7 @@ impl Args {
             scheduler_profile: self.scheduler_profile,
             run_scheduler: !self.disable_scheduler,
             watch_history: self.watch_history.max(100),
+            watch_history_age: Duration::from_secs(self.watch_history_age),
             node_monitor_grace: Duration::from_secs(self.node_monitor_grace),
             pod_eviction_grace: Duration::from_secs(self.pod_eviction_grace),
             event_ttl: Duration::from_secs(self.event_ttl),

@@ -7,11 +7,13 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use shared::model::{Kind, Object};
 use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::time::Instant;
 
 use super::{
     Change, EventType, Interest, Key, Outcome, Result, Store, StoreError, StoreEvent, Txn, View, WatchBatch, WatchStream, pod_node,
@@ -87,18 +89,36 @@ struct State {
     /// Pod keys by the deployment that controls them.
     by_owner: HashMap<Key, BTreeSet<String>>,
     revision: u64,
-    /// Every change after `history_start`, in order: the change at revision r sits at
-    /// index `r - history_start - 1`.
-    history: VecDeque<StoreEvent>,
+    /// Every change after `history_start`, in order, with when it was committed: the change
+    /// at revision r sits at index `r - history_start - 1`.
+    history: VecDeque<(Instant, StoreEvent)>,
     history_start: u64,
 }
 
 impl State {
+    /// Drops the oldest changes beyond `limits`, so that a watch from before them gets 410.
+    fn forget_history(&mut self, limits: &History, now: Instant) {
+        while let Some((at, oldest)) = self.history.front() {
+            let expired = limits.age.is_some_and(|age| now.duration_since(*at) > age);
+            if self.history.len() <= limits.changes && !expired {
+                break;
+            }
+            self.history_start = oldest.revision;
+            self.history.pop_front();
+        }
+    }
+
     fn get(&self, key: &Key) -> Option<&Arc<Object>> {
         self.objects.get(&key.kind).and_then(|m| m.get(&key.key))
     }
 
+    /// Puts or removes one object; the map's and the indexes' new entries go in the heap of
+    /// the object's kind, as the object itself does ([`kept`]).
     fn apply(&mut self, key: &Key, object: Option<Arc<Object>>) -> Option<Arc<Object>> {
+        crate::heaps::in_heap_of(key.kind, || self.apply_in_heap(key, object))
+    }
+
+    fn apply_in_heap(&mut self, key: &Key, object: Option<Arc<Object>>) -> Option<Arc<Object>> {
         let map = self.objects.entry(key.kind).or_default();
         let prev = match &object {
             Some(o) => map.insert(key.key.clone(), o.clone()),
@@ -124,6 +144,12 @@ impl State {
             .unwrap_or_default();
         (self.revision, pods)
     }
+}
+
+/// `object` as the store keeps it: copied into the heap of its kind, so that objects that
+/// stay (events, nodes) do not keep the pages of those deleted by the thousand (pods) resident.
+fn kept(object: Object) -> Arc<Object> {
+    crate::heaps::in_heap_of(object.kind(), || Arc::new(object.clone()))
 }
 
 /// Moves pod `key` in `index` from the slot of its previous state to that of its new one;
@@ -154,8 +180,8 @@ struct Inner {
     state: RwLock<State>,
     /// Taken after `state` whenever both are held.
     watchers: Mutex<Watchers>,
-    /// How many changes the history keeps, and how far a remote watcher may fall behind.
-    history_limit: usize,
+    /// What the history keeps; its count is also how far a remote watcher may fall behind.
+    history: History,
     committer: Committer,
 }
 
@@ -318,6 +344,24 @@ impl Watchers {
     }
 }
 
+/// How much of the past a watch can replay from.
+#[derive(Debug, Clone, Copy)]
+pub struct History {
+    /// The most changes kept.
+    pub changes: usize,
+    /// Changes older than this are dropped even when fewer are kept, as Kubernetes' watch
+    /// cache keeps the last 75 s: a mass deletion's last states do not stay in memory until
+    /// as many new changes come, and a watcher that was away longer lists again.
+    pub age: Option<Duration>,
+}
+
+impl From<usize> for History {
+    /// The last `changes` changes, however old.
+    fn from(changes: usize) -> Self {
+        History { changes, age: None }
+    }
+}
+
 /// The embedded [`Store`]: cache, group-committing writer and watch history.
 #[derive(Clone)]
 pub struct CachedStore {
@@ -325,14 +369,15 @@ pub struct CachedStore {
 }
 
 impl CachedStore {
-    /// Loads everything from `persistence` and starts its committer. `history` is how many
-    /// changes watches can replay.
-    pub fn open(mut persistence: Box<dyn Persistence>, history: usize) -> Result<CachedStore> {
+    /// Loads everything from `persistence` and starts its committer. `history` is what
+    /// watches can replay.
+    pub fn open(mut persistence: Box<dyn Persistence>, history: impl Into<History>) -> Result<CachedStore> {
+        let history = history.into();
         let snapshot = persistence.load()?;
         let mut state = State { revision: snapshot.revision, history_start: snapshot.revision, ..State::default() };
         for object in snapshot.objects {
             let key = Key::of(&object);
-            state.apply(&key, Some(Arc::new(object)));
+            state.apply(&key, Some(kept(object)));
         }
         let name = persistence.name();
         let new = |committer| {
@@ -340,7 +385,7 @@ impl CachedStore {
                 name,
                 state: RwLock::new(state),
                 watchers: Mutex::new(Watchers::default()),
-                history_limit: history.max(1),
+                history: History { changes: history.changes.max(1), ..history },
                 committer,
             })
         };
@@ -362,7 +407,7 @@ impl CachedStore {
     }
 
     /// A store that keeps nothing on disk.
-    pub fn in_memory(history: usize) -> CachedStore {
+    pub fn in_memory(history: impl Into<History>) -> CachedStore {
         CachedStore::open(Box::new(MemoryPersistence), history).expect("the memory store cannot fail to open")
     }
 
@@ -490,7 +535,7 @@ fn commit_batch(inner: &Inner, persistence: &mut dyn Persistence, batch: Vec<Req
                         }
                         revision += 1;
                         object.metadata_mut().resource_version = revision;
-                        let object = Arc::new(object);
+                        let object = kept(object);
                         undo.push((write.key.clone(), staging.stage(&write.key, Some(object.clone()))));
                         outcomes.push(Outcome::Put { object: object.clone(), created: current.is_none() });
                         staged.push(Staged { key: write.key, object: Some(object), prev: current, revision });
@@ -537,6 +582,7 @@ fn commit_batch(inner: &Inner, persistence: &mut dyn Persistence, batch: Vec<Req
             return;
         }
         let mut state = inner.state.write().expect("store state lock");
+        let now = Instant::now();
         let mut events = Vec::with_capacity(staged.len());
         for s in staged {
             state.apply(&s.key, s.object.clone());
@@ -546,22 +592,19 @@ fn commit_batch(inner: &Inner, persistence: &mut dyn Persistence, batch: Vec<Req
                 (None, Some(prev)) => StoreEvent::new(EventType::Deleted, s.revision, prev.clone(), Some(prev)),
                 (None, None) => unreachable!("a staged change always has a new or a previous state"),
             };
-            state.history.push_back(event.clone());
+            state.history.push_back((now, event.clone()));
             events.push(event);
             state.revision = s.revision;
         }
-        while state.history.len() > inner.history_limit {
-            if let Some(dropped) = state.history.pop_front() {
-                state.history_start = dropped.revision;
-            }
-        }
+        state.forget_history(&inner.history, now);
         // Still under the state lock: a watch that registers sees each change either in
         // the history it replays or in its mailbox, never in both or neither.
-        inner.watchers.lock().expect("watchers lock").dispatch(&events, inner.history_limit);
+        inner.watchers.lock().expect("watchers lock").dispatch(&events, inner.history.changes);
     }
     for (reply, result) in results {
         let _ = reply.send(result);
     }
+    crate::heaps::collect_if_due();
 }
 
 impl Store for CachedStore {
@@ -642,7 +685,8 @@ impl Store for CachedStore {
         if from < state.history_start {
             return Err(StoreError::Gone { requested: from, oldest: state.history_start });
         }
-        let replay = state.history.range((from - state.history_start) as usize..).filter(|e| interest.selects(e)).cloned().collect();
+        let replay =
+            state.history.range((from - state.history_start) as usize..).map(|(_, e)| e).filter(|e| interest.selects(e)).cloned().collect();
         let mailbox = Arc::new(Mailbox { interest, queue: Mutex::new(Queue { events: replay, ended: None }), wake: Notify::new() });
         let mut watchers = self.inner.watchers.lock().expect("watchers lock");
         if watchers.closed {
@@ -653,6 +697,10 @@ impl Store for CachedStore {
         drop(state);
         let subscription = Subscription { inner: self.inner.clone(), id, mailbox };
         Ok(futures::stream::unfold(subscription, |mut s| async move { s.next().await.map(|item| (item, s)) }).boxed())
+    }
+
+    fn expire_history(&self) {
+        self.inner.state.write().expect("store state lock").forget_history(&self.inner.history, Instant::now());
     }
 
     fn close(&self) -> BoxFuture<'static, ()> {
@@ -887,6 +935,39 @@ mod tests {
         assert_eq!(store.oldest_revision(), 7, "the history keeps the last 3 changes");
         let batch = watcher.next().await.unwrap().unwrap();
         assert_eq!(batch.events.iter().map(|e| e.revision).collect::<Vec<_>>(), (1..=10).collect::<Vec<_>>());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn changes_older_than_the_history_age_are_forgotten_by_the_next_commit_or_expiry() {
+        let store = CachedStore::in_memory(History { changes: 100, age: Some(Duration::from_secs(75)) });
+        for name in ["a", "b"] {
+            store.commit(Txn::new().with(put(pod(name, "")))).await.unwrap();
+        }
+        tokio::time::advance(Duration::from_secs(60)).await;
+        store.commit(Txn::new().with(put(pod("c", "")))).await.unwrap();
+        tokio::time::advance(Duration::from_secs(16)).await;
+        store.expire_history();
+        assert_eq!(store.oldest_revision(), 2, "a and b are 76 s old, c 16 s");
+        assert_eq!(store.watch(&[Kind::Pod], 1).err(), Some(StoreError::Gone { requested: 1, oldest: 2 }));
+        let mut from_b = store.watch(&[Kind::Pod], 2).unwrap();
+        assert_eq!(from_b.next().await.unwrap().unwrap().events.iter().map(|e| e.revision).collect::<Vec<_>>(), [3]);
+
+        tokio::time::advance(Duration::from_secs(60)).await;
+        store.commit(Txn::new().with(put(pod("d", "")))).await.unwrap();
+        assert_eq!(store.oldest_revision(), 3, "the commit of d forgot c");
+        assert!(store.watch(&[Kind::Pod], 3).is_ok());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_history_without_an_age_keeps_its_count_however_old() {
+        let store = CachedStore::in_memory(2);
+        for name in ["a", "b", "c"] {
+            store.commit(Txn::new().with(put(pod(name, "")))).await.unwrap();
+        }
+        tokio::time::advance(Duration::from_secs(24 * 3600)).await;
+        store.expire_history();
+        assert_eq!(store.oldest_revision(), 1);
+        assert!(store.watch(&[Kind::Pod], 1).is_ok());
     }
 
     #[tokio::test]

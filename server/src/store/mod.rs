@@ -9,13 +9,15 @@ mod sqlite;
 
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use futures::Stream;
 use futures::future::BoxFuture;
 use shared::api::FieldError;
 use shared::model::{Kind, Object};
+use tokio_util::sync::CancellationToken;
 
-pub use cached::{CachedStore, MemoryPersistence, PersistedChange, Persistence, Snapshot};
+pub use cached::{CachedStore, History, MemoryPersistence, PersistedChange, Persistence, Snapshot};
 pub use sqlite::SqlitePersistence;
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -290,8 +292,25 @@ pub trait Store: Send + Sync + 'static {
     fn watch(&self, kinds: &[Kind], from: u64) -> Result<WatchStream> {
         self.watch_interest(Interest::kinds(kinds), from)
     }
+    /// Drops the changes older than the history keeps, as every commit does: for a store
+    /// that has had no commit for a while.
+    fn expire_history(&self);
     /// Stops taking writes, lets the queued ones commit and closes the backend.
     fn close(&self) -> BoxFuture<'static, ()>;
+}
+
+/// How often an idle store's history is aged ([`Store::expire_history`]).
+pub const HISTORY_EXPIRY_PERIOD: Duration = Duration::from_secs(5);
+
+/// Ages the history every [`HISTORY_EXPIRY_PERIOD`] until `shutdown`.
+pub async fn expire_history(store: Arc<dyn Store>, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(HISTORY_EXPIRY_PERIOD);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tick.tick() => store.expire_history(),
+        }
+    }
 }
 
 /// Commits one write and returns its outcome.

@@ -1,0 +1,93 @@
+//! The heap per kind, under the allocator the `shepherd` binary installs: what the store
+//! keeps sits in its kind's heap, and nothing else does.
+
+use std::sync::Arc;
+
+use server::events;
+use server::heaps::{self, Allocator};
+use server::store::{CachedStore, Key, Store, Txn};
+use shared::model::{Event, Kind, Object, ObjectReference, event_types};
+
+#[global_allocator]
+static ALLOCATOR: Allocator = Allocator;
+
+fn address<T: ?Sized>(value: &T) -> *const u8 {
+    (value as *const T).cast()
+}
+
+#[test]
+fn allocations_in_a_kinds_scope_go_to_its_heap_alone() {
+    let outside = String::from("made outside any scope");
+    let (inside, nested, after_nested) = heaps::in_heap_of(Kind::Event, || {
+        let mut inside = String::from("made for an event");
+        inside.push_str(&"grown past its first block ".repeat(64));
+        let nested = heaps::in_heap_of(Kind::Pod, || vec![0u8; 300]);
+        (inside, nested, Box::new(7u64))
+    });
+    assert!(heaps::holds(Kind::Event, inside.as_ptr()), "a string built and grown in the scope");
+    assert!(heaps::holds(Kind::Pod, nested.as_ptr()) && !heaps::holds(Kind::Event, nested.as_ptr()), "a nested scope");
+    assert!(heaps::holds(Kind::Event, address(&*after_nested)), "the outer scope is back after the nested one");
+    for kind in Kind::ALL {
+        assert!(!heaps::holds(kind, outside.as_ptr()), "{kind:?}'s heap holds what was made outside");
+    }
+    let after = Box::new(0u64);
+    assert!(!heaps::holds(Kind::Event, address(&*after)), "the scope ends with its closure");
+}
+
+#[test]
+fn a_panic_in_the_scope_ends_it() {
+    let unwound = std::panic::catch_unwind(|| heaps::in_heap_of(Kind::Node, || panic!("while building")));
+    assert!(unwound.is_err());
+    let after = Box::new(1u64);
+    assert!(!heaps::holds(Kind::Node, address(&*after)));
+}
+
+#[tokio::test]
+async fn the_store_keeps_each_object_in_its_kinds_heap() {
+    let store = CachedStore::in_memory(100);
+    let involved = ObjectReference { kind: "Pod".into(), namespace: "default".into(), name: "web-1".into(), uid: "u1".into() };
+    let reported = events::new_event(involved, event_types::NORMAL, "Killing", "Stopping container web", "agent/node-1");
+    let message = reported.message.as_ptr();
+    assert!(!heaps::holds(Kind::Event, message), "made by the caller");
+    store.commit(Txn::new().with(events::record(reported, chrono::Utc::now()))).await.unwrap();
+
+    let (_, stored) = store.list(Kind::Event, None);
+    let stored: &Arc<Object> = &stored[0];
+    let Object::Event(Event { message, involved_object, .. }) = &**stored else { panic!("an event") };
+    assert!(heaps::holds(Kind::Event, address(&**stored)), "the stored object");
+    assert!(heaps::holds(Kind::Event, message.as_ptr()) && heaps::holds(Kind::Event, involved_object.name.as_ptr()), "its strings");
+    assert!(!heaps::holds(Kind::Pod, address(&**stored)));
+    let again = store.get(&Key::of(stored)).unwrap();
+    assert!(Arc::ptr_eq(&again, stored), "reads share the kept copy");
+}
+
+fn resident_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<f64>().unwrap() / 1024.0
+}
+
+#[test]
+fn pages_freed_by_other_threads_go_back_to_the_system_once_collected() {
+    let (freed_tx, freed_rx) = std::sync::mpsc::channel::<()>();
+    let (made_tx, made_rx) = std::sync::mpsc::channel();
+    // Like a pod the store kept on one thread and a later commit dropped on another.
+    let owner = std::thread::spawn(move || {
+        // As `shepherd` does: with huge pages, what is returned depends on which 2 MiB pages
+        // the freed blocks shared.
+        // SAFETY: PR_SET_THP_DISABLE takes plain integers and touches no memory of ours.
+        assert_eq!(unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) }, 0);
+        let pods: Vec<String> = heaps::in_heap_of(Kind::Pod, || (0..65_536).map(|i| format!("{i:01024}")).collect());
+        let made = resident_mib();
+        made_tx.send(pods).unwrap();
+        freed_rx.recv().unwrap();
+        heaps::collect();
+        made - resident_mib()
+    });
+    let pods = made_rx.recv().unwrap();
+    assert!(pods.iter().all(|p| heaps::holds(Kind::Pod, p.as_ptr())));
+    drop(pods);
+    freed_tx.send(()).unwrap();
+    let returned = owner.join().unwrap();
+    assert!(returned > 40.0, "collecting returned {returned:.1} MiB of the 64 MiB freed");
+}
