@@ -4,6 +4,7 @@
 # replicas created and deleted. No Docker needed.
 #
 #   bench/scale/run.sh --nodes 1000 --replicas 10000 [--per-deployment 10000] [--rounds 3] [--timeout 600] [--idle-window 20]
+#                        [--server-arg --event-limit=100 ...]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cargo build --release -p server --bin shepherd
