@@ -6,9 +6,9 @@
 //! builds each object inside the heap of its kind ([`in_heap_of`]) and a mass deletion
 //! empties whole pages, which the allocator returns to the system.
 //!
-//! A heap's pages are collected only by the threads that allocated in them, and a kind that
-//! is no longer written to (every pod deleted) would keep them: the store calls
-//! [`collect_if_due`] after each commit.
+//! A heap's pages are collected by the threads that allocate in them, as they allocate: a
+//! heap that a thread stopped allocating in (every pod deleted) would keep its pages, so the
+//! store calls [`collect_if_due`] after each commit, which collects those.
 //!
 //! The `shepherd` binary installs [`Allocator`]; under any other global allocator (tests)
 //! [`in_heap_of`] only runs its closure and [`collect_if_due`] does nothing.
@@ -41,6 +41,8 @@ thread_local! {
     static SCOPE: Cell<usize> = const { Cell::new(NO_KIND) };
     /// The kinds whose heaps this thread has allocated in, one bit each by index.
     static USED: Cell<u32> = const { Cell::new(0) };
+    /// The kinds whose heaps this thread has allocated in since it last collected.
+    static BUSY: Cell<u32> = const { Cell::new(0) };
     static LAST_COLLECTED: Cell<Option<Instant>> = const { Cell::new(None) };
 }
 
@@ -76,16 +78,23 @@ pub fn in_heap_of<T>(kind: Kind, build: impl FnOnce() -> T) -> T {
         }
     }
     let index = index_of(kind);
-    USED.with(|used| used.set(used.get() | 1 << index));
+    for bits in [&USED, &BUSY] {
+        bits.with(|bits| bits.set(bits.get() | 1 << index));
+    }
     let _restore = Restore(SCOPE.with(|scope| scope.replace(index)));
     build()
 }
 
-/// Collects this thread's part of every heap it allocated in, at most once a
-/// [`COLLECT_PERIOD`]: blocks other threads freed come back, and pages left empty go to the
-/// system.
+/// Collects this thread's part of each heap it allocated in before but not in the last
+/// [`COLLECT_PERIOD`], once a period: blocks other threads freed come back, and pages left
+/// empty go to the system. A heap still in use is left to mimalloc, and a burst of writes
+/// pays nothing.
 pub fn collect_if_due() {
-    let now = Instant::now();
+    collect_if_due_at(Instant::now());
+}
+
+/// [`collect_if_due`] at `now`.
+pub fn collect_if_due_at(now: Instant) {
     let due = LAST_COLLECTED.with(|last| {
         let due = last.get().is_none_or(|at| now.duration_since(at) >= COLLECT_PERIOD);
         if due {
@@ -94,15 +103,15 @@ pub fn collect_if_due() {
         due
     });
     if due {
-        collect();
+        let busy = BUSY.with(|busy| busy.replace(0));
+        collect_heaps(USED.with(Cell::get) & !busy);
     }
 }
 
-/// Collects this thread's part of every heap it allocated in now.
-pub fn collect() {
-    let used = USED.with(Cell::get);
+/// Collects this thread's part of the heaps of the kinds in `kinds`, one bit each by index.
+fn collect_heaps(kinds: u32) {
     for (index, heap) in HEAPS.iter().enumerate() {
-        if used & 1 << index != 0
+        if kinds & 1 << index != 0
             && let Some(heap) = heap.get()
         {
             // Forced: pages that were full when other threads freed their blocks are visited too.
