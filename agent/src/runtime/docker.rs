@@ -398,7 +398,8 @@ impl ContainerRuntime for DockerRuntime {
     fn events(&self, labels: &[(&str, &str)]) -> BoxStream<'static, Result<RuntimeEvent>> {
         let filters = HashMap::from([
             ("type", vec!["container".to_string()]),
-            ("event", ["start", "die", "oom", "destroy"].map(String::from).to_vec()),
+            // What the agent acts on (`crate::agent`): containers that end.
+            ("event", ["die", "oom", "destroy"].map(String::from).to_vec()),
             ("label", label_filters(labels)),
         ]);
         let options = EventsOptionsBuilder::default().filters(&filters).build();
