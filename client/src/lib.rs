@@ -446,8 +446,8 @@ fn http_client(base: &str, transport: &Transport) -> Result<reqwest::Client> {
     })
 }
 
-/// Decodes an SSE byte stream into watch events; the error the server sends before it ends
-/// a stream (410 Gone when the history it was replaying moved on) becomes [`Error::Api`].
+/// Decodes an SSE byte stream into watch events; an event that cannot be read becomes
+/// [`Error::Decode`].
 fn watch_events(
     bytes: impl Stream<Item = Result<Bytes>> + Send + 'static,
     kind: Kind,
@@ -463,10 +463,7 @@ fn watch_events(
             messages
                 .iter()
                 .map(|message| {
-                    shared::watch::decode(message, kind).map_err(|e| match e {
-                        shared::watch::DecodeError::Server { status, .. } => Error::Api { action: action.clone(), status },
-                        other => Error::Decode { action: action.clone(), message: other.to_string() },
-                    })
+                    shared::watch::decode(message, kind).map_err(|e| Error::Decode { action: action.clone(), message: e.to_string() })
                 })
                 .collect()
         })
@@ -520,10 +517,10 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn watch_events_survive_any_chunking_and_carry_the_servers_error() {
+    async fn watch_events_survive_any_chunking_and_a_bad_event_is_a_decode_error() {
         let text = ": hello\nid: 3\nevent: watch\ndata: {\"type\":\"BOOKMARK\",\"resource_version\":3}\n\n\
                     event: watch\r\ndata: {\"type\":\"DELETED\",\"resource_version\":4,\r\ndata: \"object\":{\"metadata\":{\"name\":\"n1\"}}}\r\n\r\n\
-                    event: error\ndata: {\"error\":{\"code\":410,\"reason\":\"Gone\",\"message\":\"too old\"}}\n\n";
+                    event: watch\ndata: {\"type\":\"EXPLODED\"}\n\n";
         for split in 1..text.len() {
             let chunks = vec![Ok(Bytes::copy_from_slice(&text.as_bytes()[..split])), Ok(Bytes::copy_from_slice(&text.as_bytes()[split..]))];
             let items: Vec<Result<WatchEvent>> = watch_events(stream::iter(chunks), Kind::Node, "watch nodes".into()).collect().await;
@@ -531,7 +528,7 @@ mod tests {
             assert_eq!(items[0].as_ref().unwrap().type_, WatchEventType::Bookmark);
             let deleted = items[1].as_ref().unwrap();
             assert_eq!(deleted.object.as_ref().unwrap().kind(), Kind::Node, "the stream's kind fills in");
-            assert!(items[2].as_ref().is_err_and(Error::is_gone), "split at {split}: {:?}", items[2]);
+            assert!(matches!(items[2], Err(Error::Decode { .. })), "split at {split}: {:?}", items[2]);
         }
     }
 

@@ -432,8 +432,6 @@ async fn stream_watch(
     batch.flush_all();
     let broken = |message: String| ApiError::Network { path: path.clone(), message };
     match (end, bad) {
-        // The server ended the stream with an error (410 Gone: re-list).
-        (_, Some(DecodeError::Server { status, .. })) => Err(ApiError::Api(status)),
         (_, Some(error)) => Err(ApiError::Decode { path: path.clone(), message: error.to_string() }),
         (StreamEnd::Closed | StreamEnd::Cancelled, None) => Ok(()),
         (StreamEnd::Stalled, None) => Err(broken(format!("no event or bookmark for {} s", watch::STALL.as_secs()))),

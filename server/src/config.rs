@@ -18,7 +18,8 @@ pub struct Config {
     pub scheduler_profile: String,
     /// Whether the server runs its scheduler loop (tests of manual binding turn it off).
     pub run_scheduler: bool,
-    /// How many changes a watch can replay before 410 Gone.
+    /// How many changes a watch can replay before 410 Gone; a streaming watcher is ended
+    /// when it falls half as far behind ([`History::lag_limit`]).
     pub watch_history: usize,
     /// How old a change a watch can replay, at most `watch_history` of them.
     pub watch_history_age: Duration,
@@ -56,7 +57,7 @@ impl Default for Config {
             tokens: Tokens::default(),
             scheduler_profile: "spread".into(),
             run_scheduler: true,
-            watch_history: 20_000,
+            watch_history: DEFAULT_WATCH_HISTORY,
             watch_history_age: DEFAULT_WATCH_HISTORY_AGE,
             bookmark_interval: Duration::from_secs(5),
             scheduler_sweep: Duration::from_secs(2),
@@ -73,6 +74,9 @@ impl Default for Config {
         }
     }
 }
+
+/// Twice the 20,000 unread changes a streaming watcher may fall behind.
+pub const DEFAULT_WATCH_HISTORY: usize = 40_000;
 
 /// Kubernetes' watch cache keeps 75 s of changes.
 pub const DEFAULT_WATCH_HISTORY_AGE: Duration = Duration::from_secs(75);

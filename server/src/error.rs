@@ -153,9 +153,7 @@ impl From<StoreError> for ApiError {
             }
             // A watch the client must restart from a fresh list (a revision from before a
             // restart of an in-memory server is newer than the store).
-            StoreError::Gone { .. } | StoreError::Lagged { .. } | StoreError::Future { .. } => {
-                ApiError::new(StatusCode::GONE, "Gone", message)
-            }
+            StoreError::Gone { .. } | StoreError::Future { .. } => ApiError::new(StatusCode::GONE, "Gone", message),
             StoreError::Backend(_) => ApiError::internal(message),
             StoreError::Closed => ApiError::unavailable("the server is shutting down; retry against the restarted server"),
         }

@@ -194,16 +194,9 @@ impl SchedulerLoop {
                 _ = shutdown.cancelled() => break,
                 Some(result) = self.results.recv() => self.bind_finished(result),
                 batch = changes.next() => match batch {
-                    Some(Ok(batch)) => {
+                    Some(batch) => {
                         for event in &batch.events {
                             self.observe(event);
-                        }
-                    }
-                    Some(Err(e)) => {
-                        tracing::warn!("the scheduler's watch fell behind ({e}); listing again");
-                        match self.relist() {
-                            Ok(w) => changes = w,
-                            Err(e) => { tracing::error!("the scheduler cannot watch the store: {e}"); break; }
                         }
                     }
                     None => break,

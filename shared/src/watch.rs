@@ -6,15 +6,13 @@
 
 use std::time::Duration;
 
-use crate::api::{ApiErrorBody, ApiErrorStatus, WatchEvent};
+use crate::api::WatchEvent;
 use crate::backoff::Backoff;
 use crate::model::Kind;
 use crate::sse::Message;
 
 /// The server sends a BOOKMARK about every 5 s: a stream silent for this long is dead.
 pub const STALL: Duration = Duration::from_secs(20);
-/// The SSE `event:` of the message a server sends before it ends a stream on an error.
-pub const SSE_EVENT_ERROR: &str = "error";
 
 /// What the watcher does next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,9 +121,6 @@ pub enum DecodeError {
     Json { kind: Kind, message: String },
     #[error("a {kind} watch event could not be read: {message}")]
     Shape { kind: Kind, message: String },
-    /// The server ended the stream with this error (410 Gone when its history moved on).
-    #[error("the server ended the {kind} watch: {}", .status.message)]
-    Server { kind: Kind, status: ApiErrorStatus },
 }
 
 /// Reads one message of a `kind` watch stream. An object that omits its `kind` gets the
@@ -135,10 +130,6 @@ pub fn decode(message: &Message, kind: Kind) -> Result<WatchEvent, DecodeError> 
     let shape = |e: serde_json::Error| DecodeError::Shape { kind, message: e.to_string() };
     // Through `Value`, as every answer is read, so the dashboard's bundle holds one decoder.
     let mut value: serde_json::Value = serde_json::from_str(&message.data).map_err(json)?;
-    if message.event.as_deref() == Some(SSE_EVENT_ERROR) {
-        let body: ApiErrorBody = serde_json::from_value(value).map_err(shape)?;
-        return Err(DecodeError::Server { kind, status: body.error });
-    }
     if let Some(object) = value.get_mut("object").and_then(|o| o.as_object_mut())
         && !object.contains_key("kind")
     {
@@ -248,13 +239,10 @@ mod tests {
     }
 
     #[test]
-    fn bad_events_and_server_errors_say_which_stream_and_why() {
+    fn bad_events_say_which_stream_and_why() {
         let error = decode(&message("watch", "not json"), Kind::Pod).unwrap_err();
         assert!(error.to_string().starts_with("a Pod watch event is not JSON"), "{error}");
         let error = decode(&message("watch", r#"{"type":"EXPLODED","resource_version":1}"#), Kind::Node).unwrap_err();
         assert!(matches!(error, DecodeError::Shape { kind: Kind::Node, .. }), "{error}");
-        let gone = decode(&message("error", r#"{"error":{"code":410,"reason":"Gone","message":"too old"}}"#), Kind::Pod).unwrap_err();
-        assert!(matches!(&gone, DecodeError::Server { status, .. } if status.code == 410), "{gone}");
-        assert_eq!(gone.to_string(), "the server ended the Pod watch: too old");
     }
 }

@@ -12,14 +12,14 @@ use std::time::Duration;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::{FutureExt, StreamExt};
-use shared::api::{ApiErrorBody, SSE_EVENT_WATCH, WatchEvent, WatchEventType};
+use shared::api::{SSE_EVENT_WATCH, WatchEvent, WatchEventType};
 use shared::model::Kind;
 use tokio_util::sync::CancellationToken;
 
 use super::AppState;
 use super::objects::Filter;
 use crate::error::{ApiError, ApiResult};
-use crate::store::{EventType, Interest, Store, StoreError, StoreEvent, WatchBatch, WatchStream};
+use crate::store::{EventType, Interest, Store, StoreEvent, WatchBatch, WatchStream};
 
 /// What a store change looks like through a filter: an object entering the filter is
 /// ADDED, one leaving it is DELETED, as Kubernetes does.
@@ -56,7 +56,6 @@ struct Streamer {
     bookmarks: tokio::time::Interval,
     pending: VecDeque<SseEvent>,
     shutdown: CancellationToken,
-    done: bool,
 }
 
 impl Streamer {
@@ -64,9 +63,6 @@ impl Streamer {
         loop {
             if let Some(event) = self.pending.pop_front() {
                 return Some(event);
-            }
-            if self.done {
-                return None;
             }
             tokio::select! {
                 _ = self.shutdown.cancelled() => return None,
@@ -88,20 +84,10 @@ impl Streamer {
         }
     }
 
-    fn take(&mut self, item: Result<WatchBatch, StoreError>) {
-        match item {
-            Ok(batch) => {
-                self.revision = self.revision.max(batch.revision);
-                let filter = &self.filter;
-                self.pending.extend(batch.events.iter().filter_map(|e| translate(e, filter).map(|type_| change(type_, e))));
-            }
-            Err(e) => {
-                self.done = true;
-                let body: ApiErrorBody = ApiError::from(e).body();
-                let data = serde_json::to_string(&body).unwrap_or_default();
-                self.pending.push_back(SseEvent::default().event("error").data(data));
-            }
-        }
+    fn take(&mut self, batch: WatchBatch) {
+        self.revision = self.revision.max(batch.revision);
+        let filter = &self.filter;
+        self.pending.extend(batch.events.iter().filter_map(|e| translate(e, filter).map(|type_| change(type_, e))));
     }
 }
 
@@ -127,7 +113,6 @@ pub fn watch(state: AppState, kind: Kind, filter: Filter, from: u64) -> ApiResul
         bookmarks,
         pending: VecDeque::new(),
         shutdown: state.shutdown.clone(),
-        done: false,
     };
     let stream = futures::stream::unfold(streamer, |mut s| async move { s.next().await.map(|e| (Ok::<_, Infallible>(e), s)) });
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))).into_response())

@@ -147,22 +147,11 @@ pub async fn run<C: Controller>(controller: C, ctx: Context, resync: Duration, s
             biased;
             _ = shutdown.cancelled() => break,
             batch = changes.next() => match batch {
-                Some(Ok(batch)) => {
+                Some(batch) => {
                     for event in &batch.events {
                         for key in controller.keys_for(&*store, event) {
                             queue.add(key);
                         }
-                    }
-                }
-                Some(Err(e)) => {
-                    tracing::warn!("{} fell behind the store ({e}); resyncing", C::NAME);
-                    let from = store.revision();
-                    for key in controller.all_keys(&*store) {
-                        queue.add(key);
-                    }
-                    match store.watch(controller.watched(), from) {
-                        Ok(w) => changes = w,
-                        Err(e) => { tracing::error!("{} cannot watch the store: {e}", C::NAME); break; }
                     }
                 }
                 None => break,

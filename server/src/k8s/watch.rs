@@ -90,7 +90,7 @@ impl Streamer {
                 }
                 batch = changes.next() => match batch {
                     None => return None,
-                    Some(Ok(batch)) => {
+                    Some(batch) => {
                         self.revision = self.revision.max(batch.revision);
                         for event in &batch.events {
                             if let Some(type_) = translate(event, &self.filter) {
@@ -98,10 +98,6 @@ impl Streamer {
                                 self.pending.push_back(line);
                             }
                         }
-                    }
-                    Some(Err(e)) => {
-                        self.changes = None;
-                        self.pending.push_back(error_line(&Status::from(e)));
                     }
                 },
             }

@@ -251,19 +251,23 @@ struct Mailbox {
 #[derive(Default)]
 struct Queue {
     events: Vec<StoreEvent>,
-    /// Why the watch ended: it lagged, or the store closed (`None` inside).
-    ended: Option<Option<StoreError>>,
+    /// The watch lagged or the store closed: once the events are taken, the stream ends.
+    ended: bool,
 }
 
 impl Mailbox {
     fn deliver(&self, events: Vec<StoreEvent>, limit: usize) {
         let mut queue = self.queue.lock().expect("mailbox lock");
-        if queue.ended.is_some() {
+        if queue.ended {
             return;
         }
         if self.interest.remote && queue.events.len() + events.len() > limit {
+            tracing::warn!(
+                unread = queue.events.len() + events.len(),
+                "a watch fell behind and was closed; it resumes from its last revision"
+            );
             queue.events = Vec::new();
-            queue.ended = Some(Some(StoreError::Lagged { limit }));
+            queue.ended = true;
         } else {
             queue.events.extend(events);
         }
@@ -272,7 +276,7 @@ impl Mailbox {
     }
 
     fn end(&self) {
-        self.queue.lock().expect("mailbox lock").ended.get_or_insert(None);
+        self.queue.lock().expect("mailbox lock").ended = true;
         self.wake.notify_one();
     }
 }
@@ -353,6 +357,15 @@ pub struct History {
     /// cache keeps the last 75 s: a mass deletion's last states do not stay in memory until
     /// as many new changes come, and a watcher that was away longer lists again.
     pub age: Option<Duration>,
+}
+
+impl History {
+    /// The most unread changes a remote watcher may hold before its stream is ended, as
+    /// Kubernetes ends a watcher too slow for its cache. Half the history: the revision the
+    /// watcher resumes from stays in the history for as many changes again.
+    pub fn lag_limit(&self) -> usize {
+        (self.changes / 2).max(1)
+    }
 }
 
 impl From<usize> for History {
@@ -599,7 +612,7 @@ fn commit_batch(inner: &Inner, persistence: &mut dyn Persistence, batch: Vec<Req
         state.forget_history(&inner.history, now);
         // Still under the state lock: a watch that registers sees each change either in
         // the history it replays or in its mailbox, never in both or neither.
-        inner.watchers.lock().expect("watchers lock").dispatch(&events, inner.history.changes);
+        inner.watchers.lock().expect("watchers lock").dispatch(&events, inner.history.lag_limit());
     }
     for (reply, result) in results {
         let _ = reply.send(result);
@@ -687,7 +700,7 @@ impl Store for CachedStore {
         }
         let replay =
             state.history.range((from - state.history_start) as usize..).map(|(_, e)| e).filter(|e| interest.selects(e)).cloned().collect();
-        let mailbox = Arc::new(Mailbox { interest, queue: Mutex::new(Queue { events: replay, ended: None }), wake: Notify::new() });
+        let mailbox = Arc::new(Mailbox { interest, queue: Mutex::new(Queue { events: replay, ended: false }), wake: Notify::new() });
         let mut watchers = self.inner.watchers.lock().expect("watchers lock");
         if watchers.closed {
             return Err(StoreError::Closed);
@@ -742,17 +755,17 @@ struct Subscription {
 }
 
 impl Subscription {
-    async fn next(&mut self) -> Option<Result<WatchBatch>> {
+    async fn next(&mut self) -> Option<WatchBatch> {
         loop {
             {
                 let mut queue = self.mailbox.queue.lock().expect("mailbox lock");
                 if !queue.events.is_empty() {
                     let events = std::mem::take(&mut queue.events);
                     let revision = events.last().map_or(0, |e| e.revision);
-                    return Some(Ok(WatchBatch { events, revision }));
+                    return Some(WatchBatch { events, revision });
                 }
-                if let Some(ended) = &mut queue.ended {
-                    return ended.take().map(Err);
+                if queue.ended {
+                    return None;
                 }
             }
             self.mailbox.wake.notified().await;
@@ -839,10 +852,10 @@ mod tests {
         assert!(store.watch(&[Kind::Pod], 0).is_ok(), "0 means from now");
         assert!(store.watch(&[Kind::Pod], 1).is_ok(), "revision 1 is the oldest retained");
         let mut stream = store.watch(&[Kind::Pod], 2).unwrap();
-        let batch = stream.next().await.unwrap().unwrap();
+        let batch = stream.next().await.unwrap();
         assert_eq!(batch.events.iter().map(|e| e.revision).collect::<Vec<_>>(), vec![3, 4]);
         store.commit(Txn::new().with(Write::new(Key::new(Kind::Pod, "default", "a"), |_, _| Ok(Change::Delete)))).await.unwrap();
-        let batch = stream.next().await.unwrap().unwrap();
+        let batch = stream.next().await.unwrap();
         assert_eq!(batch.events[0].type_, EventType::Deleted);
         assert_eq!(batch.revision, 5);
         match store.watch(&[Kind::Pod], 1) {
@@ -897,11 +910,11 @@ mod tests {
         assert!(n1.next().now_or_never().is_none(), "n2's and unbound pods never reach n1's watcher");
         store.commit(Txn::new().with(put(pod("unbound", "n1")))).await.unwrap();
         store.commit(Txn::new().with(put(pod("elsewhere", "n1")))).await.unwrap();
-        let batch = n1.next().await.unwrap().unwrap();
+        let batch = n1.next().await.unwrap();
         assert_eq!(names(&batch), ["unbound", "elsewhere"]);
         assert_eq!(batch.revision, 4);
         store.commit(Txn::new().with(put(pod("unbound", "n3")))).await.unwrap();
-        let batch = n1.next().await.unwrap().unwrap();
+        let batch = n1.next().await.unwrap();
         assert_eq!(names(&batch), ["unbound"], "a pod leaving n1 is n1's change too");
         let watchers = store.inner.watchers.lock().unwrap();
         assert!(watchers.by_kind.is_empty() && watchers.pods_by_node.keys().collect::<Vec<_>>() == ["n1"], "indexed by node alone");
@@ -915,7 +928,7 @@ mod tests {
         let mut other = pod("x", "");
         other.metadata_mut().namespace = "team".into();
         store.commit(Txn::new().with(put(pod("x", ""))).with(put(other))).await.unwrap();
-        let batch = team.next().await.unwrap().unwrap();
+        let batch = team.next().await.unwrap();
         assert_eq!(batch.events.len(), 1);
         assert_eq!(batch.events[0].object.metadata().namespace, "team");
         drop(team);
@@ -933,7 +946,7 @@ mod tests {
         }
         store.commit(txn).await.unwrap();
         assert_eq!(store.oldest_revision(), 7, "the history keeps the last 3 changes");
-        let batch = watcher.next().await.unwrap().unwrap();
+        let batch = watcher.next().await.unwrap();
         assert_eq!(batch.events.iter().map(|e| e.revision).collect::<Vec<_>>(), (1..=10).collect::<Vec<_>>());
     }
 
@@ -950,7 +963,7 @@ mod tests {
         assert_eq!(store.oldest_revision(), 2, "a and b are 76 s old, c 16 s");
         assert_eq!(store.watch(&[Kind::Pod], 1).err(), Some(StoreError::Gone { requested: 1, oldest: 2 }));
         let mut from_b = store.watch(&[Kind::Pod], 2).unwrap();
-        assert_eq!(from_b.next().await.unwrap().unwrap().events.iter().map(|e| e.revision).collect::<Vec<_>>(), [3]);
+        assert_eq!(from_b.next().await.unwrap().events.iter().map(|e| e.revision).collect::<Vec<_>>(), [3]);
 
         tokio::time::advance(Duration::from_secs(60)).await;
         store.commit(Txn::new().with(put(pod("d", "")))).await.unwrap();
@@ -971,14 +984,20 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_remote_watcher_further_behind_than_the_history_is_closed_as_lagged() {
-        let store = CachedStore::in_memory(3);
-        let mut remote = store.watch_interest(Interest { remote: true, ..Interest::kinds(&[Kind::Pod]) }, 0).unwrap();
-        for name in ["a", "b", "c", "d"] {
+    async fn a_remote_watcher_half_the_history_behind_is_ended_and_resumes_where_it_stopped() {
+        let store = CachedStore::in_memory(4);
+        let interest = Interest { remote: true, ..Interest::kinds(&[Kind::Pod]) };
+        let mut remote = store.watch_interest(interest.clone(), 0).unwrap();
+        store.commit(Txn::new().with(put(pod("a", "")))).await.unwrap();
+        let read = remote.next().await.unwrap().revision;
+        for name in ["b", "c", "d"] {
             store.commit(Txn::new().with(put(pod(name, "")))).await.unwrap();
         }
-        assert_eq!(remote.next().await.unwrap().unwrap_err(), StoreError::Lagged { limit: 3 });
-        assert!(remote.next().await.is_none(), "a closed watch ends");
+        assert!(remote.next().await.is_none(), "three unread changes are over the limit of two, and the watch ends");
+
+        let mut resumed = store.watch_interest(interest, read).expect("the last revision read is still in the history");
+        let names: Vec<String> = resumed.next().await.unwrap().events.iter().map(|e| e.object.metadata().name.clone()).collect();
+        assert_eq!(names, ["b", "c", "d"]);
     }
 
     #[tokio::test]
@@ -995,11 +1014,11 @@ mod tests {
         let mut first = store.watch(&[Kind::Pod], 0).unwrap();
         let mut second = store.watch(&[Kind::Pod], 0).unwrap();
         store.commit(Txn::new().with(put(pod("a", "n1")))).await.unwrap();
-        let (a, b) = (first.next().await.unwrap().unwrap(), second.next().await.unwrap().unwrap());
+        let (a, b) = (first.next().await.unwrap(), second.next().await.unwrap());
         assert!(std::ptr::eq(a.events[0].object_json(), b.events[0].object_json()));
         assert!(a.events[0].object_json().contains(r#""node_name":"n1""#));
         store.commit(Txn::new().with(delete("a"))).await.unwrap();
-        assert_eq!(first.next().await.unwrap().unwrap().events[0].type_, EventType::Deleted);
+        assert_eq!(first.next().await.unwrap().events[0].type_, EventType::Deleted);
     }
 
     #[tokio::test]

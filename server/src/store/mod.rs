@@ -39,10 +39,6 @@ pub enum StoreError {
     )]
     Gone { requested: u64, oldest: u64 },
     /// A remote watcher that fell further behind than the history reaches.
-    #[error(
-        "this watch fell more than {limit} changes behind the store and was closed; list again and watch from the list's resource_version"
-    )]
-    Lagged { limit: usize },
     #[error("resource_version {requested} is newer than the store's revision {current}; watch from a revision a list or a watch returned")]
     Future { requested: u64, current: u64 },
     #[error("the store failed to persist the write: {0}")]
@@ -227,8 +223,8 @@ pub struct Interest {
     pub namespace: Option<String>,
     /// Only pods bound to this node, before or after the change.
     pub node_name: Option<String>,
-    /// A remote watcher (an HTTP client) is closed with [`StoreError::Lagged`] once it falls
-    /// further behind than the history reaches; an in-process one never falls behind.
+    /// A remote watcher (an HTTP client) is ended once it falls further behind than
+    /// [`History::lag_limit`]; an in-process one never falls behind.
     pub remote: bool,
 }
 
@@ -265,7 +261,7 @@ pub struct WatchBatch {
     pub revision: u64,
 }
 
-pub type WatchStream = Pin<Box<dyn Stream<Item = Result<WatchBatch>> + Send>>;
+pub type WatchStream = Pin<Box<dyn Stream<Item = WatchBatch> + Send>>;
 
 /// The store every part of the server uses.
 pub trait Store: Send + Sync + 'static {
