@@ -15,22 +15,24 @@ case "${1:-}" in
     --no-install) no_install=1; shift ;;
     -h | --help)
         sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
-        echo "Any other flag goes to shepherd (target/release/shepherd --help once built)."
+        echo "Any other flag goes to shepherd (shepherd --help once built)."
         exit 0 ;;
 esac
 . scripts/setup.sh
+. scripts/target-dir.sh
 setup_machine "$no_install" docker.io busybox-static containernetworking-plugins
 cargo xtask frontend --release
 cargo build --release -p server -p agent -p sheepctl
+bin="$(target_dir)/release"
 
 cat <<EOT
 
 Shepherd is starting. Open http://127.0.0.1:9876 for the dashboard, and in another terminal try:
 
-    export PATH="$PWD/target/release:\$PATH"
+    export PATH="$bin:\$PATH"
     sheepctl apply -f examples/pod.json && sheepctl get pods -w
 
 Stop it with Ctrl-C; pods keep running and are adopted on the next start.
 
 EOT
-exec target/release/shepherd --local-node --dashboard-dir dist "$@"
+exec "$bin/shepherd" --local-node --dashboard-dir dist "$@"

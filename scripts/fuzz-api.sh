@@ -21,11 +21,12 @@
 # random bodies rarely pass validation, for the reasons above.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/target-dir.sh
 
 SCHEMATHESIS_VERSION=4.32.5
-VENV=target/fuzz-venv
+VENV="$(target_dir)/fuzz-venv"
 EXAMPLES=${FUZZ_EXAMPLES:-50}
-OUT=target/fuzz-api
+OUT="$(target_dir)/fuzz-api"
 mkdir -p "$OUT"
 
 if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
@@ -42,7 +43,7 @@ if [ "$("$VENV/bin/st" --version 2>/dev/null)" != "st, version $SCHEMATHESIS_VER
 fi
 
 cargo build --quiet -p server --bin shepherd
-target/debug/shepherd --in-memory --addr 127.0.0.1:0 >"$OUT/shepherd.log" 2>&1 &
+"$(target_dir)/debug/shepherd" --in-memory --addr 127.0.0.1:0 >"$OUT/shepherd.log" 2>&1 &
 server=$!
 trap 'kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true' EXIT
 

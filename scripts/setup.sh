@@ -74,7 +74,8 @@ setup_docker() {
         return 1
     fi
     echo "setup: starting dockerd (log: /tmp/shepherd-dockerd.log)"
-    nohup dockerd >/tmp/shepherd-dockerd.log 2>&1 &
+    # In a session of its own, so that Ctrl-C on the demo leaves the engine and its pods running.
+    setsid nohup dockerd >/tmp/shepherd-dockerd.log 2>&1 </dev/null &
     for _ in $(seq 60); do
         docker info >/dev/null 2>&1 && return 0
         sleep 1
