@@ -568,6 +568,7 @@ mod tests {
             network: String::new(),
             runtime: runtime.clone(),
             api: api.clone(),
+            events: api.clone(),
             backoff: Backoff { base: Duration::from_millis(20), max: Duration::from_millis(80) },
             sandboxes: None,
         };

@@ -269,6 +269,7 @@ impl NodeAgent {
             network: runtime.network().to_string(),
             runtime,
             api: api.clone(),
+            events: api.clone(),
             backoff: config.backoff,
             sandboxes,
         });
@@ -286,6 +287,12 @@ impl NodeAgent {
     /// that waits behind them expires.
     pub fn with_heartbeat_api(mut self, api: Arc<dyn ApiClient>) -> NodeAgent {
         self.heartbeat_api = api;
+        self
+    }
+
+    /// Sends the pods' events through `api` rather than the client their status writes use.
+    pub fn with_event_api(mut self, api: Arc<dyn ApiClient>) -> NodeAgent {
+        Arc::get_mut(&mut self.ctx).expect("a new agent's context is not shared yet").events = api;
         self
     }
 

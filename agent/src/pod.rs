@@ -41,6 +41,9 @@ pub struct NodeContext {
     pub network: String,
     pub runtime: Arc<dyn ContainerRuntime>,
     pub api: Arc<dyn ApiClient>,
+    /// What the pods' events go through: `api`, or in a fleet a client of their own, so
+    /// that three events per pod started never queue ahead of the status writes.
+    pub events: Arc<dyn ApiClient>,
     pub backoff: Backoff,
     /// Pod sandboxes, their network and their warm pool, when the runtime has sandboxes (Docker).
     pub sandboxes: Option<Arc<Sandboxes>>,
@@ -80,7 +83,7 @@ impl NodeContext {
             first_timestamp: Some(now),
             last_timestamp: Some(now),
         };
-        let api = self.api.clone();
+        let api = self.events.clone();
         tokio::spawn(async move {
             if let Err(e) = api.create_event(&event).await {
                 tracing::debug!(error = %e, "event not recorded");
@@ -831,6 +834,7 @@ mod tests {
             network: "shepherd".into(),
             runtime: Arc::new(SimulatedRuntime::new(Duration::ZERO)),
             api: Arc::new(NoApi),
+            events: Arc::new(NoApi),
             backoff: crate::DEFAULT_BACKOFF,
             sandboxes: None,
         }
