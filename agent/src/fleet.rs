@@ -21,7 +21,8 @@ use crate::runtime::SimulatedRuntime;
 use crate::{API_TIMEOUT, AgentConfig, Error, NodeAgent, Result, RuntimeChoice, http, node};
 
 /// How many calls the fleet has in flight to the server by default: enough to keep two cores
-/// busy, few enough that 5,000 nodes hold 33 connections (with the heartbeats and the watch).
+/// busy, few enough that 5,000 nodes hold 37 connections (with the heartbeats, the events and
+/// the watch).
 pub const DEFAULT_MAX_IN_FLIGHT: u16 = 16;
 
 /// Calls in flight for the nodes' registrations, lease renewals and status reports, on a
