@@ -9,7 +9,7 @@
 //! - a checkout laid out in a temporary directory as `shepherd/`: the workspace's files,
 //!   with `target/release` holding the binaries this test builds (debug ones) and a
 //!   `scripts/demo.sh` that runs what the real one runs once it has set up and built
-//!   (its last line), so that `cd shepherd`, `export PATH=…` and `scripts/demo.sh` run as
+//!   (its lines from `bin=` on), so that `cd shepherd`, `export PATH=…` and `scripts/demo.sh` run as
 //!   written;
 //! - the environment of every terminal: `SHEPHERD_ADDR=127.0.0.1:0` and a data directory of
 //!   its own for the server, whose address (from its log) every other terminal gets as
@@ -80,11 +80,17 @@ fn lay_out_checkout(dir: &Path, bin: &Path) -> PathBuf {
         }
     }
     let demo = std::fs::read_to_string(scripts.join("demo.sh")).expect("scripts/demo.sh");
-    let run = demo.lines().rev().find(|l| l.starts_with("exec ")).expect("scripts/demo.sh ends by exec'ing shepherd");
+    let lines: Vec<&str> = demo.lines().collect();
+    assert!(lines.last().is_some_and(|l| l.starts_with("exec ")), "scripts/demo.sh ends by exec'ing shepherd");
+    let built = lines.iter().position(|l| l.starts_with("bin=")).expect("scripts/demo.sh names where its binaries are (bin=…)");
+    let run = lines[built..].join("\n");
     let stand_in = checkout.join("scripts/demo.sh");
+    // The checkout's own target/release, whatever target directory this test was built in.
     std::fs::write(
         &stand_in,
-        format!("#!/usr/bin/env bash\n# scripts/demo.sh once set up and built\ncd \"$(dirname \"$0\")/..\"\n{run}\n"),
+        format!(
+            "#!/usr/bin/env bash\n# scripts/demo.sh once set up and built\nset -euo pipefail\ncd \"$(dirname \"$0\")/..\"\nunset CARGO_TARGET_DIR\n. scripts/target-dir.sh\n{run}\n"
+        ),
     )
     .unwrap();
     std::fs::set_permissions(&stand_in, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
