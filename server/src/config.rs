@@ -18,7 +18,7 @@ pub struct Config {
     pub scheduler_profile: String,
     /// Whether the server runs its scheduler loop (tests of manual binding turn it off).
     pub run_scheduler: bool,
-    /// How many changes of each kind a watch can replay before 410 Gone; a streaming watcher is ended
+    /// How many changes a watch can replay before 410 Gone; a streaming watcher is ended
     /// when it falls half as far behind ([`History::lag_limit`]).
     pub watch_history: usize,
     /// How old a change a watch can replay, at most `watch_history` of them.

@@ -58,7 +58,7 @@ struct Args {
     /// Do not run the built-in scheduler (another one binds pods through the binding API).
     #[arg(long)]
     disable_scheduler: bool,
-    /// How many changes of each kind a watch can replay before it gets 410 Gone. A streaming watch that
+    /// How many changes a watch can replay before it gets 410 Gone. A streaming watch that
     /// falls half as many behind is ended, and resumes from its last revision.
     #[arg(long, default_value_t = server::config::DEFAULT_WATCH_HISTORY)]
     watch_history: usize,

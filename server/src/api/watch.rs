@@ -68,17 +68,13 @@ impl Streamer {
                 _ = self.shutdown.cancelled() => return None,
                 _ = self.bookmarks.tick() => {
                     // Every change up to the store's revision is in this stream's mailbox
-                    // by now: if the mailbox is empty, the bookmark holds. A stream with
-                    // events still to take is busy, and its events carry revisions.
+                    // by now, so once those are sent the bookmark holds.
                     let revision = self.store.revision();
-                    match self.changes.next().now_or_never() {
-                        Some(Some(batch)) => self.take(batch),
-                        Some(None) => return None,
-                        None => {
-                            self.revision = self.revision.max(revision);
-                            self.pending.push_back(bookmark(self.revision));
-                        }
+                    if let Some(Some(item)) = self.changes.next().now_or_never() {
+                        self.take(item);
                     }
+                    self.revision = self.revision.max(revision);
+                    self.pending.push_back(bookmark(self.revision));
                 }
                 batch = self.changes.next() => match batch {
                     None => return None,

@@ -24,10 +24,6 @@ use super::{
 const MAX_BATCH: usize = 2048;
 /// Transactions waiting for the writer thread before `commit` callers wait for room.
 const QUEUE_DEPTH: usize = 8192;
-/// The most events a watcher takes from its mailbox at once. What a stream has taken but
-/// not yet sent is not counted as lag, so a batch of every unread event would let the
-/// revision a lagging watcher resumes from fall twice as far behind.
-const MAX_WATCH_BATCH: usize = 1024;
 
 /// Everything a backend holds: the revision it reached and every object.
 #[derive(Debug, Default)]
@@ -93,54 +89,23 @@ struct State {
     /// Pod keys by the deployment that controls them.
     by_owner: HashMap<Key, BTreeSet<String>>,
     revision: u64,
-    /// Each kind's recent changes, as Kubernetes keeps a watch cache per resource: a pod
-    /// watch that fell behind can resume however many events and lease renewals came since.
-    histories: HashMap<Kind, KindHistory>,
-    /// The revision the store was opened at: no history reaches further back.
-    opened_at: u64,
-}
-
-/// One kind's changes after `start`, oldest first, with when each was committed.
-#[derive(Default)]
-struct KindHistory {
-    changes: VecDeque<(Instant, StoreEvent)>,
-    /// A watch of the kind from before this revision would miss changes.
-    start: u64,
+    /// Every change after `history_start`, in order, with when it was committed: the change
+    /// at revision r sits at index `r - history_start - 1`.
+    history: VecDeque<(Instant, StoreEvent)>,
+    history_start: u64,
 }
 
 impl State {
-    /// Drops each kind's oldest changes beyond `limits`, so that a watch from before them
-    /// gets 410.
+    /// Drops the oldest changes beyond `limits`, so that a watch from before them gets 410.
     fn forget_history(&mut self, limits: &History, now: Instant) {
-        for history in self.histories.values_mut() {
-            while let Some((at, oldest)) = history.changes.front() {
-                let expired = limits.age.is_some_and(|age| now.duration_since(*at) > age);
-                if history.changes.len() <= limits.changes && !expired {
-                    break;
-                }
-                history.start = oldest.revision;
-                history.changes.pop_front();
+        while let Some((at, oldest)) = self.history.front() {
+            let expired = limits.age.is_some_and(|age| now.duration_since(*at) > age);
+            if self.history.len() <= limits.changes && !expired {
+                break;
             }
+            self.history_start = oldest.revision;
+            self.history.pop_front();
         }
-    }
-
-    /// The oldest revision a watch of `kind` can start from.
-    fn history_start(&self, kind: Kind) -> u64 {
-        self.histories.get(&kind).map_or(self.opened_at, |h| h.start)
-    }
-
-    /// Every retained change of `interest`'s kinds after revision `from` that it selects, in
-    /// revision order.
-    fn replay(&self, interest: &Interest, from: u64) -> VecDeque<StoreEvent> {
-        let mut events: Vec<StoreEvent> = Vec::new();
-        for history in interest.kinds.iter().filter_map(|kind| self.histories.get(kind)) {
-            let first = history.changes.partition_point(|(_, e)| e.revision <= from);
-            events.extend(history.changes.range(first..).map(|(_, e)| e).filter(|e| interest.selects(e)).cloned());
-        }
-        if interest.kinds.len() > 1 {
-            events.sort_by_key(|e| e.revision);
-        }
-        events.into()
     }
 
     fn get(&self, key: &Key) -> Option<&Arc<Object>> {
@@ -215,7 +180,7 @@ struct Inner {
     state: RwLock<State>,
     /// Taken after `state` whenever both are held.
     watchers: Mutex<Watchers>,
-    /// What each kind's history keeps; half its count is how far a remote watcher may fall behind.
+    /// What the history keeps; its count is also how far a remote watcher may fall behind.
     history: History,
     committer: Committer,
 }
@@ -285,7 +250,7 @@ struct Mailbox {
 
 #[derive(Default)]
 struct Queue {
-    events: VecDeque<StoreEvent>,
+    events: Vec<StoreEvent>,
     /// The watch lagged or the store closed: once the events are taken, the stream ends.
     ended: bool,
 }
@@ -301,7 +266,7 @@ impl Mailbox {
                 unread = queue.events.len() + events.len(),
                 "a watch fell behind and was closed; it resumes from its last revision"
             );
-            queue.events = VecDeque::new();
+            queue.events = Vec::new();
             queue.ended = true;
         } else {
             queue.events.extend(events);
@@ -386,7 +351,7 @@ impl Watchers {
 /// How much of the past a watch can replay from.
 #[derive(Debug, Clone, Copy)]
 pub struct History {
-    /// The most changes of each kind kept.
+    /// The most changes kept.
     pub changes: usize,
     /// Changes older than this are dropped even when fewer are kept, as Kubernetes' watch
     /// cache keeps the last 75 s: a mass deletion's last states do not stay in memory until
@@ -422,7 +387,7 @@ impl CachedStore {
     pub fn open(mut persistence: Box<dyn Persistence>, history: impl Into<History>) -> Result<CachedStore> {
         let history = history.into();
         let snapshot = persistence.load()?;
-        let mut state = State { revision: snapshot.revision, opened_at: snapshot.revision, ..State::default() };
+        let mut state = State { revision: snapshot.revision, history_start: snapshot.revision, ..State::default() };
         for object in snapshot.objects {
             let key = Key::of(&object);
             state.apply(&key, Some(kept(object)));
@@ -459,9 +424,9 @@ impl CachedStore {
         CachedStore::open(Box::new(MemoryPersistence), history).expect("the memory store cannot fail to open")
     }
 
-    /// The oldest revision a watch of `kind` can still start from.
-    pub fn oldest_revision(&self, kind: Kind) -> u64 {
-        self.inner.state.read().expect("store state lock").history_start(kind)
+    /// The oldest revision a watch can still start from.
+    pub fn oldest_revision(&self) -> u64 {
+        self.inner.state.read().expect("store state lock").history_start
     }
 }
 
@@ -640,9 +605,7 @@ fn commit_batch(inner: &Inner, persistence: &mut dyn Persistence, batch: Vec<Req
                 (None, Some(prev)) => StoreEvent::new(EventType::Deleted, s.revision, prev.clone(), Some(prev)),
                 (None, None) => unreachable!("a staged change always has a new or a previous state"),
             };
-            let start = state.opened_at;
-            let history = state.histories.entry(s.key.kind).or_insert_with(|| KindHistory { start, ..KindHistory::default() });
-            history.changes.push_back((now, event.clone()));
+            state.history.push_back((now, event.clone()));
             events.push(event);
             state.revision = s.revision;
         }
@@ -732,11 +695,11 @@ impl Store for CachedStore {
             return Err(StoreError::Future { requested: from, current: state.revision });
         }
         let from = if from == 0 { state.revision } else { from };
-        let oldest = interest.kinds.iter().map(|kind| state.history_start(*kind)).max().unwrap_or(state.opened_at);
-        if from < oldest {
-            return Err(StoreError::Gone { requested: from, oldest });
+        if from < state.history_start {
+            return Err(StoreError::Gone { requested: from, oldest: state.history_start });
         }
-        let replay = state.replay(&interest, from);
+        let replay =
+            state.history.range((from - state.history_start) as usize..).map(|(_, e)| e).filter(|e| interest.selects(e)).cloned().collect();
         let mailbox = Arc::new(Mailbox { interest, queue: Mutex::new(Queue { events: replay, ended: false }), wake: Notify::new() });
         let mut watchers = self.inner.watchers.lock().expect("watchers lock");
         if watchers.closed {
@@ -797,8 +760,7 @@ impl Subscription {
             {
                 let mut queue = self.mailbox.queue.lock().expect("mailbox lock");
                 if !queue.events.is_empty() {
-                    let taken = queue.events.len().min(MAX_WATCH_BATCH);
-                    let events: Vec<StoreEvent> = queue.events.drain(..taken).collect();
+                    let events = std::mem::take(&mut queue.events);
                     let revision = events.last().map_or(0, |e| e.revision);
                     return Some(WatchBatch { events, revision });
                 }
@@ -819,18 +781,10 @@ impl Drop for Subscription {
 
 #[cfg(test)]
 mod tests {
-    use shared::model::{Lease, ObjectMeta, Pod};
+    use shared::model::{ObjectMeta, Pod};
 
     use super::*;
     use crate::store::Write;
-
-    fn lease(name: &str) -> Object {
-        Object::Lease(Lease { kind: "Lease".into(), metadata: ObjectMeta::named("", name), ..Lease::default() })
-    }
-
-    fn revisions(batch: &WatchBatch) -> Vec<u64> {
-        batch.events.iter().map(|e| e.revision).collect()
-    }
 
     fn pod(name: &str, node: &str) -> Object {
         let mut p = Pod { kind: "Pod".into(), metadata: ObjectMeta::named("default", name), ..Pod::default() };
@@ -894,7 +848,7 @@ mod tests {
         for name in ["a", "b", "c", "d"] {
             store.commit(Txn::new().with(put(pod(name, "")))).await.unwrap();
         }
-        assert_eq!(store.oldest_revision(Kind::Pod), 1);
+        assert_eq!(store.oldest_revision(), 1);
         assert!(store.watch(&[Kind::Pod], 0).is_ok(), "0 means from now");
         assert!(store.watch(&[Kind::Pod], 1).is_ok(), "revision 1 is the oldest retained");
         let mut stream = store.watch(&[Kind::Pod], 2).unwrap();
@@ -991,7 +945,7 @@ mod tests {
             txn.push(put(pod(&format!("p{i}"), "")));
         }
         store.commit(txn).await.unwrap();
-        assert_eq!(store.oldest_revision(Kind::Pod), 7, "the history keeps the last 3 changes");
+        assert_eq!(store.oldest_revision(), 7, "the history keeps the last 3 changes");
         let batch = watcher.next().await.unwrap();
         assert_eq!(batch.events.iter().map(|e| e.revision).collect::<Vec<_>>(), (1..=10).collect::<Vec<_>>());
     }
@@ -1006,14 +960,14 @@ mod tests {
         store.commit(Txn::new().with(put(pod("c", "")))).await.unwrap();
         tokio::time::advance(Duration::from_secs(16)).await;
         store.expire_history();
-        assert_eq!(store.oldest_revision(Kind::Pod), 2, "a and b are 76 s old, c 16 s");
+        assert_eq!(store.oldest_revision(), 2, "a and b are 76 s old, c 16 s");
         assert_eq!(store.watch(&[Kind::Pod], 1).err(), Some(StoreError::Gone { requested: 1, oldest: 2 }));
         let mut from_b = store.watch(&[Kind::Pod], 2).unwrap();
         assert_eq!(from_b.next().await.unwrap().events.iter().map(|e| e.revision).collect::<Vec<_>>(), [3]);
 
         tokio::time::advance(Duration::from_secs(60)).await;
         store.commit(Txn::new().with(put(pod("d", "")))).await.unwrap();
-        assert_eq!(store.oldest_revision(Kind::Pod), 3, "the commit of d forgot c");
+        assert_eq!(store.oldest_revision(), 3, "the commit of d forgot c");
         assert!(store.watch(&[Kind::Pod], 3).is_ok());
     }
 
@@ -1025,39 +979,8 @@ mod tests {
         }
         tokio::time::advance(Duration::from_secs(24 * 3600)).await;
         store.expire_history();
-        assert_eq!(store.oldest_revision(Kind::Pod), 1);
+        assert_eq!(store.oldest_revision(), 1);
         assert!(store.watch(&[Kind::Pod], 1).is_ok());
-    }
-
-    #[tokio::test]
-    async fn each_kind_keeps_its_own_history_so_lease_renewals_never_expire_a_pod_watch() {
-        let store = CachedStore::in_memory(3);
-        store.commit(Txn::new().with(put(pod("a", "")))).await.unwrap();
-        for _ in 0..5 {
-            store.commit(Txn::new().with(put(lease("n1")))).await.unwrap();
-        }
-        store.commit(Txn::new().with(put(pod("b", "")))).await.unwrap();
-        let mut pods = store.watch(&[Kind::Pod], 1).expect("five lease changes leave the pods' history whole");
-        assert_eq!(revisions(&pods.next().await.unwrap()), [7]);
-        assert_eq!(store.oldest_revision(Kind::Lease), 3, "the leases' history keeps its last 3");
-        assert_eq!(store.watch(&[Kind::Lease], 2).err(), Some(StoreError::Gone { requested: 2, oldest: 3 }));
-        let mut both = store.watch(&[Kind::Pod, Kind::Lease], 4).unwrap();
-        assert_eq!(revisions(&both.next().await.unwrap()), [5, 6, 7], "two kinds replay in revision order");
-        assert_eq!(store.watch(&[Kind::Pod, Kind::Lease], 1).err(), Some(StoreError::Gone { requested: 1, oldest: 3 }));
-    }
-
-    #[tokio::test]
-    async fn a_watcher_takes_its_backlog_in_bounded_batches() {
-        let store = CachedStore::in_memory(10_000);
-        let mut watcher = store.watch(&[Kind::Pod], 0).unwrap();
-        let mut txn = Txn::new();
-        for i in 0..MAX_WATCH_BATCH + 10 {
-            txn.push(put(pod(&format!("p{i}"), "")));
-        }
-        store.commit(txn).await.unwrap();
-        assert_eq!(watcher.next().await.unwrap().events.len(), MAX_WATCH_BATCH);
-        let rest = watcher.next().await.unwrap();
-        assert_eq!((rest.events.len(), rest.revision), (10, MAX_WATCH_BATCH as u64 + 10));
     }
 
     #[tokio::test]

@@ -249,7 +249,7 @@ mod tests {
 
         let store = CachedStore::open(Box::new(SqlitePersistence::open(dir.path()).unwrap()), 100).unwrap();
         assert_eq!(store.revision(), 4);
-        assert_eq!(store.oldest_revision(Kind::Pod), 4);
+        assert_eq!(store.oldest_revision(), 4);
         let (_, pods) = store.list(Kind::Pod, Some("default"));
         let names: Vec<_> = pods.iter().map(|p| (p.metadata().name.clone(), p.metadata().resource_version)).collect();
         assert_eq!(names, vec![("a".to_string(), 1), ("c".to_string(), 3)]);
