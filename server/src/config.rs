@@ -75,7 +75,7 @@ impl Default for Config {
     }
 }
 
-/// Twice the 20,000 unread changes a streaming watcher may fall behind.
+/// Twice the 20,000 revisions a streaming watcher may fall behind.
 pub const DEFAULT_WATCH_HISTORY: usize = 40_000;
 
 /// Kubernetes' watch cache keeps 75 s of changes.

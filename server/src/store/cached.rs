@@ -251,18 +251,36 @@ struct Mailbox {
 #[derive(Default)]
 struct Queue {
     events: Vec<StoreEvent>,
+    /// The first revision of the batch the stream took last, until it asks for the next:
+    /// its client may not have read that batch yet.
+    taken_from: Option<u64>,
     /// The watch lagged or the store closed: once the events are taken, the stream ends.
     ended: bool,
 }
 
+impl Queue {
+    /// The last revision this watcher's client surely read: just before the oldest change
+    /// it may not have read.
+    fn read_up_to(&self, arriving: &[StoreEvent]) -> Option<u64> {
+        let oldest_unread = self.taken_from.or(self.events.first().map(|e| e.revision)).or(arriving.first().map(|e| e.revision))?;
+        Some(oldest_unread - 1)
+    }
+}
+
 impl Mailbox {
+    /// Queues `events` for the watcher; a remote watcher whose client is more than `limit`
+    /// revisions behind is ended instead. Revisions, not its own changes, are what count:
+    /// the client resumes from its last revision, which must still be in the history.
     fn deliver(&self, events: Vec<StoreEvent>, limit: usize) {
         let mut queue = self.queue.lock().expect("mailbox lock");
         if queue.ended {
             return;
         }
-        if self.interest.remote && queue.events.len() + events.len() > limit {
+        let newest = events.last().map_or(0, |e| e.revision);
+        let behind = queue.read_up_to(&events).map_or(0, |read| newest - read);
+        if self.interest.remote && behind > limit as u64 {
             tracing::warn!(
+                behind,
                 unread = queue.events.len() + events.len(),
                 "a watch fell behind and was closed; it resumes from its last revision"
             );
@@ -360,9 +378,9 @@ pub struct History {
 }
 
 impl History {
-    /// The most unread changes a remote watcher may hold before its stream is ended, as
-    /// Kubernetes ends a watcher too slow for its cache. Half the history: the revision the
-    /// watcher resumes from stays in the history for as many changes again.
+    /// How many revisions a remote watcher's client may fall behind before its stream is
+    /// ended, as Kubernetes ends a watcher too slow for its cache. Half the history: the
+    /// revision the watcher resumes from stays in the history for as many changes again.
     pub fn lag_limit(&self) -> usize {
         (self.changes / 2).max(1)
     }
@@ -700,7 +718,7 @@ impl Store for CachedStore {
         }
         let replay =
             state.history.range((from - state.history_start) as usize..).map(|(_, e)| e).filter(|e| interest.selects(e)).cloned().collect();
-        let mailbox = Arc::new(Mailbox { interest, queue: Mutex::new(Queue { events: replay, ended: false }), wake: Notify::new() });
+        let mailbox = Arc::new(Mailbox { interest, queue: Mutex::new(Queue { events: replay, ..Queue::default() }), wake: Notify::new() });
         let mut watchers = self.inner.watchers.lock().expect("watchers lock");
         if watchers.closed {
             return Err(StoreError::Closed);
@@ -759,6 +777,8 @@ impl Subscription {
         loop {
             {
                 let mut queue = self.mailbox.queue.lock().expect("mailbox lock");
+                // Asked again: the batch taken before has been passed on.
+                queue.taken_from = queue.events.first().map(|e| e.revision);
                 if !queue.events.is_empty() {
                     let events = std::mem::take(&mut queue.events);
                     let revision = events.last().map_or(0, |e| e.revision);
@@ -993,11 +1013,41 @@ mod tests {
         for name in ["b", "c", "d"] {
             store.commit(Txn::new().with(put(pod(name, "")))).await.unwrap();
         }
-        assert!(remote.next().await.is_none(), "three unread changes are over the limit of two, and the watch ends");
+        assert!(remote.next().await.is_none(), "c is the third revision past the last one surely read, over the limit of two");
 
         let mut resumed = store.watch_interest(interest, read).expect("the last revision read is still in the history");
         let names: Vec<String> = resumed.next().await.unwrap().events.iter().map(|e| e.object.metadata().name.clone()).collect();
         assert_eq!(names, ["b", "c", "d"]);
+    }
+
+    #[tokio::test]
+    async fn a_remote_watcher_is_ended_by_revisions_behind_not_by_its_own_unread_changes() {
+        let store = CachedStore::in_memory(8);
+        let interest = Interest { remote: true, ..Interest::kinds(&[Kind::Pod]) };
+        let mut remote = store.watch_interest(interest.clone(), 0).unwrap();
+        store.commit(Txn::new().with(put(pod("a", "")))).await.unwrap();
+        let read = remote.next().await.unwrap().revision;
+        for name in ["n1", "n2", "n3"] {
+            let node =
+                Object::Node(shared::model::Node { kind: "Node".into(), metadata: ObjectMeta::named("", name), ..Default::default() });
+            store.commit(Txn::new().with(put(node))).await.unwrap();
+        }
+        store.commit(Txn::new().with(put(pod("b", "")))).await.unwrap();
+        assert!(remote.next().await.is_none(), "one unread pod, but five revisions past the last one surely read: over the limit of four");
+
+        let mut resumed = store.watch_interest(interest, read).expect("the last revision read is still in the history");
+        assert_eq!(names(&resumed.next().await.unwrap()), ["b"]);
+    }
+
+    #[tokio::test]
+    async fn a_remote_watcher_that_keeps_reading_is_not_ended_however_many_changes_pass() {
+        let store = CachedStore::in_memory(4);
+        let mut remote = store.watch_interest(Interest { remote: true, ..Interest::kinds(&[Kind::Pod]) }, 0).unwrap();
+        for i in 0..20 {
+            store.commit(Txn::new().with(put(pod(&format!("p{i}"), "")))).await.unwrap();
+            assert!(remote.next().await.is_some(), "change {i} arrives");
+            assert!(remote.next().now_or_never().is_none(), "and the watcher asks for the next");
+        }
     }
 
     #[tokio::test]
