@@ -19,7 +19,7 @@ pub struct Config {
     /// Whether the server runs its scheduler loop (tests of manual binding turn it off).
     pub run_scheduler: bool,
     /// How many changes a watch can replay before 410 Gone; a streaming watcher is ended
-    /// when it falls half as far behind ([`History::lag_limit`]).
+    /// when it holds half as many unread ([`History::unread_limit`]).
     pub watch_history: usize,
     /// How old a change a watch can replay, at most `watch_history` of them.
     pub watch_history_age: Duration,
@@ -75,7 +75,7 @@ impl Default for Config {
     }
 }
 
-/// Twice the 20,000 revisions a streaming watcher may fall behind.
+/// Twice the 20,000 unread changes a streaming watcher may hold.
 pub const DEFAULT_WATCH_HISTORY: usize = 40_000;
 
 /// Kubernetes' watch cache keeps 75 s of changes.

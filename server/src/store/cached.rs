@@ -268,22 +268,16 @@ impl Queue {
 }
 
 impl Mailbox {
-    /// Queues `events` for the watcher; a remote watcher whose client is more than `limit`
-    /// revisions behind is ended instead. Revisions, not its own changes, are what count:
-    /// the client resumes from its last revision, which must still be in the history.
-    fn deliver(&self, events: Vec<StoreEvent>, limit: usize) {
+    /// Queues `events` for the watcher; a remote watcher past `limit` is ended instead.
+    fn deliver(&self, events: Vec<StoreEvent>, limit: LagLimit) {
         let mut queue = self.queue.lock().expect("mailbox lock");
         if queue.ended {
             return;
         }
-        let newest = events.last().map_or(0, |e| e.revision);
-        let behind = queue.read_up_to(&events).map_or(0, |read| newest - read);
-        if self.interest.remote && behind > limit as u64 {
-            tracing::warn!(
-                behind,
-                unread = queue.events.len() + events.len(),
-                "a watch fell behind and was closed; it resumes from its last revision"
-            );
+        let unread = queue.events.len() + events.len();
+        let read_up_to = queue.read_up_to(&events).unwrap_or(u64::MAX);
+        if self.interest.remote && (unread > limit.unread || read_up_to < limit.oldest_read) {
+            tracing::warn!(unread, read_up_to, "a watch fell behind and was closed; it resumes from its last revision");
             queue.events = Vec::new();
             queue.ended = true;
         } else {
@@ -349,7 +343,7 @@ impl Watchers {
 
     /// Puts every event in the mailboxes of the watchers that select it, one delivery (and
     /// one wake-up) per watcher.
-    fn dispatch(&self, events: &[StoreEvent], limit: usize) {
+    fn dispatch(&self, events: &[StoreEvent], limit: LagLimit) {
         let mut deliveries: HashMap<u64, (&Arc<Mailbox>, Vec<StoreEvent>)> = HashMap::new();
         for event in events {
             let kind = event.object.kind();
@@ -366,6 +360,17 @@ impl Watchers {
     }
 }
 
+/// When a remote watcher is ended, as Kubernetes ends a watcher too slow for its cache.
+#[derive(Debug, Clone, Copy)]
+struct LagLimit {
+    /// The most changes it may hold unread: what a client that stopped reading may cost.
+    unread: usize,
+    /// The oldest revision its client may have read last. The client resumes from there,
+    /// so the watcher is ended while that revision is still in the history, with a quarter
+    /// of the history to spare; changes of kinds it does not watch move it too.
+    oldest_read: u64,
+}
+
 /// How much of the past a watch can replay from.
 #[derive(Debug, Clone, Copy)]
 pub struct History {
@@ -378,10 +383,9 @@ pub struct History {
 }
 
 impl History {
-    /// How many revisions a remote watcher's client may fall behind before its stream is
-    /// ended, as Kubernetes ends a watcher too slow for its cache. Half the history: the
-    /// revision the watcher resumes from stays in the history for as many changes again.
-    pub fn lag_limit(&self) -> usize {
+    /// The most unread changes a remote watcher may hold before its stream is ended: half
+    /// the history.
+    pub fn unread_limit(&self) -> usize {
         (self.changes / 2).max(1)
     }
 }
@@ -630,7 +634,8 @@ fn commit_batch(inner: &Inner, persistence: &mut dyn Persistence, batch: Vec<Req
         state.forget_history(&inner.history, now);
         // Still under the state lock: a watch that registers sees each change either in
         // the history it replays or in its mailbox, never in both or neither.
-        inner.watchers.lock().expect("watchers lock").dispatch(&events, inner.history.lag_limit());
+        let limit = LagLimit { unread: inner.history.unread_limit(), oldest_read: state.history_start + state.history.len() as u64 / 4 };
+        inner.watchers.lock().expect("watchers lock").dispatch(&events, limit);
     }
     for (reply, result) in results {
         let _ = reply.send(result);
@@ -1013,30 +1018,47 @@ mod tests {
         for name in ["b", "c", "d"] {
             store.commit(Txn::new().with(put(pod(name, "")))).await.unwrap();
         }
-        assert!(remote.next().await.is_none(), "c is the third revision past the last one surely read, over the limit of two");
+        assert!(
+            remote.next().await.is_none(),
+            "with d, the history is 1..=4 and the last revision surely read, 0, is in its oldest quarter"
+        );
 
         let mut resumed = store.watch_interest(interest, read).expect("the last revision read is still in the history");
         let names: Vec<String> = resumed.next().await.unwrap().events.iter().map(|e| e.object.metadata().name.clone()).collect();
         assert_eq!(names, ["b", "c", "d"]);
     }
 
+    fn node(name: &str) -> Object {
+        Object::Node(shared::model::Node { kind: "Node".into(), metadata: ObjectMeta::named("", name), ..Default::default() })
+    }
+
     #[tokio::test]
-    async fn a_remote_watcher_is_ended_by_revisions_behind_not_by_its_own_unread_changes() {
+    async fn a_remote_watcher_is_ended_before_its_last_read_revision_leaves_the_history() {
         let store = CachedStore::in_memory(8);
         let interest = Interest { remote: true, ..Interest::kinds(&[Kind::Pod]) };
         let mut remote = store.watch_interest(interest.clone(), 0).unwrap();
         store.commit(Txn::new().with(put(pod("a", "")))).await.unwrap();
         let read = remote.next().await.unwrap().revision;
-        for name in ["n1", "n2", "n3"] {
-            let node =
-                Object::Node(shared::model::Node { kind: "Node".into(), metadata: ObjectMeta::named("", name), ..Default::default() });
-            store.commit(Txn::new().with(put(node))).await.unwrap();
+        for i in 0..6 {
+            store.commit(Txn::new().with(put(node(&format!("n{i}"))))).await.unwrap();
         }
         store.commit(Txn::new().with(put(pod("b", "")))).await.unwrap();
-        assert!(remote.next().await.is_none(), "one unread pod, but five revisions past the last one surely read: over the limit of four");
+        assert!(remote.next().await.is_none(), "one pod unread, but the last revision surely read is in the history's oldest quarter");
 
         let mut resumed = store.watch_interest(interest, read).expect("the last revision read is still in the history");
         assert_eq!(names(&resumed.next().await.unwrap()), ["b"]);
+    }
+
+    #[tokio::test]
+    async fn a_resumed_watcher_that_reads_its_replay_is_not_ended_for_starting_behind() {
+        let store = CachedStore::in_memory(8);
+        for i in 0..6 {
+            store.commit(Txn::new().with(put(pod(&format!("p{i}"), "")))).await.unwrap();
+        }
+        let mut resumed = store.watch_interest(Interest { remote: true, ..Interest::kinds(&[Kind::Pod]) }, 2).unwrap();
+        assert_eq!(resumed.next().await.unwrap().events.len(), 4, "the replay of revisions 3 to 6");
+        store.commit(Txn::new().with(put(pod("new", "")))).await.unwrap();
+        assert_eq!(names(&resumed.next().await.unwrap()), ["new"], "revision 2 is not in the oldest quarter of 0..=7");
     }
 
     #[tokio::test]

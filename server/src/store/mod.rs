@@ -223,8 +223,8 @@ pub struct Interest {
     pub namespace: Option<String>,
     /// Only pods bound to this node, before or after the change.
     pub node_name: Option<String>,
-    /// A remote watcher (an HTTP client) is ended once it falls further behind than
-    /// [`History::lag_limit`]; an in-process one never falls behind.
+    /// A remote watcher (an HTTP client) is ended once it falls too far behind (see
+    /// `LagLimit` in the cached store); an in-process one never falls behind.
     pub remote: bool,
 }
 
