@@ -24,6 +24,9 @@ use super::{
 const MAX_BATCH: usize = 2048;
 /// Transactions waiting for the writer thread before `commit` callers wait for room.
 const QUEUE_DEPTH: usize = 8192;
+/// The most changes a remote watcher's stream takes at once, so that what its client may
+/// not have read yet is known to within one batch.
+const REMOTE_BATCH: usize = 1024;
 
 /// Everything a backend holds: the revision it reached and every object.
 #[derive(Debug, Default)]
@@ -278,7 +281,11 @@ impl Mailbox {
         let read_up_to = queue.read_up_to(&events).unwrap_or(u64::MAX);
         if self.interest.remote && (unread > limit.unread || read_up_to < limit.oldest_read) {
             tracing::warn!(unread, read_up_to, "a watch fell behind and was closed; it resumes from its last revision");
-            queue.events = Vec::new();
+            // It still sends its oldest batch, so that each resume moves on.
+            queue.events.truncate(REMOTE_BATCH);
+            let room = REMOTE_BATCH - queue.events.len();
+            queue.events.extend(events.into_iter().take(room));
+            queue.events.shrink_to_fit();
             queue.ended = true;
         } else {
             queue.events.extend(events);
@@ -785,7 +792,11 @@ impl Subscription {
                 // Asked again: the batch taken before has been passed on.
                 queue.taken_from = queue.events.first().map(|e| e.revision);
                 if !queue.events.is_empty() {
-                    let events = std::mem::take(&mut queue.events);
+                    let events = if self.mailbox.interest.remote && queue.events.len() > REMOTE_BATCH {
+                        queue.events.drain(..REMOTE_BATCH).collect()
+                    } else {
+                        std::mem::take(&mut queue.events)
+                    };
                     let revision = events.last().map_or(0, |e| e.revision);
                     return Some(WatchBatch { events, revision });
                 }
@@ -1018,6 +1029,7 @@ mod tests {
         for name in ["b", "c", "d"] {
             store.commit(Txn::new().with(put(pod(name, "")))).await.unwrap();
         }
+        assert_eq!(names(&remote.next().await.unwrap()), ["b", "c", "d"], "an ended watch still sends the oldest batch it holds");
         assert!(
             remote.next().await.is_none(),
             "with d, the history is 1..=4 and the last revision surely read, 0, is in its oldest quarter"
@@ -1043,10 +1055,34 @@ mod tests {
             store.commit(Txn::new().with(put(node(&format!("n{i}"))))).await.unwrap();
         }
         store.commit(Txn::new().with(put(pod("b", "")))).await.unwrap();
+        assert_eq!(names(&remote.next().await.unwrap()), ["b"], "an ended watch still sends the oldest batch it holds");
         assert!(remote.next().await.is_none(), "one pod unread, but the last revision surely read is in the history's oldest quarter");
 
         let mut resumed = store.watch_interest(interest, read).expect("the last revision read is still in the history");
         assert_eq!(names(&resumed.next().await.unwrap()), ["b"]);
+    }
+
+    #[tokio::test]
+    async fn a_remote_stream_takes_its_changes_a_batch_at_a_time_and_an_ended_one_keeps_only_its_oldest() {
+        let store = CachedStore::in_memory(10_000);
+        let many = |prefix: &str, count: usize| {
+            let mut txn = Txn::new();
+            for i in 0..count {
+                txn.push(put(pod(&format!("{prefix}{i}"), "")));
+            }
+            txn
+        };
+        store.commit(many("p", 3000)).await.unwrap();
+        let interest = Interest { remote: true, ..Interest::kinds(&[Kind::Pod]) };
+        let mut remote = store.watch_interest(interest.clone(), 1).unwrap();
+        let sizes = [remote.next().await.unwrap().events.len(), remote.next().await.unwrap().events.len()];
+        assert_eq!(sizes, [REMOTE_BATCH, REMOTE_BATCH]);
+
+        let mut stalled = store.watch_interest(interest, 1).unwrap();
+        store.commit(many("q", 5000)).await.unwrap();
+        let kept = stalled.next().await.unwrap();
+        assert_eq!((kept.events.len(), kept.events[0].revision), (REMOTE_BATCH, 2), "ended with 7,999 unread, over 5,000");
+        assert!(stalled.next().await.is_none());
     }
 
     #[tokio::test]
