@@ -67,20 +67,36 @@ impl Streamer {
             tokio::select! {
                 _ = self.shutdown.cancelled() => return None,
                 _ = self.bookmarks.tick() => {
-                    // Every change up to the store's revision is in this stream's mailbox
-                    // by now, so once those are sent the bookmark holds.
-                    let revision = self.store.revision();
-                    if let Some(Some(item)) = self.changes.next().now_or_never() {
-                        self.take(item);
+                    if !self.bookmark_due() {
+                        return None;
                     }
-                    self.revision = self.revision.max(revision);
-                    self.pending.push_back(bookmark(self.revision));
                 }
                 batch = self.changes.next() => match batch {
                     None => return None,
                     Some(item) => self.take(item),
                 },
             }
+        }
+    }
+
+    /// A bookmark tick; false when the stream has ended. Every change up to the store's
+    /// revision is in this stream's mailbox by now: when the mailbox is empty, all were sent
+    /// and a bookmark at that revision holds. Else the batch taken goes first, and a later
+    /// tick bookmarks.
+    fn bookmark_due(&mut self) -> bool {
+        let revision = self.store.revision();
+        match self.changes.next().now_or_never() {
+            None => {
+                self.revision = self.revision.max(revision);
+                self.pending.push_back(bookmark(self.revision));
+                true
+            }
+            Some(Some(item)) => {
+                self.take(item);
+                true
+            }
+            // Ended (it fell behind): no bookmark may claim what it did not send.
+            Some(None) => false,
         }
     }
 
@@ -116,4 +132,42 @@ pub fn watch(state: AppState, kind: Kind, filter: Filter, from: u64) -> ApiResul
     };
     let stream = futures::stream::unfold(streamer, |mut s| async move { s.next().await.map(|e| (Ok::<_, Infallible>(e), s)) });
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use shared::model::{Object, ObjectMeta, Pod};
+    use shared::selector::LabelSelector;
+
+    use super::*;
+    use crate::store::{CachedStore, Change, Key, Txn, Write};
+
+    #[tokio::test]
+    async fn a_bookmark_waits_until_the_mailbox_is_empty() {
+        let store: Arc<dyn Store> = Arc::new(CachedStore::in_memory(10_000));
+        let mut txn = Txn::new();
+        for i in 0..3000 {
+            let pod = Object::Pod(Pod { kind: "Pod".into(), metadata: ObjectMeta::named("default", &format!("p{i}")), ..Pod::default() });
+            txn.push(Write::new(Key::of(&pod), move |_, _| Ok(Change::Put(pod))));
+        }
+        store.commit(txn).await.unwrap();
+        let interest = Interest { kinds: vec![Kind::Pod], remote: true, ..Interest::default() };
+        let mut streamer = Streamer {
+            changes: store.watch_interest(interest, 1).unwrap(),
+            store: store.clone(),
+            filter: Filter { namespace: None, labels: LabelSelector::default(), fields: Vec::new() },
+            revision: 1,
+            bookmarks: tokio::time::interval(Duration::from_secs(3600)),
+            pending: VecDeque::new(),
+            shutdown: CancellationToken::new(),
+        };
+        let mut sent = Vec::new();
+        while sent.len() < 3 {
+            assert!(streamer.bookmark_due());
+            sent.push(std::mem::take(&mut streamer.pending).len());
+        }
+        assert_eq!(sent, [1024, 1024, 951], "the replay of revisions 2 to 3000, a batch a tick, and no bookmark among them");
+        assert!(streamer.bookmark_due());
+        assert_eq!((streamer.pending.len(), streamer.revision), (1, 3000), "then the bookmark, at the store's revision");
+    }
 }
