@@ -264,6 +264,41 @@ async fn a_host_port_is_published_on_loopback() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_port_a_process_of_the_host_listens_on_is_refused_until_it_is_free() {
+    let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
+    let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = holder.local_addr().unwrap().port();
+    let mut web = container("web", &["sh", "-c", "echo hello-port > /tmp/index.html; exec httpd -f -p 8080 -h /tmp"]);
+    web.ports = vec![ContainerPort { container_port: 8080, host_port: Some(i32::from(port)), ..Default::default() }];
+    let pod = api.add_pod(&node, "web-taken", spec(vec![web], "Always"));
+    let refused = |p: &shared::model::Pod| {
+        p.status.container_statuses.iter().any(|c| {
+            matches!(&c.state, ContainerState::Waiting { message, .. } if message.contains("is in use by another process on this machine"))
+        })
+    };
+    api.wait_for(&pod.metadata.uid, "refused for its host port", WAIT, refused).await;
+    let events = api.events_for("web-taken");
+    assert!(
+        events.iter().any(|e| e.reason == "FailedCreatePodSandBox" && e.message.contains(&format!("host port {port}/TCP"))),
+        "{events:?}"
+    );
+    assert!(containers_of(docker.as_ref(), &pod.metadata.uid).await.is_empty(), "no container runs for it");
+
+    drop(holder);
+    api.wait_for(&pod.metadata.uid, "Running once the port is free", WAIT, |p| p.status.phase == PodPhase::Running).await;
+    let url = format!("http://127.0.0.1:{port}/index.html");
+    let began = std::time::Instant::now();
+    loop {
+        match reqwest::get(&url).await {
+            Ok(response) if response.status().is_success() => break,
+            _ if began.elapsed() < WAIT => tokio::time::sleep(Duration::from_millis(100)).await,
+            other => panic!("nothing answers on {url}: {other:?}"),
+        }
+    }
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_agent_adopts_running_containers_without_duplicates() {
     let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
 
