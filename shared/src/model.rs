@@ -679,13 +679,22 @@ impl Pod {
         self.status.phase == PodPhase::Pending && self.spec.node_name.is_empty() && self.metadata.deletion_timestamp.is_none()
     }
 
+    /// Why the scheduler found no node for the pod, when that is where it stands.
+    pub fn unschedulable_because(&self) -> Option<&str> {
+        find_condition(&self.status.conditions, conditions::POD_SCHEDULED)
+            .filter(|c| c.status == conditions::FALSE && c.reason == conditions::UNSCHEDULABLE)
+            .map(|c| c.message.as_str())
+    }
+
     /// Which of the seed's stages the pod is in, for views that colour or group pods.
     pub fn stage(&self) -> PodStage {
         match self.status.phase {
             PodPhase::Pending if self.spec.node_name.is_empty() => {
-                let unschedulable = find_condition(&self.status.conditions, conditions::POD_SCHEDULED)
-                    .is_some_and(|c| c.status == conditions::FALSE && c.reason == conditions::UNSCHEDULABLE);
-                if unschedulable { PodStage::Unschedulable } else { PodStage::WaitingForScheduler }
+                if self.unschedulable_because().is_some() {
+                    PodStage::Unschedulable
+                } else {
+                    PodStage::WaitingForScheduler
+                }
             }
             PodPhase::Pending => PodStage::WaitingForAgent,
             PodPhase::Running => PodStage::Running,
@@ -783,6 +792,10 @@ pub struct NodeInfo {
     #[serde(skip_serializing_if = "String::is_empty")]
     pub pod_network: String,
 }
+
+/// The annotation that shows a node's [`NodeInfo::pod_network`] through the Kubernetes API,
+/// whose node has no field for it, as network plugins annotate their nodes.
+pub const POD_NETWORK_ANNOTATION: &str = "shepherd/pod-network";
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

@@ -30,6 +30,8 @@ pub const BURST_REPLICAS: usize = 500;
 const NAME_TRIES: usize = 5;
 /// The condition that says creating pods failed, as in Kubernetes.
 pub const REPLICA_FAILURE: &str = "ReplicaFailure";
+/// The condition that says whether every wanted replica is ready, as in Kubernetes.
+pub const AVAILABLE: &str = "Available";
 
 /// The alphabet Kubernetes draws name suffixes from: no vowels, no look-alikes.
 const SUFFIX_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -214,6 +216,7 @@ impl Controller for DeploymentController {
         if failure.is_some() || find_condition(&conditions, REPLICA_FAILURE).is_some() {
             set_condition(&mut conditions, replica_failure, now);
         }
+        set_condition(&mut conditions, availability(&active, ready as usize, want), now);
         let status = DeploymentStatus {
             replicas: (active.len() + created.len()) as i32,
             ready_replicas: ready,
@@ -243,6 +246,24 @@ impl Controller for DeploymentController {
             None => Ok(Action::AwaitChange),
         }
     }
+}
+
+/// `Available`, and when it is False, why: how many pods the scheduler cannot place, with
+/// its reason for one of them (Kubernetes says only that availability is short).
+fn availability(active: &[&Pod], ready: usize, want: usize) -> Condition {
+    let (status, reason, message) = if ready >= want {
+        (conditions::TRUE, "MinimumReplicasAvailable", "Deployment has minimum availability.".to_string())
+    } else {
+        let unschedulable: Vec<&str> =
+            active.iter().filter(|p| p.spec.node_name.is_empty()).filter_map(|p| p.unschedulable_because()).collect();
+        let mut message = format!("Deployment does not have minimum availability: {ready} of {want} replicas are ready.");
+        if let Some(why) = unschedulable.first() {
+            let pods = if unschedulable.len() == 1 { "1 pod".to_string() } else { format!("{} pods", unschedulable.len()) };
+            message.push_str(&format!(" {pods} cannot be scheduled: {why}"));
+        }
+        (conditions::FALSE, "MinimumReplicasUnavailable", message)
+    };
+    Condition { type_: AVAILABLE.into(), status: status.into(), reason: reason.into(), message, ..Condition::default() }
 }
 
 /// `a, b, c`, or the first ten and how many more.
@@ -370,6 +391,44 @@ mod tests {
         assert_eq!(ctx.store.count(Kind::Pod), 30_000, "no more than asked");
         assert!(find_condition(&status.conditions, REPLICA_FAILURE).is_none(), "{status:?}");
         shutdown.cancel();
+    }
+
+    fn available(ctx: &Context) -> Condition {
+        match ctx.store.get(&Key::new(Kind::Deployment, "default", "web")).as_deref() {
+            Some(Object::Deployment(d)) => find_condition(&d.status.conditions, AVAILABLE).expect("an Available condition").clone(),
+            _ => panic!("deployment missing"),
+        }
+    }
+
+    #[tokio::test]
+    async fn availability_says_how_many_replicas_are_ready_and_why_the_others_have_no_node() {
+        let ctx = fixtures::context().await;
+        let d = deployment(3);
+        fixtures::put(&ctx, Object::Deployment(d.clone())).await;
+        let ready = [running_on_n1(&d), running_on_n1(&d)];
+        for pod in &ready {
+            fixtures::put(&ctx, Object::Pod(pod.clone())).await;
+        }
+        let stuck = new_pod(&d, chrono::Utc::now());
+        fixtures::put(&ctx, Object::Pod(stuck.clone())).await;
+        ctx.store
+            .commit(ops::mark_unschedulable(&stuck, "0/1 nodes are available: 1 Insufficient cpu.", chrono::Utc::now()))
+            .await
+            .unwrap();
+        reconcile(&ctx).await;
+        let short = available(&ctx);
+        assert_eq!((short.status.as_str(), short.reason.as_str()), ("False", "MinimumReplicasUnavailable"));
+        assert_eq!(
+            short.message,
+            "Deployment does not have minimum availability: 2 of 3 replicas are ready. 1 pod cannot be scheduled: 0/1 nodes are available: 1 Insufficient cpu."
+        );
+
+        let mut scaled = d.clone();
+        scaled.spec.replicas = 2;
+        fixtures::put(&ctx, Object::Deployment(scaled)).await;
+        reconcile(&ctx).await;
+        let full = available(&ctx);
+        assert_eq!((full.status.as_str(), full.reason.as_str()), ("True", "MinimumReplicasAvailable"), "{full:?}");
     }
 
     #[tokio::test]
