@@ -16,9 +16,9 @@ use serde_json::Value;
 use shared::api::FieldError;
 use shared::model::{
     Condition, Container, ContainerPort, ContainerState, ContainerStatus, Deployment, DeploymentSpec, DeploymentStatus, EnvVar, Event,
-    Kind, Labels, Namespace, NamespaceStatus, Node, NodeResources, ObjectMeta, ObjectReference, OwnerReference, Pod, PodSpec, PodStatus,
-    PodTemplateSpec, ResourceRequirements, Scale, ScaleSpec, ScaleStatus, Service, ServicePort, ServiceSpec, Taint, Time, Toleration,
-    exact_memory, format_cpu, parse_cpu, parse_memory,
+    Kind, Labels, Namespace, NamespaceStatus, Node, NodeResources, ObjectMeta, ObjectReference, OwnerReference, POD_NETWORK_ANNOTATION,
+    Pod, PodSpec, PodStatus, PodTemplateSpec, ResourceRequirements, Scale, ScaleSpec, ScaleStatus, Service, ServicePort, ServiceSpec,
+    Taint, Time, Toleration, exact_memory, format_cpu, parse_cpu, parse_memory,
 };
 use shared::selector::{LabelSelector, Operator, Requirement};
 
@@ -711,8 +711,12 @@ impl Convert for Node {
             (name, "") => format!("{name}://"),
             (name, version) => format!("{name}://{version}"),
         };
+        let mut metadata = meta_out(&self.metadata);
+        if !info.pod_network.is_empty() {
+            metadata.annotations.get_or_insert_default().insert(POD_NETWORK_ANNOTATION.into(), info.pod_network.clone());
+        }
         core::Node {
-            metadata: meta_out(&self.metadata),
+            metadata,
             spec: Some(core::NodeSpec {
                 unschedulable: s.unschedulable.then_some(true),
                 taints: list(
@@ -743,7 +747,9 @@ impl Convert for Node {
 
     /// Only what an admin may change through the API: labels, annotations, cordon, taints.
     fn from_k8s(node: core::Node, errors: &mut Vec<Cause>) -> Node {
-        let metadata = meta_in(node.metadata, errors);
+        let mut metadata = meta_in(node.metadata, errors);
+        // Shown from the node's info, not kept: an edit that sends it back changes nothing.
+        metadata.annotations.remove(POD_NETWORK_ANNOTATION);
         let spec = node.spec.unwrap_or_default();
         let mut out = Node { kind: "Node".into(), metadata, ..Node::default() };
         out.status.unschedulable = spec.unschedulable.unwrap_or(false);
@@ -1228,6 +1234,17 @@ mod tests {
         assert_eq!(names, ["spec.containers[0].imagePullPolicy", "spec.hostUsers", "spec.madeUp", "spec.volumes"]);
         let unknown: Vec<&str> = causes.iter().filter(|c| c.problem == Problem::Unknown).map(|c| c.field.as_str()).collect();
         assert_eq!(unknown, ["spec.madeUp"], "a typo is not told as a field Kubernetes has");
+    }
+
+    #[test]
+    fn a_nodes_pod_network_shows_as_an_annotation_that_an_edit_does_not_keep() {
+        let mut node = Node { kind: "Node".into(), metadata: ObjectMeta::named("", "vm"), ..Node::default() };
+        node.status.node_info.pod_network = "cni".into();
+        let out = node.to_k8s();
+        assert_eq!(out.metadata.annotations.as_ref().and_then(|a| a.get(POD_NETWORK_ANNOTATION)).map(String::as_str), Some("cni"));
+        let mut errors = Vec::new();
+        let back = Node::from_k8s(out, &mut errors);
+        assert!(errors.is_empty() && back.metadata.annotations.is_empty(), "{errors:?} {:?}", back.metadata.annotations);
     }
 
     #[test]
