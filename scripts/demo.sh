@@ -11,13 +11,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 no_install=0
-case "${1:-}" in
-    --no-install) no_install=1; shift ;;
-    -h | --help)
-        sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
-        echo "Any other flag goes to shepherd (shepherd --help once built)."
-        exit 0 ;;
-esac
+server_args=()
+for arg in "$@"; do
+    case "$arg" in
+        --no-install) no_install=1 ;;
+        -h | --help)
+            sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
+            echo "Any other flag goes to shepherd (shepherd --help once built)."
+            exit 0 ;;
+        *) server_args+=("$arg") ;;
+    esac
+done
 . scripts/setup.sh
 . scripts/target-dir.sh
 setup_machine "$no_install" docker.io busybox-static containernetworking-plugins
@@ -35,4 +39,4 @@ Shepherd is starting. Open http://127.0.0.1:9876 for the dashboard, and in anoth
 Stop it with Ctrl-C; pods keep running and are adopted on the next start.
 
 EOT
-exec "$bin/shepherd" --local-node --dashboard-dir dist "$@"
+exec "$bin/shepherd" --local-node --dashboard-dir dist "${server_args[@]}"
