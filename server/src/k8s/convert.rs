@@ -104,6 +104,23 @@ pub trait Convert: crate::resources::Resource {
     /// Pushes a cause for each value Shepherd cannot keep and returns what it can keep;
     /// fields it does not hold at all are found by [`decode`].
     fn from_k8s(object: Self::K8s, causes: &mut Vec<Cause>) -> Self;
+    /// Annotations that `to_k8s` shows from the object's own fields: a body that sends them
+    /// back (an edit, a patch of what was read) changes nothing by them, and they are not kept.
+    const SHOWN_ANNOTATIONS: &'static [&'static str] = &[];
+}
+
+/// `value` without `annotations`; an emptied map goes too.
+fn without_annotations(value: &Value, annotations: &[&str]) -> Value {
+    let mut value = value.clone();
+    if let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+        if let Some(map) = metadata.get_mut("annotations").and_then(Value::as_object_mut) {
+            map.retain(|key, _| !annotations.contains(&key.as_str()));
+        }
+        if metadata.get("annotations").and_then(Value::as_object).is_some_and(serde_json::Map::is_empty) {
+            metadata.remove("annotations");
+        }
+    }
+    value
 }
 
 /// Fields a client may send that Shepherd does not keep from a body, as Kubernetes does not:
@@ -122,6 +139,14 @@ const SERVER_OWNED: [&str; 9] = [
 
 /// Reads `value` as a `R`, refusing (with every path) the fields Shepherd would drop.
 pub fn decode<R: Convert>(value: &Value) -> Result<R> {
+    let stripped;
+    let value = match R::SHOWN_ANNOTATIONS {
+        [] => value,
+        shown => {
+            stripped = without_annotations(value, shown);
+            &stripped
+        }
+    };
     let kind = <R::K8s as k8s_openapi::Resource>::KIND;
     let typed: R::K8s = serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
@@ -746,10 +771,10 @@ impl Convert for Node {
     }
 
     /// Only what an admin may change through the API: labels, annotations, cordon, taints.
+    const SHOWN_ANNOTATIONS: &'static [&'static str] = &[POD_NETWORK_ANNOTATION];
+
     fn from_k8s(node: core::Node, errors: &mut Vec<Cause>) -> Node {
-        let mut metadata = meta_in(node.metadata, errors);
-        // Shown from the node's info, not kept: an edit that sends it back changes nothing.
-        metadata.annotations.remove(POD_NETWORK_ANNOTATION);
+        let metadata = meta_in(node.metadata, errors);
         let spec = node.spec.unwrap_or_default();
         let mut out = Node { kind: "Node".into(), metadata, ..Node::default() };
         out.status.unschedulable = spec.unschedulable.unwrap_or(false);
@@ -1242,9 +1267,10 @@ mod tests {
         node.status.node_info.pod_network = "cni".into();
         let out = node.to_k8s();
         assert_eq!(out.metadata.annotations.as_ref().and_then(|a| a.get(POD_NETWORK_ANNOTATION)).map(String::as_str), Some("cni"));
-        let mut errors = Vec::new();
-        let back = Node::from_k8s(out, &mut errors);
-        assert!(errors.is_empty() && back.metadata.annotations.is_empty(), "{errors:?} {:?}", back.metadata.annotations);
+        let mut edited = serde_json::to_value(out).unwrap();
+        edited["spec"]["unschedulable"] = true.into();
+        let back: Node = decode(&edited).expect("what was read, sent back with a change, is taken");
+        assert!(back.status.unschedulable && back.metadata.annotations.is_empty(), "{:?}", back.metadata.annotations);
     }
 
     #[test]
