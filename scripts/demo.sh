@@ -22,6 +22,7 @@ for arg in "$@"; do
         *) server_args+=("$arg") ;;
     esac
 done
+set -- ${server_args[@]+"${server_args[@]}"}
 . scripts/setup.sh
 . scripts/target-dir.sh
 setup_machine "$no_install" docker.io busybox-static containernetworking-plugins
@@ -39,4 +40,4 @@ Shepherd is starting. Open http://127.0.0.1:9876 for the dashboard, and in anoth
 Stop it with Ctrl-C; pods keep running and are adopted on the next start.
 
 EOT
-exec "$bin/shepherd" --local-node --dashboard-dir dist "${server_args[@]}"
+exec "$bin/shepherd" --local-node --dashboard-dir dist "$@"
