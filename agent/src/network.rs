@@ -308,7 +308,6 @@ impl CniNetwork {
 
     /// Networks the sandbox `id` whose process is `pid`, publishing `ports`; returns its address.
     pub fn attach(&self, id: &str, pid: i64, ports: &[PortMapping]) -> Result<String> {
-        ensure_host_ports_free(ports)?;
         let runtime_config = runtime_config(ports);
         let mut record = Record { plugins: self.plugins(&runtime_config), runtime_config, result: None };
         self.write_record(id, &record)?;
@@ -420,8 +419,10 @@ fn runtime_config(ports: &[PortMapping]) -> Map<String, Value> {
 }
 
 /// Refuses host ports that a process of this machine listens on: portmap's DNAT would take
-/// their traffic from it without a word, where Docker's `-p` refuses such a port.
-fn ensure_host_ports_free(ports: &[PortMapping]) -> Result<()> {
+/// their traffic from it without a word, where Docker's `-p` refuses such a port. Checked
+/// before a sandbox is made, so that a refused pod makes no container whose end would wake
+/// its worker ahead of its back-off.
+pub fn ensure_host_ports_free(ports: &[PortMapping]) -> Result<()> {
     for port in ports.iter().filter(|p| p.host_port > 0) {
         let address = if port.host_ip.is_empty() { "0.0.0.0" } else { port.host_ip.as_str() };
         let Ok(ip) = address.parse::<std::net::IpAddr>() else { continue };

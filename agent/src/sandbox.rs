@@ -268,6 +268,10 @@ impl Sandboxes {
     /// Creates and starts a sandbox called `name`, publishing `ports` (a pod's host ports),
     /// and networks it. One that cannot start or get its network is removed again.
     pub async fn create(&self, name: &str, ports: Vec<PortMapping>) -> Result<Sandbox> {
+        if self.cni().is_some() {
+            crate::network::ensure_host_ports_free(&ports)
+                .map_err(|e| Error::Other { action: "set up the pod network", message: e.to_string() })?;
+        }
         let id = match self.runtime.create(&self.config(name, ports.clone())).await {
             Ok(id) => id,
             Err(e) if !self.runtime.has_image(SANDBOX_IMAGE).await.unwrap_or(true) => {
