@@ -23,6 +23,9 @@ pub struct Config {
     pub watch_history: usize,
     /// How old a change a watch can replay, at most `watch_history` of them.
     pub watch_history_age: Duration,
+    /// How many deletions, at most `watch_history_age` old, are kept past the history for
+    /// watchers that resume from the state ([`History::deletions`]).
+    pub kept_deletions: usize,
     pub bookmark_interval: Duration,
     /// The scheduler's safety-net sweep of Pending pods without a node.
     pub scheduler_sweep: Duration,
@@ -59,6 +62,7 @@ impl Default for Config {
             run_scheduler: true,
             watch_history: DEFAULT_WATCH_HISTORY,
             watch_history_age: DEFAULT_WATCH_HISTORY_AGE,
+            kept_deletions: DEFAULT_KEPT_DELETIONS,
             bookmark_interval: Duration::from_secs(5),
             scheduler_sweep: Duration::from_secs(2),
             node_monitor_grace: shared::readiness::DEFAULT_NODE_MONITOR_GRACE,
@@ -78,13 +82,17 @@ impl Default for Config {
 /// Twice the 20,000 unread changes a streaming watcher may hold.
 pub const DEFAULT_WATCH_HISTORY: usize = 40_000;
 
+/// More than a deployment of 150,000 pods deletes: each holds a deleted object's last state
+/// (about 1.5 KB) until it is as old as the history allows.
+pub const DEFAULT_KEPT_DELETIONS: usize = 200_000;
+
 /// Kubernetes' watch cache keeps 75 s of changes.
 pub const DEFAULT_WATCH_HISTORY_AGE: Duration = Duration::from_secs(75);
 
 impl Config {
     /// What the store's watch history keeps.
     pub fn history(&self) -> History {
-        History { changes: self.watch_history, age: Some(self.watch_history_age) }
+        History { changes: self.watch_history, deletions: self.kept_deletions, age: Some(self.watch_history_age) }
     }
 
     /// An in-memory server with the default timings.

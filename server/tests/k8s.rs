@@ -299,7 +299,7 @@ impl Lines {
 }
 
 #[tokio::test]
-async fn a_watch_streams_json_lines_across_both_dialects_and_an_old_version_is_a_410_error() {
+async fn a_watch_streams_json_lines_across_both_dialects_and_resumes_from_before_its_history() {
     let config = Config { run_scheduler: false, watch_history: 8, ..Config::in_memory() };
     let server = TestServer::start(config).await;
     post(&server, "/k8s/api/v1/namespaces/default/pods", k8s_pod("first")).await;
@@ -337,10 +337,21 @@ async fn a_watch_streams_json_lines_across_both_dialects_and_an_old_version_is_a
     for i in 0..20 {
         server.post("/api/v1/pods", pod(&format!("churn-{i}"), 1, 1)).await;
     }
-    let mut expired = Lines::open(&server, "/k8s/api/v1/namespaces/default/pods?watch=true&resourceVersion=1").await;
+    // A selection that labels decide cannot be answered from the state.
+    let mut expired =
+        Lines::open(&server, "/k8s/api/v1/namespaces/default/pods?watch=true&resourceVersion=1&labelSelector=app%3Dweb").await;
     let error = expired.next().await;
     assert_eq!(error["type"], "ERROR");
     assert_status(&error["object"], 410, "Gone");
+    // Every pod can: each one changed since, as it is now, then the deletions.
+    let mut from_state = Lines::open(&server, "/k8s/api/v1/namespaces/default/pods?watch=true&resourceVersion=1").await;
+    let mut seen = Vec::new();
+    while seen.len() < 23 {
+        let line = from_state.next().await;
+        seen.push(format!("{} {}", line["type"].as_str().unwrap(), line["object"]["metadata"]["name"].as_str().unwrap()));
+    }
+    assert_eq!(seen[..3], ["ADDED first", "ADDED second", "DELETED native"], "{seen:?}");
+    assert_eq!(seen[22], "ADDED churn-19");
     server.stop().await;
 }
 

@@ -18,7 +18,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::events::{self, SOURCE_API};
 use crate::ops;
 use crate::resources::{Resource, stamp_new};
-use crate::store::{Key, Outcome, Txn, Write, commit_one};
+use crate::store::{Interest, Key, Outcome, Txn, Write, commit_one};
 
 /// `?label_selector=…&field_selector=…&watch=true&resource_version=N`.
 #[derive(Debug, Default, Deserialize)]
@@ -135,9 +135,32 @@ impl Filter {
             && self.fields.iter().all(|t| field_value(object, &t.field).is_some_and(|v| (v == t.value) == t.equal))
     }
 
+    /// Whether an object this filter selects stays selected until it is deleted: names and
+    /// namespaces never change, and a pod's node is set once, by its binding, so "bound to
+    /// n" and "bound" hold from then on. Labels and a pod's phase change.
+    pub fn selection_is_permanent(&self) -> bool {
+        self.labels.is_empty()
+            && self.fields.iter().all(|t| match t.field.as_str() {
+                "metadata.name" | "metadata.namespace" => true,
+                "spec.node_name" => t.equal != t.value.is_empty(),
+                _ => false,
+            })
+    }
+
     /// The node an equality term on `spec.node_name` names, for the index.
     pub fn bound_node(&self) -> Option<&str> {
         self.fields.iter().find(|t| t.field == "spec.node_name" && t.equal && !t.value.is_empty()).map(|t| t.value.as_str())
+    }
+
+    /// What a remote watch of `kind` through this filter asks of the store.
+    pub fn interest(&self, kind: Kind) -> Interest {
+        Interest {
+            kinds: vec![kind],
+            namespace: self.namespace.clone(),
+            node_name: self.bound_node().map(str::to_string),
+            remote: true,
+            selection_is_permanent: self.selection_is_permanent(),
+        }
     }
 }
 
@@ -551,6 +574,22 @@ pub(crate) async fn scale_deployment(state: &AppState, namespace: &str, name: &s
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_names_namespaces_and_a_pods_binding_make_a_selection_permanent() {
+        let permanent = |labels: Option<&str>, fields: Option<&str>| {
+            let params =
+                ListParams { label_selector: labels.map(Into::into), field_selector: fields.map(Into::into), ..ListParams::default() };
+            Filter::new(Kind::Pod, Some("default".into()), &params).unwrap().selection_is_permanent()
+        };
+        assert!(permanent(None, None));
+        assert!(permanent(None, Some("spec.node_name=n1,metadata.name=a")));
+        assert!(permanent(None, Some("spec.node_name!=")), "bound stays bound");
+        assert!(!permanent(None, Some("spec.node_name=")), "unbound pods get bound");
+        assert!(!permanent(None, Some("spec.node_name!=n1")), "a pod not on n1 may be bound to it");
+        assert!(!permanent(None, Some("status.phase=Running")));
+        assert!(!permanent(Some("app=web"), None));
+    }
 
     #[test]
     fn a_body_of_another_kind_or_an_unknown_kind_is_a_400() {

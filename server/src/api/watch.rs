@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use super::AppState;
 use super::objects::Filter;
 use crate::error::{ApiError, ApiResult};
-use crate::store::{EventType, Interest, Store, StoreEvent, WatchBatch, WatchStream};
+use crate::store::{EventType, Store, StoreEvent, WatchBatch, WatchStream};
 
 /// What a store change looks like through a filter: an object entering the filter is
 /// ADDED, one leaving it is DELETED, as Kubernetes does.
@@ -111,13 +111,7 @@ impl Streamer {
 pub fn watch(state: AppState, kind: Kind, filter: Filter, from: u64) -> ApiResult<Response> {
     // Start from an explicit revision so that bookmarks never run ahead of the events.
     let start = if from == 0 { state.store.revision() } else { from };
-    let interest = Interest {
-        kinds: vec![kind],
-        namespace: filter.namespace.clone(),
-        node_name: filter.bound_node().map(str::to_string),
-        remote: true,
-    };
-    let changes = state.store.watch_interest(interest, start).map_err(ApiError::from)?;
+    let changes = state.store.watch_interest(filter.interest(kind), start).map_err(ApiError::from)?;
     let period = state.config.bookmark_interval.max(Duration::from_millis(10));
     let mut bookmarks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     bookmarks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -140,7 +134,7 @@ mod tests {
     use shared::selector::LabelSelector;
 
     use super::*;
-    use crate::store::{CachedStore, Change, Key, Txn, Write};
+    use crate::store::{CachedStore, Change, Interest, Key, Txn, Write};
 
     #[tokio::test]
     async fn a_bookmark_waits_until_the_mailbox_is_empty() {

@@ -23,7 +23,7 @@ use super::table::{self, Include};
 use crate::api::AppState;
 use crate::api::objects::Filter;
 use crate::api::watch::translate;
-use crate::store::{Interest, WatchStream};
+use crate::store::WatchStream;
 
 /// The media type of a watch; compression skips it so that each line leaves at once.
 pub const WATCH_CONTENT_TYPE: &str = "application/json;stream=watch";
@@ -129,12 +129,7 @@ pub fn stream(
     timeout: Option<Duration>,
 ) -> Response {
     let start = initial.as_ref().map_or(from, |(revision, _)| *revision);
-    let interest = Interest {
-        kinds: vec![shape.kind.stored()],
-        namespace: filter.namespace.clone(),
-        node_name: filter.bound_node().map(str::to_string),
-        remote: true,
-    };
+    let interest = filter.interest(shape.kind.stored());
     let period = state.config.bookmark_interval.max(Duration::from_millis(10));
     let mut streamer = Streamer {
         state: state.clone(),

@@ -1,6 +1,7 @@
 //! The embedded store: an in-memory cache that serves every read, a committer that batches
 //! concurrent transactions into one backend commit (group commit), the ring of
-//! recent changes that watches replay from, and the watchers' mailboxes: each commit puts
+//! recent changes that watches replay from, the recent deletions that a watch of a
+//! permanent selection resumes from past that ring, and the watchers' mailboxes: each commit puts
 //! each change in the mailboxes of the watchers that select it, found through an index by
 //! kind and by node, and wakes those alone.
 
@@ -96,6 +97,7 @@ struct State {
     /// at revision r sits at index `r - history_start - 1`.
     history: VecDeque<(Instant, StoreEvent)>,
     history_start: u64,
+    tombstones: Tombstones,
 }
 
 impl State {
@@ -109,6 +111,32 @@ impl State {
             self.history_start = oldest.revision;
             self.history.pop_front();
         }
+        self.tombstones.forget(limits, now);
+    }
+
+    /// The start of a watch from `from`, before the history, of an interest whose selection
+    /// is permanent: each selected object changed since, as it is now (`Modified` with no
+    /// state before, which a filter passes on as `ADDED`), and each deletion since, in
+    /// revision order. `None` when a deletion after `from` is no longer kept.
+    fn changes_since(&self, interest: &Interest, from: u64) -> Option<Vec<StoreEvent>> {
+        if from < self.tombstones.start {
+            return None;
+        }
+        let mut events = Vec::new();
+        for (kind, node) in Watchers::slots(interest) {
+            let changed = |object: &Arc<Object>| {
+                let revision = object.metadata().resource_version;
+                (revision > from).then(|| StoreEvent::new(EventType::Modified, revision, object.clone(), None))
+            };
+            match node {
+                Some(node) => events.extend(self.pods_in(&self.by_node, node).1.iter().filter_map(changed)),
+                None => events.extend(self.objects.get(&kind).into_iter().flat_map(BTreeMap::values).filter_map(changed)),
+            }
+            events.extend(self.tombstones.since(kind, node, from).cloned());
+        }
+        events.retain(|e| interest.selects(e));
+        events.sort_unstable_by_key(|e| e.revision);
+        Some(events)
     }
 
     fn get(&self, key: &Key) -> Option<&Arc<Object>> {
@@ -146,6 +174,61 @@ impl State {
             .map(|keys| keys.iter().filter_map(|k| self.get(&Key { kind: Kind::Pod, key: k.clone() }).cloned()).collect())
             .unwrap_or_default();
         (self.revision, pods)
+    }
+}
+
+/// The last states of deleted objects, kept past the history (as long as its age allows,
+/// and at most [`History::deletions`]), so that a watcher whose selection is permanent
+/// can resume from before the history without listing again.
+#[derive(Default)]
+struct Tombstones {
+    /// A deletion at or before this revision may have been forgotten.
+    start: u64,
+    deletions: VecDeque<(Instant, StoreEvent)>,
+    /// The deletions of pods bound to each node, for the watchers of one node.
+    pods_by_node: HashMap<String, VecDeque<StoreEvent>>,
+}
+
+impl Tombstones {
+    fn keep(&mut self, at: Instant, deletion: &StoreEvent) {
+        if let Some(node) = pod_node(&deletion.object) {
+            self.pods_by_node.entry(node.to_string()).or_default().push_back(deletion.clone());
+        }
+        self.deletions.push_back((at, deletion.clone()));
+    }
+
+    fn forget(&mut self, limits: &History, now: Instant) {
+        while let Some((at, oldest)) = self.deletions.front() {
+            let expired = limits.age.is_some_and(|age| now.duration_since(*at) > age);
+            if self.deletions.len() <= limits.deletions && !expired {
+                break;
+            }
+            if let Some(node) = pod_node(&oldest.object)
+                && let Some(pods) = self.pods_by_node.get_mut(node)
+            {
+                pods.pop_front();
+                if pods.is_empty() {
+                    self.pods_by_node.remove(node);
+                }
+            }
+            self.start = oldest.revision;
+            self.deletions.pop_front();
+        }
+    }
+
+    /// The deletions of `kind` after `from`, of pods bound to `node` when it is given.
+    fn since<'a>(&'a self, kind: Kind, node: Option<&str>, from: u64) -> Box<dyn Iterator<Item = &'a StoreEvent> + 'a> {
+        let after = |events: &VecDeque<StoreEvent>| events.partition_point(|e| e.revision <= from);
+        match node {
+            Some(node) => match self.pods_by_node.get(node) {
+                Some(pods) => Box::new(pods.range(after(pods)..)),
+                None => Box::new(std::iter::empty()),
+            },
+            None => {
+                let first = self.deletions.partition_point(|(_, e)| e.revision <= from);
+                Box::new(self.deletions.range(first..).map(|(_, e)| e).filter(move |e| e.object.kind() == kind))
+            }
+        }
     }
 }
 
@@ -259,6 +342,10 @@ struct Queue {
     taken_from: Option<u64>,
     /// The watch lagged or the store closed: once the events are taken, the stream ends.
     ended: bool,
+    /// The revision the watch started at, for a watcher whose selection is permanent: the
+    /// changes it started with, up to there, are not counted as unread. They can be one
+    /// per object (a start from the state), and they share the objects the store holds.
+    started_at: u64,
 }
 
 impl Queue {
@@ -267,6 +354,11 @@ impl Queue {
     fn read_up_to(&self, arriving: &[StoreEvent]) -> Option<u64> {
         let oldest_unread = self.taken_from.or(self.events.first().map(|e| e.revision)).or(arriving.first().map(|e| e.revision))?;
         Some(oldest_unread - 1)
+    }
+
+    /// Changes queued that arrived after the watch started.
+    fn unread_since_start(&self) -> usize {
+        self.events.len() - self.events.partition_point(|e| e.revision <= self.started_at)
     }
 }
 
@@ -277,9 +369,17 @@ impl Mailbox {
         if queue.ended {
             return;
         }
-        let unread = queue.events.len() + events.len();
         let read_up_to = queue.read_up_to(&events).unwrap_or(u64::MAX);
-        if self.interest.remote && (unread > limit.unread || read_up_to < limit.oldest_read) {
+        // A watcher whose selection is permanent resumes from the state, however old its
+        // revision: only what it holds unread ends it.
+        let (unread, lagging) = if self.interest.selection_is_permanent {
+            let unread = queue.unread_since_start() + events.len();
+            (unread, unread > limit.unread)
+        } else {
+            let unread = queue.events.len() + events.len();
+            (unread, unread > limit.unread || read_up_to < limit.oldest_read)
+        };
+        if self.interest.remote && lagging {
             tracing::warn!(unread, read_up_to, "a watch fell behind and was closed; it resumes from its last revision");
             // It still sends its oldest batch, so that each resume moves on.
             queue.events.truncate(REMOTE_BATCH);
@@ -383,6 +483,9 @@ struct LagLimit {
 pub struct History {
     /// The most changes kept.
     pub changes: usize,
+    /// The most deletions kept past the history, for watchers that resume from the state
+    /// (see [`Interest::selection_is_permanent`]).
+    pub deletions: usize,
     /// Changes older than this are dropped even when fewer are kept, as Kubernetes' watch
     /// cache keeps the last 75 s: a mass deletion's last states do not stay in memory until
     /// as many new changes come, and a watcher that was away longer lists again.
@@ -400,7 +503,7 @@ impl History {
 impl From<usize> for History {
     /// The last `changes` changes, however old.
     fn from(changes: usize) -> Self {
-        History { changes, age: None }
+        History { changes, deletions: changes, age: None }
     }
 }
 
@@ -416,7 +519,8 @@ impl CachedStore {
     pub fn open(mut persistence: Box<dyn Persistence>, history: impl Into<History>) -> Result<CachedStore> {
         let history = history.into();
         let snapshot = persistence.load()?;
-        let mut state = State { revision: snapshot.revision, history_start: snapshot.revision, ..State::default() };
+        let tombstones = Tombstones { start: snapshot.revision, ..Tombstones::default() };
+        let mut state = State { revision: snapshot.revision, history_start: snapshot.revision, tombstones, ..State::default() };
         for object in snapshot.objects {
             let key = Key::of(&object);
             state.apply(&key, Some(kept(object)));
@@ -634,6 +738,9 @@ fn commit_batch(inner: &Inner, persistence: &mut dyn Persistence, batch: Vec<Req
                 (None, Some(prev)) => StoreEvent::new(EventType::Deleted, s.revision, prev.clone(), Some(prev)),
                 (None, None) => unreachable!("a staged change always has a new or a previous state"),
             };
+            if event.type_ == EventType::Deleted {
+                state.tombstones.keep(now, &event);
+            }
             state.history.push_back((now, event.clone()));
             events.push(event);
             state.revision = s.revision;
@@ -725,12 +832,19 @@ impl Store for CachedStore {
             return Err(StoreError::Future { requested: from, current: state.revision });
         }
         let from = if from == 0 { state.revision } else { from };
-        if from < state.history_start {
-            return Err(StoreError::Gone { requested: from, oldest: state.history_start });
-        }
-        let replay =
-            state.history.range((from - state.history_start) as usize..).map(|(_, e)| e).filter(|e| interest.selects(e)).cloned().collect();
-        let mailbox = Arc::new(Mailbox { interest, queue: Mutex::new(Queue { events: replay, ..Queue::default() }), wake: Notify::new() });
+        let replay = if from >= state.history_start {
+            state.history.range((from - state.history_start) as usize..).map(|(_, e)| e).filter(|e| interest.selects(e)).cloned().collect()
+        } else if interest.selection_is_permanent
+            && let Some(changes) = state.changes_since(&interest, from)
+        {
+            changes
+        } else {
+            let oldest = if interest.selection_is_permanent { state.tombstones.start } else { state.history_start };
+            return Err(StoreError::Gone { requested: from, oldest });
+        };
+        let started_at = if interest.selection_is_permanent { state.revision } else { 0 };
+        let queue = Queue { events: replay, started_at, ..Queue::default() };
+        let mailbox = Arc::new(Mailbox { interest, queue: Mutex::new(queue), wake: Notify::new() });
         let mut watchers = self.inner.watchers.lock().expect("watchers lock");
         if watchers.closed {
             return Err(StoreError::Closed);
@@ -988,7 +1102,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn changes_older_than_the_history_age_are_forgotten_by_the_next_commit_or_expiry() {
-        let store = CachedStore::in_memory(History { changes: 100, age: Some(Duration::from_secs(75)) });
+        let store = CachedStore::in_memory(History { changes: 100, deletions: 100, age: Some(Duration::from_secs(75)) });
         for name in ["a", "b"] {
             store.commit(Txn::new().with(put(pod(name, "")))).await.unwrap();
         }
@@ -1136,5 +1250,94 @@ mod tests {
         store.close().await;
         assert!(watcher.next().await.is_none());
         assert_eq!(store.watch(&[Kind::Pod], 0).err(), Some(StoreError::Closed));
+    }
+
+    fn kinds_and_names(batch: &WatchBatch) -> Vec<(EventType, String)> {
+        batch.events.iter().map(|e| (e.type_, e.object.metadata().name.clone())).collect()
+    }
+
+    fn permanent(interest: Interest) -> Interest {
+        Interest { selection_is_permanent: true, ..interest }
+    }
+
+    #[tokio::test]
+    async fn a_watcher_with_a_permanent_selection_resumes_from_before_the_history_with_the_state_and_the_deletions() {
+        let store = CachedStore::in_memory(History { changes: 2, deletions: 10, age: None });
+        for (name, node) in [("a", "n1"), ("b", "n1"), ("c", "n2"), ("d", "n1")] {
+            store.commit(Txn::new().with(put(pod(name, node)))).await.unwrap();
+        }
+        store.commit(Txn::new().with(put(pod("a", "n1")))).await.unwrap();
+        store.commit(Txn::new().with(delete("b"))).await.unwrap();
+        store.commit(Txn::new().with(delete("c"))).await.unwrap();
+        for i in 0..3 {
+            store.commit(Txn::new().with(put(node(&format!("n{i}"))))).await.unwrap();
+        }
+        assert_eq!(store.oldest_revision(), 8, "the history holds revisions 9 and 10");
+
+        let mut n1 = store.watch_interest(permanent(pods_of("n1", true)), 1).expect("a resume from the state");
+        let resumed = n1.next().await.unwrap();
+        assert_eq!(
+            kinds_and_names(&resumed),
+            [(EventType::Modified, "d".into()), (EventType::Modified, "a".into()), (EventType::Deleted, "b".into())],
+            "d and a as they are now, at revisions 4 and 5, then b's deletion at 6; c is on n2"
+        );
+        assert_eq!(resumed.events.iter().map(|e| e.revision).collect::<Vec<_>>(), [4, 5, 6]);
+        assert!(resumed.events.iter().all(|e| e.type_ == EventType::Deleted || e.prev.is_none()), "no state before is claimed");
+        let mut all = store.watch_interest(permanent(Interest { remote: true, ..Interest::kinds(&[Kind::Pod]) }), 5).unwrap();
+        assert_eq!(kinds_and_names(&all.next().await.unwrap()), [(EventType::Deleted, "b".into()), (EventType::Deleted, "c".into())]);
+
+        store.commit(Txn::new().with(put(pod("e", "n1")))).await.unwrap();
+        assert_eq!(names(&n1.next().await.unwrap()), ["e"], "then the live changes");
+        assert_eq!(
+            store.watch_interest(pods_of("n1", true), 1).err(),
+            Some(StoreError::Gone { requested: 1, oldest: 9 }),
+            "a selection that may change (labels, a phase) cannot be answered from the state"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_resume_from_before_a_forgotten_deletion_is_gone() {
+        let store = CachedStore::in_memory(History { changes: 1, deletions: 2, age: Some(Duration::from_secs(75)) });
+        for name in ["a", "b", "c"] {
+            store.commit(Txn::new().with(put(pod(name, "n1")))).await.unwrap();
+        }
+        let interest = permanent(pods_of("n1", true));
+        for name in ["a", "b", "c"] {
+            store.commit(Txn::new().with(delete(name))).await.unwrap();
+        }
+        assert_eq!(
+            store.watch_interest(interest.clone(), 3).err(),
+            Some(StoreError::Gone { requested: 3, oldest: 4 }),
+            "a's deletion is gone"
+        );
+        assert_eq!(
+            kinds_and_names(&store.watch_interest(interest.clone(), 4).unwrap().next().await.unwrap())[0],
+            (EventType::Deleted, "b".into())
+        );
+
+        tokio::time::advance(Duration::from_secs(76)).await;
+        store.expire_history();
+        assert_eq!(
+            store.watch_interest(interest, 4).err(),
+            Some(StoreError::Gone { requested: 4, oldest: 6 }),
+            "deletions go at the history's age"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_watcher_that_resumed_from_the_state_is_ended_only_for_what_arrived_since() {
+        let store = CachedStore::in_memory(History { changes: 4, deletions: 4, age: None });
+        for i in 0..10 {
+            store.commit(Txn::new().with(put(pod(&format!("p{i}"), "n1")))).await.unwrap();
+        }
+        let mut resumed = store.watch_interest(permanent(pods_of("n1", true)), 1).unwrap();
+        store.commit(Txn::new().with(put(pod("q0", "n1")))).await.unwrap();
+        store.commit(Txn::new().with(put(pod("q1", "n1")))).await.unwrap();
+        assert_eq!(resumed.next().await.unwrap().events.len(), 11, "9 replayed and 2 new: within the 2 unread allowed");
+        for name in ["r0", "r1", "r2"] {
+            store.commit(Txn::new().with(put(pod(name, "n1")))).await.unwrap();
+        }
+        assert_eq!(names(&resumed.next().await.unwrap()), ["r0", "r1", "r2"], "an ended watch still sends the oldest batch it holds");
+        assert!(resumed.next().await.is_none(), "3 new changes unread, over 2");
     }
 }

@@ -226,6 +226,11 @@ pub struct Interest {
     /// A remote watcher (an HTTP client) is ended once it falls too far behind (see
     /// `LagLimit` in the cached store); an in-process one never falls behind.
     pub remote: bool,
+    /// The client's whole selection is this interest's, or stays true of an object from
+    /// the change that selects it until its deletion (no labels, no mutable field): a
+    /// watch from before the history can then be answered from the state, with each
+    /// object changed since as it is now and the deletions the store still keeps.
+    pub selection_is_permanent: bool,
 }
 
 impl Interest {
@@ -281,8 +286,11 @@ pub trait Store: Send + Sync + 'static {
     /// Commits a transaction; resolves once it is durable, with one outcome per write.
     fn commit(&self, txn: Txn) -> BoxFuture<'static, Result<Vec<Outcome>>>;
     /// Every change `interest` selects strictly after revision `from` (0: from now), then
-    /// live ones. Fails with [`StoreError::Gone`] when `from` is older than the retained
-    /// history and with [`StoreError::Future`] when it is newer than the store.
+    /// live ones. From before the retained history, an interest whose selection is
+    /// permanent gets each object changed since in its current state, and the deletions
+    /// since, in revision order; otherwise, and when deletions since `from` are no longer
+    /// kept, it fails with [`StoreError::Gone`]. Fails with [`StoreError::Future`] when
+    /// `from` is newer than the store.
     fn watch_interest(&self, interest: Interest, from: u64) -> Result<WatchStream>;
     /// Every change of `kinds`, for an in-process watcher.
     fn watch(&self, kinds: &[Kind], from: u64) -> Result<WatchStream> {
