@@ -132,7 +132,7 @@ impl State {
                 Some(node) => events.extend(self.pods_in(&self.by_node, node).1.iter().filter_map(changed)),
                 None => events.extend(self.objects.get(&kind).into_iter().flat_map(BTreeMap::values).filter_map(changed)),
             }
-            events.extend(self.tombstones.since(kind, node, from).cloned());
+            events.extend(self.tombstones.since(kind, node, from));
         }
         events.retain(|e| interest.selects(e));
         events.sort_unstable_by_key(|e| e.revision);
@@ -179,31 +179,47 @@ impl State {
 
 /// The last states of deleted objects, kept past the history (as long as its age allows,
 /// and at most [`History::deletions`]), so that a watcher whose selection is permanent
-/// can resume from before the history without listing again.
+/// can resume from before the history without listing again. Only the objects are kept,
+/// in the heap of their kind, not the events and their encodings: a mass deletion's
+/// tombstones would otherwise hold as many JSON copies in the shared heap, whose pages
+/// stay resident after they go.
 #[derive(Default)]
 struct Tombstones {
     /// A deletion at or before this revision may have been forgotten.
     start: u64,
-    deletions: VecDeque<(Instant, StoreEvent)>,
+    deletions: VecDeque<Deletion>,
     /// The deletions of pods bound to each node, for the watchers of one node.
-    pods_by_node: HashMap<String, VecDeque<StoreEvent>>,
+    pods_by_node: HashMap<String, VecDeque<Deletion>>,
+}
+
+#[derive(Clone)]
+struct Deletion {
+    at: Instant,
+    revision: u64,
+    last: Arc<Object>,
+}
+
+impl Deletion {
+    fn event(&self) -> StoreEvent {
+        StoreEvent::new(EventType::Deleted, self.revision, self.last.clone(), Some(self.last.clone()))
+    }
 }
 
 impl Tombstones {
-    fn keep(&mut self, at: Instant, deletion: &StoreEvent) {
-        if let Some(node) = pod_node(&deletion.object) {
+    fn keep(&mut self, deletion: Deletion) {
+        if let Some(node) = pod_node(&deletion.last) {
             self.pods_by_node.entry(node.to_string()).or_default().push_back(deletion.clone());
         }
-        self.deletions.push_back((at, deletion.clone()));
+        self.deletions.push_back(deletion);
     }
 
     fn forget(&mut self, limits: &History, now: Instant) {
-        while let Some((at, oldest)) = self.deletions.front() {
-            let expired = limits.age.is_some_and(|age| now.duration_since(*at) > age);
+        while let Some(oldest) = self.deletions.front() {
+            let expired = limits.age.is_some_and(|age| now.duration_since(oldest.at) > age);
             if self.deletions.len() <= limits.deletions && !expired {
                 break;
             }
-            if let Some(node) = pod_node(&oldest.object)
+            if let Some(node) = pod_node(&oldest.last)
                 && let Some(pods) = self.pods_by_node.get_mut(node)
             {
                 pods.pop_front();
@@ -214,21 +230,20 @@ impl Tombstones {
             self.start = oldest.revision;
             self.deletions.pop_front();
         }
+        if self.deletions.capacity() > 4 * self.deletions.len() + 1024 {
+            self.deletions.shrink_to_fit();
+        }
     }
 
     /// The deletions of `kind` after `from`, of pods bound to `node` when it is given.
-    fn since<'a>(&'a self, kind: Kind, node: Option<&str>, from: u64) -> Box<dyn Iterator<Item = &'a StoreEvent> + 'a> {
-        let after = |events: &VecDeque<StoreEvent>| events.partition_point(|e| e.revision <= from);
-        match node {
-            Some(node) => match self.pods_by_node.get(node) {
-                Some(pods) => Box::new(pods.range(after(pods)..)),
-                None => Box::new(std::iter::empty()),
-            },
-            None => {
-                let first = self.deletions.partition_point(|(_, e)| e.revision <= from);
-                Box::new(self.deletions.range(first..).map(|(_, e)| e).filter(move |e| e.object.kind() == kind))
-            }
-        }
+    fn since(&self, kind: Kind, node: Option<&str>, from: u64) -> Vec<StoreEvent> {
+        let after = |deletions: &VecDeque<Deletion>| deletions.partition_point(|d| d.revision <= from);
+        let deletions = match node {
+            Some(node) => self.pods_by_node.get(node),
+            None => Some(&self.deletions),
+        };
+        let Some(deletions) = deletions else { return Vec::new() };
+        deletions.range(after(deletions)..).filter(|d| d.last.kind() == kind).map(Deletion::event).collect()
     }
 }
 
@@ -739,7 +754,7 @@ fn commit_batch(inner: &Inner, persistence: &mut dyn Persistence, batch: Vec<Req
                 (None, None) => unreachable!("a staged change always has a new or a previous state"),
             };
             if event.type_ == EventType::Deleted {
-                state.tombstones.keep(now, &event);
+                state.tombstones.keep(Deletion { at: now, revision: event.revision, last: event.object.clone() });
             }
             state.history.push_back((now, event.clone()));
             events.push(event);

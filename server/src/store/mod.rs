@@ -176,14 +176,19 @@ pub struct StoreEvent {
 }
 
 impl StoreEvent {
+    /// The event's own allocations go in the heap of its object's kind, as the object does
+    /// (`crate::heaps`): pods' events and encodings, gone with the history, then leave
+    /// no page of the shared heap resident.
     pub fn new(type_: EventType, revision: u64, object: Arc<Object>, prev: Option<Arc<Object>>) -> Self {
-        StoreEvent { type_, revision, object, prev, json: Arc::default() }
+        let json = crate::heaps::in_heap_of(object.kind(), Arc::default);
+        StoreEvent { type_, revision, object, prev, json }
     }
 
     /// The object as JSON, encoded by the first watcher that asks.
     pub fn object_json(&self) -> &str {
         self.json.get_or_init(|| {
-            serde_json::to_string(&*self.object).unwrap_or_else(|e| format!("{{\"error\":\"cannot encode the object: {e}\"}}"))
+            crate::heaps::in_heap_of(self.object.kind(), || serde_json::to_string(&*self.object))
+                .unwrap_or_else(|e| format!("{{\"error\":\"cannot encode the object: {e}\"}}"))
         })
     }
 
