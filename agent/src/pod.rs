@@ -489,7 +489,9 @@ impl PodWorker {
                 let message = e.to_string();
                 self.ctx.event(pod, event_types::WARNING, "FailedCreatePodSandBox", format!("Error: {message}"));
                 let delay = self.bump_delay(&container.name);
-                let status = self.base_status(container, waiting("CreateContainerError", message));
+                // As the kubelet: while its sandbox cannot be made, a container is still being
+                // created; the event and the message say why.
+                let status = self.base_status(container, waiting("ContainerCreating", message));
                 return Ok(Step::new(status, Some(delay), String::new()));
             }
         };
