@@ -542,6 +542,11 @@ mod tests {
                 too_many_events: CancellationToken::new(),
             }
         }
+
+        /// When each event of `reason` came, counted from `since`.
+        fn times_of(&self, reason: &str, since: Instant) -> Vec<Duration> {
+            self.events.lock().unwrap().iter().filter(|(_, e)| e.reason == reason).map(|(at, _)| *at - since).collect()
+        }
     }
 
     #[async_trait]
@@ -803,5 +808,18 @@ mod tests {
                 }
             }
         }
+        assert_eq!(api.times_of("FailedCreatePodSandBox", Instant::now()).len(), 1, "one sandbox for the pod, not one per container");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pod_whose_sandbox_dies_retries_on_its_back_off_not_when_the_sandbox_ends() {
+        let (manager, api) = dying_sandboxes();
+        let began = Instant::now();
+        manager.upsert(pod_with_a_sidecar());
+        // The paused clock moves on only while every task waits: 16 s of back-off, at once.
+        tokio::time::sleep(Duration::from_millis(15_500)).await;
+        let attempts = api.times_of("FailedCreatePodSandBox", began);
+        let seconds: Vec<u64> = attempts.iter().map(Duration::as_secs).collect();
+        assert_eq!(seconds, [0, 1, 3, 7, 15], "a try, then after 1, 2, 4 and 8 s: {attempts:?}");
     }
 }
