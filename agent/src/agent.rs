@@ -496,13 +496,17 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use async_trait::async_trait;
+    use bytes::Bytes;
     use chrono::Utc;
+    use futures::stream::BoxStream;
     use shared::api::{ApiErrorStatus, Heartbeat};
-    use shared::model::{Container, Event, Node, ObjectMeta, PodPhase, PodSpec, PodStatus};
+    use shared::model::{Container, ContainerState, Event, Node, ObjectMeta, PodPhase, PodSpec, PodStatus};
 
     use super::*;
     use crate::client::Error as ClientError;
-    use crate::runtime::{ContainerRuntime, SimulatedRuntime};
+    use crate::network::PodNetwork;
+    use crate::runtime::{ContainerConfig, ContainerInfo, ContainerRuntime, Result as RuntimeResult, SimulatedRuntime};
+    use crate::sandbox::Sandboxes;
 
     /// What the server answers `code` with.
     fn answer(code: u16, reason: &str, message: &str) -> ClientError {
@@ -516,8 +520,33 @@ mod tests {
         confirmed: Mutex<Vec<String>>,
         /// The status the worker last wrote.
         status: Mutex<Option<PodStatus>>,
+        /// Every status the worker wrote.
+        statuses: Mutex<Vec<PodStatus>>,
         failures: AtomicUsize,
         then: fn() -> Option<ClientError>,
+        /// Every event, and when it came.
+        events: Mutex<Vec<(Instant, Event)>>,
+        /// Cancelled at the 50th event: a worker that retries without pause stops there.
+        too_many_events: CancellationToken,
+    }
+
+    impl ConfirmingApi {
+        fn new(failures: usize, then: fn() -> Option<ClientError>) -> Self {
+            ConfirmingApi {
+                confirmed: Mutex::new(vec![]),
+                status: Mutex::new(None),
+                statuses: Mutex::new(vec![]),
+                failures: AtomicUsize::new(failures),
+                then,
+                events: Mutex::new(vec![]),
+                too_many_events: CancellationToken::new(),
+            }
+        }
+
+        /// When each event of `reason` came, counted from `since`.
+        fn times_of(&self, reason: &str, since: Instant) -> Vec<Duration> {
+            self.events.lock().unwrap().iter().filter(|(_, e)| e.reason == reason).map(|(at, _)| *at - since).collect()
+        }
     }
 
     #[async_trait]
@@ -542,6 +571,7 @@ mod tests {
         }
         async fn update_pod_status(&self, pod: &Pod) -> ClientResult<Pod> {
             *self.status.lock().unwrap() = Some(pod.status.clone());
+            self.statuses.lock().unwrap().push(pod.status.clone());
             Ok(pod.clone())
         }
         async fn delete_pod_now(&self, pod: &Pod) -> ClientResult<()> {
@@ -552,14 +582,18 @@ mod tests {
             }
             (self.then)().map_or(Ok(()), Err)
         }
-        async fn create_event(&self, _: &Event) -> ClientResult<()> {
+        async fn create_event(&self, event: &Event) -> ClientResult<()> {
+            let mut events = self.events.lock().unwrap();
+            events.push((Instant::now(), event.clone()));
+            if events.len() >= 50 {
+                self.too_many_events.cancel();
+            }
             Ok(())
         }
     }
 
     fn manager(failures: usize, then: fn() -> Option<ClientError>) -> (Arc<PodManager>, Arc<ConfirmingApi>, Arc<SimulatedRuntime>) {
-        let api =
-            Arc::new(ConfirmingApi { confirmed: Mutex::new(vec![]), status: Mutex::new(None), failures: AtomicUsize::new(failures), then });
+        let api = Arc::new(ConfirmingApi::new(failures, then));
         let runtime = Arc::new(SimulatedRuntime::new(Duration::ZERO));
         let ctx = NodeContext {
             node_name: "n1".into(),
@@ -672,5 +706,120 @@ mod tests {
             eventually("the worker's end", || manager.pod_uids().is_empty()).await;
             assert_eq!(api.confirmed.lock().unwrap().len(), 1, "no retry after the pod is known gone");
         }
+    }
+
+    /// A runtime whose pod sandboxes die as they start: the agent removes each again, and
+    /// the engine reports its end (`die`, `destroy`) as Docker would.
+    struct DyingSandboxes(SimulatedRuntime);
+
+    #[async_trait]
+    impl ContainerRuntime for DyingSandboxes {
+        fn kind(&self) -> &'static str {
+            self.0.kind()
+        }
+        async fn version(&self) -> RuntimeResult<String> {
+            self.0.version().await
+        }
+        async fn has_image(&self, image: &str) -> RuntimeResult<bool> {
+            self.0.has_image(image).await
+        }
+        async fn pull_image(&self, image: &str) -> RuntimeResult<()> {
+            self.0.pull_image(image).await
+        }
+        async fn create(&self, config: &ContainerConfig) -> RuntimeResult<String> {
+            self.0.create(config).await
+        }
+        async fn start(&self, id: &str) -> RuntimeResult<()> {
+            self.0.start(id).await?;
+            if self.0.inspect(id).await?.is_some_and(|info| info.labels.contains_key(LABEL_SANDBOX)) {
+                self.0.stop(id, Duration::ZERO).await?;
+            }
+            Ok(())
+        }
+        async fn rename(&self, id: &str, name: &str) -> RuntimeResult<()> {
+            self.0.rename(id, name).await
+        }
+        async fn stop(&self, id: &str, grace: Duration) -> RuntimeResult<()> {
+            self.0.stop(id, grace).await
+        }
+        async fn remove(&self, id: &str) -> RuntimeResult<()> {
+            self.0.remove(id).await
+        }
+        async fn inspect(&self, id: &str) -> RuntimeResult<Option<ContainerInfo>> {
+            self.0.inspect(id).await
+        }
+        async fn list(&self, labels: &[(&str, &str)]) -> RuntimeResult<Vec<ContainerInfo>> {
+            self.0.list(labels).await
+        }
+        fn logs(&self, id: &str, tail: Option<u64>, follow: bool) -> BoxStream<'static, RuntimeResult<Bytes>> {
+            self.0.logs(id, tail, follow)
+        }
+        fn events(&self, labels: &[(&str, &str)]) -> BoxStream<'static, RuntimeResult<RuntimeEvent>> {
+            self.0.events(labels)
+        }
+    }
+
+    /// A node whose pods' sandboxes die as they start, with a 1 s back-off doubling to 8 s,
+    /// following its runtime's events as the agent does, until the API has seen too many events.
+    fn dying_sandboxes() -> (Arc<PodManager>, Arc<ConfirmingApi>) {
+        let api = Arc::new(ConfirmingApi::new(0, || None));
+        let runtime: Arc<dyn ContainerRuntime> = Arc::new(DyingSandboxes(SimulatedRuntime::new(Duration::ZERO)));
+        let sandboxes = Sandboxes::new(runtime.clone(), "n1", "c1", PodNetwork::Docker(String::new()), 0);
+        let ctx = NodeContext {
+            node_name: "n1".into(),
+            cluster: "c1".into(),
+            address: "127.0.0.1".into(),
+            network: String::new(),
+            runtime,
+            api: api.clone(),
+            events: api.clone(),
+            backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(8)),
+            sandboxes: Some(sandboxes),
+        };
+        let manager = PodManager::new(Arc::new(ctx), api.too_many_events.clone());
+        tokio::spawn(follow_runtime_events(manager.clone(), api.too_many_events.clone()));
+        (manager, api)
+    }
+
+    /// Two containers share a namespace, so the pod needs a sandbox on Docker's network too.
+    fn pod_with_a_sidecar() -> Pod {
+        let mut pod = pod();
+        let sidecar = Container { name: "sidecar".into(), ..pod.spec.containers[0].clone() };
+        pod.spec.containers.push(sidecar);
+        pod
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pod_whose_sandbox_cannot_be_made_is_still_container_creating_and_says_why() {
+        let (manager, api) = dying_sandboxes();
+        manager.upsert(pod_with_a_sidecar());
+        eventually("a status", || api.status.lock().unwrap().is_some()).await;
+        // Each status written, the one of the failed try as those of the back-off after it.
+        for status in api.statuses.lock().unwrap().iter() {
+            assert_eq!(status.phase, PodPhase::Pending);
+            assert_eq!(status.container_statuses.len(), 2);
+            for container in &status.container_statuses {
+                match &container.state {
+                    ContainerState::Waiting { reason, message } => {
+                        assert_eq!(reason, "ContainerCreating", "{container:?}");
+                        assert!(message.contains("the sandbox stopped at once"), "{message}");
+                    }
+                    other => panic!("{} is {other:?}", container.name),
+                }
+            }
+        }
+        assert_eq!(api.times_of("FailedCreatePodSandBox", Instant::now()).len(), 1, "one sandbox for the pod, not one per container");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pod_whose_sandbox_dies_retries_on_its_back_off_not_when_the_sandbox_ends() {
+        let (manager, api) = dying_sandboxes();
+        let began = Instant::now();
+        manager.upsert(pod_with_a_sidecar());
+        // The paused clock moves on only while every task waits: 16 s of back-off, at once.
+        tokio::time::sleep(Duration::from_millis(15_500)).await;
+        let attempts = api.times_of("FailedCreatePodSandBox", began);
+        let seconds: Vec<u64> = attempts.iter().map(Duration::as_secs).collect();
+        assert_eq!(seconds, [0, 1, 3, 7, 15], "a try, then after 1, 2, 4 and 8 s: {attempts:?}");
     }
 }

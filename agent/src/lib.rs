@@ -50,6 +50,9 @@ use crate::runtime::{ContainerRuntime, DockerRuntime, SimulatedRuntime};
 
 /// The default address of the agent's HTTP API, the kubelet's port.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:10250";
+/// The environment variable that sets where the agent's HTTP API listens, for the agent's
+/// `--listen` as for a server's local node.
+pub const LISTEN_ENV: &str = "SHEPHERD_AGENT_LISTEN";
 /// How restarts, image pulls and deletion confirmations back off by default: 1 s, doubling
 /// to 60 s (the binaries' `--backoff-base` and `--backoff-max`).
 pub const DEFAULT_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));

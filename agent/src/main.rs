@@ -65,7 +65,7 @@ struct Cli {
     #[arg(long, default_value = "127.0.0.1")]
     address: String,
     /// Where the agent API (logs) listens; 127.0.0.1:0 picks a free port.
-    #[arg(long, env = "SHEPHERD_AGENT_LISTEN", default_value = agent::DEFAULT_LISTEN)]
+    #[arg(long, env = agent::LISTEN_ENV, default_value = agent::DEFAULT_LISTEN)]
     listen: SocketAddr,
     /// First delay of the restart and image pull back-off, doubling up to --backoff-max.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::Utc;
 use shared::backoff::Backoff;
@@ -12,6 +12,8 @@ use shared::model::{
     Condition, Container, ContainerState, ContainerStatus, DEFAULT_GRACE_SECONDS, Event, ObjectMeta, ObjectReference, Pod, PodPhase,
     PodStatus, RestartPolicy, Time, conditions, event_types, set_condition,
 };
+// Tokio's clock, which tests can pause: back-offs are timing logic.
+use tokio::time::Instant;
 
 use crate::client::ApiClient;
 use crate::runtime::{
@@ -155,9 +157,9 @@ struct Restarts {
     delay: Duration,
 }
 
-/// A failing image pull: retry only once `until` has passed.
+/// A failing image pull or pod sandbox: retry only once `until` has passed.
 #[derive(Debug, Clone)]
-struct PullBackoff {
+struct Failing {
     delay: Duration,
     until: Instant,
     message: String,
@@ -167,7 +169,10 @@ struct PullBackoff {
 pub struct PodWorker {
     ctx: Arc<NodeContext>,
     restarts: HashMap<String, Restarts>,
-    pulls: HashMap<String, PullBackoff>,
+    pulls: HashMap<String, Failing>,
+    /// The pod's sandbox could not be made: none is tried again before its back-off is over,
+    /// whatever wakes the worker sooner (the end of the sandbox the failure removed).
+    sandbox_failing: Option<Failing>,
     last_reported: Option<PodStatus>,
     /// The spec of the last pass.
     last_spec: Option<shared::model::PodSpec>,
@@ -227,6 +232,7 @@ impl PodWorker {
             ctx,
             restarts: HashMap::new(),
             pulls: HashMap::new(),
+            sandbox_failing: None,
             last_reported: None,
             last_spec: None,
             seeded: false,
@@ -473,8 +479,7 @@ impl PodWorker {
                             other => other.to_string(),
                         };
                         let delay = self.pulls.get(image).map_or(self.ctx.backoff.base, |b| self.ctx.backoff.next(b.delay));
-                        self.pulls
-                            .insert(image.to_string(), PullBackoff { delay, until: Instant::now() + delay, message: message.clone() });
+                        self.pulls.insert(image.to_string(), Failing { delay, until: Instant::now() + delay, message: message.clone() });
                         self.ctx.event(pod, event_types::WARNING, "Failed", format!("Failed to pull image {image:?}: {message}"));
                         let status = self.base_status(container, waiting("ErrImagePull", message));
                         // Look again within the back-off, to show ImagePullBackOff.
@@ -483,13 +488,26 @@ impl PodWorker {
                 }
             }
         }
+        // The pod's sandbox failed: its back-off is waited out whatever wakes this pass (the
+        // end of the sandbox the failure removed does at once).
+        if let Some(failing) = self.sandbox_failing.as_ref().filter(|f| self.sandbox.is_none() && Instant::now() < f.until) {
+            let (requeue, message) = (failing.until - Instant::now(), failing.message.clone());
+            let status = self.base_status(container, waiting("ContainerCreating", message));
+            return Ok(Step::new(status, Some(requeue), String::new()));
+        }
         let sandbox = match self.sandbox_for(pod).await {
-            Ok(sandbox) => sandbox,
+            Ok(sandbox) => {
+                self.sandbox_failing = None;
+                sandbox
+            }
             Err(e) => {
                 let message = e.to_string();
                 self.ctx.event(pod, event_types::WARNING, "FailedCreatePodSandBox", format!("Error: {message}"));
-                let delay = self.bump_delay(&container.name);
-                let status = self.base_status(container, waiting("CreateContainerError", message));
+                let delay = self.sandbox_failing.as_ref().map_or(self.ctx.backoff.base, |f| self.ctx.backoff.next(f.delay));
+                self.sandbox_failing = Some(Failing { delay, until: Instant::now() + delay, message: message.clone() });
+                // As the kubelet: while its sandbox cannot be made, a container is still being
+                // created; the event and the message say why.
+                let status = self.base_status(container, waiting("ContainerCreating", message));
                 return Ok(Step::new(status, Some(delay), String::new()));
             }
         };

@@ -273,7 +273,8 @@ async fn a_host_port_a_process_of_the_host_listens_on_is_refused_until_it_is_fre
     let pod = api.add_pod(&node, "web-taken", spec(vec![web], "Always"));
     let refused = |p: &shared::model::Pod| {
         p.status.container_statuses.iter().any(|c| {
-            matches!(&c.state, ContainerState::Waiting { message, .. } if message.contains("is in use by another process on this machine"))
+            matches!(&c.state, ContainerState::Waiting { reason, message }
+                if reason == "ContainerCreating" && message.contains("is in use by another process on this machine"))
         })
     };
     api.wait_for(&pod.metadata.uid, "refused for its host port", WAIT, refused).await;

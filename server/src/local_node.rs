@@ -3,6 +3,7 @@
 //! `minimal` image made sure of), else simulated pods with a warning that says how to get
 //! real containers.
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
@@ -15,6 +16,9 @@ use tokio_util::sync::CancellationToken;
 const MINIMAL_IMAGE: &str = "minimal";
 /// How long a simulated pod takes to "start".
 const SIMULATED_START_DELAY: Duration = Duration::from_millis(500);
+/// Where the local node's agent API listens by default: any free port, for only the server
+/// in the same process needs to find it.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:0";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LocalRuntime {
@@ -22,6 +26,17 @@ pub enum LocalRuntime {
     Auto,
     Docker,
     Simulated,
+}
+
+/// The local node's flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    pub runtime: LocalRuntime,
+    /// Pod sandboxes to keep ready.
+    pub warm_sandboxes: usize,
+    pub remove_containers_on_exit: bool,
+    /// Where its agent API listens.
+    pub listen: SocketAddr,
 }
 
 /// Picks the runtime: `Auto` falls back to simulated pods with a warning.
@@ -60,18 +75,19 @@ async fn ensure_minimal_image() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The agent's settings for a node served by this process at `api`, keeping `warm_sandboxes`
-/// pod sandboxes ready. It renews its lease at least every quarter of the server's node
-/// monitor grace, as the kubelet's defaults do (10 s of 40 s), so that a shortened grace
-/// does not make it look NotReady between two renewals. When the server checks tokens,
-/// the node gets a node token of its own, added to `config`.
-pub fn agent_config(api: &str, runtime: RuntimeChoice, warm_sandboxes: usize, config: &mut Config) -> AgentConfig {
+/// The agent's settings for a node served by this process at `api`, as `settings` say. It
+/// renews its lease at least every quarter of the server's node monitor grace, as the
+/// kubelet's defaults do (10 s of 40 s), so that a shortened grace does not make it look
+/// NotReady between two renewals. When the server checks tokens, the node gets a node token
+/// of its own, added to `config`.
+pub fn agent_config(api: &str, runtime: RuntimeChoice, settings: &Settings, config: &mut Config) -> AgentConfig {
     let mut agent = AgentConfig::new(api);
     agent.runtime = runtime;
-    agent.warm_sandboxes = warm_sandboxes;
+    agent.warm_sandboxes = settings.warm_sandboxes;
+    agent.remove_containers_on_exit = settings.remove_containers_on_exit;
+    agent.listen = settings.listen;
     let renew = &mut agent.heartbeats.lease_renew_interval;
     *renew = (*renew).min(config.node_monitor_grace / 4).max(Duration::from_millis(100));
-    agent.listen = "127.0.0.1:0".parse().expect("a valid loopback address");
     agent.certificate_authority = config.tls.as_ref().map(|tls| tls.trust.clone());
     if !config.tokens.is_empty() {
         let token = uuid::Uuid::new_v4().simple().to_string();
@@ -86,5 +102,25 @@ pub async fn run(agent: AgentConfig, shutdown: CancellationToken) {
     let node = agent.node_name.clone();
     if let Err(e) = agent::run(agent, shutdown).await {
         tracing::error!(node = %node, "the local node agent stopped: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(listen: &str) -> Settings {
+        Settings { runtime: LocalRuntime::Simulated, warm_sandboxes: 2, remove_containers_on_exit: true, listen: listen.parse().unwrap() }
+    }
+
+    #[test]
+    fn the_agent_gets_the_local_nodes_settings() {
+        let mut config = Config::default();
+        let simulated = RuntimeChoice::Simulated { start_delay: SIMULATED_START_DELAY };
+        let agent = agent_config("http://127.0.0.1:19000", simulated, &settings("127.0.0.1:19001"), &mut config);
+        assert_eq!(agent.listen, "127.0.0.1:19001".parse().unwrap());
+        assert_eq!((agent.warm_sandboxes, agent.remove_containers_on_exit), (2, true));
+        assert_eq!(agent.server, "http://127.0.0.1:19000");
+        assert!(agent.token.is_none(), "a server without tokens gives its node none");
     }
 }

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::Parser;
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser};
 use server::auth::Tokens;
 use server::config::{Config, default_data_dir};
 use server::tls::Identity;
@@ -95,6 +96,10 @@ struct Args {
     /// and the warm pool (by default they keep running, for the next start to adopt).
     #[arg(long, requires = "local_node")]
     remove_containers_on_exit: bool,
+    /// Where the local node's agent API (the logs the server proxies) listens; 127.0.0.1:0
+    /// picks a free port. The same setting as shepherd-agent's --listen. Only with --local-node.
+    #[arg(long, env = agent::LISTEN_ENV, default_value = local_node::DEFAULT_LISTEN)]
+    local_node_listen: SocketAddr,
     /// Threads that serve HTTP and run the loops [default: one per CPU core]. The store's
     /// writer has its own thread either way.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -110,6 +115,28 @@ fn default_dashboard_dir() -> Option<PathBuf> {
 }
 
 impl Args {
+    /// The flags of `matches`. `--local-node-listen` needs `--local-node` only as a flag: its
+    /// variable is the stand-alone agent's as well, which a shell may export for both (clap's
+    /// `requires` would count the variable too).
+    fn from_matches(matches: &clap::ArgMatches) -> Result<Args, clap::Error> {
+        let args = Args::from_arg_matches(matches)?;
+        if !args.local_node && matches.value_source("local_node_listen") == Some(ValueSource::CommandLine) {
+            let message = "--local-node-listen is the local node's: add --local-node";
+            return Err(Args::command().error(clap::error::ErrorKind::MissingRequiredArgument, message));
+        }
+        Ok(args)
+    }
+
+    /// The local node's settings, when it runs.
+    fn local_node_settings(&self) -> Option<local_node::Settings> {
+        self.local_node.then_some(local_node::Settings {
+            runtime: self.local_runtime,
+            warm_sandboxes: self.warm_sandboxes,
+            remove_containers_on_exit: self.remove_containers_on_exit,
+            listen: self.local_node_listen,
+        })
+    }
+
     fn into_config(self) -> anyhow::Result<Config> {
         let mut tokens = match &self.tokens_file {
             Some(path) => Tokens::load(path)?,
@@ -187,7 +214,7 @@ fn start() -> anyhow::Result<()> {
     agent::logging::init("info");
     #[cfg(target_os = "linux")]
     disable_transparent_huge_pages();
-    let args = Args::parse();
+    let args = Args::from_matches(&Args::command().get_matches()).unwrap_or_else(|e| e.exit());
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     if let Some(threads) = args.worker_threads {
         runtime.worker_threads(usize::from(threads));
@@ -197,7 +224,7 @@ fn start() -> anyhow::Result<()> {
 
 async fn serve(args: Args) -> anyhow::Result<()> {
     let addr = args.addr;
-    let local = args.local_node.then_some((args.local_runtime, args.warm_sandboxes, args.remove_containers_on_exit));
+    let local = args.local_node_settings();
     let mut config = args.into_config()?;
     if let Some(dir) = &config.data_dir {
         tracing::info!("data directory: {}", dir.display());
@@ -214,10 +241,9 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     // On a signal the local node stops first, while the API still answers its last calls
     // (a pod's deletion confirmed), and the control plane after it.
     let (shutdown, local_agent) = match local {
-        Some((wanted, warm_sandboxes, remove_containers_on_exit)) => {
-            let runtime = local_node::choose_runtime(wanted).await?;
-            let mut agent = local_node::agent_config(&url, runtime, warm_sandboxes, &mut config);
-            agent.remove_containers_on_exit = remove_containers_on_exit;
+        Some(settings) => {
+            let runtime = local_node::choose_runtime(settings.runtime).await?;
+            let agent = local_node::agent_config(&url, runtime, &settings, &mut config);
             let shutdown = CancellationToken::new();
             let (stop_server, signal) = (shutdown.clone(), signalled.clone());
             let agent = tokio::spawn(local_node::run(agent, signalled.clone()));
@@ -241,4 +267,27 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     served?;
     tracing::info!("stopped cleanly");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(flags: &[&str]) -> Result<Args, clap::Error> {
+        Args::from_matches(&Args::command().try_get_matches_from(["shepherd", "--in-memory"].iter().chain(flags))?)
+    }
+
+    #[test]
+    fn the_local_node_listens_where_its_flag_or_the_agents_variable_says() {
+        let told = parse(&["--local-node", "--local-node-listen", "127.0.0.1:19002"]).unwrap().local_node_settings().unwrap();
+        assert_eq!(told.listen, "127.0.0.1:19002".parse().unwrap());
+        let alone = parse(&["--local-node-listen", "127.0.0.1:19002"]).map(|_| ()).expect_err("refused without --local-node").to_string();
+        assert!(alone.contains("add --local-node"), "{alone}");
+        assert_eq!(parse(&[]).unwrap().local_node_settings(), None);
+        let command = Args::command();
+        let flag = command.get_arguments().find(|a| a.get_id() == "local_node_listen").expect("the flag");
+        assert_eq!(flag.get_env(), Some(std::ffi::OsStr::new(agent::LISTEN_ENV)), "the stand-alone agent's variable");
+        // Read from the flag, not from a parse: the variable may be set where the test runs.
+        assert_eq!(flag.get_default_values(), [local_node::DEFAULT_LISTEN]);
+    }
 }

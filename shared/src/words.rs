@@ -99,9 +99,13 @@ pub enum PendingReason {
         message: String,
     },
     /// Bound to `node`, whose agent has not started it; `status` is the pod's status word.
+    /// `message` is a container's waiting message while that word is `ContainerCreating`,
+    /// which alone does not say that something failed (a sandbox that cannot be made); the
+    /// other words name their failure themselves.
     WaitingForAgent {
         node: String,
         status: String,
+        message: String,
     },
 }
 
@@ -115,24 +119,38 @@ pub fn pending_reason(pod: &Pod) -> Option<PendingReason> {
             Some(PendingReason::Unschedulable { message: message.unwrap_or_default() })
         }
         PodStage::WaitingForAgent => {
-            Some(PendingReason::WaitingForAgent { node: pod.spec.node_name.clone(), status: pod.display_status() })
+            let status = pod.display_status();
+            let message = if status == "ContainerCreating" { creating_message(pod) } else { String::new() };
+            Some(PendingReason::WaitingForAgent { node: pod.spec.node_name.clone(), status, message })
         }
         _ => None,
     }
 }
 
+/// The first message of a container still being created, such as why its sandbox cannot be
+/// made; empty when none has one.
+fn creating_message(pod: &Pod) -> String {
+    let message = pod.status.container_statuses.iter().find_map(|status| match &status.state {
+        ContainerState::Waiting { reason, message } if reason == "ContainerCreating" && !message.is_empty() => Some(message),
+        _ => None,
+    });
+    message.cloned().unwrap_or_default()
+}
+
 impl fmt::Display for PendingReason {
     /// `waiting for the scheduler`, `Unschedulable: 0/2 nodes are available: …`,
-    /// `scheduled to node-1, waiting for its agent`, `ErrImagePull on node-1`.
+    /// `scheduled to node-1, waiting for its agent`, `ContainerCreating on node-1: failed to
+    /// set up the pod network: …`, `ErrImagePull on node-1`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PendingReason::WaitingForScheduler => f.write_str("waiting for the scheduler"),
             PendingReason::Unschedulable { message } if message.is_empty() => f.write_str("Unschedulable"),
             PendingReason::Unschedulable { message } => write!(f, "Unschedulable: {message}"),
-            PendingReason::WaitingForAgent { node, status } if status == "ContainerCreating" => {
+            PendingReason::WaitingForAgent { node, status, message } if status == "ContainerCreating" && message.is_empty() => {
                 write!(f, "scheduled to {node}, waiting for its agent")
             }
-            PendingReason::WaitingForAgent { node, status } => write!(f, "{status} on {node}"),
+            PendingReason::WaitingForAgent { node, status, message } if message.is_empty() => write!(f, "{status} on {node}"),
+            PendingReason::WaitingForAgent { node, status, message } => write!(f, "{status} on {node}: {message}"),
         }
     }
 }
@@ -233,6 +251,20 @@ mod tests {
         bound.spec.node_name = "node-1".into();
         assert_eq!(pending_reason(&bound).unwrap().to_string(), "scheduled to node-1, waiting for its agent");
         assert_eq!(bound.display_status(), "ContainerCreating");
+        // A sandbox that cannot be made keeps the word, as kubectl shows it; the reason says why.
+        let mut refused = bound.clone();
+        refused.status.container_statuses.push(ContainerStatus {
+            state: ContainerState::Waiting {
+                reason: "ContainerCreating".into(),
+                message: "failed to set up the pod network: host port 8080/TCP on 127.0.0.1 is in use".into(),
+            },
+            ..Default::default()
+        });
+        assert_eq!(refused.display_status(), "ContainerCreating");
+        assert_eq!(
+            pending_reason(&refused).unwrap().to_string(),
+            "ContainerCreating on node-1: failed to set up the pod network: host port 8080/TCP on 127.0.0.1 is in use"
+        );
         bound.status.container_statuses.push(ContainerStatus {
             state: ContainerState::Waiting { reason: "ErrImagePull".into(), message: String::new() },
             ..Default::default()

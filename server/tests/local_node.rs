@@ -1,0 +1,71 @@
+//! The `shepherd` binary and the stand-alone agent's `SHEPHERD_AGENT_LISTEN`: a local node's
+//! agent API listens where it says, and a server without a local node still starts where a
+//! shell exports it for the agent.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use shared::model::Node;
+use shepherd_client::{Client, Selection};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// Starts the binary with `flags` and `SHEPHERD_AGENT_LISTEN=listen`; returns it and the
+/// URL its log says it serves.
+async fn start(flags: &[&str], listen: &str) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_shepherd"))
+        .args(["--in-memory", "--addr", "127.0.0.1:0"])
+        .args(flags)
+        .env("SHEPHERD_AGENT_LISTEN", listen)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the shepherd binary runs");
+    let mut lines = BufReader::new(child.stderr.take().expect("piped")).lines();
+    let url = tokio::time::timeout(WAIT, async {
+        let mut seen = String::new();
+        while let Some(line) = lines.next_line().await.expect("its log") {
+            if let Some(rest) = line.split_once("shepherd API listening on ").map(|(_, rest)| rest) {
+                return rest.split_whitespace().next().expect("a URL").to_string();
+            }
+            seen.push_str(&line);
+            seen.push('\n');
+        }
+        panic!("shepherd stopped before it listened:\n{seen}");
+    })
+    .await
+    .expect("shepherd listens within 20 s");
+    // The rest of its log is not read: keep the pipe drained so that it never blocks.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, url)
+}
+
+#[tokio::test]
+async fn the_local_node_listens_where_shepherd_agent_listen_says() {
+    let (_server, url) = start(&["--local-node", "--local-runtime", "simulated"], "127.0.0.1:19047").await;
+    let client = Client::new(&url, None).unwrap();
+    let began = std::time::Instant::now();
+    let endpoint = loop {
+        let nodes = client.list::<Node>(&Selection::default()).await.expect("the nodes");
+        if let Some(node) = nodes.items.iter().find(|n| !n.status.agent_endpoint.is_empty()) {
+            break node.status.agent_endpoint.clone();
+        }
+        assert!(began.elapsed() < WAIT, "the local node did not register within 20 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(endpoint, "http://127.0.0.1:19047");
+    let health = reqwest::get(format!("{endpoint}/healthz")).await.expect("the local node's agent API answers");
+    assert!(health.status().is_success(), "{health:?}");
+}
+
+#[tokio::test]
+async fn a_server_without_a_local_node_starts_where_the_agents_variable_is_set() {
+    // Exported for a stand-alone agent in the same shell: the server has no use for it.
+    let (_server, url) = start(&[], "127.0.0.1:19048").await;
+    let client = Client::new(&url, None).unwrap();
+    assert!(client.list::<Node>(&Selection::default()).await.expect("the nodes").items.is_empty());
+}
