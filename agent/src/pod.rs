@@ -9,8 +9,8 @@ use std::time::Duration;
 use chrono::Utc;
 use shared::backoff::Backoff;
 use shared::model::{
-    Condition, Container, ContainerState, ContainerStatus, DEFAULT_GRACE_SECONDS, Event, ObjectMeta, ObjectReference, Pod, PodPhase,
-    PodStatus, RestartPolicy, Time, conditions, event_types, set_condition,
+    CONTAINER_CREATING, Condition, Container, ContainerState, ContainerStatus, DEFAULT_GRACE_SECONDS, Event, ObjectMeta, ObjectReference,
+    Pod, PodPhase, PodStatus, RestartPolicy, Time, conditions, event_types, set_condition,
 };
 // Tokio's clock, which tests can pause: back-offs are timing logic.
 use tokio::time::Instant;
@@ -492,7 +492,7 @@ impl PodWorker {
         // end of the sandbox the failure removed does at once).
         if let Some(failing) = self.sandbox_failing.as_ref().filter(|f| self.sandbox.is_none() && Instant::now() < f.until) {
             let (requeue, message) = (failing.until - Instant::now(), failing.message.clone());
-            let status = self.base_status(container, waiting("ContainerCreating", message));
+            let status = self.base_status(container, waiting(CONTAINER_CREATING, message));
             return Ok(Step::new(status, Some(requeue), String::new()));
         }
         let sandbox = match self.sandbox_for(pod).await {
@@ -507,7 +507,7 @@ impl PodWorker {
                 self.sandbox_failing = Some(Failing { delay, until: Instant::now() + delay, message: message.clone() });
                 // As the kubelet: while its sandbox cannot be made, a container is still being
                 // created; the event and the message say why.
-                let status = self.base_status(container, waiting("ContainerCreating", message));
+                let status = self.base_status(container, waiting(CONTAINER_CREATING, message));
                 return Ok(Step::new(status, Some(delay), String::new()));
             }
         };
@@ -649,7 +649,7 @@ impl PodWorker {
                 self.start(pod, container, &id, Some(ended)).await
             }
             RunState::Other(state) => {
-                let mut status = self.base_status(container, waiting("ContainerCreating", format!("container is {state}")));
+                let mut status = self.base_status(container, waiting(CONTAINER_CREATING, format!("container is {state}")));
                 status.container_id = info.id.clone();
                 Ok(Step::new(status, Some(Duration::from_secs(1)), info.ip))
             }

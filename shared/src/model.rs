@@ -651,9 +651,13 @@ pub enum ContainerState {
     },
 }
 
+/// The waiting reason of a container being created, its sandbox included, as the kubelet
+/// gives it: the pod's status word until something more telling happens.
+pub const CONTAINER_CREATING: &str = "ContainerCreating";
+
 impl Default for ContainerState {
     fn default() -> Self {
-        ContainerState::Waiting { reason: "ContainerCreating".to_string(), message: String::new() }
+        ContainerState::Waiting { reason: CONTAINER_CREATING.to_string(), message: String::new() }
     }
 }
 

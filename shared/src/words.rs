@@ -5,7 +5,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::model::{ContainerState, Event, Node, Pod, PodStage, Time, conditions, find_condition};
+use crate::model::{CONTAINER_CREATING, ContainerState, Event, Node, Pod, PodStage, Time, conditions, find_condition};
 use crate::readiness::Readiness;
 
 /// How long ago `then` was, as kubectl's AGE column: `<unknown>` when there is no time.
@@ -73,7 +73,7 @@ impl Pod {
         }
         for status in &self.status.container_statuses {
             match &status.state {
-                ContainerState::Waiting { reason, .. } if !reason.is_empty() && reason != "ContainerCreating" => return reason.clone(),
+                ContainerState::Waiting { reason, .. } if !reason.is_empty() && reason != CONTAINER_CREATING => return reason.clone(),
                 ContainerState::Terminated { reason, .. } if !self.status.phase.is_terminal() && !reason.is_empty() => {
                     return reason.clone();
                 }
@@ -84,7 +84,7 @@ impl Pod {
             return self.status.reason.clone();
         }
         match self.stage() {
-            PodStage::WaitingForAgent => "ContainerCreating".to_string(),
+            PodStage::WaitingForAgent => CONTAINER_CREATING.to_string(),
             _ => self.status.phase.to_string(),
         }
     }
@@ -120,7 +120,7 @@ pub fn pending_reason(pod: &Pod) -> Option<PendingReason> {
         }
         PodStage::WaitingForAgent => {
             let status = pod.display_status();
-            let message = if status == "ContainerCreating" { creating_message(pod) } else { String::new() };
+            let message = if status == CONTAINER_CREATING { creating_message(pod) } else { String::new() };
             Some(PendingReason::WaitingForAgent { node: pod.spec.node_name.clone(), status, message })
         }
         _ => None,
@@ -131,7 +131,7 @@ pub fn pending_reason(pod: &Pod) -> Option<PendingReason> {
 /// made; empty when none has one.
 fn creating_message(pod: &Pod) -> String {
     let message = pod.status.container_statuses.iter().find_map(|status| match &status.state {
-        ContainerState::Waiting { reason, message } if reason == "ContainerCreating" && !message.is_empty() => Some(message),
+        ContainerState::Waiting { reason, message } if reason == CONTAINER_CREATING && !message.is_empty() => Some(message),
         _ => None,
     });
     message.cloned().unwrap_or_default()
@@ -146,7 +146,7 @@ impl fmt::Display for PendingReason {
             PendingReason::WaitingForScheduler => f.write_str("waiting for the scheduler"),
             PendingReason::Unschedulable { message } if message.is_empty() => f.write_str("Unschedulable"),
             PendingReason::Unschedulable { message } => write!(f, "Unschedulable: {message}"),
-            PendingReason::WaitingForAgent { node, status, message } if status == "ContainerCreating" && message.is_empty() => {
+            PendingReason::WaitingForAgent { node, status, message } if status == CONTAINER_CREATING && message.is_empty() => {
                 write!(f, "scheduled to {node}, waiting for its agent")
             }
             PendingReason::WaitingForAgent { node, status, message } if message.is_empty() => write!(f, "{status} on {node}"),

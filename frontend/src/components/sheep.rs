@@ -2,7 +2,7 @@
 
 use std::rc::Rc;
 
-use shared::model::{Pod, PodStage};
+use shared::model::{CONTAINER_CREATING, Pod, PodStage};
 use yew::prelude::*;
 
 use crate::route::Route;
@@ -31,7 +31,7 @@ impl PartialEq for SheepCardProps {
 }
 
 /// Statuses the stage colour already tells.
-const ROUTINE: [&str; 5] = ["Pending", "ContainerCreating", "Running", "Succeeded", "Failed"];
+const ROUTINE: [&str; 5] = ["Pending", CONTAINER_CREATING, "Running", "Succeeded", "Failed"];
 
 #[component]
 pub fn SheepCard(props: &SheepCardProps) -> Html {

@@ -119,7 +119,7 @@ impl State {
     /// state before, which a filter passes on as `ADDED`), and each deletion since, in
     /// revision order. `None` when a deletion after `from` is no longer kept.
     fn changes_since(&self, interest: &Interest, from: u64) -> Option<Vec<StoreEvent>> {
-        if from < self.tombstones.start {
+        if interest.kinds.iter().any(|kind| from < self.tombstones.start(*kind)) {
             return None;
         }
         let mut events = Vec::new();
@@ -178,18 +178,26 @@ impl State {
 }
 
 /// The last states of deleted objects, kept past the history (as long as its age allows,
-/// and at most [`History::deletions`]), so that a watcher whose selection is permanent
-/// can resume from before the history without listing again. Only the objects are kept,
-/// in the heap of their kind, not the events and their encodings: a mass deletion's
-/// tombstones would otherwise hold as many JSON copies in the shared heap, whose pages
-/// stay resident after they go.
+/// and at most [`History::deletions`] of each kind), so that a watcher whose selection is
+/// permanent can resume from before the history without listing again. Only the objects
+/// are kept, in the heap of their kind, not their events and encodings. Events keep no
+/// tombstones: the event limit deletes them by the hundred thousand in a burst of pods,
+/// and kept for the history's age they would leave the heap of the events that stay
+/// fragmented; an events watcher from before the history lists again.
 #[derive(Default)]
 struct Tombstones {
-    /// A deletion at or before this revision may have been forgotten.
-    start: u64,
-    deletions: VecDeque<Deletion>,
+    by_kind: HashMap<Kind, Deletions>,
     /// The deletions of pods bound to each node, for the watchers of one node.
     pods_by_node: HashMap<String, VecDeque<Deletion>>,
+    /// Where each kind's deletions start when it has had none yet.
+    opened_at: u64,
+}
+
+/// One kind's kept deletions, in revision order.
+struct Deletions {
+    /// A deletion at or before this revision may have been forgotten.
+    start: u64,
+    kept: VecDeque<Deletion>,
 }
 
 #[derive(Clone)]
@@ -207,43 +215,55 @@ impl Deletion {
 
 impl Tombstones {
     fn keep(&mut self, deletion: Deletion) {
+        let opened_at = self.opened_at;
+        let deletions = self.by_kind.entry(deletion.last.kind()).or_insert_with(|| Deletions { start: opened_at, kept: VecDeque::new() });
+        if deletion.last.kind() == Kind::Event {
+            deletions.start = deletion.revision;
+            return;
+        }
         if let Some(node) = pod_node(&deletion.last) {
             self.pods_by_node.entry(node.to_string()).or_default().push_back(deletion.clone());
         }
-        self.deletions.push_back(deletion);
+        deletions.kept.push_back(deletion);
+    }
+
+    /// The revision from which a watch of `kind` can start from the state.
+    fn start(&self, kind: Kind) -> u64 {
+        self.by_kind.get(&kind).map_or(self.opened_at, |d| d.start)
     }
 
     fn forget(&mut self, limits: &History, now: Instant) {
-        while let Some(oldest) = self.deletions.front() {
-            let expired = limits.age.is_some_and(|age| now.duration_since(oldest.at) > age);
-            if self.deletions.len() <= limits.deletions && !expired {
-                break;
-            }
-            if let Some(node) = pod_node(&oldest.last)
-                && let Some(pods) = self.pods_by_node.get_mut(node)
-            {
-                pods.pop_front();
-                if pods.is_empty() {
-                    self.pods_by_node.remove(node);
+        for deletions in self.by_kind.values_mut() {
+            while let Some(oldest) = deletions.kept.front() {
+                let expired = limits.age.is_some_and(|age| now.duration_since(oldest.at) > age);
+                if deletions.kept.len() <= limits.deletions && !expired {
+                    break;
                 }
+                if let Some(node) = pod_node(&oldest.last)
+                    && let Some(pods) = self.pods_by_node.get_mut(node)
+                {
+                    pods.pop_front();
+                    if pods.is_empty() {
+                        self.pods_by_node.remove(node);
+                    }
+                }
+                deletions.start = oldest.revision;
+                deletions.kept.pop_front();
             }
-            self.start = oldest.revision;
-            self.deletions.pop_front();
-        }
-        if self.deletions.capacity() > 4 * self.deletions.len() + 1024 {
-            self.deletions.shrink_to_fit();
+            if deletions.kept.capacity() > 4 * deletions.kept.len() + 1024 {
+                deletions.kept.shrink_to_fit();
+            }
         }
     }
 
     /// The deletions of `kind` after `from`, of pods bound to `node` when it is given.
     fn since(&self, kind: Kind, node: Option<&str>, from: u64) -> Vec<StoreEvent> {
-        let after = |deletions: &VecDeque<Deletion>| deletions.partition_point(|d| d.revision <= from);
-        let deletions = match node {
+        let kept = match node {
             Some(node) => self.pods_by_node.get(node),
-            None => Some(&self.deletions),
+            None => self.by_kind.get(&kind).map(|d| &d.kept),
         };
-        let Some(deletions) = deletions else { return Vec::new() };
-        deletions.range(after(deletions)..).filter(|d| d.last.kind() == kind).map(Deletion::event).collect()
+        let Some(kept) = kept else { return Vec::new() };
+        kept.range(kept.partition_point(|d| d.revision <= from)..).map(Deletion::event).collect()
     }
 }
 
@@ -534,7 +554,7 @@ impl CachedStore {
     pub fn open(mut persistence: Box<dyn Persistence>, history: impl Into<History>) -> Result<CachedStore> {
         let history = history.into();
         let snapshot = persistence.load()?;
-        let tombstones = Tombstones { start: snapshot.revision, ..Tombstones::default() };
+        let tombstones = Tombstones { opened_at: snapshot.revision, ..Tombstones::default() };
         let mut state = State { revision: snapshot.revision, history_start: snapshot.revision, tombstones, ..State::default() };
         for object in snapshot.objects {
             let key = Key::of(&object);
@@ -854,7 +874,11 @@ impl Store for CachedStore {
         {
             changes
         } else {
-            let oldest = if interest.selection_is_permanent { state.tombstones.start } else { state.history_start };
+            let oldest = if interest.selection_is_permanent {
+                interest.kinds.iter().map(|kind| state.tombstones.start(*kind)).max().unwrap_or(state.history_start)
+            } else {
+                state.history_start
+            };
             return Err(StoreError::Gone { requested: from, oldest });
         };
         let started_at = if interest.selection_is_permanent { state.revision } else { 0 };
@@ -1354,5 +1378,21 @@ mod tests {
         }
         assert_eq!(names(&resumed.next().await.unwrap()), ["r0", "r1", "r2"], "an ended watch still sends the oldest batch it holds");
         assert!(resumed.next().await.is_none(), "3 new changes unread, over 2");
+    }
+
+    #[tokio::test]
+    async fn deleted_events_keep_no_tombstones_and_cost_a_pod_watcher_nothing() {
+        let store = CachedStore::in_memory(History { changes: 1, deletions: 10, age: None });
+        let event = |name: &str| {
+            Object::Event(shared::model::Event { kind: "Event".into(), metadata: ObjectMeta::named("default", name), ..Default::default() })
+        };
+        store.commit(Txn::new().with(put(event("e1"))).with(put(pod("a", "n1")))).await.unwrap();
+        store.commit(Txn::new().with(Write::new(Key::new(Kind::Event, "default", "e1"), |_, _| Ok(Change::Delete)))).await.unwrap();
+        store.commit(Txn::new().with(put(node("n1")))).await.unwrap();
+
+        let events = permanent(Interest { remote: true, ..Interest::kinds(&[Kind::Event]) });
+        assert_eq!(store.watch_interest(events, 1).err(), Some(StoreError::Gone { requested: 1, oldest: 3 }), "e1's deletion is not kept");
+        let mut pods = store.watch_interest(permanent(pods_of("n1", true)), 1).expect("no pod deletion was forgotten");
+        assert_eq!(kinds_and_names(&pods.next().await.unwrap()), [(EventType::Modified, "a".into())]);
     }
 }
