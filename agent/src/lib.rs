@@ -66,7 +66,7 @@ pub const DEFAULT_WARM_SANDBOXES: usize = 4;
 pub enum Error {
     #[error(transparent)]
     Runtime(#[from] runtime::Error),
-    #[error("cannot listen on {addr} for the agent API: {source}")]
+    #[error("cannot listen on {addr} for the agent API")]
     Bind { addr: SocketAddr, source: std::io::Error },
     #[error("the agent API stopped: {0}")]
     Serve(std::io::Error),
@@ -190,18 +190,29 @@ pub async fn run_node(
     shutdown: CancellationToken,
 ) -> Result<()> {
     let local = listener.local_addr().map_err(|source| Error::Bind { addr: config.listen, source })?;
-    let endpoint_host = if local.ip().is_unspecified() { config.address.clone() } else { local.ip().to_string() };
     let pod_network = match runtime.pod_sandboxes() {
         true => Some(network::PodNetwork::choose(&config.pod_network, runtime.as_ref()).await?),
         false => None,
     };
     let Some(cluster) = node::cluster_id(api.as_ref(), &shutdown).await else { return Ok(()) };
-    let endpoint = format!("http://{endpoint_host}:{}", local.port());
+    let endpoint = match local.ip().is_unspecified() {
+        true => endpoint_url(&config.address, local.port()),
+        false => format!("http://{local}"),
+    };
     let node = NodeAgent::with_pod_network(&config, runtime, api.clone(), &cluster, endpoint, pod_network).await;
     let serve = http::run(listener, node.http_state(shutdown.clone()));
     let feed = agent::NodeWatch::new(api, &config.node_name, config.resync_interval);
     let (served, ()) = tokio::join!(serve, node.run(feed, shutdown.clone()));
     served.map_err(Error::Serve)
+}
+
+/// The URL of an agent API at `host` (a name or an address) and `port`: an IPv6 address
+/// goes in brackets, as in any URL.
+fn endpoint_url(host: &str, port: u16) -> String {
+    match host.parse::<std::net::Ipv6Addr>() {
+        Ok(_) => format!("http://[{host}]:{port}"),
+        Err(_) => format!("http://{host}:{port}"),
+    }
 }
 
 /// One node once its cluster is known: what it registers, and its pod workers' context.

@@ -68,6 +68,46 @@ async fn simulated_nodes_run_a_deployment() {
     server.stop().await;
 }
 
+/// An agent on an IPv6 address registers an endpoint a URL can hold (`http://[::1]:port`),
+/// and its pods' logs come back through the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_listening_on_ipv6_serves_logs_through_the_server() {
+    let server = TestServer::start(server::Config::in_memory()).await;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_shepherd-agent"))
+        .args(["--server", &server.url, "--node-name", "six", "--runtime", "simulated", "--listen", "[::1]:0"])
+        .args(["--simulated-start-delay", "100ms"])
+        .env("RUST_LOG", "warn")
+        .spawn()
+        .expect("cannot start shepherd-agent");
+    let client = &server.client;
+    let node = eventually(client, WAIT, "the node registered", || async {
+        let nodes = client.list::<Node>(&Selection::default()).await.expect("the nodes");
+        nodes.items.into_iter().find(|n| n.metadata.name == "six")
+    })
+    .await;
+    assert!(node.status.agent_endpoint.starts_with("http://[::1]:"), "{}", node.status.agent_endpoint);
+
+    let pod = json!({
+        "kind": "Pod",
+        "metadata": {"name": "hello", "namespace": "default"},
+        "spec": {"containers": [{"name": "main", "image": "minimal", "command": ["sleep", "3600"]}]}
+    });
+    let (status, body) = server.post("/api/v1/namespaces/default/pods", pod).await;
+    assert_eq!(status, 201, "{body}");
+    eventually(client, WAIT, "the pod Running", || async {
+        let pod = client.get::<Pod>("default", "hello").await.expect("the pod");
+        (pod.status.phase == PodPhase::Running).then_some(())
+    })
+    .await;
+    let mut log = client.logs("default", "hello", &LogOptions::default()).await.expect("the pod's log");
+    let first = log.next().await.expect("a first chunk").expect("the log streams");
+    assert!(first.starts_with(b"[simulated]"), "{first:?}");
+
+    child.kill().unwrap();
+    child.wait().unwrap();
+    server.stop().await;
+}
+
 #[path = "support/start_race.rs"]
 mod start_race;
 

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use agent::{AgentConfig, RuntimeChoice};
+use anyhow::Context as _;
 use server::auth::{Principal, Role};
 use server::config::Config;
 use tokio_util::sync::CancellationToken;
@@ -79,8 +80,15 @@ async fn ensure_minimal_image() -> anyhow::Result<()> {
 /// renews its lease at least every quarter of the server's node monitor grace, as the
 /// kubelet's defaults do (10 s of 40 s), so that a shortened grace does not make it look
 /// NotReady between two renewals. When the server checks tokens, the node gets a node token
-/// of its own, added to `config`.
-pub fn agent_config(api: &str, runtime: RuntimeChoice, settings: &Settings, config: &mut Config) -> AgentConfig {
+/// of its own, added to `config`; without tokens, its agent API listens on loopback only,
+/// as the server's own API does.
+pub fn agent_config(api: &str, runtime: RuntimeChoice, settings: &Settings, config: &mut Config) -> anyhow::Result<AgentConfig> {
+    anyhow::ensure!(
+        settings.listen.ip().is_loopback() || !config.tokens.is_empty(),
+        "refusing to serve the local node's agent API on {} without a token: anyone who can reach it could read every pod's logs. \
+         Pass --token or --tokens-file, or listen on 127.0.0.1",
+        settings.listen
+    );
     let mut agent = AgentConfig::new(api);
     agent.runtime = runtime;
     agent.warm_sandboxes = settings.warm_sandboxes;
@@ -94,15 +102,15 @@ pub fn agent_config(api: &str, runtime: RuntimeChoice, settings: &Settings, conf
         config.tokens.add(&token, Principal { role: Role::Node, node: Some(agent.node_name.clone()) });
         agent.token = Some(token);
     }
-    agent
+    Ok(agent)
 }
 
-/// Runs the agent until `shutdown`; its failure is logged, and the control plane goes on.
-pub async fn run(agent: AgentConfig, shutdown: CancellationToken) {
+/// Runs the agent until `shutdown`. It fails only as it starts (its runtime, its listener),
+/// and then the whole server stops with its error: a `--local-node` without its node is
+/// not what was asked for.
+pub async fn run(agent: AgentConfig, shutdown: CancellationToken) -> anyhow::Result<()> {
     let node = agent.node_name.clone();
-    if let Err(e) = agent::run(agent, shutdown).await {
-        tracing::error!(node = %node, "the local node agent stopped: {e}");
-    }
+    agent::run(agent, shutdown).await.with_context(|| format!("the local node {node} could not start"))
 }
 
 #[cfg(test)]
@@ -117,10 +125,24 @@ mod tests {
     fn the_agent_gets_the_local_nodes_settings() {
         let mut config = Config::default();
         let simulated = RuntimeChoice::Simulated { start_delay: SIMULATED_START_DELAY };
-        let agent = agent_config("http://127.0.0.1:19000", simulated, &settings("127.0.0.1:19001"), &mut config);
+        let agent = agent_config("http://127.0.0.1:19000", simulated, &settings("127.0.0.1:19001"), &mut config).unwrap();
         assert_eq!(agent.listen, "127.0.0.1:19001".parse().unwrap());
         assert_eq!((agent.warm_sandboxes, agent.remove_containers_on_exit), (2, true));
         assert_eq!(agent.server, "http://127.0.0.1:19000");
         assert!(agent.token.is_none(), "a server without tokens gives its node none");
+    }
+
+    #[test]
+    fn the_local_nodes_agent_api_leaves_loopback_only_with_tokens() {
+        let simulated = RuntimeChoice::Simulated { start_delay: SIMULATED_START_DELAY };
+        for open in ["0.0.0.0:19001", "[::]:19001", "192.0.2.7:19001"] {
+            let refused = agent_config("http://127.0.0.1:19000", simulated, &settings(open), &mut Config::default()).unwrap_err();
+            assert!(refused.to_string().contains("without a token"), "{open}: {refused}");
+        }
+        agent_config("http://127.0.0.1:19000", simulated, &settings("[::1]:19001"), &mut Config::default()).expect("loopback");
+        let mut guarded = Config::default();
+        guarded.tokens.add_flag_token("admin-token-1").unwrap();
+        let agent = agent_config("http://127.0.0.1:19000", simulated, &settings("0.0.0.0:19001"), &mut guarded).expect("with a token");
+        assert!(agent.token.is_some(), "the node gets a token of its own");
     }
 }

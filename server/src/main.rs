@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use server::auth::Tokens;
 use server::config::{Config, default_data_dir};
@@ -60,9 +59,9 @@ struct Args {
     #[arg(long)]
     disable_scheduler: bool,
     /// How many changes a watch can replay before it gets 410 Gone. A streaming watch that
-    /// falls half as many behind is ended, and resumes from its last revision.
-    #[arg(long, default_value_t = server::config::DEFAULT_WATCH_HISTORY)]
-    watch_history: usize,
+    /// falls half as many behind is ended, and resumes from its last revision. At least 100.
+    #[arg(long, default_value_t = server::config::DEFAULT_WATCH_HISTORY as u64, value_parser = clap::value_parser!(u64).range(100..))]
+    watch_history: u64,
     /// Seconds of changes a watch can replay (at most --watch-history of them).
     #[arg(long, default_value_t = server::config::DEFAULT_WATCH_HISTORY_AGE.as_secs())]
     watch_history_age: u64,
@@ -96,10 +95,10 @@ struct Args {
     /// and the warm pool (by default they keep running, for the next start to adopt).
     #[arg(long, requires = "local_node")]
     remove_containers_on_exit: bool,
-    /// Where the local node's agent API (the logs the server proxies) listens; 127.0.0.1:0
-    /// picks a free port. The same setting as shepherd-agent's --listen. Only with --local-node.
-    #[arg(long, env = agent::LISTEN_ENV, default_value = local_node::DEFAULT_LISTEN)]
-    local_node_listen: SocketAddr,
+    /// Where the local node's agent API (the logs the server proxies) listens [default: $SHEPHERD_AGENT_LISTEN,
+    /// else 127.0.0.1:0, a free port]. The same setting as shepherd-agent's --listen. Only with --local-node.
+    #[arg(long, value_name = "ADDR")]
+    local_node_listen: Option<SocketAddr>,
     /// Threads that serve HTTP and run the loops [default: one per CPU core]. The store's
     /// writer has its own thread either way.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -115,26 +114,36 @@ fn default_dashboard_dir() -> Option<PathBuf> {
 }
 
 impl Args {
-    /// The flags of `matches`. `--local-node-listen` needs `--local-node` only as a flag: its
-    /// variable is the stand-alone agent's as well, which a shell may export for both (clap's
-    /// `requires` would count the variable too).
+    /// The flags of `matches`. `--local-node-listen` is read as a flag only: its variable is
+    /// the stand-alone agent's as well, which a shell may export for both, so it is read
+    /// when the local node runs ([`Args::local_node_settings`]) and ignored otherwise.
     fn from_matches(matches: &clap::ArgMatches) -> Result<Args, clap::Error> {
         let args = Args::from_arg_matches(matches)?;
-        if !args.local_node && matches.value_source("local_node_listen") == Some(ValueSource::CommandLine) {
+        if !args.local_node && args.local_node_listen.is_some() {
             let message = "--local-node-listen is the local node's: add --local-node";
             return Err(Args::command().error(clap::error::ErrorKind::MissingRequiredArgument, message));
         }
         Ok(args)
     }
 
-    /// The local node's settings, when it runs.
-    fn local_node_settings(&self) -> Option<local_node::Settings> {
-        self.local_node.then_some(local_node::Settings {
+    /// The local node's settings, when it runs; `agent_listen` is the agent's variable.
+    fn local_node_settings(&self, agent_listen: Option<&str>) -> anyhow::Result<Option<local_node::Settings>> {
+        if !self.local_node {
+            return Ok(None);
+        }
+        let listen = match (self.local_node_listen, agent_listen) {
+            (Some(flag), _) => flag,
+            (None, Some(variable)) if !variable.is_empty() => variable
+                .parse()
+                .with_context(|| format!("{} is not an address with a port (like 127.0.0.1:10250): {variable:?}", agent::LISTEN_ENV))?,
+            (None, _) => local_node::DEFAULT_LISTEN.parse().expect("the default is an address"),
+        };
+        Ok(Some(local_node::Settings {
             runtime: self.local_runtime,
             warm_sandboxes: self.warm_sandboxes,
             remove_containers_on_exit: self.remove_containers_on_exit,
-            listen: self.local_node_listen,
-        })
+            listen,
+        }))
     }
 
     fn into_config(self) -> anyhow::Result<Config> {
@@ -168,7 +177,7 @@ impl Args {
             tokens,
             scheduler_profile: self.scheduler_profile,
             run_scheduler: !self.disable_scheduler,
-            watch_history: self.watch_history.max(100),
+            watch_history: usize::try_from(self.watch_history).context("--watch-history is too large")?,
             watch_history_age: Duration::from_secs(self.watch_history_age),
             node_monitor_grace: Duration::from_secs(self.node_monitor_grace),
             pod_eviction_grace: Duration::from_secs(self.pod_eviction_grace),
@@ -224,7 +233,7 @@ fn start() -> anyhow::Result<()> {
 
 async fn serve(args: Args) -> anyhow::Result<()> {
     let addr = args.addr;
-    let local = args.local_node_settings();
+    let local = args.local_node_settings(std::env::var(agent::LISTEN_ENV).ok().as_deref())?;
     let mut config = args.into_config()?;
     if let Some(dir) = &config.data_dir {
         tracing::info!("data directory: {}", dir.display());
@@ -243,14 +252,17 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let (shutdown, local_agent) = match local {
         Some(settings) => {
             let runtime = local_node::choose_runtime(settings.runtime).await?;
-            let agent = local_node::agent_config(&url, runtime, &settings, &mut config);
+            let agent = local_node::agent_config(&url, runtime, &settings, &mut config)?;
             let shutdown = CancellationToken::new();
             let (stop_server, signal) = (shutdown.clone(), signalled.clone());
             let agent = tokio::spawn(local_node::run(agent, signalled.clone()));
             let stopping = tokio::spawn(async move {
-                agent.await.ok();
-                signal.cancelled().await;
+                let ended = agent.await.unwrap_or_else(|e| Err(anyhow::anyhow!("the local node's task ended: {e}")));
+                if ended.is_ok() {
+                    signal.cancelled().await;
+                }
                 stop_server.cancel();
+                ended
             });
             (shutdown, Some(stopping))
         }
@@ -261,10 +273,12 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let served = server::run(listener, config, shutdown).await;
     // The server may also end on an error: the local node still stops before the process.
     signalled.cancel();
-    if let Some(stopping) = local_agent {
-        stopping.await.ok();
-    }
+    let local_ended = match local_agent {
+        Some(stopping) => stopping.await.unwrap_or_else(|e| Err(anyhow::anyhow!("the local node's task ended: {e}"))),
+        None => Ok(()),
+    };
     served?;
+    local_ended?;
     tracing::info!("stopped cleanly");
     Ok(())
 }
@@ -278,16 +292,36 @@ mod tests {
     }
 
     #[test]
-    fn the_local_node_listens_where_its_flag_or_the_agents_variable_says() {
-        let told = parse(&["--local-node", "--local-node-listen", "127.0.0.1:19002"]).unwrap().local_node_settings().unwrap();
-        assert_eq!(told.listen, "127.0.0.1:19002".parse().unwrap());
+    fn the_local_node_listens_where_its_flag_or_else_the_agents_variable_says() {
+        let listen =
+            |flags: &[&str], variable: Option<&str>| parse(flags).unwrap().local_node_settings(variable).map(|s| s.map(|s| s.listen));
+        let flag = "127.0.0.1:19002".parse().unwrap();
+        assert_eq!(listen(&["--local-node", "--local-node-listen", "127.0.0.1:19002"], Some("127.0.0.1:19003")).unwrap(), Some(flag));
+        assert_eq!(listen(&["--local-node"], Some("127.0.0.1:19002")).unwrap(), Some(flag));
+        let default = local_node::DEFAULT_LISTEN.parse().unwrap();
+        assert_eq!(listen(&["--local-node"], None).unwrap(), Some(default));
+        assert_eq!(listen(&["--local-node"], Some("")).unwrap(), Some(default), "an empty variable is no setting");
+        let junk = listen(&["--local-node"], Some("junk")).unwrap_err().to_string();
+        assert!(junk.contains(agent::LISTEN_ENV) && junk.contains("junk"), "{junk}");
+    }
+
+    #[test]
+    fn without_the_local_node_its_listen_flag_is_refused_and_the_agents_variable_ignored() {
         let alone = parse(&["--local-node-listen", "127.0.0.1:19002"]).map(|_| ()).expect_err("refused without --local-node").to_string();
         assert!(alone.contains("add --local-node"), "{alone}");
-        assert_eq!(parse(&[]).unwrap().local_node_settings(), None);
+        for variable in [Some("junk"), Some(""), Some("127.0.0.1:19002"), None] {
+            assert_eq!(parse(&[]).unwrap().local_node_settings(variable).unwrap(), None, "{variable:?}");
+        }
         let command = Args::command();
         let flag = command.get_arguments().find(|a| a.get_id() == "local_node_listen").expect("the flag");
-        assert_eq!(flag.get_env(), Some(std::ffi::OsStr::new(agent::LISTEN_ENV)), "the stand-alone agent's variable");
-        // Read from the flag, not from a parse: the variable may be set where the test runs.
-        assert_eq!(flag.get_default_values(), [local_node::DEFAULT_LISTEN]);
+        assert_eq!(flag.get_env(), None, "clap must not read (and reject) the agent's variable for a server without a local node");
+    }
+
+    #[test]
+    fn a_watch_history_below_a_hundred_is_refused_not_raised() {
+        let refused = parse(&["--watch-history", "99"]).map(|_| ()).unwrap_err().to_string();
+        assert!(refused.contains("--watch-history") && refused.contains("100"), "{refused}");
+        let kept = parse(&["--watch-history", "100"]).unwrap().into_config().unwrap();
+        assert_eq!(kept.watch_history, 100);
     }
 }

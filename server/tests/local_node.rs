@@ -1,6 +1,6 @@
 //! The `shepherd` binary and the stand-alone agent's `SHEPHERD_AGENT_LISTEN`: a local node's
-//! agent API listens where it says, and a server without a local node still starts where a
-//! shell exports it for the agent.
+//! agent API listens where it says, a server without a local node still starts where a
+//! shell exports it for the agent, and a local node that cannot listen stops the server.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -64,8 +64,31 @@ async fn the_local_node_listens_where_shepherd_agent_listen_says() {
 
 #[tokio::test]
 async fn a_server_without_a_local_node_starts_where_the_agents_variable_is_set() {
-    // Exported for a stand-alone agent in the same shell: the server has no use for it.
-    let (_server, url) = start(&[], "127.0.0.1:19048").await;
-    let client = Client::new(&url, None).unwrap();
-    assert!(client.list::<Node>(&Selection::default()).await.expect("the nodes").items.is_empty());
+    // Exported for a stand-alone agent in the same shell: the server has no use for it,
+    // whatever it holds.
+    for listen in ["127.0.0.1:19048", "junk", ""] {
+        let (_server, url) = start(&[], listen).await;
+        let client = Client::new(&url, None).unwrap();
+        assert!(client.list::<Node>(&Selection::default()).await.expect("the nodes").items.is_empty(), "{listen:?}");
+    }
+}
+
+/// A local node that cannot listen where it is told stops the whole server with its error:
+/// a server that went on without its node would look healthy and run no pod.
+#[tokio::test]
+async fn a_local_node_that_cannot_listen_stops_the_server_with_why() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken_addr = taken.local_addr().unwrap().to_string();
+    let ended = Command::new(env!("CARGO_BIN_EXE_shepherd"))
+        .args(["--in-memory", "--addr", "127.0.0.1:0", "--local-node", "--local-runtime", "simulated"])
+        .args(["--local-node-listen", &taken_addr])
+        .env_remove("SHEPHERD_AGENT_LISTEN")
+        .kill_on_drop(true)
+        .output();
+    let ended = tokio::time::timeout(WAIT, ended).await.expect("shepherd exits within 20 s").expect("the shepherd binary runs");
+    let stderr = String::from_utf8_lossy(&ended.stderr);
+    assert!(!ended.status.success(), "{stderr}");
+    let error = stderr.lines().find(|l| l.starts_with("error: ")).unwrap_or_else(|| panic!("no error line:\n{stderr}"));
+    assert!(error.contains(&format!("cannot listen on {taken_addr} for the agent API")), "{error}");
+    assert_eq!(error.matches("Address already in use").count(), 1, "the cause once: {error}");
 }
