@@ -155,7 +155,14 @@ async fn malformed_bodies_get_json_errors_with_line_and_column() {
     assert_eq!(err["error"]["reason"], "MethodNotAllowed");
     let (status, err) = server.get("/api/v1/pods?watch=maybe").await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert!(err["error"]["message"].as_str().unwrap().contains("invalid query"), "{err}");
+    assert!(err["error"]["message"].as_str().unwrap().contains("invalid boolean \"maybe\""), "{err}");
+    // Booleans as Kubernetes reads them: `watch=1` streams.
+    let stream = reqwest::get(format!("{}/api/v1/pods?watch=1", server.url)).await.unwrap();
+    assert_eq!(stream.headers()["content-type"], "text/event-stream", "{stream:?}");
+    drop(stream);
+    let (status, err) = server.get("/api/v1/pods?watch=true&resource_version=-1").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(err["error"]["message"].as_str().unwrap().contains("invalid resource version \"-1\""), "{err}");
     let (status, err) = server.get("/api/v1/pods?label_selector=app%3E3").await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
     let (status, _) = server.get("/api/v1/namespaces/default/pods/nope").await;

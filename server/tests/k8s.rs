@@ -342,7 +342,9 @@ async fn a_watch_streams_json_lines_across_both_dialects_and_resumes_from_before
         Lines::open(&server, "/k8s/api/v1/namespaces/default/pods?watch=true&resourceVersion=1&labelSelector=app%3Dweb").await;
     let error = expired.next().await;
     assert_eq!(error["type"], "ERROR");
-    assert_status(&error["object"], 410, "Gone");
+    assert_status(&error["object"], 410, "Expired");
+    let message = error["object"]["message"].as_str().unwrap();
+    assert!(message.starts_with("too old resource version: 1 ("), "in kube-apiserver's words, not the native API's: {message}");
     // Every pod can: each one changed since, as it is now, then the deletions.
     let mut from_state = Lines::open(&server, "/k8s/api/v1/namespaces/default/pods?watch=true&resourceVersion=1").await;
     let mut seen = Vec::new();

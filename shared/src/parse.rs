@@ -17,12 +17,43 @@ pub enum Error {
     Label(String),
     #[error("invalid taint {0:?}: write key=value:Effect or key:Effect, Effect one of NoSchedule, PreferNoSchedule, NoExecute")]
     Taint(String),
+    #[error("invalid boolean {0:?}: use true or false (or 1 or 0)")]
+    Flag(String),
+    #[error("invalid resource version {0:?}: use a revision a list or a watch returned, a whole number of 0 or more")]
+    Revision(String),
 }
 
 /// The longest duration accepted: 100 years.
 pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A boolean query parameter, read as Kubernetes reads one (Go's `strconv.ParseBool`): `1`,
+/// `t`, `T`, `true`, `TRUE`, `True` and their opposites. Present but empty is false.
+pub fn flag(text: &str) -> Result<bool> {
+    match text {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
+        "" | "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
+        other => Err(Error::Flag(other.to_string())),
+    }
+}
+
+/// An optional query flag for serde, read with [`flag`]: `#[serde(deserialize_with = …)]`.
+pub fn deserialize_flag<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<bool>, D::Error> {
+    let text: Option<String> = serde::Deserialize::deserialize(deserializer)?;
+    text.map(|t| flag(&t).map_err(serde::de::Error::custom)).transpose()
+}
+
+/// A resource version in a query: the store's revision, a whole number.
+pub fn revision(text: &str) -> Result<u64> {
+    text.parse().map_err(|_| Error::Revision(text.to_string()))
+}
+
+/// An optional resource version for serde, read with [`revision`].
+pub fn deserialize_revision<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    let text: Option<String> = serde::Deserialize::deserialize(deserializer)?;
+    text.map(|t| revision(&t).map_err(serde::de::Error::custom)).transpose()
+}
 
 /// Reads `500ms`, `30s`, `2m`, `1h`, `1m30s`, `1.5s`, or a bare number of seconds.
 pub fn duration(text: &str) -> Result<Duration> {
@@ -119,6 +150,37 @@ fn items(text: &str) -> impl Iterator<Item = &str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flags_read_as_kubernetes_reads_them() {
+        for yes in ["1", "t", "T", "true", "TRUE", "True"] {
+            assert_eq!(flag(yes), Ok(true), "{yes}");
+        }
+        for no in ["", "0", "f", "F", "false", "FALSE", "False"] {
+            assert_eq!(flag(no), Ok(false), "{no}");
+        }
+        for junk in ["yes", "2", "tRuE", " true"] {
+            assert_eq!(flag(junk), Err(Error::Flag(junk.to_string())), "{junk}");
+        }
+        #[derive(serde::Deserialize)]
+        struct Query {
+            #[serde(default, deserialize_with = "deserialize_flag")]
+            watch: Option<bool>,
+        }
+        let read = |text: &str| serde_json::from_str::<Query>(text).map(|q| q.watch).map_err(|e| e.to_string());
+        assert_eq!(read(r#"{"watch":"1"}"#), Ok(Some(true)));
+        assert_eq!(read("{}"), Ok(None));
+        assert!(read(r#"{"watch":"yes"}"#).unwrap_err().contains("invalid boolean \"yes\""));
+    }
+
+    #[test]
+    fn a_resource_version_is_a_whole_number() {
+        assert_eq!(revision("0"), Ok(0));
+        assert_eq!(revision("42"), Ok(42));
+        for junk in ["-1", "", "1.5", "abc", "99999999999999999999999"] {
+            assert_eq!(revision(junk), Err(Error::Revision(junk.to_string())), "{junk}");
+        }
+    }
 
     #[test]
     fn durations_with_units_decimals_or_bare_seconds() {

@@ -126,6 +126,10 @@ pub struct GetArgs {
     #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
     pub selector: Option<String>,
 
+    /// Field selector, e.g. status.phase=Running,spec.node_name=node-1 (docs/api.md lists the fields)
+    #[arg(long = "field-selector", value_name = "SELECTOR")]
+    pub field_selector: Option<String>,
+
     /// After listing, keep printing changes as they happen
     #[arg(short = 'w', long)]
     pub watch: bool,

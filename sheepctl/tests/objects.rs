@@ -53,6 +53,13 @@ fn get_pods_as_a_table_and_in_every_format() {
         .stdout("")
         .stderr("No pods found in namespace \"default\".\n");
     server.sheepctl().args(["get", "pods", "-A"]).assert().success().stdout(predicate::str::starts_with("NAMESPACE   NAME"));
+
+    // The server evaluates a field selector, and says what is wrong with a bad one.
+    let fields = |selector: &str| server.sheepctl().args(["get", "pods", "--field-selector", selector, "-o", "name"]).assert();
+    fields("status.phase=Pending,spec.node_name=").success().stdout("pod/web-server\n");
+    fields("status.phase=Running").success().stdout("");
+    fields("spec.colour=blue").failure().stderr(predicate::str::contains("spec.colour"));
+    server.sheepctl().args(["get", "pod", "web-server", "--field-selector", "status.phase=Pending"]).assert().failure();
 }
 
 #[test]

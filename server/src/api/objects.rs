@@ -26,7 +26,9 @@ use crate::store::{Interest, Key, Outcome, Txn, Write, commit_one};
 pub struct ListParams {
     pub label_selector: Option<String>,
     pub field_selector: Option<String>,
+    #[serde(deserialize_with = "shared::parse::deserialize_flag")]
     pub watch: Option<bool>,
+    #[serde(deserialize_with = "shared::parse::deserialize_revision")]
     pub resource_version: Option<u64>,
 }
 
@@ -423,6 +425,7 @@ pub async fn replace_cluster<R: Resource>(
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub struct DeleteParams {
+    #[serde(deserialize_with = "shared::parse::deserialize_revision")]
     pub resource_version: Option<u64>,
     pub grace_period_seconds: Option<i64>,
     pub uid: Option<String>,

@@ -139,6 +139,7 @@ pub async fn scheduling(State(state): State<AppState>, Path((namespace, name)): 
 pub struct LogParams {
     pub container: Option<String>,
     pub tail: Option<u64>,
+    #[serde(deserialize_with = "shared::parse::deserialize_flag")]
     pub follow: Option<bool>,
 }
 

@@ -148,8 +148,21 @@ fn kubernetes_reason(code: StatusCode, native: &str) -> &str {
 }
 
 impl From<crate::store::StoreError> for Status {
+    /// A watch from outside the history in kube-apiserver's words: client-go and kubectl
+    /// know its `Expired` and list again.
     fn from(e: crate::store::StoreError) -> Self {
-        Status::from(ApiError::from(e))
+        use crate::store::StoreError;
+        match e {
+            StoreError::Gone { requested, oldest } => {
+                Status::new(StatusCode::GONE, "Expired", format!("too old resource version: {requested} ({oldest})"))
+            }
+            StoreError::Future { requested, current } => Status::new(
+                StatusCode::GONE,
+                "Expired",
+                format!("too large resource version: {requested}, current: {current}; watch from the resourceVersion of a list"),
+            ),
+            other => Status::from(ApiError::from(other)),
+        }
     }
 }
 

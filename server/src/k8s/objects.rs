@@ -72,8 +72,8 @@ pub struct K8sQuery {
     pub limit_bytes: Option<u64>,
 }
 
-pub fn flag(value: &Option<String>) -> bool {
-    matches!(value.as_deref(), Some("true" | "1" | "True"))
+pub fn flag(value: &Option<String>) -> Result<bool> {
+    value.as_deref().map_or(Ok(false), |text| shared::parse::flag(text).map_err(|e| Status::bad_request(e.to_string())))
 }
 
 /// Where a request points: the resource, and the namespace, name and subresource if any.
@@ -441,7 +441,7 @@ impl Req {
 
     async fn list(&self) -> Result<Response> {
         let filter = self.filter()?;
-        if flag(&self.query.watch) {
+        if flag(&self.query.watch)? {
             if self.query.continue_.as_deref().is_some_and(|c| !c.is_empty()) {
                 return Err(Status::bad_request("a watch takes no continue token: watch from the resourceVersion of the list"));
             }
@@ -495,7 +495,7 @@ impl Req {
     }
 
     fn watch(&self, filter: Filter) -> Result<Response> {
-        if flag(&self.query.send_initial_events) {
+        if flag(&self.query.send_initial_events)? {
             return Err(Status::bad_request(
                 "sendInitialEvents (watch-list) is not supported: list, then watch from the list's resourceVersion",
             ));
@@ -505,7 +505,7 @@ impl Req {
         let shape = watch::Shape {
             kind: self.target.kind,
             table: wants_table(&self.headers).then(|| self.include_object()),
-            bookmarks: flag(&self.query.allow_watch_bookmarks),
+            bookmarks: flag(&self.query.allow_watch_bookmarks)?,
         };
         let timeout = self.query.timeout_seconds.map(std::time::Duration::from_secs);
         Ok(watch::stream(self.state.clone(), filter, from, initial, shape, timeout))
@@ -625,8 +625,8 @@ impl Req {
     }
 
     async fn log(&self) -> Result<Response> {
-        if flag(&self.query.timestamps)
-            || flag(&self.query.previous)
+        if flag(&self.query.timestamps)?
+            || flag(&self.query.previous)?
             || self.query.since_seconds.is_some()
             || self.query.limit_bytes.is_some()
         {
@@ -637,7 +637,7 @@ impl Req {
         let params = crate::api::pods::LogParams {
             container: self.query.container.clone(),
             tail: self.query.tail_lines,
-            follow: self.query.follow.as_ref().map(|_| flag(&self.query.follow)),
+            follow: self.query.follow.as_ref().map(|_| flag(&self.query.follow)).transpose()?,
         };
         let path = Path((self.namespace().to_string(), self.name().to_string()));
         Ok(crate::api::pods::log(State(self.state.clone()), path, crate::api::Params(params)).await?)

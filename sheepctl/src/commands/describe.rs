@@ -176,7 +176,8 @@ fn pod_text(text: &mut Text, pod: &Pod, now: Time) {
         text.field(0, "Message", &pod.status.message);
     }
     text.field(0, "IP", &pod.status.pod_ip);
-    text.field(0, "Started", when(now, pod.status.start_time));
+    // The pod's, when its node took it on (kubectl's words): its containers may not have started.
+    text.field(0, "Start Time", when(now, pod.status.start_time));
     spec_text(text, 0, &pod.spec);
     text.heading(0, "Containers");
     for container in &pod.spec.containers {
@@ -623,5 +624,19 @@ mod tests {
             finished_at: None,
         };
         assert_eq!(state_text(&terminated, now()), "Terminated (Error, exit code 1)");
+    }
+
+    #[test]
+    fn a_pod_whose_container_never_started_shows_its_start_time_not_a_start() {
+        let mut pod = Pod::default();
+        pod.status.start_time = Some(now() - Duration::seconds(8));
+        let waiting = ContainerState::Waiting { reason: "ContainerCreating".into(), message: String::new() };
+        pod.spec.containers.push(Container { name: "main".into(), ..Container::default() });
+        pod.status.container_statuses.push(shared::model::ContainerStatus { name: "main".into(), state: waiting, ..Default::default() });
+        let mut text = Text::default();
+        pod_text(&mut text, &pod, now());
+        assert!(text.0.contains("Start Time:"), "{}", text.0);
+        assert!(!text.0.lines().any(|l| l.trim_start().starts_with("Started")), "{}", text.0);
+        assert!(text.0.contains("Waiting (ContainerCreating)"), "{}", text.0);
     }
 }

@@ -27,7 +27,7 @@ pub async fn run(context: &Context, args: &EventsArgs) -> Result<()> {
         _ => false,
     };
     let scope = context.settings.list_scope();
-    let mut watcher = context.changes(Kind::Event, scope, None);
+    let mut watcher = context.changes(Kind::Event, scope, None, None);
     let mut events: Vec<Object> = watcher.list().await?.into_iter().filter(|o| wanted(o)).collect();
     view::sort_events(&mut events);
 

@@ -14,12 +14,14 @@ use crate::table::{self, Table};
 use crate::view::{self, RowContext};
 use shared::readiness::NodeJudge;
 
-/// What to show: a kind, and optionally one name or a label selector.
+/// What to show: a kind, and optionally one name, or a label selector and a field selector
+/// (which the server evaluates).
 #[derive(Debug, Clone)]
 pub struct Query {
     pub kind: Kind,
     pub name: Option<String>,
     pub selector: Option<LabelSelector>,
+    pub fields: Option<String>,
 }
 
 pub async fn run(context: &Context, args: &GetArgs) -> Result<()> {
@@ -33,10 +35,11 @@ pub async fn run(context: &Context, args: &GetArgs) -> Result<()> {
         (settings::kind(&args.kind)?, args.name.clone())
     };
     let selector = parse_selector(args.selector.as_deref())?;
-    if name.is_some() && selector.is_some() {
-        bail!("a NAME and -l both select objects: give one of them");
+    let fields = args.field_selector.clone().filter(|f| !f.trim().is_empty());
+    if name.is_some() && (selector.is_some() || fields.is_some()) {
+        bail!("a NAME and a selector both select objects: give one of them");
     }
-    show(context, Query { kind, name, selector }, args.output, args.watch).await
+    show(context, Query { kind, name, selector, fields }, args.output, args.watch).await
 }
 
 pub fn parse_selector(text: Option<&str>) -> Result<Option<LabelSelector>> {
@@ -51,7 +54,7 @@ pub async fn show(context: &Context, query: Query, output: Option<OutputFormat>,
     let settings = &context.settings;
     let kind = query.kind;
     let scope = if kind.namespaced() { settings.list_scope() } else { None };
-    let mut watcher = context.changes(kind, scope, query.selector.clone());
+    let mut watcher = context.changes(kind, scope, query.selector.clone(), query.fields.clone());
     if let Some(name) = &query.name {
         watcher = watcher.named(name);
     }

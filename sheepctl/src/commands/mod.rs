@@ -62,13 +62,20 @@ impl Context {
     }
 
     /// A watch of `kind` in `namespace` (every namespace when `None`), of the objects that
-    /// match `selector`: it reconnects, lists again, and polls when the server cannot stream.
-    pub fn changes(&self, kind: Kind, namespace: Option<&str>, selector: Option<LabelSelector>) -> Changes<Collection> {
+    /// match `selector` and the field selector `fields` (the server evaluates it): it
+    /// reconnects, lists again, and polls when the server cannot stream.
+    pub fn changes(
+        &self,
+        kind: Kind,
+        namespace: Option<&str>,
+        selector: Option<LabelSelector>,
+        fields: Option<String>,
+    ) -> Changes<Collection> {
         let selector = selector.unwrap_or_default();
         let selection = Selection {
             namespace: namespace.filter(|_| kind.namespaced()).map(str::to_string),
             label_selector: (!selector.is_empty()).then(|| selector.to_string()),
-            field_selector: None,
+            field_selector: fields,
         };
         let source = Collection { client: self.client.clone(), kind, selection };
         let watcher = Watcher::new(source, WATCH_BACKOFF).give_up_after(WATCH_ATTEMPTS).poll_after(STREAM_ATTEMPTS, POLL_INTERVAL);

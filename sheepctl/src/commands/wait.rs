@@ -71,7 +71,7 @@ async fn matching(context: &Context, words: &[String], selector_text: &str) -> R
     };
     let selector = parse_selector(Some(selector_text))?;
     let namespace = kind.namespaced().then_some(context.settings.namespace.as_str());
-    let mut watcher = context.changes(kind, namespace, selector);
+    let mut watcher = context.changes(kind, namespace, selector, None);
     let mut names: Vec<String> = watcher.list().await?.iter().map(|o| o.metadata().name.clone()).collect();
     if names.is_empty() {
         match namespace {
@@ -125,7 +125,7 @@ pub async fn until(
         .collect();
     let following = async {
         let namespace = kind.namespaced().then_some(targets.namespace);
-        let mut watcher = context.changes(kind, namespace, None);
+        let mut watcher = context.changes(kind, namespace, None, None);
         for object in watcher.list().await? {
             if let Some(target) = waiting.get_mut(object.metadata().name.as_str()) {
                 target.object = Some(object);
