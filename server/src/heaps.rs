@@ -10,8 +10,12 @@
 //! heap that a thread stopped allocating in (every pod deleted) would keep its pages, so the
 //! store calls [`collect_if_due`] after each commit, which collects those.
 //!
+//! What a thread allocates outside any kind's scope (request buffers, JSON) sits in its own
+//! default heap, whose blocks freed by other threads come back when it collects: the
+//! `shepherd` binary's runtime calls [`collect_parked_thread`] as each thread goes idle.
+//!
 //! The `shepherd` binary installs [`Allocator`]; under any other global allocator (tests)
-//! [`in_heap_of`] only runs its closure and [`collect_if_due`] does nothing.
+//! [`in_heap_of`] only runs its closure and the collections find nothing to do.
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
@@ -28,6 +32,7 @@ unsafe extern "C" {
     fn mi_heap_realloc_aligned(heap: *mut c_void, p: *mut c_void, size: usize, alignment: usize) -> *mut c_void;
     fn mi_heap_contains(heap: *const c_void, p: *const c_void) -> bool;
     fn mi_heap_collect(heap: *mut c_void, force: bool);
+    fn mi_collect(force: bool);
 }
 
 /// How often a thread gives the empty pages of its part of each heap back.
@@ -43,7 +48,10 @@ thread_local! {
     static USED: Cell<u32> = const { Cell::new(0) };
     /// The kinds whose heaps this thread has allocated in since it last collected.
     static BUSY: Cell<u32> = const { Cell::new(0) };
+    /// When this thread last collected in [`collect_if_due`].
     static LAST_COLLECTED: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// When this thread last collected in [`collect_parked_thread`], which has its own period.
+    static LAST_PARKED: Cell<Option<Instant>> = const { Cell::new(None) };
 }
 
 struct Heap(*mut c_void);
@@ -105,6 +113,25 @@ pub fn collect_if_due_at(now: Instant) {
     if due {
         let busy = BUSY.with(|busy| busy.replace(0));
         collect_heaps(USED.with(Cell::get) & !busy);
+    }
+}
+
+/// Collects what this thread allocated outside the kinds' heaps, and its part of every
+/// kind's heap, at most once a period. For a thread that goes idle: the
+/// request buffers and JSON a burst left in its pages, freed by other threads, come back
+/// only when their owner collects, and an idle thread never does by itself.
+pub fn collect_parked_thread() {
+    let now = Instant::now();
+    let due = LAST_PARKED.with(|last| {
+        let due = last.get().is_none_or(|at| now.duration_since(at) >= COLLECT_PERIOD);
+        if due {
+            last.set(Some(now));
+        }
+        due
+    });
+    if due {
+        collect_heaps(USED.with(Cell::get));
+        unsafe { mi_collect(true) }
     }
 }
 

@@ -225,6 +225,7 @@ fn start() -> anyhow::Result<()> {
     disable_transparent_huge_pages();
     let args = Args::from_matches(&Args::command().get_matches()).unwrap_or_else(|e| e.exit());
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    runtime.on_thread_park(server::heaps::collect_parked_thread);
     if let Some(threads) = args.worker_threads {
         runtime.worker_threads(usize::from(threads));
     }

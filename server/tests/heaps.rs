@@ -98,3 +98,28 @@ fn a_heap_this_thread_stopped_allocating_in_gives_its_pages_back_within_a_period
     assert!(returned[0] < 16.0 && returned[1] < 16.0, "the heap was still in use in the first period: {returned:?} MiB");
     assert!(returned[2] > 40.0, "a period later, {returned:?} MiB of the 64 MiB freed came back");
 }
+
+#[test]
+fn a_parked_thread_gives_back_what_other_threads_freed_of_its_allocations() {
+    let (freed_tx, freed_rx) = std::sync::mpsc::channel::<()>();
+    let (made_tx, made_rx) = std::sync::mpsc::channel();
+    // Like the request buffers and JSON a runtime thread made in a burst, dropped on others.
+    let owner = std::thread::spawn(move || {
+        // SAFETY: PR_SET_THP_DISABLE takes plain integers and touches no memory of ours.
+        assert_eq!(unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) }, 0);
+        let buffers: Vec<String> = (0..65_536).map(|i| format!("{i:01024}")).collect();
+        let made = resident_mib();
+        made_tx.send(buffers).unwrap();
+        freed_rx.recv().unwrap();
+        let before = made - resident_mib();
+        heaps::collect_parked_thread();
+        (before, made - resident_mib())
+    });
+    let buffers = made_rx.recv().unwrap();
+    assert!(!heaps::holds(Kind::Pod, buffers[0].as_ptr()), "made outside any kind's scope");
+    drop(buffers);
+    freed_tx.send(()).unwrap();
+    let (before, after) = owner.join().unwrap();
+    assert!(before < 16.0, "freed by another thread, the memory stays with its owner until it collects: {before:.1} MiB back");
+    assert!(after > 40.0, "once the owner collected, {after:.1} MiB of the 64 MiB freed came back");
+}

@@ -662,7 +662,11 @@ struct Staged {
 }
 
 fn writer_loop(inner: Arc<Inner>, mut persistence: Box<dyn Persistence>, mut receiver: mpsc::Receiver<Request>) {
-    while let Some(first) = receiver.blocking_recv() {
+    loop {
+        if receiver.is_empty() {
+            crate::heaps::collect_parked_thread();
+        }
+        let Some(first) = receiver.blocking_recv() else { break };
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
             match receiver.try_recv() {
