@@ -1,7 +1,8 @@
 //! The whole system at scale on this machine (issue 15): the release `shepherd` server (in
 //! memory) and one `shepherd-agent --runtime simulated --simulate-nodes N` process, both on
 //! 127.0.0.1. Each round:
-//! 1. waits until all N nodes are Ready, then measures the idle server's CPU and RSS;
+//! 1. waits until all N nodes are Ready and the watch history has filled with their lease
+//!    renewals (`--settle`), then measures the idle server's CPU and RSS;
 //! 2. creates P replicas (deployments of at most `MAX_REPLICAS` each) while a reader GETs
 //!    one object in a loop: time to all bound and all Running (from the server's metrics),
 //!    pod start latency (created_at → Ready), reader latency, peak CPU and RSS;
@@ -37,6 +38,10 @@ struct Options {
     per_deployment: usize,
     /// The longest any phase may take before the round is reported as unfinished.
     timeout: Duration,
+    /// How long the idle cluster runs before the idle window: by default the server's watch
+    /// history age and 5 s, so that idle is read at its steady state, the history full of
+    /// lease renewals, as it is again when "RSS 2 min after" is read.
+    settle: Duration,
     idle_window: Duration,
     /// Flags passed on to the server, such as `--event-limit=100`.
     server_args: Vec<String>,
@@ -54,6 +59,7 @@ fn options() -> Options {
         rounds: 1,
         per_deployment: MAX_REPLICAS as usize,
         timeout: Duration::from_secs(600),
+        settle: server::config::DEFAULT_WATCH_HISTORY_AGE + Duration::from_secs(5),
         idle_window: Duration::from_secs(20),
         server_args: Vec::new(),
     };
@@ -70,6 +76,7 @@ fn options() -> Options {
                 options.per_deployment = (number("--per-deployment", args.next()) as usize).clamp(1, MAX_REPLICAS as usize);
             }
             "--timeout" => options.timeout = Duration::from_secs(number("--timeout (seconds)", args.next())),
+            "--settle" => options.settle = Duration::from_secs(number("--settle (seconds)", args.next())),
             "--idle-window" => options.idle_window = Duration::from_secs(number("--idle-window (seconds)", args.next())),
             "--server-arg" => options.server_args.push(args.next().expect("--server-arg FLAG")),
             _ => {} // cargo bench passes --bench
@@ -334,8 +341,9 @@ async fn round(options: &Options) -> Row {
         assert!(began.elapsed() < options.timeout, "only {ready} of {} nodes Ready ({registered} registered)", options.nodes);
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    // Let start-up work (registration events, first lists) settle before the idle window.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Let start-up work (registration events, first lists) settle, and the watch history
+    // fill, before the idle window.
+    tokio::time::sleep(options.settle).await;
     let cpu_before = cpu_seconds(server.pid);
     tokio::time::sleep(options.idle_window).await;
     row.idle_cpu = 100.0 * (cpu_seconds(server.pid) - cpu_before) / options.idle_window.as_secs_f64();

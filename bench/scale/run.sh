@@ -3,7 +3,7 @@
 # and one `shepherd-agent --simulate-nodes N` process on 127.0.0.1, a deployment of P
 # replicas created and deleted. No Docker needed.
 #
-#   bench/scale/run.sh --nodes 1000 --replicas 10000 [--per-deployment 10000] [--rounds 3] [--timeout 600] [--idle-window 20]
+#   bench/scale/run.sh --nodes 1000 --replicas 10000 [--per-deployment 10000] [--rounds 3] [--timeout 600] [--settle 80] [--idle-window 20]
 #                        [--server-arg --event-limit=100 ...]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
