@@ -59,10 +59,11 @@ pub struct FleetConfig {
 pub async fn run(config: FleetConfig, shutdown: CancellationToken) -> Result<()> {
     let RuntimeChoice::Simulated { start_delay } = config.node.runtime else { return Err(Error::FleetNotSimulated) };
     raise_fd_limit();
+    crate::check_listen(&config.node)?;
     let listen = config.node.listen;
     let listener = TcpListener::bind(listen).await.map_err(|source| Error::Bind { addr: listen, source })?;
     let local = listener.local_addr().map_err(|source| Error::Bind { addr: listen, source })?;
-    let host = if local.ip().is_unspecified() { config.node.address.clone() } else { local.ip().to_string() };
+    let api_url = crate::api_url(local, &config.node.address);
     let client =
         crate::api_client(&config.node)?.named("agent").with_timeout(API_TIMEOUT).with_max_in_flight(config.max_in_flight.into())?;
     let api: Arc<dyn ApiClient> = Arc::new(client.clone());
@@ -80,7 +81,7 @@ pub async fn run(config: FleetConfig, shutdown: CancellationToken) -> Result<()>
         let mut node_config = config.node.clone();
         node_config.node_name = format!("{}-{i}", config.node.node_name);
         let name = node_config.node_name.clone();
-        let endpoint = format!("http://{host}:{}/nodes/{name}", local.port());
+        let endpoint = format!("{api_url}/nodes/{name}");
         let runtime = Arc::new(SimulatedRuntime::new(start_delay));
         let agent = NodeAgent::new(&node_config, runtime, api.clone(), &cluster, endpoint)
             .await
@@ -99,7 +100,7 @@ pub async fn run(config: FleetConfig, shutdown: CancellationToken) -> Result<()>
         });
     }
     tracing::info!(nodes = config.nodes, cluster = %cluster, listen = %local, max_in_flight = config.max_in_flight, "fleet starting");
-    let app = http::fleet_app(Arc::new(states));
+    let app = http::fleet_app(Arc::new(states), config.node.token.as_deref().map(Arc::from));
     let stop = shutdown.clone();
     let serve = axum::serve(listener, app).with_graceful_shutdown(async move { stop.cancelled().await });
     let all_nodes = async {

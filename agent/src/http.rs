@@ -3,6 +3,9 @@
 //! as plain text (the API server's pod log endpoint proxies to it), and `GET /sandboxes`, the
 //! warm pool's size and how many sandboxes in it are ready. A fleet serves each of its nodes'
 //! APIs under `/nodes/{node}` on one address ([`fleet_app`]).
+//!
+//! An agent with a token serves logs and sandboxes only to requests the API server signed
+//! with it (`shepherd_client::agent_auth`); `/healthz` stays open, as the kubelet's does.
 
 use std::collections::HashMap;
 
@@ -10,8 +13,9 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::StreamExt;
@@ -21,6 +25,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::runtime::{ContainerRuntime, LABEL_CONTAINER, LABEL_NAMESPACE, LABEL_NODE, LABEL_POD};
 use crate::sandbox::Sandboxes;
+
+/// The token requests must be signed with; `None` serves every request, as an agent
+/// without a token (on loopback) does.
+pub type Signer = Option<Arc<str>>;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -64,14 +72,6 @@ pub struct LogQuery {
     follow: Option<String>,
 }
 
-fn parse_flag(name: &str, value: Option<&str>) -> Result<bool, HttpError> {
-    match value {
-        None | Some("") | Some("false") | Some("0") => Ok(false),
-        Some("true") | Some("1") => Ok(true),
-        Some(other) => Err(HttpError::new(StatusCode::BAD_REQUEST, "BadRequest", format!("{name} must be true or false, got {other:?}"))),
-    }
-}
-
 async fn logs(
     State(state): State<AppState>,
     Path((namespace, pod)): Path<(String, String)>,
@@ -81,7 +81,8 @@ async fn logs(
 }
 
 async fn logs_of(state: &AppState, namespace: String, pod: String, query: LogQuery) -> Result<Response, HttpError> {
-    let follow = parse_flag("follow", query.follow.as_deref())?;
+    let follow = shared::parse::flag(query.follow.as_deref().unwrap_or_default())
+        .map_err(|e| HttpError::new(StatusCode::BAD_REQUEST, "BadRequest", format!("follow: {e}")))?;
     let tail =
         match query.tail.as_deref() {
             None | Some("") | Some("-1") | Some("all") => None,
@@ -141,6 +142,18 @@ async fn healthz() -> &'static str {
     "ok"
 }
 
+/// Lets through only what the API server signed with `signer`'s token, when there is one.
+async fn require_signature(State(signer): State<Signer>, request: Request, next: Next) -> Response {
+    let Some(token) = signer else { return next.run(request).await };
+    let target = request.uri().path_and_query().map_or_else(|| request.uri().path(), |p| p.as_str());
+    let authorization = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    match shepherd_client::agent_auth::verify(&token, request.method().as_str(), target, authorization, now) {
+        Ok(()) => next.run(request).await,
+        Err(refusal) => HttpError::new(StatusCode::UNAUTHORIZED, "Unauthorized", refusal.to_string()).into_response(),
+    }
+}
+
 async fn sandboxes(State(state): State<AppState>) -> Result<axum::Json<crate::sandbox::PoolStatus>, HttpError> {
     sandboxes_of(&state)
 }
@@ -156,19 +169,20 @@ fn sandboxes_of(state: &AppState) -> Result<axum::Json<crate::sandbox::PoolStatu
     }
 }
 
-/// The whole agent API.
-pub fn app(state: AppState) -> Router {
+/// The whole agent API, its logs and sandboxes signed by `signer`'s token when there is one.
+pub fn app(state: AppState, signer: Signer) -> Router {
     Router::new()
-        .route("/healthz", get(healthz))
         .route("/logs/{namespace}/{pod}", get(logs))
         .route("/sandboxes", get(sandboxes))
+        .route_layer(middleware::from_fn_with_state(signer, require_signature))
+        .route("/healthz", get(healthz))
         .with_state(state)
 }
 
 /// Serves the agent API on `listener` until `shutdown`.
-pub async fn run(listener: tokio::net::TcpListener, state: AppState) -> std::io::Result<()> {
+pub async fn run(listener: tokio::net::TcpListener, state: AppState, signer: Signer) -> std::io::Result<()> {
     let shutdown = state.shutdown.clone();
-    axum::serve(listener, app(state)).with_graceful_shutdown(async move { shutdown.cancelled().await }).await
+    axum::serve(listener, app(state, signer)).with_graceful_shutdown(async move { shutdown.cancelled().await }).await
 }
 
 /// The agent APIs of a fleet's nodes, by node name.
@@ -199,12 +213,13 @@ async fn fleet_sandboxes(
 
 /// Every node's agent API on one address: node N's under `/nodes/N`, which is the
 /// endpoint N registers, so the API server reaches each node's logs through this one port.
-pub fn fleet_app(fleet: Fleet) -> Router {
+pub fn fleet_app(fleet: Fleet, signer: Signer) -> Router {
     Router::new()
-        .route("/healthz", get(healthz))
-        .route("/nodes/{node}/healthz", get(fleet_healthz))
         .route("/nodes/{node}/logs/{namespace}/{pod}", get(fleet_logs))
         .route("/nodes/{node}/sandboxes", get(fleet_sandboxes))
+        .route_layer(middleware::from_fn_with_state(signer, require_signature))
+        .route("/healthz", get(healthz))
+        .route("/nodes/{node}/healthz", get(fleet_healthz))
         .with_state(fleet)
 }
 
@@ -236,11 +251,59 @@ mod tests {
         AppState { node_name: "n1".into(), runtime, sandboxes: None, shutdown: CancellationToken::new() }
     }
 
-    async fn get(state: AppState, uri: &str) -> (StatusCode, String) {
-        let response = app(state).oneshot(Request::get(uri).body(Body::empty()).unwrap()).await.unwrap();
+    async fn answer(router: Router, request: Request<Body>) -> (StatusCode, String) {
+        let response = router.oneshot(request).await.unwrap();
         let status = response.status();
         let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
         (status, String::from_utf8_lossy(&bytes).to_string())
+    }
+
+    async fn get(state: AppState, uri: &str) -> (StatusCode, String) {
+        answer(app(state, None), Request::get(uri).body(Body::empty()).unwrap()).await
+    }
+
+    fn now() -> u64 {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+    }
+
+    /// `uri` with an `Authorization` of `authorization`, if any.
+    fn request(uri: &str, authorization: Option<String>) -> Request<Body> {
+        let mut request = Request::get(uri);
+        if let Some(value) = authorization {
+            request = request.header(header::AUTHORIZATION, value);
+        }
+        request.body(Body::empty()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_agent_with_a_token_serves_only_what_the_server_signed_with_it() {
+        use shepherd_client::agent_auth::sign_now;
+        let state = state_with(&["main"]).await;
+        let signed = |token: &str, path: &str| Some(sign_now(token, "GET", path, now()));
+        let call =
+            |uri: &str, authorization: Option<String>| answer(app(state.clone(), Some("node-token-1".into())), request(uri, authorization));
+        let (status, body) = call("/logs/default/web", None).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+        assert!(body.contains("signed by the API server with the node's token"), "{body}");
+        let (status, body) = call("/logs/default/web", signed("node-token-1", "/logs/default/web")).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert!(body.contains("c-main"), "{body}");
+        let (status, body) = call("/logs/default/web?container=main", signed("node-token-1", "/logs/default/web")).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "a signature of another query: {body}");
+        let (status, _) = call("/logs/default/web", signed("node-token-2", "/logs/default/web")).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "another token");
+        let (status, _) = call("/logs/default/web", Some("Bearer node-token-1".into())).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "the token itself is no signature");
+        assert_eq!(call("/sandboxes", None).await.0, StatusCode::UNAUTHORIZED);
+        assert_eq!(call("/healthz", None).await, (StatusCode::OK, "ok".to_string()), "health stays open");
+
+        let fleet: Fleet = Arc::new(HashMap::from([("n1".to_string(), state.clone())]));
+        let fleet_call =
+            |uri: &str, authorization| answer(fleet_app(fleet.clone(), Some("node-token-1".into())), request(uri, authorization));
+        assert_eq!(fleet_call("/nodes/n1/logs/default/web", None).await.0, StatusCode::UNAUTHORIZED);
+        let path = "/nodes/n1/logs/default/web";
+        assert_eq!(fleet_call(path, signed("node-token-1", path)).await.0, StatusCode::OK);
+        assert_eq!(fleet_call("/nodes/n1/healthz", None).await.0, StatusCode::OK);
     }
 
     #[tokio::test]
@@ -272,7 +335,7 @@ mod tests {
         assert!(body.contains("pod default/nope has no containers on node n1"), "{body}");
         let (status, body) = get(state_with(&["main"]).await, "/logs/default/web?follow=maybe").await;
         assert_eq!(status, StatusCode::BAD_REQUEST);
-        assert!(body.contains("follow must be true or false"), "{body}");
+        assert!(body.contains("follow: invalid boolean") && body.contains("maybe"), "{body}");
         let (status, body) = get(state_with(&[]).await, "/healthz").await;
         assert_eq!((status, body.as_str()), (StatusCode::OK, "ok"));
         let (status, body) = get(state_with(&[]).await, "/sandboxes").await;
@@ -284,7 +347,7 @@ mod tests {
     async fn a_fleet_serves_each_nodes_api_under_its_name() {
         let fleet: Fleet = Arc::new(HashMap::from([("n1".to_string(), state_with(&["main"]).await)]));
         let call = |uri: &'static str| {
-            let app = fleet_app(fleet.clone());
+            let app = fleet_app(fleet.clone(), None);
             async move {
                 let response = app.oneshot(Request::get(uri).body(Body::empty()).unwrap()).await.unwrap();
                 let status = response.status();

@@ -68,6 +68,10 @@ pub enum Error {
     Runtime(#[from] runtime::Error),
     #[error("cannot listen on {addr} for the agent API")]
     Bind { addr: SocketAddr, source: std::io::Error },
+    #[error(
+        "refusing to serve the agent API on {0} without a token: anyone who can reach it could read every pod's logs. Pass --token, or listen on 127.0.0.1"
+    )]
+    OpenApi(SocketAddr),
     #[error("the agent API stopped: {0}")]
     Serve(std::io::Error),
     #[error(transparent)]
@@ -161,9 +165,36 @@ pub async fn connect_runtime(choice: RuntimeChoice) -> Result<Arc<dyn ContainerR
     })
 }
 
+/// Whether the agent API may listen on `addr`: off loopback only when the agent has a token,
+/// for then it serves only the requests the server signed with it.
+pub fn api_may_listen(addr: SocketAddr, has_token: bool) -> bool {
+    addr.ip().is_loopback() || has_token
+}
+
+/// [`api_may_listen`] for `config`, as an error.
+fn check_listen(config: &AgentConfig) -> Result<()> {
+    match api_may_listen(config.listen, config.token.is_some()) {
+        true => Ok(()),
+        false => Err(Error::OpenApi(config.listen)),
+    }
+}
+
+/// Where the agent API listening on `local` answers: at `address` (the node's) when it
+/// listens on every interface. An IPv6 address goes in brackets, as in any URL.
+fn api_url(local: SocketAddr, address: &str) -> String {
+    if !local.ip().is_unspecified() {
+        return format!("http://{local}");
+    }
+    match address.parse::<std::net::Ipv6Addr>() {
+        Ok(_) => format!("http://[{address}]:{}", local.port()),
+        Err(_) => format!("http://{address}:{}", local.port()),
+    }
+}
+
 /// Runs a node agent until `shutdown`: connects the runtime, listens for the agent API and
 /// talks to the server over HTTP. Pods keep running after it returns.
 pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> Result<()> {
+    check_listen(&config)?;
     let runtime = connect_runtime(config.runtime).await?;
     let listener = TcpListener::bind(config.listen).await.map_err(|source| Error::Bind { addr: config.listen, source })?;
     let api = api_client(&config)?.named("agent").with_timeout(API_TIMEOUT);
@@ -195,24 +226,12 @@ pub async fn run_node(
         false => None,
     };
     let Some(cluster) = node::cluster_id(api.as_ref(), &shutdown).await else { return Ok(()) };
-    let endpoint = match local.ip().is_unspecified() {
-        true => endpoint_url(&config.address, local.port()),
-        false => format!("http://{local}"),
-    };
+    let endpoint = api_url(local, &config.address);
     let node = NodeAgent::with_pod_network(&config, runtime, api.clone(), &cluster, endpoint, pod_network).await;
-    let serve = http::run(listener, node.http_state(shutdown.clone()));
+    let serve = http::run(listener, node.http_state(shutdown.clone()), config.token.as_deref().map(Arc::from));
     let feed = agent::NodeWatch::new(api, &config.node_name, config.resync_interval);
     let (served, ()) = tokio::join!(serve, node.run(feed, shutdown.clone()));
     served.map_err(Error::Serve)
-}
-
-/// The URL of an agent API at `host` (a name or an address) and `port`: an IPv6 address
-/// goes in brackets, as in any URL.
-fn endpoint_url(host: &str, port: u16) -> String {
-    match host.parse::<std::net::Ipv6Addr>() {
-        Ok(_) => format!("http://[{host}]:{port}"),
-        Err(_) => format!("http://{host}:{port}"),
-    }
 }
 
 /// One node once its cluster is known: what it registers, and its pod workers' context.
@@ -369,4 +388,35 @@ async fn remove_containers(runtime: &dyn ContainerRuntime, node: &str, cluster: 
         runtime.remove(&container.id).await?;
     }
     Ok(containers.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_agent_api_leaves_loopback_only_with_a_token() {
+        for open in ["0.0.0.0:10250", "[::]:10250", "192.0.2.7:10250"] {
+            let addr: SocketAddr = open.parse().unwrap();
+            assert!(!api_may_listen(addr, false) && api_may_listen(addr, true), "{open}");
+        }
+        for loopback in ["127.0.0.1:10250", "[::1]:10250"] {
+            assert!(api_may_listen(loopback.parse().unwrap(), false), "{loopback}");
+        }
+        let mut config = AgentConfig::new("http://127.0.0.1:9876");
+        config.listen = "0.0.0.0:10250".parse().unwrap();
+        let refused = check_listen(&config).unwrap_err().to_string();
+        assert!(refused.starts_with("refusing to serve the agent API on 0.0.0.0:10250 without a token"), "{refused}");
+        config.token = Some("node-token-1".into());
+        check_listen(&config).expect("with a token");
+    }
+
+    #[test]
+    fn an_agent_api_url_holds_an_ipv6_address_in_brackets() {
+        assert_eq!(api_url("127.0.0.1:10250".parse().unwrap(), "192.0.2.7"), "http://127.0.0.1:10250");
+        assert_eq!(api_url("[::1]:10250".parse().unwrap(), "::1"), "http://[::1]:10250");
+        assert_eq!(api_url("0.0.0.0:10250".parse().unwrap(), "192.0.2.7"), "http://192.0.2.7:10250");
+        assert_eq!(api_url("[::]:10250".parse().unwrap(), "2001:db8::7"), "http://[2001:db8::7]:10250");
+        assert_eq!(api_url("0.0.0.0:10250".parse().unwrap(), "node-1.lan"), "http://node-1.lan:10250");
+    }
 }

@@ -64,7 +64,8 @@ struct Cli {
     /// The node's address: pods' host_ip and where host ports are published.
     #[arg(long, default_value = "127.0.0.1")]
     address: String,
-    /// Where the agent API (logs) listens; 127.0.0.1:0 picks a free port.
+    /// Where the agent API (logs) listens; 127.0.0.1:0 picks a free port. Off loopback it needs
+    /// --token, and serves only what the server signed with it.
     #[arg(long, env = agent::LISTEN_ENV, default_value = agent::DEFAULT_LISTEN)]
     listen: SocketAddr,
     /// First delay of the restart and image pull back-off, doubling up to --backoff-max.

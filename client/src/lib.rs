@@ -4,11 +4,14 @@
 //! Layout:
 //! - [`Client`] (this file): typed calls for every route in `shared::api::paths`, with the
 //!   bearer token and every default header set in one request builder;
+//! - [`agent_auth`]: how the server signs the requests it proxies to a node's agent API, and
+//!   how the agent checks them;
 //! - [`error`]: the one error, naming what was being done and why it failed;
 //! - [`watcher`]: the async watcher that drives `shared::watch`'s state machine over a watch
 //!   stream (decoded by `shared::sse`), and [`watcher::Changes`], the objects it keeps with the
 //!   change each event makes.
 
+pub mod agent_auth;
 pub mod error;
 pub mod watcher;
 

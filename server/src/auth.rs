@@ -116,12 +116,19 @@ pub enum TokenError {
         "--token is also the token on line {line} of the tokens file {path}; a token must name one principal: leave out --token or that line"
     )]
     FlagInFile { path: String, line: usize },
+    #[error(
+        "{path} line {second}: a second token for node {node} (the first is on line {first}); the server signs what it asks of a node's agent with the node's token, so each node has one"
+    )]
+    SecondNodeToken { path: String, node: String, first: usize, second: usize },
 }
 
 /// The configured tokens. Empty means the API is open.
 #[derive(Clone, Default)]
 pub struct Tokens {
     by_token: HashMap<String, Principal>,
+    /// Each node token by its node's name: the key the server signs its requests to that
+    /// node's agent API with (`shepherd_client::agent_auth`).
+    by_node: HashMap<String, String>,
     /// The tokens file, and the line of each token read from it.
     file: Option<(String, HashMap<String, usize>)>,
 }
@@ -139,7 +146,15 @@ impl Tokens {
     }
 
     pub fn add(&mut self, token: &str, principal: Principal) {
+        if let (Role::Node, Some(node)) = (principal.role, &principal.node) {
+            self.by_node.insert(node.clone(), token.to_string());
+        }
         self.by_token.insert(token.to_string(), principal);
+    }
+
+    /// The token of node `node`, if it has a node token.
+    pub fn of_node(&self, node: &str) -> Option<&str> {
+        self.by_node.get(node).map(String::as_str)
     }
 
     /// Adds `--token`'s admin token, which must not also be in the tokens file.
@@ -195,6 +210,12 @@ impl Tokens {
             }
             if let Some(&first) = lines.get(fields[0]) {
                 return Err(TokenError::Repeated { path: path.to_string(), first, second: index + 1 });
+            }
+            if let Some(node) = &principal.node
+                && let Some(first) = tokens.of_node(node).and_then(|token| lines.get(token))
+            {
+                let (node, first) = (node.clone(), *first);
+                return Err(TokenError::SecondNodeToken { path: path.to_string(), node, first, second: index + 1 });
             }
             lines.insert(fields[0].to_string(), index + 1);
             tokens.add(fields[0], principal);
@@ -320,6 +341,32 @@ mod tests {
         tokens.add_flag_token("flag-secret").unwrap();
         assert_eq!(tokens.lookup("flag-secret").unwrap().role, Role::Admin);
         Tokens::default().add_flag_token("flag-secret").unwrap();
+    }
+
+    #[test]
+    fn each_node_has_one_token_the_server_signs_with() {
+        let tokens = Tokens::parse(
+            "admin-secret admin
+node-one-secret node node-1
+node-two-secret node node-2
+",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(
+            (tokens.of_node("node-1"), tokens.of_node("node-2"), tokens.of_node("node-3")),
+            (Some("node-one-secret"), Some("node-two-secret"), None)
+        );
+        let err = Tokens::parse(
+            "node-one-secret node node-1
+admin-secret admin
+node-one-again node node-1
+",
+            "t",
+        )
+        .unwrap_err();
+        assert_eq!(err, TokenError::SecondNodeToken { path: "t".into(), node: "node-1".into(), first: 1, second: 3 });
+        assert!(err.to_string().starts_with("t line 3: a second token for node node-1 (the first is on line 1)"), "{err}");
     }
 
     #[test]

@@ -171,15 +171,34 @@ pub async fn log(
         query.push(("follow", f.to_string()));
     }
     let url = format!("{}/logs/{namespace}/{name}", node.status.agent_endpoint.trim_end_matches('/'));
-    let upstream =
-        state.http.get(&url).query(&query).send().await.map_err(|e| {
-            ApiError::bad_gateway(format!("cannot reach the agent of node {}", node.metadata.name), format!("GET {url}: {e}"))
-        })?;
+    let unreachable = |e: reqwest::Error| {
+        ApiError::bad_gateway(format!("cannot reach the agent of node {}", node.metadata.name), format!("GET {url}: {e}"))
+    };
+    let mut request = state.http.get(&url).query(&query).build().map_err(unreachable)?;
+    // The node's token signs the request; it never travels itself (agent_auth).
+    let token = state.config.tokens.of_node(&node.metadata.name);
+    if let Some(token) = token {
+        let target = match request.url().query() {
+            Some(query) => format!("{}?{query}", request.url().path()),
+            None => request.url().path().to_string(),
+        };
+        let now = u64::try_from(chrono::Utc::now().timestamp()).unwrap_or(0);
+        let signature = shepherd_client::agent_auth::sign_now(token, "GET", &target, now);
+        let value = HeaderValue::from_str(&signature).expect("a signature is ASCII");
+        request.headers_mut().insert(header::AUTHORIZATION, value);
+    }
+    let upstream = state.http.execute(request).await.map_err(unreachable)?;
     let status = StatusCode::from_u16(upstream.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
     if !status.is_success() {
         let text = upstream.text().await.unwrap_or_default();
         let mut error = ApiError::from_status(status, &text);
         error.message = format!("the agent of node {} answered {status}: {}", node.metadata.name, error.message);
+        if status == StatusCode::UNAUTHORIZED && token.is_none() {
+            error.message.push_str(&format!(
+                "; this server has no node token for node {0} to sign with: give the node its own token (`<token> node {0}` in the tokens file) and run its agent with it",
+                node.metadata.name
+            ));
+        }
         return Err(error);
     }
     let mut response = Body::from_stream(upstream.bytes_stream()).into_response();
