@@ -51,11 +51,14 @@ pub fn event_key(involved: &ObjectReference, reason: &str, source: &str, message
 }
 
 /// A write that records `event`: created with count 1, or, when the same [`event_key`] was
-/// seen before, the stored one with count + 1, the new message and
-/// `last_timestamp = now`.
+/// seen before, the stored one with count + 1, the new message and the new last time.
+/// The time is when the reporter says it happened (`last_timestamp`), never later than
+/// `now`, else `now`: an agent's event sent without waiting may arrive after the status it
+/// preceded (Started before Running), and lists order events by that time.
 pub fn record(mut event: Event, now: Time) -> Write {
     let (namespace, name) = event_key(&event.involved_object, &event.reason, &event.source, &event.message);
     event.kind = "Event".into();
+    let happened = event.last_timestamp.filter(|at| *at <= now).unwrap_or(now);
     let key = Key::new(Kind::Event, &namespace, &name);
     Write::new(key, move |_, current| {
         let stored = match current {
@@ -64,7 +67,7 @@ pub fn record(mut event: Event, now: Time) -> Write {
                 bumped.count = previous.count.saturating_add(1);
                 bumped.message = event.message;
                 bumped.type_ = event.type_;
-                bumped.last_timestamp = Some(now);
+                bumped.last_timestamp = previous.last_timestamp.max(Some(happened));
                 bumped
             }
             _ => {
@@ -79,8 +82,8 @@ pub fn record(mut event: Event, now: Time) -> Write {
                     ..ObjectMeta::default()
                 };
                 event.count = 1;
-                event.first_timestamp = Some(event.first_timestamp.unwrap_or(now));
-                event.last_timestamp = Some(now);
+                event.first_timestamp = Some(event.first_timestamp.filter(|at| *at <= happened).unwrap_or(happened));
+                event.last_timestamp = Some(happened);
                 event
             }
         };
@@ -132,6 +135,42 @@ mod tests {
         assert_eq!(failed.message, "try 2");
         assert_eq!(failed.first_timestamp, Some(t0));
         assert_eq!(failed.last_timestamp, Some(t0 + chrono::Duration::seconds(2)));
+    }
+
+    #[tokio::test]
+    async fn an_event_is_timed_when_its_reporter_saw_it_never_in_the_future() {
+        let store = CachedStore::in_memory(100);
+        let involved = ObjectReference { kind: "Pod".into(), namespace: "default".into(), name: "web".into(), uid: "u1".into() };
+        let now = chrono::Utc::now();
+        let reported = |reason: &str, at: Time| Event {
+            first_timestamp: Some(at),
+            last_timestamp: Some(at),
+            ..new_event(involved.clone(), event_types::NORMAL, reason, reason, "agent/n1")
+        };
+        // Sent without waiting, it arrives after a later status: it keeps its own time.
+        let earlier = now - chrono::Duration::milliseconds(300);
+        store.commit(Txn::new().with(record(reported("Started", earlier), now))).await.unwrap();
+        store.commit(Txn::new().with(record(reported("Pulled", now + chrono::Duration::hours(1)), now))).await.unwrap();
+        let (_, events) = store.list(Kind::Event, Some("default"));
+        let at = |reason: &str| {
+            events
+                .iter()
+                .find_map(|e| match &**e {
+                    Object::Event(e) if e.reason == reason => Some((e.first_timestamp, e.last_timestamp)),
+                    _ => None,
+                })
+                .unwrap()
+        };
+        assert_eq!(at("Started"), (Some(earlier), Some(earlier)));
+        assert_eq!(at("Pulled"), (Some(now), Some(now)), "a clock ahead of the server's is not believed");
+        // A repeat that arrives late does not move the last time back.
+        store.commit(Txn::new().with(record(reported("Started", earlier - chrono::Duration::seconds(5)), now))).await.unwrap();
+        let (_, events) = store.list(Kind::Event, Some("default"));
+        let started = events.iter().find_map(|e| match &**e {
+            Object::Event(e) if e.reason == "Started" => Some(e.clone()),
+            _ => None,
+        });
+        assert_eq!(started.map(|e| (e.count, e.last_timestamp)), Some((2, Some(earlier))));
     }
 
     #[test]
