@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
+use shared::capacity::GiveBack;
 use shared::model::{Kind, Object, Pod};
 use shared::scheduler::{ClusterEvent, Decision, Explanation, Profile, Scheduler, SchedulingQueue};
 use tokio::sync::mpsc;
@@ -95,10 +96,13 @@ impl SchedulerHandle {
                 d.by_pod.remove(&key);
             }
         }
+        d.order.give_back_spare();
     }
 
     fn forget(&self, pod: &Key) {
-        self.decisions.lock().expect("decisions lock").by_pod.remove(pod);
+        let mut d = self.decisions.lock().expect("decisions lock");
+        d.by_pod.remove(pod);
+        d.by_pod.give_back_spare();
     }
 }
 

@@ -13,6 +13,7 @@
 //! - [`readiness`]: whether a node is ready, the one judgement every part makes;
 //! - [`registration`]: the node an agent registers and the heartbeat it sends;
 //! - [`backoff`]: the one exponential back-off curve;
+//! - [`capacity`]: when a collection that emptied gives its room back;
 //! - [`sse`]: the Server-Sent Events decoder watch streams are read through;
 //! - [`watch`]: the watcher's state machine (list → watch → resume or re-list, back-off,
 //!   polling) and the decoding of one watch message;
@@ -27,6 +28,7 @@
 
 pub mod api;
 pub mod backoff;
+pub mod capacity;
 pub mod manifest;
 pub mod model;
 pub mod parse;

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use shared::backoff::Backoff;
+use shared::capacity::GiveBack;
 use shared::model::{Kind, Object, Time};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -107,6 +108,8 @@ impl WorkQueue {
     fn pop(&mut self) -> Option<Key> {
         let key = self.ready.pop_front()?;
         self.queued.remove(&key);
+        self.ready.give_back_spare();
+        self.queued.give_back_spare();
         Some(key)
     }
 
@@ -114,6 +117,7 @@ impl WorkQueue {
     async fn expired(&mut self) -> Option<Key> {
         let key = self.delayed.next().await?.into_inner();
         self.deadlines.remove(&key);
+        self.deadlines.give_back_spare();
         Some(key)
     }
 
@@ -167,6 +171,7 @@ pub async fn run<C: Controller>(controller: C, ctx: Context, resync: Duration, s
                 match controller.reconcile(&key, &ctx, chrono::Utc::now()).await {
                     Ok(action) => {
                         queue.failures.remove(&key);
+                        queue.failures.give_back_spare();
                         if let Action::RequeueAfter(after) = action {
                             queue.add_after(key, Instant::now() + after);
                         }

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
+use shared::capacity::GiveBack;
 use shared::model::{Kind, Object};
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::time::Instant;
@@ -250,9 +251,7 @@ impl Tombstones {
                 deletions.start = oldest.revision;
                 deletions.kept.pop_front();
             }
-            if deletions.kept.capacity() > 4 * deletions.kept.len() + 1024 {
-                deletions.kept.shrink_to_fit();
-            }
+            deletions.kept.give_back_spare();
         }
     }
 

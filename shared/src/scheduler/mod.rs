@@ -22,6 +22,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::capacity::GiveBack;
 use crate::model::{Node, Pod, Time};
 
 use cache::{Footprint, NodeInfo, NodeState, Owners, PodRecord, Slot, owner_key, pod_id};
@@ -365,6 +366,7 @@ impl Scheduler {
 
     fn release(&mut self, id: &str) {
         let Some(record) = self.pods.remove(id) else { return };
+        self.pods.give_back_spare();
         let slot = &mut self.slots[record.slot as usize];
         slot.release(&record.footprint, record.owner, record.assumed);
         if let Some(key) = &record.owner_key {

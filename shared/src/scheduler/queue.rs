@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::backoff::Backoff;
+use crate::capacity::GiveBack;
 use crate::readiness::Readiness;
 use crate::words;
 
@@ -319,8 +320,10 @@ impl<K: Clone + Eq + Hash + Ord> SchedulingQueue<K> {
             entry.place = Place::InFlight;
             self.active_len -= 1;
             self.in_flight += 1;
+            self.active.give_back_spare();
             return Some(key);
         }
+        self.active.give_back_spare();
         None
     }
 
@@ -332,6 +335,7 @@ impl<K: Clone + Eq + Hash + Ord> SchedulingQueue<K> {
     /// The pod no longer needs scheduling (deleted, bound elsewhere): it leaves the queue.
     pub fn remove(&mut self, key: &K) {
         let Some(entry) = self.entries.remove(key) else { return };
+        self.entries.give_back_spare();
         self.leave(key, entry.place);
     }
 
