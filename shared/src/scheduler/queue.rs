@@ -476,6 +476,19 @@ mod tests {
     }
 
     #[test]
+    fn a_queue_that_emptied_after_a_burst_gives_its_room_back() {
+        let mut q = SchedulingQueue::default();
+        for pod in 0..150_000u32 {
+            q.add(pod);
+        }
+        while let Some(pod) = q.pop() {
+            q.scheduled(&pod);
+        }
+        assert!(q.is_empty());
+        assert!(q.entries.capacity() < 10_000 && q.active.capacity() < 10_000, "{} {}", q.entries.capacity(), q.active.capacity());
+    }
+
+    #[test]
     fn a_failed_pod_backs_off_from_one_second_doubling_to_ten() {
         let mut q = SchedulingQueue::default();
         q.add("a");
