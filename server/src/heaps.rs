@@ -103,14 +103,7 @@ pub fn collect_if_due() {
 
 /// [`collect_if_due`] at `now`.
 pub fn collect_if_due_at(now: Instant) {
-    let due = LAST_COLLECTED.with(|last| {
-        let due = last.get().is_none_or(|at| now.duration_since(at) >= COLLECT_PERIOD);
-        if due {
-            last.set(Some(now));
-        }
-        due
-    });
-    if due {
+    if period_passed(&LAST_COLLECTED, now) {
         let busy = BUSY.with(|busy| busy.replace(0));
         collect_heaps(USED.with(Cell::get) & !busy);
     }
@@ -121,18 +114,21 @@ pub fn collect_if_due_at(now: Instant) {
 /// request buffers and JSON a burst left in its pages, freed by other threads, come back
 /// only when their owner collects, and an idle thread never does by itself.
 pub fn collect_parked_thread() {
-    let now = Instant::now();
-    let due = LAST_PARKED.with(|last| {
+    if period_passed(&LAST_PARKED, Instant::now()) {
+        collect_heaps(USED.with(Cell::get));
+        unsafe { mi_collect(true) }
+    }
+}
+
+/// Whether a [`COLLECT_PERIOD`] passed since `last` said; if so, `last` becomes `now`.
+fn period_passed(last: &'static std::thread::LocalKey<Cell<Option<Instant>>>, now: Instant) -> bool {
+    last.with(|last| {
         let due = last.get().is_none_or(|at| now.duration_since(at) >= COLLECT_PERIOD);
         if due {
             last.set(Some(now));
         }
         due
-    });
-    if due {
-        collect_heaps(USED.with(Cell::get));
-        unsafe { mi_collect(true) }
-    }
+    })
 }
 
 /// Collects this thread's part of the heaps of the kinds in `kinds`, one bit each by index.

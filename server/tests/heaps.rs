@@ -62,6 +62,9 @@ async fn the_store_keeps_each_object_in_its_kinds_heap() {
     assert!(Arc::ptr_eq(&again, stored), "reads share the kept copy");
 }
 
+/// Held by each test that reads the process's RSS, which the others' memory would move.
+static READS_RSS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn resident_mib() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
     let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
@@ -70,6 +73,7 @@ fn resident_mib() -> f64 {
 
 #[test]
 fn a_heap_this_thread_stopped_allocating_in_gives_its_pages_back_within_a_period() {
+    let _alone = READS_RSS.lock().unwrap_or_else(|e| e.into_inner());
     let (freed_tx, freed_rx) = std::sync::mpsc::channel::<()>();
     let (made_tx, made_rx) = std::sync::mpsc::channel();
     // Like pods the store kept on one thread and a later commit dropped on another.
@@ -101,6 +105,7 @@ fn a_heap_this_thread_stopped_allocating_in_gives_its_pages_back_within_a_period
 
 #[test]
 fn a_parked_thread_gives_back_what_other_threads_freed_of_its_allocations() {
+    let _alone = READS_RSS.lock().unwrap_or_else(|e| e.into_inner());
     let (freed_tx, freed_rx) = std::sync::mpsc::channel::<()>();
     let (made_tx, made_rx) = std::sync::mpsc::channel();
     // Like the request buffers and JSON a runtime thread made in a burst, dropped on others.
