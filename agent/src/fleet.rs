@@ -58,8 +58,8 @@ pub struct FleetConfig {
 /// `config.node.listen`.
 pub async fn run(config: FleetConfig, shutdown: CancellationToken) -> Result<()> {
     let RuntimeChoice::Simulated { start_delay } = config.node.runtime else { return Err(Error::FleetNotSimulated) };
-    raise_fd_limit();
     crate::check_listen(&config.node)?;
+    raise_fd_limit();
     let listen = config.node.listen;
     let listener = TcpListener::bind(listen).await.map_err(|source| Error::Bind { addr: listen, source })?;
     let local = listener.local_addr().map_err(|source| Error::Bind { addr: listen, source })?;

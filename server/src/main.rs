@@ -60,8 +60,8 @@ struct Args {
     disable_scheduler: bool,
     /// How many changes a watch can replay before it gets 410 Gone. A streaming watch that
     /// falls half as many behind is ended, and resumes from its last revision. At least 100.
-    #[arg(long, default_value_t = server::config::DEFAULT_WATCH_HISTORY as u64, value_parser = clap::value_parser!(u64).range(100..))]
-    watch_history: u64,
+    #[arg(long, default_value_t = server::config::DEFAULT_WATCH_HISTORY, value_parser = watch_history)]
+    watch_history: usize,
     /// Seconds of changes a watch can replay (at most --watch-history of them).
     #[arg(long, default_value_t = server::config::DEFAULT_WATCH_HISTORY_AGE.as_secs())]
     watch_history_age: u64,
@@ -103,6 +103,15 @@ struct Args {
     /// writer has its own thread either way.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
     worker_threads: Option<u16>,
+}
+
+/// `--watch-history`: a number of changes, at least 100.
+fn watch_history(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(changes) if changes >= 100 => Ok(changes),
+        Ok(_) => Err("the history keeps at least 100 changes".to_string()),
+        Err(_) => Err("a number of changes, at least 100".to_string()),
+    }
 }
 
 /// `./dist` when it holds a build, else the `dist/` beside the workspace this binary came
@@ -177,7 +186,7 @@ impl Args {
             tokens,
             scheduler_profile: self.scheduler_profile,
             run_scheduler: !self.disable_scheduler,
-            watch_history: usize::try_from(self.watch_history).context("--watch-history is too large")?,
+            watch_history: self.watch_history,
             watch_history_age: Duration::from_secs(self.watch_history_age),
             node_monitor_grace: Duration::from_secs(self.node_monitor_grace),
             pod_eviction_grace: Duration::from_secs(self.pod_eviction_grace),
@@ -321,7 +330,7 @@ mod tests {
     #[test]
     fn a_watch_history_below_a_hundred_is_refused_not_raised() {
         let refused = parse(&["--watch-history", "99"]).map(|_| ()).unwrap_err().to_string();
-        assert!(refused.contains("--watch-history") && refused.contains("100"), "{refused}");
+        assert!(refused.contains("--watch-history") && refused.contains("at least 100 changes"), "{refused}");
         let kept = parse(&["--watch-history", "100"]).unwrap().into_config().unwrap();
         assert_eq!(kept.watch_history, 100);
     }
