@@ -139,7 +139,7 @@ pub mod paths {
     /// when it is `None`.
     pub fn collection(kind: Kind, namespace: Option<&str>) -> String {
         match namespace {
-            Some(ns) if kind.namespaced() => format!("{PREFIX}/namespaces/{ns}/{}", kind.plural()),
+            Some(ns) if kind.namespaced() => format!("{PREFIX}/namespaces/{}/{}", segment(ns), kind.plural()),
             _ => format!("{PREFIX}/{}", kind.plural()),
         }
     }
@@ -147,10 +147,28 @@ pub mod paths {
     /// The path of one object; `namespace` is ignored for cluster-scoped kinds.
     pub fn object(kind: Kind, namespace: &str, name: &str) -> String {
         if kind.namespaced() {
-            format!("{PREFIX}/namespaces/{namespace}/{}/{name}", kind.plural())
+            format!("{PREFIX}/namespaces/{}/{}/{}", segment(namespace), kind.plural(), segment(name))
         } else {
-            format!("{PREFIX}/{}/{name}", kind.plural())
+            format!("{PREFIX}/{}/{}", kind.plural(), segment(name))
         }
+    }
+
+    /// A name or namespace as one path segment, whatever it holds: a hostile manifest's
+    /// `../../nodes/n1` or `a?watch=1` stays a name (that the server does not have) and never
+    /// reaches another path. Every byte but letters, digits, `-`, `_` and `.` is
+    /// percent-encoded; a segment of dots alone, which URL parsers resolve even encoded, has
+    /// its dots encoded twice, so the server reads a name such as `%2E%2E` that none has.
+    fn segment(text: &str) -> String {
+        let dots_alone = !text.is_empty() && text.bytes().all(|b| b == b'.');
+        let mut out = String::with_capacity(text.len());
+        for byte in text.bytes() {
+            match byte {
+                b'.' if dots_alone => out.push_str("%252E"),
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => out.push(char::from(byte)),
+                other => out.push_str(&format!("%{other:02X}")),
+            }
+        }
+        out
     }
 
     pub fn binding(namespace: &str, pod: &str) -> String {
@@ -196,6 +214,18 @@ pub mod paths {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hostile_name_stays_one_segment_of_its_own_kind() {
+        assert_eq!(paths::object(Kind::Pod, "default", "web-1.x"), "/api/v1/namespaces/default/pods/web-1.x");
+        assert_eq!(paths::object(Kind::Pod, "default", "../../../nodes/n1"), "/api/v1/namespaces/default/pods/..%2F..%2F..%2Fnodes%2Fn1");
+        assert_eq!(paths::object(Kind::Pod, "default", "?watch=1"), "/api/v1/namespaces/default/pods/%3Fwatch%3D1");
+        assert_eq!(paths::object(Kind::Pod, "default", "%2e%2e"), "/api/v1/namespaces/default/pods/%252e%252e");
+        assert_eq!(paths::object(Kind::Pod, "..", ".."), "/api/v1/namespaces/%252E%252E/pods/%252E%252E");
+        assert_eq!(paths::object(Kind::Node, "ignored", "."), "/api/v1/nodes/%252E");
+        assert_eq!(paths::collection(Kind::Pod, Some("a/b")), "/api/v1/namespaces/a%2Fb/pods");
+        assert_eq!(paths::pod_log("default", "é"), "/api/v1/namespaces/default/pods/%C3%A9/log");
+    }
 
     #[test]
     fn paths_follow_the_original_routes() {
