@@ -338,6 +338,15 @@ mod tests {
         assert!(super::config(&zero).unwrap_err().to_string().contains("--lease-renew-interval must be more than 0s"));
     }
 
+    #[tokio::test]
+    async fn an_open_agent_api_off_loopback_is_refused_before_anything_starts() {
+        // An address this machine does not have: were the refusal missing, the bind would fail.
+        let open = ["shepherd-agent", "--runtime", "simulated", "--listen", "192.0.2.7:23001"];
+        let refused = agent::run(config_of(&open), CancellationToken::new()).await.unwrap_err().to_string();
+        assert!(refused.starts_with("refusing to serve the agent API on 192.0.2.7:23001 without a token"), "{refused}");
+        assert!(refused.ends_with("Pass --token, or listen on 127.0.0.1"), "{refused}");
+    }
+
     fn config_of(args: &[&str]) -> AgentConfig {
         config(&Cli::parse_from(args)).unwrap()
     }

@@ -149,7 +149,7 @@ async fn ensure_default_namespace(store: &dyn Store) -> Result<(), StoreError> {
 /// A listener on a non-loopback address needs at least one token.
 pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationToken) -> Result<(), ServerError> {
     let addr = listener.local_addr()?;
-    if !addr.ip().is_loopback() && config.tokens.is_empty() {
+    if !shared::listen::may_listen(addr, !config.tokens.is_empty()) {
         return Err(ServerError::InsecureBind(addr));
     }
     let tls = config.tls.as_ref().map(tls::Identity::server_config).transpose()?;

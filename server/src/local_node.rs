@@ -84,7 +84,7 @@ async fn ensure_minimal_image() -> anyhow::Result<()> {
 /// as the server's own API does.
 pub fn agent_config(api: &str, runtime: RuntimeChoice, settings: &Settings, config: &mut Config) -> anyhow::Result<AgentConfig> {
     anyhow::ensure!(
-        agent::api_may_listen(settings.listen, !config.tokens.is_empty()),
+        shared::listen::may_listen(settings.listen, !config.tokens.is_empty()),
         "refusing to serve the local node's agent API on {} without a token: anyone who can reach it could read every pod's logs. \
          Pass --token or --tokens-file, or listen on 127.0.0.1",
         settings.listen

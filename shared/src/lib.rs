@@ -13,6 +13,7 @@
 //! - [`readiness`]: whether a node is ready, the one judgement every part makes;
 //! - [`registration`]: the node an agent registers and the heartbeat it sends;
 //! - [`backoff`]: the one exponential back-off curve;
+//! - [`listen`]: where an API may listen without a token (loopback only);
 //! - [`capacity`]: when a collection that emptied gives its room back;
 //! - [`sse`]: the Server-Sent Events decoder watch streams are read through;
 //! - [`watch`]: the watcher's state machine (list → watch → resume or re-list, back-off,
@@ -29,6 +30,7 @@
 pub mod api;
 pub mod backoff;
 pub mod capacity;
+pub mod listen;
 pub mod manifest;
 pub mod model;
 pub mod parse;
