@@ -290,6 +290,8 @@ mod tests {
         assert!(body.contains("c-main"), "{body}");
         let (status, body) = call("/logs/default/web?container=main", signed("node-token-1", "/logs/default/web")).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "a signature of another query: {body}");
+        let (status, _) = call("/logs/default/web", signed("node-token-1", "/logs/default/db")).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "a signature of another pod's path");
         let (status, _) = call("/logs/default/web", signed("node-token-2", "/logs/default/web")).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "another token");
         let (status, _) = call("/logs/default/web", Some("Bearer node-token-1".into())).await;
