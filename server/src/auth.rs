@@ -2,9 +2,12 @@
 //! its own node, the status of pods bound to it and their deletion (plus events), `viewer`
 //! may only read.
 //! With no token configured the API is open, which `run` allows on loopback only.
+//! [`AgentKeys`] remembers which token each node's agent speaks with: the key the server
+//! signs what it asks of that agent's API with.
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use axum::extract::{Request, State};
 use axum::http::{Method, header};
@@ -125,9 +128,9 @@ pub enum TokenError {
 /// The configured tokens. Empty means the API is open.
 #[derive(Clone, Default)]
 pub struct Tokens {
-    by_token: HashMap<String, Principal>,
-    /// Each node token by its node's name: the key the server signs its requests to that
-    /// node's agent API with (`shepherd_client::agent_auth`).
+    by_token: HashMap<Arc<str>, Principal>,
+    /// Each node token by its node's name: what the server signs its requests to that node's
+    /// agent API with until the agent has spoken ([`AgentKeys`]).
     by_node: HashMap<String, String>,
     /// The tokens file, and the line of each token read from it.
     file: Option<(String, HashMap<String, usize>)>,
@@ -149,7 +152,7 @@ impl Tokens {
         if let (Role::Node, Some(node)) = (principal.role, &principal.node) {
             self.by_node.insert(node.clone(), token.to_string());
         }
-        self.by_token.insert(token.to_string(), principal);
+        self.by_token.insert(Arc::from(token), principal);
     }
 
     /// The token of node `node`, if it has a node token.
@@ -168,8 +171,9 @@ impl Tokens {
         Ok(())
     }
 
-    pub fn lookup(&self, token: &str) -> Option<&Principal> {
-        self.by_token.get(token)
+    /// The principal `token` names, and the token as a request's [`Bearer`].
+    pub fn lookup(&self, token: &str) -> Option<(Bearer, &Principal)> {
+        self.by_token.get_key_value(token).map(|(token, principal)| (Bearer(token.clone()), principal))
     }
 
     /// Reads a tokens file: one `<token> <role> [node-name]` per line, role `admin`,
@@ -225,6 +229,48 @@ impl Tokens {
     }
 }
 
+/// The token a request authenticated with. The handlers through which a node's agent
+/// speaks (registration, lease renewal) give it to [`AgentKeys`].
+#[derive(Clone)]
+pub struct Bearer(Arc<str>);
+
+/// The token each node's agent last registered or renewed its lease with: the key its agent
+/// API checks the server's signatures with (`shepherd_client::agent_auth`), whatever the
+/// token's role, so that a fleet's one admin token covers all its nodes. Only principals
+/// that may write node N (admins and N's own token) record a key for N. It is kept in
+/// memory: after a restart, each node's next renewal records it again, and a node token
+/// from the tokens file stands in until then.
+#[derive(Default)]
+pub struct AgentKeys(Mutex<HashMap<String, Arc<str>>>);
+
+impl AgentKeys {
+    /// Remembers that node `node`'s agent speaks with `bearer`'s token.
+    pub fn record(&self, node: &str, bearer: &Bearer) {
+        let mut keys = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match keys.get_mut(node) {
+            // Every renewal lands here: the same token is the same allocation, so most cost
+            // one comparison and no allocation.
+            Some(key) if Arc::ptr_eq(key, &bearer.0) => {}
+            Some(key) => *key = bearer.0.clone(),
+            None => {
+                keys.insert(node.to_string(), bearer.0.clone());
+            }
+        }
+    }
+
+    /// Forgets a deleted node's key, so that the map does not outgrow the nodes.
+    pub fn forget(&self, node: &str) {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).remove(node);
+    }
+
+    /// What to sign requests to node `node`'s agent with: the token its agent last spoke
+    /// with, else its node token in `tokens`; `None` when the server knows neither.
+    pub fn signing_key(&self, node: &str, tokens: &Tokens) -> Option<Arc<str>> {
+        let recorded = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).get(node).cloned();
+        recorded.or_else(|| tokens.of_node(node).map(Arc::from))
+    }
+}
+
 /// Paths anyone may read without a token: liveness and readiness probes.
 /// Health checks and the dashboard's files need no token: the dashboard asks for one
 /// itself when the API answers 401.
@@ -253,8 +299,8 @@ fn node_may_attempt(method: &Method, path: &str) -> bool {
 /// [`Principal`] in the request's extensions for the handlers' finer checks.
 pub async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let tokens = &state.config.tokens;
-    let principal = if tokens.is_empty() || is_public(request.uri().path()) {
-        Principal::anonymous()
+    let (principal, bearer) = if tokens.is_empty() || is_public(request.uri().path()) {
+        (Principal::anonymous(), None)
     } else {
         let header = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
         let Some(header) = header else {
@@ -266,7 +312,7 @@ pub async fn authenticate(State(state): State<AppState>, mut request: Request, n
             return ApiError::unauthorized("the Authorization header must be \"Bearer <token>\"").into_response();
         };
         match tokens.lookup(token) {
-            Some(p) => p.clone(),
+            Some((bearer, p)) => (p.clone(), Some(bearer)),
             None => return ApiError::unauthorized("the bearer token is not known to this server").into_response(),
         }
     };
@@ -297,6 +343,9 @@ pub async fn authenticate(State(state): State<AppState>, mut request: Request, n
         _ => {}
     }
     request.extensions_mut().insert(principal);
+    if let Some(bearer) = bearer {
+        request.extensions_mut().insert(bearer);
+    }
     next.run(request).await
 }
 
@@ -308,9 +357,9 @@ mod tests {
     fn parses_a_tokens_file_with_every_role() {
         let tokens =
             Tokens::parse("# comment\nadmin-secret admin\nnode-one-secret node node-1  # n1\n\nviewer-secret viewer\n", "t").unwrap();
-        assert_eq!(tokens.lookup("admin-secret").unwrap().role, Role::Admin);
-        assert_eq!(tokens.lookup("node-one-secret").unwrap().node.as_deref(), Some("node-1"));
-        assert_eq!(tokens.lookup("viewer-secret").unwrap().role, Role::Viewer);
+        assert_eq!(tokens.lookup("admin-secret").unwrap().1.role, Role::Admin);
+        assert_eq!(tokens.lookup("node-one-secret").unwrap().1.node.as_deref(), Some("node-1"));
+        assert_eq!(tokens.lookup("viewer-secret").unwrap().1.role, Role::Viewer);
     }
 
     #[test]
@@ -337,9 +386,9 @@ mod tests {
         let err = tokens.add_flag_token("file-secret").unwrap_err();
         assert_eq!(err, TokenError::FlagInFile { path: "/etc/shepherd/tokens".into(), line: 1 });
         assert!(err.to_string().starts_with("--token is also the token on line 1 of the tokens file /etc/shepherd/tokens"), "{err}");
-        assert_eq!(tokens.lookup("file-secret").unwrap().role, Role::Viewer, "the file's principal stays");
+        assert_eq!(tokens.lookup("file-secret").unwrap().1.role, Role::Viewer, "the file's principal stays");
         tokens.add_flag_token("flag-secret").unwrap();
-        assert_eq!(tokens.lookup("flag-secret").unwrap().role, Role::Admin);
+        assert_eq!(tokens.lookup("flag-secret").unwrap().1.role, Role::Admin);
         Tokens::default().add_flag_token("flag-secret").unwrap();
     }
 

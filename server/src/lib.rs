@@ -97,6 +97,7 @@ impl Server {
             started_at: chrono::Utc::now(),
             shutdown: shutdown.clone(),
             http: reqwest::Client::new(),
+            agent_keys: auth::AgentKeys::default(),
         });
         let mut tasks = JoinSet::new();
         if config.run_scheduler {

@@ -1,36 +1,54 @@
-//! The server signs what it asks of a node's agent API with the node's token, and an agent
+//! The server signs what it asks of a node's agent API with the token that agent speaks to
+//! it with (or, until it has spoken, the node's token from the tokens file), and an agent
 //! with a token serves nothing else: pod logs through the server work, and the agent's own
-//! address refuses an unsigned or forged request. Real agents (simulated runtime) in process.
+//! address refuses an unsigned or forged request. Real agents (simulated runtime) in process,
+//! and stand-ins that check the signature with `shepherd_client::agent_auth`.
 
 mod common;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{TestServer, eventually};
+use axum::extract::Request;
+use axum::http::{StatusCode, header};
+use common::{TestServer, eventually, pod};
 use futures::StreamExt;
 use serde_json::json;
 use server::Config;
 use server::auth::{Principal, Role, Tokens};
 use shared::model::{Node, Object, Pod, PodPhase};
-use shepherd_client::{Client, LogOptions};
+use shepherd_client::{Client, LogOptions, agent_auth};
 use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(20);
 const ADMIN: &str = "admin-token-1";
 const NODE_1: &str = "node-1-token";
 
-/// An agent for `node` with `token`, on a loopback port, until `shutdown`.
-fn start_agent(server: &TestServer, node: &str, token: &str, shutdown: &CancellationToken) {
+fn tokens() -> Tokens {
+    let mut tokens = Tokens::default();
+    tokens.add(ADMIN, Principal { role: Role::Admin, node: None });
+    tokens.add(NODE_1, Principal { role: Role::Node, node: Some("node-1".into()) });
+    tokens
+}
+
+/// The configuration of an agent for `node` with `token`, on a loopback port, simulated.
+fn agent_config(server: &TestServer, node: &str, token: &str) -> agent::AgentConfig {
     let mut config = agent::AgentConfig::new(&server.url);
     config.node_name = node.to_string();
     config.token = Some(token.to_string());
     config.runtime = agent::RuntimeChoice::Simulated { start_delay: Duration::from_millis(50) };
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    config
+}
+
+/// An agent for `node` with `token` until `shutdown`.
+fn start_agent(server: &TestServer, node: &str, token: &str, shutdown: &CancellationToken) {
+    let config = agent_config(server, node, token);
     let runtime = Arc::new(agent::runtime::SimulatedRuntime::new(Duration::from_millis(50)));
     let api = Arc::new(Client::new(&server.url, Some(token.to_string())).unwrap().named("agent"));
     let shutdown = shutdown.clone();
     tokio::spawn(async move {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = tokio::net::TcpListener::bind(config.listen).await.unwrap();
         agent::run_node(config, runtime, api, listener, shutdown).await.unwrap();
     });
 }
@@ -52,22 +70,25 @@ async fn running_pod_on(admin: &Client, node: &str) -> String {
     name
 }
 
+/// The first chunk of pod `name`'s log through the server, or the server's error.
+async fn first_log_chunk(client: &Client, name: &str) -> Result<String, String> {
+    let mut log = client.logs("default", name, &LogOptions::default()).await.map_err(|e| e.to_string())?;
+    let chunk = log.next().await.expect("a first chunk").expect("the log streams");
+    Ok(String::from_utf8_lossy(&chunk).to_string())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logs_reach_an_agent_with_a_token_only_signed_with_it() {
-    let mut tokens = Tokens::default();
-    tokens.add(ADMIN, Principal { role: Role::Admin, node: None });
-    tokens.add(NODE_1, Principal { role: Role::Node, node: Some("node-1".into()) });
-    let server = TestServer::start(Config { tokens, ..Config::in_memory() }).await;
+    let server = TestServer::start(Config { tokens: tokens(), ..Config::in_memory() }).await;
     let admin = Client::new(&server.url, Some(ADMIN.to_string())).unwrap();
     let shutdown = CancellationToken::new();
     start_agent(&server, "node-1", NODE_1, &shutdown);
-    // A node whose agent was given an admin token: the server has no node token to sign with.
+    // An agent on an admin token: the server signs with the token it registered with.
     start_agent(&server, "node-2", ADMIN, &shutdown);
 
     let signed = running_pod_on(&admin, "node-1").await;
-    let mut log = admin.logs("default", &signed, &LogOptions::default()).await.expect("the log through the server");
-    let first = log.next().await.expect("a first chunk").expect("the log streams");
-    assert!(first.starts_with(b"[simulated]"), "{first:?}");
+    let first = first_log_chunk(&admin, &signed).await.expect("the log through the server");
+    assert!(first.starts_with("[simulated]"), "{first:?}");
 
     let node = admin.get::<Node>("", "node-1").await.unwrap();
     let direct = format!("{}/logs/default/{signed}", node.status.agent_endpoint);
@@ -78,12 +99,78 @@ async fn logs_reach_an_agent_with_a_token_only_signed_with_it() {
     let health = reqwest::get(format!("{}/healthz", node.status.agent_endpoint)).await.unwrap();
     assert_eq!(health.status(), 200, "health stays open");
 
-    let unsignable = running_pod_on(&admin, "node-2").await;
-    let error = match admin.logs("default", &unsignable, &LogOptions::default()).await {
-        Ok(_) => panic!("an agent with a token must refuse an unsigned request"),
-        Err(e) => e.to_string(),
-    };
-    assert!(error.contains("401") && error.contains("no node token for node node-2"), "{error}");
+    let on_admin_token = running_pod_on(&admin, "node-2").await;
+    let first = first_log_chunk(&admin, &on_admin_token).await.expect("the log of a node whose agent has an admin token");
+    assert!(first.starts_with("[simulated]"), "{first:?}");
     shutdown.cancel();
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_on_one_admin_token_serves_every_nodes_logs_through_the_server() {
+    let server = TestServer::start(Config { tokens: tokens(), ..Config::in_memory() }).await;
+    let admin = Client::new(&server.url, Some(ADMIN.to_string())).unwrap();
+    let shutdown = CancellationToken::new();
+    let fleet = agent::fleet::FleetConfig { node: agent_config(&server, "sim", ADMIN), nodes: 2, max_in_flight: 4 };
+    let running = tokio::spawn(agent::fleet::run(fleet, shutdown.clone()));
+
+    for node in ["sim-0", "sim-1"] {
+        let name = running_pod_on(&admin, node).await;
+        let first = first_log_chunk(&admin, &name).await.unwrap_or_else(|e| panic!("the log of a pod on {node}: {e}"));
+        assert!(first.starts_with("[simulated]"), "{node}: {first:?}");
+    }
+    let node = admin.get::<Node>("", "sim-1").await.unwrap();
+    let unsigned = reqwest::get(format!("{}/logs/default/on-sim-1", node.status.agent_endpoint)).await.unwrap();
+    assert_eq!(unsigned.status(), 401, "the fleet's own address, unsigned");
+    shutdown.cancel();
+    running.await.unwrap().expect("the fleet stops cleanly");
+    server.stop().await;
+}
+
+/// A stand-in for an agent API that serves `/logs/...` only to requests signed with `key`.
+async fn stand_in_agent(key: &'static str) -> String {
+    let check = move |request: Request| async move {
+        let target = request.uri().path_and_query().map_or_else(String::new, |p| p.as_str().to_string());
+        let authorization = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+        match agent_auth::verify(key, "GET", &target, authorization, now) {
+            Ok(()) => (StatusCode::OK, format!("log of {target}\n")),
+            Err(refusal) => (StatusCode::UNAUTHORIZED, refusal.to_string()),
+        }
+    };
+    let app = axum::Router::new().route("/logs/{namespace}/{pod}", axum::routing::get(check));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    endpoint
+}
+
+#[tokio::test]
+async fn after_a_restart_the_node_token_signs_until_the_agent_speaks_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = || Config { tokens: tokens(), run_scheduler: false, ..Config::durable(dir.path()) };
+    let server = TestServer::start(config()).await;
+    for (node, token) in [("node-1", NODE_1), ("node-2", ADMIN)] {
+        let mut description = shepherd_testing::node(node);
+        description.agent_endpoint = stand_in_agent(token).await;
+        shepherd_testing::register_node(&shepherd_testing::client(&server.url, Some(token)), &description).await;
+        let admin = server.with_token(ADMIN);
+        assert_eq!(admin.post("/api/v1/pods", pod(&format!("on-{node}"), 1, 1)).await.0, StatusCode::CREATED);
+        let binding = json!({"target": {"name": node}});
+        assert_eq!(admin.post(&format!("/api/v1/namespaces/default/pods/on-{node}/binding"), binding).await.0, StatusCode::CREATED);
+    }
+    let admin = Client::new(&server.url, Some(ADMIN.to_string())).unwrap();
+    assert_eq!(first_log_chunk(&admin, "on-node-2").await.as_deref(), Ok("log of /logs/default/on-node-2\n"));
+    server.stop().await;
+
+    // The restarted server has heard from no agent yet.
+    let server = TestServer::start(config()).await;
+    let admin = Client::new(&server.url, Some(ADMIN.to_string())).unwrap();
+    assert_eq!(first_log_chunk(&admin, "on-node-1").await.as_deref(), Ok("log of /logs/default/on-node-1\n"), "the node token");
+    let error = first_log_chunk(&admin, "on-node-2").await.expect_err("nothing to sign with for an agent on an admin token");
+    assert!(error.contains("401") && error.contains("nothing to sign with for node node-2"), "{error}");
+    assert!(error.contains("`<token> node node-2`"), "the error names the fix: {error}");
+    shepherd_testing::renew_lease(&admin, &shepherd_testing::node("node-2")).await;
+    assert_eq!(first_log_chunk(&admin, "on-node-2").await.as_deref(), Ok("log of /logs/default/on-node-2\n"), "renewed");
     server.stop().await;
 }

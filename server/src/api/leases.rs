@@ -9,17 +9,19 @@ use shared::model::Lease;
 
 use super::objects::parse_object;
 use super::{AppState, BodyBytes};
-use crate::auth::Principal;
+use crate::auth::{Bearer, Principal};
 use crate::error::{ApiError, ApiResult};
 use crate::ops;
 use crate::store::commit_one;
 
 /// Renews the lease of node `name` (a node's token: only its own). The body may be empty or
 /// a Lease naming that node; the server's clock stamps `renew_time` and its node monitor
-/// grace `lease_duration_seconds`, so that agents' clocks never matter.
+/// grace `lease_duration_seconds`, so that agents' clocks never matter. The renewing token is
+/// the node's agent's: the server signs its requests to that agent with it.
 pub async fn renew(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
+    bearer: Option<Extension<Bearer>>,
     Path(name): Path<String>,
     BodyBytes(body): BodyBytes,
 ) -> ApiResult<Response> {
@@ -36,6 +38,9 @@ pub async fn renew(
         shared::validation::validate_lease(&sent).map_err(|details| ApiError::invalid(&format!("the lease of node {name}"), details))?;
     }
     let outcome = commit_one(&*state.store, ops::renew_lease(&name, chrono::Utc::now(), state.config.node_monitor_grace)).await?;
+    if let Some(Extension(bearer)) = bearer {
+        state.agent_keys.record(&name, &bearer);
+    }
     match outcome.object() {
         Some(o) => Ok(Json(&**o).into_response()),
         None => Err(ApiError::internal("the store returned no lease")),

@@ -64,6 +64,8 @@ pub struct Shared {
     pub shutdown: CancellationToken,
     /// For proxying logs from node agents.
     pub http: reqwest::Client,
+    /// What to sign the requests proxied to each node's agent with.
+    pub agent_keys: crate::auth::AgentKeys,
 }
 
 /// A route and the methods it answers, as registered: the OpenAPI test compares the

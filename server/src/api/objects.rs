@@ -13,7 +13,7 @@ use shared::model::{Deployment, Kind, Object, Pod, Scale, ScaleSpec, ScaleStatus
 use shared::selector::LabelSelector;
 
 use super::{AppState, BodyBytes, Params, parse_json};
-use crate::auth::{Principal, Role};
+use crate::auth::{Bearer, Principal, Role};
 use crate::error::{ApiError, ApiResult};
 use crate::events::{self, SOURCE_API};
 use crate::ops;
@@ -353,11 +353,21 @@ pub(crate) fn settle_namespace<R: Resource>(object: &mut R, path_namespace: Opti
 pub async fn create_from_body<R: Resource>(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
+    bearer: Option<Extension<Bearer>>,
     BodyBytes(body): BodyBytes,
 ) -> ApiResult<Response> {
     let mut object = parse_object::<R>(&body)?;
     settle_namespace(&mut object, None)?;
-    create_response(state, principal, object).await
+    // A node registers with its agent's token, which the server signs that agent's requests with.
+    let registration = match (R::KIND, bearer) {
+        (Kind::Node, Some(Extension(bearer))) => Some((object.meta().name.clone(), bearer)),
+        _ => None,
+    };
+    let response = create_response(state.clone(), principal, object).await?;
+    if let Some((node, bearer)) = registration {
+        state.agent_keys.record(&node, &bearer);
+    }
+    Ok(response)
 }
 
 pub async fn create_namespaced<R: Resource>(
@@ -452,6 +462,9 @@ pub(crate) async fn delete<R: Resource>(
     };
     // A node's delete takes its lease along: the first outcome is the object asked for.
     let mut outcomes = state.store.commit(txn).await?;
+    if R::KIND == Kind::Node {
+        state.agent_keys.forget(name);
+    }
     outcomes.truncate(1);
     outcomes.pop().ok_or_else(|| ApiError::internal("the store returned no outcome"))
 }

@@ -143,7 +143,10 @@ pub struct LogParams {
     pub follow: Option<bool>,
 }
 
-/// `GET …/pods/{name}/log`: proxied from the agent at the node's `agent_endpoint`.
+/// `GET …/pods/{name}/log`: proxied from the agent at the node's `agent_endpoint`, signed
+/// with the token that agent speaks with when the server knows it ([`AgentKeys`]).
+///
+/// [`AgentKeys`]: crate::auth::AgentKeys
 pub async fn log(
     State(state): State<AppState>,
     Path((namespace, name)): Path<(String, String)>,
@@ -175,9 +178,9 @@ pub async fn log(
         ApiError::bad_gateway(format!("cannot reach the agent of node {}", node.metadata.name), format!("GET {url}: {e}"))
     };
     let mut request = state.http.get(&url).query(&query).build().map_err(unreachable)?;
-    // The node's token signs the request; it never travels itself (agent_auth).
-    let token = state.config.tokens.of_node(&node.metadata.name);
-    if let Some(token) = token {
+    // The agent's token signs the request; it never travels itself (agent_auth).
+    let token = state.agent_keys.signing_key(&node.metadata.name, &state.config.tokens);
+    if let Some(token) = &token {
         let target = match request.url().query() {
             Some(query) => format!("{}?{query}", request.url().path()),
             None => request.url().path().to_string(),
@@ -195,7 +198,7 @@ pub async fn log(
         error.message = format!("the agent of node {} answered {status}: {}", node.metadata.name, error.message);
         if status == StatusCode::UNAUTHORIZED && token.is_none() {
             error.message.push_str(&format!(
-                "; this server has no node token for node {0} to sign with: give the node its own token (`<token> node {0}` in the tokens file) and run its agent with it",
+                "; this server has nothing to sign with for node {0}: its agent has not registered or renewed its lease since the server started, and the tokens file has no `<token> node {0}` line. Retry after the agent's next renewal, or give node {0} a node token of its own in the tokens file and run its agent with it",
                 node.metadata.name
             ));
         }
