@@ -419,6 +419,22 @@ node-one-again node node-1
     }
 
     #[test]
+    fn the_server_signs_with_the_token_a_node_spoke_with_else_its_node_token() {
+        let tokens = Tokens::parse("admin-secret admin\nnode-one-secret node node-1\n", "t").unwrap();
+        let keys = AgentKeys::default();
+        let key = |node| keys.signing_key(node, &tokens).map(|key| key.to_string());
+        assert_eq!((key("node-1").as_deref(), key("sim-0")), (Some("node-one-secret"), None));
+        let (admin, _) = tokens.lookup("admin-secret").unwrap();
+        for node in ["node-1", "sim-0"] {
+            keys.record(node, &admin);
+            keys.record(node, &admin);
+            assert_eq!(key(node).as_deref(), Some("admin-secret"), "{node}: the token its agent speaks with");
+            keys.forget(node);
+        }
+        assert_eq!((key("node-1").as_deref(), key("sim-0")), (Some("node-one-secret"), None), "a deleted node's key is gone");
+    }
+
+    #[test]
     fn a_tokens_file_without_a_token_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tokens");
