@@ -81,7 +81,7 @@ pub async fn run(config: FleetConfig, shutdown: CancellationToken) -> Result<()>
         let mut node_config = config.node.clone();
         node_config.node_name = format!("{}-{i}", config.node.node_name);
         let name = node_config.node_name.clone();
-        let endpoint = format!("{api_url}/nodes/{name}");
+        let endpoint = format!("{api_url}{}", shared::api::agent_paths::fleet_node(&name));
         let runtime = Arc::new(SimulatedRuntime::new(start_delay));
         let agent = NodeAgent::new(&node_config, runtime, api.clone(), &cluster, endpoint)
             .await
@@ -100,7 +100,7 @@ pub async fn run(config: FleetConfig, shutdown: CancellationToken) -> Result<()>
         });
     }
     tracing::info!(nodes = config.nodes, cluster = %cluster, listen = %local, max_in_flight = config.max_in_flight, "fleet starting");
-    let app = http::fleet_app(Arc::new(states), config.node.token.as_deref().map(Arc::from));
+    let app = http::fleet_app(Arc::new(states), http::Access::new(config.node.token.as_deref(), local));
     let stop = shutdown.clone();
     let serve = axum::serve(listener, app).with_graceful_shutdown(async move { stop.cancelled().await });
     let all_nodes = async {

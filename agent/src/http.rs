@@ -5,10 +5,12 @@
 //! APIs under `/nodes/{node}` on one address ([`fleet_app`]).
 //!
 //! An agent with a token serves logs and sandboxes only to requests the API server signed
-//! with it (`shepherd_client::agent_auth`); `/healthz` stays open, as the kubelet's does.
+//! with it (`shepherd_client::agent_auth`); one without listens on loopback only and serves
+//! them only to requests for its own loopback address with no Origin ([`Access`]).
+//! `/healthz` stays open, as the kubelet's does.
 
 use std::collections::HashMap;
-
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
@@ -26,9 +28,27 @@ use tokio_util::sync::CancellationToken;
 use crate::runtime::{ContainerRuntime, LABEL_CONTAINER, LABEL_NAMESPACE, LABEL_NODE, LABEL_POD};
 use crate::sandbox::Sandboxes;
 
-/// The token requests must be signed with; `None` serves every request, as an agent
-/// without a token (on loopback) does.
-pub type Signer = Option<Arc<str>>;
+/// Which requests the agent API answers, `/healthz` aside.
+#[derive(Clone)]
+pub enum Access {
+    /// Those the API server signed with this token.
+    Signed(Arc<str>),
+    /// An agent without a token, which listens on loopback only: those for its own loopback
+    /// address and `port` that carry no Origin. Any web page the user opens can reach such
+    /// a port, and one that points its own name at 127.0.0.1 (DNS rebinding) sends that name
+    /// as the Host; the API server sends no Origin.
+    Loopback { port: u16 },
+}
+
+impl Access {
+    /// The access of an agent API with `token` listening on `local`.
+    pub fn new(token: Option<&str>, local: SocketAddr) -> Access {
+        match token {
+            Some(token) => Access::Signed(Arc::from(token)),
+            None => Access::Loopback { port: local.port() },
+        }
+    }
+}
 
 #[derive(Clone)]
 pub struct AppState {
@@ -142,9 +162,17 @@ async fn healthz() -> &'static str {
     "ok"
 }
 
-/// Lets through only what the API server signed with `signer`'s token, when there is one.
-async fn require_signature(State(signer): State<Signer>, request: Request, next: Next) -> Response {
-    let Some(token) = signer else { return next.run(request).await };
+/// Lets through only what `access` allows.
+async fn require_access(State(access): State<Access>, request: Request, next: Next) -> Response {
+    let token = match access {
+        Access::Signed(token) => token,
+        Access::Loopback { port } => {
+            return match refusal_of_an_open_agent(&request, port) {
+                Some(refusal) => HttpError::new(StatusCode::FORBIDDEN, "Forbidden", refusal).into_response(),
+                None => next.run(request).await,
+            };
+        }
+    };
     let target = request.uri().path_and_query().map_or_else(|| request.uri().path(), |p| p.as_str());
     let authorization = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
@@ -152,6 +180,30 @@ async fn require_signature(State(signer): State<Signer>, request: Request, next:
         Ok(()) => next.run(request).await,
         Err(refusal) => HttpError::new(StatusCode::UNAUTHORIZED, "Unauthorized", refusal.to_string()).into_response(),
     }
+}
+
+/// Why an agent without a token refuses `request`, if it does: a Host (every one it carries)
+/// that is not its own loopback address and `port`, or any Origin.
+fn refusal_of_an_open_agent(request: &Request, port: u16) -> Option<String> {
+    let headers = request.headers();
+    let host_headers = headers.get_all(header::HOST).iter().map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let hosts: Vec<String> = request.uri().authority().map(|a| a.to_string()).into_iter().chain(host_headers).collect();
+    if hosts.is_empty() {
+        return Some("the request has no Host header; this agent has no token and answers only requests for its own address".into());
+    }
+    if let Some(host) = hosts.iter().find(|host| !shared::listen::is_own_loopback_host(host, port, false)) {
+        return Some(format!(
+            "this agent has no token, so it answers only requests for its own address: Host {host:?} is not localhost, \
+             127.0.0.1 or [::1] with port {port}"
+        ));
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        return Some(format!(
+            "this agent has no token, so no web page may call it (the request came from {:?})",
+            String::from_utf8_lossy(origin.as_bytes())
+        ));
+    }
+    None
 }
 
 async fn sandboxes(State(state): State<AppState>) -> Result<axum::Json<crate::sandbox::PoolStatus>, HttpError> {
@@ -169,20 +221,21 @@ fn sandboxes_of(state: &AppState) -> Result<axum::Json<crate::sandbox::PoolStatu
     }
 }
 
-/// The whole agent API, its logs and sandboxes signed by `signer`'s token when there is one.
-pub fn app(state: AppState, signer: Signer) -> Router {
+/// The whole agent API, its logs and sandboxes as `access` allows.
+pub fn app(state: AppState, access: Access) -> Router {
     Router::new()
         .route("/logs/{namespace}/{pod}", get(logs))
         .route("/sandboxes", get(sandboxes))
-        .route_layer(middleware::from_fn_with_state(signer, require_signature))
+        .route_layer(middleware::from_fn_with_state(access, require_access))
         .route("/healthz", get(healthz))
         .with_state(state)
 }
 
-/// Serves the agent API on `listener` until `shutdown`.
-pub async fn run(listener: tokio::net::TcpListener, state: AppState, signer: Signer) -> std::io::Result<()> {
+/// Serves the agent API on `listener` until `shutdown`, signed by `token` when there is one.
+pub async fn run(listener: tokio::net::TcpListener, state: AppState, token: Option<&str>) -> std::io::Result<()> {
+    let access = Access::new(token, listener.local_addr()?);
     let shutdown = state.shutdown.clone();
-    axum::serve(listener, app(state, signer)).with_graceful_shutdown(async move { shutdown.cancelled().await }).await
+    axum::serve(listener, app(state, access)).with_graceful_shutdown(async move { shutdown.cancelled().await }).await
 }
 
 /// The agent APIs of a fleet's nodes, by node name.
@@ -213,11 +266,11 @@ async fn fleet_sandboxes(
 
 /// Every node's agent API on one address: node N's under `/nodes/N`, which is the
 /// endpoint N registers, so the API server reaches each node's logs through this one port.
-pub fn fleet_app(fleet: Fleet, signer: Signer) -> Router {
+pub fn fleet_app(fleet: Fleet, access: Access) -> Router {
     Router::new()
         .route("/nodes/{node}/logs/{namespace}/{pod}", get(fleet_logs))
         .route("/nodes/{node}/sandboxes", get(fleet_sandboxes))
-        .route_layer(middleware::from_fn_with_state(signer, require_signature))
+        .route_layer(middleware::from_fn_with_state(access, require_access))
         .route("/healthz", get(healthz))
         .route("/nodes/{node}/healthz", get(fleet_healthz))
         .with_state(fleet)
@@ -258,17 +311,25 @@ mod tests {
         (status, String::from_utf8_lossy(&bytes).to_string())
     }
 
+    /// The port an open agent in these tests listens on, and the Host its requests name.
+    const PORT: u16 = 10250;
+    const OWN_HOST: &str = "127.0.0.1:10250";
+
+    fn open() -> Access {
+        Access::Loopback { port: PORT }
+    }
+
     async fn get(state: AppState, uri: &str) -> (StatusCode, String) {
-        answer(app(state, None), Request::get(uri).body(Body::empty()).unwrap()).await
+        answer(app(state, open()), request(uri, None)).await
     }
 
     fn now() -> u64 {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
     }
 
-    /// `uri` with an `Authorization` of `authorization`, if any.
+    /// `uri` for the agent's own address, with an `Authorization` of `authorization`, if any.
     fn request(uri: &str, authorization: Option<String>) -> Request<Body> {
-        let mut request = Request::get(uri);
+        let mut request = Request::get(uri).header(header::HOST, OWN_HOST);
         if let Some(value) = authorization {
             request = request.header(header::AUTHORIZATION, value);
         }
@@ -280,8 +341,9 @@ mod tests {
         use shepherd_client::agent_auth::sign_now;
         let state = state_with(&["main"]).await;
         let signed = |token: &str, path: &str| Some(sign_now(token, "GET", path, now()));
-        let call =
-            |uri: &str, authorization: Option<String>| answer(app(state.clone(), Some("node-token-1".into())), request(uri, authorization));
+        let call = |uri: &str, authorization: Option<String>| {
+            answer(app(state.clone(), Access::Signed("node-token-1".into())), request(uri, authorization))
+        };
         let (status, body) = call("/logs/default/web", None).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
         assert!(body.contains("signed by the API server with the node's token"), "{body}");
@@ -301,11 +363,45 @@ mod tests {
 
         let fleet: Fleet = Arc::new(HashMap::from([("n1".to_string(), state.clone())]));
         let fleet_call =
-            |uri: &str, authorization| answer(fleet_app(fleet.clone(), Some("node-token-1".into())), request(uri, authorization));
+            |uri: &str, authorization| answer(fleet_app(fleet.clone(), Access::Signed("node-token-1".into())), request(uri, authorization));
         assert_eq!(fleet_call("/nodes/n1/logs/default/web", None).await.0, StatusCode::UNAUTHORIZED);
         let path = "/nodes/n1/logs/default/web";
         assert_eq!(fleet_call(path, signed("node-token-1", path)).await.0, StatusCode::OK);
         assert_eq!(fleet_call("/nodes/n1/healthz", None).await.0, StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn an_agent_without_a_token_answers_only_requests_for_its_own_address_and_no_web_page() {
+        let state = state_with(&["main"]).await;
+        let call = |request: Request<Body>| answer(app(state.clone(), open()), request);
+        let with = |headers: &[(&str, &str)]| {
+            let mut request = Request::get("/logs/default/web");
+            for (name, value) in headers {
+                request = request.header(*name, *value);
+            }
+            request.body(Body::empty()).unwrap()
+        };
+        for host in ["127.0.0.1:10250", "localhost:10250", "[::1]:10250"] {
+            assert_eq!(call(with(&[("host", host)])).await.0, StatusCode::OK, "{host}");
+        }
+        let (status, body) = call(with(&[])).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "no Host: {body}");
+        for host in ["evil.example:10250", "localhost:10251", "127.0.0.1", "0.0.0.0:10250"] {
+            let (status, body) = call(with(&[("host", host)])).await;
+            assert_eq!(status, StatusCode::FORBIDDEN, "Host {host}: {body}");
+            assert!(body.contains("answers only requests for its own address"), "{body}");
+        }
+        let (status, body) = call(with(&[("host", OWN_HOST), ("host", "evil.example:10250")])).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "a second Host: {body}");
+        for origin in ["http://evil.example", "http://127.0.0.1:10250", "null"] {
+            let (status, body) = call(with(&[("host", OWN_HOST), ("origin", origin)])).await;
+            assert_eq!(status, StatusCode::FORBIDDEN, "Origin {origin}: {body}");
+            assert!(body.contains("no web page may call it"), "{body}");
+        }
+        let sandboxes = Request::get("/sandboxes").header("host", "evil.example:10250").body(Body::empty()).unwrap();
+        assert_eq!(call(sandboxes).await.0, StatusCode::FORBIDDEN);
+        let health = Request::get("/healthz").header("host", "evil.example:10250").body(Body::empty()).unwrap();
+        assert_eq!(call(health).await.0, StatusCode::OK, "health stays open");
     }
 
     #[tokio::test]
@@ -349,9 +445,9 @@ mod tests {
     async fn a_fleet_serves_each_nodes_api_under_its_name() {
         let fleet: Fleet = Arc::new(HashMap::from([("n1".to_string(), state_with(&["main"]).await)]));
         let call = |uri: &'static str| {
-            let app = fleet_app(fleet.clone(), None);
+            let app = fleet_app(fleet.clone(), open());
             async move {
-                let response = app.oneshot(Request::get(uri).body(Body::empty()).unwrap()).await.unwrap();
+                let response = app.oneshot(request(uri, None)).await.unwrap();
                 let status = response.status();
                 let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
                 (status, String::from_utf8_lossy(&bytes).to_string())

@@ -53,6 +53,17 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:10250";
 /// The environment variable that sets where the agent's HTTP API listens, for the agent's
 /// `--listen` as for a server's local node.
 pub const LISTEN_ENV: &str = "SHEPHERD_AGENT_LISTEN";
+
+/// The address [`LISTEN_ENV`]'s value names; `None` when it is unset or empty (which counts as
+/// unset, as an empty SHEPHERD_API does).
+pub fn listen_from_variable(value: Option<&str>) -> std::result::Result<Option<SocketAddr>, String> {
+    match value.map(str::trim) {
+        None | Some("") => Ok(None),
+        Some(text) => {
+            text.parse().map(Some).map_err(|_| format!("{LISTEN_ENV} is not an address with a port (like {DEFAULT_LISTEN}): {text:?}"))
+        }
+    }
+}
 /// How restarts, image pulls and deletion confirmations back off by default: 1 s, doubling
 /// to 60 s (the binaries' `--backoff-base` and `--backoff-max`).
 pub const DEFAULT_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
@@ -223,7 +234,7 @@ pub async fn run_node(
     let Some(cluster) = node::cluster_id(api.as_ref(), &shutdown).await else { return Ok(()) };
     let endpoint = api_url(local, &config.address);
     let node = NodeAgent::with_pod_network(&config, runtime, api.clone(), &cluster, endpoint, pod_network).await;
-    let serve = http::run(listener, node.http_state(shutdown.clone()), config.token.as_deref().map(Arc::from));
+    let serve = http::run(listener, node.http_state(shutdown.clone()), config.token.as_deref());
     let feed = agent::NodeWatch::new(api, &config.node_name, config.resync_interval);
     let (served, ()) = tokio::join!(serve, node.run(feed, shutdown.clone()));
     served.map_err(Error::Serve)

@@ -66,8 +66,9 @@ struct Cli {
     address: String,
     /// Where the agent API (logs) listens; 127.0.0.1:0 picks a free port. Off loopback it needs
     /// --token, and serves only what the server signed with it.
-    #[arg(long, env = agent::LISTEN_ENV, default_value = agent::DEFAULT_LISTEN)]
-    listen: SocketAddr,
+    /// Default: $SHEPHERD_AGENT_LISTEN, else 127.0.0.1:10250.
+    #[arg(long)]
+    listen: Option<SocketAddr>,
     /// First delay of the restart and image pull back-off, doubling up to --backoff-max.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     backoff_base: Duration,
@@ -138,7 +139,9 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     shared::parse::duration(text).map_err(|e| e.to_string())
 }
 
-fn config(cli: &Cli) -> anyhow::Result<AgentConfig> {
+/// The agent's configuration from its flags and `listen_variable`, the value of
+/// [`agent::LISTEN_ENV`].
+fn config(cli: &Cli, listen_variable: Option<&str>) -> anyhow::Result<AgentConfig> {
     // An empty SHEPHERD_API counts as unset, as in sheepctl.
     let server = cli.server.clone().filter(|s| !s.trim().is_empty()).unwrap_or_else(|| format!("http://{DEFAULT_ADDR}"));
     if !server.starts_with("http://") && !server.starts_with("https://") {
@@ -168,9 +171,15 @@ fn config(cli: &Cli) -> anyhow::Result<AgentConfig> {
     if let Some(pods) = cli.max_pods {
         config.capacity.pods = pods;
     }
-    config.token = cli.token.clone();
+    // An empty token counts as none, as an empty SHEPHERD_API does: it could not sign anything.
+    config.token = cli.token.clone().filter(|token| !token.is_empty());
     config.address = cli.address.clone();
-    config.listen = cli.listen;
+    config.listen = match cli.listen {
+        Some(flag) => flag,
+        None => agent::listen_from_variable(listen_variable)
+            .map_err(anyhow::Error::msg)?
+            .unwrap_or_else(|| agent::DEFAULT_LISTEN.parse().expect("the default listen address is valid")),
+    };
     config.runtime = match cli.runtime {
         RuntimeKind::Docker => RuntimeChoice::Docker,
         RuntimeKind::Simulated => RuntimeChoice::Simulated { start_delay: cli.simulated_start_delay },
@@ -252,7 +261,7 @@ async fn start() -> anyhow::Result<()> {
     if let Some(Command::BootstrapImage { name, busybox, force }) = &cli.command {
         return bootstrap(name, busybox, *force).await;
     }
-    let config = config(&cli)?;
+    let config = config(&cli, std::env::var(agent::LISTEN_ENV).ok().as_deref())?;
     let shutdown = shutdown_on_signal();
     match cli.simulate_nodes {
         None => agent::run(config, shutdown).await?,
@@ -310,7 +319,7 @@ mod tests {
             "--node-status-report-interval",
             "1m",
         ]);
-        let config = config(&cli).unwrap();
+        let config = config(&cli, None).unwrap();
         assert_eq!(config.node_name, "n1");
         assert_eq!(config.server, "http://127.0.0.1:1234");
         assert_eq!(config.labels["zone"], "a");
@@ -332,10 +341,10 @@ mod tests {
         assert_eq!(cni.pod_network.choice, agent::network::Choice::Docker);
         assert_eq!((cni.pod_network.subnet.as_str(), cni.pod_network.plugin_dirs.clone()), ("10.99.0.0/24", vec![PathBuf::from("/x")]));
         let bad = Cli::parse_from(["shepherd-agent", "--pod-subnet", "10.99.0.0"]);
-        assert!(super::config(&bad).unwrap_err().to_string().contains("--pod-subnet"));
+        assert!(super::config(&bad, None).unwrap_err().to_string().contains("--pod-subnet"));
         assert_eq!(defaults.heartbeats, agent::node::Heartbeats::default());
         let zero = Cli::parse_from(["shepherd-agent", "--lease-renew-interval", "0s"]);
-        assert!(super::config(&zero).unwrap_err().to_string().contains("--lease-renew-interval must be more than 0s"));
+        assert!(super::config(&zero, None).unwrap_err().to_string().contains("--lease-renew-interval must be more than 0s"));
     }
 
     #[tokio::test]
@@ -347,17 +356,41 @@ mod tests {
         assert!(refused.ends_with("Pass --token, or listen on 127.0.0.1"), "{refused}");
     }
 
+    #[test]
+    fn the_agent_listens_where_its_flag_or_else_its_variable_says_and_an_empty_variable_is_unset() {
+        let listen = |flags: &[&str], variable| {
+            let args: Vec<&str> = ["shepherd-agent"].iter().chain(flags).copied().collect();
+            config(&Cli::parse_from(args), variable).map(|c| c.listen)
+        };
+        let flag: SocketAddr = "127.0.0.1:19002".parse().unwrap();
+        assert_eq!(listen(&["--listen", "127.0.0.1:19002"], Some("junk")).unwrap(), flag, "the flag wins");
+        assert_eq!(listen(&[], Some("127.0.0.1:19002")).unwrap(), flag);
+        let default: SocketAddr = agent::DEFAULT_LISTEN.parse().unwrap();
+        assert_eq!(listen(&[], Some("")).unwrap(), default, "an empty variable is no setting");
+        assert_eq!(listen(&[], None).unwrap(), default);
+        let junk = listen(&[], Some("junk")).unwrap_err().to_string();
+        assert!(junk.starts_with(agent::LISTEN_ENV) && junk.contains("\"junk\""), "{junk}");
+    }
+
+    #[tokio::test]
+    async fn an_empty_token_is_no_token_and_does_not_open_the_api_off_loopback() {
+        let open = ["shepherd-agent", "--runtime", "simulated", "--token", "", "--listen", "192.0.2.7:23001"];
+        assert_eq!(config_of(&open).token, None);
+        let refused = agent::run(config_of(&open), CancellationToken::new()).await.unwrap_err().to_string();
+        assert!(refused.starts_with("refusing to serve the agent API on 192.0.2.7:23001 without a token"), "{refused}");
+    }
+
     fn config_of(args: &[&str]) -> AgentConfig {
-        config(&Cli::parse_from(args)).unwrap()
+        config(&Cli::parse_from(args), None).unwrap()
     }
 
     #[test]
     fn bad_flags_are_refused() {
         let cli = Cli::parse_from(["shepherd-agent", "--taint", "gpu"]);
-        assert!(config(&cli).unwrap_err().to_string().contains("gpu"));
+        assert!(config(&cli, None).unwrap_err().to_string().contains("gpu"));
         let cli = Cli::parse_from(["shepherd-agent", "--server", "127.0.0.1:9876"]);
-        assert!(config(&cli).unwrap_err().to_string().contains("http://"));
+        assert!(config(&cli, None).unwrap_err().to_string().contains("http://"));
         let cli = Cli::parse_from(["shepherd-agent", "--memory", "lots"]);
-        assert!(format!("{:#}", config(&cli).unwrap_err()).contains("lots"));
+        assert!(format!("{:#}", config(&cli, None).unwrap_err()).contains("lots"));
     }
 }

@@ -61,6 +61,10 @@ pub fn verify(token: &str, method: &str, path_and_query: &str, authorization: Op
         .split_once(',')
         .and_then(|(expires, signature)| Some((expires.strip_prefix("expires=")?, signature.strip_prefix("signature=")?)))
         .ok_or(Refusal::Malformed)?;
+    // Digits alone, as `sign` writes them: `u64::from_str` would also take `+N`.
+    if expires.is_empty() || !expires.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(Refusal::Malformed);
+    }
     let expires: u64 = expires.parse().map_err(|_| Refusal::Malformed)?;
     let signature = decode_hex(signature).ok_or(Refusal::Malformed)?;
     if expires < now {
@@ -125,6 +129,8 @@ mod tests {
         ] {
             assert_eq!(verify("t", "GET", PATH, Some(malformed), NOW), Err(Refusal::Malformed), "{malformed}");
         }
+        let plus = sign("t", "GET", PATH, NOW + 60).replace("expires=", "expires=+");
+        assert_eq!(verify("t", "GET", PATH, Some(&plus), NOW), Err(Refusal::Malformed), "a sign before the expiry: {plus}");
         let far = sign("t", "GET", PATH, NOW + MAX_AHEAD_SECONDS + 1);
         assert_eq!(verify("t", "GET", PATH, Some(&far), NOW), Err(Refusal::TooFarAhead { expires: NOW + MAX_AHEAD_SECONDS + 1, now: NOW }));
         let skewed = sign("t", "GET", PATH, NOW + MAX_AHEAD_SECONDS);

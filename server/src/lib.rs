@@ -96,7 +96,11 @@ impl Server {
             scheduler: handle.clone(),
             started_at: chrono::Utc::now(),
             shutdown: shutdown.clone(),
-            http: reqwest::Client::new(),
+            // A redirect would take a proxied request to wherever an agent endpoint says.
+            http: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .expect("a client without TLS settings builds"),
             agent_keys: auth::AgentKeys::default(),
         });
         let mut tasks = JoinSet::new();

@@ -98,8 +98,15 @@ pub fn agent_config(api: &str, runtime: RuntimeChoice, settings: &Settings, conf
     *renew = (*renew).min(config.node_monitor_grace / 4).max(Duration::from_millis(100));
     agent.certificate_authority = config.tls.as_ref().map(|tls| tls.trust.clone());
     if !config.tokens.is_empty() {
-        let token = uuid::Uuid::new_v4().simple().to_string();
-        config.tokens.add(&token, Principal { role: Role::Node, node: Some(agent.node_name.clone()) });
+        // A node has one token: the tokens file's for this node's name, when it has one.
+        let token = match config.tokens.of_node(&agent.node_name) {
+            Some(token) => token.to_string(),
+            None => {
+                let token = uuid::Uuid::new_v4().simple().to_string();
+                config.tokens.add(&token, Principal { role: Role::Node, node: Some(agent.node_name.clone()) });
+                token
+            }
+        };
         agent.token = Some(token);
     }
     Ok(agent)
@@ -144,5 +151,16 @@ mod tests {
         guarded.tokens.add_flag_token("admin-token-1").unwrap();
         let agent = agent_config("http://127.0.0.1:19000", simulated, &settings("0.0.0.0:19001"), &mut guarded).expect("with a token");
         assert!(agent.token.is_some(), "the node gets a token of its own");
+    }
+
+    #[test]
+    fn the_local_node_takes_the_token_the_tokens_file_gives_its_name() {
+        let simulated = RuntimeChoice::Simulated { start_delay: SIMULATED_START_DELAY };
+        let name = AgentConfig::new("http://127.0.0.1:19000").node_name;
+        let tokens = server::auth::Tokens::parse(&format!("admin-token-1 admin\nfile-node-token node {name}\n"), "t").unwrap();
+        let mut config = Config { tokens, ..Config::default() };
+        let agent = agent_config("http://127.0.0.1:19000", simulated, &settings("127.0.0.1:19001"), &mut config).unwrap();
+        assert_eq!(agent.token.as_deref(), Some("file-node-token"), "no second token for node {name}");
+        assert_eq!(config.tokens.of_node(&name), Some("file-node-token"));
     }
 }

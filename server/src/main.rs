@@ -140,12 +140,11 @@ impl Args {
         if !self.local_node {
             return Ok(None);
         }
-        let listen = match (self.local_node_listen, agent_listen) {
-            (Some(flag), _) => flag,
-            (None, Some(variable)) if !variable.is_empty() => variable
-                .parse()
-                .with_context(|| format!("{} is not an address with a port (like 127.0.0.1:10250): {variable:?}", agent::LISTEN_ENV))?,
-            (None, _) => local_node::DEFAULT_LISTEN.parse().expect("the default is an address"),
+        let listen = match self.local_node_listen {
+            Some(flag) => flag,
+            None => agent::listen_from_variable(agent_listen)
+                .map_err(anyhow::Error::msg)?
+                .unwrap_or_else(|| local_node::DEFAULT_LISTEN.parse().expect("the default is an address")),
         };
         Ok(Some(local_node::Settings {
             runtime: self.local_runtime,

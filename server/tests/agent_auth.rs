@@ -169,8 +169,66 @@ async fn after_a_restart_the_node_token_signs_until_the_agent_speaks_again() {
     assert_eq!(first_log_chunk(&admin, "on-node-1").await.as_deref(), Ok("log of /logs/default/on-node-1\n"), "the node token");
     let error = first_log_chunk(&admin, "on-node-2").await.expect_err("nothing to sign with for an agent on an admin token");
     assert!(error.contains("401") && error.contains("nothing to sign with for node node-2"), "{error}");
+    let (status, body) = server.with_token(ADMIN).get("/api/v1/namespaces/default/pods/on-node-2/log").await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY, "the agent's 401 is the server's trouble, not a reason for the client to log in: {body}");
     assert!(error.contains("`<token> node node-2`"), "the error names the fix: {error}");
     shepherd_testing::renew_lease(&admin, &shepherd_testing::node("node-2")).await;
     assert_eq!(first_log_chunk(&admin, "on-node-2").await.as_deref(), Ok("log of /logs/default/on-node-2\n"), "renewed");
+    server.stop().await;
+}
+
+/// A listener that counts the requests it gets, and its address.
+async fn counting_listener() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = hits.clone();
+    let app = axum::Router::new().fallback(move || {
+        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        async { "secret" }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (address, hits)
+}
+
+#[tokio::test]
+async fn a_node_cannot_aim_the_log_proxy_at_another_path_or_a_redirect() {
+    let server = TestServer::start(Config { run_scheduler: false, ..Config::in_memory() }).await;
+    let node = |endpoint: &str| {
+        json!({"kind": "Node", "metadata": {"name": "n1"},
+               "status": {"capacity": {"cpu": 1000, "memory": 1 << 30, "pods": 10}, "agent_endpoint": endpoint}})
+    };
+    let (secret, hits) = counting_listener().await;
+    let (status, error) = server.post("/api/v1/nodes", node(&format!("{secret}/latest/meta-data"))).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{error}");
+    assert_eq!(error["error"]["details"][0]["field"], "status.agent_endpoint", "{error}");
+
+    // An endpoint that answers with a redirect to somewhere else.
+    let target = format!("{secret}/secret");
+    let redirect = axum::Router::new().fallback(move || {
+        let target = target.clone();
+        async move { (StatusCode::TEMPORARY_REDIRECT, [(header::LOCATION, target)]) }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let redirecting = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, redirect).await.unwrap() });
+    let mut description = shepherd_testing::node("n1");
+    description.agent_endpoint = redirecting.clone();
+    shepherd_testing::register_node(&server.client, &description).await;
+    assert_eq!(server.post("/api/v1/pods", pod("web", 1, 1)).await.0, StatusCode::CREATED);
+    let binding = json!({"target": {"name": "n1"}});
+    assert_eq!(server.post("/api/v1/namespaces/default/pods/web/binding", binding).await.0, StatusCode::CREATED);
+    let (status, error) = server.get("/api/v1/namespaces/default/pods/web/log").await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY, "{error}");
+    assert!(error["error"]["message"].as_str().unwrap().starts_with("the agent of node n1 answered 307"), "{error}");
+    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 0, "the redirect was not followed");
+
+    let mut changed = node(&format!("{secret}/?x="));
+    changed["metadata"]["name"] = json!("n1");
+    let (status, error) = server.put("/api/v1/nodes/n1/status", changed).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "a status update is checked too: {error}");
+    let (_, stored) = server.get("/api/v1/nodes/n1").await;
+    assert_eq!(stored["status"]["agent_endpoint"], redirecting.as_str(), "nothing changed");
+    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 0);
     server.stop().await;
 }

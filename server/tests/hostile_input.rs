@@ -166,6 +166,13 @@ async fn an_open_server_refuses_what_a_web_page_could_send() {
         .header("origin", &own)
         .header(CLIENT_HEADER, "dashboard");
     assert_eq!(server.answer(dashboard).await.0, StatusCode::OK, "the dashboard's own origin");
+    let second_origin = bare(&server, Method::POST, "/api/v1/nodes/dead/cordon")
+        .header("host", format!("localhost:{port}"))
+        .header("origin", &own)
+        .header("origin", "http://evil.example")
+        .header(CLIENT_HEADER, "x");
+    let (status, error) = server.answer(second_origin).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "every Origin is checked, not the first alone: {error}");
     // kubectl's exec asks for a stream upgrade, with no body: it learns that /k8s has no exec.
     let exec = bare(&server, Method::POST, "/k8s/api/v1/namespaces/default/pods/web/exec").header("upgrade", "SPDY/3.1");
     let refused = exec.send().await.unwrap();

@@ -211,6 +211,21 @@ pub mod paths {
     pub const OPENAPI: &str = "/api/openapi.json";
 }
 
+/// URL paths of a node agent's API, under the node's `agent_endpoint`.
+pub mod agent_paths {
+    /// A pod's container output. Namespaces and names are validated DNS names, so they
+    /// need no escaping.
+    pub fn logs(namespace: &str, pod: &str) -> String {
+        format!("/logs/{namespace}/{pod}")
+    }
+
+    /// Where, under a fleet's one agent API, node `node`'s API answers: the path its
+    /// `agent_endpoint` ends with.
+    pub fn fleet_node(node: &str) -> String {
+        format!("/nodes/{node}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,9 @@
 //! Where an API may listen without a token: on loopback only, so that no other machine
 //! reaches it. The server's `--addr` and every agent API (a node's, a fleet's, a server's
-//! local node's) follow this one rule.
+//! local node's) follow this one rule. Such an API still hears every web page the user
+//! opens, so it answers only requests for its own loopback address
+//! ([`is_own_loopback_host`]): a page that points its own name at 127.0.0.1 (DNS
+//! rebinding) sends its own name as the Host.
 
 use std::net::SocketAddr;
 
@@ -15,6 +18,24 @@ pub fn is_loopback_only(addr: SocketAddr) -> bool {
 /// loopback only when it does.
 pub fn may_listen(addr: SocketAddr, has_token: bool) -> bool {
     has_token || is_loopback_only(addr)
+}
+
+/// `localhost`, a 127.0.0.0/8 address or `[::1]`, with `port` (when the Host names none, the
+/// scheme's: 443 over TLS, else 80): a Host header an API without tokens answers.
+pub fn is_own_loopback_host(host: &str, port: u16, tls: bool) -> bool {
+    let (name, named_port) = match host.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((address, rest)) => (address, rest.strip_prefix(':')),
+            None => return false,
+        },
+        None => match host.rsplit_once(':') {
+            Some((name, port)) => (name, Some(port)),
+            None => (host, None),
+        },
+    };
+    let loopback = name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    let default_port = if tls { 443 } else { 80 };
+    loopback && named_port.map_or(Some(default_port), |p| p.parse::<u16>().ok()) == Some(port)
 }
 
 #[cfg(test)]
@@ -40,5 +61,29 @@ mod tests {
         assert!(may_listen(addr("127.0.0.1:9876"), false));
         assert!(!may_listen(addr("0.0.0.0:9876"), false));
         assert!(may_listen(addr("0.0.0.0:9876"), true));
+    }
+
+    #[test]
+    fn only_loopback_names_with_the_servers_port_are_its_own() {
+        for host in ["localhost:9876", "LOCALHOST:9876", "127.0.0.1:9876", "127.1.2.3:9876", "[::1]:9876"] {
+            assert!(is_own_loopback_host(host, 9876, false), "{host}");
+        }
+        assert!(is_own_loopback_host("localhost", 80, false));
+        assert!(is_own_loopback_host("localhost", 443, true));
+        assert!(!is_own_loopback_host("localhost", 80, true));
+        for host in [
+            "evil.example:9876",
+            "localhost:9877",
+            "localhost",
+            "127.0.0.1",
+            "[::1]",
+            "10.0.0.1:9876",
+            "localhost.evil.example:9876",
+            "[::1:9876",
+            "localhost:port",
+            "0.0.0.0:9876",
+        ] {
+            assert!(!is_own_loopback_host(host, 9876, false), "{host}");
+        }
     }
 }

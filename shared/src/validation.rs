@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::api::{FieldError, Heartbeat};
+use crate::api::{FieldError, Heartbeat, agent_paths};
 use crate::model::{
     Container, Deployment, Event, Labels, Lease, Namespace, Node, NodeResources, Object, ObjectMeta, Pod, PodSpec, RestartPolicy, Scale,
     Service, TAINT_EFFECTS, format_cpu, format_memory,
@@ -131,7 +131,41 @@ pub fn validate_node(node: &Node) -> Result<(), Vec<FieldError>> {
                 .add(format!("status.taints[{i}].effect"), format!("must be one of {}, got {:?}", TAINT_EFFECTS.join(", "), taint.effect));
         }
     }
+    if !status.agent_endpoint.is_empty()
+        && let Some(message) = agent_endpoint_error(&status.agent_endpoint, &node.metadata.name)
+    {
+        errors.add("status.agent_endpoint", message);
+    }
     errors.finish()
+}
+
+/// Where the server may send what it asks of node `node`'s agent (its logs):
+/// `http://` or `https://`, a host (a DNS name, an IPv4 address or a bracketed IPv6 one) and
+/// a port, then nothing, or a fleet's [`agent_paths::fleet_node`] path of this node. The server adds the
+/// rest of the path itself, so a node cannot aim it at another path, a user or a query.
+pub fn agent_endpoint_error(endpoint: &str, node: &str) -> Option<String> {
+    let expected = || {
+        format!(
+            "must be http:// or https://, a host and a port, optionally followed by {}, got {endpoint:?}",
+            agent_paths::fleet_node(node)
+        )
+    };
+    let Some(rest) = endpoint.strip_prefix("http://").or_else(|| endpoint.strip_prefix("https://")) else {
+        return Some(expected());
+    };
+    let (authority, path) = rest.find('/').map_or((rest, ""), |slash| rest.split_at(slash));
+    if !path.is_empty() && path != agent_paths::fleet_node(node) {
+        return Some(expected());
+    }
+    let Some((host, port)) = authority.rsplit_once(':') else {
+        return Some(expected());
+    };
+    let host_is_valid = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(v6) => v6.parse::<std::net::Ipv6Addr>().is_ok(),
+        None => host.parse::<std::net::Ipv4Addr>().is_ok() || dns_subdomain_error(host).is_none(),
+    };
+    let port_is_valid = !port.starts_with('+') && port.parse::<u16>().is_ok_and(|p| p > 0);
+    (!host_is_valid || !port_is_valid).then(expected)
 }
 
 /// A heartbeat's capacity and allocatable, bounded as a node's.
@@ -632,5 +666,42 @@ mod tests {
         )
         .unwrap();
         assert_eq!(fields(validate_node(&n)), vec!["status.capacity.cpu", "status.taints[0].effect"]);
+    }
+
+    #[test]
+    fn an_agent_endpoint_is_a_scheme_host_and_port_and_at_most_the_fleet_path_of_its_node() {
+        for good in [
+            "http://127.0.0.1:10250",
+            "https://node-1.example:10250",
+            "http://[::1]:10250",
+            "http://localhost:1",
+            "http://127.0.0.1:23001/nodes/node-1",
+        ] {
+            assert_eq!(agent_endpoint_error(good, "node-1"), None, "{good}");
+        }
+        for bad in [
+            "127.0.0.1:10250",
+            "ftp://127.0.0.1:10250",
+            "http://127.0.0.1",
+            "http://127.0.0.1:0",
+            "http://127.0.0.1:+80",
+            "http://127.0.0.1:65536",
+            "http://127.0.0.1:10250/",
+            "http://127.0.0.1:10250/admin",
+            "http://127.0.0.1:10250/nodes/node-2",
+            "http://127.0.0.1:10250/nodes/node-1/..",
+            "http://127.0.0.1:10250?x=1",
+            "http://127.0.0.1:10250#x",
+            "http://user:secret@127.0.0.1:10250",
+            "http://[::1:10250",
+            "http://Node.example:10250",
+            "http://a b:10250",
+        ] {
+            let error = agent_endpoint_error(bad, "node-1").unwrap_or_else(|| panic!("{bad} passed"));
+            assert!(error.contains("/nodes/node-1") && error.contains(bad), "{error}");
+        }
+        let mut n: Node = serde_json::from_str(r#"{"kind":"Node","metadata":{"name":"node-1"}}"#).unwrap();
+        n.status.agent_endpoint = "http://169.254.169.254:80/latest/meta-data".into();
+        assert_eq!(fields(validate_node(&n)), vec!["status.agent_endpoint"]);
     }
 }

@@ -143,6 +143,48 @@ pub struct LogParams {
     pub follow: Option<bool>,
 }
 
+/// The most of an agent's error body the server reads: enough for any message an agent
+/// writes, and no more of whatever else an endpoint might send.
+const AGENT_ERROR_LIMIT: usize = 16 * 1024;
+
+/// The first `limit` bytes of `response`'s body, or what arrived before it failed.
+async fn read_at_most(response: &mut reqwest::Response, limit: usize) -> Vec<u8> {
+    let mut body = Vec::new();
+    while body.len() < limit {
+        match response.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk[..chunk.len().min(limit - body.len())]),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    body
+}
+
+/// What the client hears when node `node`'s agent refuses a proxied request. The agent's
+/// 400 and 404 (no such container, a bad parameter) are the client's to fix and pass on;
+/// anything else is the server's trouble with the agent, a 502: an agent's 401 means the
+/// server's signature failed, not that the client must log in.
+fn agent_error(node: &str, status: reqwest::StatusCode, text: &str, signed: bool) -> ApiError {
+    let answered = format!("the agent of node {node} answered {status}");
+    let passed_on = StatusCode::from_u16(status.as_u16()).ok().filter(|s| [StatusCode::BAD_REQUEST, StatusCode::NOT_FOUND].contains(s));
+    if let Some(status) = passed_on {
+        let mut error = ApiError::from_status(status, text);
+        error.message = format!("{answered}: {}", error.message);
+        return error;
+    }
+    let mut message = answered.clone();
+    if status == reqwest::StatusCode::UNAUTHORIZED {
+        message.push_str(&match signed {
+            true => format!(
+                ": it does not accept this server's signature. Run node {node}'s agent with the token it registers with, and check that the two machines' clocks agree within 5 minutes"
+            ),
+            false => format!(
+                ": this server has nothing to sign with for node {node}: its agent has not registered or renewed its lease since the server started, and the tokens file has no `<token> node {node}` line. Retry after the agent's next renewal, or give node {node} a node token of its own in the tokens file and run its agent with it"
+            ),
+        });
+    }
+    ApiError::bad_gateway(message, format!("{answered}: {}", text.trim()))
+}
+
 /// `GET …/pods/{name}/log`: proxied from the agent at the node's `agent_endpoint`, signed
 /// with the token that agent speaks with when the server knows it ([`AgentKeys`]).
 ///
@@ -160,8 +202,16 @@ pub async fn log(
         Some(Object::Node(n)) => n.clone(),
         _ => return Err(ApiError::not_found(format!("node {} of pod {namespace}/{name} no longer exists", pod.spec.node_name))),
     };
-    if node.status.agent_endpoint.is_empty() {
+    let endpoint = &node.status.agent_endpoint;
+    if endpoint.is_empty() {
         return Err(ApiError::unavailable(format!("node {} does not report an agent endpoint to read logs from", node.metadata.name)));
+    }
+    // Checked as every node write is, again here for nodes stored before that check existed.
+    if let Some(why) = shared::validation::agent_endpoint_error(endpoint, &node.metadata.name) {
+        return Err(ApiError::bad_gateway(
+            format!("node {} reports an agent endpoint this server does not send requests to: it {why}", node.metadata.name),
+            why.clone(),
+        ));
     }
     let mut query: Vec<(&str, String)> = Vec::new();
     if let Some(c) = params.container {
@@ -173,7 +223,7 @@ pub async fn log(
     if let Some(f) = params.follow {
         query.push(("follow", f.to_string()));
     }
-    let url = format!("{}/logs/{namespace}/{name}", node.status.agent_endpoint.trim_end_matches('/'));
+    let url = format!("{endpoint}{}", shared::api::agent_paths::logs(&namespace, &name));
     let unreachable = |e: reqwest::Error| {
         ApiError::bad_gateway(format!("cannot reach the agent of node {}", node.metadata.name), format!("GET {url}: {e}"))
     };
@@ -190,19 +240,11 @@ pub async fn log(
         let value = HeaderValue::from_str(&signature).expect("a signature is ASCII");
         request.headers_mut().insert(header::AUTHORIZATION, value);
     }
-    let upstream = state.http.execute(request).await.map_err(unreachable)?;
-    let status = StatusCode::from_u16(upstream.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+    let mut upstream = state.http.execute(request).await.map_err(unreachable)?;
+    let status = upstream.status();
     if !status.is_success() {
-        let text = upstream.text().await.unwrap_or_default();
-        let mut error = ApiError::from_status(status, &text);
-        error.message = format!("the agent of node {} answered {status}: {}", node.metadata.name, error.message);
-        if status == StatusCode::UNAUTHORIZED && token.is_none() {
-            error.message.push_str(&format!(
-                "; this server has nothing to sign with for node {0}: its agent has not registered or renewed its lease since the server started, and the tokens file has no `<token> node {0}` line. Retry after the agent's next renewal, or give node {0} a node token of its own in the tokens file and run its agent with it",
-                node.metadata.name
-            ));
-        }
-        return Err(error);
+        let text = String::from_utf8_lossy(&read_at_most(&mut upstream, AGENT_ERROR_LIMIT).await).into_owned();
+        return Err(agent_error(&node.metadata.name, status, &text, token.is_some()));
     }
     let mut response = Body::from_stream(upstream.bytes_stream()).into_response();
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));

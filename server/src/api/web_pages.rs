@@ -83,24 +83,24 @@ fn check(request: &Request) -> Result<(), ApiError> {
         return Err(ApiError::forbidden("this server has no tokens and cannot tell which port the request came in on, so it refuses it"));
     };
     let headers = request.headers();
-    let host_header = headers.get(header::HOST).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
-    let hosts: Vec<String> = request.uri().authority().map(|a| a.to_string()).into_iter().chain(host_header).collect();
+    // Every Host and Origin a request carries is checked, not just the first.
+    let host_headers = headers.get_all(header::HOST).iter().map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let hosts: Vec<String> = request.uri().authority().map(|a| a.to_string()).into_iter().chain(host_headers).collect();
     if hosts.is_empty() {
         return Err(ApiError::forbidden(
             "the request has no Host header; this server has no tokens and answers only requests for its own address",
         ));
     }
     let scheme = if tls { "https" } else { "http" };
-    if let Some(host) = hosts.iter().find(|host| !is_own_host(host, port, tls)) {
+    if let Some(host) = hosts.iter().find(|host| !shared::listen::is_own_loopback_host(host, port, tls)) {
         return Err(ApiError::forbidden(format!(
             "this server has no tokens, so it answers only requests for its own address: Host {host:?} is not localhost, \
              127.0.0.1 or [::1] with port {port} (a web page that points its own name at this machine sends such a Host)"
         )));
     }
     let own_origin = format!("{scheme}://{}", hosts[0]);
-    if let Some(origin) = headers.get(header::ORIGIN).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-        && !origin.eq_ignore_ascii_case(&own_origin)
-    {
+    let origins = headers.get_all(header::ORIGIN).iter().map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    if let Some(origin) = origins.into_iter().find(|origin| !origin.eq_ignore_ascii_case(&own_origin)) {
         return Err(ApiError::forbidden(format!(
             "a page from {origin} may not call this server: it has no tokens, so only its own dashboard at {own_origin} may"
         )));
@@ -125,51 +125,4 @@ pub fn unsupported_media_type(media: &str) -> ApiError {
         "UnsupportedMediaType",
         format!("send the body as JSON with Content-Type: {JSON} (got {media})"),
     )
-}
-
-/// `localhost`, a 127.0.0.0/8 address or `[::1]`, with `port` (when the Host names none, the
-/// scheme's: 443 over TLS, else 80).
-fn is_own_host(host: &str, port: u16, tls: bool) -> bool {
-    let (name, named_port) = match host.strip_prefix('[') {
-        Some(v6) => match v6.split_once(']') {
-            Some((address, rest)) => (address, rest.strip_prefix(':')),
-            None => return false,
-        },
-        None => match host.rsplit_once(':') {
-            Some((name, port)) => (name, Some(port)),
-            None => (host, None),
-        },
-    };
-    let loopback = name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
-    let default_port = if tls { 443 } else { 80 };
-    loopback && named_port.map_or(Some(default_port), |p| p.parse::<u16>().ok()) == Some(port)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::is_own_host;
-
-    #[test]
-    fn only_loopback_names_with_the_servers_port_are_its_own() {
-        for host in ["localhost:9876", "LOCALHOST:9876", "127.0.0.1:9876", "127.1.2.3:9876", "[::1]:9876"] {
-            assert!(is_own_host(host, 9876, false), "{host}");
-        }
-        assert!(is_own_host("localhost", 80, false));
-        assert!(is_own_host("localhost", 443, true));
-        assert!(!is_own_host("localhost", 80, true));
-        for host in [
-            "evil.example:9876",
-            "localhost:9877",
-            "localhost",
-            "127.0.0.1",
-            "[::1]",
-            "10.0.0.1:9876",
-            "localhost.evil.example:9876",
-            "[::1:9876",
-            "localhost:port",
-            "0.0.0.0:9876",
-        ] {
-            assert!(!is_own_host(host, 9876, false), "{host}");
-        }
-    }
 }
