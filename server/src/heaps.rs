@@ -10,6 +10,12 @@
 //! heap that a thread stopped allocating in (every pod deleted) would keep its pages, so the
 //! store calls [`collect_if_due`] after each commit, which collects those.
 //!
+//! Collection returns only pages left empty, and mimalloc never moves a block: once the
+//! event limit has deleted the older events of a burst by the ten thousand, the events that
+//! stay are spread thinly over the pages the burst filled. So each kind has two heaps and
+//! allocates in one at a time: [`renew`] switches it to the other, the store copies that
+//! kind's objects across (`Store::compact`), and the pages of the first empty out.
+//!
 //! What a thread allocates outside any kind's scope (request buffers, JSON) sits in its own
 //! default heap, whose blocks freed by other threads come back when it collects: the
 //! `shepherd` binary's runtime calls [`collect_parked_thread`] as each thread goes idle.
@@ -21,6 +27,7 @@ use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use shared::model::Kind;
@@ -60,16 +67,24 @@ struct Heap(*mut c_void);
 unsafe impl Send for Heap {}
 unsafe impl Sync for Heap {}
 
-static HEAPS: [OnceLock<Heap>; Kind::ALL.len()] = [const { OnceLock::new() }; Kind::ALL.len()];
+/// Each kind's two heaps, of which [`CURRENT`] says the one it allocates in.
+static HEAPS: [[OnceLock<Heap>; 2]; Kind::ALL.len()] = [const { [const { OnceLock::new() }; 2] }; Kind::ALL.len()];
+static CURRENT: [AtomicUsize; Kind::ALL.len()] = [const { AtomicUsize::new(0) }; Kind::ALL.len()];
 
 fn index_of(kind: Kind) -> usize {
     Kind::ALL.iter().position(|k| *k == kind).expect("every kind is in Kind::ALL")
 }
 
-/// Kind `index`'s heap, made on first use (mimalloc makes it without calling back into the
-/// Rust allocator).
+/// The heap kind `index` allocates in, made on first use (mimalloc makes it without calling
+/// back into the Rust allocator).
 fn heap(index: usize) -> *mut c_void {
-    HEAPS[index].get_or_init(|| Heap(unsafe { mi_heap_new() })).0
+    HEAPS[index][CURRENT[index].load(Ordering::Relaxed)].get_or_init(|| Heap(unsafe { mi_heap_new() })).0
+}
+
+/// From now on `kind` allocates in its other heap, where what was left of it there before
+/// has had time to go: the objects copied next sit densely in pages of their own.
+pub fn renew(kind: Kind) {
+    CURRENT[index_of(kind)].fetch_xor(1, Ordering::Relaxed);
 }
 
 fn scoped_heap() -> Option<*mut c_void> {
@@ -133,19 +148,19 @@ fn period_passed(last: &'static std::thread::LocalKey<Cell<Option<Instant>>>, no
 
 /// Collects this thread's part of the heaps of the kinds in `kinds`, one bit each by index.
 fn collect_heaps(kinds: u32) {
-    for (index, heap) in HEAPS.iter().enumerate() {
-        if kinds & 1 << index != 0
-            && let Some(heap) = heap.get()
-        {
-            // Forced: pages that were full when other threads freed their blocks are visited too.
-            unsafe { mi_heap_collect(heap.0, true) }
+    for (index, pair) in HEAPS.iter().enumerate() {
+        if kinds & 1 << index != 0 {
+            for heap in pair.iter().filter_map(OnceLock::get) {
+                // Forced: pages that were full when other threads freed their blocks are visited too.
+                unsafe { mi_heap_collect(heap.0, true) }
+            }
         }
     }
 }
 
-/// Whether `pointer` was allocated in `kind`'s heap.
+/// Whether `pointer` was allocated in one of `kind`'s heaps.
 pub fn holds(kind: Kind, pointer: *const u8) -> bool {
-    HEAPS[index_of(kind)].get().is_some_and(|heap| unsafe { mi_heap_contains(heap.0, pointer.cast()) })
+    HEAPS[index_of(kind)].iter().filter_map(OnceLock::get).any(|heap| unsafe { mi_heap_contains(heap.0, pointer.cast()) })
 }
 
 /// mimalloc, with the allocations made inside [`in_heap_of`] in that kind's heap.

@@ -229,16 +229,41 @@ fn delete_unless_repeated(event: &Object) -> Write {
     })
 }
 
-/// Runs [`collect_events`] every [`EVENT_GC_PERIOD`] until `shutdown`.
+/// When the events that stay are moved to fresh memory ([`Store::compact`]): once the
+/// collections have deleted a quarter of the limit or more, at the first that deletes none,
+/// so that a burst is compacted once, after it.
+#[derive(Debug, Default)]
+struct EventChurn {
+    deleted: usize,
+}
+
+impl EventChurn {
+    /// Counts a collection that deleted `deleted` events; true when it is time to compact.
+    fn collected(&mut self, deleted: usize, limit: usize) -> bool {
+        self.deleted += deleted;
+        let due = deleted == 0 && self.deleted > 0 && self.deleted >= limit / 4;
+        if due {
+            self.deleted = 0;
+        }
+        due
+    }
+}
+
+/// Runs [`collect_events`] every [`EVENT_GC_PERIOD`] until `shutdown`, and compacts the
+/// events after a burst of deletions (see [`EventChurn`]).
 pub async fn run_event_gc(store: Arc<dyn Store>, ttl: Duration, limit: usize, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(EVENT_GC_PERIOD);
+    let mut churn = EventChurn::default();
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
-            _ = tick.tick() => {
-                if let Err(e) = collect_events(&*store, ttl, limit, chrono::Utc::now()).await {
-                    tracing::warn!("{e}");
+            _ = tick.tick() => match collect_events(&*store, ttl, limit, chrono::Utc::now()).await {
+                Ok(deleted) => {
+                    if churn.collected(deleted, limit) {
+                        store.compact(Kind::Event);
+                    }
                 }
+                Err(e) => tracing::warn!("{e}"),
             }
         }
     }
@@ -326,6 +351,16 @@ mod tests {
 
     use super::*;
     use crate::events;
+
+    #[test]
+    fn events_are_compacted_once_after_a_burst_of_deletions() {
+        let mut churn = EventChurn::default();
+        let compacted: Vec<bool> = [0, 100, 2_000, 2_000, 0, 0, 1_000, 0, 4_000, 0].iter().map(|deleted| churn.collected(*deleted, 20_000)).collect();
+        // 4,100 deleted are not yet a quarter of 20,000; with 1,000 more they are.
+        assert_eq!(compacted, [false, false, false, false, false, false, false, true, false, false]);
+        let mut small = EventChurn::default();
+        assert_eq!([0, 1, 0, 0].map(|deleted| small.collected(deleted, 2)), [false, false, true, false], "a limit under 4");
+    }
 
     #[tokio::test]
     async fn old_events_are_collected() {

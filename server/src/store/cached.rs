@@ -902,6 +902,14 @@ impl Store for CachedStore {
         self.inner.state.write().expect("store state lock").forget_history(&self.inner.history, Instant::now());
     }
 
+    fn compact(&self, kind: Kind) {
+        let mut state = self.inner.state.write().expect("store state lock");
+        let Some(objects) = state.objects.get_mut(&kind) else { return };
+        crate::heaps::renew(kind);
+        // The old copies go as their last readers (the history, a list being sent) let go.
+        *objects = crate::heaps::in_heap_of(kind, || objects.iter().map(|(key, object)| (key.clone(), Arc::new(Object::clone(object)))).collect());
+    }
+
     fn close(&self) -> BoxFuture<'static, ()> {
         let inner = self.inner.clone();
         async move {

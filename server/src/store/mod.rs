@@ -304,6 +304,10 @@ pub trait Store: Send + Sync + 'static {
     /// Drops the changes older than the history keeps, as every commit does: for a store
     /// that has had no commit for a while.
     fn expire_history(&self);
+    /// Moves the objects of `kind` to fresh memory, unchanged and with no new revision, so
+    /// that what a mass deletion left thinly spread goes back to the system (see
+    /// [`crate::heaps`]).
+    fn compact(&self, kind: Kind);
     /// Stops taking writes, lets the queued ones commit and closes the backend.
     fn close(&self) -> BoxFuture<'static, ()>;
 }
