@@ -163,6 +163,8 @@ async fn malformed_bodies_get_json_errors_with_line_and_column() {
     let (status, err) = server.get("/api/v1/pods?watch=true&resource_version=-1").await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(err["error"]["message"].as_str().unwrap().contains("invalid resource version \"-1\""), "{err}");
+    let (status, list) = server.get("/api/v1/pods?resource_version=").await;
+    assert_eq!(status, StatusCode::OK, "an empty resource version is unset: {list}");
     let (status, err) = server.get("/api/v1/pods?label_selector=app%3E3").await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
     let (status, _) = server.get("/api/v1/namespaces/default/pods/nope").await;

@@ -49,10 +49,11 @@ pub fn revision(text: &str) -> Result<u64> {
     text.parse().map_err(|_| Error::Revision(text.to_string()))
 }
 
-/// An optional resource version for serde, read with [`revision`].
+/// An optional resource version for serde, read with [`revision`]; empty is unset, as
+/// Kubernetes reads `resourceVersion=`.
 pub fn deserialize_revision<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
     let text: Option<String> = serde::Deserialize::deserialize(deserializer)?;
-    text.map(|t| revision(&t).map_err(serde::de::Error::custom)).transpose()
+    text.filter(|t| !t.is_empty()).map(|t| revision(&t).map_err(serde::de::Error::custom)).transpose()
 }
 
 /// Reads `500ms`, `30s`, `2m`, `1h`, `1m30s`, `1.5s`, or a bare number of seconds.
