@@ -1144,10 +1144,13 @@ impl fmt::Display for Kind {
 
 /// One object of any kind, as a manifest or a watch stream carries it.
 /// Serialized as the object itself; `kind` says which.
+///
+/// The store keeps every object behind an `Arc`, and an enum is as large as its largest
+/// variant: unboxed, a Deployment's 664 bytes set the block of every event (448 bytes) too.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Object {
     Pod(Pod),
-    Deployment(Deployment),
+    Deployment(Box<Deployment>),
     Service(Service),
     Node(Node),
     Event(Event),
@@ -1209,7 +1212,7 @@ impl Object {
         let bad = |e: serde_json::Error| ObjectError::Invalid { kind, message: e.to_string() };
         Ok(match kind {
             Kind::Pod => Object::Pod(serde_json::from_value(value).map_err(bad)?),
-            Kind::Deployment => Object::Deployment(serde_json::from_value(value).map_err(bad)?),
+            Kind::Deployment => Object::Deployment(Box::new(serde_json::from_value(value).map_err(bad)?)),
             Kind::Service => Object::Service(serde_json::from_value(value).map_err(bad)?),
             Kind::Node => Object::Node(serde_json::from_value(value).map_err(bad)?),
             Kind::Event => Object::Event(serde_json::from_value(value).map_err(bad)?),
@@ -1232,8 +1235,13 @@ pub trait Resource: Clone + PartialEq + Sized + 'static {
     fn try_from_object(object: Object) -> Option<Self>;
 }
 
+/// `resource!(Kind)`, or for a kind [`Object`] boxes, `resource!(Kind, o => *o)`: how its
+/// variant's value becomes the owned object.
 macro_rules! resource {
     ($kind:ident) => {
+        resource!($kind, o => o);
+    };
+    ($kind:ident, $o:ident => $owned:expr) => {
         impl Resource for $kind {
             const KIND: Kind = Kind::$kind;
             fn meta(&self) -> &ObjectMeta {
@@ -1243,7 +1251,7 @@ macro_rules! resource {
                 &mut self.metadata
             }
             fn into_object(self) -> Object {
-                Object::$kind(self)
+                Object::$kind(self.into())
             }
             fn from_object(object: &Object) -> Option<&Self> {
                 match object {
@@ -1253,7 +1261,7 @@ macro_rules! resource {
             }
             fn try_from_object(object: Object) -> Option<Self> {
                 match object {
-                    Object::$kind(o) => Some(o),
+                    Object::$kind($o) => Some($owned),
                     _ => None,
                 }
             }
@@ -1262,7 +1270,7 @@ macro_rules! resource {
 }
 
 resource!(Pod);
-resource!(Deployment);
+resource!(Deployment, o => *o);
 resource!(Service);
 resource!(Node);
 resource!(Event);
@@ -1430,5 +1438,12 @@ mod tests {
     fn short_references_use_the_lower_case_kind() {
         let reference = ObjectReference { kind: "Pod".into(), namespace: "default".into(), name: "web-server".into(), uid: String::new() };
         assert_eq!(reference.short(), "pod/web-server");
+    }
+
+    #[test]
+    fn an_object_is_no_larger_than_its_largest_unboxed_kind() {
+        let unboxed = [size_of::<Pod>(), size_of::<Service>(), size_of::<Node>(), size_of::<Event>(), size_of::<Namespace>(), size_of::<Lease>()];
+        assert!(size_of::<Object>() < size_of::<Deployment>(), "a Deployment sets every object's size: box it");
+        assert!(size_of::<Object>() <= unboxed.iter().max().unwrap() + 8, "{} bytes", size_of::<Object>());
     }
 }

@@ -291,11 +291,11 @@ mod tests {
         deployment.status.replicas = 3;
         deployment.status.available_replicas = 2;
         assert_eq!(
-            check(&WaitFor::Running, Some(&Object::Deployment(deployment.clone()))),
+            check(&WaitFor::Running, Some(&Object::Deployment(Box::new(deployment.clone())))),
             Check::NotYet("it has 0/3 ready, 2 available".into())
         );
         deployment.status.available_replicas = 3;
-        assert_eq!(check(&WaitFor::Running, Some(&Object::Deployment(deployment))), Check::Met);
+        assert_eq!(check(&WaitFor::Running, Some(&Object::Deployment(Box::new(deployment)))), Check::Met);
         let service = Service::default();
         assert!(matches!(check(&WaitFor::Running, Some(&Object::Service(service))), Check::NotYet(_)));
     }

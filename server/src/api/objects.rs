@@ -306,7 +306,8 @@ pub(crate) async fn create<R: Resource>(state: &AppState, principal: &Principal,
             state.scheduler.hint(key);
             return Ok(outcome);
         }
-        Object::Deployment(mut o) => {
+        Object::Deployment(o) => {
+            let mut o = *o;
             stamp_new(&mut o, now);
             commit_one(&*state.store, ops::create(o)).await?
         }
@@ -573,7 +574,7 @@ pub(crate) async fn scale_deployment(state: &AppState, namespace: &str, name: &s
     let expected = scale.metadata.resource_version;
     let check_key = key.clone();
     let write = ops::modify::<Deployment>(key, move |_, d| {
-        ops::check_version(&check_key, expected, &Object::Deployment(d.clone()))?;
+        ops::check_version(&check_key, expected, &Object::Deployment(Box::new(d.clone())))?;
         if d.spec.replicas != scale.spec.replicas {
             d.spec.replicas = scale.spec.replicas;
             d.metadata.generation += 1;
@@ -582,7 +583,7 @@ pub(crate) async fn scale_deployment(state: &AppState, namespace: &str, name: &s
     });
     let outcome = commit_one(&*state.store, write).await?;
     match outcome.object().map(|o| &**o) {
-        Some(Object::Deployment(d)) => Ok(d.clone()),
+        Some(Object::Deployment(d)) => Ok(Deployment::clone(d)),
         _ => Err(ApiError::internal(format!("deployment {namespace}/{name} vanished during the scale"))),
     }
 }

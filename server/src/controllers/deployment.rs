@@ -79,7 +79,7 @@ fn pod_named(deployment: &Deployment, suffix: &str, now: Time) -> Pod {
 }
 
 fn deployment_event(deployment: &Deployment, type_: &str, reason: &str, message: String, now: Time) -> crate::store::Write {
-    let involved = events::reference(&Object::Deployment(deployment.clone()));
+    let involved = events::reference(&Object::Deployment(Box::new(deployment.clone())));
     events::record(events::new_event(involved, type_, reason, message, SOURCE_DEPLOYMENT_CONTROLLER), now)
 }
 
@@ -376,7 +376,7 @@ mod tests {
         let ctx = fixtures::context().await;
         let shutdown = tokio_util::sync::CancellationToken::new();
         tokio::spawn(super::super::run(DeploymentController, ctx.clone(), Duration::from_secs(30), shutdown.clone()));
-        fixtures::put(&ctx, Object::Deployment(deployment(30_000))).await;
+        fixtures::put(&ctx, Object::Deployment(Box::new(deployment(30_000)))).await;
         let began = std::time::Instant::now();
         while ctx.store.count(Kind::Pod) < 30_000 {
             assert!(began.elapsed() < Duration::from_secs(300), "{} of 30000 pods after 5 minutes", ctx.store.count(Kind::Pod));
@@ -404,7 +404,7 @@ mod tests {
     async fn availability_says_how_many_replicas_are_ready_and_why_the_others_have_no_node() {
         let ctx = fixtures::context().await;
         let d = deployment(3);
-        fixtures::put(&ctx, Object::Deployment(d.clone())).await;
+        fixtures::put(&ctx, Object::Deployment(Box::new(d.clone()))).await;
         let ready = [running_on_n1(&d), running_on_n1(&d)];
         for pod in &ready {
             fixtures::put(&ctx, Object::Pod(pod.clone())).await;
@@ -425,7 +425,7 @@ mod tests {
 
         let mut scaled = d.clone();
         scaled.spec.replicas = 2;
-        fixtures::put(&ctx, Object::Deployment(scaled)).await;
+        fixtures::put(&ctx, Object::Deployment(Box::new(scaled))).await;
         reconcile(&ctx).await;
         let full = available(&ctx);
         assert_eq!((full.status.as_str(), full.reason.as_str()), ("True", "MinimumReplicasAvailable"), "{full:?}");
@@ -436,7 +436,7 @@ mod tests {
         let ctx = fixtures::context().await;
         let mut d = deployment(3);
         d.metadata.namespace = "gone".into();
-        fixtures::put(&ctx, Object::Deployment(d)).await;
+        fixtures::put(&ctx, Object::Deployment(Box::new(d))).await;
         let key = Key::new(Kind::Deployment, "gone", "web");
         let err = DeploymentController.reconcile(&key, &ctx, chrono::Utc::now()).await.unwrap_err();
         assert!(err.to_string().contains("gone"), "{err}");
@@ -454,7 +454,7 @@ mod tests {
     async fn a_name_collision_is_retried_for_that_pod_alone() {
         let ctx = fixtures::context().await;
         let d = deployment(1);
-        fixtures::put(&ctx, Object::Deployment(d.clone())).await;
+        fixtures::put(&ctx, Object::Deployment(Box::new(d.clone()))).await;
         for taken in ["aaaaa", "bbbbb"] {
             fixtures::put(&ctx, Object::Pod(pod_named(&d, taken, chrono::Utc::now()))).await;
         }
@@ -471,7 +471,7 @@ mod tests {
     async fn scales_up_with_owned_named_pods_and_is_idempotent() {
         let ctx = fixtures::context().await;
         let d = deployment(3);
-        fixtures::put(&ctx, Object::Deployment(d.clone())).await;
+        fixtures::put(&ctx, Object::Deployment(Box::new(d.clone()))).await;
         reconcile(&ctx).await;
         reconcile(&ctx).await;
         let pods = fixtures::pods(&ctx);
@@ -493,7 +493,7 @@ mod tests {
     async fn scales_down_unbound_pods_first_and_replaces_failed_ones() {
         let ctx = fixtures::context().await;
         let d = deployment(2);
-        fixtures::put(&ctx, Object::Deployment(d.clone())).await;
+        fixtures::put(&ctx, Object::Deployment(Box::new(d.clone()))).await;
         let mut running = new_pod(&d, chrono::Utc::now());
         running.spec.node_name = "n1".into();
         running.status.phase = PodPhase::Running;
@@ -545,7 +545,7 @@ mod tests {
         let ctx = fixtures::context().await;
         ready_node(&ctx).await;
         let d = deployment(1);
-        fixtures::put(&ctx, Object::Deployment(d.clone())).await;
+        fixtures::put(&ctx, Object::Deployment(Box::new(d.clone()))).await;
         let leaving = terminating_on_n1(&d);
         fixtures::put(&ctx, Object::Pod(leaving.clone())).await;
         reconcile(&ctx).await;
@@ -567,7 +567,7 @@ mod tests {
         let ctx = fixtures::context().await;
         ready_node(&ctx).await;
         let d = deployment(1);
-        fixtures::put(&ctx, Object::Deployment(d.clone())).await;
+        fixtures::put(&ctx, Object::Deployment(Box::new(d.clone()))).await;
         let leaving = terminating_on_n1(&d);
         let (older, newer) = (running_on_n1(&d), running_on_n1(&d));
         for p in [&leaving, &older, &newer] {
@@ -595,7 +595,7 @@ mod tests {
     #[tokio::test]
     async fn deleting_the_deployment_deletes_its_pods() {
         let ctx = fixtures::context().await;
-        fixtures::put(&ctx, Object::Deployment(deployment(2))).await;
+        fixtures::put(&ctx, Object::Deployment(Box::new(deployment(2)))).await;
         reconcile(&ctx).await;
         let other = fixtures::pod("unowned", &[("app", "web")], "", PodPhase::Pending);
         fixtures::put(&ctx, Object::Pod(other)).await;

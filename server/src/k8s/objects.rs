@@ -660,7 +660,7 @@ impl Req {
 
     fn deployment(&self) -> Result<Deployment> {
         match &*self.stored()? {
-            Object::Deployment(d) => Ok(d.clone()),
+            Object::Deployment(d) => Ok(Deployment::clone(d)),
             _ => Err(Status::not_found("deployments", self.name(), "not a deployment")),
         }
     }
