@@ -9,6 +9,7 @@
 //! - [`network`]: the node's pod network: CNI (bridge, host-local, portmap for host ports) on
 //!   the sandboxes' namespaces, or Docker's bridge; [`cni`]: the CNI protocol it speaks;
 //!   [`iptables`]: the node-wide masquerade and FORWARD rules the CNI network needs;
+//!   [`hostport`]: the host ports of CNI sandboxes, held open for each sandbox's life;
 //! - [`agent`]: the worker per pod, the watch with its periodic re-list, runtime events, orphans;
 //! - [`node`]: the node object (capacity from the host), registration, lease renewals and status heartbeats;
 //! - [`fleet`]: N simulated nodes in one process on one API client, one pod watch and one
@@ -24,6 +25,7 @@ pub mod agent;
 pub mod client;
 pub mod cni;
 pub mod fleet;
+pub mod hostport;
 pub mod http;
 pub mod image;
 pub mod iptables;

@@ -1,0 +1,203 @@
+//! The host ports of the node's CNI sandboxes, held open as the kubelet's hostport manager
+//! does (`openLocalPort`): the agent binds each one before portmap DNATs it to the pod and
+//! keeps the socket until the sandbox's network is taken down. The bind is the check and
+//! the claim in one step: a port a host process or another pod has is refused, and a host
+//! process that comes later gets `EADDRINUSE` rather than silently losing its traffic.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
+use std::os::fd::OwnedFd;
+use std::sync::{Mutex, MutexGuard};
+
+use crate::runtime::PortMapping;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("host port {port}/{protocol} on {address} is in use by another process or pod on this machine")]
+    HostPortTaken { port: i32, protocol: String, address: String },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The sockets bound for one sandbox's host ports; dropping them frees the ports.
+#[derive(Debug, Default)]
+pub struct Bound(Vec<OwnedFd>);
+
+/// The bound host ports of the node's sandboxes, by sandbox id.
+#[derive(Debug, Default)]
+pub struct HostPorts {
+    held: Mutex<HashMap<String, Bound>>,
+}
+
+impl HostPorts {
+    fn held(&self) -> MutexGuard<'_, HashMap<String, Bound>> {
+        self.held.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Binds every host port of `ports`: all of them, or none and the first that is taken.
+    pub fn bind(ports: &[PortMapping]) -> Result<Bound> {
+        let mut bound = Vec::new();
+        for port in ports {
+            bound.extend(open(port)?);
+        }
+        Ok(Bound(bound))
+    }
+
+    /// Holds `bound` for the sandbox `id` until [`HostPorts::release`].
+    pub fn keep(&self, id: &str, bound: Bound) {
+        if !bound.0.is_empty() {
+            tracing::debug!(sandbox = id, ports = bound.0.len(), "holding the sandbox's host ports");
+            self.held().insert(id.to_string(), bound);
+        }
+    }
+
+    /// Frees the host ports of the sandbox `id` (none held is fine): its DNAT is gone.
+    pub fn release(&self, id: &str) {
+        self.held().remove(id);
+    }
+}
+
+/// Binds one host port on the address it names (empty: every IPv4 address, as portmap's
+/// DNAT covers): TCP listens, UDP binds. `None` when there is nothing to hold.
+fn open(port: &PortMapping) -> Result<Option<OwnedFd>> {
+    if port.host_port <= 0 {
+        return Ok(None);
+    }
+    let address = if port.host_ip.is_empty() { "0.0.0.0" } else { port.host_ip.as_str() };
+    // Not an address: portmap refuses it with its own error.
+    let (Ok(ip), Ok(number)) = (address.parse::<IpAddr>(), u16::try_from(port.host_port)) else { return Ok(None) };
+    let at = SocketAddr::new(ip, number);
+    let bound = match port.protocol.as_str() {
+        "udp" => UdpSocket::bind(at).map(OwnedFd::from),
+        _ => TcpListener::bind(at).map(OwnedFd::from),
+    };
+    match bound {
+        Ok(socket) => Ok(Some(socket)),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            Err(Error::HostPortTaken { port: port.host_port, protocol: port.protocol.to_uppercase(), address: address.to_string() })
+        }
+        // Such as an address not on this machine: portmap's DNAT still applies to it, as
+        // before the agent held ports.
+        Err(e) => {
+            tracing::warn!(%at, protocol = %port.protocol, error = %e, "cannot hold a host port; portmap publishes it without");
+            Ok(None)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::ErrorKind;
+
+    use super::*;
+
+    fn mapping(port: u16, host_ip: &str, protocol: &str) -> PortMapping {
+        PortMapping { container_port: 80, host_port: i32::from(port), host_ip: host_ip.into(), protocol: protocol.into() }
+    }
+
+    /// A port free for TCP and UDP alike.
+    fn free_port() -> u16 {
+        loop {
+            let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+            let port = tcp.local_addr().unwrap().port();
+            if UdpSocket::bind(("0.0.0.0", port)).is_ok() {
+                return port;
+            }
+        }
+    }
+
+    fn two_free_ports() -> (u16, u16) {
+        let first = free_port();
+        (first, std::iter::repeat_with(free_port).find(|p| *p != first).unwrap())
+    }
+
+    /// Whether the socket has `IPV6_V6ONLY` set.
+    fn only_v6(socket: &OwnedFd) -> bool {
+        use std::os::fd::AsRawFd;
+        let mut value: libc::c_int = 0;
+        let mut length = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `length` bytes into `value`.
+        let read =
+            unsafe { libc::getsockopt(socket.as_raw_fd(), libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, (&raw mut value).cast(), &mut length) };
+        assert_eq!(read, 0, "getsockopt(IPV6_V6ONLY): {}", std::io::Error::last_os_error());
+        value != 0
+    }
+
+    fn taken(result: Result<Bound>) -> bool {
+        matches!(result, Err(Error::HostPortTaken { .. }))
+    }
+
+    #[test]
+    fn a_held_port_refuses_a_host_process_and_is_free_again_once_released() {
+        let ports = HostPorts::default();
+        let port = free_port();
+        let bound = HostPorts::bind(&[mapping(port, "127.0.0.1", "tcp"), mapping(port, "", "udp")]).unwrap();
+        ports.keep("sandbox-1", bound);
+        let in_use = TcpListener::bind(("127.0.0.1", port)).unwrap_err();
+        assert_eq!(in_use.kind(), ErrorKind::AddrInUse);
+        assert_eq!(UdpSocket::bind(("127.0.0.1", port)).unwrap_err().kind(), ErrorKind::AddrInUse);
+
+        ports.release("sandbox-1");
+        drop(TcpListener::bind(("127.0.0.1", port)).expect("the TCP port is free once released"));
+        drop(UdpSocket::bind(("127.0.0.1", port)).expect("the UDP port is free once released"));
+        let again = HostPorts::bind(&[mapping(port, "127.0.0.1", "tcp")]).expect("bound again after the release");
+        ports.keep("sandbox-2", again);
+        assert!(TcpListener::bind(("127.0.0.1", port)).is_err());
+        ports.release("sandbox-unknown");
+        assert!(TcpListener::bind(("127.0.0.1", port)).is_err(), "releasing another sandbox frees nothing");
+    }
+
+    #[test]
+    fn a_second_sandbox_asking_a_held_port_is_refused_and_binds_nothing() {
+        let ports = HostPorts::default();
+        let (port, other) = two_free_ports();
+        ports.keep("first", HostPorts::bind(&[mapping(port, "", "tcp")]).unwrap());
+        let refused = HostPorts::bind(&[mapping(other, "127.0.0.1", "tcp"), mapping(port, "127.0.0.1", "tcp")]).unwrap_err();
+        assert_eq!(refused.to_string(), format!("host port {port}/TCP on 127.0.0.1 is in use by another process or pod on this machine"));
+        drop(TcpListener::bind(("127.0.0.1", other)).expect("all or nothing: the free port bound first was let go"));
+    }
+
+    #[test]
+    fn a_host_port_overlapping_a_host_listener_on_any_address_or_family_is_refused() {
+        for protocol in ["tcp", "udp"] {
+            let bind = |at: &str| -> std::io::Result<OwnedFd> {
+                match protocol {
+                    "udp" => UdpSocket::bind(at).map(OwnedFd::from),
+                    _ => TcpListener::bind(at).map(OwnedFd::from),
+                }
+            };
+            // A host process on every address, IPv6 with IPv4 mapped in (IPV6_V6ONLY off).
+            let port = free_port();
+            let dual = bind(&format!("[::]:{port}")).unwrap();
+            assert!(!only_v6(&dual), "[::]:{port} takes IPv4 too");
+            assert!(taken(HostPorts::bind(&[mapping(port, "127.0.0.1", protocol)])), "{protocol}: [::] against 127.0.0.1");
+            assert!(taken(HostPorts::bind(&[mapping(port, "", protocol)])), "{protocol}: [::] against every address");
+
+            let port = free_port();
+            let _every = bind(&format!("0.0.0.0:{port}")).unwrap();
+            assert!(taken(HostPorts::bind(&[mapping(port, "127.0.0.1", protocol)])), "{protocol}: 0.0.0.0 against 127.0.0.1");
+
+            let port = free_port();
+            let _loopback = bind(&format!("127.0.0.1:{port}")).unwrap();
+            assert!(taken(HostPorts::bind(&[mapping(port, "", protocol)])), "{protocol}: 127.0.0.1 against every address");
+            assert!(taken(HostPorts::bind(&[mapping(port, "0.0.0.0", protocol)])), "{protocol}: 127.0.0.1 against 0.0.0.0");
+
+            // And the other way: the pod holds first, then a host process asks.
+            let port = free_port();
+            let held = HostPorts::bind(&[mapping(port, "127.0.0.1", protocol)]).unwrap();
+            for at in [format!("[::]:{port}"), format!("0.0.0.0:{port}"), format!("127.0.0.1:{port}")] {
+                assert_eq!(bind(&at).unwrap_err().kind(), ErrorKind::AddrInUse, "{protocol}: {at} against a held 127.0.0.1");
+            }
+            drop(held);
+            let port = free_port();
+            let _held = HostPorts::bind(&[mapping(port, "", protocol)]).unwrap();
+            assert_eq!(bind(&format!("127.0.0.1:{port}")).unwrap_err().kind(), ErrorKind::AddrInUse, "{protocol}");
+        }
+    }
+
+    #[test]
+    fn no_host_port_or_no_address_holds_nothing() {
+        let bound = HostPorts::bind(&[mapping(0, "127.0.0.1", "tcp"), mapping(8080, "node-1.lan", "tcp")]).unwrap();
+        assert!(bound.0.is_empty());
+    }
+}
