@@ -3,10 +3,10 @@
 //! agent bind-mounts the sandbox's namespace under its state directory, so that it outlives
 //! the sandbox's process, and runs `loopback` and, side by side, `bridge` with `host-local`
 //! addresses from the node's pod subnet, followed by `portmap` only for a sandbox with host
-//! ports. Masquerading and FORWARD accepts are node-wide rules ([`crate::iptables`]), not
-//! per pod. A record per sandbox keeps the chain ADD ran and its result: the pod's address
-//! after an agent restart, and what DEL needs. With Docker, sandboxes join the engine's
-//! `shepherd` bridge.
+//! ports (their sockets held by [`crate::hostport`]). Masquerading and FORWARD accepts are
+//! node-wide rules ([`crate::iptables`]), not per pod. A record per sandbox keeps the chain
+//! ADD ran and its result: the pod's address after an agent restart, and
+//! what DEL needs. With Docker, sandboxes join the engine's `shepherd` bridge.
 
 use std::fmt;
 use std::net::Ipv4Addr;
@@ -59,8 +59,6 @@ pub enum Error {
     NoAddress(String),
     #[error("the pod network's node-wide rules: {0}")]
     Rules(#[from] iptables::Error),
-    #[error("host port {port}/{protocol} on {address} is in use by another process on this machine")]
-    HostPortTaken { port: i32, protocol: String, address: String },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -418,31 +416,6 @@ fn runtime_config(ports: &[PortMapping]) -> Map<String, Value> {
     if mappings.is_empty() { Map::new() } else { Map::from_iter([("portMappings".to_string(), Value::Array(mappings))]) }
 }
 
-/// Refuses host ports that a process of this machine listens on: portmap's DNAT would take
-/// their traffic from it without a word, where Docker's `-p` refuses such a port. Checked
-/// before a sandbox is made, so that a refused pod makes no container whose end would wake
-/// its worker ahead of its back-off.
-pub fn ensure_host_ports_free(ports: &[PortMapping]) -> Result<()> {
-    for port in ports.iter().filter(|p| p.host_port > 0) {
-        let address = if port.host_ip.is_empty() { "0.0.0.0" } else { port.host_ip.as_str() };
-        let Ok(ip) = address.parse::<std::net::IpAddr>() else { continue };
-        let Ok(number) = u16::try_from(port.host_port) else { continue };
-        let at = std::net::SocketAddr::new(ip, number);
-        let bound = match port.protocol.as_str() {
-            "udp" => std::net::UdpSocket::bind(at).map(drop),
-            _ => std::net::TcpListener::bind(at).map(drop),
-        };
-        if matches!(&bound, Err(e) if e.kind() == std::io::ErrorKind::AddrInUse) {
-            return Err(Error::HostPortTaken {
-                port: port.host_port,
-                protocol: port.protocol.to_uppercase(),
-                address: address.to_string(),
-            });
-        }
-    }
-    Ok(())
-}
-
 fn is_namespace(path: &Path) -> bool {
     let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else { return false };
     // SAFETY: statfs only writes into the zeroed struct it is given.
@@ -499,25 +472,6 @@ mod tests {
             ]})
         );
         assert!(runtime_config(&[port(0, "")]).is_empty(), "no host port, nothing for portmap");
-    }
-
-    #[test]
-    fn a_host_port_a_process_listens_on_is_refused_and_a_free_one_passes() {
-        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = i32::from(taken.local_addr().unwrap().port());
-        let mapping = |host_ip: &str, protocol: &str| PortMapping {
-            container_port: 80,
-            host_port: port,
-            host_ip: host_ip.into(),
-            protocol: protocol.into(),
-        };
-        for host_ip in ["127.0.0.1", ""] {
-            let error = ensure_host_ports_free(&[mapping(host_ip, "tcp")]).unwrap_err();
-            assert!(matches!(error, Error::HostPortTaken { port: p, .. } if p == port), "{host_ip:?}: {error}");
-        }
-        assert!(ensure_host_ports_free(&[mapping("127.0.0.1", "udp")]).is_ok(), "the UDP port of that number is free");
-        drop(taken);
-        assert!(ensure_host_ports_free(&[mapping("127.0.0.1", "tcp")]).is_ok());
     }
 
     #[test]

@@ -13,6 +13,7 @@ use shared::model::Pod;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::hostport::{Bound, HostPorts};
 use crate::network::{CniNetwork, PodNetwork};
 use crate::runtime::{
     ContainerConfig, ContainerInfo, ContainerRuntime, Error, LABEL_CLUSTER, LABEL_NODE, LABEL_SANDBOX, PortMapping, Result, RunState,
@@ -93,6 +94,8 @@ pub struct Sandboxes {
     node: String,
     cluster: String,
     network: PodNetwork,
+    /// The host ports of CNI sandboxes, held from before each is made until its DEL.
+    host_ports: HostPorts,
     /// How many started, unclaimed sandboxes the pool keeps.
     target: usize,
     ready: Mutex<VecDeque<Sandbox>>,
@@ -120,6 +123,7 @@ impl Sandboxes {
             node: node.to_string(),
             cluster: cluster.to_string(),
             network,
+            host_ports: HostPorts::default(),
             target,
             ready: Mutex::new(VecDeque::new()),
             in_flight: AtomicUsize::new(0),
@@ -202,13 +206,13 @@ impl Sandboxes {
         }
     }
 
-    /// Removes a sandbox: its network first (CNI DEL; one that fails stays for the sweep
-    /// to retry), then the container.
+    /// Removes a sandbox: its network first (CNI DEL, then its host ports are let go; a DEL
+    /// that fails stays for the sweep to retry, and the ports with it), then the container.
     pub async fn remove(&self, id: &str) -> Result<()> {
         if let Some(cni) = self.cni() {
             let sandbox = id.to_string();
             match tokio::task::spawn_blocking(move || cni.detach(&sandbox)).await {
-                Ok(Ok(())) => {}
+                Ok(Ok(())) => self.host_ports.release(id),
                 Ok(Err(e)) => tracing::warn!(sandbox = %id, error = %e, "cannot take the sandbox's network down; the sweep tries again"),
                 Err(e) => tracing::warn!(sandbox = %id, error = %e, "cannot take the sandbox's network down"),
             }
@@ -258,7 +262,10 @@ impl Sandboxes {
             let cni = cni.clone();
             let sandbox = id.clone();
             match tokio::task::spawn_blocking(move || cni.detach(&sandbox)).await {
-                Ok(Ok(())) => tracing::info!(sandbox = %id, "took down the network of a sandbox that is gone, and freed its address"),
+                Ok(Ok(())) => {
+                    self.host_ports.release(&id);
+                    tracing::info!(sandbox = %id, "took down the network of a sandbox that is gone, and freed its address")
+                }
                 Ok(Err(e)) => tracing::warn!(sandbox = %id, error = %e, "cannot take down the network of a sandbox that is gone"),
                 Err(e) => tracing::warn!(sandbox = %id, error = %e, "cannot take down the network of a sandbox that is gone"),
             }
@@ -268,10 +275,12 @@ impl Sandboxes {
     /// Creates and starts a sandbox called `name`, publishing `ports` (a pod's host ports),
     /// and networks it. One that cannot start or get its network is removed again.
     pub async fn create(&self, name: &str, ports: Vec<PortMapping>) -> Result<Sandbox> {
-        if self.cni().is_some() {
-            crate::network::ensure_host_ports_free(&ports)
-                .map_err(|e| Error::Other { action: "set up the pod network", message: e.to_string() })?;
-        }
+        // Bound before the sandbox exists: a refused pod makes no container whose end would
+        // wake its worker ahead of its back-off. Docker's `-p` binds its own.
+        let bound = match self.cni() {
+            Some(_) => HostPorts::bind(&ports).map_err(|e| Error::Other { action: "set up the pod network", message: e.to_string() })?,
+            None => Bound::default(),
+        };
         let id = match self.runtime.create(&self.config(name, ports.clone())).await {
             Ok(id) => id,
             Err(e) if !self.runtime.has_image(SANDBOX_IMAGE).await.unwrap_or(true) => {
@@ -288,7 +297,10 @@ impl Sandboxes {
         };
         let failure = match started {
             Ok(Some(info)) if info.state == RunState::Running => match self.attach(&info, ports).await {
-                Ok(ip) => return Ok(Sandbox { id, ip }),
+                Ok(ip) => {
+                    self.host_ports.keep(&id, bound);
+                    return Ok(Sandbox { id, ip });
+                }
                 Err(e) => e,
             },
             Ok(info) => Error::Container {

@@ -230,26 +230,63 @@ async fn a_deletion_the_watch_missed_is_caught_by_the_resync() {
     agent.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_host_port_is_published_on_loopback() {
-    let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
+/// A web server on the pod's port 8080 that answers `body`, published on host port `port`.
+fn web_on(port: u16, body: &str) -> shared::model::Container {
+    let mut web = container("web", &["sh", "-c", &format!("echo {body} > /tmp/index.html; exec httpd -f -p 8080 -h /tmp")]);
+    web.ports = vec![ContainerPort { container_port: 8080, host_port: Some(i32::from(port)), ..Default::default() }];
+    web
+}
 
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut web = container("web", &["sh", "-c", "echo hello-port > /tmp/index.html; exec httpd -f -p 8080 -h /tmp"]);
-    web.ports = vec![shared::model::ContainerPort { container_port: 8080, host_port: Some(i32::from(port)), ..Default::default() }];
-    let pod = api.add_pod(&node, "web-port", spec(vec![web], "Always"));
-    let ip = api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await.status.pod_ip;
-    // Only through the port published on 127.0.0.1, never the container's own address.
+/// What `http://127.0.0.1:<port>/index.html` answers, once something does. Only ever the
+/// port published on 127.0.0.1, never a container's own address.
+async fn fetch(port: u16) -> String {
     let url = format!("http://127.0.0.1:{port}/index.html");
     let began = std::time::Instant::now();
-    let body = loop {
+    loop {
         match reqwest::get(&url).await {
-            Ok(response) if response.status().is_success() => break response.text().await.unwrap(),
+            Ok(response) if response.status().is_success() => return response.text().await.unwrap(),
             _ if began.elapsed() < WAIT => tokio::time::sleep(Duration::from_millis(100)).await,
             other => panic!("nothing answers on {url}: {other:?}"),
         }
-    };
-    assert_eq!(body, "hello-port\n");
+    }
+}
+
+/// Binds `at` as a host process would: TCP listens, UDP binds.
+fn bind_as_host(protocol: &str, at: &str) -> std::io::Result<std::os::fd::OwnedFd> {
+    match protocol {
+        "udp" => std::net::UdpSocket::bind(at).map(Into::into),
+        _ => std::net::TcpListener::bind(at).map(Into::into),
+    }
+}
+
+fn assert_held(protocol: &str, port: u16) {
+    for at in [format!("127.0.0.1:{port}"), format!("0.0.0.0:{port}"), format!("[::]:{port}")] {
+        match bind_as_host(protocol, &at) {
+            Ok(_) => panic!("a host process took {protocol} {at} from the pod"),
+            Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse, "{protocol} {at}"),
+        }
+    }
+}
+
+fn refused_for_its_host_port(p: &shared::model::Pod) -> bool {
+    p.status.container_statuses.iter().any(|c| {
+        matches!(&c.state, ContainerState::Waiting { reason, message }
+            if reason == "ContainerCreating" && message.contains("is in use by another process or pod on this machine"))
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_port_is_published_on_loopback_and_held_until_the_pod_is_deleted() {
+    let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let pod = api.add_pod(&node, "web-port", spec(vec![web_on(port, "hello-port")], "Always"));
+    let ip = api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await.status.pod_ip;
+    // The agent's socket on the port sees none of it: portmap's DNAT comes first.
+    assert_eq!(fetch(port).await, "hello-port\n");
+    // A host process that starts after the pod is told the port is taken, on any address
+    // that overlaps the pod's 127.0.0.1, rather than losing its traffic to the DNAT.
+    assert_held("tcp", port);
     // Published by portmap: Docker neither networked the sandbox nor bound the port.
     let app = containers_of(docker.as_ref(), &pod.metadata.uid).await.remove(0);
     let sandbox = joined_sandbox(&app.id);
@@ -260,42 +297,65 @@ async fn a_host_port_is_published_on_loopback() {
     api.delete_pod(&pod.metadata.uid);
     wait_gone(&docker, &sandbox, "the sandbox of a deleted pod").await;
     assert!(!iptables_save("nat").contains(&sandbox), "DEL ran portmap again and took its rules down");
+    // Let go after the DEL, before the sandbox was removed.
+    drop(std::net::TcpListener::bind(("127.0.0.1", port)).expect("the port of a deleted pod is free"));
     agent.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_host_port_a_process_of_the_host_listens_on_is_refused_until_it_is_free() {
+/// A pod whose host port a host process holds on `held_at` (`{port}` in it is the port)
+/// waits in ContainerCreating, and starts once the process lets the port go.
+async fn refused_until_the_host_process_lets_go(protocol: &str, held_at: &str) {
     let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
-    let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = holder.local_addr().unwrap().port();
-    let mut web = container("web", &["sh", "-c", "echo hello-port > /tmp/index.html; exec httpd -f -p 8080 -h /tmp"]);
-    web.ports = vec![ContainerPort { container_port: 8080, host_port: Some(i32::from(port)), ..Default::default() }];
-    let pod = api.add_pod(&node, "web-taken", spec(vec![web], "Always"));
-    let refused = |p: &shared::model::Pod| {
-        p.status.container_statuses.iter().any(|c| {
-            matches!(&c.state, ContainerState::Waiting { reason, message }
-                if reason == "ContainerCreating" && message.contains("is in use by another process on this machine"))
-        })
+    let (port, holder) = loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        if let Ok(holder) = bind_as_host(protocol, &held_at.replace("{port}", &port.to_string())) {
+            break (port, holder);
+        }
     };
-    api.wait_for(&pod.metadata.uid, "refused for its host port", WAIT, refused).await;
-    let events = api.events_for("web-taken");
-    assert!(
-        events.iter().any(|e| e.reason == "FailedCreatePodSandBox" && e.message.contains(&format!("host port {port}/TCP"))),
-        "{events:?}"
-    );
+    let mut web = web_on(port, "hello-port");
+    web.ports[0].protocol = protocol.to_uppercase();
+    let name = format!("web-taken-{protocol}");
+    let pod = api.add_pod(&node, &name, spec(vec![web], "Always"));
+    api.wait_for(&pod.metadata.uid, "refused for its host port", WAIT, refused_for_its_host_port).await;
+    let events = api.events_for(&name);
+    let wanted = format!("host port {port}/{}", protocol.to_uppercase());
+    assert!(events.iter().any(|e| e.reason == "FailedCreatePodSandBox" && e.message.contains(&wanted)), "{events:?}");
     assert!(containers_of(docker.as_ref(), &pod.metadata.uid).await.is_empty(), "no container runs for it");
 
     drop(holder);
     api.wait_for(&pod.metadata.uid, "Running once the port is free", WAIT, |p| p.status.phase == PodPhase::Running).await;
-    let url = format!("http://127.0.0.1:{port}/index.html");
-    let began = std::time::Instant::now();
-    loop {
-        match reqwest::get(&url).await {
-            Ok(response) if response.status().is_success() => break,
-            _ if began.elapsed() < WAIT => tokio::time::sleep(Duration::from_millis(100)).await,
-            other => panic!("nothing answers on {url}: {other:?}"),
-        }
+    if protocol == "tcp" {
+        assert_eq!(fetch(port).await, "hello-port\n");
     }
+    assert_held(protocol, port);
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tcp_host_port_a_process_of_the_host_listens_on_is_refused_until_it_is_free() {
+    refused_until_the_host_process_lets_go("tcp", "127.0.0.1:{port}").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_udp_host_port_a_dual_stack_process_of_the_host_holds_is_refused_until_it_is_free() {
+    // [::] with IPV6_V6ONLY off (Linux's default) takes 127.0.0.1 too.
+    assert_eq!(std::fs::read_to_string("/proc/sys/net/ipv6/bindv6only").unwrap().trim(), "0");
+    refused_until_the_host_process_lets_go("udp", "[::]:{port}").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_pod_asking_a_held_host_port_starts_once_the_first_is_deleted() {
+    let DockerNode { docker: _, node, api, agent, cleanup: _cleanup } = docker_node().await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let first = api.add_pod(&node, "first", spec(vec![web_on(port, "first")], "Always"));
+    api.wait_for(&first.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
+    let second = api.add_pod(&node, "second", spec(vec![web_on(port, "second")], "Always"));
+    api.wait_for(&second.metadata.uid, "refused for the first pod's host port", WAIT, refused_for_its_host_port).await;
+    assert_eq!(fetch(port).await, "first\n", "the first pod keeps its port");
+
+    api.delete_pod(&first.metadata.uid);
+    api.wait_for(&second.metadata.uid, "Running once the first pod is gone", WAIT, |p| p.status.phase == PodPhase::Running).await;
+    assert_eq!(fetch(port).await, "second\n");
     agent.stop().await;
 }
 
