@@ -51,6 +51,23 @@ impl HostPorts {
         }
     }
 
+    /// Binds again the host ports of a sandbox an earlier agent made, unless they are held
+    /// already: each one that is free; returns those taken since.
+    pub fn rebind(&self, id: &str, ports: &[PortMapping]) -> Vec<Error> {
+        if self.held().contains_key(id) {
+            return Vec::new();
+        }
+        let (mut bound, mut taken) = (Vec::new(), Vec::new());
+        for port in ports {
+            match open(port) {
+                Ok(socket) => bound.extend(socket),
+                Err(e) => taken.push(e),
+            }
+        }
+        self.keep(id, Bound(bound));
+        taken
+    }
+
     /// Frees the host ports of the sandbox `id` (none held is fine): its DNAT is gone.
     pub fn release(&self, id: &str) {
         self.held().remove(id);
@@ -193,6 +210,23 @@ mod tests {
             let _held = HostPorts::bind(&[mapping(port, "", protocol)]).unwrap();
             assert_eq!(bind(&format!("127.0.0.1:{port}")).unwrap_err().kind(), ErrorKind::AddrInUse, "{protocol}");
         }
+    }
+
+    #[test]
+    fn rebinding_holds_what_is_free_returns_what_is_taken_and_is_done_once() {
+        let ports = HostPorts::default();
+        let (free, busy) = two_free_ports();
+        let holder = TcpListener::bind(("127.0.0.1", busy)).unwrap();
+        let wanted = [mapping(free, "127.0.0.1", "tcp"), mapping(busy, "127.0.0.1", "tcp")];
+        let taken = ports.rebind("adopted", &wanted);
+        assert_eq!(taken.len(), 1);
+        assert!(matches!(&taken[0], Error::HostPortTaken { port, .. } if *port == i32::from(busy)), "{taken:?}");
+        assert!(TcpListener::bind(("127.0.0.1", free)).is_err(), "the free port is held");
+        drop(holder);
+        assert!(ports.rebind("adopted", &wanted).is_empty(), "a sandbox already held is left as it is");
+        drop(TcpListener::bind(("127.0.0.1", busy)).expect("not taken again by a second rebind"));
+        ports.release("adopted");
+        drop(TcpListener::bind(("127.0.0.1", free)).expect("released"));
     }
 
     #[test]

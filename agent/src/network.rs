@@ -5,7 +5,7 @@
 //! addresses from the node's pod subnet, followed by `portmap` only for a sandbox with host
 //! ports (their sockets held by [`crate::hostport`]). Masquerading and FORWARD accepts are
 //! node-wide rules ([`crate::iptables`]), not per pod. A record per sandbox keeps the chain
-//! ADD ran and its result: the pod's address after an agent restart, and
+//! ADD ran and its result: the pod's address and host ports after an agent restart, and
 //! what DEL needs. With Docker, sandboxes join the engine's `shepherd` bridge.
 
 use std::fmt;
@@ -393,6 +393,11 @@ impl CniNetwork {
         self.read_record(id)?.result.as_ref().and_then(cni::container_address)
     }
 
+    /// The host ports portmap publishes for the sandbox `id`, as its record says.
+    pub fn published(&self, id: &str) -> Vec<PortMapping> {
+        self.read_record(id).map_or_else(Vec::new, |record| port_mappings(&record.runtime_config))
+    }
+
     /// The sandboxes that have (or had) a network here.
     pub fn attached(&self) -> Vec<String> {
         let Ok(entries) = std::fs::read_dir(self.state_dir.join("sandboxes")) else { return Vec::new() };
@@ -414,6 +419,22 @@ fn runtime_config(ports: &[PortMapping]) -> Map<String, Value> {
         })
         .collect();
     if mappings.is_empty() { Map::new() } else { Map::from_iter([("portMappings".to_string(), Value::Array(mappings))]) }
+}
+
+/// What [`runtime_config`] made of host ports; no `hostIP` is every address.
+fn port_mappings(runtime_config: &Map<String, Value>) -> Vec<PortMapping> {
+    let Some(Value::Array(mappings)) = runtime_config.get("portMappings") else { return Vec::new() };
+    let number = |mapping: &Value, key: &str| mapping[key].as_i64().and_then(|n| i32::try_from(n).ok()).unwrap_or(0);
+    let text = |mapping: &Value, key: &str| mapping[key].as_str().unwrap_or_default().to_string();
+    mappings
+        .iter()
+        .map(|m| PortMapping {
+            container_port: number(m, "containerPort"),
+            host_port: number(m, "hostPort"),
+            host_ip: text(m, "hostIP"),
+            protocol: text(m, "protocol"),
+        })
+        .collect()
 }
 
 fn is_namespace(path: &Path) -> bool {
@@ -465,13 +486,16 @@ mod tests {
             |host_port, host_ip: &str| PortMapping { container_port: 80, host_port, host_ip: host_ip.into(), protocol: "tcp".into() };
         let config = runtime_config(&[port(8080, "127.0.0.1"), port(0, "127.0.0.1"), port(9090, "0.0.0.0")]);
         assert_eq!(
-            Value::Object(config),
+            Value::Object(config.clone()),
             json!({"portMappings": [
                 {"hostPort": 8080, "containerPort": 80, "protocol": "tcp", "hostIP": "127.0.0.1"},
                 {"hostPort": 9090, "containerPort": 80, "protocol": "tcp"},
             ]})
         );
         assert!(runtime_config(&[port(0, "")]).is_empty(), "no host port, nothing for portmap");
+        let read_back = port_mappings(&config);
+        assert_eq!(read_back, [port(8080, "127.0.0.1"), port(9090, "")], "what portmap publishes, read back from a record");
+        assert!(port_mappings(&Map::new()).is_empty());
     }
 
     #[test]

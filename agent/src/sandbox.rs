@@ -61,6 +61,13 @@ pub enum Owner<'a> {
     Unknown,
 }
 
+/// `namespace/name` of the pod a claimed sandbox's name names, as [`clean`] wrote them.
+fn pod_key(name: &str) -> Option<String> {
+    let rest = name.trim_start_matches('/').strip_prefix("shepherd_")?.rsplit_once(POD_MARK)?.0;
+    let (namespace, pod) = rest.split_once('_')?;
+    Some(format!("{namespace}/{pod}"))
+}
+
 pub fn owner(name: &str) -> Owner<'_> {
     let name = name.trim_start_matches('/');
     if name.starts_with(POOL_PREFIX) {
@@ -350,11 +357,21 @@ impl Sandboxes {
         }
     }
 
-    /// Takes over the pool sandboxes a previous agent left: running ones with a network, up
-    /// to the pool size, are kept, the others removed; then the networks of sandboxes that
-    /// are gone are taken down.
+    /// Takes over the sandboxes a previous agent left: the host ports of running pods' ones
+    /// are held again; pool ones that run with a network, up to the pool size, are kept, the
+    /// others removed; then the networks of sandboxes that are gone are taken down.
     async fn adopt(&self) -> Result<()> {
         let mut found = self.runtime.list(&self.selector()).await?;
+        if let Some(cni) = self.cni() {
+            let claimed = found.iter().filter(|info| matches!(owner(&info.name), Owner::Pod(_)) && info.state == RunState::Running);
+            for info in claimed {
+                for taken in self.host_ports.rebind(&info.id, &cni.published(&info.id)) {
+                    // The pod keeps running: its DNAT still takes the port's traffic.
+                    let pod = pod_key(&info.name).unwrap_or_else(|| info.name.clone());
+                    tracing::warn!(%pod, sandbox = %info.id, "cannot hold the pod's host port again: {taken}");
+                }
+            }
+        }
         found.retain(|info| owner(&info.name) == Owner::Pool);
         found.sort_by_key(|info| info.created_at);
         let mut kept = VecDeque::new();
@@ -462,6 +479,8 @@ mod tests {
         assert_eq!(owner("shepherd_default_web_web_1234abcd"), Owner::Unknown);
         assert_eq!(owner("shepherd_x_y_POD_"), Owner::Unknown);
         assert_eq!(owner("something-else"), Owner::Unknown);
+        assert_eq!(pod_key(&format!("/{name}")).as_deref(), Some("pool/web-1"));
+        assert_eq!(pod_key(&pooled), None);
     }
 
     #[tokio::test]

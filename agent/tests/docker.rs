@@ -259,6 +259,21 @@ fn bind_as_host(protocol: &str, at: &str) -> std::io::Result<std::os::fd::OwnedF
     }
 }
 
+/// Waits until a host process can bind `at`, and does.
+async fn bind_once_free(protocol: &str, at: &str) -> std::os::fd::OwnedFd {
+    let began = std::time::Instant::now();
+    loop {
+        match bind_as_host(protocol, at) {
+            Ok(socket) => return socket,
+            Err(e) if began.elapsed() < WAIT => {
+                assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse, "{at}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("{protocol} {at} is still taken after {WAIT:?}: {e}"),
+        }
+    }
+}
+
 fn assert_held(protocol: &str, port: u16) {
     for at in [format!("127.0.0.1:{port}"), format!("0.0.0.0:{port}"), format!("[::]:{port}")] {
         match bind_as_host(protocol, &at) {
@@ -356,6 +371,37 @@ async fn a_second_pod_asking_a_held_host_port_starts_once_the_first_is_deleted()
     api.delete_pod(&first.metadata.uid);
     api.wait_for(&second.metadata.uid, "Running once the first pod is gone", WAIT, |p| p.status.phase == PodPhase::Running).await;
     assert_eq!(fetch(port).await, "second\n");
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_agent_holds_its_pods_host_ports_again_and_keeps_a_pod_whose_port_was_taken() {
+    let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let pod = api.add_pod(&node, "kept", spec(vec![web_on(port, "kept")], "Always"));
+    let running = api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
+    let container_id = running.status.container_statuses[0].container_id.clone();
+    assert_held("tcp", port);
+
+    // The agent's sockets go with it; the pod's DNAT stays.
+    agent.stop().await;
+    drop(bind_once_free("tcp", &format!("127.0.0.1:{port}")).await);
+    let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
+    // The pool is full again only after the agent adopted what the last one left.
+    agent.wait_pool(common::TEST_POOL).await;
+    assert_held("tcp", port);
+    agent.stop().await;
+
+    // Taken while no agent held it: the next agent warns, and the pod keeps running.
+    let holder = bind_once_free("tcp", &format!("127.0.0.1:{port}")).await;
+    let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
+    agent.wait_pool(common::TEST_POOL).await;
+    assert_eq!(fetch(port).await, "kept\n", "the pod's DNAT still takes the port's traffic from the host process");
+    let containers = containers_of(docker.as_ref(), &pod.metadata.uid).await;
+    assert_eq!(containers.len(), 1);
+    assert_eq!((containers[0].id.as_str(), &containers[0].state), (container_id.as_str(), &RunState::Running), "the same container runs");
+    assert_eq!(api.pod(&pod.metadata.uid).status.phase, PodPhase::Running);
+    drop(holder);
     agent.stop().await;
 }
 
