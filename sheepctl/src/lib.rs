@@ -8,6 +8,7 @@
 //! - [`table`], [`view`]: tables, and how each kind reads in them;
 //! - [`condition`]: what `wait --for` means and whether an object meets it;
 //! - [`progress`]: spinner on a terminal, plain lines elsewhere;
+//! - [`terminal`]: the cluster's text with its control characters shown, not obeyed;
 //! - [`commands`]: one small file per subcommand.
 
 pub mod cli;
@@ -17,4 +18,5 @@ pub mod files;
 pub mod progress;
 pub mod settings;
 pub mod table;
+pub mod terminal;
 pub mod view;

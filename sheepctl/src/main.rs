@@ -22,7 +22,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("{}", sheepctl::terminal::safe(&format!("error: {e:#}")));
             ExitCode::FAILURE
         }
     }

@@ -47,7 +47,7 @@ impl Progress {
             return;
         }
         self.last.insert(name.to_string(), state.to_string());
-        let line = format!("{name}: {state}");
+        let line = crate::terminal::safe(&format!("{name}: {state}")).into_owned();
         match (&self.bar, self.mode) {
             (Some(bar), _) => {
                 bar.println(&line);

@@ -220,6 +220,21 @@ fn events_for_an_object_are_of_the_one_with_that_name_now_unless_all_instances()
 }
 
 #[test]
+fn control_characters_from_the_cluster_are_shown_not_sent_to_the_terminal() {
+    let server = TestServer::start();
+    let mut pod: Value = serde_json::from_str(&std::fs::read_to_string(example("pod.json")).unwrap()).unwrap();
+    pod["metadata"]["annotations"] = serde_json::json!({"note": "\u{1b}[2J\u{1b}]0;owned\u{7}cleared\rhidden"});
+    let (status, body) = server.request(Method::POST, "/api/v1/namespaces/default/pods", Some(pod));
+    assert_eq!(status, 201, "{body}");
+
+    let text = stdout(server.sheepctl().args(["describe", "pod", "web-server"]));
+    assert!(!text.contains('\u{1b}') && !text.contains('\r') && !text.contains('\u{7}'), "{text:?}");
+    assert!(text.contains("note: ^[[2J^[]0;owned\\u{7}cleared\\rhidden"), "{text}");
+    let yaml = stdout(server.sheepctl().args(["get", "pod", "web-server", "-o", "yaml"]));
+    assert!(!yaml.contains('\u{1b}'), "{yaml:?}");
+}
+
+#[test]
 fn info_names_the_server() {
     let server = TestServer::start();
     let text = stdout(server.sheepctl().args(["info"]));

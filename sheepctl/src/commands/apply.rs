@@ -56,7 +56,7 @@ pub async fn run(context: &Context, args: &crate::cli::ApplyArgs) -> Result<()> 
             Err(e) if e.downcast_ref::<shepherd_client::Error>().is_some_and(shepherd_client::Error::is_unreachable) => return Err(e),
             Err(e) if total == 1 => return Err(e.context(format!("cannot apply {name}"))),
             Err(e) => {
-                eprintln!("error: cannot apply {name}: {e:#}");
+                eprintln!("{}", crate::terminal::safe(&format!("error: cannot apply {name}: {e:#}")));
                 failed += 1;
             }
         }

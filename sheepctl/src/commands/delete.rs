@@ -60,7 +60,7 @@ pub async fn run(context: &Context, args: &DeleteArgs) -> Result<()> {
             Err(e) if e.is_unreachable() => return Err(e.into()),
             Err(e) if total == 1 => return Err(anyhow::Error::new(e).context(format!("cannot delete {label}"))),
             Err(e) => {
-                eprintln!("error: cannot delete {label}: {e}");
+                eprintln!("{}", crate::terminal::safe(&format!("error: cannot delete {label}: {e}")));
                 failed += 1;
             }
         }

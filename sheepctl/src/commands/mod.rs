@@ -116,10 +116,11 @@ pub async fn run(cli: Cli) -> Result<()> {
     }
 }
 
-/// Writes text to standard output and flushes it, so `-w` output appears at once.
+/// Writes text to standard output, its control characters shown ([`crate::terminal`]), and
+/// flushes it, so `-w` output appears at once.
 pub fn print(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())?;
+    out.write_all(crate::terminal::safe(text).as_bytes())?;
     out.flush()?;
     Ok(())
 }
