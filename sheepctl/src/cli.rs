@@ -221,6 +221,14 @@ pub struct EventsArgs {
     #[arg(long, requires = "for_object")]
     pub all_instances: bool,
 
+    /// Only events of these types, e.g. Warning or Normal,Warning
+    #[arg(long, value_name = "TYPES", value_delimiter = ',')]
+    pub types: Vec<String>,
+
+    /// Field selector, e.g. reason=FailedScheduling,source=scheduler (docs/api.md lists the fields)
+    #[arg(long = "field-selector", value_name = "SELECTOR")]
+    pub field_selector: Option<String>,
+
     #[arg(short = 'o', long = "output", value_name = "FORMAT")]
     pub output: Option<OutputFormat>,
 }

@@ -192,6 +192,36 @@ fn events_tell_the_story_oldest_first() {
 }
 
 #[test]
+fn events_are_chosen_by_type_and_by_field() {
+    let server = TestServer::start();
+    server.register_node("node-1");
+    apply(&server, "pod.json");
+    server.pod_bound("default", "web-server");
+    apply(&server, "unschedulable-pod.json");
+    server.eventually("/api/v1/namespaces/default/events?field_selector=reason%3DFailedScheduling", "a FailedScheduling event", |list| {
+        list["items"].as_array().is_some_and(|items| !items.is_empty())
+    });
+    let reasons = |args: &[&str]| -> Vec<String> {
+        let text = stdout(server.sheepctl().arg("events").args(args));
+        text.lines().skip(1).map(|l| l.split_whitespace().nth(2).unwrap_or("").to_string()).collect()
+    };
+    let warnings = reasons(&["--types", "warning"]);
+    assert!(!warnings.is_empty() && warnings.iter().all(|r| r == "FailedScheduling"), "{warnings:?}");
+    let both = reasons(&["--types", "Normal,Warning"]);
+    assert!(both.contains(&"FailedScheduling".to_string()) && both.contains(&"Scheduled".to_string()), "{both:?}");
+    assert_eq!(reasons(&["--field-selector", "reason=Scheduled"]), ["Scheduled"]);
+    assert_eq!(reasons(&["--field-selector", "type=Warning", "--types", "Normal"]), Vec::<String>::new());
+
+    server
+        .sheepctl()
+        .args(["events", "--types", "Error"])
+        .assert()
+        .failure()
+        .stderr("error: --types \"Error\": an event's type is Normal or Warning\n");
+    server.sheepctl().args(["events", "--field-selector", "colour=red"]).assert().failure().stderr(predicate::str::contains("colour"));
+}
+
+#[test]
 fn events_for_an_object_are_of_the_one_with_that_name_now_unless_all_instances() {
     let server = TestServer::start();
     apply(&server, "pod.json");

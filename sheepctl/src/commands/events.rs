@@ -1,11 +1,12 @@
-//! `sheepctl events [-w] [--for KIND/NAME [--all-instances]]`: what happened, oldest first —
+//! `sheepctl events [-w] [--for KIND/NAME [--all-instances]] [--types T,…] [--field-selector S]`:
+//! what happened, oldest first —
 //! for the seed's walk-through, Created → Scheduled → Pulled → Started → Running — and, with
 //! `-w`, each new event (or repeat of one) as it is recorded. `--for` means the object that
 //! has the name now, by its uid, as `describe` and the dashboard show it.
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use shared::api::{List, WatchEventType};
-use shared::model::{Kind, Object, ObjectMeta};
+use shared::model::{Kind, Object, ObjectMeta, event_types};
 
 use super::{Context, print, serialized};
 use crate::cli::{EventsArgs, OutputFormat};
@@ -21,13 +22,16 @@ pub async fn run(context: &Context, args: &EventsArgs) -> Result<()> {
         }
         None => None,
     };
+    let types = event_types_wanted(&args.types)?;
     let wanted = |object: &Object| match (&about, object) {
+        (_, Object::Event(e)) if !types.is_empty() && !types.contains(&e.type_.as_str()) => false,
         (None, _) => true,
         (Some((kind, meta)), Object::Event(e)) => e.involved_object.refers_to(*kind, meta),
         _ => false,
     };
     let scope = context.settings.list_scope();
-    let mut watcher = context.changes(Kind::Event, scope, None, None);
+    let fields = args.field_selector.clone().filter(|f| !f.trim().is_empty());
+    let mut watcher = context.changes(Kind::Event, scope, None, fields);
     let mut events: Vec<Object> = watcher.list().await?.into_iter().filter(|o| wanted(o)).collect();
     view::sort_events(&mut events);
 
@@ -77,6 +81,20 @@ pub async fn run(context: &Context, args: &EventsArgs) -> Result<()> {
         };
         print(&text)?;
     }
+}
+
+/// The types `--types` names, as the model spells them; none is every type. As kubectl
+/// reads them, in any case.
+fn event_types_wanted(words: &[String]) -> Result<Vec<&'static str>> {
+    let known = [event_types::NORMAL, event_types::WARNING];
+    let mut types = Vec::new();
+    for word in words.iter().map(|w| w.trim()).filter(|w| !w.is_empty()) {
+        match known.iter().find(|t| t.eq_ignore_ascii_case(word)) {
+            Some(t) => types.push(*t),
+            None => bail!("--types {word:?}: an event's type is {} or {}", known[0], known[1]),
+        }
+    }
+    Ok(types)
 }
 
 /// Whose events `--for` shows: the object of that name as it is now (its uid included), or,
