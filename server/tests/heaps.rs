@@ -142,7 +142,12 @@ fn compacting_gives_back_the_pages_a_mass_deletion_left_thinly_used() {
             let start = resident_mib();
             for chunk in 0..32 {
                 let writes = (0..1_024).map(|i| {
-                    let involved = ObjectReference { kind: "Pod".into(), namespace: "default".into(), name: format!("web-{chunk}-{i}"), uid: format!("u{chunk}-{i}") };
+                    let involved = ObjectReference {
+                        kind: "Pod".into(),
+                        namespace: "default".into(),
+                        name: format!("web-{chunk}-{i}"),
+                        uid: format!("u{chunk}-{i}"),
+                    };
                     events::record(events::new_event(involved, event_types::NORMAL, "Started", format!("{i:01000}"), "agent/node-1"), now)
                 });
                 store.commit(Txn { writes: writes.collect() }).await.unwrap();
@@ -151,7 +156,8 @@ fn compacting_gives_back_the_pages_a_mass_deletion_left_thinly_used() {
             // As the event limit deletes a burst's older events: three in four, spread evenly.
             let (_, all) = store.list(Kind::Event, None);
             for chunk in all.chunks(4_096) {
-                let deletes = chunk.iter().enumerate().filter(|(i, _)| i % 4 != 0).map(|(_, e)| Write::new(Key::of(e), |_, _| Ok(Change::Delete)));
+                let deletes =
+                    chunk.iter().enumerate().filter(|(i, _)| i % 4 != 0).map(|(_, e)| Write::new(Key::of(e), |_, _| Ok(Change::Delete)));
                 store.commit(Txn { writes: deletes.collect() }).await.unwrap();
             }
             drop(all);
@@ -179,7 +185,10 @@ fn compacting_gives_back_the_pages_a_mass_deletion_left_thinly_used() {
     .unwrap();
     let (made, deleted, compacted) = returned;
     assert!(made > 48.0, "{made:.1} MiB for 32,768 events of 1 KB");
-    assert!(deleted < made / 4.0, "three in four deleted and collected, {deleted:.1} of {made:.1} MiB came back: the pages are thinly used");
+    assert!(
+        deleted < made / 4.0,
+        "three in four deleted and collected, {deleted:.1} of {made:.1} MiB came back: the pages are thinly used"
+    );
     // A quarter of the events stay, about 16 MiB. Copied within one heap, the copies would fill
     // the old pages' holes, and about 22 MiB would stay.
     assert!(compacted > made * 0.7, "compacted, {compacted:.1} of the {made:.1} MiB came back");

@@ -355,7 +355,8 @@ mod tests {
     #[test]
     fn events_are_compacted_once_after_a_burst_of_deletions() {
         let mut churn = EventChurn::default();
-        let compacted: Vec<bool> = [0, 100, 2_000, 2_000, 0, 0, 1_000, 0, 4_000, 0].iter().map(|deleted| churn.collected(*deleted, 20_000)).collect();
+        let compacted: Vec<bool> =
+            [0, 100, 2_000, 2_000, 0, 0, 1_000, 0, 4_000, 0].iter().map(|deleted| churn.collected(*deleted, 20_000)).collect();
         // 4,100 deleted are not yet a quarter of 20,000; with 1,000 more they are.
         assert_eq!(compacted, [false, false, false, false, false, false, false, true, false, false]);
         let mut small = EventChurn::default();

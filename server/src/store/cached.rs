@@ -5,7 +5,7 @@
 //! each change in the mailboxes of the watchers that select it, found through an index by
 //! kind and by node, and wakes those alone.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -89,10 +89,11 @@ impl Persistence for MemoryPersistence {
 #[derive(Default)]
 struct State {
     objects: HashMap<Kind, BTreeMap<String, Arc<Object>>>,
-    /// Pod keys by `spec.node_name` (bound pods only).
-    by_node: HashMap<String, BTreeSet<String>>,
-    /// Pod keys by the deployment that controls them.
-    by_owner: HashMap<Key, BTreeSet<String>>,
+    /// Pods by `spec.node_name` (bound pods only), each with its current state, so that a
+    /// reader of a node's or a deployment's pods takes them without a search per pod.
+    by_node: HashMap<String, PodIndex>,
+    /// Pods by the deployment that controls them, each with its current state.
+    by_owner: HashMap<Key, PodIndex>,
     revision: u64,
     /// Every change after `history_start`, in order, with when it was committed: the change
     /// at revision r sits at index `r - history_start - 1`.
@@ -158,23 +159,21 @@ impl State {
         };
         if key.kind == Kind::Pod {
             let node = |o: &Arc<Object>| pod_node(o).map(str::to_string);
-            reindex(&mut self.by_node, prev.as_ref().and_then(node), object.as_ref().and_then(node), &key.key);
-            reindex(&mut self.by_owner, prev.as_deref().and_then(pod_owner), object.as_deref().and_then(pod_owner), &key.key);
+            let (before, after) = (prev.as_ref().and_then(node), object.as_ref().and_then(|o| Some((node(o)?, o))));
+            reindex(&mut self.by_node, before, after, &key.key);
+            let (before, after) = (prev.as_deref().and_then(pod_owner), object.as_ref().and_then(|o| Some((pod_owner(o)?, o))));
+            reindex(&mut self.by_owner, before, after, &key.key);
         }
         prev
     }
 
     /// The pods an index holds under `slot`, with the revision they were read at.
-    fn pods_in<K>(&self, index: &HashMap<K::Owned, BTreeSet<String>>, slot: &K) -> (u64, Vec<Arc<Object>>)
+    fn pods_in<K>(&self, index: &HashMap<K::Owned, PodIndex>, slot: &K) -> (u64, Vec<Arc<Object>>)
     where
         K: Eq + std::hash::Hash + ToOwned + ?Sized,
         K::Owned: Eq + std::hash::Hash + std::borrow::Borrow<K>,
     {
-        let pods = index
-            .get(slot)
-            .map(|keys| keys.iter().filter_map(|k| self.get(&Key { kind: Kind::Pod, key: k.clone() }).cloned()).collect())
-            .unwrap_or_default();
-        (self.revision, pods)
+        (self.revision, index.get(slot).map(|pods| pods.values().cloned().collect()).unwrap_or_default())
     }
 }
 
@@ -272,19 +271,29 @@ fn kept(object: Object) -> Arc<Object> {
     crate::heaps::in_heap_of(object.kind(), || Arc::new(object.clone()))
 }
 
-/// Moves pod `key` in `index` from the slot of its previous state to that of its new one;
-/// an emptied slot goes.
-fn reindex<K: Eq + std::hash::Hash>(index: &mut HashMap<K, BTreeSet<String>>, before: Option<K>, after: Option<K>, key: &str) {
+/// One slot of a pod index: its pods' current states by key.
+type PodIndex = BTreeMap<String, Arc<Object>>;
+
+/// Moves pod `key` in `index` from the slot of its previous state to that of its new one,
+/// with its new state; an emptied slot goes.
+fn reindex<K: Eq + std::hash::Hash>(index: &mut HashMap<K, PodIndex>, before: Option<K>, after: Option<(K, &Arc<Object>)>, key: &str) {
     if let Some(before) = before
-        && let Some(set) = index.get_mut(&before)
+        && after.as_ref().is_none_or(|(slot, _)| *slot != before)
+        && let Some(pods) = index.get_mut(&before)
     {
-        set.remove(key);
-        if set.is_empty() {
+        pods.remove(key);
+        if pods.is_empty() {
             index.remove(&before);
         }
     }
-    if let Some(after) = after {
-        index.entry(after).or_default().insert(key.to_string());
+    if let Some((slot, object)) = after {
+        let pods = index.entry(slot).or_default();
+        // The key is copied only for a pod new to the slot.
+        if let Some(state) = pods.get_mut(key) {
+            *state = object.clone();
+        } else {
+            pods.insert(key.to_string(), object.clone());
+        }
     }
 }
 
@@ -629,13 +638,10 @@ impl View for Staging<'_> {
 
     fn pods_on_node(&self, node: &str) -> Vec<&Object> {
         let mut pods: Vec<&Object> = Vec::new();
-        if let Some(keys) = self.state.by_node.get(node) {
-            for key in keys {
-                let k = Key { kind: Kind::Pod, key: key.clone() };
-                if !self.overlay.contains_key(&k)
-                    && let Some(o) = self.state.get(&k)
-                {
-                    pods.push(o);
+        if let Some(bound) = self.state.by_node.get(node) {
+            for (key, object) in bound {
+                if !self.overlay.contains_key(&Key { kind: Kind::Pod, key: key.clone() }) {
+                    pods.push(object);
                 }
             }
         }
@@ -904,10 +910,21 @@ impl Store for CachedStore {
 
     fn compact(&self, kind: Kind) {
         let mut state = self.inner.state.write().expect("store state lock");
+        let state = &mut *state;
         let Some(objects) = state.objects.get_mut(&kind) else { return };
         crate::heaps::renew(kind);
         // The old copies go as their last readers (the history, a list being sent) let go.
-        *objects = crate::heaps::in_heap_of(kind, || objects.iter().map(|(key, object)| (key.clone(), Arc::new(Object::clone(object)))).collect());
+        *objects =
+            crate::heaps::in_heap_of(kind, || objects.iter().map(|(key, object)| (key.clone(), Arc::new(Object::clone(object)))).collect());
+        if kind == Kind::Pod {
+            // The pod indexes hold states too: they take the new copies, or keep the old alive.
+            let slots = state.by_node.values_mut().chain(state.by_owner.values_mut());
+            for (key, pod) in slots.flat_map(|slot| slot.iter_mut()) {
+                if let Some(copy) = objects.get(key) {
+                    *pod = copy.clone();
+                }
+            }
+        }
     }
 
     fn close(&self) -> BoxFuture<'static, ()> {
@@ -1100,6 +1117,33 @@ mod tests {
         assert!(store.pods_owned_by(&web).1.is_empty(), "a pod that changed owner or went is no longer web's");
         assert_eq!(names_of(&store.pods_owned_by(&Key::new(Kind::Deployment, "default", "api")).1), ["a1", "w2"]);
         assert!(store.pods_owned_by(&Key::new(Kind::Deployment, "other", "api")).1.is_empty(), "owners are per namespace");
+    }
+
+    #[tokio::test]
+    async fn the_pod_indexes_give_each_pods_current_state_also_after_a_compaction() {
+        let store = CachedStore::in_memory(100);
+        let web = Key::new(Kind::Deployment, "default", "web");
+        let on_n1 = |name: &str| {
+            let mut object = owned(name, "web");
+            if let Object::Pod(p) = &mut object {
+                p.spec.node_name = "n1".into();
+            }
+            object
+        };
+        for name in ["w1", "w2"] {
+            store.commit(Txn::new().with(put(on_n1(name)))).await.unwrap();
+        }
+        let mut changed = on_n1("w1");
+        changed.metadata_mut().labels.insert("changed".into(), "yes".into());
+        store.commit(Txn::new().with(put(changed))).await.unwrap();
+        let current =
+            |pods: Vec<Arc<Object>>| pods.iter().all(|p| store.get(&Key::of(p)).is_some_and(|now| Arc::ptr_eq(&now, p))) && pods.len() == 2;
+        assert!(current(store.pods_owned_by(&web).1) && current(store.pods_on_node("n1").1), "the states after the update, same slot");
+        assert!(store.pods_on_node("n1").1.iter().any(|p| p.metadata().labels.contains_key("changed")));
+
+        store.compact(Kind::Pod);
+        assert!(current(store.pods_owned_by(&web).1), "the owner index holds the compacted copies");
+        assert!(current(store.pods_on_node("n1").1), "the node index holds the compacted copies");
     }
 
     #[tokio::test]
