@@ -1,7 +1,8 @@
 //! Level-triggered controllers: each is a `reconcile(key, ctx, now) -> Result<Action>` that
 //! reads the current state, acts and may run again at any time with the same result. The
 //! runner here feeds it keys from the store's watch and a periodic resync, dedups them,
-//! and requeues on error with a delay from the shared back-off curve.
+//! rests a key whose reconciles are long ([`RECONCILE_PACE`]), and requeues on error with
+//! a delay from the shared back-off curve.
 //!
 //! - [`deployment`]: replicas up and down, replacement of failed pods, cascade delete, status;
 //! - [`endpoints`]: a service's endpoints from its running, ready pods;
@@ -67,6 +68,12 @@ pub trait Controller: Send + Sync + 'static {
 /// A key that keeps failing waits 100 ms, doubling to 30 s.
 const FAILURE_BACKOFF: Backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(30));
 
+/// A key's reconciles take at most one part in `RECONCILE_PACE` of its controller's time:
+/// after a reconcile that took `t`, a change waits until `t * (RECONCILE_PACE - 1)` has
+/// passed. A deployment of 20,000 replicas reads all its pods in each reconcile, and each of
+/// their changes asks for one: back to back, they kept a core busy through a burst.
+const RECONCILE_PACE: u32 = 4;
+
 /// Keys waiting for a reconcile: each at most once in the ready queue; delayed ones wait in
 /// a timer wheel until their deadline (the earliest, when a key is delayed twice).
 #[derive(Default)]
@@ -76,10 +83,19 @@ struct WorkQueue {
     delayed: DelayQueue<Key>,
     deadlines: HashMap<Key, (delay_queue::Key, Instant)>,
     failures: HashMap<Key, u32>,
+    /// Keys whose last reconcile was long, and until when they rest ([`RECONCILE_PACE`]).
+    resting: HashMap<Key, Instant>,
 }
 
 impl WorkQueue {
     fn add(&mut self, key: Key) {
+        if let Some(&until) = self.resting.get(&key) {
+            if until > Instant::now() {
+                return self.add_after(key, until);
+            }
+            self.resting.remove(&key);
+            self.resting.give_back_spare();
+        }
         if let Some((timer, _)) = self.deadlines.remove(&key) {
             self.delayed.remove(&timer);
         }
@@ -119,6 +135,15 @@ impl WorkQueue {
         self.deadlines.remove(&key);
         self.deadlines.give_back_spare();
         Some(key)
+    }
+
+    /// Notes that reconciling `key` took from `began` until now: it rests three times as long.
+    fn reconciled(&mut self, key: &Key, began: Instant) {
+        let now = Instant::now();
+        let rest = now.duration_since(began) * (RECONCILE_PACE - 1);
+        if !rest.is_zero() {
+            self.resting.insert(key.clone(), now + rest);
+        }
     }
 
     fn failed(&mut self, key: &Key) -> Duration {
@@ -161,6 +186,8 @@ pub async fn run<C: Controller>(controller: C, ctx: Context, resync: Duration, s
                 None => break,
             },
             _ = resync_tick.tick() => {
+                let now = Instant::now();
+                queue.resting.retain(|_, until| *until > now);
                 for key in controller.all_keys(&*store) {
                     queue.add(key);
                 }
@@ -168,7 +195,10 @@ pub async fn run<C: Controller>(controller: C, ctx: Context, resync: Duration, s
             Some(key) = queue.expired(), if has_deadlines => queue.add(key),
             _ = std::future::ready(()), if has_work => {
                 let Some(key) = queue.pop() else { continue };
-                match controller.reconcile(&key, &ctx, chrono::Utc::now()).await {
+                let began = Instant::now();
+                let outcome = controller.reconcile(&key, &ctx, chrono::Utc::now()).await;
+                queue.reconciled(&key, began);
+                match outcome {
                     Ok(action) => {
                         queue.failures.remove(&key);
                         queue.failures.give_back_spare();
@@ -423,5 +453,26 @@ mod tests {
         q.add_after(k.clone(), Instant::now() + Duration::from_secs(1));
         assert!(q.delayed.is_empty(), "a ready key is not delayed");
         assert_eq!(q.expired().await, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_whose_reconcile_was_long_rests_three_times_as_long_before_the_next() {
+        let mut q = WorkQueue::default();
+        let (slow, quick) = (Key::new(Kind::Deployment, "default", "big"), Key::new(Kind::Deployment, "default", "small"));
+        let began = Instant::now();
+        tokio::time::advance(Duration::from_millis(10)).await;
+        q.reconciled(&slow, began);
+        q.reconciled(&quick, Instant::now());
+
+        q.add(quick.clone());
+        assert_eq!(q.pop(), Some(quick), "a reconcile that took no time leaves no rest");
+        q.add(slow.clone());
+        q.add(slow.clone());
+        assert!(q.ready.is_empty(), "changes during the rest wait for its end");
+        assert_eq!(q.expired().await, Some(slow.clone()));
+        assert_eq!(began.elapsed(), Duration::from_millis(40), "10 ms of work, 30 ms of rest");
+        q.add(slow.clone());
+        assert_eq!(q.pop(), Some(slow.clone()), "ready once rested");
+        assert!(q.resting.is_empty());
     }
 }
