@@ -21,6 +21,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
 use axum::{Json, Router};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use shared::api::{Info, paths};
 use shared::model::{Deployment, Event, Kind, Lease, Namespace, Node, Pod, Service, Time};
@@ -276,8 +277,36 @@ impl<S: Send + Sync> FromRequest<S> for BodyBytes {
     }
 }
 
-/// Parses a JSON body into `T`, with the field's path, line and column on error.
-pub fn parse_json<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, ApiError> {
+/// Parses a JSON body into `T`, with the field's path, line and column on error, refusing
+/// every field `T` does not hold (a typo, or a field at the wrong level, which would
+/// otherwise be dropped without a word) as kube-apiserver's strict field validation does.
+pub fn parse_json<T: DeserializeOwned + Serialize + PartialEq>(bytes: &[u8], what: &str) -> Result<T, ApiError> {
+    let value = read_json(bytes, what)?;
+    refuse_unknown_fields(bytes, value, what)
+}
+
+/// `typed`, read from `bytes`, unless `bytes` set fields `T` does not hold: a 400 naming each.
+pub fn refuse_unknown_fields<T: DeserializeOwned + Serialize + PartialEq>(bytes: &[u8], typed: T, what: &str) -> Result<T, ApiError> {
+    let sent: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("the body is not JSON: {e}")))?;
+    let unknown = crate::strict::unknown_fields(&sent, &typed);
+    if unknown.is_empty() {
+        return Ok(typed);
+    }
+    let named: Vec<String> = unknown.iter().map(|path| format!("unknown field {path:?}")).collect();
+    let mut error = ApiError::bad_request(format!("the body is not a valid {what}: {}", named.join(", ")));
+    error.details = unknown
+        .into_iter()
+        .map(|field| shared::api::FieldError {
+            field,
+            message: format!("unknown field: a {what} has no such field (a typo, or at the wrong level?)"),
+        })
+        .collect();
+    Err(error)
+}
+
+/// Parses a JSON body into `T`, with the field's path, line and column on error; fields `T`
+/// does not hold are ignored.
+pub fn read_json<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, ApiError> {
     let mut body = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut body).map_err(|e| {
         let field = match e.path().to_string() {
