@@ -165,6 +165,7 @@ pub fn app(state: AppState) -> Router {
         .fallback(dashboard_or_unknown)
         .layer(middleware::from_fn_with_state(state.clone(), crate::auth::authenticate))
         .layer(middleware::from_fn_with_state(state.clone(), web_pages::refuse_web_pages))
+        .layer(middleware::from_fn(refuse_asterisk_form))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         // Until the response starts: watch and log streams run on after it.
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, REQUEST_TIMEOUT))
@@ -226,6 +227,19 @@ async fn dashboard_or_unknown(State(state): State<AppState>, request: Request) -
         Ok(response) => response.map(Body::new),
         Err(never) => match never {},
     }
+}
+
+/// Refuses the asterisk request target (`GET * HTTP/1.1`): only OPTIONS may ask about the
+/// server as a whole (RFC 9112, section 3.2.4), and nothing else here has a path `*`.
+async fn refuse_asterisk_form(request: Request, next: Next) -> Response {
+    if request.uri().path() == "*" && request.method() != Method::OPTIONS {
+        return ApiError::bad_request(format!(
+            "the request target * is only for OPTIONS; {} needs a path such as /api/v1/pods",
+            request.method()
+        ))
+        .into_response();
+    }
+    next.run(request).await
 }
 
 /// Turns any error response that is not already JSON (405 from the router, a rejection
