@@ -206,11 +206,13 @@ fn unknown_route(method: &Method, uri: &Uri) -> ApiError {
     ApiError::not_found(format!("no route for {method} {}: see /api/openapi.json for the routes this server has", uri.path()))
 }
 
-/// Everything outside the API is the dashboard: its files, and `index.html` for any other
-/// path so that the single-page app's own routes load on refresh.
+/// Everything outside the API is the dashboard's files: `/` is its one page (its routes live
+/// in the URL's fragment, which never reaches the server) and the rest are what that page
+/// loads. Any other path is a 404 in the JSON shape, not the page: a client that asks the
+/// wrong path (`/apis` for `/k8s/apis`) reads that it is wrong.
 async fn dashboard_or_unknown(State(state): State<AppState>, request: Request) -> Response {
     use tower::ServiceExt as _;
-    use tower_http::services::{ServeDir, ServeFile};
+    use tower_http::services::ServeDir;
     let path = request.uri().path();
     let is_api = path == "/api" || path.starts_with("/api/") || path == paths::METRICS || crate::k8s::owns(path);
     if is_api || !matches!(*request.method(), Method::GET | Method::HEAD) {
@@ -222,11 +224,19 @@ async fn dashboard_or_unknown(State(state): State<AppState>, request: Request) -
         )
         .into_response();
     };
-    let files = ServeDir::new(dir).fallback(ServeFile::new(dir.join("index.html")));
-    match files.oneshot(request).await {
+    let (method, uri) = (request.method().clone(), request.uri().clone());
+    let mut response = match ServeDir::new(dir).oneshot(request).await {
         Ok(response) => response.map(Body::new),
         Err(never) => match never {},
+    };
+    if response.status() == StatusCode::NOT_FOUND {
+        return unknown_route(&method, &uri).into_response();
     }
+    // No other site may frame the dashboard and trick a click into it (clickjacking).
+    let headers = response.headers_mut();
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("frame-ancestors 'none'"));
+    response
 }
 
 /// Refuses the asterisk request target (`GET * HTTP/1.1`): only OPTIONS may ask about the
