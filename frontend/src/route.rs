@@ -1,6 +1,6 @@
 //! The dashboard's pages and their URLs. Routes live in the fragment (`#/pods/default/web`)
-//! so any static server, the `shepherd` server's SPA fallback or `python3 -m http.server`,
-//! serves every page from the one `index.html`.
+//! so any static server, the `shepherd` server or `python3 -m http.server`, serves every
+//! page from the one `index.html` at `/`.
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {

@@ -10,7 +10,7 @@ use shared::validation;
 
 /// What the API adds to `shared`'s [`shared::model::Resource`] (kind, metadata, the way in
 /// and out of `Object`): the wire form, validation, and what a create and an update may set.
-pub trait Resource: shared::model::Resource + Serialize + DeserializeOwned + Send + Sync {
+pub trait Resource: shared::model::Resource + Serialize + DeserializeOwned + PartialEq + Send + Sync {
     /// The `kind` the object carries, as sent.
     fn kind_field(&self) -> &str;
     fn validate(&self) -> Result<(), Vec<FieldError>>;

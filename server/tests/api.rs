@@ -451,3 +451,51 @@ async fn lists_are_gzipped_for_a_client_that_accepts_it_and_watches_are_not() {
     assert!(watch.headers().get("content-encoding").is_none(), "an SSE stream is sent as it happens");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn every_write_with_a_body_refuses_unknown_fields_by_their_paths() {
+    let server = TestServer::start(Config { run_scheduler: false, ..Config::in_memory() }).await;
+    add_node(&server, "late", 4000, 8 * GI, 110).await;
+    let (_, before) = server.get("/api/v1/nodes/late").await;
+    let unknown = |answer: &Value| -> Vec<String> {
+        answer["error"]["details"].as_array().into_iter().flatten().map(|d| d["field"].as_str().unwrap().to_string()).collect()
+    };
+
+    // A status without its `status` wrapper would have wiped the node's capacity and address.
+    let (status, answer) = server.put("/api/v1/nodes/late/status", json!({"capacity": {"cpu": 4000}})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    assert_eq!(unknown(&answer), ["capacity"]);
+    assert!(answer["error"]["message"].as_str().unwrap().contains("unknown field \"capacity\""), "{answer}");
+    assert_eq!(server.get("/api/v1/nodes/late").await.1, before, "the node is untouched");
+
+    let mut bogus = pod("web", 100, 1 << 20);
+    bogus["bogus"] = json!(1);
+    bogus["spec"]["containers"][0]["colour"] = json!("red");
+    let (status, answer) = server.post("/api/v1/pods", bogus.clone()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    assert_eq!(unknown(&answer), ["bogus", "spec.containers[0].colour"], "each one, by its path");
+    assert_eq!(server.post("/api/v1/namespaces/default/pods", bogus).await.0, StatusCode::BAD_REQUEST);
+
+    let (status, created) = server.post("/api/v1/pods", pod("web", 100, 1 << 20)).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let mut replaced = created.clone();
+    replaced["metadata"]["lables"] = json!({"app": "web"});
+    let (status, answer) = server.put("/api/v1/namespaces/default/pods/web", replaced).await;
+    assert_eq!((status, unknown(&answer)), (StatusCode::BAD_REQUEST, vec!["metadata.lables".to_string()]), "{answer}");
+    let (status, answer) =
+        server.put("/api/v1/namespaces/default/pods/web/status", json!({"status": {"phase": "Running", "ready": true}})).await;
+    assert_eq!((status, unknown(&answer)), (StatusCode::BAD_REQUEST, vec!["status.ready".to_string()]), "{answer}");
+    let binding = json!({"kind": "Binding", "target": {"kind": "Node", "name": "late", "node": "late"}});
+    let (status, answer) = server.post("/api/v1/namespaces/default/pods/web/binding", binding).await;
+    assert_eq!((status, unknown(&answer)), (StatusCode::BAD_REQUEST, vec!["target.node".to_string()]), "{answer}");
+    let (status, answer) = server.post("/api/v1/nodes/late/heartbeat", json!({"address": "10.0.0.9"})).await;
+    assert_eq!((status, unknown(&answer)), (StatusCode::BAD_REQUEST, vec!["address".to_string()]), "{answer}");
+    let (status, answer) = server.put("/api/v1/leases/late", json!({"metadata": {"name": "late"}, "spec": {"holder": "me"}})).await;
+    assert_eq!((status, unknown(&answer)), (StatusCode::BAD_REQUEST, vec!["spec.holder".to_string()]), "{answer}");
+
+    let deployment: Value = serde_json::from_str(include_str!("../../examples/deployment.json")).unwrap();
+    assert_eq!(server.post("/api/v1/namespaces/default/deployments", deployment).await.0, StatusCode::CREATED);
+    let (status, answer) = server.put("/api/v1/namespaces/default/deployments/web/scale", json!({"spec": {"replica": 3}})).await;
+    assert_eq!((status, unknown(&answer)), (StatusCode::BAD_REQUEST, vec!["spec.replica".to_string()]), "{answer}");
+    server.stop().await;
+}

@@ -1,5 +1,6 @@
-//! The dashboard is served outside `/api` without a token, with `index.html` for the
-//! single-page app's own routes; the API keeps its JSON errors.
+//! The dashboard is served outside `/api` without a token: `/` is its one page (its routes
+//! are in the fragment), with the files it loads; any other path, and the API's unknown
+//! routes, are JSON errors.
 
 mod common;
 
@@ -15,28 +16,41 @@ fn dashboard() -> tempfile::TempDir {
 }
 
 async fn get_text(url: &str) -> (u16, String, String) {
+    let (status, content_type, _, body) = get_page(url).await;
+    (status, content_type, body)
+}
+
+/// Status, Content-Type, the headers that keep other sites from framing it, and the body.
+async fn get_page(url: &str) -> (u16, String, [String; 2], String) {
     let response = reqwest::get(url).await.unwrap();
+    let header = |name: &str| response.headers().get(name).map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+    let framing = [header("x-frame-options"), header("content-security-policy")];
     let status = response.status().as_u16();
     let content_type = response.headers().get("content-type").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
-    (status, content_type, response.text().await.unwrap())
+    (status, content_type, framing, response.text().await.unwrap())
 }
 
 #[tokio::test]
-async fn files_and_app_routes_are_served_without_a_token() {
+async fn the_page_and_its_files_are_served_without_a_token_and_nothing_else_is() {
     let dir = dashboard();
     let mut tokens = Tokens::default();
     tokens.add("admin-token-1", Principal { role: Role::Admin, node: None });
     let server = TestServer::start(Config { dashboard_dir: Some(dir.path().to_path_buf()), tokens, ..Config::in_memory() }).await;
 
-    let (status, content_type, body) = get_text(&format!("{}/", server.url)).await;
-    assert_eq!((status, content_type.starts_with("text/html")), (200, true));
-    assert!(body.contains("<title>Shepherd</title>"));
+    for page in ["/", "/index.html"] {
+        let (status, content_type, framing, body) = get_page(&format!("{}{page}", server.url)).await;
+        assert_eq!((status, content_type.starts_with("text/html")), (200, true), "{page}");
+        assert!(body.contains("<title>Shepherd</title>"));
+        assert_eq!(framing, ["DENY", "frame-ancestors 'none'"], "{page}: no other site may frame the dashboard");
+    }
     let (status, _, body) = get_text(&format!("{}/app.js", server.url)).await;
     assert_eq!((status, body.as_str()), (200, "console.log('sheep')"));
-    // A route of the app itself, loaded on refresh, gets the page.
-    let (status, _, body) = get_text(&format!("{}/pods/default/web-server", server.url)).await;
-    assert_eq!(status, 200);
-    assert!(body.contains("<title>Shepherd</title>"));
+    // The app's routes are in the fragment (`/#/pods/default/web-server`); a path is not one.
+    for path in ["/versions", "/pods/default/web-server", "/healthz/x", "/index.html/x"] {
+        let (status, content_type, body) = get_text(&format!("{}{path}", server.url)).await;
+        assert_eq!((status, content_type.as_str()), (404, "application/json"), "{path}: {body}");
+        assert!(body.contains(&format!("no route for GET {path}")), "{body}");
+    }
 
     // The API still wants its token, and unknown API routes are JSON errors, not the page.
     let (status, content_type, body) = get_text(&format!("{}/api/v1/pods", server.url)).await;

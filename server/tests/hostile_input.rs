@@ -202,3 +202,32 @@ async fn tokens_keep_working_as_before_and_the_scheme_is_case_insensitive() {
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     server.stop().await;
 }
+
+/// Sends `request` as it is over one connection and reads the whole answer.
+async fn raw_http(server: &TestServer, request: &str) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(server.url.trim_start_matches("http://")).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.unwrap();
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test]
+async fn the_asterisk_request_target_is_only_for_options() {
+    let dashboard = tempfile::tempdir().unwrap();
+    std::fs::write(dashboard.path().join("index.html"), "<!doctype html><title>Shepherd</title>").unwrap();
+    let server = TestServer::start(Config { dashboard_dir: Some(dashboard.path().to_path_buf()), ..Config::in_memory() }).await;
+    let host = server.url.trim_start_matches("http://").to_string();
+    for method in ["GET", "HEAD", "POST", "DELETE"] {
+        let answer = raw_http(&server, &format!("{method} * HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")).await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{method} *: {answer}");
+        assert!(answer.contains("application/json") && !answer.contains("<title>"), "{method} *: {answer}");
+        if method != "HEAD" {
+            assert!(answer.contains("the request target * is only for OPTIONS"), "{answer}");
+        }
+    }
+    let answer = raw_http(&server, &format!("OPTIONS * HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")).await;
+    assert!(!answer.starts_with("HTTP/1.1 400"), "{answer}");
+    server.stop().await;
+}

@@ -62,6 +62,8 @@ async fn discovery_lists_the_resources_kubectl_needs() {
     let (status, version) = get(&server, "/k8s/version").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!((version["major"].as_str(), version["minor"].as_str()), (Some("1"), Some("32")));
+    // `kubectl get --raw /version` asks the server's root, whatever the kubeconfig's path.
+    assert_eq!(get(&server, "/version").await, (StatusCode::OK, version.clone()));
     assert_eq!(get(&server, "/k8s/api").await.1["versions"], json!(["v1"]));
     assert_eq!(get(&server, "/k8s/apis").await.1["groups"][0]["preferredVersion"]["groupVersion"], "apps/v1");
 

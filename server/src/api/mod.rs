@@ -21,6 +21,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
 use axum::{Json, Router};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use shared::api::{Info, paths};
 use shared::model::{Deployment, Event, Kind, Lease, Namespace, Node, Pod, Service, Time};
@@ -164,6 +165,7 @@ pub fn app(state: AppState) -> Router {
         .fallback(dashboard_or_unknown)
         .layer(middleware::from_fn_with_state(state.clone(), crate::auth::authenticate))
         .layer(middleware::from_fn_with_state(state.clone(), web_pages::refuse_web_pages))
+        .layer(middleware::from_fn(refuse_asterisk_form))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         // Until the response starts: watch and log streams run on after it.
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, REQUEST_TIMEOUT))
@@ -204,11 +206,13 @@ fn unknown_route(method: &Method, uri: &Uri) -> ApiError {
     ApiError::not_found(format!("no route for {method} {}: see /api/openapi.json for the routes this server has", uri.path()))
 }
 
-/// Everything outside the API is the dashboard: its files, and `index.html` for any other
-/// path so that the single-page app's own routes load on refresh.
+/// Everything outside the API is the dashboard's files: `/` is its one page (its routes live
+/// in the URL's fragment, which never reaches the server) and the rest are what that page
+/// loads. Any other path is a 404 in the JSON shape, not the page: a client that asks the
+/// wrong path (`/apis` for `/k8s/apis`) reads that it is wrong.
 async fn dashboard_or_unknown(State(state): State<AppState>, request: Request) -> Response {
     use tower::ServiceExt as _;
-    use tower_http::services::{ServeDir, ServeFile};
+    use tower_http::services::ServeDir;
     let path = request.uri().path();
     let is_api = path == "/api" || path.starts_with("/api/") || path == paths::METRICS || crate::k8s::owns(path);
     if is_api || !matches!(*request.method(), Method::GET | Method::HEAD) {
@@ -220,11 +224,32 @@ async fn dashboard_or_unknown(State(state): State<AppState>, request: Request) -
         )
         .into_response();
     };
-    let files = ServeDir::new(dir).fallback(ServeFile::new(dir.join("index.html")));
-    match files.oneshot(request).await {
+    let (method, uri) = (request.method().clone(), request.uri().clone());
+    let mut response = match ServeDir::new(dir).oneshot(request).await {
         Ok(response) => response.map(Body::new),
         Err(never) => match never {},
+    };
+    if response.status() == StatusCode::NOT_FOUND {
+        return unknown_route(&method, &uri).into_response();
     }
+    // No other site may frame the dashboard and trick a click into it (clickjacking).
+    let headers = response.headers_mut();
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("frame-ancestors 'none'"));
+    response
+}
+
+/// Refuses the asterisk request target (`GET * HTTP/1.1`): only OPTIONS may ask about the
+/// server as a whole (RFC 9112, section 3.2.4), and nothing else here has a path `*`.
+async fn refuse_asterisk_form(request: Request, next: Next) -> Response {
+    if request.uri().path() == "*" && request.method() != Method::OPTIONS {
+        return ApiError::bad_request(format!(
+            "the request target * is only for OPTIONS; {} needs a path such as /api/v1/pods",
+            request.method()
+        ))
+        .into_response();
+    }
+    next.run(request).await
 }
 
 /// Turns any error response that is not already JSON (405 from the router, a rejection
@@ -276,8 +301,36 @@ impl<S: Send + Sync> FromRequest<S> for BodyBytes {
     }
 }
 
-/// Parses a JSON body into `T`, with the field's path, line and column on error.
-pub fn parse_json<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, ApiError> {
+/// Parses a JSON body into `T`, with the field's path, line and column on error, refusing
+/// every field `T` does not hold (a typo, or a field at the wrong level, which would
+/// otherwise be dropped without a word) as kube-apiserver's strict field validation does.
+pub fn parse_json<T: DeserializeOwned + Serialize + PartialEq>(bytes: &[u8], what: &str) -> Result<T, ApiError> {
+    let value = read_json(bytes, what)?;
+    refuse_unknown_fields(bytes, value, what)
+}
+
+/// `typed`, read from `bytes`, unless `bytes` set fields `T` does not hold: a 400 naming each.
+pub fn refuse_unknown_fields<T: DeserializeOwned + Serialize + PartialEq>(bytes: &[u8], typed: T, what: &str) -> Result<T, ApiError> {
+    let sent: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("the body is not JSON: {e}")))?;
+    let unknown = crate::strict::unknown_fields(&sent, &typed);
+    if unknown.is_empty() {
+        return Ok(typed);
+    }
+    let named: Vec<String> = unknown.iter().map(|path| format!("unknown field {path:?}")).collect();
+    let mut error = ApiError::bad_request(format!("the body is not a valid {what}: {}", named.join(", ")));
+    error.details = unknown
+        .into_iter()
+        .map(|field| shared::api::FieldError {
+            field,
+            message: format!("unknown field: a {what} has no such field (a typo, or at the wrong level?)"),
+        })
+        .collect();
+    Err(error)
+}
+
+/// Parses a JSON body into `T`, with the field's path, line and column on error; fields `T`
+/// does not hold are ignored.
+pub fn read_json<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, ApiError> {
     let mut body = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut body).map_err(|e| {
         let field = match e.path().to_string() {

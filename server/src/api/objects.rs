@@ -227,9 +227,9 @@ pub fn parse_object<R: Resource>(bytes: &[u8]) -> ApiResult<R> {
     if let Ok(object) = serde_json::from_slice::<R>(bytes)
         && (object.kind_field().is_empty() || object.kind_field() == R::KIND.as_str())
     {
-        return Ok(object);
+        return super::refuse_unknown_fields(bytes, object, R::KIND.as_str());
     }
-    let head: Head = parse_json(bytes, R::KIND.as_str())?;
+    let head: Head = super::read_json(bytes, R::KIND.as_str())?;
     match &head.kind {
         serde_json::Value::Null => {}
         serde_json::Value::String(k) if k.is_empty() || k == R::KIND.as_str() => {}

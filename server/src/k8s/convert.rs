@@ -22,6 +22,8 @@ use shared::model::{
 };
 use shared::selector::{LabelSelector, Operator, Requirement};
 
+use crate::strict::is_empty;
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -155,14 +157,12 @@ pub fn decode<R: Convert>(value: &Value) -> Result<R> {
     let name = value.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
     let mut causes = Vec::new();
     // What even Kubernetes' own types do not hold: unknown fields, not unsupported ones.
-    let mut unknown = Vec::new();
-    unkept(value, &serde_json::to_value(&typed).unwrap_or(Value::Null), "", &mut unknown);
+    let unknown = unkept(value, &serde_json::to_value(&typed).unwrap_or(Value::Null));
     let object = R::from_k8s(typed, &mut causes);
     // Every refused field at once: a field with a bad value is also one the round trip lacks,
     // and what did translate is validated too, so a bad quantity hides no bad port.
     let back = serde_json::to_value(object.to_k8s()).unwrap_or(Value::Null);
-    let mut dropped = Vec::new();
-    unkept(value, &back, "", &mut dropped);
+    let mut dropped = unkept(value, &back);
     if let Err(errors) = shared::validation::validate(&object.clone().into_object()) {
         causes.extend(invalid_causes(R::KIND, errors));
     }
@@ -248,18 +248,6 @@ fn camel_case(field: &str) -> String {
     out
 }
 
-/// A value that says nothing: leaving it out means the same.
-fn is_empty(value: &Value) -> bool {
-    match value {
-        Value::Null => true,
-        Value::Bool(b) => !b,
-        Value::String(s) => s.is_empty(),
-        Value::Number(n) => n.as_f64() == Some(0.0),
-        Value::Array(a) => a.is_empty(),
-        Value::Object(o) => o.is_empty(),
-    }
-}
-
 /// A `false` that asks for more than Shepherd does where Kubernetes' default is `true`:
 /// `hostUsers: false` asks for a user namespace. (`enableServiceLinks: false` and
 /// `automountServiceAccountToken: false` ask for what Shepherd does anyway: it injects no
@@ -296,36 +284,17 @@ fn is_what_shepherd_does(path: &str, value: &Value) -> bool {
     )
 }
 
-/// Collects the paths set in `sent` that `kept` lacks. Only presence counts: a value may
-/// come back in another spelling (`0.5` as `500m`).
-fn unkept(sent: &Value, kept: &Value, path: &str, out: &mut Vec<String>) {
-    match (sent, kept) {
-        (Value::Object(sent), Value::Object(kept)) => {
-            for (key, value) in sent {
-                let here = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
-                if (is_empty(value) && !false_asks_for_something(&here, value)) || SERVER_OWNED.contains(&here.as_str()) {
-                    continue;
-                }
-                match kept.get(key) {
-                    Some(back) => unkept(value, back, &here, out),
-                    None if is_what_shepherd_does(&here, value) => {}
-                    None => out.push(here),
-                }
-            }
-        }
-        (Value::Array(sent), Value::Array(kept)) => {
-            for (index, value) in sent.iter().enumerate() {
-                let here = format!("{path}[{index}]");
-                match kept.get(index) {
-                    Some(back) => unkept(value, back, &here, out),
-                    None if !is_empty(value) => out.push(here),
-                    None => {}
-                }
-            }
-        }
-        (Value::Object(_) | Value::Array(_), _) if !is_empty(sent) => out.push(path.to_string()),
-        _ => {}
-    }
+/// Fields of a body that say nothing Shepherd must keep: empty ones (except a `false` that
+/// asks for something), the server's own, and those naming what Shepherd does anyway.
+fn passed(path: &str, value: &Value) -> bool {
+    (is_empty(value) && !false_asks_for_something(path, value)) || SERVER_OWNED.contains(&path) || is_what_shepherd_does(path, value)
+}
+
+/// The paths set in `sent` that `kept` lacks.
+fn unkept(sent: &Value, kept: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    crate::strict::unkept(sent, kept, &passed, &mut out);
+    out.into_iter().map(|field| field.path).collect()
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,4 +1,6 @@
-//! What a Kubernetes client asks first: `/version`, the legacy discovery documents (`/api`,
+//! What a Kubernetes client asks first: `/version` (also at the server's root, where
+//! `kubectl get --raw /version` asks: a raw path is taken from the host, not from the
+//! kubeconfig's `/k8s`), the legacy discovery documents (`/api`,
 //! `/api/v1`, `/apis`, `/apis/apps/v1`) and OpenAPI v3. The OpenAPI documents list each
 //! resource's operations with `x-kubernetes-group-version-kind` and the `fieldValidation`
 //! parameter, which is how kubectl learns that the server validates fields itself: it then
@@ -65,6 +67,7 @@ pub const RESOURCES: &[ResourceInfo] = &[
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/k8s/version", get(version))
+        .route("/version", get(version))
         .route("/k8s/api", get(api_versions))
         .route("/k8s/api/v1", get(|| async { resource_list("") }))
         .route("/k8s/apis", get(api_groups))

@@ -66,6 +66,10 @@ fn json_patch(mut doc: Value, patch: &Value) -> Result<Value> {
             }
             Some("move") => {
                 let from = text("from").ok_or_else(|| fail("it has no \"from\"".into()))?;
+                // RFC 6902, section 4.4: a value cannot be moved into one of its children.
+                if path.starts_with(&format!("{from}/")) {
+                    return Err(fail(format!("{from} cannot be moved into its own child {path}")));
+                }
                 let moved = remove(&mut doc, from).map_err(fail)?;
                 add(&mut doc, path, moved).map_err(fail)?;
             }
@@ -287,6 +291,17 @@ mod tests {
         assert_eq!(out, json!({"metadata": {"labels": {"tier": "front"}}, "spec": {"containers": [{"name": "a", "image": "y"}]}}));
         let failing = json!([{"op": "test", "path": "/spec/containers/0/name", "value": "b"}]);
         assert_eq!(apply(PatchKind::Json, current, &failing).unwrap_err().code, StatusCode::UNPROCESSABLE_ENTITY);
+    }
+
+    #[test]
+    fn a_json_patch_cannot_move_a_value_into_its_own_child() {
+        let current = json!({"metadata": {"labels": {"app": "web"}}});
+        let into_child = json!([{"op": "move", "from": "/metadata/labels", "path": "/metadata/labels/inner"}]);
+        let err = apply(PatchKind::Json, current.clone(), &into_child).unwrap_err();
+        assert_eq!(err.code, StatusCode::BAD_REQUEST);
+        assert!(err.message.contains("/metadata/labels cannot be moved into its own child /metadata/labels/inner"), "{}", err.message);
+        let beside = json!([{"op": "move", "from": "/metadata/labels", "path": "/metadata/labelsx"}]);
+        assert_eq!(apply(PatchKind::Json, current, &beside).unwrap(), json!({"metadata": {"labelsx": {"app": "web"}}}));
     }
 
     #[test]
