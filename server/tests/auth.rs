@@ -127,6 +127,44 @@ async fn every_role_gets_exactly_its_rights() {
     anonymous.stop().await;
 }
 
+/// A node token registers its node's labels once; re-registering keeps them, so that it
+/// cannot take on another node's labels and the pods that select them. Whoever writes,
+/// `kubernetes.io/hostname` is the node's own name.
+#[tokio::test]
+async fn a_node_token_cannot_relabel_its_node_and_the_hostname_label_is_its_name() {
+    let anonymous = secured().await;
+    let (admin, agent) = (anonymous.with_token(ADMIN), anonymous.with_token(NODE_1));
+    let labelled = |name: &str, labels: serde_json::Value| {
+        let mut body = node(name);
+        body["metadata"]["labels"] = labels;
+        body
+    };
+    let labels = |n: &serde_json::Value| n["metadata"]["labels"].clone();
+    let (status, created) = agent.post("/api/v1/nodes", labelled("node-1", json!({"kubernetes.io/hostname": "node-2", "zone": "a"}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(labels(&created), json!({"kubernetes.io/hostname": "node-1", "zone": "a"}));
+
+    let stolen = labelled("node-1", json!({"kubernetes.io/hostname": "node-2", "zone": "b", "gpu": "true"}));
+    let (status, registered) = agent.post("/api/v1/nodes", stolen).await;
+    assert_eq!(status, StatusCode::OK, "{registered}");
+    assert_eq!(labels(&registered), json!({"kubernetes.io/hostname": "node-1", "zone": "a"}), "the node's labels stay as they were");
+
+    let (status, merged) = admin.post("/api/v1/nodes", labelled("node-1", json!({"kubernetes.io/hostname": "x", "zone": "b"}))).await;
+    assert_eq!(status, StatusCode::OK, "{merged}");
+    assert_eq!(labels(&merged), json!({"kubernetes.io/hostname": "node-1", "zone": "b"}), "an admin's registration merges labels");
+
+    let mut put = merged.clone();
+    put["metadata"]["labels"] = json!({"kubernetes.io/hostname": "node-2", "disk": "ssd"});
+    let (status, replaced) = admin.put("/api/v1/nodes/node-1", put).await;
+    assert_eq!(status, StatusCode::OK, "{replaced}");
+    assert_eq!(
+        labels(&replaced),
+        json!({"kubernetes.io/hostname": "node-1", "disk": "ssd"}),
+        "an admin's PUT sets the labels, but the name's"
+    );
+    anonymous.stop().await;
+}
+
 #[tokio::test]
 async fn a_non_loopback_address_without_a_token_is_refused() {
     let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
