@@ -192,7 +192,7 @@ async fn counting_listener() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
 }
 
 #[tokio::test]
-async fn a_node_cannot_aim_the_log_proxy_at_another_path_or_a_redirect() {
+async fn a_node_cannot_aim_the_log_proxy_at_another_path_a_refused_address_or_a_redirect() {
     let server = TestServer::start(Config { run_scheduler: false, ..Config::in_memory() }).await;
     let node = |endpoint: &str| {
         json!({"kind": "Node", "metadata": {"name": "n1"},
@@ -202,6 +202,19 @@ async fn a_node_cannot_aim_the_log_proxy_at_another_path_or_a_redirect() {
     let (status, error) = server.post("/api/v1/nodes", node(&format!("{secret}/latest/meta-data"))).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{error}");
     assert_eq!(error["error"]["details"][0]["field"], "status.agent_endpoint", "{error}");
+    // The cloud's metadata service, and this machine's loopback spelt as one number (which
+    // the URL parser would turn into 127.0.0.1), as a node token would register them.
+    let port = secret.rsplit(':').next().unwrap();
+    for (endpoint, why) in [
+        ("http://169.254.169.254:80".to_string(), "names 169.254.169.254, a link-local address, which the server sends no request to"),
+        ("http://[::ffff:169.254.169.254]:80".to_string(), "a link-local address"),
+        (format!("http://0x7f000001:{port}"), "a resolver reads it as an IPv4 address"),
+        (format!("http://2130706433:{port}"), "a resolver reads it as an IPv4 address"),
+    ] {
+        let (status, error) = server.post("/api/v1/nodes", node(&endpoint)).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{endpoint}: {error}");
+        assert!(error["error"]["details"][0]["message"].as_str().unwrap().contains(why), "{error}");
+    }
 
     // An endpoint that answers with a redirect to somewhere else.
     let target = format!("{secret}/secret");

@@ -224,9 +224,7 @@ pub async fn log(
         query.push(("follow", f.to_string()));
     }
     let url = format!("{endpoint}{}", shared::api::agent_paths::logs(&namespace, &name));
-    let unreachable = |e: reqwest::Error| {
-        ApiError::bad_gateway(format!("cannot reach the agent of node {}", node.metadata.name), format!("GET {url}: {e}"))
-    };
+    let unreachable = |e: reqwest::Error| crate::agent_client::unreachable(&node.metadata.name, &url, &e);
     let mut request = state.http.get(&url).query(&query).build().map_err(unreachable)?;
     // The agent's token signs the request; it never travels itself (agent_auth).
     let token = state.agent_keys.signing_key(&node.metadata.name, &state.config.tokens);
