@@ -173,6 +173,52 @@ async fn a_non_loopback_address_without_a_token_is_refused() {
     assert!(err.to_string().contains("without a token"), "{err}");
 }
 
+/// The real binary warns at start about a tokens file its group or others may read, naming
+/// the file and the fix, and says nothing about one only its owner reads.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_tokens_file_others_may_read_is_warned_about_at_start() {
+    use std::os::unix::fs::PermissionsExt;
+    use tokio::io::AsyncBufReadExt;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens");
+    std::fs::write(&file, "admin-secret admin\n").unwrap();
+    // The lines the binary logs until it serves.
+    let start_up = |mode: u32| {
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_shepherd"))
+            .args(["--in-memory", "--addr", "127.0.0.1:0", "--tokens-file"])
+            .arg(&file)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the shepherd binary runs");
+        async move {
+            let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+            let mut seen = Vec::new();
+            let serving = async {
+                while let Some(line) = lines.next_line().await.unwrap() {
+                    let done = line.contains("dashboard and API at");
+                    seen.push(line);
+                    if done {
+                        return;
+                    }
+                }
+                panic!("shepherd stopped before serving: {seen:?}");
+            };
+            tokio::time::timeout(std::time::Duration::from_secs(20), serving).await.expect("shepherd serves");
+            child.kill().await.unwrap();
+            seen.join("\n")
+        }
+    };
+    let logged = start_up(0o644).await;
+    let warning = format!("the tokens file {} is open to its group or others (mode 0644)", file.display());
+    assert!(logged.contains(&warning) && logged.contains(&format!("chmod 600 {}", file.display())), "{logged}");
+    let logged = start_up(0o600).await;
+    assert!(!logged.contains("tokens file"), "{logged}");
+}
+
 /// The real binary refuses to start when one token would name two principals: twice in the
 /// tokens file, or `--token` also in it.
 #[tokio::test]
