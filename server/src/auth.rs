@@ -211,7 +211,7 @@ impl Tokens {
                 [_, "admin"] => Principal { role: Role::Admin, node: None },
                 [_, "viewer"] => Principal { role: Role::Viewer, node: None },
                 // The rule of a node's metadata.name: any other name could never register.
-                [_, "node", node] => match shared::validation::dns_subdomain_error(node) {
+                [_, "node", node] => match shared::validation::node_name_error(node) {
                     None => Principal { role: Role::Node, node: Some(node.to_string()) },
                     Some(why) => return Err(syntax(format!("not a valid node name: {why}"))),
                 },

@@ -122,6 +122,10 @@ pub fn validate_service(service: &Service) -> Result<(), Vec<FieldError>> {
 pub fn validate_node(node: &Node) -> Result<(), Vec<FieldError>> {
     let mut errors = Errors::default();
     check_meta(&mut errors, &node.metadata, false);
+    // check_meta has said what is wrong with a name that is no DNS-1123 subdomain.
+    if let Some(message) = node_name_error(&node.metadata.name).filter(|_| dns_subdomain_error(&node.metadata.name).is_none()) {
+        errors.add("metadata.name", message);
+    }
     let status = &node.status;
     check_node_resources(&mut errors, "status.capacity", &status.capacity);
     check_node_resources(&mut errors, "status.allocatable", &status.allocatable);
@@ -167,7 +171,7 @@ pub fn agent_endpoint_error(endpoint: &str, node: &str) -> Option<String> {
         Some(v6) => v6.parse::<Ipv6Addr>().ok().map(IpAddr::V6),
         None => host.parse::<Ipv4Addr>().ok().map(IpAddr::V4),
     };
-    let host_is_valid = address.is_some() || dns_subdomain_error(host).is_none();
+    let host_is_valid = address.is_some() || (dns_subdomain_error(host).is_none() && host.split('.').all(is_dns_label));
     let port_is_valid = !port.starts_with('+') && port.parse::<u16>().is_ok_and(|p| p > 0);
     if !host_is_valid || !port_is_valid {
         return Some(expected());
@@ -502,7 +506,23 @@ pub fn dns_label_error(name: &str) -> Option<String> {
     None
 }
 
-/// A DNS-1123 subdomain: at most 253 characters of dot-separated DNS-1123 labels.
+/// A node's name: a DNS-1123 subdomain that is also a valid value of the node's
+/// `kubernetes.io/hostname` label, which the server sets to it, so at most 63 characters
+/// (the kubelet cannot register a longer one either).
+pub fn node_name_error(name: &str) -> Option<String> {
+    dns_subdomain_error(name).or_else(|| {
+        (name.len() > MAX_LABEL).then(|| {
+            format!(
+                "must be at most {MAX_LABEL} characters, as it is the value of the node's kubernetes.io/hostname label, got {}",
+                name.len()
+            )
+        })
+    })
+}
+
+/// A DNS-1123 subdomain as Kubernetes checks an object's name (`IsDNS1123Subdomain`): at
+/// most 253 characters of dot-separated parts written as DNS-1123 labels, with no limit of
+/// their own on the parts (a host name's labels have one: [`agent_endpoint_error`]).
 pub fn dns_subdomain_error(name: &str) -> Option<String> {
     if name.is_empty() {
         return Some("must not be empty".into());
@@ -510,7 +530,7 @@ pub fn dns_subdomain_error(name: &str) -> Option<String> {
     if name.len() > MAX_NAME {
         return Some(format!("must be at most {MAX_NAME} characters, got {}", name.len()));
     }
-    if !name.split('.').all(is_dns_label) {
+    if !name.split('.').all(is_dns_label_text) {
         return Some(format!(
             "{name:?} is not a valid DNS-1123 name: use lower-case letters, digits, '-' and '.', starting and ending with a letter or digit"
         ));
@@ -519,8 +539,12 @@ pub fn dns_subdomain_error(name: &str) -> Option<String> {
 }
 
 fn is_dns_label(part: &str) -> bool {
+    part.len() <= MAX_LABEL && is_dns_label_text(part)
+}
+
+/// Lower-case letters, digits and '-', alphanumeric at both ends, of any length.
+fn is_dns_label_text(part: &str) -> bool {
     !part.is_empty()
-        && part.len() <= MAX_LABEL
         && part.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         && !part.starts_with('-')
         && !part.ends_with('-')
@@ -620,7 +644,19 @@ mod tests {
         assert!(dns_subdomain_error("web-").is_some());
         assert!(dns_subdomain_error("WEB").is_some());
         assert!(dns_subdomain_error("a..b").is_some());
-        assert!(dns_subdomain_error(&"a".repeat(254)).is_some());
+        assert_eq!(dns_subdomain_error(&"a".repeat(254)).unwrap(), "must be at most 253 characters, got 254");
+        // Kubernetes limits an object's name, not its parts: a 64-character pod name is valid.
+        assert_eq!(dns_subdomain_error(&"b".repeat(64)), None);
+        assert_eq!(dns_subdomain_error(&format!("{}.{}", "b".repeat(126), "c".repeat(126))), None);
+        // A node's name is also its hostname label's value.
+        assert_eq!(node_name_error(&"n".repeat(63)), None);
+        assert!(node_name_error(&format!("{}.example", "n".repeat(60))).unwrap().starts_with("must be at most 63 characters, as it is"));
+        assert!(node_name_error("N1").unwrap().contains("is not a valid DNS-1123 name"));
+        let mut node: Node = serde_json::from_str(r#"{"kind":"Node","metadata":{"name":"node-1"}}"#).unwrap();
+        node.metadata.name = "n".repeat(64);
+        assert_eq!(fields(validate_node(&node)), vec!["metadata.name"]);
+        node.metadata.name = "N".repeat(64);
+        assert_eq!(fields(validate_node(&node)), vec!["metadata.name"], "one error for one name");
         assert!(dns_label_error("a.b").is_some());
         assert!(dns_label_error(&"a".repeat(64)).is_some());
         assert!(dns_label_error(&"a".repeat(63)).is_none());
@@ -735,6 +771,7 @@ mod tests {
             "http://user:secret@127.0.0.1:10250",
             "http://[::1:10250",
             "http://Node.example:10250",
+            "http://node-1.bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb.example:10250",
             "http://a b:10250",
         ] {
             let error = agent_endpoint_error(bad, "node-1").unwrap_or_else(|| panic!("{bad} passed"));
