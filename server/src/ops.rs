@@ -316,9 +316,9 @@ pub fn as_lease(object: Option<&Object>) -> Option<&Lease> {
 /// Registers a node: creates it, or updates what the agent owns (capacity, allocatable,
 /// info, addresses, conditions) and keeps what admins set (cordon, taints). Its labels are
 /// [`registered_labels`]: a node's own token sets them only when it creates the node, an
-/// admin's are merged in, and `kubernetes.io/hostname` is always its name. Registration is the agent's first proof
-/// of life, so it stamps the node's status heartbeat and renews its lease (creating it) in
-/// the same transaction: a node is judged ready from the moment it registers (see
+/// admin's are merged in, and `kubernetes.io/hostname` is always its name. Registration is
+/// the agent's first proof of life, so it stamps the node's status heartbeat and renews its
+/// lease (creating it) in the same transaction: a node is judged ready from the moment it registers (see
 /// `shared::readiness`), never left waiting for a second message. `grace` is the server's
 /// node monitor grace, written into the lease.
 pub fn register_node(mut node: Node, registrant: Registrant, now: Time, grace: Duration) -> Txn {
