@@ -12,8 +12,11 @@ use shared::validation::unproxyable_address;
 
 use crate::error::ApiError;
 
+/// The addresses of a host name, once found.
+type Found = Pin<Box<dyn Future<Output = std::io::Result<Vec<SocketAddr>>> + Send>>;
+
 /// Finds the addresses of a host name.
-type Lookup = fn(String) -> Pin<Box<dyn Future<Output = std::io::Result<Vec<SocketAddr>>> + Send>>;
+type Lookup = fn(String) -> Found;
 
 /// Every address a host name resolves to is one the server sends no request to.
 #[derive(Debug, thiserror::Error)]
@@ -37,7 +40,7 @@ fn client_resolving_with(lookup: Lookup) -> reqwest::Client {
         .expect("a client without TLS settings builds")
 }
 
-fn system_lookup(host: String) -> Pin<Box<dyn Future<Output = std::io::Result<Vec<SocketAddr>>> + Send>> {
+fn system_lookup(host: String) -> Found {
     Box::pin(async move { Ok(tokio::net::lookup_host((host.as_str(), 0)).await?.collect()) })
 }
 
@@ -91,7 +94,7 @@ mod tests {
 
     /// A name that resolves to 0.0.0.0, which reaches this host, and to a multicast address:
     /// without the resolver's check, the request would reach the listener.
-    fn unspecified_and_multicast(_: String) -> Pin<Box<dyn Future<Output = std::io::Result<Vec<SocketAddr>>> + Send>> {
+    fn unspecified_and_multicast(_: String) -> Found {
         Box::pin(async { Ok(vec!["0.0.0.0:0".parse().unwrap(), "[ff02::1]:0".parse().unwrap()]) })
     }
 
