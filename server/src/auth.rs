@@ -182,6 +182,12 @@ impl Tokens {
     pub fn load(path: &Path) -> Result<Tokens, TokenError> {
         let shown = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| TokenError::Read { path: shown.clone(), message: e.to_string() })?;
+        #[cfg(unix)]
+        if let Ok(metadata) = std::fs::metadata(path)
+            && let Some(warning) = open_permissions_warning(&shown, std::os::unix::fs::PermissionsExt::mode(&metadata.permissions()))
+        {
+            tracing::warn!("{warning}");
+        }
         let tokens = Tokens::parse(&text, &shown)?;
         if tokens.is_empty() {
             return Err(TokenError::NoTokens { path: shown });
@@ -190,6 +196,8 @@ impl Tokens {
     }
 
     pub fn parse(text: &str, path: &str) -> Result<Tokens, TokenError> {
+        // Editors on Windows start a UTF-8 file with a byte order mark; it is no part of the first token.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let mut tokens = Tokens::default();
         let mut lines = HashMap::new();
         for (index, raw) in text.lines().enumerate() {
@@ -202,7 +210,11 @@ impl Tokens {
             let principal = match fields.as_slice() {
                 [_, "admin"] => Principal { role: Role::Admin, node: None },
                 [_, "viewer"] => Principal { role: Role::Viewer, node: None },
-                [_, "node", node] => Principal { role: Role::Node, node: Some(node.to_string()) },
+                // The rule of a node's metadata.name: any other name could never register.
+                [_, "node", node] => match shared::validation::node_name_error(node) {
+                    None => Principal { role: Role::Node, node: Some(node.to_string()) },
+                    Some(why) => return Err(syntax(format!("not a valid node name: {why}"))),
+                },
                 [_, "node"] => return Err(syntax("a node token needs the node name: <token> node <node-name>".into())),
                 [_, role, ..] if !["admin", "viewer", "node"].contains(role) => {
                     return Err(syntax(format!("unknown role {role:?}: use admin, node or viewer")));
@@ -227,6 +239,17 @@ impl Tokens {
         tokens.file = Some((path.to_string(), lines));
         Ok(tokens)
     }
+}
+
+/// The warning for a tokens file at `path` whose permission bits `mode` let its group or
+/// others read or change it, as ssh warns about a private key.
+fn open_permissions_warning(path: &str, mode: u32) -> Option<String> {
+    (mode & 0o077 != 0).then(|| {
+        format!(
+            "the tokens file {path} is open to its group or others (mode {:04o}): whoever can read it can use its tokens. Run `chmod 600 {path}`",
+            mode & 0o7777
+        )
+    })
 }
 
 /// The token a request authenticated with. The handlers through which a node's agent
@@ -432,6 +455,31 @@ node-one-again node node-1
             keys.forget(node);
         }
         assert_eq!((key("node-1").as_deref(), key("sim-0")), (Some("node-one-secret"), None), "a deleted node's key is gone");
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_no_part_of_the_first_token() {
+        let tokens = Tokens::parse("\u{feff}admin-secret admin\n", "t").unwrap();
+        assert_eq!(tokens.lookup("admin-secret").unwrap().1.role, Role::Admin);
+    }
+
+    #[test]
+    fn a_node_token_names_a_valid_node_name() {
+        let err = Tokens::parse("admin-secret admin\nnode-secret node N1\n", "t").err().unwrap();
+        assert_eq!(
+            err.to_string(),
+            "t line 2: not a valid node name: \"N1\" is not a valid DNS-1123 name: use lower-case letters, digits, '-' and '.', starting and ending with a letter or digit"
+        );
+        assert!(Tokens::parse("node-secret node node-1.example\n", "t").is_ok());
+    }
+
+    #[test]
+    fn a_tokens_file_open_to_others_is_warned_about() {
+        assert_eq!(open_permissions_warning("/etc/t", 0o100600), None);
+        assert_eq!(open_permissions_warning("/etc/t", 0o100400), None);
+        let warning = open_permissions_warning("/etc/t", 0o100644).unwrap();
+        assert!(warning.contains("/etc/t is open to its group or others (mode 0644)") && warning.contains("chmod 600 /etc/t"), "{warning}");
+        assert!(open_permissions_warning("/etc/t", 0o100620).is_some(), "writable by its group");
     }
 
     #[test]

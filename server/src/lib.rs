@@ -12,11 +12,13 @@
 //! - [`k8s`]: the Kubernetes-compatible API under `/k8s`, for kubectl, in front of the same writes;
 //! - [`strict`]: the fields of a body its type does not hold, which both dialects refuse;
 //! - [`auth`]: bearer tokens with the roles admin, node and viewer;
+//! - [`agent_client`]: the client the server asks agents with, which reaches no refused address;
 //! - [`scheduler`]: the loop around `shared::scheduler`: queue, backoff, assume, bind;
 //! - [`controllers`]: node lifecycle, deployments, service endpoints, terminating pods, event expiry;
 //! - [`metrics`]: Prometheus text; [`config`]: the validated settings;
 //! - [`tls`]: HTTPS: the serving certificate (given, or made in the data directory) and the listener.
 
+pub mod agent_client;
 pub mod api;
 pub mod auth;
 pub mod config;
@@ -98,11 +100,7 @@ impl Server {
             scheduler: handle.clone(),
             started_at: chrono::Utc::now(),
             shutdown: shutdown.clone(),
-            // A redirect would take a proxied request to wherever an agent endpoint says.
-            http: reqwest::Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .build()
-                .expect("a client without TLS settings builds"),
+            http: agent_client::client(),
             agent_keys: auth::AgentKeys::default(),
         });
         let mut tasks = JoinSet::new();

@@ -13,6 +13,7 @@ use shared::model::{
 };
 
 use shared::readiness::Readiness;
+use shared::registration::{Registrant, registered_labels};
 use shared::scheduler::check_room;
 
 use crate::events::{self, SOURCE_SCHEDULER};
@@ -313,19 +314,21 @@ pub fn as_lease(object: Option<&Object>) -> Option<&Lease> {
 }
 
 /// Registers a node: creates it, or updates what the agent owns (capacity, allocatable,
-/// info, addresses, conditions) and keeps what admins set (cordon, taints, labels they
-/// added). Labels the agent sends are merged in. Registration is the agent's first proof
-/// of life, so it stamps the node's status heartbeat and renews its lease (creating it) in
-/// the same transaction: a node is judged ready from the moment it registers (see
+/// info, addresses, conditions) and keeps what admins set (cordon, taints). Its labels are
+/// [`registered_labels`]: a node's own token sets them only when it creates the node, an
+/// admin's are merged in, and `kubernetes.io/hostname` is always its name. Registration is
+/// the agent's first proof of life, so it stamps the node's status heartbeat and renews its
+/// lease (creating it) in the same transaction: a node is judged ready from the moment it registers (see
 /// `shared::readiness`), never left waiting for a second message. `grace` is the server's
 /// node monitor grace, written into the lease.
-pub fn register_node(mut node: Node, now: Time, grace: Duration) -> Txn {
+pub fn register_node(mut node: Node, registrant: Registrant, now: Time, grace: Duration) -> Txn {
     let name = node.metadata.name.clone();
     let key = Key::new(Kind::Node, "", &name);
     let register = Write::new(key, move |_, current| match current {
         Some(Object::Node(stored)) => {
             let mut updated = stored.clone();
-            updated.metadata.labels.extend(node.metadata.labels);
+            updated.metadata.labels =
+                registered_labels(&stored.metadata.name, Some(&stored.metadata.labels), node.metadata.labels, registrant);
             updated.metadata.annotations.extend(node.metadata.annotations);
             updated.status.capacity = node.status.capacity;
             updated.status.allocatable = node.status.allocatable;
@@ -341,6 +344,7 @@ pub fn register_node(mut node: Node, now: Time, grace: Duration) -> Txn {
         }
         _ => {
             crate::resources::stamp_new(&mut node, now);
+            node.metadata.labels = registered_labels(&node.metadata.name, None, std::mem::take(&mut node.metadata.labels), registrant);
             node.status.last_heartbeat = Some(now);
             let conditions = std::mem::take(&mut node.status.conditions);
             for condition in conditions {
@@ -461,7 +465,7 @@ mod tests {
         let store = CachedStore::in_memory(1000);
         let ns = shared::model::Namespace { metadata: ObjectMeta::named("", "default"), ..Default::default() };
         store.commit(Txn::new().with(create(ns))).await.unwrap();
-        store.commit(register_node(node("n1", 1000, 10), chrono::Utc::now(), GRACE)).await.unwrap();
+        store.commit(register_node(node("n1", 1000, 10), Registrant::Admin, chrono::Utc::now(), GRACE)).await.unwrap();
         store
     }
 
@@ -501,7 +505,7 @@ mod tests {
             status: conditions::TRUE.into(),
             ..Condition::default()
         });
-        store.commit(register_node(n, chrono::Utc::now(), GRACE)).await.unwrap();
+        store.commit(register_node(n, Registrant::Admin, chrono::Utc::now(), GRACE)).await.unwrap();
     }
 
     async fn ready_node_with_bound_pod(store: &CachedStore, name: &str) -> Pod {

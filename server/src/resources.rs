@@ -6,6 +6,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use shared::api::FieldError;
 use shared::model::{Deployment, Event, Lease, Namespace, Node, ObjectMeta, Pod, PodStatus, Service, Time};
+use shared::registration::with_own_hostname;
 use shared::validation;
 
 /// What the API adds to `shared`'s [`shared::model::Resource`] (kind, metadata, the way in
@@ -180,11 +181,13 @@ impl Resource for Node {
         default_allocatable(self);
     }
 
-    /// An admin's PUT changes labels, annotations, cordon and taints; the rest of the
-    /// status is the agent's, written through heartbeats and `/status`.
+    /// An admin's PUT changes labels (but `kubernetes.io/hostname`, always the node's name),
+    /// annotations, cordon and taints; the rest of the status is the agent's, written through
+    /// heartbeats and `/status`.
     fn merge_update(stored: &Self, new: Self) -> Result<Self, Vec<FieldError>> {
         let mut merged = stored.clone();
         merged.metadata = merged_meta(&stored.metadata, &new.metadata);
+        merged.metadata.labels = with_own_hostname(&merged.metadata.name, std::mem::take(&mut merged.metadata.labels));
         merged.status.unschedulable = new.status.unschedulable;
         merged.status.taints = new.status.taints;
         validation::validate_node(&merged)?;

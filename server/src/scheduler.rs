@@ -356,7 +356,7 @@ impl SchedulerLoop {
 #[cfg(test)]
 mod tests {
     use shared::model::{Namespace, ObjectMeta};
-    use shared::registration::NodeDescription;
+    use shared::registration::{NodeDescription, Registrant};
     use shared::scheduler::QueueState;
 
     use super::*;
@@ -443,7 +443,7 @@ mod tests {
         queue_status(&handle, &key, |s| s.state == QueueState::Unschedulable).await;
         let now = chrono::Utc::now();
         let node = NodeDescription::new("n1", shared::model::NodeResources { cpu: 1000, memory: 1 << 30, pods: 10 }).to_node(now);
-        store.commit(ops::register_node(node, now, GRACE)).await.unwrap();
+        store.commit(ops::register_node(node, Registrant::OwnNode, now, GRACE)).await.unwrap();
         let changed = Instant::now();
         let requeued_by = requeue_until_bound(&store, &handle, &key).await;
         assert_eq!(bound_to(&store, &key).as_deref(), Some("n1"));
@@ -460,7 +460,7 @@ mod tests {
         let (store, handle, shutdown) = started().await;
         let long_ago = chrono::Utc::now() - chrono::Duration::seconds(60);
         let node = NodeDescription::new("n1", shared::model::NodeResources { cpu: 1000, memory: 1 << 30, pods: 10 }).to_node(long_ago);
-        store.commit(ops::register_node(node, long_ago, GRACE)).await.unwrap();
+        store.commit(ops::register_node(node, Registrant::OwnNode, long_ago, GRACE)).await.unwrap();
         let key = create_pod(&store, "web", 100).await;
         queue_status(&handle, &key, |s| s.state == QueueState::Unschedulable).await;
         let node_revision = store.get(&Key::new(Kind::Node, "", "n1")).unwrap().metadata().resource_version;
@@ -480,7 +480,7 @@ mod tests {
         let (store, handle, shutdown) = started().await;
         let now = chrono::Utc::now();
         let node = NodeDescription::new("n1", shared::model::NodeResources { cpu: 1000, memory: 1 << 30, pods: 10 }).to_node(now);
-        store.commit(ops::register_node(node, now, GRACE)).await.unwrap();
+        store.commit(ops::register_node(node, Registrant::OwnNode, now, GRACE)).await.unwrap();
         let first = create_pod(&store, "first", 1000).await;
         while bound_to(&store, &first).is_none() {
             tokio::time::sleep(Duration::from_millis(10)).await;

@@ -99,6 +99,12 @@ async fn logs_reach_an_agent_with_a_token_only_signed_with_it() {
     let health = reqwest::get(format!("{}/healthz", node.status.agent_endpoint)).await.unwrap();
     assert_eq!(health.status(), 200, "health stays open");
 
+    // The agent's 404 for an unknown container reaches the client with the agent's message, not its JSON.
+    let options = LogOptions { container: Some("nope".into()), ..LogOptions::default() };
+    let error = admin.logs("default", &signed, &options).await.err().expect("no container nope").to_string();
+    assert!(error.contains("the agent of node node-1 answered 4"), "{error}");
+    assert!(error.contains("nope") && !error.contains('{'), "the agent's message, not its JSON: {error}");
+
     let on_admin_token = running_pod_on(&admin, "node-2").await;
     let first = first_log_chunk(&admin, &on_admin_token).await.expect("the log of a node whose agent has an admin token");
     assert!(first.starts_with("[simulated]"), "{first:?}");
@@ -168,7 +174,8 @@ async fn after_a_restart_the_node_token_signs_until_the_agent_speaks_again() {
     let admin = Client::new(&server.url, Some(ADMIN.to_string())).unwrap();
     assert_eq!(first_log_chunk(&admin, "on-node-1").await.as_deref(), Ok("log of /logs/default/on-node-1\n"), "the node token");
     let error = first_log_chunk(&admin, "on-node-2").await.expect_err("nothing to sign with for an agent on an admin token");
-    assert!(error.contains("401") && error.contains("nothing to sign with for node node-2"), "{error}");
+    assert!(error.contains("the server could not sign its request to the agent of node node-2, so the agent refused it (401"), "{error}");
+    assert!(!error.contains("the agent of node node-2 answered"), "the server could not sign; the agent did not fail: {error}");
     let (status, body) = server.with_token(ADMIN).get("/api/v1/namespaces/default/pods/on-node-2/log").await;
     assert_eq!(status, StatusCode::BAD_GATEWAY, "the agent's 401 is the server's trouble, not a reason for the client to log in: {body}");
     assert!(error.contains("`<token> node node-2`"), "the error names the fix: {error}");
@@ -192,7 +199,7 @@ async fn counting_listener() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
 }
 
 #[tokio::test]
-async fn a_node_cannot_aim_the_log_proxy_at_another_path_or_a_redirect() {
+async fn a_node_cannot_aim_the_log_proxy_at_another_path_a_refused_address_or_a_redirect() {
     let server = TestServer::start(Config { run_scheduler: false, ..Config::in_memory() }).await;
     let node = |endpoint: &str| {
         json!({"kind": "Node", "metadata": {"name": "n1"},
@@ -202,6 +209,19 @@ async fn a_node_cannot_aim_the_log_proxy_at_another_path_or_a_redirect() {
     let (status, error) = server.post("/api/v1/nodes", node(&format!("{secret}/latest/meta-data"))).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{error}");
     assert_eq!(error["error"]["details"][0]["field"], "status.agent_endpoint", "{error}");
+    // The cloud's metadata service, and this machine's loopback spelt as one number (which
+    // the URL parser would turn into 127.0.0.1), as a node token would register them.
+    let port = secret.rsplit(':').next().unwrap();
+    for (endpoint, why) in [
+        ("http://169.254.169.254:80".to_string(), "names 169.254.169.254, a link-local address, which the server sends no request to"),
+        ("http://[::ffff:169.254.169.254]:80".to_string(), "a link-local address"),
+        (format!("http://0x7f000001:{port}"), "a resolver reads it as an IPv4 address"),
+        (format!("http://2130706433:{port}"), "a resolver reads it as an IPv4 address"),
+    ] {
+        let (status, error) = server.post("/api/v1/nodes", node(&endpoint)).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{endpoint}: {error}");
+        assert!(error["error"]["details"][0]["message"].as_str().unwrap().contains(why), "{error}");
+    }
 
     // An endpoint that answers with a redirect to somewhere else.
     let target = format!("{secret}/secret");

@@ -110,6 +110,14 @@ async fn validation_reports_every_field_and_stores_nothing() {
     assert_eq!(pods["items"].as_array().unwrap().len(), 0, "nothing half-written");
     let (_, events) = server.get("/api/v1/events").await;
     assert_eq!(events["items"].as_array().unwrap().len(), 0, "no Created event either");
+
+    // A name is limited as in Kubernetes, to 253 characters in all, and a refusal for its
+    // length says the limit.
+    let (status, created) = server.post("/api/v1/pods", pod(&"b".repeat(64), 1, 1)).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let (status, err) = server.post("/api/v1/pods", pod(&"b".repeat(254), 1, 1)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    assert_eq!(err["error"]["details"][0]["message"], "must be at most 253 characters, got 254", "{err}");
     server.stop().await;
 }
 

@@ -127,12 +127,96 @@ async fn every_role_gets_exactly_its_rights() {
     anonymous.stop().await;
 }
 
+/// A node token registers its node's labels once; re-registering keeps them, so that it
+/// cannot take on another node's labels and the pods that select them. Whoever writes,
+/// `kubernetes.io/hostname` is the node's own name.
+#[tokio::test]
+async fn a_node_token_cannot_relabel_its_node_and_the_hostname_label_is_its_name() {
+    let anonymous = secured().await;
+    let (admin, agent) = (anonymous.with_token(ADMIN), anonymous.with_token(NODE_1));
+    let labelled = |name: &str, labels: serde_json::Value| {
+        let mut body = node(name);
+        body["metadata"]["labels"] = labels;
+        body
+    };
+    let labels = |n: &serde_json::Value| n["metadata"]["labels"].clone();
+    let (status, created) = agent.post("/api/v1/nodes", labelled("node-1", json!({"kubernetes.io/hostname": "node-2", "zone": "a"}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(labels(&created), json!({"kubernetes.io/hostname": "node-1", "zone": "a"}));
+
+    let stolen = labelled("node-1", json!({"kubernetes.io/hostname": "node-2", "zone": "b", "gpu": "true"}));
+    let (status, registered) = agent.post("/api/v1/nodes", stolen).await;
+    assert_eq!(status, StatusCode::OK, "{registered}");
+    assert_eq!(labels(&registered), json!({"kubernetes.io/hostname": "node-1", "zone": "a"}), "the node's labels stay as they were");
+
+    let (status, merged) = admin.post("/api/v1/nodes", labelled("node-1", json!({"kubernetes.io/hostname": "x", "zone": "b"}))).await;
+    assert_eq!(status, StatusCode::OK, "{merged}");
+    assert_eq!(labels(&merged), json!({"kubernetes.io/hostname": "node-1", "zone": "b"}), "an admin's registration merges labels");
+
+    let mut put = merged.clone();
+    put["metadata"]["labels"] = json!({"kubernetes.io/hostname": "node-2", "disk": "ssd"});
+    let (status, replaced) = admin.put("/api/v1/nodes/node-1", put).await;
+    assert_eq!(status, StatusCode::OK, "{replaced}");
+    assert_eq!(
+        labels(&replaced),
+        json!({"kubernetes.io/hostname": "node-1", "disk": "ssd"}),
+        "an admin's PUT sets the labels, but the name's"
+    );
+    anonymous.stop().await;
+}
+
 #[tokio::test]
 async fn a_non_loopback_address_without_a_token_is_refused() {
     let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
     let err = server::run(listener, Config::in_memory(), CancellationToken::new()).await.unwrap_err();
     assert!(matches!(err, server::ServerError::InsecureBind(_)), "{err}");
     assert!(err.to_string().contains("without a token"), "{err}");
+}
+
+/// The real binary warns at start about a tokens file its group or others may read, naming
+/// the file and the fix, and says nothing about one only its owner reads.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_tokens_file_others_may_read_is_warned_about_at_start() {
+    use std::os::unix::fs::PermissionsExt;
+    use tokio::io::AsyncBufReadExt;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens");
+    std::fs::write(&file, "admin-secret admin\n").unwrap();
+    // The lines the binary logs until it serves.
+    let start_up = |mode: u32| {
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_shepherd"))
+            .args(["--in-memory", "--addr", "127.0.0.1:0", "--tokens-file"])
+            .arg(&file)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the shepherd binary runs");
+        async move {
+            let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+            let mut seen = Vec::new();
+            let serving = async {
+                while let Some(line) = lines.next_line().await.unwrap() {
+                    let done = line.contains("dashboard and API at");
+                    seen.push(line);
+                    if done {
+                        return;
+                    }
+                }
+                panic!("shepherd stopped before serving: {seen:?}");
+            };
+            tokio::time::timeout(std::time::Duration::from_secs(20), serving).await.expect("shepherd serves");
+            child.kill().await.unwrap();
+            seen.join("\n")
+        }
+    };
+    let logged = start_up(0o644).await;
+    let warning = format!("the tokens file {} is open to its group or others (mode 0644)", file.display());
+    assert!(logged.contains(&warning) && logged.contains(&format!("chmod 600 {}", file.display())), "{logged}");
+    let logged = start_up(0o600).await;
+    assert!(!logged.contains("tokens file"), "{logged}");
 }
 
 /// The real binary refuses to start when one token would name two principals: twice in the

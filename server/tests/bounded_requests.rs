@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use server::ops;
 use server::store::{CachedStore, Key, Store, Txn};
 use shared::model::{Kind, Namespace, Node, Object, ObjectMeta, Pod};
+use shared::registration::Registrant;
 use shared::scheduler::Scheduler;
 use shared::validation::{MAX_CONTAINERS, MAX_CPU_MILLICORES, MAX_MEMORY_BYTES, MAX_NODE_PODS, validate_node, validate_pod};
 
@@ -122,7 +123,8 @@ async fn run(nodes: Vec<Value>, pods: Vec<(Value, usize)>) -> Result<(), TestCas
     for (i, manifest) in nodes.into_iter().enumerate() {
         let Some(mut node) = admit_node(manifest, &format!("node-{i}")) else { continue };
         node.status.last_heartbeat = Some(now);
-        store.commit(ops::register_node(node, now, shared::readiness::DEFAULT_NODE_MONITOR_GRACE)).await.unwrap();
+        let registration = ops::register_node(node, Registrant::OwnNode, now, shared::readiness::DEFAULT_NODE_MONITOR_GRACE);
+        store.commit(registration).await.unwrap();
         let Some(Object::Node(stored)) = store.get(&Key::new(Kind::Node, "", &format!("node-{i}"))).as_deref().cloned() else {
             panic!("node-{i} was registered but is not stored");
         };

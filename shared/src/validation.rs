@@ -3,6 +3,7 @@
 //! manifest in one pass.
 
 use std::collections::BTreeSet;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::api::{FieldError, Heartbeat, agent_paths};
 use crate::model::{
@@ -121,6 +122,10 @@ pub fn validate_service(service: &Service) -> Result<(), Vec<FieldError>> {
 pub fn validate_node(node: &Node) -> Result<(), Vec<FieldError>> {
     let mut errors = Errors::default();
     check_meta(&mut errors, &node.metadata, false);
+    // check_meta has said what is wrong with a name that is no DNS-1123 subdomain.
+    if let Some(message) = node_name_error(&node.metadata.name).filter(|_| dns_subdomain_error(&node.metadata.name).is_none()) {
+        errors.add("metadata.name", message);
+    }
     let status = &node.status;
     check_node_resources(&mut errors, "status.capacity", &status.capacity);
     check_node_resources(&mut errors, "status.allocatable", &status.allocatable);
@@ -142,7 +147,9 @@ pub fn validate_node(node: &Node) -> Result<(), Vec<FieldError>> {
 /// Where the server may send what it asks of node `node`'s agent (its logs):
 /// `http://` or `https://`, a host (a DNS name, an IPv4 address or a bracketed IPv6 one) and
 /// a port, then nothing, or a fleet's [`agent_paths::fleet_node`] path of this node. The server adds the
-/// rest of the path itself, so a node cannot aim it at another path, a user or a query.
+/// rest of the path itself, so a node cannot aim it at another path, a user or a query. An
+/// address must pass [`unproxyable_address`], and a name must not read as a number; the
+/// server checks the addresses a name resolves to when it connects.
 pub fn agent_endpoint_error(endpoint: &str, node: &str) -> Option<String> {
     let expected = || {
         format!(
@@ -160,12 +167,49 @@ pub fn agent_endpoint_error(endpoint: &str, node: &str) -> Option<String> {
     let Some((host, port)) = authority.rsplit_once(':') else {
         return Some(expected());
     };
-    let host_is_valid = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
-        Some(v6) => v6.parse::<std::net::Ipv6Addr>().is_ok(),
-        None => host.parse::<std::net::Ipv4Addr>().is_ok() || dns_subdomain_error(host).is_none(),
+    let address = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(v6) => v6.parse::<Ipv6Addr>().ok().map(IpAddr::V6),
+        None => host.parse::<Ipv4Addr>().ok().map(IpAddr::V4),
     };
+    let host_is_valid = address.is_some() || (dns_subdomain_error(host).is_none() && host.split('.').all(is_dns_label));
     let port_is_valid = !port.starts_with('+') && port.parse::<u16>().is_ok_and(|p| p > 0);
-    (!host_is_valid || !port_is_valid).then(expected)
+    if !host_is_valid || !port_is_valid {
+        return Some(expected());
+    }
+    if let Some(kind) = address.and_then(unproxyable_address) {
+        return Some(format!(
+            "names {host}, {kind} address, which the server sends no request to (no link-local, unspecified or multicast address), got {endpoint:?}"
+        ));
+    }
+    // A resolver reads such a name as an IPv4 address (0x7f000001, 2130706433, 127.1) and
+    // the URL parser rewrites it to one: a host name must not hide an address.
+    if address.is_none() && host.rsplit('.').next().is_some_and(|last| last.starts_with(|c: char| c.is_ascii_digit())) {
+        return Some(format!(
+            "names host {host:?}, whose last label starts with a digit, so a resolver reads it as an IPv4 address: write the address as four decimal numbers (a.b.c.d), got {endpoint:?}"
+        ));
+    }
+    None
+}
+
+/// Why the server sends no request to `ip`: `Some("a link-local")`, `Some("an unspecified")`
+/// or `Some("a multicast")`, IPv4-mapped IPv6 addresses judged as their IPv4 address. Kubernetes'
+/// apiserver proxies to none of these (`IsProxyableIP`): 169.254.169.254 is a cloud's
+/// metadata service. Loopback and private addresses are where agents run, so they pass.
+pub fn unproxyable_address(ip: IpAddr) -> Option<&'static str> {
+    match ip {
+        IpAddr::V4(v4) if v4.is_link_local() => Some("a link-local"),
+        // 0.0.0.0/8 is "this network", never a destination (RFC 1122); 0.0.0.0 reaches the host itself.
+        IpAddr::V4(v4) if v4.octets()[0] == 0 => Some("an unspecified"),
+        IpAddr::V4(v4) if v4.is_multicast() => Some("a multicast"),
+        IpAddr::V4(_) => None,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => unproxyable_address(IpAddr::V4(v4)),
+            None if v6.is_unicast_link_local() => Some("a link-local"),
+            None if v6.is_unspecified() => Some("an unspecified"),
+            None if v6.is_multicast() => Some("a multicast"),
+            None => None,
+        },
+    }
 }
 
 /// A heartbeat's capacity and allocatable, bounded as a node's.
@@ -462,7 +506,23 @@ pub fn dns_label_error(name: &str) -> Option<String> {
     None
 }
 
-/// A DNS-1123 subdomain: at most 253 characters of dot-separated DNS-1123 labels.
+/// A node's name: a DNS-1123 subdomain that is also a valid value of the node's
+/// `kubernetes.io/hostname` label, which the server sets to it, so at most 63 characters
+/// (the kubelet cannot register a longer one either).
+pub fn node_name_error(name: &str) -> Option<String> {
+    dns_subdomain_error(name).or_else(|| {
+        (name.len() > MAX_LABEL).then(|| {
+            format!(
+                "must be at most {MAX_LABEL} characters, as it is the value of the node's kubernetes.io/hostname label, got {}",
+                name.len()
+            )
+        })
+    })
+}
+
+/// A DNS-1123 subdomain as Kubernetes checks an object's name (`IsDNS1123Subdomain`): at
+/// most 253 characters of dot-separated parts written as DNS-1123 labels, with no limit of
+/// their own on the parts (a host name's labels have one: [`agent_endpoint_error`]).
 pub fn dns_subdomain_error(name: &str) -> Option<String> {
     if name.is_empty() {
         return Some("must not be empty".into());
@@ -470,7 +530,7 @@ pub fn dns_subdomain_error(name: &str) -> Option<String> {
     if name.len() > MAX_NAME {
         return Some(format!("must be at most {MAX_NAME} characters, got {}", name.len()));
     }
-    if !name.split('.').all(is_dns_label) {
+    if !name.split('.').all(is_dns_label_text) {
         return Some(format!(
             "{name:?} is not a valid DNS-1123 name: use lower-case letters, digits, '-' and '.', starting and ending with a letter or digit"
         ));
@@ -479,8 +539,12 @@ pub fn dns_subdomain_error(name: &str) -> Option<String> {
 }
 
 fn is_dns_label(part: &str) -> bool {
+    part.len() <= MAX_LABEL && is_dns_label_text(part)
+}
+
+/// Lower-case letters, digits and '-', alphanumeric at both ends, of any length.
+fn is_dns_label_text(part: &str) -> bool {
     !part.is_empty()
-        && part.len() <= MAX_LABEL
         && part.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         && !part.starts_with('-')
         && !part.ends_with('-')
@@ -580,7 +644,19 @@ mod tests {
         assert!(dns_subdomain_error("web-").is_some());
         assert!(dns_subdomain_error("WEB").is_some());
         assert!(dns_subdomain_error("a..b").is_some());
-        assert!(dns_subdomain_error(&"a".repeat(254)).is_some());
+        assert_eq!(dns_subdomain_error(&"a".repeat(254)).unwrap(), "must be at most 253 characters, got 254");
+        // Kubernetes limits an object's name, not its parts: a 64-character pod name is valid.
+        assert_eq!(dns_subdomain_error(&"b".repeat(64)), None);
+        assert_eq!(dns_subdomain_error(&format!("{}.{}", "b".repeat(126), "c".repeat(126))), None);
+        // A node's name is also its hostname label's value.
+        assert_eq!(node_name_error(&"n".repeat(63)), None);
+        assert!(node_name_error(&format!("{}.example", "n".repeat(60))).unwrap().starts_with("must be at most 63 characters, as it is"));
+        assert!(node_name_error("N1").unwrap().contains("is not a valid DNS-1123 name"));
+        let mut node: Node = serde_json::from_str(r#"{"kind":"Node","metadata":{"name":"node-1"}}"#).unwrap();
+        node.metadata.name = "n".repeat(64);
+        assert_eq!(fields(validate_node(&node)), vec!["metadata.name"]);
+        node.metadata.name = "N".repeat(64);
+        assert_eq!(fields(validate_node(&node)), vec!["metadata.name"], "one error for one name");
         assert!(dns_label_error("a.b").is_some());
         assert!(dns_label_error(&"a".repeat(64)).is_some());
         assert!(dns_label_error(&"a".repeat(63)).is_none());
@@ -695,10 +771,46 @@ mod tests {
             "http://user:secret@127.0.0.1:10250",
             "http://[::1:10250",
             "http://Node.example:10250",
+            "http://node-1.bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb.example:10250",
             "http://a b:10250",
         ] {
             let error = agent_endpoint_error(bad, "node-1").unwrap_or_else(|| panic!("{bad} passed"));
             assert!(error.contains("/nodes/node-1") && error.contains(bad), "{error}");
+        }
+        for good in [
+            "http://10.0.0.7:10250",
+            "http://192.168.1.2:10250",
+            "http://[::ffff:127.0.0.1]:10250",
+            "http://[fd00::1]:10250",
+            "http://node-1.a9:10250",
+        ] {
+            assert_eq!(agent_endpoint_error(good, "node-1"), None, "loopback and private addresses are where agents run: {good}");
+        }
+        for (bad, kind) in [
+            ("http://169.254.169.254:80", "a link-local"),
+            ("http://[fe80::1]:10250", "a link-local"),
+            ("http://[::ffff:169.254.169.254]:80", "a link-local"),
+            ("http://[::ffff:a9fe:a9fe]:80", "a link-local"),
+            ("http://0.0.0.0:10250", "an unspecified"),
+            ("http://0.1.2.3:10250", "an unspecified"),
+            ("http://[::]:10250", "an unspecified"),
+            ("http://[::ffff:0.0.0.0]:10250", "an unspecified"),
+            ("http://224.0.0.1:10250", "a multicast"),
+            ("http://[ff02::1]:10250", "a multicast"),
+        ] {
+            let error = agent_endpoint_error(bad, "node-1").unwrap_or_else(|| panic!("{bad} passed"));
+            assert!(error.contains(&format!("{kind} address, which the server sends no request to")) && error.contains(bad), "{error}");
+        }
+        for bad in [
+            "http://0x7f000001:19890",
+            "http://2130706433:80",
+            "http://127.1:80",
+            "http://0xa9.0xfe.0xa9.0xfe:80",
+            "http://169.254.169.0254:80",
+            "http://a.1e:80",
+        ] {
+            let error = agent_endpoint_error(bad, "node-1").unwrap_or_else(|| panic!("{bad} passed"));
+            assert!(error.contains("a resolver reads it as an IPv4 address") && error.contains(bad), "{error}");
         }
         let mut n: Node = serde_json::from_str(r#"{"kind":"Node","metadata":{"name":"node-1"}}"#).unwrap();
         n.status.agent_endpoint = "http://169.254.169.254:80/latest/meta-data".into();

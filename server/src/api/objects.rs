@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use shared::api::List;
 use shared::model::{Deployment, Kind, Object, Pod, Scale, ScaleSpec, ScaleStatus, event_types};
+use shared::registration::Registrant;
 use shared::selector::LabelSelector;
 
 use super::{AppState, BodyBytes, Params, parse_json};
@@ -282,7 +283,8 @@ pub(crate) async fn create<R: Resource>(state: &AppState, principal: &Principal,
     let object = object.into_object();
     let outcome = match object {
         Object::Node(node) => {
-            let mut outcomes = state.store.commit(ops::register_node(node, now, state.config.node_monitor_grace)).await?;
+            let registrant = if principal.role == Role::Node { Registrant::OwnNode } else { Registrant::Admin };
+            let mut outcomes = state.store.commit(ops::register_node(node, registrant, now, state.config.node_monitor_grace)).await?;
             outcomes.truncate(1);
             outcomes.pop().ok_or_else(|| ApiError::internal("the store returned no outcome"))?
         }

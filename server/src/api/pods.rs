@@ -160,29 +160,30 @@ async fn read_at_most(response: &mut reqwest::Response, limit: usize) -> Vec<u8>
 }
 
 /// What the client hears when node `node`'s agent refuses a proxied request. The agent's
-/// 400 and 404 (no such container, a bad parameter) are the client's to fix and pass on;
-/// anything else is the server's trouble with the agent, a 502: an agent's 401 means the
-/// server's signature failed, not that the client must log in.
+/// 400 and 404 (no such container, a bad parameter) are the client's to fix and pass on with
+/// the agent's own message; anything else is the server's trouble with the agent, a 502: an
+/// agent's 401 means the server's signature failed (or, `signed` false, that the server had
+/// nothing to sign with), not that the client must log in.
 fn agent_error(node: &str, status: reqwest::StatusCode, text: &str, signed: bool) -> ApiError {
+    // The agent answers in the API's error shape: its message, not its JSON, is what to show.
+    let said = serde_json::from_str::<shared::api::ApiErrorBody>(text).map_or_else(|_| text.trim().to_string(), |body| body.error.message);
     let answered = format!("the agent of node {node} answered {status}");
     let passed_on = StatusCode::from_u16(status.as_u16()).ok().filter(|s| [StatusCode::BAD_REQUEST, StatusCode::NOT_FOUND].contains(s));
     if let Some(status) = passed_on {
-        let mut error = ApiError::from_status(status, text);
+        let mut error = ApiError::from_status(status, &said);
         error.message = format!("{answered}: {}", error.message);
         return error;
     }
-    let mut message = answered.clone();
-    if status == reqwest::StatusCode::UNAUTHORIZED {
-        message.push_str(&match signed {
-            true => format!(
-                ": it does not accept this server's signature. Run node {node}'s agent with the token it registers with, and check that the two machines' clocks agree within 5 minutes"
-            ),
-            false => format!(
-                ": this server has nothing to sign with for node {node}: its agent has not registered or renewed its lease since the server started, and the tokens file has no `<token> node {node}` line. Retry after the agent's next renewal, or give node {node} a node token of its own in the tokens file and run its agent with it"
-            ),
-        });
-    }
-    ApiError::bad_gateway(message, format!("{answered}: {}", text.trim()))
+    let message = match (status, signed) {
+        (reqwest::StatusCode::UNAUTHORIZED, true) => format!(
+            "{answered}: it does not accept this server's signature. Run node {node}'s agent with the token it registers with, and check that the two machines' clocks agree within 5 minutes"
+        ),
+        (reqwest::StatusCode::UNAUTHORIZED, false) => format!(
+            "the server could not sign its request to the agent of node {node}, so the agent refused it ({status}): the server has no token for node {node} yet, because its agent has not registered or renewed its lease since the server started and the tokens file has no `<token> node {node}` line. Retry after the agent's next lease renewal (every 10 s by default), or give node {node} a node token of its own in the tokens file and run its agent with it"
+        ),
+        _ => answered.clone(),
+    };
+    ApiError::bad_gateway(message, format!("{answered}: {said}"))
 }
 
 /// `GET …/pods/{name}/log`: proxied from the agent at the node's `agent_endpoint`, signed
@@ -224,9 +225,7 @@ pub async fn log(
         query.push(("follow", f.to_string()));
     }
     let url = format!("{endpoint}{}", shared::api::agent_paths::logs(&namespace, &name));
-    let unreachable = |e: reqwest::Error| {
-        ApiError::bad_gateway(format!("cannot reach the agent of node {}", node.metadata.name), format!("GET {url}: {e}"))
-    };
+    let unreachable = |e: reqwest::Error| crate::agent_client::unreachable(&node.metadata.name, &url, &e);
     let mut request = state.http.get(&url).query(&query).build().map_err(unreachable)?;
     // The agent's token signs the request; it never travels itself (agent_auth).
     let token = state.agent_keys.signing_key(&node.metadata.name, &state.config.tokens);

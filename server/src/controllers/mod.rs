@@ -309,7 +309,7 @@ pub(crate) mod fixtures {
     use crate::ops;
     use shared::api::Heartbeat;
     use shared::model::{Condition, Namespace, NodeResources, ObjectMeta, Pod, PodPhase, Time, conditions};
-    use shared::registration::NodeDescription;
+    use shared::registration::{NodeDescription, Registrant};
 
     use super::*;
     use crate::store::{CachedStore, Change, Write};
@@ -340,7 +340,8 @@ pub(crate) mod fixtures {
     /// Registers node `name` (4 CPU, 8Gi, 110 pods) at `at` exactly as its agent does.
     pub async fn register_node(ctx: &Context, name: &str, at: Time) {
         let description = NodeDescription::new(name, NodeResources { cpu: 4000, memory: 8 << 30, pods: 110 });
-        ctx.store.commit(ops::register_node(description.to_node(at), at, ctx.config.node_monitor_grace)).await.unwrap();
+        let registration = ops::register_node(description.to_node(at), Registrant::OwnNode, at, ctx.config.node_monitor_grace);
+        ctx.store.commit(registration).await.unwrap();
     }
 
     /// The agent's frequent heartbeat at `at`: a renewal of the node's lease.
