@@ -9,8 +9,8 @@
 #     validation enforces (DNS-1123 names, a selector that matches its template, an existing
 #     namespace or node), so a well-formed body is often, rightly, a 404, 409 or 422.
 #   - negative_data_rejection: the server reads leniently where the schema is strict (a path
-#     name outside DNS-1123 is a 404, not a 400; unknown fields are ignored), so a body or
-#     parameter the schema refuses may rightly succeed.
+#     name outside DNS-1123 is a 404, not a 400; an unknown field with an empty value is
+#     let through), so a body or parameter the schema refuses may rightly succeed.
 #   - ignored_auth, missing_required_header, unsupported_method, use_after_free,
 #     ensure_resource_availability, object_level_authorization: the server under test has
 #     no tokens, creates and deletes as the fuzzer pleases, and answers 405 for methods no
