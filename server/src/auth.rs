@@ -294,13 +294,13 @@ impl AgentKeys {
     }
 }
 
-/// Paths anyone may read without a token: liveness and readiness probes.
-/// Health checks and the dashboard's files need no token: the dashboard asks for one
-/// itself when the API answers 401.
+/// Paths anyone may read without a token: liveness and readiness probes, the server's
+/// version, and the dashboard's files (the dashboard asks for a token itself when the API
+/// answers 401).
 fn is_public(path: &str) -> bool {
     use shared::api::paths;
     let api = path == "/api" || path.starts_with("/api/") || path == paths::METRICS || crate::k8s::owns(path);
-    path == paths::HEALTHZ || path == paths::READYZ || !api
+    path == paths::HEALTHZ || path == paths::READYZ || crate::k8s::discovery::VERSION_PATHS.contains(&path) || !api
 }
 
 /// Whether a node token may attempt this write at all; handlers check which node and pod.

@@ -33,6 +33,14 @@ async fn every_role_gets_exactly_its_rights() {
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert_eq!(err["error"]["reason"], "Unauthorized");
     assert_eq!(anonymous.get("/healthz").await.0, StatusCode::OK, "probes need no token");
+    // The Kubernetes dialect's answers are checked in k8s.rs, not against the native document.
+    for version in ["/version", "/k8s/version"] {
+        let response = anonymous.bare(reqwest::Method::GET, version).send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{version}, public as kube-apiserver's");
+        assert_eq!(response.json::<serde_json::Value>().await.unwrap()["major"], "1");
+    }
+    let discovery = anonymous.bare(reqwest::Method::GET, "/k8s/api").send().await.unwrap();
+    assert_eq!(discovery.status(), StatusCode::UNAUTHORIZED, "the rest of /k8s needs a token");
     assert_eq!(anonymous.with_token("not-a-known-token").get("/api/v1/pods").await.0, StatusCode::UNAUTHORIZED);
 
     let admin = anonymous.with_token(ADMIN);

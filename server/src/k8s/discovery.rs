@@ -64,10 +64,15 @@ pub const RESOURCES: &[ResourceInfo] = &[
     resource("apps", "deployments/status", "", "Deployment", true, &[], GET),
 ];
 
+/// Where the server's version is read, by anyone, as kube-apiserver's `/version` (the
+/// `system:public-info-viewer` role): kubectl reads it under the kubeconfig's `/k8s`, and
+/// `kubectl get --raw /version` at the root.
+pub const VERSION_PATHS: [&str; 2] = ["/k8s/version", "/version"];
+
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/k8s/version", get(version))
-        .route("/version", get(version))
+        .route(VERSION_PATHS[0], get(version))
+        .route(VERSION_PATHS[1], get(version))
         .route("/k8s/api", get(api_versions))
         .route("/k8s/api/v1", get(|| async { resource_list("") }))
         .route("/k8s/apis", get(api_groups))

@@ -5,7 +5,7 @@
 //! writes (`api::objects`, `ops`): the same store objects, validation and rules.
 
 mod convert;
-mod discovery;
+pub mod discovery;
 mod objects;
 mod patch;
 mod protobuf;
