@@ -253,15 +253,21 @@ fn events_for_an_object_are_of_the_one_with_that_name_now_unless_all_instances()
 fn control_characters_from_the_cluster_are_shown_not_sent_to_the_terminal() {
     let server = TestServer::start();
     let mut pod: Value = serde_json::from_str(&std::fs::read_to_string(example("pod.json")).unwrap()).unwrap();
-    pod["metadata"]["annotations"] = serde_json::json!({"note": "\u{1b}[2J\u{1b}]0;owned\u{7}cleared\rhidden"});
+    let note = "\u{1b}[2J\u{1b}]0;owned\u{7}cleared\rhidden\u{7f}\u{9b}";
+    pod["metadata"]["annotations"] = serde_json::json!({"note": note});
     let (status, body) = server.request(Method::POST, "/api/v1/namespaces/default/pods", Some(pod));
     assert_eq!(status, 201, "{body}");
 
     let text = stdout(server.sheepctl().args(["describe", "pod", "web-server"]));
     assert!(!text.contains('\u{1b}') && !text.contains('\r') && !text.contains('\u{7}'), "{text:?}");
-    assert!(text.contains("note: ^[[2J^[]0;owned\\u{7}cleared\\rhidden"), "{text}");
+    assert!(text.contains("note: ^[[2J^[]0;owned\\u0007cleared\\rhidden\\u007f\\u009b"), "{text}");
     let yaml = stdout(server.sheepctl().args(["get", "pod", "web-server", "-o", "yaml"]));
     assert!(!yaml.contains('\u{1b}'), "{yaml:?}");
+    // serde_json leaves DEL and C1 controls raw: shown as JSON escapes, the output stays JSON.
+    let json = stdout(server.sheepctl().args(["get", "pod", "web-server", "-o", "json"]));
+    assert!(!json.contains('\u{7f}') && !json.contains('\u{9b}'), "{json:?}");
+    let read: Value = serde_json::from_str(&json).expect("valid JSON");
+    assert_eq!(read["metadata"]["annotations"]["note"], note);
 }
 
 #[test]
