@@ -53,12 +53,20 @@ fn deletion_rank(pod: &Pod) -> (bool, bool, bool, std::cmp::Reverse<Option<Time>
     (pod.is_bound(), pod.status.phase == PodPhase::Running, pod_is_ready(pod), std::cmp::Reverse(pod.metadata.created_at))
 }
 
+/// The most of a generated pod name that comes from its deployment's (`<name>-`), as
+/// Kubernetes' name generator keeps it: with the suffix, at most 63 characters, however
+/// long the deployment's name (up to 253) is.
+const GENERATED_BASE_LENGTH: usize = 58;
+
 fn pod_named(deployment: &Deployment, suffix: &str, now: Time) -> Pod {
     let template = &deployment.spec.template;
+    let mut base = format!("{}-", deployment.metadata.name);
+    // Names are ASCII (validated), so a byte is a character.
+    base.truncate(GENERATED_BASE_LENGTH);
     let mut pod = Pod {
         kind: "Pod".into(),
         metadata: ObjectMeta {
-            name: format!("{}-{suffix}", deployment.metadata.name),
+            name: format!("{base}{suffix}"),
             namespace: deployment.metadata.namespace.clone(),
             labels: template.metadata.labels.clone(),
             annotations: template.metadata.annotations.clone(),
@@ -448,6 +456,16 @@ mod tests {
         let warned =
             events.iter().any(|e| matches!(&**e, Object::Event(e) if e.reason == "FailedCreate" && e.message.contains("0 of 3 exist")));
         assert!(warned, "{events:?}");
+    }
+
+    #[test]
+    fn a_generated_pod_name_keeps_at_most_58_characters_of_its_deployments() {
+        let mut long = deployment(1);
+        long.metadata.name = "w".repeat(250);
+        let pod = pod_named(&long, "xh8b2", chrono::Utc::now());
+        assert_eq!(pod.metadata.name, format!("{}xh8b2", "w".repeat(58)));
+        assert!(shared::validation::validate_pod(&pod).is_ok(), "{:?}", shared::validation::validate_pod(&pod));
+        assert_eq!(pod_named(&deployment(1), "xh8b2", chrono::Utc::now()).metadata.name, "web-xh8b2");
     }
 
     #[tokio::test]
