@@ -475,6 +475,13 @@ async fn every_write_with_a_body_refuses_unknown_fields_by_their_paths() {
     assert_eq!(unknown(&answer), ["capacity"]);
     assert!(answer["error"]["message"].as_str().unwrap().contains("unknown field \"capacity\""), "{answer}");
     assert_eq!(server.get("/api/v1/nodes/late").await.1, before, "the node is untouched");
+    // Nor does a body of empty values, which no field check can tell from empty known ones.
+    for empty in [json!({}), json!({"conditions": [], "capacity": {}, "agent_endpoint": ""})] {
+        let (status, answer) = server.put("/api/v1/nodes/late/status", empty).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+        assert!(answer["error"]["message"].as_str().unwrap().contains("the body has no \"status\""), "{answer}");
+        assert_eq!(server.get("/api/v1/nodes/late").await.1, before, "the node is untouched");
+    }
 
     let mut bogus = pod("web", 100, 1 << 20);
     bogus["bogus"] = json!(1);

@@ -53,6 +53,11 @@ pub async fn put_status(
 ) -> ApiResult<Response> {
     principal.may_write_node(&name)?;
     let node: Node = parse_object(&body)?;
+    if !carries_status(&body) {
+        return Err(ApiError::bad_request(format!(
+            "the body has no \"status\": a status update sends the whole node, its status under \"status\" (send \"status\": {{}} to clear it)"
+        )));
+    }
     if !node.metadata.name.is_empty() && node.metadata.name != name {
         return Err(ApiError::bad_request(format!(
             "the body's metadata.name {:?} does not match the name {name:?} in the path",
@@ -63,6 +68,16 @@ pub async fn put_status(
     check.metadata.name = name.clone();
     shared::validation::validate_node(&check).map_err(|details| ApiError::invalid(&format!("the status of node {name}"), details))?;
     write_node(&state, ops::set_node_status(&name, node.status, node.metadata.resource_version, chrono::Utc::now())).await
+}
+
+/// Whether a JSON object has a top-level `status`: without it, a status update would clear
+/// every field of the node's status, as a body that left out its wrapper did.
+fn carries_status(body: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        status: Option<serde::de::IgnoredAny>,
+    }
+    serde_json::from_slice::<Head>(body).is_ok_and(|head| head.status.is_some())
 }
 
 pub async fn cordon(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Response> {
