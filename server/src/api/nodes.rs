@@ -54,9 +54,9 @@ pub async fn put_status(
     principal.may_write_node(&name)?;
     let node: Node = parse_object(&body)?;
     if !carries_status(&body) {
-        return Err(ApiError::bad_request(format!(
-            "the body has no \"status\": a status update sends the whole node, its status under \"status\" (send \"status\": {{}} to clear it)"
-        )));
+        return Err(ApiError::bad_request(
+            "the body has no \"status\": a status update sends the whole node, its status under \"status\" (send \"status\": {} to clear it)",
+        ));
     }
     if !node.metadata.name.is_empty() && node.metadata.name != name {
         return Err(ApiError::bad_request(format!(
