@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
-use shared::validation::unproxyable_address;
+use shared::validation::{UNPROXYABLE_KINDS, unproxyable_address};
 
 use crate::error::ApiError;
 
@@ -77,7 +77,7 @@ pub fn unreachable(node: &str, url: &str, error: &reqwest::Error) -> ApiError {
         if let Some(refused) = cause.downcast_ref::<RefusedAddresses>() {
             return ApiError::bad_gateway(
                 format!(
-                    "the agent endpoint of node {node} names host {}, which resolves only to link-local, unspecified or multicast addresses, and the server sends no request to those: give its agent an endpoint on another address (its --address)",
+                    "the agent endpoint of node {node} names host {}, which resolves only to {UNPROXYABLE_KINDS} addresses, and the server sends no request to those: give its agent an endpoint on another address (its --address)",
                     refused.host
                 ),
                 format!("GET {url}: {refused}"),

@@ -215,6 +215,14 @@ async fn a_node_cannot_aim_the_log_proxy_at_another_path_a_refused_address_or_a_
     for (endpoint, why) in [
         ("http://169.254.169.254:80".to_string(), "names 169.254.169.254, a link-local address, which the server sends no request to"),
         ("http://[::ffff:169.254.169.254]:80".to_string(), "a link-local address"),
+        // The same address through NAT64, in the IPv4-compatible form and through 6to4.
+        ("http://[64:ff9b::a9fe:a9fe]:80".to_string(), "(which carries 169.254.169.254), a link-local address"),
+        ("http://[::169.254.169.254]:80".to_string(), "(which carries 169.254.169.254), a link-local address"),
+        ("http://[2002:a9fe:a9fe::]:80".to_string(), "(which carries 169.254.169.254), a link-local address"),
+        ("http://255.255.255.255:80".to_string(), "names 255.255.255.255, a broadcast address"),
+        // A port with a leading zero: this machine's agent port, written so a check of the
+        // text would miss it.
+        (format!("http://127.0.0.1:0{port}"), "must be http:// or https://, a host and a port"),
         (format!("http://0x7f000001:{port}"), "a resolver reads it as an IPv4 address"),
         (format!("http://2130706433:{port}"), "a resolver reads it as an IPv4 address"),
     ] {

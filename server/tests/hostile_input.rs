@@ -231,3 +231,30 @@ async fn the_asterisk_request_target_is_only_for_options() {
     assert!(!answer.starts_with("HTTP/1.1 400"), "{answer}");
     server.stop().await;
 }
+
+/// A request target that is only a host and port (the authority form of a proxy's CONNECT)
+/// reached the dashboard's file server, which logged an ERROR and answered 500: anyone could
+/// fill the log. It is a 400 now; the absolute form with a path is still served.
+#[tokio::test]
+async fn a_request_target_without_a_path_is_refused() {
+    let dashboard = tempfile::tempdir().unwrap();
+    std::fs::write(dashboard.path().join("index.html"), "<!doctype html><title>Shepherd</title>").unwrap();
+    let server = TestServer::start(Config { dashboard_dir: Some(dashboard.path().to_path_buf()), ..Config::in_memory() }).await;
+    let host = server.url.trim_start_matches("http://").to_string();
+    let port = host.rsplit_once(':').unwrap().1;
+    for target in [host.clone(), format!("localhost:{port}")] {
+        for method in ["GET", "HEAD", "POST", "CONNECT"] {
+            let answer = raw_http(&server, &format!("{method} {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")).await;
+            assert!(answer.starts_with("HTTP/1.1 400"), "{method} {target}: {answer}");
+            assert!(answer.contains("application/json") && !answer.contains("<title>"), "{method} {target}: {answer}");
+            if method != "HEAD" {
+                assert!(answer.contains(&format!("the request target {target} is only a host and port")), "{answer}");
+            }
+        }
+    }
+    for target in [format!("http://{host}/"), format!("http://{host}"), format!("http://{host}/healthz")] {
+        let answer = raw_http(&server, &format!("GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "GET {target}: {answer}");
+    }
+    server.stop().await;
+}

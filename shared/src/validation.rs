@@ -172,13 +172,18 @@ pub fn agent_endpoint_error(endpoint: &str, node: &str) -> Option<String> {
         None => host.parse::<Ipv4Addr>().ok().map(IpAddr::V4),
     };
     let host_is_valid = address.is_some() || (dns_subdomain_error(host).is_none() && host.split('.').all(is_dns_label));
-    let port_is_valid = !port.starts_with('+') && port.parse::<u16>().is_ok_and(|p| p > 0);
+    // Written as the number itself: `080` or `+80` is one to a URL parser, another to a person.
+    let port_is_valid = port.parse::<u16>().is_ok_and(|p| p > 0 && p.to_string() == port);
     if !host_is_valid || !port_is_valid {
         return Some(expected());
     }
     if let Some(kind) = address.and_then(unproxyable_address) {
+        let carried = match address {
+            Some(IpAddr::V6(v6)) => embedded_ipv4(v6).map(|v4| format!(" (which carries {v4})")).unwrap_or_default(),
+            _ => String::new(),
+        };
         return Some(format!(
-            "names {host}, {kind} address, which the server sends no request to (no link-local, unspecified or multicast address), got {endpoint:?}"
+            "names {host}{carried}, {kind} address, which the server sends no request to (no {UNPROXYABLE_KINDS} address), got {endpoint:?}"
         ));
     }
     // A resolver reads such a name as an IPv4 address (0x7f000001, 2130706433, 127.1) and
@@ -191,24 +196,43 @@ pub fn agent_endpoint_error(endpoint: &str, node: &str) -> Option<String> {
     None
 }
 
-/// Why the server sends no request to `ip`: `Some("a link-local")`, `Some("an unspecified")`
-/// or `Some("a multicast")`, IPv4-mapped IPv6 addresses judged as their IPv4 address. Kubernetes'
-/// apiserver proxies to none of these (`IsProxyableIP`): 169.254.169.254 is a cloud's
-/// metadata service. Loopback and private addresses are where agents run, so they pass.
+/// The kinds of address [`unproxyable_address`] refuses, as a message lists them.
+pub const UNPROXYABLE_KINDS: &str = "link-local, unspecified, broadcast or multicast";
+
+/// Why the server sends no request to `ip`: `Some("a link-local")`, `Some("an unspecified")`,
+/// `Some("a broadcast")` or `Some("a multicast")`, an IPv6 address that carries an IPv4 one
+/// ([`embedded_ipv4`]) judged as that IPv4 address. Kubernetes' apiserver proxies to none of
+/// these (`IsProxyableIP`): 169.254.169.254 is a cloud's metadata service. Loopback and
+/// private addresses are where agents run, so they pass.
 pub fn unproxyable_address(ip: IpAddr) -> Option<&'static str> {
     match ip {
         IpAddr::V4(v4) if v4.is_link_local() => Some("a link-local"),
         // 0.0.0.0/8 is "this network", never a destination (RFC 1122); 0.0.0.0 reaches the host itself.
         IpAddr::V4(v4) if v4.octets()[0] == 0 => Some("an unspecified"),
+        IpAddr::V4(v4) if v4.is_broadcast() => Some("a broadcast"),
         IpAddr::V4(v4) if v4.is_multicast() => Some("a multicast"),
         IpAddr::V4(_) => None,
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+        IpAddr::V6(v6) => match embedded_ipv4(v6) {
             Some(v4) => unproxyable_address(IpAddr::V4(v4)),
             None if v6.is_unicast_link_local() => Some("a link-local"),
             None if v6.is_unspecified() => Some("an unspecified"),
             None if v6.is_multicast() => Some("a multicast"),
             None => None,
         },
+    }
+}
+
+/// The IPv4 address that an IPv6 address reaches through a translator or tunnel:
+/// IPv4-mapped (`::ffff:0:0/96`), NAT64 (`64:ff9b::/96`, RFC 6052), IPv4-compatible (`::/96`
+/// except `::` and `::1`, RFC 4291) and 6to4 (`2002::/16`, the next 32 bits, RFC 3056).
+fn embedded_ipv4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
+    let o = v6.octets();
+    let last_32_bits = Ipv4Addr::new(o[12], o[13], o[14], o[15]);
+    match v6.segments() {
+        [0, 0, 0, 0, 0, 0xffff, _, _] | [0x64, 0xff9b, 0, 0, 0, 0, _, _] => Some(last_32_bits),
+        [0, 0, 0, 0, 0, 0, _, _] if !v6.is_unspecified() && !v6.is_loopback() => Some(last_32_bits),
+        [0x2002, ..] => Some(Ipv4Addr::new(o[2], o[3], o[4], o[5])),
+        _ => None,
     }
 }
 
@@ -761,6 +785,9 @@ mod tests {
             "http://127.0.0.1",
             "http://127.0.0.1:0",
             "http://127.0.0.1:+80",
+            "http://127.0.0.1:080",
+            "http://127.0.0.1:00080",
+            "http://127.0.0.1:00",
             "http://127.0.0.1:65536",
             "http://127.0.0.1:10250/",
             "http://127.0.0.1:10250/admin",
@@ -783,6 +810,12 @@ mod tests {
             "http://[::ffff:127.0.0.1]:10250",
             "http://[fd00::1]:10250",
             "http://node-1.a9:10250",
+            "http://127.0.0.1:65535",
+            "http://[64:ff9b::a00:7]:10250",
+            "http://[::10.0.0.7]:10250",
+            "http://[2002:7f00:1::]:10250",
+            "http://[::1]:10250",
+            "http://255.255.255.254:10250",
         ] {
             assert_eq!(agent_endpoint_error(good, "node-1"), None, "loopback and private addresses are where agents run: {good}");
         }
@@ -797,10 +830,25 @@ mod tests {
             ("http://[::ffff:0.0.0.0]:10250", "an unspecified"),
             ("http://224.0.0.1:10250", "a multicast"),
             ("http://[ff02::1]:10250", "a multicast"),
+            ("http://255.255.255.255:80", "a broadcast"),
+            ("http://[::ffff:255.255.255.255]:80", "a broadcast"),
+            // NAT64 (64:ff9b::/96), IPv4-compatible (::/96) and 6to4 (2002::/16) forms embed
+            // an IPv4 address that a gateway or tunnel reaches.
+            ("http://[64:ff9b::a9fe:a9fe]:80", "a link-local"),
+            ("http://[64:ff9b::169.254.169.254]:80", "a link-local"),
+            ("http://[::169.254.169.254]:80", "a link-local"),
+            ("http://[::a9fe:a9fe]:80", "a link-local"),
+            ("http://[2002:a9fe:a9fe::]:80", "a link-local"),
+            ("http://[2002:a9fe:a9fe:1::1]:80", "a link-local"),
+            ("http://[64:ff9b::e000:1]:10250", "a multicast"),
+            ("http://[::0.0.0.2]:10250", "an unspecified"),
+            ("http://[2002:ffff:ffff::]:80", "a broadcast"),
         ] {
             let error = agent_endpoint_error(bad, "node-1").unwrap_or_else(|| panic!("{bad} passed"));
             assert!(error.contains(&format!("{kind} address, which the server sends no request to")) && error.contains(bad), "{error}");
         }
+        let error = agent_endpoint_error("http://[2002:a9fe:a9fe::]:80", "node-1").unwrap();
+        assert!(error.contains("names [2002:a9fe:a9fe::] (which carries 169.254.169.254), a link-local address"), "{error}");
         for bad in [
             "http://0x7f000001:19890",
             "http://2130706433:80",

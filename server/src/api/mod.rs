@@ -165,7 +165,7 @@ pub fn app(state: AppState) -> Router {
         .fallback(dashboard_or_unknown)
         .layer(middleware::from_fn_with_state(state.clone(), crate::auth::authenticate))
         .layer(middleware::from_fn_with_state(state.clone(), web_pages::refuse_web_pages))
-        .layer(middleware::from_fn(refuse_asterisk_form))
+        .layer(middleware::from_fn(refuse_targets_without_path))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         // Until the response starts: watch and log streams run on after it.
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, REQUEST_TIMEOUT))
@@ -239,13 +239,23 @@ async fn dashboard_or_unknown(State(state): State<AppState>, request: Request) -
     response
 }
 
-/// Refuses the asterisk request target (`GET * HTTP/1.1`): only OPTIONS may ask about the
-/// server as a whole (RFC 9112, section 3.2.4), and nothing else here has a path `*`.
-async fn refuse_asterisk_form(request: Request, next: Next) -> Response {
-    if request.uri().path() == "*" && request.method() != Method::OPTIONS {
+/// Refuses every request target that is not a path (RFC 9112, section 3.2): the asterisk form
+/// (`GET * HTTP/1.1`), with which only OPTIONS may ask about the server as a whole, and the
+/// authority form (`GET 127.0.0.1:9876 HTTP/1.1`), which is for CONNECT to a proxy, and this
+/// server is none; the dashboard's file server failed on it with an ERROR in the log. The
+/// origin form (`/api/v1/pods`) and the absolute form (`http://host/api/v1/pods`) pass.
+async fn refuse_targets_without_path(request: Request, next: Next) -> Response {
+    let (method, uri) = (request.method(), request.uri());
+    if uri.path() == "*" && method != Method::OPTIONS {
+        return ApiError::bad_request(format!("the request target * is only for OPTIONS; {method} needs a path such as /api/v1/pods"))
+            .into_response();
+    }
+    if uri.scheme().is_none()
+        && let Some(authority) = uri.authority()
+    {
         return ApiError::bad_request(format!(
-            "the request target * is only for OPTIONS; {} needs a path such as /api/v1/pods",
-            request.method()
+            "the request target {authority} is only a host and port, which a proxy answers and this server is not one; \
+             {method} needs a path such as /api/v1/pods"
         ))
         .into_response();
     }
