@@ -21,8 +21,7 @@ use shared::model::{
     Taint, Time, Toleration, exact_memory, format_cpu, parse_cpu, parse_memory,
 };
 use shared::selector::{LabelSelector, Operator, Requirement};
-
-use crate::strict::is_empty;
+use shared::strict::is_empty;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -293,7 +292,7 @@ fn passed(path: &str, value: &Value) -> bool {
 /// The paths set in `sent` that `kept` lacks.
 fn unkept(sent: &Value, kept: &Value) -> Vec<String> {
     let mut out = Vec::new();
-    crate::strict::unkept(sent, kept, &passed, &mut out);
+    shared::strict::unkept(sent, kept, &passed, &mut out);
     out.into_iter().map(|field| field.path).collect()
 }
 
