@@ -1,7 +1,7 @@
 //! Strict field validation, as kube-apiserver's `fieldValidation=Strict`: a document is read
 //! into its type and written back, and a field it set that does not come back is one the type
-//! does not hold. The server's `/api/v1` compares against Shepherd's own types
-//! ([`unknown_fields`]), its `/k8s` against Kubernetes' ([`unkept`]).
+//! does not hold. The server's `/api/v1` and manifests compare against Shepherd's own types
+//! ([`unknown_fields`]), the server's `/k8s` against Kubernetes' ([`unkept`]).
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -30,7 +30,7 @@ impl Field {
     }
 }
 
-/// `unknown field "a", unknown field "b"`: the words unknown fields are named in.
+/// `unknown field "a", unknown field "b"`: the words the API and manifests name them in.
 pub fn name_unknown(fields: &[Field]) -> String {
     fields.iter().map(|field| format!("unknown field {:?}", field.path)).collect::<Vec<_>>().join(", ")
 }
