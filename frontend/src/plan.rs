@@ -110,6 +110,14 @@ mod tests {
     }
 
     #[test]
+    fn a_typo_d_field_is_refused_before_sending() {
+        let text =
+            r#"{"kind":"Pod","metadata":{"name":"a"},"spec":{"containers":[{"name":"c","image":"minimal","comand":["sleep","1"]}]}}"#;
+        let Checked::Syntax(error) = check(text, "default") else { panic!("expected the unknown field refused") };
+        assert!(error.message.contains(r#"unknown field "spec.containers[0].comand""#), "{error}");
+    }
+
+    #[test]
     fn syntax_errors_carry_the_line() {
         let Checked::Syntax(error) = check("{\n  \"kind\": \"Pod\",\n  oops\n}", "default") else { panic!("expected a syntax error") };
         assert_eq!(error.line, Some(3));

@@ -10,7 +10,6 @@
 //! - [`events`]: events deduplicated by (involved object, reason, source);
 //! - [`api`]: the axum router, one JSON error shape ([`error`]), watch over SSE, OpenAPI;
 //! - [`k8s`]: the Kubernetes-compatible API under `/k8s`, for kubectl, in front of the same writes;
-//! - [`strict`]: the fields of a body its type does not hold, which both dialects refuse;
 //! - [`auth`]: bearer tokens with the roles admin, node and viewer;
 //! - [`agent_client`]: the client the server asks agents with, which reaches no refused address;
 //! - [`scheduler`]: the loop around `shared::scheduler`: queue, backoff, assume, bind;
@@ -32,7 +31,6 @@ pub mod ops;
 pub mod resources;
 pub mod scheduler;
 pub mod store;
-pub mod strict;
 pub mod tls;
 
 use std::net::SocketAddr;

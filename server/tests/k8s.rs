@@ -1,7 +1,7 @@
 //! The Kubernetes-compatible API under `/k8s` against a real server on 127.0.0.1:0: discovery,
 //! Kubernetes' shapes over the same store objects as the native API, the 422 for fields
-//! Shepherd does not hold, Table answers, watch lines (and the 410 ERROR), merge and
-//! strategic patches, and Status errors.
+//! Shepherd does not hold (on the scale subresource too), Table answers, watch lines (and the
+//! 410 ERROR), merge and strategic patches, and Status errors.
 
 mod common;
 
@@ -431,6 +431,41 @@ async fn merge_and_strategic_patches_go_through_the_native_update() {
     let (status, refused) = patch("application/apply-patch+yaml", "/k8s/api/v1/namespaces/default/pods/web", json!({})).await;
     assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
     assert_status(&refused, 415, "UnsupportedMediaType");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn the_scale_subresource_refuses_unknown_fields_as_the_deployment_does() {
+    let server = TestServer::in_memory().await;
+    let deployment = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d1"},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "d1"}},
+            "template": {"metadata": {"labels": {"app": "d1"}}, "spec": {"containers": [{"name": "c", "image": "minimal"}]}}},
+    });
+    let (status, created) = post(&server, "/k8s/apis/apps/v1/namespaces/default/deployments", deployment).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let scale = "/k8s/apis/apps/v1/namespaces/default/deployments/d1/scale";
+    let cases = [
+        (Method::PATCH, "application/merge-patch+json", json!({"spec": {"replicas": 1, "zz": 1}}), vec!["spec.zz"]),
+        (
+            Method::PUT,
+            "application/json",
+            json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "d1"}, "spec": {"replicas": 2, "zz": 1}, "bogus": 1}),
+            vec!["bogus", "spec.zz"],
+        ),
+        (Method::PATCH, "application/json-patch+json", json!([{"op": "add", "path": "/spec/qq", "value": 1}]), vec!["spec.qq"]),
+        (Method::PATCH, "application/strategic-merge-patch+json", json!({"foo": {"bar": 1}}), vec!["foo"]),
+    ];
+    for (method, content_type, body, unknown) in cases {
+        let (status, refused) = call(&server, method, scale, Some((content_type, body)), None).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{content_type}: {refused}");
+        assert_status(&refused, 422, "Invalid");
+        let causes = refused["details"]["causes"].as_array().unwrap();
+        let fields: Vec<&str> = causes.iter().filter_map(|c| c["field"].as_str()).collect();
+        assert_eq!(fields, unknown, "{content_type}: {refused}");
+        assert!(causes.iter().all(|c| c["reason"] == "FieldValueUnknown"), "{refused}");
+    }
+    assert_eq!(server.get("/api/v1/namespaces/default/deployments/d1").await.1["spec"]["replicas"], 0, "no refused scale applied");
     server.stop().await;
 }
 

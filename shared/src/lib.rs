@@ -8,7 +8,9 @@
 //! - [`selector`]: label selectors, equality and set-based, and their string form;
 //! - [`validation`]: every field error of an object at once, with its path;
 //! - [`manifest`]: JSON and YAML manifests, several documents per file, with line and column
-//!   in errors;
+//!   in errors and every unknown field refused;
+//! - [`strict`]: the fields of a document its type does not hold, which manifests and both of
+//!   the server's API dialects refuse;
 //! - [`yaml`]: the YAML reader behind manifests, with every value's line and column;
 //! - [`readiness`]: whether a node is ready, the one judgement every part makes;
 //! - [`registration`]: the node an agent registers and the heartbeat it sends;
@@ -41,6 +43,7 @@ pub mod scheduler;
 mod schema;
 pub mod selector;
 pub mod sse;
+pub mod strict;
 pub mod validation;
 pub mod watch;
 pub mod words;

@@ -1,12 +1,14 @@
 //! Manifests as users write them: JSON or YAML, one document or several (YAML `---`
 //! separators, a JSON array, or JSON objects one after another). Errors carry the line and
-//! column of the problem in the text the user gave. YAML is read by [`crate::yaml`].
+//! column of the problem in the text the user gave, and a field the kind does not hold is one.
+//! YAML is read by [`crate::yaml`].
 
 use std::fmt;
 
 use serde_json::Value;
 
 use crate::model::{Kind, Object, ObjectError};
+use crate::strict;
 use crate::yaml::{self, Data, Node, Step};
 
 /// A manifest that could not be read, with where in the text the problem is.
@@ -107,15 +109,30 @@ fn object(value: Value, document: usize, node: Option<&Node>) -> Result<Object, 
         ManifestError { document, line: found.map(|n| n.line), column: found.map(|n| n.column), message }
     };
     let kind = kind_of(&value).map_err(|message| at(&[], message))?;
-    match Object::from_value(value.clone()) {
-        Ok(object) => Ok(object),
+    let object = match Object::from_value(value.clone()) {
+        Ok(object) => object,
         Err(ObjectError::Invalid { message, .. }) => {
             let path = culprit(&value, &message);
-            Err(at(&path, format!("invalid {kind}: {message}")))
+            return Err(at(&path, format!("invalid {kind}: {message}")));
         }
-        Err(other) => Err(at(&[], other.to_string())),
+        Err(other) => return Err(at(&[], other.to_string())),
+    };
+    // Refused here, as the server refuses them, since the typed object would drop them silently.
+    let unknown = strict::unknown_fields(&value, &object);
+    match unknown.first() {
+        None => Ok(object),
+        Some(first) => {
+            let kubernetes = unknown.iter().any(|field| field.path == "apiVersion");
+            let hint = if kubernetes { KUBERNETES_HINT } else { UNKNOWN_HINT };
+            Err(at(&first.steps, format!("invalid {kind}: {} ({hint})", strict::name_unknown(&unknown))))
+        }
     }
 }
+
+const UNKNOWN_HINT: &str = "a typo, or at the wrong level?";
+
+/// `apiVersion` is Kubernetes' and no field of Shepherd's own shape.
+const KUBERNETES_HINT: &str = "this is a Kubernetes manifest: apply it with kubectl through /k8s, see docs/api.md";
 
 fn kind_of(value: &Value) -> Result<Kind, String> {
     match value.get("kind") {
@@ -268,6 +285,29 @@ mod tests {
         assert!(err.line.is_some(), "{err}");
         let position = format!("at line {} column {}", err.line.unwrap(), err.column.unwrap());
         assert!(!err.message.contains(&position), "the position is said twice: {err}");
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_by_path_in_either_syntax() {
+        let json =
+            r#"{"kind":"Pod","metadata":{"name":"typo1"},"spec":{"containers":[{"name":"c","image":"minimal","comand":["sleep","1"]}]}}"#;
+        let err = parse(json).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "line 1, column 104: invalid Pod: unknown field \"spec.containers[0].comand\" (a typo, or at the wrong level?)"
+        );
+        let yaml = "kind: Namespace\nmetadata: {name: a}\n---\nkind: Pod\nmetadata:\n  name: b\n  colour: red\nspec:\n  containers:\n  - name: c\n    image: minimal\n    comand: [sleep, \"1\"]\n";
+        let err = parse(yaml).unwrap_err();
+        assert_eq!((err.document, err.line), (2, Some(7)), "{err}");
+        assert!(err.message.contains(r#"unknown field "metadata.colour", unknown field "spec.containers[0].comand""#), "{err}");
+    }
+
+    #[test]
+    fn a_kubernetes_manifest_is_sent_to_kubectl() {
+        let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers:\n  - name: c\n    image: minimal\n    ports:\n    - containerPort: 8080\n";
+        let err = parse(text).unwrap_err();
+        assert!(err.message.contains(r#"unknown field "spec.containers[0].ports[0].containerPort""#), "{err}");
+        assert!(err.message.contains("apply it with kubectl"), "{err}");
     }
 
     #[test]

@@ -1442,7 +1442,8 @@ mod tests {
 
     #[test]
     fn an_object_is_no_larger_than_its_largest_unboxed_kind() {
-        let unboxed = [size_of::<Pod>(), size_of::<Service>(), size_of::<Node>(), size_of::<Event>(), size_of::<Namespace>(), size_of::<Lease>()];
+        let unboxed =
+            [size_of::<Pod>(), size_of::<Service>(), size_of::<Node>(), size_of::<Event>(), size_of::<Namespace>(), size_of::<Lease>()];
         assert!(size_of::<Object>() < size_of::<Deployment>(), "a Deployment sets every object's size: box it");
         assert!(size_of::<Object>() <= unboxed.iter().max().unwrap() + 8, "{} bytes", size_of::<Object>());
     }

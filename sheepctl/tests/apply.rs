@@ -1,5 +1,6 @@
 //! `sheepctl apply` against a real server: the reference manifests unchanged, repeat
-//! applies, updates, YAML with several documents, standard input, and `--wait`.
+//! applies, updates, YAML with several documents, standard input, unknown fields refused,
+//! and `--wait`.
 
 mod support;
 
@@ -89,6 +90,36 @@ fn a_manifest_namespace_that_contradicts_the_flag_is_refused_before_anything_is_
         .stderr(predicate::str::contains("is in namespace \"default\" but -n says \"prod\""));
     let (status, _) = server.request(Method::GET, "/api/v1/namespaces/default/pods/web-server", None);
     assert_eq!(status, 404);
+}
+
+#[test]
+fn a_typo_d_field_is_refused_by_path_and_nothing_is_applied() {
+    let server = TestServer::start();
+    let json =
+        r#"{"kind":"Pod","metadata":{"name":"typo1"},"spec":{"containers":[{"name":"c","image":"minimal","comand":["sleep","1"]}]}}"#;
+    server.sheepctl().args(["apply", "-f", "-"]).write_stdin(json).assert().failure().stderr(predicate::str::contains(
+        "invalid manifest standard input: line 1, column 104: invalid Pod: unknown field \"spec.containers[0].comand\"",
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = dir.path().join("typo.yaml");
+    std::fs::write(
+        &yaml,
+        "kind: Pod\nmetadata:\n  name: typo2\nspec:\n  containers:\n  - name: c\n    image: minimal\n    comand: [sleep, \"1\"]\n",
+    )
+    .unwrap();
+    server.sheepctl().args(["apply", "-f"]).arg(&yaml).assert().failure().stderr(predicate::str::contains(format!(
+        "invalid manifest {}: line 8, column 13: invalid Pod: unknown field \"spec.containers[0].comand\"",
+        yaml.display()
+    )));
+    // A Kubernetes manifest names its camelCase fields, not the snake_case ones they left empty.
+    server.sheepctl().args(["apply", "-f"]).arg(example("kubernetes/pod.yaml")).assert().failure().stderr(
+        predicate::str::contains("unknown field \"spec.containers[0].ports[0].containerPort\"")
+            .and(predicate::str::contains("apply it with kubectl")),
+    );
+    for name in ["typo1", "typo2", "web-server"] {
+        let (status, _) = server.request(Method::GET, &format!("/api/v1/namespaces/default/pods/{name}"), None);
+        assert_eq!(status, 404, "{name} was applied");
+    }
 }
 
 #[test]

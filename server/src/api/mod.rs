@@ -322,16 +322,15 @@ pub fn parse_json<T: DeserializeOwned + Serialize + PartialEq>(bytes: &[u8], wha
 /// `typed`, read from `bytes`, unless `bytes` set fields `T` does not hold: a 400 naming each.
 pub fn refuse_unknown_fields<T: DeserializeOwned + Serialize + PartialEq>(bytes: &[u8], typed: T, what: &str) -> Result<T, ApiError> {
     let sent: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("the body is not JSON: {e}")))?;
-    let unknown = crate::strict::unknown_fields(&sent, &typed);
+    let unknown = shared::strict::unknown_fields(&sent, &typed);
     if unknown.is_empty() {
         return Ok(typed);
     }
-    let named: Vec<String> = unknown.iter().map(|path| format!("unknown field {path:?}")).collect();
-    let mut error = ApiError::bad_request(format!("the body is not a valid {what}: {}", named.join(", ")));
+    let mut error = ApiError::bad_request(format!("the body is not a valid {what}: {}", shared::strict::name_unknown(&unknown)));
     error.details = unknown
         .into_iter()
         .map(|field| shared::api::FieldError {
-            field,
+            field: field.path,
             message: format!("unknown field: a {what} has no such field (a typo, or at the wrong level?)"),
         })
         .collect();

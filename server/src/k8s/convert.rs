@@ -21,8 +21,7 @@ use shared::model::{
     Taint, Time, Toleration, exact_memory, format_cpu, parse_cpu, parse_memory,
 };
 use shared::selector::{LabelSelector, Operator, Requirement};
-
-use crate::strict::is_empty;
+use shared::strict::is_empty;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -72,6 +71,10 @@ impl Cause {
 
     pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Cause {
         Cause { problem: Problem::Invalid, field: field.into(), message: message.into() }
+    }
+
+    pub fn unknown(field: impl Into<String>) -> Cause {
+        Cause { problem: Problem::Unknown, field: field.into(), message: "Kubernetes' schema has no such field (a typo?)".into() }
     }
 
     /// The cause's `reason` in a Status: Kubernetes' `FieldValueNotSupported` or `FieldValueInvalid`.
@@ -171,7 +174,7 @@ pub fn decode<R: Convert>(value: &Value) -> Result<R> {
     // A refused value leaves its field, or the object around it, out of the round trip.
     dropped.retain(|field| !causes.iter().any(|c| within(&c.field, field)));
     causes.extend(dropped.into_iter().map(|field| match unknown.contains(&field) {
-        true => Cause { problem: Problem::Unknown, field, message: "Kubernetes' schema has no such field (a typo?)".into() },
+        true => Cause::unknown(field),
         false => Cause::unsupported(field, "Shepherd does not support this field"),
     }));
     if causes.is_empty() {
@@ -293,7 +296,7 @@ fn passed(path: &str, value: &Value) -> bool {
 /// The paths set in `sent` that `kept` lacks.
 fn unkept(sent: &Value, kept: &Value) -> Vec<String> {
     let mut out = Vec::new();
-    crate::strict::unkept(sent, kept, &passed, &mut out);
+    shared::strict::unkept(sent, kept, &passed, &mut out);
     out.into_iter().map(|field| field.path).collect()
 }
 
@@ -1002,11 +1005,12 @@ pub fn scale_out(d: &Deployment) -> autoscaling::Scale {
     }
 }
 
-/// Reads an `autoscaling/v1` Scale body into the native one.
+/// Reads an `autoscaling/v1` Scale body into the native one, refusing the fields a Scale
+/// does not have, as [`decode`] refuses them for whole objects.
 pub fn scale_in(value: &Value) -> Result<Scale> {
     let s: autoscaling::Scale = serde_path_to_error::deserialize(value)
         .map_err(|e| Error::Malformed { kind: "Scale", message: format!("{}: {}", e.path(), e.inner()) })?;
-    let mut errors = Vec::new();
+    let mut errors: Vec<Cause> = unkept(value, &serde_json::to_value(&s).unwrap_or(Value::Null)).into_iter().map(Cause::unknown).collect();
     let metadata = meta_in(s.metadata, &mut errors);
     let name = metadata.name.clone();
     let Some(replicas) = s.spec.and_then(|spec| spec.replicas) else {

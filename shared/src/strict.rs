@@ -1,31 +1,38 @@
-//! Strict field validation for both API dialects, as kube-apiserver's `fieldValidation=Strict`:
-//! a body is read into its type and written back, and a field it set that does not come back
-//! is one the type does not hold. `/k8s` compares against Kubernetes' types ([`unkept`]),
-//! `/api/v1` against Shepherd's own ([`unknown_fields`]).
+//! Strict field validation, as kube-apiserver's `fieldValidation=Strict`: a document is read
+//! into its type and written back, and a field it set that does not come back is one the type
+//! does not hold. The server's `/api/v1` and manifests compare against Shepherd's own types
+//! ([`unknown_fields`]), the server's `/k8s` against Kubernetes' ([`unkept`]).
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-/// A field of a body: its path as errors name it (`spec.containers[0].colour`) and its JSON
-/// pointer (`/spec/containers/0/colour`), which finds it whatever its keys hold.
+use crate::yaml::Step;
+
+/// A field of a document: its path as errors name it (`spec.containers[0].colour`) and the
+/// steps to it, which find it whatever its keys hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Field {
     pub path: String,
-    pub pointer: String,
+    pub steps: Vec<Step>,
 }
 
 impl Field {
     fn key(&self, key: &str) -> Field {
         Field {
             path: if self.path.is_empty() { key.to_string() } else { format!("{}.{key}", self.path) },
-            pointer: format!("{}/{}", self.pointer, key.replace('~', "~0").replace('/', "~1")),
+            steps: self.steps.iter().cloned().chain([Step::Key(key.to_string())]).collect(),
         }
     }
 
     fn index(&self, index: usize) -> Field {
-        Field { path: format!("{}[{index}]", self.path), pointer: format!("{}/{index}", self.pointer) }
+        Field { path: format!("{}[{index}]", self.path), steps: self.steps.iter().cloned().chain([Step::Index(index)]).collect() }
     }
+}
+
+/// `unknown field "a", unknown field "b"`: the words the API and manifests name them in.
+pub fn name_unknown(fields: &[Field]) -> String {
+    fields.iter().map(|field| format!("unknown field {:?}", field.path)).collect::<Vec<_>>().join(", ")
 }
 
 /// A value that says nothing: leaving it out means the same.
@@ -44,7 +51,7 @@ pub fn is_empty(value: &Value) -> bool {
 /// that `passed(path, value)` says to. Only presence counts: a value may come back in another
 /// spelling (`0.5` as `500m`).
 pub fn unkept(sent: &Value, kept: &Value, passed: &dyn Fn(&str, &Value) -> bool, out: &mut Vec<Field>) {
-    walk(sent, kept, &Field { path: String::new(), pointer: String::new() }, passed, out);
+    walk(sent, kept, &Field { path: String::new(), steps: Vec::new() }, passed, out);
 }
 
 fn walk(sent: &Value, kept: &Value, here: &Field, passed: &dyn Fn(&str, &Value) -> bool, out: &mut Vec<Field>) {
@@ -76,32 +83,36 @@ fn walk(sent: &Value, kept: &Value, here: &Field, passed: &dyn Fn(&str, &Value) 
     }
 }
 
-/// The paths of the fields in `sent` that `T` does not hold, given `typed`, what `sent` reads
-/// as. A field the round trip lacks is unknown only if `sent` without it reads the same: a
-/// selector's `match_labels` comes back as a plain map, and is not unknown. Empty values say
-/// nothing and are let through.
-pub fn unknown_fields<T: Serialize + DeserializeOwned + PartialEq>(sent: &Value, typed: &T) -> Vec<String> {
+/// The fields in `sent` that `T` does not hold, given `typed`, what `sent` reads as. A field
+/// the round trip lacks is unknown only if `sent` without it reads the same: a selector's
+/// `match_labels` comes back as a plain map, and is not unknown. Empty values say nothing and
+/// are let through.
+pub fn unknown_fields<T: Serialize + DeserializeOwned + PartialEq>(sent: &Value, typed: &T) -> Vec<Field> {
     let Ok(kept) = serde_json::to_value(typed) else { return Vec::new() };
     let mut missing = Vec::new();
     unkept(sent, &kept, &|_, value| is_empty(value), &mut missing);
-    missing.into_iter().filter(|field| without(sent, &field.pointer).is_some_and(|rest| reads_as(rest, typed))).map(|f| f.path).collect()
+    missing.retain(|field| without(sent, &field.steps).is_some_and(|rest| reads_as(rest, typed)));
+    missing
 }
 
 fn reads_as<T: DeserializeOwned + PartialEq>(value: Value, typed: &T) -> bool {
     serde_json::from_value::<T>(value).is_ok_and(|other| other == *typed)
 }
 
-/// `value` with the member or item at `pointer` taken out.
-fn without(value: &Value, pointer: &str) -> Option<Value> {
-    let (parent, last) = pointer.rsplit_once('/')?;
+/// `value` with the member or item at the end of `steps` taken out.
+fn without(value: &Value, steps: &[Step]) -> Option<Value> {
+    let (last, parent) = steps.split_last()?;
     let mut rest = value.clone();
-    match rest.pointer_mut(parent)? {
-        Value::Object(map) => {
-            map.remove(&last.replace("~1", "/").replace("~0", "~"))?;
+    let holder = parent.iter().try_fold(&mut rest, |value, step| match step {
+        Step::Key(key) => value.get_mut(key.as_str()),
+        Step::Index(index) => value.get_mut(*index),
+    })?;
+    match (holder, last) {
+        (Value::Object(map), Step::Key(key)) => {
+            map.remove(key)?;
         }
-        Value::Array(items) => {
-            let index: usize = last.parse().ok()?;
-            (index < items.len()).then(|| items.remove(index))?;
+        (Value::Array(items), Step::Index(index)) => {
+            (*index < items.len()).then(|| items.remove(*index))?;
         }
         _ => return None,
     }
@@ -111,13 +122,13 @@ fn without(value: &Value, pointer: &str) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use serde_json::json;
-    use shared::model::{Deployment, Pod};
 
     use super::*;
+    use crate::model::{Deployment, Pod};
 
     fn unknown<T: Serialize + DeserializeOwned + PartialEq>(sent: Value) -> Vec<String> {
         let typed: T = serde_json::from_value(sent.clone()).unwrap();
-        unknown_fields(&sent, &typed)
+        unknown_fields(&sent, &typed).into_iter().map(|field| field.path).collect()
     }
 
     #[test]
