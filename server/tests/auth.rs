@@ -181,6 +181,20 @@ async fn a_non_loopback_address_without_a_token_is_refused() {
     assert!(err.to_string().contains("without a token"), "{err}");
 }
 
+/// The real `shepherd` binary, in memory on a free loopback port, with `file` as its tokens
+/// file and `extra` flags; its log is piped.
+fn shepherd_with_tokens_file(file: &std::path::Path, extra: &[&str]) -> tokio::process::Child {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_shepherd"))
+        .args(["--in-memory", "--addr", "127.0.0.1:0", "--tokens-file"])
+        .arg(file)
+        .args(extra)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the shepherd binary runs")
+}
+
 /// The real binary warns at start about a tokens file its group or others may read, naming
 /// the file and the fix, and says nothing about one only its owner reads.
 #[cfg(unix)]
@@ -194,14 +208,7 @@ async fn a_tokens_file_others_may_read_is_warned_about_at_start() {
     // The lines the binary logs until it serves.
     let start_up = |mode: u32| {
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_shepherd"))
-            .args(["--in-memory", "--addr", "127.0.0.1:0", "--tokens-file"])
-            .arg(&file)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("the shepherd binary runs");
+        let mut child = shepherd_with_tokens_file(&file, &[]);
         async move {
             let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
             let mut seen = Vec::new();
@@ -235,15 +242,7 @@ async fn a_repeated_token_stops_the_binary_with_both_places() {
     let file = dir.path().join("tokens");
     std::fs::write(&file, "# the team\nfirst-secret admin\nnode-secret node node-1\nfirst-secret viewer\n").unwrap();
     let start = |extra: &'static [&'static str]| {
-        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_shepherd"))
-            .args(["--in-memory", "--addr", "127.0.0.1:0", "--tokens-file"])
-            .arg(&file)
-            .args(extra)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("the shepherd binary runs");
+        let child = shepherd_with_tokens_file(&file, extra);
         async move {
             let out = tokio::time::timeout(std::time::Duration::from_secs(20), child.wait_with_output())
                 .await
