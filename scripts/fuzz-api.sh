@@ -43,6 +43,9 @@ if [ "$("$VENV/bin/st" --version 2>/dev/null)" != "st, version $SCHEMATHESIS_VER
 fi
 
 cargo build --quiet -p server --bin shepherd
+# Emptied here, not only by the server's redirect, which the background shell may make after
+# the loop below has read an earlier run's address.
+: >"$OUT/shepherd.log"
 "$(target_dir)/debug/shepherd" --in-memory --addr 127.0.0.1:0 >"$OUT/shepherd.log" 2>&1 &
 server=$!
 trap 'kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true' EXIT
