@@ -155,6 +155,22 @@ fn nodes_cordon_and_uncordon() {
 }
 
 #[test]
+fn one_node_shows_what_its_own_pods_request() {
+    let server = TestServer::start();
+    server.register_node("node-1");
+    server.register_node("node-2");
+    apply(&server, "pod.json");
+    let pod = server.pod_bound("default", "web-server");
+    let (bound, idle) = if pod["spec"]["node_name"] == "node-1" { ("node-1", "node-2") } else { ("node-2", "node-1") };
+    // The pod asks 250m of CPU: its node's row says so, the other's does not.
+    let row = |node: &str| stdout(server.sheepctl().args(["get", "node", node])).lines().nth(1).unwrap().to_string();
+    assert!(row(bound).contains("250m"), "{}", row(bound));
+    assert!(!row(idle).contains("250m"), "{}", row(idle));
+    let all = stdout(server.sheepctl().args(["get", "nodes"]));
+    assert!(all.lines().any(|l| l.starts_with(bound) && l.contains("250m")), "{all}");
+}
+
+#[test]
 fn a_node_is_ready_while_its_lease_is_renewed_though_its_status_is_old() {
     // Renewed as the agent does, well within the grace, while the status stays as registered.
     let server = TestServer::start_with(|c| c.node_monitor_grace = std::time::Duration::from_secs(3));
