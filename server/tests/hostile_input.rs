@@ -213,11 +213,18 @@ async fn raw_http(server: &TestServer, request: &str) -> String {
     String::from_utf8_lossy(&answer).into_owned()
 }
 
-#[tokio::test]
-async fn the_asterisk_request_target_is_only_for_options() {
+/// A server that serves a dashboard page, whose title shows where a request reached it;
+/// the page's directory lives as long as the first value.
+async fn with_a_dashboard() -> (tempfile::TempDir, TestServer) {
     let dashboard = tempfile::tempdir().unwrap();
     std::fs::write(dashboard.path().join("index.html"), "<!doctype html><title>Shepherd</title>").unwrap();
     let server = TestServer::start(Config { dashboard_dir: Some(dashboard.path().to_path_buf()), ..Config::in_memory() }).await;
+    (dashboard, server)
+}
+
+#[tokio::test]
+async fn the_asterisk_request_target_is_only_for_options() {
+    let (_dashboard, server) = with_a_dashboard().await;
     let host = server.url.trim_start_matches("http://").to_string();
     for method in ["GET", "HEAD", "POST", "DELETE"] {
         let answer = raw_http(&server, &format!("{method} * HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")).await;
@@ -237,9 +244,7 @@ async fn the_asterisk_request_target_is_only_for_options() {
 /// fill the log. It is a 400 now; the absolute form with a path is still served.
 #[tokio::test]
 async fn a_request_target_without_a_path_is_refused() {
-    let dashboard = tempfile::tempdir().unwrap();
-    std::fs::write(dashboard.path().join("index.html"), "<!doctype html><title>Shepherd</title>").unwrap();
-    let server = TestServer::start(Config { dashboard_dir: Some(dashboard.path().to_path_buf()), ..Config::in_memory() }).await;
+    let (_dashboard, server) = with_a_dashboard().await;
     let host = server.url.trim_start_matches("http://").to_string();
     let port = host.rsplit_once(':').unwrap().1;
     for target in [host.clone(), format!("localhost:{port}")] {
