@@ -18,6 +18,12 @@ pub const CA_ENV: &str = "SHEPHERD_CA";
 /// the client). A web page cannot send it to another site without that site's consent, so an
 /// open server takes it as proof that a write does not come from some page the user opened.
 pub const CLIENT_HEADER: &str = "x-shepherd-client";
+
+/// The `Authorization` header's value for `token`, as every client sends it: `Bearer <token>`.
+/// No token, or an empty one (a cleared field), sends no header.
+pub fn bearer(token: Option<&str>) -> Option<String> {
+    token.filter(|t| !t.is_empty()).map(|t| format!("Bearer {t}"))
+}
 /// Server-Sent Events `event:` names on a watch stream.
 pub const SSE_EVENT_WATCH: &str = "watch";
 
@@ -205,6 +211,8 @@ pub mod paths {
     }
 
     pub const INFO: &str = "/api/v1/info";
+    /// Reads a JSON or YAML manifest into its objects, storing nothing.
+    pub const MANIFESTS_PARSE: &str = "/api/v1/manifests/parse";
     pub const HEALTHZ: &str = "/healthz";
     pub const READYZ: &str = "/readyz";
     pub const METRICS: &str = "/metrics";
@@ -229,6 +237,13 @@ pub mod agent_paths {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_token_goes_in_a_bearer_header_and_an_empty_one_in_none() {
+        assert_eq!(bearer(Some("s3cret")).as_deref(), Some("Bearer s3cret"));
+        assert_eq!(bearer(Some("")), None);
+        assert_eq!(bearer(None), None);
+    }
 
     #[test]
     fn a_hostile_name_stays_one_segment_of_its_own_kind() {

@@ -3,15 +3,23 @@
 //! for wasm32 and the dashboard runs the very scheduler the server runs.
 //!
 //! Layout:
-//! - [`model`]: the objects (Pod, Node, Deployment, Service, Event, Binding, Namespace) in
-//!   the original project's JSON shape;
+//! - [`model`]: the objects (Pod, Node, Lease, Deployment, Service, Event, Binding,
+//!   Namespace) in the original project's JSON shape, a file per kind family
+//!   (`meta`, `condition`, `resources`, `pod`, `node`, `lease`, `apps`, `service`, `event`,
+//!   `namespace`, `kind`, `object`);
+//! - [`quantity`]: memory and CPU quantities (`64Mi`, `250m`) parsed, formatted and read by
+//!   serde;
+//! - [`limits`]: the most a container, pod, node or deployment may have, which validation
+//!   holds objects to;
+//! - [`usage`]: what the pods on a node request, summed, and the percentage of the node it is;
 //! - [`selector`]: label selectors, equality and set-based, and their string form;
 //! - [`validation`]: every field error of an object at once, with its path;
 //! - [`manifest`]: JSON and YAML manifests, several documents per file, with line and column
 //!   in errors and every unknown field refused;
 //! - [`strict`]: the fields of a document its type does not hold, which manifests and both of
 //!   the server's API dialects refuse;
-//! - [`yaml`]: the YAML reader behind manifests, with every value's line and column;
+//! - [`yaml`]: the YAML reader behind manifests: saphyr-parser's events built into values that
+//!   keep their line and column;
 //! - [`readiness`]: whether a node is ready, the one judgement every part makes;
 //! - [`registration`]: the node an agent registers and the heartbeat it sends;
 //! - [`backoff`]: the one exponential back-off curve;
@@ -25,17 +33,24 @@
 //! - [`parse`]: durations, labels and taints as users type them;
 //! - [`scheduler`]: filters, scores, the assume cache, the scheduling queue and the
 //!   explanation of every decision;
-//! - [`api`]: the wire contract: error shape, list and watch envelopes, URL paths;
+//! - [`api`]: the wire contract: error shape, list and watch envelopes, URL paths, the Bearer
+//!   header;
+//! - [`api_error`]: how a client reads an error answer and what its status tells it to do;
+//! - [`cache`]: the objects of a watch, kept by lists and events under one staleness rule;
 //! - `schema` (feature `schema`, for the server's OpenAPI document): JSON Schemas of the
 //!   types whose serde is written by hand.
 
 pub mod api;
+pub mod api_error;
 pub mod backoff;
+pub mod cache;
 pub mod capacity;
+pub mod limits;
 pub mod listen;
 pub mod manifest;
 pub mod model;
 pub mod parse;
+pub mod quantity;
 pub mod readiness;
 pub mod registration;
 pub mod scheduler;
@@ -44,6 +59,7 @@ mod schema;
 pub mod selector;
 pub mod sse;
 pub mod strict;
+pub mod usage;
 pub mod validation;
 pub mod watch;
 pub mod words;

@@ -1,7 +1,7 @@
 //! Manifests as users write them: JSON or YAML, one document or several (YAML `---`
 //! separators, a JSON array, or JSON objects one after another). Errors carry the line and
 //! column of the problem in the text the user gave, and a field the kind does not hold is one.
-//! YAML is read by [`crate::yaml`].
+//! YAML is read by [`crate::yaml`]; [`parse_json`] reads JSON without it, for the browser.
 
 use std::fmt;
 
@@ -20,6 +20,8 @@ pub struct ManifestError {
     pub line: Option<usize>,
     pub column: Option<usize>,
     pub message: String,
+    /// Aliases would copy more than [`yaml::ALIAS_BYTES`] (see [`yaml::YamlError::too_large`]).
+    pub too_large: bool,
 }
 
 impl fmt::Display for ManifestError {
@@ -42,14 +44,44 @@ pub fn is_json(text: &str) -> bool {
 /// Reads every object in a manifest. Empty documents are skipped; a text with no object
 /// at all is an error, since applying it would do nothing the user meant.
 pub fn parse(text: &str) -> Result<Vec<Object>, ManifestError> {
-    let objects = if is_json(text) { parse_json(text)? } else { parse_yaml(text)? };
+    if !is_json(text) {
+        return non_empty(parse_yaml(text)?);
+    }
+    // JSON is YAML's flow style, so the YAML reader finds positions in the same text (or,
+    // failing that, the document's start).
+    json_objects(text, |begin| {
+        Some(yaml::value_at(text, begin).unwrap_or_else(|_| {
+            let line = 1 + text[..begin].matches('\n').count();
+            let column = 1 + text[..begin].rsplit('\n').next().map_or(0, |l| l.chars().count());
+            Node { line, column, data: Data::Null }
+        }))
+    })
+}
+
+/// Reads a JSON manifest as [`parse`] does, except that a value that does not fit its type
+/// is named by its field path alone: positions come from the YAML reader, which the
+/// dashboard's bundle leaves out (the server reads its YAML).
+pub fn parse_json(text: &str) -> Result<Vec<Object>, ManifestError> {
+    json_objects(text, |_| None)
+}
+
+fn non_empty(objects: Vec<Object>) -> Result<Vec<Object>, ManifestError> {
     if objects.is_empty() {
-        return Err(ManifestError { document: 1, line: None, column: None, message: "the manifest holds no object".into() });
+        return Err(ManifestError {
+            document: 1,
+            line: None,
+            column: None,
+            message: "the manifest holds no object".into(),
+            too_large: false,
+        });
     }
     Ok(objects)
 }
 
-fn parse_json(text: &str) -> Result<Vec<Object>, ManifestError> {
+/// The objects of a JSON text; `locate` finds the nodes, with their positions, of the value
+/// that starts at a byte, to report a problem. It is called for a problem only: finding a
+/// line counts the lines before it, which done for every document of many would be quadratic.
+fn json_objects(text: &str, locate: impl Fn(usize) -> Option<Node>) -> Result<Vec<Object>, ManifestError> {
     let mut objects = Vec::new();
     let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
     let mut start = 0;
@@ -58,29 +90,26 @@ fn parse_json(text: &str) -> Result<Vec<Object>, ManifestError> {
         document += 1;
         let end = stream.byte_offset();
         let value = next.map_err(|e| json_error(document, &e))?;
-        // Positions are needed only to report a problem: JSON is YAML's flow style, so the
-        // YAML reader finds them in the same text (or, failing that, the document's start).
-        let nodes = || {
-            let begin = start + (text[start..].len() - text[start..].trim_start().len());
-            yaml::value_at(text, begin).unwrap_or_else(|_| {
-                let line = 1 + text[..begin].matches('\n').count();
-                let column = 1 + text[..begin].rsplit('\n').next().map_or(0, |l| l.chars().count());
-                Node { line, column, data: Data::Null }
-            })
-        };
+        let begin = start + (text[start..].len() - text[start..].trim_start().len());
+        // Where `path` leads in the value read, its line and column.
+        let find = |path: &[Step]| locate(begin).map(|n| position(n.find(path)));
         match value {
             Value::Array(items) => {
                 // A JSON array of objects: each item counts as a document.
-                let nodes = nodes();
                 for (i, item) in items.into_iter().enumerate() {
-                    objects.push(object(item, i + 1, Some(nodes.find(&[Step::Index(i)])))?);
+                    let in_item = |path: &[Step]| find(&[&[Step::Index(i)], path].concat());
+                    objects.push(object(item, i + 1, in_item)?);
                 }
             }
-            value => objects.push(object(value, document, Some(&nodes()))?),
+            value => objects.push(object(value, document, find)?),
         }
         start = end;
     }
-    Ok(objects)
+    non_empty(objects)
+}
+
+fn position(node: &Node) -> (usize, usize) {
+    (node.line, node.column)
 }
 
 fn parse_yaml(text: &str) -> Result<Vec<Object>, ManifestError> {
@@ -89,24 +118,25 @@ fn parse_yaml(text: &str) -> Result<Vec<Object>, ManifestError> {
         line: Some(e.line),
         column: Some(e.column),
         message: e.message,
+        too_large: e.too_large,
     })?;
     let mut objects = Vec::new();
     for document in documents {
         let value = document.root.to_value();
         if !value.is_null() {
-            objects.push(object(value, document.number, Some(&document.root))?);
+            objects.push(object(value, document.number, |path: &[Step]| Some(position(document.root.find(path))))?);
         }
     }
     Ok(objects)
 }
 
 /// Builds the typed object a document describes. When it does not fit its kind's type (a
-/// string where a number belongs), the error points at the value that does not fit, found
-/// in `node`: the document's nodes with their positions, when known.
-fn object(value: Value, document: usize, node: Option<&Node>) -> Result<Object, ManifestError> {
+/// string where a number belongs), the error points at the value that does not fit, whose
+/// line and column `find` gives from its path in the document, when known.
+fn object(value: Value, document: usize, find: impl Fn(&[Step]) -> Option<(usize, usize)>) -> Result<Object, ManifestError> {
     let at = |path: &[Step], message: String| {
-        let found = node.map(|n| n.find(path));
-        ManifestError { document, line: found.map(|n| n.line), column: found.map(|n| n.column), message }
+        let found = find(path);
+        ManifestError { document, line: found.map(|f| f.0), column: found.map(|f| f.1), message, too_large: false }
     };
     let kind = kind_of(&value).map_err(|message| at(&[], message))?;
     let object = match Object::from_value(value.clone()) {
@@ -210,7 +240,13 @@ fn truncate(value: &mut Value, path: &[Step], keep: usize) {
 
 fn json_error(document: usize, e: &serde_json::Error) -> ManifestError {
     let known = e.line() > 0;
-    ManifestError { document, line: known.then(|| e.line()), column: known.then_some(e.column()), message: strip_position(&e.to_string()) }
+    ManifestError {
+        document,
+        line: known.then(|| e.line()),
+        column: known.then_some(e.column()),
+        message: strip_position(&e.to_string()),
+        too_large: false,
+    }
 }
 
 /// serde's messages say "at line X column Y"; the error carries those as fields, so the
@@ -259,6 +295,24 @@ mod tests {
     }
 
     #[test]
+    fn many_json_objects_one_after_another_are_read_in_one_pass() {
+        let text = r#"{"kind":"Namespace"}"#.repeat(20_000);
+        assert_eq!(parse(&text).unwrap().len(), 20_000);
+        // The positions' reader, which reads from the text's start, runs for a problem only.
+        let calls = std::cell::Cell::new(0);
+        let counting = |_| {
+            calls.set(calls.get() + 1);
+            None
+        };
+        assert_eq!(json_objects(&text, counting).unwrap().len(), 20_000);
+        assert_eq!(calls.get(), 0);
+        let bad = format!(r#"{text}[{{"kind":"Namespace"}},{{"kind":"Pod","metadata":{{"name":3}}}}]"#);
+        let err = json_objects(&bad, counting).unwrap_err();
+        assert_eq!((err.document, calls.get()), (2, 1), "{err}");
+        assert_eq!(parse(&bad).unwrap_err().column, Some(text.len() + 56), "the `3`");
+    }
+
+    #[test]
     fn json_syntax_errors_have_line_and_column() {
         let err = parse("{\n  \"kind\": \"Pod\",\n  \"metadata\": {\"name\": \"a\",}\n}").unwrap_err();
         assert_eq!(err.line, Some(3));
@@ -300,6 +354,16 @@ mod tests {
         let err = parse(yaml).unwrap_err();
         assert_eq!((err.document, err.line), (2, Some(7)), "{err}");
         assert!(err.message.contains(r#"unknown field "metadata.colour", unknown field "spec.containers[0].comand""#), "{err}");
+    }
+
+    #[test]
+    fn parse_json_names_fields_without_the_yaml_reader() {
+        let text = "{\"kind\": \"Pod\",\n \"metadata\": {\"name\": \"a\", \"colour\": \"red\"}}";
+        let err = parse_json(text).unwrap_err();
+        assert_eq!((err.line, err.column), (None, None), "{err}");
+        assert_eq!(err.to_string(), format!("document 1: {}", parse(text).unwrap_err().message));
+        assert!(err.message.contains(r#"unknown field "metadata.colour""#), "{err}");
+        assert_eq!(parse_json("{\n  oops\n}").unwrap_err().line, Some(2), "syntax errors keep their line");
     }
 
     #[test]

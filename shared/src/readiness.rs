@@ -150,11 +150,6 @@ impl NodeJudge {
     pub fn readiness(&self, node: &Node, now: Time) -> Readiness {
         node.readiness(self.leases.get(&node.metadata.name), now, self.grace)
     }
-
-    /// The node's STATUS word at `now`.
-    pub fn status(&self, node: &Node, now: Time) -> String {
-        crate::words::node_status(node, self.readiness(node, now))
-    }
 }
 
 /// `40s`, or `600ms` below a second.

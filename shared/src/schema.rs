@@ -1,5 +1,5 @@
-//! JSON Schemas for what serde reads by hand: quantities (an integer or a quantity string,
-//! within the bounds of [`crate::validation`]), label selectors and [`Object`].
+//! JSON Schemas for what serde reads by hand: label selectors and [`Object`]. Quantities'
+//! schemas live with their parser, in [`crate::quantity`].
 
 use std::borrow::Cow;
 
@@ -7,32 +7,6 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 
 use crate::model::{Deployment, Event, Namespace, Node, Object, Pod, Service};
 use crate::selector::{LabelSelector, StructuredSelector};
-use crate::validation::{MAX_CPU_MILLICORES, MAX_MEMORY_BYTES};
-
-/// A decimal with an optional suffix, as `parse_memory` and `parse_cpu` read it.
-fn quantity_pattern(suffixes: &str) -> String {
-    format!(r"^\s*([0-9]+(\.[0-9]*)?|\.[0-9]+)({suffixes})?\s*$")
-}
-
-pub(crate) fn memory(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({
-        "description": "bytes: an integer, or a quantity string such as \"64Mi\" or \"1.5Gi\"",
-        "anyOf": [
-            {"type": "integer", "minimum": 0, "maximum": MAX_MEMORY_BYTES},
-            {"type": "string", "pattern": quantity_pattern("k|K|M|G|T|P|Ki|Mi|Gi|Ti|Pi")}
-        ]
-    })
-}
-
-pub(crate) fn cpu(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({
-        "description": "millicores: an integer, or a quantity string such as \"250m\" or \"0.5\" (cores)",
-        "anyOf": [
-            {"type": "integer", "minimum": 0, "maximum": MAX_CPU_MILLICORES},
-            {"type": "string", "pattern": r"^\s*([0-9]+m|([0-9]+(\.[0-9]*)?|\.[0-9]+))\s*$"}
-        ]
-    })
-}
 
 impl JsonSchema for LabelSelector {
     fn schema_name() -> Cow<'static, str> {

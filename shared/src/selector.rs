@@ -7,7 +7,7 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::model::Labels;
+use crate::model::meta::Labels;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -243,13 +243,6 @@ pub(crate) struct StructuredSelector {
     match_expressions: Vec<Requirement>,
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum SelectorForm {
-    Structured(StructuredSelector),
-    Equality(Labels),
-}
-
 impl Serialize for LabelSelector {
     /// Written as the reference's plain map when it has no expressions, so a reference
     /// manifest round-trips unchanged.
@@ -263,15 +256,22 @@ impl Serialize for LabelSelector {
 }
 
 impl<'de> Deserialize<'de> for LabelSelector {
+    /// Tries the structured form, then the plain map, as an untagged enum would. The value is
+    /// held as an owned `serde_json::Value`, read by the decoders every model type already
+    /// has, rather than serde's private `Content`, whose code the bundle would carry for this
+    /// one type.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match SelectorForm::deserialize(d).map_err(|_| {
+        let form = || {
             serde::de::Error::custom(
                 "a selector is a map of labels ({\"app\": \"web\"}) or {\"match_labels\": {...}, \"match_expressions\": [...]}",
             )
-        })? {
-            SelectorForm::Structured(s) => Ok(LabelSelector { match_labels: s.match_labels, match_expressions: s.match_expressions }),
-            SelectorForm::Equality(labels) => Ok(LabelSelector::from_labels(labels)),
+        };
+        let value = serde_json::Value::deserialize(d).map_err(|_| form())?;
+        if let Ok(s) = serde_json::from_value::<StructuredSelector>(value.clone()) {
+            return Ok(LabelSelector { match_labels: s.match_labels, match_expressions: s.match_expressions });
         }
+        let labels: Labels = serde_json::from_value(value).map_err(|_| form())?;
+        Ok(LabelSelector::from_labels(labels))
     }
 }
 
@@ -347,5 +347,12 @@ mod tests {
 
         let err = serde_json::from_str::<LabelSelector>(r#"{"app": 3}"#).unwrap_err();
         assert!(err.to_string().contains("a selector is a map of labels"), "{err}");
+        let err = serde_json::from_str::<LabelSelector>(r#"{"app": "web""#).unwrap_err();
+        assert!(err.to_string().contains("a selector is a map of labels"), "{err}");
+
+        // Not the structured form after all: a plain map whose key is spelled like a field,
+        // read as a label, as the untagged enum this replaced read it.
+        let odd: LabelSelector = serde_json::from_str(r#"{"match_labels":"x"}"#).unwrap();
+        assert_eq!(odd.match_labels, labels(&[("match_labels", "x")]));
     }
 }

@@ -6,34 +6,16 @@ use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::api::{FieldError, Heartbeat, agent_paths};
+use crate::limits::{MAX_CONTAINERS, MAX_CPU_MILLICORES, MAX_GRACE_SECONDS, MAX_MEMORY_BYTES, MAX_NODE_PODS, MAX_REPLICAS};
 use crate::model::{
     Container, Deployment, Event, Labels, Lease, Namespace, Node, NodeResources, Object, ObjectMeta, Pod, PodSpec, RestartPolicy, Scale,
-    Service, TAINT_EFFECTS, format_cpu, format_memory,
+    Service, TAINT_EFFECTS,
 };
+use crate::quantity::{format_cpu, format_memory};
 
 const MAX_NAME: usize = 253;
 const MAX_LABEL: usize = 63;
 const MAX_PORT_NAME: usize = 15;
-
-/// The most CPU one container may request or one node may offer: a million cores.
-pub const MAX_CPU_MILLICORES: i64 = 1_000_000_000;
-/// The most memory one container may request or one node may offer: 64Ti, past the
-/// largest machines sold.
-pub const MAX_MEMORY_BYTES: i64 = 64 << 40;
-/// The most containers one pod may have.
-pub const MAX_CONTAINERS: usize = 100;
-/// The most pods one node may hold (`allocatable.pods`); Kubernetes' default is 110.
-pub const MAX_NODE_PODS: i64 = 1_000;
-/// The most replicas one deployment may ask for.
-pub const MAX_REPLICAS: i32 = 100_000;
-/// The longest grace period a pod or a delete may give its containers: a year, which
-/// Docker's stop timeout (an i32 of seconds) still holds.
-pub const MAX_GRACE_SECONDS: i64 = 365 * 24 * 3600;
-
-// Every container of every pod a node may hold, plus the pod being bound, at the largest
-// request: such a sum still fits an i64, so no sum of validated requests can wrap.
-const _: () = assert!((MAX_NODE_PODS as i128 + 1) * MAX_CONTAINERS as i128 * MAX_MEMORY_BYTES as i128 <= i64::MAX as i128);
-const _: () = assert!((MAX_NODE_PODS as i128 + 1) * MAX_CONTAINERS as i128 * MAX_CPU_MILLICORES as i128 <= i64::MAX as i128);
 
 /// Collects the errors of one object.
 #[derive(Default)]

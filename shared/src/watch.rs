@@ -14,6 +14,11 @@ use crate::sse::Message;
 /// The server sends a BOOKMARK about every 5 s: a stream silent for this long is dead.
 pub const STALL: Duration = Duration::from_secs(20);
 
+/// The waits between failed watch attempts unless a caller needs another curve: 0.5 s,
+/// doubling to 30 s, so a server that is away for long gets few knocks. The dashboard watches
+/// with it; the agent and sheepctl pass shorter curves, as they must notice a return sooner.
+pub const DEFAULT_BACKOFF: Backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
+
 /// What the watcher does next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
@@ -143,7 +148,7 @@ mod tests {
     use super::*;
     use crate::api::WatchEventType;
 
-    const BACKOFF: Backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
+    const BACKOFF: Backoff = DEFAULT_BACKOFF;
 
     #[test]
     fn a_new_watcher_lists_then_watches_from_the_list_revision_and_lists_again_when_told() {

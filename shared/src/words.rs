@@ -6,7 +6,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::model::{CONTAINER_CREATING, ContainerState, Event, Node, Pod, PodStage, Time, conditions, find_condition};
-use crate::readiness::Readiness;
+use crate::readiness::{NodeJudge, Readiness};
 
 /// How long ago `then` was, as kubectl's AGE column: `<unknown>` when there is no time.
 pub fn age(now: Time, then: Option<Time>) -> String {
@@ -168,6 +168,13 @@ pub fn node_status(node: &Node, readiness: Readiness) -> String {
         "NotReady"
     };
     if node.status.unschedulable { format!("{ready},SchedulingDisabled") } else { ready.to_string() }
+}
+
+impl NodeJudge {
+    /// The node's STATUS word at `now`.
+    pub fn status(&self, node: &Node, now: Time) -> String {
+        node_status(node, self.readiness(node, now))
+    }
 }
 
 /// When an event last happened, as kubectl's LAST SEEN: its last timestamp, else its first,

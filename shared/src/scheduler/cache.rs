@@ -5,6 +5,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use crate::model::{Labels, Node, NodeResources, Pod, Taint};
 
 use super::plugins::{DEFAULT_CPU_REQUEST, DEFAULT_MEMORY_REQUEST, HostPort, is_hard_taint};
@@ -83,10 +85,32 @@ pub(crate) struct Slot {
     pub renewed_ms: Option<i64>,
     pub usage: Usage,
     pub ports: Vec<HostPort>,
-    /// (owner id, pods of that owner on this node).
-    pub owners: Vec<(u32, u32)>,
+    /// (owner id, pods of that owner on this node). Most nodes hold pods of a few owners, and
+    /// keeping those inline spares every scored node a pointer chase to the heap.
+    pub owners: SmallVec<[(u32, u32); 2]>,
     /// Pods counted here that are assumed and not yet seen bound.
     pub assumed: usize,
+    /// The scores last computed here. The next pod of a deployment asks for the same and
+    /// often meets the node unchanged, so the divisions are skipped when the sums match.
+    pub last_scores: Option<LastScores>,
+}
+
+/// The requests a node's scores read: what its pods take plus the pod being scored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ScoreSums {
+    /// With containers that request nothing counted at the scoring defaults (LeastAllocated, MostAllocated).
+    pub nonzero_cpu: i64,
+    pub nonzero_memory: i64,
+    /// As requested (BalancedAllocation).
+    pub cpu: i64,
+    pub memory: i64,
+}
+
+/// Raw scores (indexed by `ScorePlugin as usize`, Spread left 0) and the sums they came from.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LastScores {
+    pub sums: ScoreSums,
+    pub scores: [u8; 4],
 }
 
 impl Slot {
@@ -142,8 +166,8 @@ impl Slot {
     }
 }
 
-/// What a pod takes from a node: its requests (negative ones count as none; sums saturate)
-/// and host ports.
+/// What a pod takes from a node: its requests ([`PodSpec::requests`](crate::model::PodSpec::requests):
+/// negative ones count as none, sums saturate), as scores count them, and host ports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Footprint {
     pub cpu: i64,
@@ -155,11 +179,10 @@ pub(crate) struct Footprint {
 
 impl Footprint {
     pub fn of(pod: &Pod) -> Footprint {
-        let mut footprint = Footprint { cpu: 0, memory: 0, nonzero_cpu: 0, nonzero_memory: 0, ports: Vec::new() };
+        let requests = pod.spec.requests();
+        let mut footprint = Footprint { cpu: requests.cpu, memory: requests.memory, nonzero_cpu: 0, nonzero_memory: 0, ports: Vec::new() };
         for container in &pod.spec.containers {
             let (cpu, memory) = (container.resources.cpu.max(0), container.resources.memory.max(0));
-            footprint.cpu = footprint.cpu.saturating_add(cpu);
-            footprint.memory = footprint.memory.saturating_add(memory);
             footprint.nonzero_cpu = footprint.nonzero_cpu.saturating_add(if cpu == 0 { DEFAULT_CPU_REQUEST } else { cpu });
             footprint.nonzero_memory = footprint.nonzero_memory.saturating_add(if memory == 0 { DEFAULT_MEMORY_REQUEST } else { memory });
             for port in &container.ports {

@@ -6,8 +6,10 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Labels, NodeResources, format_cpu, format_memory};
+use crate::model::{Labels, NodeResources};
+use crate::quantity::{format_cpu, format_memory};
 use crate::readiness::Readiness;
+use crate::usage::percent;
 
 use super::cache::{Footprint, NodeInfo, Usage};
 use super::plugins::{Failure, FilterPlugin, HostPort, ScorePlugin, first_selector_mismatch, reasons};
@@ -396,10 +398,6 @@ fn passed_detail(plugin: FilterPlugin, pod: &PodSummary, info: &NodeInfo, usage:
         FilterPlugin::NodePorts if pod.footprint.ports.is_empty() => "the pod asks for no host ports".to_string(),
         FilterPlugin::NodePorts => format!("host port(s) {} free", ports_text(&pod.footprint.ports)),
     }
-}
-
-fn percent(part: i64, whole: i64) -> i64 {
-    if whole <= 0 { 0 } else { part * 100 / whole }
 }
 
 fn score_detail(plugin: ScorePlugin, pod: &PodSummary, info: &NodeInfo, record: &NodeRecord, max_spread: u32) -> String {

@@ -316,6 +316,21 @@ fn balanced_allocation_prefers_equal_fractions() {
     assert_eq!(balanced_allocation(4000, 4000, 0, 0), 100);
 }
 
+proptest::proptest! {
+    /// The shares computed in i64 give exactly what 128-bit division gives, and the wide path
+    /// takes over where the scaled part overflows an i64.
+    #[test]
+    fn shares_agree_with_wide_division(
+        (requested, allocatable) in proptest::prop_oneof![(0i64..1 << 40, 1i64..1 << 40), (0i64..=i64::MAX, 1i64..=i64::MAX)]
+    ) {
+        let plain = |part: i64, scale: i64| (part as i128 * scale as i128 / allocatable as i128) as i64;
+        let least = if requested > allocatable { 0 } else { plain(allocatable - requested, 100) };
+        proptest::prop_assert_eq!(plugins::least_allocated_resource(requested, allocatable), least);
+        proptest::prop_assert_eq!(plugins::most_allocated_resource(requested, allocatable), plain(requested.min(allocatable), 100));
+        proptest::prop_assert_eq!(plugins::fraction_ppm(requested, allocatable), Some(plain(requested.min(allocatable), 1_000_000)));
+    }
+}
+
 #[test]
 fn spread_normalises_against_the_busiest_node() {
     assert_eq!(spread(0, 0), 100);
@@ -768,4 +783,19 @@ fn the_bind_guard_is_the_filter_and_huge_requests_never_wrap_into_fitting() {
     let mut finished = first.clone();
     finished.status.phase = crate::model::PodPhase::Failed;
     assert_eq!(check_room(&a, [&finished], &pod("small", 1, MI)), Ok(()), "a finished pod holds nothing");
+}
+
+#[test]
+fn scores_kept_from_the_last_pod_are_computed_again_when_the_node_grows() {
+    let least = |s: &mut Scheduler| {
+        let e = s.schedule(&pod("web", 1000, GI), now()).explain();
+        e.nodes[0].scores.iter().find(|s| s.plugin == "LeastAllocated").map(|s| s.raw)
+    };
+    let mut s = cluster(Profile::spread(), &[node("a", 4000, 8 * GI, 110)]);
+    // cpu (4000 − 1000) / 4000 → 75, memory 7/8 → 87: 81.
+    assert_eq!(least(&mut s), Some(81));
+    assert_eq!(least(&mut s), Some(81));
+    // The same sums on a node twice the size: cpu 87, memory 93 → 90.
+    s.upsert_node(&node("a", 8000, 16 * GI, 110), now());
+    assert_eq!(least(&mut s), Some(90));
 }

@@ -1,0 +1,77 @@
+//! The kinds the API serves: their names, plurals, scope and the aliases users type.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// The kinds the API serves, with the names and aliases `sheepctl` accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Kind {
+    Pod,
+    Deployment,
+    Service,
+    Node,
+    Event,
+    Namespace,
+    Lease,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 7] = [Kind::Pod, Kind::Deployment, Kind::Service, Kind::Node, Kind::Event, Kind::Namespace, Kind::Lease];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Pod => "Pod",
+            Kind::Deployment => "Deployment",
+            Kind::Service => "Service",
+            Kind::Node => "Node",
+            Kind::Event => "Event",
+            Kind::Namespace => "Namespace",
+            Kind::Lease => "Lease",
+        }
+    }
+
+    /// The plural used in URLs: `pods`, `deployments`, ….
+    pub fn plural(self) -> &'static str {
+        match self {
+            Kind::Pod => "pods",
+            Kind::Deployment => "deployments",
+            Kind::Service => "services",
+            Kind::Node => "nodes",
+            Kind::Event => "events",
+            Kind::Namespace => "namespaces",
+            Kind::Lease => "leases",
+        }
+    }
+
+    pub fn namespaced(self) -> bool {
+        !matches!(self, Kind::Node | Kind::Namespace | Kind::Lease)
+    }
+
+    /// The short names kubectl users know: `po`, `deploy`, `svc`, `no`, `ev`, `ns`.
+    pub const fn short_names(self) -> &'static [&'static str] {
+        match self {
+            Kind::Pod => &["po"],
+            Kind::Deployment => &["deploy"],
+            Kind::Service => &["svc"],
+            Kind::Node => &["no"],
+            Kind::Event => &["ev"],
+            Kind::Namespace => &["ns"],
+            Kind::Lease => &[],
+        }
+    }
+
+    /// Accepts the kind, its plural and its [short names](Kind::short_names), in any case.
+    pub fn from_alias(text: &str) -> Option<Kind> {
+        let text = text.to_ascii_lowercase();
+        Kind::ALL
+            .into_iter()
+            .find(|kind| text == kind.as_str().to_ascii_lowercase() || text == kind.plural() || kind.short_names().contains(&text.as_str()))
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

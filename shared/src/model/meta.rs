@@ -1,0 +1,124 @@
+//! What every object carries: its identity and bookkeeping ([`ObjectMeta`]), references
+//! to other objects by owner or by name, and the time and label types the model is built on.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::kind::Kind;
+
+/// A point in time. `shared` never reads the clock: callers pass `now` in.
+pub type Time = DateTime<Utc>;
+
+/// Labels and node selectors: ordered so that output is stable.
+pub type Labels = BTreeMap<String, String>;
+
+pub(crate) fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+pub(crate) fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// Identity and bookkeeping common to every object.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct ObjectMeta {
+    pub name: String,
+    /// Empty for cluster-scoped objects (nodes, namespaces).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: Labels,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: Labels,
+    /// The store's global revision at this object's last write; the token for every
+    /// compare-and-swap update.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub resource_version: u64,
+    /// Bumped by the server when the spec changes.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub generation: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<Time>,
+    /// Set when a graceful delete has begun; the object goes once its owner lets go.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deletion_timestamp: Option<Time>,
+    /// The grace period of that delete, in seconds: how long the agent lets the containers
+    /// stop after SIGTERM before it kills them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deletion_grace_period_seconds: Option<i64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub owner_references: Vec<OwnerReference>,
+}
+
+impl ObjectMeta {
+    pub fn named(namespace: &str, name: &str) -> Self {
+        ObjectMeta { name: name.to_string(), namespace: namespace.to_string(), ..Default::default() }
+    }
+
+    /// `namespace/name`, or just `name` for cluster-scoped objects.
+    pub fn key(&self) -> String {
+        if self.namespace.is_empty() { self.name.clone() } else { format!("{}/{}", self.namespace, self.name) }
+    }
+
+    pub fn controller(&self) -> Option<&OwnerReference> {
+        self.owner_references.iter().find(|r| r.controller)
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct OwnerReference {
+    pub kind: String,
+    pub name: String,
+    pub uid: String,
+    #[serde(skip_serializing_if = "is_false")]
+    pub controller: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct ObjectReference {
+    pub kind: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    pub name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+}
+
+impl ObjectReference {
+    /// `pod/web-server`, the original's `Object` field.
+    pub fn short(&self) -> String {
+        format!("{}/{}", self.kind.to_ascii_lowercase(), self.name)
+    }
+
+    /// Whether this names the object of `kind` with `meta`: the same kind, namespace and
+    /// name and, when both carry one, the same uid, so that a recreated object of the same
+    /// name is not its predecessor.
+    pub fn refers_to(&self, kind: Kind, meta: &ObjectMeta) -> bool {
+        Kind::from_alias(&self.kind) == Some(kind)
+            && self.name == meta.name
+            && (self.namespace.is_empty() || !kind.namespaced() || self.namespace == meta.namespace)
+            && (self.uid.is_empty() || meta.uid.is_empty() || self.uid == meta.uid)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_references_use_the_lower_case_kind() {
+        let reference = ObjectReference { kind: "Pod".into(), namespace: "default".into(), name: "web-server".into(), uid: String::new() };
+        assert_eq!(reference.short(), "pod/web-server");
+    }
+}

@@ -1,0 +1,35 @@
+//! The object model: Pod, Node, Lease, Deployment, Service, Event, Binding, Namespace, one
+//! file per kind family, every type re-exported here as `shared::model::X`.
+//!
+//! The JSON shape is the original project's (`../shared/reference/examples/*.json`):
+//! snake_case fields, memory in bytes, CPU in millicores. Every field a manifest may leave
+//! out has a default, so the reference manifests deserialize unchanged.
+
+pub mod apps;
+pub mod condition;
+pub mod event;
+pub mod kind;
+pub mod lease;
+pub mod meta;
+pub mod namespace;
+pub mod node;
+pub mod object;
+pub mod pod;
+pub mod resources;
+pub mod service;
+
+pub use apps::{Deployment, DeploymentSpec, DeploymentStatus, PodTemplateSpec, Scale, ScaleSpec, ScaleStatus};
+pub use condition::{Condition, conditions, find_condition, set_condition};
+pub use event::{Event, NODE_SOURCE_PREFIX, event_types, node_event_source};
+pub use kind::Kind;
+pub use lease::{Lease, LeaseSpec};
+pub use meta::{Labels, ObjectMeta, ObjectReference, OwnerReference, Time};
+pub use namespace::{DEFAULT_NAMESPACE, Namespace, NamespaceStatus};
+pub use node::{Node, NodeInfo, NodeStatus, POD_NETWORK_ANNOTATION, TAINT_EFFECTS, Taint};
+pub use object::{Object, ObjectError, Resource};
+pub use pod::{
+    Binding, CONTAINER_CREATING, Container, ContainerPort, ContainerState, ContainerStatus, DEFAULT_GRACE_SECONDS, EnvVar, Pod, PodPhase,
+    PodSpec, PodStage, PodStatus, RestartPolicy, Toleration,
+};
+pub use resources::{NodeResources, ResourceRequirements};
+pub use service::{Endpoint, Service, ServicePort, ServiceSpec, ServiceStatus};

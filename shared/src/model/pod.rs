@@ -1,0 +1,392 @@
+//! Pods: the spec of their containers, their status as the agent reports it, the stage a
+//! user must tell apart, whether a pod is ready, and the binding the scheduler posts.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::condition::{Condition, conditions, find_condition};
+use super::meta::{Labels, ObjectMeta, ObjectReference, Time};
+use super::resources::ResourceRequirements;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct Pod {
+    pub kind: String,
+    pub metadata: ObjectMeta,
+    pub spec: PodSpec,
+    pub status: PodStatus,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct PodSpec {
+    pub containers: Vec<Container>,
+    /// `Always` (the default), `OnFailure` or `Never`; validation rejects anything else.
+    pub restart_policy: String,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: Labels,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    /// Empty until the scheduler binds the pod; written only through the binding subresource.
+    pub node_name: String,
+    /// Seconds an agent waits after SIGTERM before it kills the containers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub termination_grace_period_seconds: Option<i64>,
+}
+
+impl PodSpec {
+    pub fn restart_policy(&self) -> Option<RestartPolicy> {
+        RestartPolicy::parse(&self.restart_policy)
+    }
+
+    /// The sum of every container's requests: what the scheduler reserves on a node, and
+    /// what `sheepctl` and the dashboard show it holds. Validation bounds each request so
+    /// that the sum never reaches i64::MAX and refuses negative ones; for a pod that was
+    /// never validated, a negative request counts as none and the sum saturates rather
+    /// than wraps.
+    pub fn requests(&self) -> ResourceRequirements {
+        self.containers.iter().fold(ResourceRequirements::default(), |sum, c| ResourceRequirements {
+            memory: sum.memory.saturating_add(c.resources.memory.max(0)),
+            cpu: sum.cpu.saturating_add(c.resources.cpu.max(0)),
+        })
+    }
+
+    /// Every host port the pod publishes, with its protocol.
+    pub fn host_ports(&self) -> impl Iterator<Item = (i32, &str)> {
+        self.containers
+            .iter()
+            .flat_map(|c| c.ports.iter())
+            .filter_map(|p| p.host_port.filter(|&hp| hp > 0).map(|hp| (hp, p.protocol.as_str())))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RestartPolicy {
+    Always,
+    OnFailure,
+    Never,
+}
+
+impl RestartPolicy {
+    pub const ALL: [&'static str; 3] = ["Always", "OnFailure", "Never"];
+
+    /// An empty policy means `Always`, as in Kubernetes.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "" | "Always" => Some(RestartPolicy::Always),
+            "OnFailure" => Some(RestartPolicy::OnFailure),
+            "Never" => Some(RestartPolicy::Never),
+            _ => None,
+        }
+    }
+
+    /// Whether a container that exited with `exit_code` is started again.
+    pub fn restarts(self, exit_code: i64) -> bool {
+        match self {
+            RestartPolicy::Always => true,
+            RestartPolicy::OnFailure => exit_code != 0,
+            RestartPolicy::Never => false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct Container {
+    pub name: String,
+    pub image: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvVar>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<ContainerPort>,
+    pub resources: ResourceRequirements,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct EnvVar {
+    pub name: String,
+    pub value: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct ContainerPort {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    pub container_port: i32,
+    /// Published on the node; the scheduler keeps two pods from claiming the same one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_port: Option<i32>,
+    /// The node address the host port binds to; the agent defaults it to 127.0.0.1.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub host_ip: String,
+    /// `TCP` (the default) or `UDP`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub protocol: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct Toleration {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub key: String,
+    /// `Equal` (the default) or `Exists`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub operator: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub value: String,
+    /// Empty matches every effect.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub effect: String,
+}
+
+/// How long a pod's containers get between SIGTERM and SIGKILL when neither the deletion
+/// nor the spec says, as in Kubernetes.
+pub const DEFAULT_GRACE_SECONDS: i64 = 30;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub enum PodPhase {
+    #[default]
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    Unknown,
+}
+
+impl PodPhase {
+    pub fn is_terminal(self) -> bool {
+        matches!(self, PodPhase::Succeeded | PodPhase::Failed)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PodPhase::Pending => "Pending",
+            PodPhase::Running => "Running",
+            PodPhase::Succeeded => "Succeeded",
+            PodPhase::Failed => "Failed",
+            PodPhase::Unknown => "Unknown",
+        }
+    }
+}
+
+impl fmt::Display for PodPhase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct PodStatus {
+    pub phase: PodPhase,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// A short CamelCase reason for the phase, such as `NodeLost`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub host_ip: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub pod_ip: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub container_statuses: Vec<ContainerStatus>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct ContainerStatus {
+    pub name: String,
+    pub state: ContainerState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_state: Option<ContainerState>,
+    pub ready: bool,
+    pub restart_count: u32,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub image: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub container_id: String,
+}
+
+/// A container's state, written as Kubernetes does: `{"running": {"started_at": …}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ContainerState {
+    Waiting {
+        #[serde(default)]
+        reason: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        message: String,
+    },
+    Running {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        started_at: Option<Time>,
+    },
+    Terminated {
+        #[serde(default)]
+        exit_code: i64,
+        #[serde(default)]
+        reason: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        message: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        started_at: Option<Time>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        finished_at: Option<Time>,
+    },
+}
+
+/// The waiting reason of a container being created, its sandbox included, as the kubelet
+/// gives it: the pod's status word until something more telling happens.
+pub const CONTAINER_CREATING: &str = "ContainerCreating";
+
+impl Default for ContainerState {
+    fn default() -> Self {
+        ContainerState::Waiting { reason: CONTAINER_CREATING.to_string(), message: String::new() }
+    }
+}
+
+impl ContainerState {
+    /// The word `sheepctl get` shows: the waiting or terminated reason, or `Running`.
+    pub fn summary(&self) -> &str {
+        match self {
+            ContainerState::Waiting { reason, .. } => reason,
+            ContainerState::Running { .. } => "Running",
+            ContainerState::Terminated { reason, .. } if !reason.is_empty() => reason,
+            ContainerState::Terminated { .. } => "Terminated",
+        }
+    }
+}
+
+impl Pod {
+    pub fn is_bound(&self) -> bool {
+        !self.spec.node_name.is_empty()
+    }
+
+    /// Pending with no node: what the scheduler works on.
+    pub fn needs_scheduling(&self) -> bool {
+        self.status.phase == PodPhase::Pending && self.spec.node_name.is_empty() && self.metadata.deletion_timestamp.is_none()
+    }
+
+    /// Why the scheduler found no node for the pod, when that is where it stands.
+    pub fn unschedulable_because(&self) -> Option<&str> {
+        find_condition(&self.status.conditions, conditions::POD_SCHEDULED)
+            .filter(|c| c.status == conditions::FALSE && c.reason == conditions::UNSCHEDULABLE)
+            .map(|c| c.message.as_str())
+    }
+
+    /// Which of the seed's stages the pod is in, for views that colour or group pods.
+    pub fn stage(&self) -> PodStage {
+        match self.status.phase {
+            PodPhase::Pending if self.spec.node_name.is_empty() => {
+                if self.unschedulable_because().is_some() {
+                    PodStage::Unschedulable
+                } else {
+                    PodStage::WaitingForScheduler
+                }
+            }
+            PodPhase::Pending => PodStage::WaitingForAgent,
+            PodPhase::Running => PodStage::Running,
+            PodPhase::Succeeded => PodStage::Succeeded,
+            PodPhase::Failed => PodStage::Failed,
+            PodPhase::Unknown => PodStage::Unknown,
+        }
+    }
+
+    /// `ready/total` containers, as in kubectl's READY column.
+    pub fn ready_count(&self) -> (usize, usize) {
+        let ready = self.status.container_statuses.iter().filter(|c| c.ready).count();
+        (ready, self.spec.containers.len())
+    }
+
+    /// Running, and Ready when the agent reports readiness: counted as a deployment's ready
+    /// replica and listed as a service's endpoint.
+    pub fn is_ready(&self) -> bool {
+        self.status.phase == PodPhase::Running
+            && find_condition(&self.status.conditions, conditions::READY).is_none_or(|c| c.status == conditions::TRUE)
+    }
+
+    /// Restarts of every container, saturating: an agent's report is not validated.
+    pub fn restart_count(&self) -> u32 {
+        self.status.container_statuses.iter().fold(0u32, |sum, c| sum.saturating_add(c.restart_count))
+    }
+}
+
+/// The stages a user must be able to tell apart (the seed's three Pending stages and after).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum PodStage {
+    /// Pending, no node yet: the scheduler has not placed it.
+    WaitingForScheduler,
+    /// Pending, no node, and the scheduler found none that fits (PodScheduled=False).
+    Unschedulable,
+    /// Pending with a node: the agent has not started it yet.
+    WaitingForAgent,
+    Running,
+    Succeeded,
+    Failed,
+    Unknown,
+}
+
+/// The body of `POST …/pods/{name}/binding`: the scheduler's assignment letter.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct Binding {
+    pub kind: String,
+    pub metadata: ObjectMeta,
+    pub target: ObjectReference,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pods_requests_saturate_instead_of_wrapping() {
+        let container = |cpu| Container { resources: ResourceRequirements { cpu, memory: i64::MAX }, ..Container::default() };
+        let spec =
+            PodSpec { containers: vec![container(5_000_000_000_000_000_000), container(5_000_000_000_000_000_000)], ..PodSpec::default() };
+        assert_eq!(spec.requests(), ResourceRequirements { cpu: i64::MAX, memory: i64::MAX });
+    }
+
+    #[test]
+    fn a_negative_request_counts_as_none() {
+        let container = |cpu, memory| Container { resources: ResourceRequirements { cpu, memory }, ..Container::default() };
+        let spec = PodSpec { containers: vec![container(-500, 64), container(250, -1 << 20)], ..PodSpec::default() };
+        assert_eq!(spec.requests(), ResourceRequirements { cpu: 250, memory: 64 });
+    }
+
+    #[test]
+    fn a_pod_is_ready_when_running_and_not_reported_unready() {
+        let mut pod = Pod::default();
+        assert!(!pod.is_ready(), "Pending");
+        pod.status.phase = PodPhase::Running;
+        assert!(pod.is_ready(), "Running, no Ready condition reported");
+        let ready = |status: &str| Condition { type_: conditions::READY.into(), status: status.into(), ..Condition::default() };
+        pod.status.conditions = vec![ready(conditions::FALSE)];
+        assert!(!pod.is_ready(), "reported not ready");
+        pod.status.conditions = vec![ready(conditions::TRUE)];
+        assert!(pod.is_ready());
+    }
+}
