@@ -1,8 +1,11 @@
 //! The one error of every call: what was being done, on which object, and why it failed.
+//! Error answers are read and classified by `shared::api_error`, as the dashboard reads them;
+//! this file adds the transport's own failures and the words a terminal user needs.
 
 use std::time::Duration;
 
 use shared::api::ApiErrorStatus;
+use shared::api_error::{Class, headline};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -19,6 +22,9 @@ pub enum Error {
     /// The certificate authority to trust is not a PEM certificate.
     #[error("cannot trust the certificate authority: {0}")]
     Authority(String),
+    /// The token holds bytes an HTTP header cannot carry (a pasted line break, say).
+    #[error("the token cannot be sent: an HTTP header cannot carry it (a line break or a control character?)")]
+    Token,
     #[error("cannot {action}: no answer within {}s: the server is busy or stuck; try again", .after.as_secs())]
     Timeout { action: String, after: Duration },
     /// A watch stream ended or went silent.
@@ -46,17 +52,22 @@ impl Error {
         }
     }
 
+    /// What the status of an error the server answered tells the caller to do.
+    pub fn class(&self) -> Option<Class> {
+        self.status().map(Class::of)
+    }
+
     pub fn is_not_found(&self) -> bool {
-        self.status() == Some(404)
+        self.class() == Some(Class::NotFound)
     }
 
     pub fn is_conflict(&self) -> bool {
-        self.status() == Some(409)
+        self.class() == Some(Class::Conflict)
     }
 
     /// A watch from a revision the server no longer keeps: list again.
     pub fn is_gone(&self) -> bool {
-        self.status() == Some(410)
+        self.class() == Some(Class::Gone)
     }
 
     /// The server could not be reached at all, did not answer in time, or left a stream.
@@ -66,28 +77,16 @@ impl Error {
 
     /// Worth trying again as it is: the server is away, overloaded or failing for now.
     pub fn is_transient(&self) -> bool {
-        self.is_unreachable() || self.status().is_some_and(|code| code >= 500 || code == 429)
+        self.is_unreachable() || self.class() == Some(Class::Transient)
     }
 }
 
 /// The server's message, a hint for auth errors, and every field error on its own line.
 fn api_message(status: &ApiErrorStatus) -> String {
-    let mut text = if status.message.is_empty() {
-        format!("the Shepherd API answered {} {}", status.code, status.reason)
-    } else {
-        status.message.clone()
-    };
-    // Servers often repeat the field errors in the message; they follow one per line.
-    if let Some(first) = status.details.first()
-        && let Some(at) = text.find(&format!("{}: {}", first.field, first.message))
-        && at > 0
-    {
-        text.truncate(at);
-        text.truncate(text.trim_end_matches([' ', ':', ';', ',']).len());
-    }
-    match status.code {
-        401 => text.push_str(" (set --token or SHEPHERD_TOKEN)"),
-        403 => text.push_str(" (this token is not allowed to do that)"),
+    let mut text = headline(status);
+    match Class::of(status.code) {
+        Class::Unauthorized => text.push_str(" (set --token or SHEPHERD_TOKEN)"),
+        Class::Forbidden => text.push_str(" (this token is not allowed to do that)"),
         _ => {}
     }
     for detail in &status.details {

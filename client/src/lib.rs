@@ -6,10 +6,11 @@
 //!   bearer token and every default header set in one request builder;
 //! - [`agent_auth`]: how the server signs the requests it proxies to a node's agent API, and
 //!   how the agent checks them;
-//! - [`error`]: the one error, naming what was being done and why it failed;
+//! - [`error`]: the one error, naming what was being done and why it failed (error answers
+//!   are read and classified by `shared::api_error`, as the dashboard reads them);
 //! - [`watcher`]: the async watcher that drives `shared::watch`'s state machine over a watch
-//!   stream (decoded by `shared::sse`), and [`watcher::Changes`], the objects it keeps with the
-//!   change each event makes.
+//!   stream (decoded by `shared::sse`), and [`watcher::Changes`], the objects it keeps (in a
+//!   `shared::cache`) with the change each event makes.
 
 pub mod agent_auth;
 pub mod error;
@@ -21,11 +22,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
-use reqwest::header::{ACCEPT, CONTENT_TYPE, USER_AGENT};
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue, USER_AGENT};
 use reqwest::{Method, RequestBuilder, Response};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use shared::api::{ApiErrorBody, CLIENT_HEADER, Heartbeat, Info, List, WatchEvent, paths};
+use shared::api::{CLIENT_HEADER, Heartbeat, Info, List, WatchEvent, paths};
+use shared::api_error::ErrorAnswer;
 use shared::model::{Event, Kind, Lease, Node, Object, Pod, Resource, Scale, ScaleSpec};
 use shared::scheduler::Explanation;
 use tokio::sync::{Semaphore, SemaphorePermit};
@@ -111,7 +113,8 @@ fn object_words(kind: Kind, namespace: &str, name: &str) -> String {
 pub struct Client {
     http: reqwest::Client,
     base: String,
-    token: Option<String>,
+    /// The `Authorization` header, as `shared::api::bearer` spells it for every client.
+    authorization: Option<HeaderValue>,
     /// Sent as `shared::api::CLIENT_HEADER`, and with the version as the user agent.
     name: &'static str,
     timeout: Duration,
@@ -134,18 +137,18 @@ impl Client {
     /// A client of the server at `base` (`http://host:port`), sending `token` as a bearer
     /// token when there is one.
     pub fn new(base: &str, token: Option<String>) -> Result<Client> {
+        let authorization = match shared::api::bearer(token.as_deref()) {
+            Some(value) => {
+                let mut header = HeaderValue::try_from(value).map_err(|_| Error::Token)?;
+                header.set_sensitive(true);
+                Some(header)
+            }
+            None => None,
+        };
         let base = base.trim_end_matches('/').to_string();
         let transport = Transport { max_idle: 64, authority: None };
         let http = http_client(&base, &transport)?;
-        Ok(Client {
-            http,
-            base,
-            token: token.filter(|t| !t.is_empty()),
-            name: "shepherd-client",
-            timeout: REQUEST_TIMEOUT,
-            in_flight: None,
-            transport,
-        })
+        Ok(Client { http, base, authorization, name: "shepherd-client", timeout: REQUEST_TIMEOUT, in_flight: None, transport })
     }
 
     /// Trusts only the certificate authorities in `pem` for an https server, as kubectl's
@@ -199,8 +202,8 @@ impl Client {
             .request(method, format!("{}{path}", self.base))
             .header(CLIENT_HEADER, self.name)
             .header(USER_AGENT, format!("{}/{}", self.name, env!("CARGO_PKG_VERSION")));
-        match &self.token {
-            Some(token) => builder.bearer_auth(token),
+        match &self.authorization {
+            Some(value) => builder.header(AUTHORIZATION, value.clone()),
             None => builder,
         }
     }
@@ -473,22 +476,16 @@ fn watch_events(
         .flat_map(futures::stream::iter)
 }
 
-/// Turns an error answer into an [`Error`]: the API's JSON shape when it is one.
+/// Turns an error answer, as `shared::api_error` reads it, into an [`Error`]. A body with
+/// nothing to say is named by its status's reason phrase.
 fn error_answer(action: &str, code: u16, body: &str) -> Error {
-    match serde_json::from_str::<ApiErrorBody>(body) {
-        Ok(parsed) => {
-            let mut status = parsed.error;
-            if status.code == 0 {
-                status.code = code;
-            }
-            Error::Api { action: action.to_string(), status }
-        }
-        Err(_) => {
-            let first_line = body.lines().next().unwrap_or("").trim();
-            let body = if first_line.is_empty() {
+    match ErrorAnswer::read(code, body) {
+        ErrorAnswer::Api(status) => Error::Api { action: action.to_string(), status },
+        ErrorAnswer::Other { code, body } => {
+            let body = if body.is_empty() {
                 reqwest::StatusCode::from_u16(code).ok().and_then(|s| s.canonical_reason()).unwrap_or("no body").to_string()
             } else {
-                first_line.to_string()
+                body
             };
             Error::Http { action: action.to_string(), code, body }
         }
@@ -543,6 +540,8 @@ mod tests {
         assert_eq!(error.to_string(), "Pod \"ghost\" not found");
         let error = error_answer("list pods", 502, "Bad Gateway\n<html>");
         assert_eq!(error.to_string(), "cannot list pods: the server answered 502: Bad Gateway");
+        let error = error_answer("list pods", 404, "<!DOCTYPE html>\n<html>");
+        assert_eq!(error.to_string(), "cannot list pods: the server answered 404: not the Shepherd API");
         assert_eq!(error_answer("list pods", 503, "").to_string(), "cannot list pods: the server answered 503: Service Unavailable");
     }
 

@@ -2,15 +2,17 @@
 //! It lists, streams changes from the list's revision, resumes from the last revision seen
 //! after a break, lists again on 410 Gone, backs off on the shared curve between failed
 //! attempts, and can fall back to polling the list when a server will not stream. It yields
-//! each list and each change; [`Changes`] keeps the objects and says what each event changed.
+//! each list and each change; [`Changes`] keeps the objects in `shared::cache` (the
+//! dashboard's staleness rule too) and says what each event changed.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::time::Duration;
 
 use futures::StreamExt;
 use shared::api::{List, WatchEvent, WatchEventType};
 use shared::backoff::Backoff;
+use shared::cache::Cache;
 use shared::model::{Kind, Object};
 use shared::selector::LabelSelector;
 use shared::watch::{Machine, STALL, Step};
@@ -68,7 +70,8 @@ pub struct Watcher<S> {
 }
 
 impl<S: Source> Watcher<S> {
-    /// A watcher that lists first, and waits between failed attempts as `backoff` says.
+    /// A watcher that lists first, and waits between failed attempts as `backoff` says
+    /// (`shared::watch::DEFAULT_BACKOFF` unless the caller must notice a return sooner).
     pub fn new(source: S, backoff: Backoff) -> Self {
         Watcher { source, machine: Machine::new(0, backoff), stream: None, give_up_after: None, poll_after: None }
     }
@@ -216,19 +219,19 @@ pub struct Change {
 
 /// The objects of a watch, kept current, and the change each list or event makes to them: a
 /// re-list after a break comes out as the ADDED, MODIFIED and DELETED it amounts to, and an
-/// event already seen comes out not at all. Optionally only one name, or only the objects a
+/// event the cache's staleness rule skips (one already seen) comes out not at all. Optionally only one name, or only the objects a
 /// selector matches (one that stops matching is DELETED to this watch).
 pub struct Changes<S> {
     watcher: Watcher<S>,
     name: Option<String>,
     selector: LabelSelector,
-    known: BTreeMap<String, Object>,
+    known: Cache<Object>,
     queue: VecDeque<Change>,
 }
 
 impl<S: Source> Changes<S> {
     pub fn new(watcher: Watcher<S>) -> Self {
-        Changes { watcher, name: None, selector: LabelSelector::default(), known: BTreeMap::new(), queue: VecDeque::new() }
+        Changes { watcher, name: None, selector: LabelSelector::default(), known: Cache::default(), queue: VecDeque::new() }
     }
 
     /// Only the object with this name.
@@ -255,7 +258,8 @@ impl<S: Source> Changes<S> {
     /// come from [`Changes::next`].
     pub async fn list(&mut self) -> Result<Vec<Object>> {
         let (_, objects) = self.watcher.list().await?;
-        self.known = objects.into_iter().filter(|o| self.wanted(o)).map(|o| (o.metadata().key(), o)).collect();
+        let wanted: Vec<Object> = objects.into_iter().filter(|o| self.wanted(o)).collect();
+        self.known.replace(wanted);
         Ok(self.known.values().cloned().collect())
     }
 
@@ -279,52 +283,26 @@ impl<S: Source> Changes<S> {
         self.name.as_ref().is_none_or(|n| *n == object.metadata().name) && self.selector.matches(&object.metadata().labels)
     }
 
-    /// Applies one streamed event to what is known, queueing the change it makes.
+    /// Applies one streamed event to what is known, queueing the change it makes. An object
+    /// that stops matching leaves this watch: DELETED to it.
     fn apply(&mut self, type_: WatchEventType, object: Object) {
-        let key = object.metadata().key();
-        let known_version = self.known.get(&key).map(|k| k.metadata().resource_version);
-        match type_ {
-            WatchEventType::Bookmark => {}
-            WatchEventType::Deleted => {
-                if self.known.remove(&key).is_some() {
-                    self.queue.push_back(Change { type_: WatchEventType::Deleted, object });
-                }
+        if matches!(type_, WatchEventType::Added | WatchEventType::Modified) && !self.wanted(&object) {
+            if self.known.remove(&object.metadata().key()).is_some() {
+                self.queue.push_back(Change { type_: WatchEventType::Deleted, object });
             }
-            WatchEventType::Added | WatchEventType::Modified => {
-                if !self.wanted(&object) {
-                    if self.known.remove(&key).is_some() {
-                        self.queue.push_back(Change { type_: WatchEventType::Deleted, object });
-                    }
-                    return;
-                }
-                let new_version = object.metadata().resource_version;
-                if known_version.is_some_and(|old| old != 0 && new_version != 0 && new_version <= old) {
-                    // A replay of something already seen.
-                    return;
-                }
-                let type_ = if known_version.is_some() { WatchEventType::Modified } else { WatchEventType::Added };
-                self.known.insert(key, object.clone());
-                self.queue.push_back(Change { type_, object });
-            }
+            return;
+        }
+        if let Some(type_) = self.known.apply(type_, object.clone()) {
+            self.queue.push_back(Change { type_, object });
         }
     }
 
     /// After a re-list or a poll: every difference from what was known becomes a change.
     fn replace_all(&mut self, items: Vec<Object>) {
-        let fresh: BTreeMap<String, Object> = items.into_iter().filter(|o| self.wanted(o)).map(|o| (o.metadata().key(), o)).collect();
-        for (key, object) in &self.known {
-            if !fresh.contains_key(key) {
-                self.queue.push_back(Change { type_: WatchEventType::Deleted, object: object.clone() });
-            }
+        let wanted: Vec<Object> = items.into_iter().filter(|o| self.wanted(o)).collect();
+        for (type_, object) in self.known.relist(wanted) {
+            self.queue.push_back(Change { type_, object });
         }
-        for (key, object) in &fresh {
-            match self.known.get(key) {
-                None => self.queue.push_back(Change { type_: WatchEventType::Added, object: object.clone() }),
-                Some(old) if old != object => self.queue.push_back(Change { type_: WatchEventType::Modified, object: object.clone() }),
-                Some(_) => {}
-            }
-        }
-        self.known = fresh;
     }
 }
 

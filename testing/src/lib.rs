@@ -2,7 +2,15 @@
 //! 127.0.0.1:0 (async, or on a thread of its own for tests that block) whose every JSON
 //! answer is checked against its OpenAPI document, nodes registered exactly as the agent
 //! registers them (`NodeDescription::to_node` and the client's register call), and waits
-//! that re-check a condition each time the watch reports a change, never after a fixed sleep.
+//! that re-check a condition on each change the watch reports (or, for what no watch shows,
+//! on a short tick) until a deadline, never after a fixed sleep.
+//!
+//! Layout: this file has the servers, the OpenAPI check of their answers and the node
+//! fixtures; `wait` has the one deadline-and-look-again rule every test waits by.
+
+mod wait;
+
+pub use wait::{Look, POLL_INTERVAL, eventually, exited, poll, poll_blocking};
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -10,12 +18,10 @@ use std::sync::{Arc, LazyLock, Mutex, mpsc};
 use std::time::Duration;
 
 use chrono::Utc;
-use futures::StreamExt;
-use futures::stream::{BoxStream, select_all};
 pub use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use server::Config;
-use shared::model::{Kind, Lease, Node, NodeInfo, NodeResources};
+use shared::model::{Lease, Node, NodeInfo, NodeResources};
 use shared::readiness::NodeJudge;
 use shared::registration::NodeDescription;
 use shepherd_client::{Client, Selection};
@@ -182,11 +188,10 @@ pub fn client(url: &str, token: Option<&str>) -> Client {
 
 /// Waits until the server answers `/readyz`.
 async fn ready(client: &Client) {
-    let deadline = tokio::time::Instant::now() + START_LIMIT;
-    while let Err(e) = client.ready().await {
-        assert!(tokio::time::Instant::now() < deadline, "the server at {} never became ready: {e}", client.base());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    poll(START_LIMIT, &format!("the server at {} to become ready", client.base()), || async {
+        client.ready().await.map_err(|e| e.to_string())
+    })
+    .await
 }
 
 /// Sends a request and reads its answer; a JSON answer must match its schema in the
@@ -269,6 +274,17 @@ pub async fn register_node(client: &Client, node: &NodeDescription) -> Node {
     client.register_node(&node.to_node(Utc::now())).await.unwrap_or_else(|e| panic!("cannot register node {}: {e}", node.name))
 }
 
+/// The body the agent registers `node` with, for a test that sends it by hand (with
+/// another token, or to see the answer): `POST /api/v1/nodes`.
+pub fn registration(node: &NodeDescription) -> Value {
+    serde_json::to_value(node.to_node(Utc::now())).expect("a node serialises")
+}
+
+/// The body of `node`'s status heartbeat as the agent sends it: `POST /api/v1/nodes/{name}/heartbeat`.
+pub fn heartbeat_body(node: &NodeDescription) -> Value {
+    serde_json::to_value(node.heartbeat(Utc::now())).expect("a heartbeat serialises")
+}
+
 /// Renews `node`'s lease as its agent does every `lease_renew_interval`.
 pub async fn renew_lease(client: &Client, node: &NodeDescription) {
     client.renew_lease(&node.name).await.unwrap_or_else(|e| panic!("cannot renew the lease of node {}: {e}", node.name));
@@ -289,40 +305,4 @@ pub async fn ready_nodes(client: &Client) -> Option<(Vec<Node>, usize)> {
 /// Sends `node`'s status heartbeat as its agent does when its status changed.
 pub async fn heartbeat(client: &Client, node: &NodeDescription) {
     client.heartbeat(&node.name, &node.heartbeat(Utc::now())).await.unwrap_or_else(|e| panic!("heartbeat of node {}: {e}", node.name));
-}
-
-/// Runs `check` until it returns `Some`: once now, then again each time a watch stream says
-/// something: a change to any object, or a bookmark (so that a condition on time passing is
-/// looked at again every bookmark interval). Panics with `what` after `timeout`.
-pub async fn eventually<T, F, Fut>(client: &Client, timeout: Duration, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    let mut changes = changes(client).await;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        match tokio::time::timeout_at(deadline, changes.next()).await {
-            Ok(Some(Ok(()))) => {}
-            Ok(Some(Err(e))) => panic!("the watch broke while waiting for {what}: {e}"),
-            Ok(None) => panic!("the watch ended while waiting for {what}"),
-            Err(_) => panic!("timed out after {timeout:?} waiting for {what}"),
-        }
-    }
-}
-
-/// One item for every event and bookmark on the watch of every kind, from now on.
-async fn changes(client: &Client) -> BoxStream<'static, shepherd_client::Result<()>> {
-    let mut streams = Vec::new();
-    for kind in Kind::ALL {
-        let everything = Selection::default();
-        let list = client.list_objects(kind, &everything).await.unwrap_or_else(|e| panic!("cannot list {}: {e}", kind.plural()));
-        let stream =
-            client.watch(kind, &everything, list.resource_version).await.unwrap_or_else(|e| panic!("cannot watch {}: {e}", kind.plural()));
-        streams.push(stream.map(|item| item.map(drop)).boxed());
-    }
-    select_all(streams).boxed()
 }
