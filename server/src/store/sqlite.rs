@@ -11,8 +11,8 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, params};
 use shared::model::Object;
 
-use super::cached::{PersistedChange, Persistence, Snapshot};
-use super::{Result, StoreError};
+use super::error::{Result, StoreError};
+use super::persistence::{PersistedChange, Persistence, Snapshot};
 
 pub struct SqlitePersistence {
     path: PathBuf,

@@ -1,0 +1,43 @@
+//! The store's one error type: what a read-modify-write, a watch or the backend failed on,
+//! each variant naming the object or revision at fault.
+
+use shared::api::FieldError;
+use shared::model::Kind;
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    #[error("{kind} {key:?} not found")]
+    NotFound { kind: Kind, key: String },
+    #[error("{kind} {key:?} already exists")]
+    AlreadyExists { kind: Kind, key: String },
+    /// A compare-and-swap lost: the message says what was expected and what was found.
+    #[error("{0}")]
+    Conflict(String),
+    /// A write the object's current state does not allow, with the fields at fault.
+    #[error("{message}")]
+    Invalid { message: String, details: Vec<FieldError> },
+    #[error(
+        "resource_version {requested} is too old: the server keeps history only after revision {oldest}; list again and watch from the list's resource_version"
+    )]
+    Gone { requested: u64, oldest: u64 },
+    /// A remote watcher that fell further behind than the history reaches.
+    #[error("resource_version {requested} is newer than the store's revision {current}; watch from a revision a list or a watch returned")]
+    Future { requested: u64, current: u64 },
+    #[error("the store failed to persist the write: {0}")]
+    Backend(String),
+    #[error("the store is shut down")]
+    Closed,
+}
+
+impl StoreError {
+    pub fn conflict(message: impl Into<String>) -> Self {
+        StoreError::Conflict(message.into())
+    }
+
+    pub fn invalid(field: &str, message: impl Into<String>) -> Self {
+        let message = message.into();
+        StoreError::Invalid { message: format!("{field}: {message}"), details: vec![FieldError { field: field.to_string(), message }] }
+    }
+}

@@ -1,0 +1,47 @@
+//! Where an object lives ([`Key`]), and the pod fields the store indexes by: the node a pod
+//! is bound to and the deployment that controls it.
+
+use shared::model::{Kind, Object};
+
+/// Where an object lives: its kind and `namespace/name` (or `name` when cluster-scoped).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key {
+    pub kind: Kind,
+    pub key: String,
+}
+
+impl Key {
+    pub fn new(kind: Kind, namespace: &str, name: &str) -> Self {
+        let key = if kind.namespaced() { format!("{namespace}/{name}") } else { name.to_string() };
+        Key { kind, key }
+    }
+
+    pub fn of(object: &Object) -> Self {
+        Key::new(object.kind(), &object.metadata().namespace, &object.metadata().name)
+    }
+}
+
+impl std::fmt::Display for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.kind, self.key)
+    }
+}
+
+/// The node a pod is bound to.
+pub(super) fn pod_node(object: &Object) -> Option<&str> {
+    match object {
+        Object::Pod(p) if !p.spec.node_name.is_empty() => Some(&p.spec.node_name),
+        _ => None,
+    }
+}
+
+/// The deployment that controls a pod, by its controller reference: the key of the store's
+/// owner index, and the deployment controller's work for the pod.
+pub fn pod_owner(object: &Object) -> Option<Key> {
+    match object {
+        Object::Pod(p) => {
+            p.metadata.controller().filter(|r| r.kind == "Deployment").map(|r| Key::new(Kind::Deployment, &p.metadata.namespace, &r.name))
+        }
+        _ => None,
+    }
+}

@@ -1,0 +1,82 @@
+//! Transactions: each write a read-modify-write closure ([`Write`]) that sees the state as
+//! of every write before it ([`View`]) and decides a [`Change`]; the [`Outcome`] of each.
+
+use std::sync::Arc;
+
+use shared::model::Object;
+
+use super::error::Result;
+use super::key::Key;
+
+/// What a mutation decides, given the object's current state. (`Put` is large, but a
+/// `Change` lives only for the moment the writer applies it: boxing would cost more.)
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+pub enum Change {
+    /// Store this state; the store stamps the new resource_version.
+    Put(Object),
+    Delete,
+    /// Nothing to write: the revision does not move.
+    Keep,
+}
+
+/// Read access for a mutation: the state as of every write committed or staged before it.
+pub trait View {
+    fn get(&self, key: &Key) -> Option<&Object>;
+    /// Every pod whose `spec.node_name` is `node` (the field index a bind checks room with).
+    fn pods_on_node(&self, node: &str) -> Vec<&Object>;
+}
+
+/// A read-modify-write of one object, run by the store's single writer against the latest
+/// state, so that the check and the write are atomic.
+pub type Mutate = Box<dyn FnOnce(&dyn View, Option<&Object>) -> Result<Change> + Send>;
+
+pub struct Write {
+    pub key: Key,
+    pub mutate: Mutate,
+}
+
+impl Write {
+    pub fn new(key: Key, mutate: impl FnOnce(&dyn View, Option<&Object>) -> Result<Change> + Send + 'static) -> Self {
+        Write { key, mutate: Box::new(mutate) }
+    }
+}
+
+/// Writes that commit together or not at all.
+#[derive(Default)]
+pub struct Txn {
+    pub writes: Vec<Write>,
+}
+
+impl Txn {
+    pub fn new() -> Self {
+        Txn::default()
+    }
+
+    pub fn with(mut self, write: Write) -> Self {
+        self.writes.push(write);
+        self
+    }
+
+    pub fn push(&mut self, write: Write) {
+        self.writes.push(write);
+    }
+}
+
+/// The result of one write of a committed transaction.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    Put { object: Arc<Object>, created: bool },
+    Deleted(Arc<Object>),
+    Kept(Option<Arc<Object>>),
+}
+
+impl Outcome {
+    /// The object as it now is (or was, when deleted).
+    pub fn object(&self) -> Option<&Arc<Object>> {
+        match self {
+            Outcome::Put { object, .. } | Outcome::Deleted(object) => Some(object),
+            Outcome::Kept(object) => object.as_ref(),
+        }
+    }
+}
