@@ -1,7 +1,7 @@
 //! What a Kubernetes client asks first: `/version` (also at the server's root, where
 //! `kubectl get --raw /version` asks: a raw path is taken from the host, not from the
 //! kubeconfig's `/k8s`), the legacy discovery documents (`/api`,
-//! `/api/v1`, `/apis`, `/apis/apps/v1`) and OpenAPI v3. The OpenAPI documents list each
+//! `/api/v1`, `/apis`, `/apis/apps/v1`) and OpenAPI v3, all read from [`KINDS`]. The OpenAPI documents list each
 //! resource's operations with `x-kubernetes-group-version-kind` and the `fieldValidation`
 //! parameter, which is how kubectl learns that the server validates fields itself: it then
 //! sends `kubectl apply` bodies as they are and the server refuses unsupported fields (422).
@@ -17,52 +17,9 @@ use axum::routing::get;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use serde_json::{Value, json};
 
-use super::Status;
-use crate::api::AppState;
-
-/// A resource kubectl can name, with what discovery says of it. Subresources have a `/`.
-pub struct ResourceInfo {
-    pub group: &'static str,
-    pub name: &'static str,
-    pub singular: &'static str,
-    pub kind: &'static str,
-    pub namespaced: bool,
-    pub short: &'static [&'static str],
-    pub verbs: &'static [&'static str],
-}
-
-const ALL_VERBS: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
-const READ: &[&str] = &["get", "list", "watch"];
-const GET: &[&str] = &["get"];
-
-const fn resource(
-    group: &'static str,
-    name: &'static str,
-    singular: &'static str,
-    kind: &'static str,
-    namespaced: bool,
-    short: &'static [&'static str],
-    verbs: &'static [&'static str],
-) -> ResourceInfo {
-    ResourceInfo { group, name, singular, kind, namespaced, short, verbs }
-}
-
-/// Every resource this API serves; the routes in `objects` answer exactly these.
-pub const RESOURCES: &[ResourceInfo] = &[
-    resource("", "pods", "pod", "Pod", true, &["po"], ALL_VERBS),
-    resource("", "pods/log", "", "Pod", true, &[], GET),
-    resource("", "pods/status", "", "Pod", true, &[], GET),
-    resource("", "pods/binding", "", "Binding", true, &[], &["create"]),
-    resource("", "nodes", "node", "Node", false, &["no"], ALL_VERBS),
-    resource("", "nodes/status", "", "Node", false, &[], GET),
-    resource("", "namespaces", "namespace", "Namespace", false, &["ns"], ALL_VERBS),
-    resource("", "services", "service", "Service", true, &["svc"], ALL_VERBS),
-    resource("", "endpoints", "endpoints", "Endpoints", true, &["ep"], READ),
-    resource("", "events", "event", "Event", true, &["ev"], ALL_VERBS),
-    resource("apps", "deployments", "deployment", "Deployment", true, &["deploy"], ALL_VERBS),
-    resource("apps", "deployments/scale", "", "Scale", true, &[], &["get", "patch", "update"]),
-    resource("apps", "deployments/status", "", "Deployment", true, &[], GET),
-];
+use super::kinds::{self, Entry, Gvk, KINDS, group_path, group_version};
+use super::status::Status;
+use crate::state::AppState;
 
 /// Where the server's version is read, by anyone, as kube-apiserver's `/version` (the
 /// `system:public-info-viewer` role): kubectl reads it under the kubeconfig's `/k8s`, and
@@ -70,16 +27,19 @@ pub const RESOURCES: &[ResourceInfo] = &[
 pub const VERSION_PATHS: [&str; 2] = ["/k8s/version", "/version"];
 
 pub fn router() -> Router<AppState> {
-    Router::new()
+    let mut router = Router::new()
         .route(VERSION_PATHS[0], get(version))
         .route(VERSION_PATHS[1], get(version))
         .route("/k8s/api", get(api_versions))
         .route("/k8s/api/v1", get(|| async { resource_list("") }))
-        .route("/k8s/apis", get(api_groups))
-        .route("/k8s/apis/apps/v1", get(|| async { resource_list("apps") }))
+        .route("/k8s/apis", get(api_groups));
+    for group in kinds::groups().into_iter().filter(|g| !g.is_empty()) {
+        router = router.route(&format!("/k8s{}", group_path(group)), get(move || async move { resource_list(group) }));
+    }
+    router
         .route("/k8s/openapi/v3", get(openapi_index))
         .route("/k8s/openapi/v3/api/v1", get(|| async { Json(openapi_document("")) }))
-        .route("/k8s/openapi/v3/apis/{group}/v1", get(openapi_group))
+        .route("/k8s/openapi/v3/apis/{group}/{version}", get(openapi_group))
         .route("/k8s/openapi/v2", get(|| async { Json(swagger()) }))
 }
 
@@ -98,39 +58,66 @@ async fn api_versions() -> Json<meta::APIVersions> {
 }
 
 async fn api_groups() -> Json<meta::APIGroupList> {
-    let version = meta::GroupVersionForDiscovery { group_version: "apps/v1".into(), version: "v1".into() };
-    Json(meta::APIGroupList {
-        groups: vec![meta::APIGroup {
-            name: "apps".into(),
-            preferred_version: Some(version.clone()),
-            versions: vec![version],
-            server_address_by_client_cidrs: None,
-        }],
+    let groups = kinds::groups()
+        .into_iter()
+        .filter(|group| !group.is_empty())
+        .map(|group| {
+            let version = meta::GroupVersionForDiscovery { group_version: group_version(group), version: kinds::version(group).into() };
+            meta::APIGroup {
+                name: group.into(),
+                preferred_version: Some(version.clone()),
+                versions: vec![version],
+                server_address_by_client_cidrs: None,
+            }
+        })
+        .collect();
+    Json(meta::APIGroupList { groups })
+}
+
+/// One resource or subresource of a group as discovery and OpenAPI list it.
+struct Listed {
+    entry: &'static Entry,
+    /// The subresource's name, for a subresource.
+    sub: Option<&'static str>,
+    gvk: Gvk,
+    verbs: &'static [&'static str],
+}
+
+impl Listed {
+    fn name(&self) -> String {
+        match self.sub {
+            Some(sub) => format!("{}/{sub}", self.entry.plural),
+            None => self.entry.plural.to_string(),
+        }
+    }
+}
+
+/// The group's resources, each followed by its subresources.
+fn listed(group: &str) -> impl Iterator<Item = Listed> {
+    KINDS.iter().filter(move |e| e.gvk.group == group).flat_map(|entry| {
+        let own = Listed { entry, sub: None, gvk: entry.gvk, verbs: entry.verbs };
+        let subs =
+            entry.subresources.iter().map(move |s| Listed { entry, sub: Some(s.name), gvk: s.gvk.unwrap_or(entry.gvk), verbs: s.verbs });
+        std::iter::once(own).chain(subs)
     })
 }
 
-fn group_version(group: &str) -> String {
-    if group.is_empty() { "v1".into() } else { format!("{group}/v1") }
-}
-
 fn resource_list(group: &str) -> Json<meta::APIResourceList> {
-    let resources = RESOURCES
-        .iter()
-        .filter(|r| r.group == group)
+    let resources = listed(group)
         .map(|r| {
-            // A scale subresource is autoscaling/v1's Scale.
-            let (scale_group, scale_version) =
-                if r.kind == "Scale" { (Some("autoscaling".to_string()), Some("v1".to_string())) } else { (None, None) };
+            let whole = r.sub.is_none();
+            // A subresource of another group's kind (a Scale is autoscaling/v1's) says so.
+            let other = r.gvk.group != group;
             meta::APIResource {
-                name: r.name.into(),
-                singular_name: r.singular.into(),
-                kind: r.kind.into(),
-                namespaced: r.namespaced,
-                short_names: (!r.short.is_empty()).then(|| r.short.iter().map(|s| s.to_string()).collect()),
+                name: r.name(),
+                singular_name: if whole { r.gvk.kind.to_ascii_lowercase() } else { String::new() },
+                kind: r.gvk.kind.into(),
+                namespaced: r.entry.served.namespaced(),
+                short_names: (whole && !r.entry.short.is_empty()).then(|| r.entry.short.iter().map(|s| s.to_string()).collect()),
                 verbs: r.verbs.iter().map(|v| v.to_string()).collect(),
-                categories: (r.name == "pods" || r.name == "services" || r.name == "deployments").then(|| vec!["all".into()]),
-                group: scale_group,
-                version: scale_version,
+                categories: (whole && !r.entry.categories.is_empty()).then(|| r.entry.categories.iter().map(|c| c.to_string()).collect()),
+                group: other.then(|| r.gvk.group.to_string()),
+                version: other.then(|| r.gvk.version.to_string()),
                 storage_version_hash: None,
             }
         })
@@ -149,24 +136,27 @@ fn hash(group: &str) -> String {
 
 async fn openapi_index() -> Json<Value> {
     let entry = |group: &str| {
-        let path = if group.is_empty() { "api/v1".to_string() } else { format!("apis/{group}/v1") };
+        let path = group_path(group).trim_start_matches('/').to_string();
         (path.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{path}?hash={}", hash(group))}))
     };
-    let paths: serde_json::Map<String, Value> = ["", "apps"].into_iter().map(entry).collect();
+    let paths: serde_json::Map<String, Value> = kinds::groups().into_iter().map(entry).collect();
     Json(json!({ "paths": paths }))
 }
 
-async fn openapi_group(Path(group): Path<String>) -> Response {
-    if group == "apps" {
-        return Json(openapi_document("apps")).into_response();
+async fn openapi_group(Path((group, version)): Path<(String, String)>) -> Response {
+    let groups = kinds::groups();
+    if !group.is_empty() && groups.contains(&group.as_str()) && kinds::version(&group) == version {
+        return Json(openapi_document(&group)).into_response();
     }
-    Status::not_found("", &group, format!("this server serves no API group {group:?}; it serves apps")).into_response()
+    let served: Vec<String> = groups.into_iter().filter(|g| !g.is_empty()).map(group_version).collect();
+    let message = format!("this server serves no API group version {group}/{version}; it serves {}", served.join(", "));
+    Status::not_found("", &group, message).into_response()
 }
 
 /// Both group versions' operations as Swagger 2.0: parameters carry their type directly.
 fn swagger() -> Value {
     let mut paths = serde_json::Map::new();
-    for group in ["", "apps"] {
+    for group in kinds::groups() {
         if let Value::Object(group_paths) = openapi_document(group)["paths"].take() {
             paths.extend(group_paths);
         }
@@ -189,19 +179,16 @@ fn swagger() -> Value {
 
 /// The OpenAPI v3 document of one group version: every path with its operations.
 fn openapi_document(group: &str) -> Value {
-    let prefix = if group.is_empty() { "/api/v1".to_string() } else { format!("/apis/{group}/v1") };
+    let prefix = group_path(group);
     let mut paths = serde_json::Map::new();
-    for r in RESOURCES.iter().filter(|r| r.group == group) {
-        let (plural, sub) = match r.name.split_once('/') {
-            Some((plural, sub)) => (plural, Some(sub)),
-            None => (r.name, None),
-        };
-        let (kind_group, version) = if r.kind == "Scale" { ("autoscaling", "v1") } else { (group, "v1") };
-        let gvk = json!({"group": kind_group, "version": version, "kind": r.kind});
-        let base = if r.namespaced { format!("{prefix}/namespaces/{{namespace}}/{plural}") } else { format!("{prefix}/{plural}") };
+    for r in listed(group) {
+        let (plural, sub) = (r.entry.plural, r.sub);
+        let gvk = json!({"group": r.gvk.group, "version": r.gvk.version, "kind": r.gvk.kind});
+        let base =
+            if r.entry.served.namespaced() { format!("{prefix}/namespaces/{{namespace}}/{plural}") } else { format!("{prefix}/{plural}") };
         let operation = |action: &str| {
             let mut op = json!({
-                "operationId": format!("{action}{}", r.name.replace('/', "_")),
+                "operationId": format!("{action}{}", r.name().replace('/', "_")),
                 "x-kubernetes-action": action,
                 "x-kubernetes-group-version-kind": gvk,
                 "responses": {"200": {"description": "OK"}},

@@ -1,14 +1,20 @@
 //! The Kubernetes-compatible API under `/k8s`, so that kubectl and client libraries drive
-//! Shepherd: discovery and OpenAPI ([`discovery`]), Kubernetes' shapes ([`convert`]), the
-//! objects' routes ([`objects`]), Table answers ([`table`]), watch lines ([`watch`]),
-//! patches ([`patch`]) and the protobuf bodies kubectl's typed commands send ([`protobuf`]). It is a translation in front of the native API's own reads and
-//! writes (`api::objects`, `ops`): the same store objects, validation and rules.
+//! Shepherd. It is a translation in front of the native API's own reads and writes
+//! (`api::objects`, `ops`): the same store objects, validation and rules. Layout:
+//! - [`kinds`]: the one table of what it serves (group, version, kind, plural, verbs);
+//! - [`discovery`]: `/version`, the discovery documents and OpenAPI, read from that table;
+//! - [`objects`]: the objects' routes, list paging and field selectors, and the verbs;
+//! - [`convert`]: Kubernetes' shapes and the rules for refusing fields; [`patch`]: PATCH
+//!   bodies; [`protobuf`]: the protobuf bodies kubectl's typed commands send;
+//! - [`table`]: Table answers; [`watch`]: watch lines; [`status`]: every failure as a `Status`.
 
 mod convert;
 pub mod discovery;
+mod kinds;
 mod objects;
 mod patch;
 mod protobuf;
+mod status;
 mod table;
 mod watch;
 
@@ -20,10 +26,11 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
-use shared::api::{ApiErrorBody, FieldError};
+use shared::api::ApiErrorBody;
 
-use crate::api::AppState;
 use crate::error::ApiError;
+use crate::state::AppState;
+use status::{Status, kubernetes_reason};
 
 /// The prefix every route of this API lives under; kubectl takes it as part of the server URL.
 pub const PREFIX: &str = "/k8s";
@@ -35,153 +42,6 @@ pub fn owns(path: &str) -> bool {
 
 pub fn router() -> Router<AppState> {
     Router::new().merge(discovery::router()).merge(objects::router())
-}
-
-/// A failure as Kubernetes' `Status`: `reason`, `code`, `details` with the object's kind,
-/// name and one cause per field. Boxed: every handler's `Result` carries it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Status(Box<Failure>);
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failure {
-    pub code: StatusCode,
-    pub reason: String,
-    pub message: String,
-    pub kind: Option<String>,
-    pub name: Option<String>,
-    pub causes: Vec<(FieldError, &'static str)>,
-}
-
-pub type Result<T, E = Status> = std::result::Result<T, E>;
-
-impl std::ops::Deref for Status {
-    type Target = Failure;
-
-    fn deref(&self) -> &Failure {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for Status {
-    fn deref_mut(&mut self) -> &mut Failure {
-        &mut self.0
-    }
-}
-
-impl Status {
-    pub fn new(code: StatusCode, reason: &str, message: impl Into<String>) -> Self {
-        Status(Box::new(Failure { code, reason: reason.into(), message: message.into(), kind: None, name: None, causes: Vec::new() }))
-    }
-
-    fn with_causes(mut self, causes: Vec<(FieldError, &'static str)>) -> Self {
-        self.causes = causes;
-        self
-    }
-
-    pub fn bad_request(message: impl Into<String>) -> Self {
-        Status::new(StatusCode::BAD_REQUEST, "BadRequest", message)
-    }
-
-    pub fn not_found(kind: &str, name: &str, message: impl Into<String>) -> Self {
-        Status::new(StatusCode::NOT_FOUND, "NotFound", message).about(kind, name)
-    }
-
-    pub fn method_not_allowed(message: impl Into<String>) -> Self {
-        Status::new(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", message)
-    }
-
-    pub fn unsupported_media_type(message: impl Into<String>) -> Self {
-        Status::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "UnsupportedMediaType", message)
-    }
-
-    /// Names the object in `details`, in the lower-case plural Kubernetes puts there.
-    pub fn about(mut self, kind: &str, name: &str) -> Self {
-        self.kind = Some(kind.to_string());
-        self.name = (!name.is_empty()).then(|| name.to_string());
-        self
-    }
-
-    pub fn body(&self) -> meta::Status {
-        let causes: Vec<meta::StatusCause> = self
-            .causes
-            .iter()
-            .map(|(f, reason)| meta::StatusCause {
-                field: Some(f.field.clone()),
-                message: Some(f.message.clone()),
-                reason: Some((*reason).to_string()),
-            })
-            .collect();
-        let details = (self.kind.is_some() || self.name.is_some() || !causes.is_empty()).then(|| meta::StatusDetails {
-            kind: self.kind.clone(),
-            name: self.name.clone(),
-            causes: (!causes.is_empty()).then_some(causes),
-            ..Default::default()
-        });
-        meta::Status {
-            status: Some("Failure".into()),
-            code: Some(i32::from(self.code.as_u16())),
-            reason: Some(self.reason.clone()),
-            message: Some(self.message.clone()),
-            details,
-            metadata: Default::default(),
-        }
-    }
-}
-
-impl From<ApiError> for Status {
-    fn from(e: ApiError) -> Self {
-        // The native error's message never holds internals; its cause goes to the log only.
-        if e.status.is_server_error() {
-            tracing::error!(status = e.status.as_u16(), cause = e.cause.as_deref().unwrap_or_default(), "{}", e.message);
-        }
-        let causes = e.details.iter().map(|f| (f.clone(), "FieldValueInvalid")).collect();
-        Status::new(e.status, kubernetes_reason(e.status, e.reason), e.message).with_causes(causes)
-    }
-}
-
-/// The native reason as Kubernetes names it where the words differ (413).
-fn kubernetes_reason(code: StatusCode, native: &str) -> &str {
-    match code {
-        StatusCode::PAYLOAD_TOO_LARGE => "RequestEntityTooLarge",
-        _ => native,
-    }
-}
-
-impl From<crate::store::StoreError> for Status {
-    /// A watch from outside the history in kube-apiserver's words: client-go and kubectl
-    /// know its `Expired` and list again.
-    fn from(e: crate::store::StoreError) -> Self {
-        use crate::store::StoreError;
-        match e {
-            StoreError::Gone { requested, oldest } => {
-                Status::new(StatusCode::GONE, "Expired", format!("too old resource version: {requested} ({oldest})"))
-            }
-            StoreError::Future { requested, current } => Status::new(
-                StatusCode::GONE,
-                "Expired",
-                format!("too large resource version: {requested}, current: {current}; watch from the resourceVersion of a list"),
-            ),
-            other => Status::from(ApiError::from(other)),
-        }
-    }
-}
-
-impl From<convert::Error> for Status {
-    fn from(e: convert::Error) -> Self {
-        let message = e.to_string();
-        match e {
-            convert::Error::Malformed { kind, .. } => Status::bad_request(message).about(kind, ""),
-            convert::Error::Refused { kind, name, causes } => Status::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", message)
-                .about(kind, &name)
-                .with_causes(causes.into_iter().map(|c| (FieldError { message: c.words(), field: c.field.clone() }, c.reason())).collect()),
-        }
-    }
-}
-
-impl IntoResponse for Status {
-    fn into_response(self) -> Response {
-        (self.code, axum::Json(self.body())).into_response()
-    }
 }
 
 /// Answers every failure under `/k8s` as a `Status`, also those the shared layers produce
@@ -230,7 +90,7 @@ pub async fn statuses(request: Request, next: Next) -> Response {
         _ => "BadRequest",
     };
     let message = if code == StatusCode::PAYLOAD_TOO_LARGE {
-        ApiError::too_large().message
+        ApiError::too_large(crate::config::BODY_LIMIT).message
     } else if text.is_empty() {
         code.canonical_reason().unwrap_or("failed").to_string()
     } else {

@@ -1,13 +1,17 @@
-//! PATCH bodies applied to an object in Kubernetes' JSON shape: JSON merge patch (RFC 7386),
-//! strategic merge patch, which merges the lists Kubernetes gives a merge key (containers by
-//! name, ports by port, …) instead of replacing them, and JSON patch (RFC 6902). What
+//! PATCH bodies applied to an object in Kubernetes' JSON shape: JSON merge patch (RFC 7386)
+//! and JSON patch (RFC 6902) by the `json-patch` crate, and strategic merge patch, which
+//! merges the lists Kubernetes gives a merge key (containers by name, ports by port, …)
+//! instead of replacing them. The strategic merge is written here: its merge keys live in
+//! Kubernetes' Go struct tags, and no Rust crate applies it to `k8s-openapi`'s types. What
 //! `kubectl apply`, `cordon`, `label`, `scale` and `patch --type=json` send. Server-side
 //! apply is refused with a 415.
 
 use axum::http::StatusCode;
+use json_patch::{CopyOperation, MoveOperation, PatchErrorKind, PatchOperation};
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::{Result, Status};
+use super::status::{Result, Status};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PatchKind {
@@ -39,122 +43,41 @@ impl PatchKind {
 /// `current` with `patch` applied.
 pub fn apply(kind: PatchKind, mut current: Value, patch: &Value) -> Result<Value> {
     match kind {
-        PatchKind::Json => return json_patch(current, patch),
+        PatchKind::Json => json_patch(&mut current, patch)?,
         _ if !patch.is_object() => return Err(Status::bad_request("a merge patch must be a JSON object")),
-        PatchKind::Merge => merge(&mut current, patch),
+        PatchKind::Merge => json_patch::merge(&mut current, patch),
         PatchKind::Strategic => strategic(&mut current, patch, "")?,
     }
     Ok(current)
 }
 
-/// RFC 6902: `add`, `remove`, `replace`, `move`, `copy` and `test`, in order, all or nothing.
-fn json_patch(mut doc: Value, patch: &Value) -> Result<Value> {
-    let Value::Array(operations) = patch else {
+/// RFC 6902, all or nothing: a failed operation leaves `doc` half patched, and the caller
+/// drops it. A failed `test` is a 422, as Kubernetes answers; any other failure a 400.
+fn json_patch(doc: &mut Value, patch: &Value) -> Result<()> {
+    let Value::Array(items) = patch else {
         return Err(Status::bad_request("a JSON patch must be an array of operations"));
     };
-    for (i, operation) in operations.iter().enumerate() {
-        let text = |field: &str| operation.get(field).and_then(Value::as_str);
-        let fail = |why: String| Status::bad_request(format!("JSON patch operation {i}: {why}"));
-        let path = text("path").ok_or_else(|| fail("it has no \"path\"".into()))?;
-        let value = || operation.get("value").cloned().ok_or_else(|| fail("it has no \"value\"".into()));
-        match text("op") {
-            Some("add") => add(&mut doc, path, value()?).map_err(fail)?,
-            Some("remove") => drop(remove(&mut doc, path).map_err(fail)?),
-            Some("replace") => {
-                remove(&mut doc, path).map_err(fail)?;
-                add(&mut doc, path, value()?).map_err(fail)?;
+    let operations = items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| PatchOperation::deserialize(item).map_err(|e| Status::bad_request(format!("JSON patch operation {i}: {e}"))))
+        .collect::<Result<Vec<_>>>()?;
+    json_patch::patch_unsafe(doc, &operations).map_err(|e| {
+        let i = e.operation;
+        match (&e.kind, operations.get(i)) {
+            (PatchErrorKind::TestFailed, _) => {
+                Status::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", format!("JSON patch operation {i}: the test of {} failed", e.path))
             }
-            Some("move") => {
-                let from = text("from").ok_or_else(|| fail("it has no \"from\"".into()))?;
-                // RFC 6902, section 4.4: a value cannot be moved into one of its children.
-                if path.starts_with(&format!("{from}/")) {
-                    return Err(fail(format!("{from} cannot be moved into its own child {path}")));
-                }
-                let moved = remove(&mut doc, from).map_err(fail)?;
-                add(&mut doc, path, moved).map_err(fail)?;
+            (PatchErrorKind::CannotMoveInsideItself, Some(PatchOperation::Move(op))) => {
+                Status::bad_request(format!("JSON patch operation {i}: {} cannot be moved into its own child {}", op.from, op.path))
             }
-            Some("copy") => {
-                let from = text("from").ok_or_else(|| fail("it has no \"from\"".into()))?;
-                let copied = doc.pointer(from).cloned().ok_or_else(|| fail(format!("{from} does not exist")))?;
-                add(&mut doc, path, copied).map_err(fail)?;
+            (PatchErrorKind::InvalidFromPointer, Some(PatchOperation::Move(MoveOperation { from, .. })))
+            | (PatchErrorKind::InvalidFromPointer, Some(PatchOperation::Copy(CopyOperation { from, .. }))) => {
+                Status::bad_request(format!("JSON patch operation {i}: {from} does not exist"))
             }
-            Some("test") => {
-                if doc.pointer(path) != Some(&value()?) {
-                    return Err(Status::new(
-                        StatusCode::UNPROCESSABLE_ENTITY,
-                        "Invalid",
-                        format!("JSON patch operation {i}: the test of {path} failed"),
-                    ));
-                }
-            }
-            other => return Err(fail(format!("unknown op {other:?}"))),
+            _ => Status::bad_request(format!("JSON patch operation {i}: {} does not exist", e.path)),
         }
-    }
-    Ok(doc)
-}
-
-/// The parent of `path` and the last token, unescaped (`~1` is `/`, `~0` is `~`).
-fn split_pointer(path: &str) -> std::result::Result<(&str, String), String> {
-    let (parent, last) = path.rsplit_once('/').ok_or_else(|| format!("{path:?} is not a JSON pointer"))?;
-    Ok((parent, last.replace("~1", "/").replace("~0", "~")))
-}
-
-fn add(doc: &mut Value, path: &str, value: Value) -> std::result::Result<(), String> {
-    if path.is_empty() {
-        *doc = value;
-        return Ok(());
-    }
-    let (parent, last) = split_pointer(path)?;
-    match doc.pointer_mut(parent) {
-        Some(Value::Object(map)) => {
-            map.insert(last, value);
-            Ok(())
-        }
-        Some(Value::Array(list)) if last == "-" => {
-            list.push(value);
-            Ok(())
-        }
-        Some(Value::Array(list)) => match last.parse::<usize>() {
-            Ok(index) if index <= list.len() => {
-                list.insert(index, value);
-                Ok(())
-            }
-            _ => Err(format!("{path}: no such index")),
-        },
-        _ => Err(format!("{parent} does not exist")),
-    }
-}
-
-fn remove(doc: &mut Value, path: &str) -> std::result::Result<Value, String> {
-    let (parent, last) = split_pointer(path)?;
-    let removed = match doc.pointer_mut(parent) {
-        Some(Value::Object(map)) => map.remove(&last),
-        Some(Value::Array(list)) => match last.parse::<usize>() {
-            Ok(index) if index < list.len() => Some(list.remove(index)),
-            _ => None,
-        },
-        _ => None,
-    };
-    removed.ok_or_else(|| format!("{path} does not exist"))
-}
-
-/// RFC 7386: objects merge key by key, `null` removes, anything else replaces.
-fn merge(target: &mut Value, patch: &Value) {
-    let Value::Object(patch) = patch else {
-        *target = patch.clone();
-        return;
-    };
-    if !target.is_object() {
-        *target = Value::Object(Map::new());
-    }
-    let Value::Object(target) = target else { return };
-    for (key, value) in patch {
-        if value.is_null() {
-            target.remove(key);
-        } else {
-            merge(target.entry(key.clone()).or_insert(Value::Null), value);
-        }
-    }
+    })
 }
 
 /// The merge key of the list at `path` (a dotted path without indices), as Kubernetes' types

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{Result, Status};
+use super::status::{Result, Status};
 
 pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
 const MAGIC: &[u8] = b"k8s\0";

@@ -6,8 +6,9 @@ use serde_json::{Value, json};
 use shared::model::Object;
 use shared::words;
 
-use super::objects::{Served, to_json};
-use crate::api::AppState;
+use super::convert::to_json;
+use super::kinds::{NO_LEASES, Served};
+use crate::state::AppState;
 
 /// What each row carries besides its cells (`?includeObject=`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,7 +77,7 @@ fn columns(kind: Served) -> &'static [(&'static str, &'static str, u8)] {
         ],
         Served::Stored(Kind::Namespace) => &[("Name", "string", 0), ("Status", "string", 0), ("Age", "string", 0)],
         Served::Endpoints => &[("Name", "string", 0), ("Endpoints", "string", 0), ("Age", "string", 0)],
-        Served::Stored(Kind::Lease) => unreachable!("{}", super::objects::NO_LEASES),
+        Served::Stored(Kind::Lease) => unreachable!("{NO_LEASES}"),
     }
 }
 
@@ -139,7 +140,7 @@ fn cells(kind: Served, object: &Object, state: &AppState, now: shared::model::Ti
                 age.into(),
                 join_or_none(containers.iter().map(|c| c.name.clone())),
                 join_or_none(containers.iter().map(|c| c.image.clone())),
-                none_if_empty(&super::convert::selector_text(&d.spec.selector)),
+                none_if_empty(&d.spec.selector.to_string()),
             ]
         }
         (_, Object::Service(s)) => {
@@ -170,7 +171,7 @@ fn cells(kind: Served, object: &Object, state: &AppState, now: shared::model::Ti
             meta.name.clone().into(),
         ],
         (_, Object::Namespace(n)) => vec![meta.name.clone().into(), none_if_empty(&n.status.phase), age.into()],
-        (_, Object::Lease(_)) => unreachable!("{}", super::objects::NO_LEASES),
+        (_, Object::Lease(_)) => unreachable!("{NO_LEASES}"),
     }
 }
 

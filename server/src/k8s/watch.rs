@@ -17,12 +17,12 @@ use serde_json::{Value, json};
 use shared::api::WatchEventType;
 use shared::model::Object;
 
-use super::Status;
-use super::objects::{Served, to_json};
+use super::convert::to_json;
+use super::kinds::Served;
+use super::status::Status;
 use super::table::{self, Include};
-use crate::api::AppState;
-use crate::api::objects::Filter;
-use crate::api::watch::translate;
+use crate::query::{Filter, translate};
+use crate::state::AppState;
 use crate::store::WatchStream;
 
 /// The media type of a watch; compression skips it so that each line leaves at once.

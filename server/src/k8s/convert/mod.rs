@@ -1,0 +1,31 @@
+//! The one translation between Kubernetes' shapes (`k8s-openapi`) and `shared::model`, both
+//! ways: [`strict`] holds the rules for refusing fields, [`meta`] the pieces every kind shares,
+//! and one file per API group maps its kinds ([`core`] for `v1`, [`apps`] for `apps/v1`).
+
+mod apps;
+mod core;
+mod meta;
+mod strict;
+
+use serde_json::Value;
+use shared::model::Object;
+
+pub use self::apps::{scale_in, scale_out};
+pub use self::core::endpoints;
+pub use self::strict::{Cause, Convert, Error, decode, invalid_causes, k8s_field};
+use super::kinds::{NO_LEASES, Served};
+
+/// An object in Kubernetes' JSON shape.
+pub fn to_json(served: Served, object: &Object) -> Value {
+    let value = match (served, object) {
+        (Served::Endpoints, Object::Service(s)) => serde_json::to_value(endpoints(s)),
+        (_, Object::Pod(o)) => serde_json::to_value(o.to_k8s()),
+        (_, Object::Node(o)) => serde_json::to_value(o.to_k8s()),
+        (_, Object::Deployment(o)) => serde_json::to_value(o.to_k8s()),
+        (_, Object::Service(o)) => serde_json::to_value(o.to_k8s()),
+        (_, Object::Event(o)) => serde_json::to_value(o.to_k8s()),
+        (_, Object::Namespace(o)) => serde_json::to_value(o.to_k8s()),
+        (_, Object::Lease(_)) => unreachable!("{NO_LEASES}"),
+    };
+    value.unwrap_or(Value::Null)
+}

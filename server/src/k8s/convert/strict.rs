@@ -1,0 +1,532 @@
+//! The rules for refusing fields: a body is read into the Kubernetes type, translated, and
+//! translated back; any field the body set that does not come back is one Shepherd does not
+//! hold, and is refused by name ([`decode`]), with native field paths spelled as Kubernetes'.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use shared::api::FieldError;
+use shared::model::Kind;
+use shared::strict::is_empty;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// Not the Kubernetes shape at all (a string where an object belongs, bad JSON).
+    #[error("the body is not a valid {kind}: {message}")]
+    Malformed { kind: &'static str, message: String },
+    /// Every field Shepherd refuses, each unsupported (Kubernetes has it, Shepherd does not
+    /// do it) or invalid (a bad value), as Kubernetes' `Pod "web" is invalid: ...`.
+    #[error("{kind} {name:?} is invalid: {}", summary(.causes))]
+    Refused { kind: &'static str, name: String, causes: Vec<Cause> },
+}
+
+/// One cause as it is, several in brackets: how Kubernetes joins a list of field errors.
+fn summary(causes: &[Cause]) -> String {
+    let each: Vec<String> = causes.iter().map(ToString::to_string).collect();
+    match each.as_slice() {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
+    }
+}
+
+/// Why a field is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Problem {
+    /// A Kubernetes field or value that Shepherd does not do.
+    Unsupported,
+    /// A value that is wrong in Kubernetes too.
+    Invalid,
+    /// A field Kubernetes does not have either: a typo, most likely.
+    Unknown,
+}
+
+/// One refused field: which, why, and what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause {
+    pub problem: Problem,
+    pub field: String,
+    pub message: String,
+}
+
+impl Cause {
+    pub fn unsupported(field: impl Into<String>, message: impl Into<String>) -> Cause {
+        Cause { problem: Problem::Unsupported, field: field.into(), message: message.into() }
+    }
+
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Cause {
+        Cause { problem: Problem::Invalid, field: field.into(), message: message.into() }
+    }
+
+    pub fn unknown(field: impl Into<String>) -> Cause {
+        Cause { problem: Problem::Unknown, field: field.into(), message: "Kubernetes' schema has no such field (a typo?)".into() }
+    }
+
+    /// The cause's `reason` in a Status: Kubernetes' `FieldValueNotSupported` or `FieldValueInvalid`.
+    pub fn reason(&self) -> &'static str {
+        match self.problem {
+            Problem::Unsupported => "FieldValueNotSupported",
+            Problem::Invalid => "FieldValueInvalid",
+            Problem::Unknown => "FieldValueUnknown",
+        }
+    }
+
+    /// `Unsupported: ...` or `Invalid value: ...`, the words Kubernetes' causes start with.
+    pub fn words(&self) -> String {
+        match self.problem {
+            Problem::Unsupported => format!("Unsupported: {}", self.message),
+            Problem::Invalid => format!("Invalid value: {}", self.message),
+            Problem::Unknown => format!("unknown field: {}", self.message),
+        }
+    }
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.words())
+    }
+}
+
+/// A kind both dialects serve: its Kubernetes type and the translation both ways.
+pub trait Convert: crate::resources::Resource {
+    type K8s: Serialize + DeserializeOwned + k8s_openapi::Resource;
+    fn to_k8s(&self) -> Self::K8s;
+    /// Pushes a cause for each value Shepherd cannot keep and returns what it can keep;
+    /// fields it does not hold at all are found by [`decode`].
+    fn from_k8s(object: Self::K8s, causes: &mut Vec<Cause>) -> Self;
+    /// Annotations that `to_k8s` shows from the object's own fields: a body that sends them
+    /// back (an edit, a patch of what was read) changes nothing by them, and they are not kept.
+    const SHOWN_ANNOTATIONS: &'static [&'static str] = &[];
+}
+
+/// `value` without `annotations`; an emptied map goes too.
+fn without_annotations(value: &Value, annotations: &[&str]) -> Value {
+    let mut value = value.clone();
+    if let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+        if let Some(map) = metadata.get_mut("annotations").and_then(Value::as_object_mut) {
+            map.retain(|key, _| !annotations.contains(&key.as_str()));
+        }
+        if metadata.get("annotations").and_then(Value::as_object).is_some_and(serde_json::Map::is_empty) {
+            metadata.remove("annotations");
+        }
+    }
+    value
+}
+
+/// Fields a client may send that Shepherd does not keep from a body, as Kubernetes does not:
+/// the server owns them, or (managedFields, status) they have their own way in.
+const SERVER_OWNED: [&str; 9] = [
+    "apiVersion",
+    "kind",
+    "status",
+    "metadata.managedFields",
+    "metadata.creationTimestamp",
+    "metadata.generation",
+    "metadata.selfLink",
+    "metadata.uid",
+    "metadata.deletionTimestamp",
+];
+
+/// Reads `value` as a `R`, refusing (with every path) the fields Shepherd would drop.
+pub fn decode<R: Convert>(value: &Value) -> Result<R> {
+    let stripped;
+    let value = match R::SHOWN_ANNOTATIONS {
+        [] => value,
+        shown => {
+            stripped = without_annotations(value, shown);
+            &stripped
+        }
+    };
+    let kind = <R::K8s as k8s_openapi::Resource>::KIND;
+    let typed: R::K8s = serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        Error::Malformed { kind, message: if path == "." { e.inner().to_string() } else { format!("{path}: {}", e.inner()) } }
+    })?;
+    let name = value.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+    let mut causes = Vec::new();
+    // What even Kubernetes' own types do not hold: unknown fields, not unsupported ones.
+    let unknown = unkept(value, &serde_json::to_value(&typed).unwrap_or(Value::Null));
+    let object = R::from_k8s(typed, &mut causes);
+    // Every refused field at once: a field with a bad value is also one the round trip lacks,
+    // and what did translate is validated too, so a bad quantity hides no bad port.
+    let back = serde_json::to_value(object.to_k8s()).unwrap_or(Value::Null);
+    let mut dropped = unkept(value, &back);
+    if let Err(errors) = shared::validation::validate(&object.clone().into_object()) {
+        causes.extend(invalid_causes(R::KIND, errors));
+    }
+    let mut named = std::collections::BTreeSet::new();
+    causes.retain(|c| named.insert((c.field.clone(), c.message.clone())));
+    // A refused value leaves its field, or the object around it, out of the round trip.
+    dropped.retain(|field| !causes.iter().any(|c| within(&c.field, field)));
+    causes.extend(dropped.into_iter().map(|field| match unknown.contains(&field) {
+        true => Cause::unknown(field),
+        false => Cause::unsupported(field, "Shepherd does not support this field"),
+    }));
+    if causes.is_empty() {
+        return Ok(object);
+    }
+    causes.sort_by(|a, b| a.field.cmp(&b.field));
+    Err(Error::Refused { kind, name, causes })
+}
+
+/// Whether `field` is `path` or a field inside it (`spec.a` is in `spec`, `spec.ab` is not).
+fn within(field: &str, path: &str) -> bool {
+    field.strip_prefix(path).is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+}
+
+/// The native validation's field errors of an object of `kind`, as causes named in
+/// Kubernetes' fields.
+pub fn invalid_causes(kind: Kind, errors: Vec<FieldError>) -> Vec<Cause> {
+    errors.into_iter().map(|e| Cause::invalid(k8s_field(kind, &e.field), e.message)).collect()
+}
+
+/// The field of the Kubernetes object of `kind` that a native field path names:
+/// `spec.containers[0].ports[0].host_port` is `spec.containers[0].ports[0].hostPort`, a
+/// container's one amount (`resources.cpu`) is its request, a node's taints and cordon are in
+/// its spec. The keys of a map (labels, a selector) stay as written.
+pub fn k8s_field(kind: Kind, native: &str) -> String {
+    let mut out = String::with_capacity(native.len() + 8);
+    let mut shape = String::new();
+    let mut rest = native;
+    while !rest.is_empty() {
+        let (segment, tail) = rest.split_once('.').unwrap_or((rest, ""));
+        let (name, index) = segment.split_at(segment.find('[').unwrap_or(segment.len()));
+        if !shape.is_empty() {
+            shape.push('.');
+        }
+        shape.push_str(name);
+        let spelled = match (kind, shape.as_str()) {
+            (Kind::Node, "status") if tail.starts_with("taints") || tail == "unschedulable" => "spec".to_string(),
+            (_, path) if path.ends_with("containers.resources.cpu") || path.ends_with("containers.resources.memory") => {
+                format!("requests.{name}")
+            }
+            _ => camel_case(name),
+        };
+        if !out.is_empty() {
+            out.push('.');
+        }
+        out.push_str(&spelled);
+        out.push_str(index);
+        let is_map = matches!(name, "labels" | "annotations" | "node_selector" | "match_labels")
+            || (kind == Kind::Service && shape == "spec.selector");
+        if is_map && !tail.is_empty() {
+            out.push('.');
+            out.push_str(tail);
+            break;
+        }
+        rest = tail;
+    }
+    out
+}
+
+/// `involved_object` as Kubernetes spells it: `involvedObject`.
+fn camel_case(field: &str) -> String {
+    let mut out = String::with_capacity(field.len());
+    let mut upper = false;
+    for c in field.chars() {
+        match c {
+            '_' => upper = true,
+            c if upper => {
+                out.push(c.to_ascii_uppercase());
+                upper = false;
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A `false` that asks for more than Shepherd does where Kubernetes' default is `true`:
+/// `hostUsers: false` asks for a user namespace. (`enableServiceLinks: false` and
+/// `automountServiceAccountToken: false` ask for what Shepherd does anyway: it injects no
+/// service variables and mounts no token.)
+fn false_asks_for_something(path: &str, value: &Value) -> bool {
+    *value == Value::Bool(false) && path.rsplit('.').next() == Some("hostUsers")
+}
+
+/// Fields Shepherd does not store whose value names what it does anyway, so a manifest (or
+/// `kubectl run`) that spells them out means nothing else: its containers use the node's
+/// DNS (there is no cluster DNS, so `ClusterFirst` resolves as `Default` does), an image is
+/// pulled only when the node lacks it, and its one scheduler is the default one.
+fn is_what_shepherd_does(path: &str, value: &Value) -> bool {
+    let mut shape = String::with_capacity(path.len());
+    let mut in_index = false;
+    for c in path.chars() {
+        match c {
+            '[' => {
+                in_index = true;
+                shape.push_str("[]");
+            }
+            ']' => in_index = false,
+            _ if in_index => {}
+            c => shape.push(c),
+        }
+    }
+    let spec = shape.strip_prefix("spec.template.spec.").or_else(|| shape.strip_prefix("spec."));
+    let value = value.as_str().unwrap_or_default();
+    matches!(
+        (spec, value),
+        (Some("dnsPolicy"), "ClusterFirst" | "Default")
+            | (Some("containers[].imagePullPolicy"), "IfNotPresent")
+            | (Some("schedulerName"), "default-scheduler")
+    )
+}
+
+/// Fields of a body that say nothing Shepherd must keep: empty ones (except a `false` that
+/// asks for something), the server's own, and those naming what Shepherd does anyway.
+fn passed(path: &str, value: &Value) -> bool {
+    (is_empty(value) && !false_asks_for_something(path, value)) || SERVER_OWNED.contains(&path) || is_what_shepherd_does(path, value)
+}
+
+/// The paths set in `sent` that `kept` lacks.
+pub(super) fn unkept(sent: &Value, kept: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    shared::strict::unkept(sent, kept, &passed, &mut out);
+    out.into_iter().map(|field| field.path).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use shared::model::{
+        Container, ContainerPort, Deployment, EnvVar, Event, Namespace, Node, NodeResources, Object, ObjectMeta, Pod, PodSpec,
+        PodTemplateSpec, Resource as _, ResourceRequirements, Service, ServicePort, ServiceSpec, Taint, Toleration,
+    };
+    use shared::selector::{LabelSelector, Operator, Requirement};
+
+    use super::*;
+    use crate::resources::Resource as _;
+
+    /// Resolves a Kubernetes field path in `value`, indices read as `[0]`; a map's key
+    /// (labels, a selector) is any key.
+    fn resolves(value: &Value, path: &str) -> bool {
+        let mut here = value;
+        let mut rest = path;
+        while !rest.is_empty() {
+            let (segment, tail) = rest.split_once('.').unwrap_or((rest, ""));
+            let (name, index) = segment.split_at(segment.find('[').unwrap_or(segment.len()));
+            let Some(next) = here.get(name) else { return false };
+            here = if index.is_empty() {
+                next
+            } else {
+                match next.get(0) {
+                    Some(item) => item,
+                    None => return false,
+                }
+            };
+            if matches!(name, "labels" | "annotations" | "nodeSelector" | "matchLabels" | "selector") && here.get("matchLabels").is_none() {
+                return here.is_object();
+            }
+            rest = tail;
+        }
+        true
+    }
+
+    /// A Kubernetes object with every field Shepherd validates, as a GET answers it; each
+    /// field is one Shepherd holds (its body decodes without an unsupported field).
+    fn reference<R: Convert>(body: Value) -> Value {
+        let object: R = match decode(&body) {
+            Ok(object) => object,
+            Err(Error::Refused { causes, .. }) => {
+                assert!(causes.iter().all(|c| c.problem == Problem::Invalid), "{causes:?}");
+                R::from_k8s(serde_json::from_value(body).unwrap(), &mut Vec::new())
+            }
+            Err(e) => panic!("{e}"),
+        };
+        serde_json::to_value(object.to_k8s()).unwrap()
+    }
+
+    fn pod_spec_json() -> Value {
+        serde_json::json!({"containers": [{"name": "c", "image": "i", "env": [{"name": "A", "value": "1"}],
+            "ports": [{"name": "p", "containerPort": 1, "hostPort": 1, "protocol": "TCP"}],
+            "resources": {"requests": {"cpu": "1", "memory": "1Mi"}}}],
+            "restartPolicy": "Always", "nodeSelector": {"a": "b"}, "nodeName": "n", "terminationGracePeriodSeconds": 1,
+            "tolerations": [{"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"}]})
+    }
+
+    fn broken_pod_spec() -> PodSpec {
+        let port = |name: &str, host_port| ContainerPort {
+            name: name.into(),
+            container_port: 0,
+            host_port: Some(host_port),
+            protocol: "icmp".into(),
+            ..Default::default()
+        };
+        let env = |name: &str| EnvVar { name: name.into(), value: String::new() };
+        let container = Container {
+            name: "Bad_Name".into(),
+            image: String::new(),
+            env: vec![env(""), env("A"), env("A")],
+            ports: vec![port("Bad_Name", 70000), port("p", 70000)],
+            resources: ResourceRequirements { cpu: -1, memory: -1 },
+            ..Default::default()
+        };
+        PodSpec {
+            containers: vec![container.clone(), container],
+            restart_policy: "Sometimes".into(),
+            node_selector: [("bad key".to_string(), "v".to_string())].into(),
+            tolerations: vec![
+                Toleration { operator: "Maybe".into(), ..Default::default() },
+                Toleration { operator: "Equal".into(), ..Default::default() },
+                Toleration { operator: "Exists".into(), value: "v".into(), effect: "Sometimes".into(), ..Default::default() },
+            ],
+            node_name: "n".into(),
+            termination_grace_period_seconds: Some(-1),
+        }
+    }
+
+    fn broken_meta() -> ObjectMeta {
+        ObjectMeta {
+            name: "Bad_Name".into(),
+            namespace: "Bad_Namespace".into(),
+            labels: [("bad key".to_string(), "-v".to_string())].into(),
+            ..Default::default()
+        }
+    }
+
+    /// Every field the native validation (shared, and the server's rules of each kind) names
+    /// of an object with every rule broken: its Kubernetes name is a field of the Kubernetes
+    /// object.
+    #[test]
+    fn every_field_validation_names_has_its_kubernetes_name() {
+        let meta = || serde_json::json!({"name": "a", "namespace": "b", "labels": {"a": "b"}});
+        let pod = Pod { metadata: broken_meta(), spec: broken_pod_spec(), ..Default::default() };
+        let mut deployment = Deployment { metadata: broken_meta(), ..Default::default() };
+        deployment.spec.replicas = -1;
+        deployment.spec.selector.match_expressions =
+            vec![Requirement { key: "bad key".into(), operator: Operator::In, values: Vec::new() }];
+        deployment.spec.template = PodTemplateSpec { metadata: broken_meta(), spec: broken_pod_spec() };
+        let mut matching = deployment.clone();
+        matching.spec.selector = LabelSelector { match_labels: [("bad key".to_string(), "v".to_string())].into(), ..Default::default() };
+        let mut service = Service { metadata: broken_meta(), ..Default::default() };
+        service.spec = ServiceSpec {
+            selector: [("bad key".to_string(), "v".to_string())].into(),
+            type_: "LoadBalancer".into(),
+            ports: vec![
+                ServicePort { name: "a".into(), port: 0, target_port: 70000, protocol: "icmp".into() },
+                ServicePort { name: "a".into(), port: 1, target_port: 1, protocol: String::new() },
+            ],
+        };
+        let mut node = Node { metadata: broken_meta(), ..Default::default() };
+        node.status.capacity = NodeResources { cpu: -1, memory: -1, pods: -1 };
+        node.status.allocatable = node.status.capacity;
+        node.status.taints = vec![Taint { key: "bad key".into(), value: String::new(), effect: "Never".into() }];
+        let empty_deployment = Deployment { metadata: broken_meta(), ..Default::default() };
+        let empty_pod = Pod { metadata: broken_meta(), ..Default::default() };
+        let event = Event { metadata: broken_meta(), type_: "Bad".into(), ..Default::default() };
+        let namespace = Namespace { metadata: broken_meta(), ..Default::default() };
+
+        let pod_ref = reference::<Pod>(serde_json::json!({"metadata": meta(), "spec": pod_spec_json()}));
+        let deployment_ref = reference::<Deployment>(serde_json::json!({"metadata": meta(), "spec": {"replicas": 1,
+            "selector": {"matchLabels": {"a": "b"}, "matchExpressions": [{"key": "k", "operator": "In", "values": ["v"]}]},
+            "template": {"metadata": meta(), "spec": pod_spec_json()}}}));
+        let service_ref =
+            reference::<Service>(serde_json::json!({"metadata": meta(), "spec": {"selector": {"a": "b"}, "type": "ClusterIP",
+            "ports": [{"name": "p", "port": 1, "targetPort": 1, "protocol": "TCP"}]}}));
+        let mut full_node = Node {
+            metadata: ObjectMeta { name: "a".into(), labels: [("a".to_string(), "b".to_string())].into(), ..Default::default() },
+            ..Default::default()
+        };
+        full_node.status.capacity = NodeResources { cpu: 1, memory: 1, pods: 1 };
+        full_node.status.allocatable = full_node.status.capacity;
+        full_node.status.unschedulable = true;
+        full_node.status.taints = vec![Taint { key: "k".into(), value: "v".into(), effect: "NoSchedule".into() }];
+        let node_ref = serde_json::to_value(full_node.to_k8s()).unwrap();
+        let event_ref = reference::<Event>(serde_json::json!({"metadata": meta(), "type": "Normal", "reason": "R",
+            "involvedObject": {"kind": "Pod", "name": "p", "namespace": "b", "uid": "u"}}));
+        let namespace_ref = reference::<Namespace>(serde_json::json!({"metadata": {"name": "a", "labels": {"a": "b"}}}));
+
+        let cases = [
+            (pod.into_object(), &pod_ref),
+            (deployment.into_object(), &deployment_ref),
+            (matching.into_object(), &deployment_ref),
+            (empty_deployment.into_object(), &deployment_ref),
+            (empty_pod.into_object(), &pod_ref),
+            (service.into_object(), &service_ref),
+            (node.into_object(), &node_ref),
+            (event.into_object(), &event_ref),
+            (namespace.into_object(), &namespace_ref),
+        ];
+        let mut named = std::collections::BTreeSet::new();
+        for (object, reference) in cases {
+            let kind = object.kind();
+            let mut errors = shared::validation::validate(&object).unwrap_err();
+            if let Object::Pod(pod) = &object {
+                errors.extend(pod.validate().unwrap_err());
+            }
+            for error in errors {
+                let field = k8s_field(kind, &error.field);
+                assert!(resolves(reference, &field), "{kind} {} is {field}, which is no field of {reference}", error.field);
+                assert!(!field.contains('_') || field.contains("Bad_") || field.contains("bad key"), "{field}");
+                let shape: String = error.field.split('[').map(|part| part.split_once(']').map_or(part, |(_, rest)| rest)).collect();
+                named.insert(format!("{kind} {shape}"));
+            }
+        }
+        // Every field shared::validation and the server's pod rule name, of every kind
+        // this API serves.
+        assert_eq!(named.len(), 77, "{named:#?}");
+        assert_eq!(k8s_field(Kind::Pod, "spec.containers[1].ports[0].host_port"), "spec.containers[1].ports[0].hostPort");
+        assert_eq!(k8s_field(Kind::Pod, "spec.containers[0].resources.cpu"), "spec.containers[0].resources.requests.cpu");
+        assert_eq!(k8s_field(Kind::Node, "status.taints[0].key"), "spec.taints[0].key");
+        assert_eq!(k8s_field(Kind::Node, "status.capacity.cpu"), "status.capacity.cpu");
+        assert_eq!(k8s_field(Kind::Pod, "metadata.labels.example.com/some_key"), "metadata.labels.example.com/some_key");
+        assert_eq!(k8s_field(Kind::Service, "spec.selector.some_key"), "spec.selector.some_key");
+        assert_eq!(k8s_field(Kind::Event, "involved_object.kind"), "involvedObject.kind");
+    }
+
+    #[test]
+    fn a_pod_round_trips_and_unsupported_fields_are_named() {
+        let body = serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web", "labels": {"app": "web"}, "creationTimestamp": null,
+                "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"}},
+            "spec": {"containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}, "limits": {}}}]},
+        });
+        let pod: Pod = decode(&body).unwrap();
+        assert_eq!(pod.spec.containers[0].resources, ResourceRequirements { cpu: 250, memory: 64 << 20 });
+        let out = serde_json::to_value(pod.to_k8s()).unwrap();
+        assert_eq!(out["spec"]["containers"][0]["resources"]["requests"]["cpu"], "250m");
+        assert_eq!(out["apiVersion"], "v1");
+
+        let mut bad = body.clone();
+        bad["spec"]["containers"][0]["imagePullPolicy"] = "Always".into();
+        bad["spec"]["dnsPolicy"] = "ClusterFirst".into();
+        bad["spec"]["volumes"] = serde_json::json!([{"name": "v"}]);
+        bad["spec"]["madeUp"] = 1.into();
+        bad["spec"]["hostUsers"] = false.into();
+        bad["spec"]["enableServiceLinks"] = false.into();
+        let Err(Error::Refused { causes, .. }) = decode::<Pod>(&bad) else { panic!("refused") };
+        let names: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
+        assert_eq!(names, ["spec.containers[0].imagePullPolicy", "spec.hostUsers", "spec.madeUp", "spec.volumes"]);
+        let unknown: Vec<&str> = causes.iter().filter(|c| c.problem == Problem::Unknown).map(|c| c.field.as_str()).collect();
+        assert_eq!(unknown, ["spec.madeUp"], "a typo is not told as a field Kubernetes has");
+    }
+
+    #[test]
+    fn every_refused_field_is_named_at_once_each_unsupported_or_invalid() {
+        let body = serde_json::json!({"metadata": {"name": "p"}, "spec": {"volumes": [{"name": "v"}], "containers": [{"name": "c", "image": "i",
+            "resources": {"requests": {"cpu": "100m", "memory": "lots"}, "limits": {"cpu": "200m", "memory": "1Gi"}}}]}});
+        let Err(error @ Error::Refused { .. }) = decode::<Pod>(&body) else { panic!("refused") };
+        let Error::Refused { causes, .. } = &error else { unreachable!() };
+        let seen: Vec<(&str, Problem)> = causes.iter().map(|c| (c.field.as_str(), c.problem)).collect();
+        assert_eq!(
+            seen,
+            [
+                ("spec.containers[0].resources.limits.cpu", Problem::Unsupported),
+                ("spec.containers[0].resources.requests.memory", Problem::Invalid),
+                ("spec.volumes", Problem::Unsupported),
+            ],
+            "a limit other than the request hides nothing else"
+        );
+        let message = error.to_string();
+        assert!(
+            message
+                .starts_with("Pod \"p\" is invalid: [spec.containers[0].resources.limits.cpu: Unsupported: a limit other than the request"),
+            "{message}"
+        );
+        assert!(message.contains("requests.memory: Invalid value: invalid memory quantity \"lots\""), "{message}");
+        assert!(message.ends_with(", spec.volumes: Unsupported: Shepherd does not support this field]"), "{message}");
+        assert_eq!(causes[1].reason(), "FieldValueInvalid");
+        assert_eq!(causes[2].reason(), "FieldValueNotSupported");
+    }
+}

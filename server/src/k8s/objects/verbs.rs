@@ -1,0 +1,269 @@
+//! The verbs on one object: get, create, replace, patch and delete, and the subresources
+//! `log`, `binding` and `scale`. Each body is translated by [`convert`] and written through
+//! the native API's own functions (`api::objects`, `api::pods`).
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use shared::model::{Deployment, Kind, Object};
+
+use super::request::{Req, by_kind, flag, media_type, parse_body, parse_version};
+use crate::api::objects as native;
+use crate::error::ApiError;
+use crate::k8s::convert::{self, Convert, to_json};
+use crate::k8s::kinds::Served;
+use crate::k8s::status::{Result, Status};
+use crate::k8s::{patch, protobuf};
+use crate::query::DeleteParams;
+
+impl Req {
+    pub(super) fn get(&self) -> Result<Response> {
+        Ok(self.answer(StatusCode::OK, &*self.stored()?))
+    }
+
+    fn refuse_endpoints(&self) -> Result<()> {
+        if self.target.kind == Served::Endpoints {
+            return Err(Status::method_not_allowed(
+                "endpoints are derived from services and their ready pods by the endpoints controller; they cannot be written",
+            ));
+        }
+        Ok(())
+    }
+
+    /// A whole object's body as JSON: JSON itself, or the protobuf kubectl's typed commands
+    /// send (`create namespace`).
+    fn object_body(&self, body: &[u8]) -> Result<Value> {
+        match media_type(&self.headers).as_str() {
+            "application/json" | "" => parse_body(body),
+            protobuf::MEDIA_TYPE => protobuf::namespace(body),
+            other => Err(Status::unsupported_media_type(format!("send the body as application/json (got {other})"))),
+        }
+    }
+
+    pub(super) async fn create(&self, body: &[u8]) -> Result<Response> {
+        self.refuse_endpoints()?;
+        let value = self.object_body(body)?;
+        let outcome = by_kind!(self.target.kind.stored(), create_as(self, &value).await)?;
+        let object = outcome.object().ok_or_else(|| Status::from(ApiError::internal("the store returned no object")))?;
+        Ok(self.answer(StatusCode::CREATED, object))
+    }
+
+    pub(super) async fn replace(&self, body: &[u8]) -> Result<Response> {
+        self.refuse_endpoints()?;
+        let value = self.object_body(body)?;
+        self.write(&value).await
+    }
+
+    /// Writes a whole object in Kubernetes' shape over the stored one (PUT, and a patch's result).
+    async fn write(&self, value: &Value) -> Result<Response> {
+        let outcome = by_kind!(self.target.kind.stored(), replace_as(self, value).await)?;
+        let object = outcome.object().ok_or_else(|| Status::from(ApiError::internal("the store returned no object")))?;
+        Ok(self.answer(StatusCode::OK, object))
+    }
+
+    pub(super) async fn patch(&self, body: &[u8]) -> Result<Response> {
+        self.refuse_endpoints()?;
+        let kind = patch::PatchKind::from_media_type(&media_type(&self.headers))?;
+        let patch_value = parse_body(body)?;
+        // A patch is read-modify-write; a lost race is retried on the fresh state unless the
+        // patch itself names the version it expects.
+        let mut attempts = 0;
+        loop {
+            let current = to_json(self.target.kind, &*self.stored()?);
+            let patched = patch::apply(kind, current, &patch_value)?;
+            match self.write(&patched).await {
+                Err(status)
+                    if status.reason == "Conflict" && attempts < 3 && patch_value.pointer("/metadata/resourceVersion").is_none() =>
+                {
+                    attempts += 1;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    pub(super) async fn delete(&self, body: &[u8]) -> Result<Response> {
+        self.refuse_endpoints()?;
+        let options = match media_type(&self.headers).as_str() {
+            _ if body.is_empty() => json!({}),
+            // `kubectl drain` deletes through a typed client.
+            protobuf::MEDIA_TYPE => protobuf::delete_options(body)?,
+            "application/json" | "" => parse_body(body)?,
+            // A form or text body is what a web page could send: DeleteOptions only as JSON.
+            other => return Err(Status::unsupported_media_type(format!("send DeleteOptions as application/json (got {other})"))),
+        };
+        if options.get("orphanDependents").and_then(Value::as_bool) == Some(true)
+            || options.get("dryRun").and_then(Value::as_array).is_some_and(|d| !d.is_empty())
+        {
+            return Err(Status::bad_request("orphanDependents and dryRun are not supported: Shepherd deletes in the background"));
+        }
+        let grace = options.get("gracePeriodSeconds").and_then(Value::as_i64).or(self.query.grace_period_seconds);
+        if let Some(message) = grace.and_then(shared::validation::grace_seconds_error) {
+            let causes = vec![convert::Cause::invalid("gracePeriodSeconds", message)];
+            return Err(convert::Error::Refused { kind: self.kind_name(), name: self.name().to_string(), causes }.into());
+        }
+        let policy = options.get("propagationPolicy").and_then(Value::as_str).or(self.query.propagation_policy.as_deref());
+        if let Some(policy) = policy.filter(|p| *p != "Background") {
+            return Err(Status::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "Invalid",
+                format!(
+                    "propagationPolicy {policy:?} is not supported: Shepherd deletes in the background (a deployment's controller removes its pods)"
+                ),
+            ));
+        }
+        let preconditions = options.get("preconditions");
+        let resource_version = parse_version(preconditions.and_then(|p| p.get("resourceVersion")).and_then(Value::as_str))?;
+        let uid = preconditions.and_then(|p| p.get("uid")).and_then(Value::as_str).map(str::to_string);
+        if let Some(uid) = uid.as_deref().filter(|_| self.target.kind != Served::Stored(Kind::Pod))
+            && self.stored()?.metadata().uid != uid
+        {
+            return Err(Status::new(
+                StatusCode::CONFLICT,
+                "Conflict",
+                format!("the uid precondition {uid} does not match {} {}", self.kind_name(), self.name()),
+            ));
+        }
+        let params =
+            DeleteParams { resource_version: (resource_version > 0).then_some(resource_version), grace_period_seconds: grace, uid };
+        let outcome = by_kind!(self.target.kind.stored(), delete_as(self, params).await)?;
+        match outcome {
+            crate::store::Outcome::Put { object, .. } => Ok(self.answer(StatusCode::OK, &object)),
+            other => match other.object() {
+                Some(object) => Ok(self.answer(StatusCode::OK, object)),
+                None => Ok(Json(success(self.target.kind, self.name())).into_response()),
+            },
+        }
+    }
+
+    pub(super) async fn log(&self) -> Result<Response> {
+        if flag(&self.query.timestamps)?
+            || flag(&self.query.previous)?
+            || self.query.since_seconds.is_some()
+            || self.query.limit_bytes.is_some()
+        {
+            return Err(Status::bad_request(
+                "Shepherd's logs support follow, tailLines and container; timestamps, previous, sinceSeconds and limitBytes are not supported",
+            ));
+        }
+        let params = crate::api::pods::LogParams {
+            container: self.query.container.clone(),
+            tail: self.query.tail_lines,
+            follow: self.query.follow.as_ref().map(|_| flag(&self.query.follow)).transpose()?,
+        };
+        let path = Path((self.namespace().to_string(), self.name().to_string()));
+        Ok(crate::api::pods::log(State(self.state.clone()), path, crate::extract::Params(params)).await?)
+    }
+
+    pub(super) async fn bind(&self, body: &[u8]) -> Result<Response> {
+        let binding: k8s_openapi::api::core::v1::Binding =
+            serde_json::from_slice(body).map_err(|e| Status::bad_request(format!("the body is not a valid Binding: {e}")))?;
+        let native_binding = json!({
+            "kind": "Binding",
+            "metadata": {"name": binding.metadata.name.unwrap_or_default(), "uid": binding.metadata.uid.unwrap_or_default()},
+            "target": {"kind": binding.target.kind.unwrap_or_default(), "name": binding.target.name.unwrap_or_default()},
+        });
+        let path = Path((self.namespace().to_string(), self.name().to_string()));
+        let bytes = crate::extract::BodyBytes(Bytes::from(native_binding.to_string()));
+        crate::api::pods::bind(State(self.state.clone()), path, bytes).await?;
+        Ok((StatusCode::CREATED, Json(json!({"apiVersion": "v1", "kind": "Status", "status": "Success", "code": 201, "metadata": {}})))
+            .into_response())
+    }
+
+    fn deployment(&self) -> Result<Deployment> {
+        match &*self.stored()? {
+            Object::Deployment(d) => Ok(Deployment::clone(d)),
+            _ => Err(Status::not_found("deployments", self.name(), "not a deployment")),
+        }
+    }
+
+    pub(super) fn get_scale(&self) -> Result<Response> {
+        Ok(Json(convert::scale_out(&self.deployment()?)).into_response())
+    }
+
+    async fn scale_to(&self, value: &Value) -> Result<Response> {
+        let scale = convert::scale_in(value)?;
+        if !scale.metadata.name.is_empty() && scale.metadata.name != self.name() {
+            return Err(Status::bad_request(format!(
+                "the Scale names {:?}, but the path names deployment {:?}",
+                scale.metadata.name,
+                self.name()
+            )));
+        }
+        let deployment = native::scale_deployment(&self.state, self.namespace(), self.name(), scale).await?;
+        Ok(Json(convert::scale_out(&deployment)).into_response())
+    }
+
+    pub(super) async fn put_scale(&self, body: &[u8]) -> Result<Response> {
+        match media_type(&self.headers).as_str() {
+            "application/json" | "" => self.scale_to(&parse_body(body)?).await,
+            other => Err(Status::unsupported_media_type(format!("send the Scale as application/json (got {other})"))),
+        }
+    }
+
+    pub(super) async fn patch_scale(&self, body: &[u8]) -> Result<Response> {
+        let kind = patch::PatchKind::from_media_type(&media_type(&self.headers))?;
+        let current = serde_json::to_value(convert::scale_out(&self.deployment()?)).unwrap_or_default();
+        let mut patched = patch::apply(kind, current, &parse_body(body)?)?;
+        // The patch is against the state just read: no version check of its own.
+        if let Some(meta) = patched.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("resourceVersion");
+        }
+        self.scale_to(&patched).await
+    }
+}
+
+/// The `Status` a delete answers when the object is gone and there is nothing to return.
+fn success(kind: Served, name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Status", "status": "Success", "metadata": {}, "details": {"name": name, "kind": kind.plural()}})
+}
+
+fn decode_for<R: Convert>(req: &Req, value: &Value) -> Result<R> {
+    if let Some(kind) = value.get("kind").and_then(Value::as_str).filter(|k| *k != req.kind_name()) {
+        return Err(Status::bad_request(format!("the body is a {kind} but this path takes a {}", req.kind_name())));
+    }
+    if let Some(version) = value.get("apiVersion").and_then(Value::as_str).filter(|v| *v != req.target.kind.api_version()) {
+        return Err(Status::bad_request(format!(
+            "apiVersion {version:?} is not served for {}: use {}",
+            req.kind_name(),
+            req.target.kind.api_version()
+        )));
+    }
+    Ok(convert::decode::<R>(value)?)
+}
+
+/// A native failure as a Status: a 422's field errors become causes named in the fields of
+/// the Kubernetes object, with its kind and name, as when [`convert`] refuses a body.
+fn refused(kind: Kind, name: String) -> impl FnOnce(ApiError) -> Status {
+    move |e| {
+        if e.status != StatusCode::UNPROCESSABLE_ENTITY || e.details.is_empty() {
+            return Status::from(e);
+        }
+        let causes = convert::invalid_causes(kind, e.details);
+        Status::from(convert::Error::Refused { kind: kind.as_str(), name, causes })
+    }
+}
+
+async fn create_as<R: Convert>(req: &Req, value: &Value) -> Result<crate::store::Outcome> {
+    let mut object: R = decode_for(req, value)?;
+    if !R::KIND.namespaced() {
+        object.meta_mut().namespace.clear();
+    }
+    native::settle_namespace(&mut object, req.target.namespace.as_deref())?;
+    let name = object.meta().name.clone();
+    native::create(&req.state, &req.principal, object).await.map_err(refused(R::KIND, name))
+}
+
+async fn replace_as<R: Convert>(req: &Req, value: &Value) -> Result<crate::store::Outcome> {
+    let object: R = decode_for(req, value)?;
+    native::replace_object(&req.state, &req.principal, req.namespace(), req.name(), object)
+        .await
+        .map_err(refused(R::KIND, req.name().to_string()))
+}
+
+async fn delete_as<R: Convert>(req: &Req, params: DeleteParams) -> Result<crate::store::Outcome> {
+    Ok(native::delete::<R>(&req.state, &req.principal, req.namespace(), req.name(), params).await?)
+}
