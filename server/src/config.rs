@@ -51,6 +51,14 @@ pub struct Config {
     pub dashboard_dir: Option<PathBuf>,
     /// Serve HTTPS with this certificate; `None` serves plain HTTP.
     pub tls: Option<Identity>,
+    /// A connection that has not sent a request's whole headers this long after it began
+    /// (or after its last answer, when kept alive) is closed: a slowloris holds no slot.
+    /// 32 s is kube-apiserver's; it must outlast the agent's 10 s lease-renewal pause,
+    /// because the same timer closes an idle kept-alive connection.
+    pub header_read_timeout: Duration,
+    /// A request body not whole this long after its headers gets a 408. Only the request
+    /// is bounded: watch and log streams answer for as long as they like.
+    pub body_read_timeout: Duration,
 }
 
 impl Default for Config {
@@ -75,9 +83,14 @@ impl Default for Config {
             event_limit: 20_000,
             dashboard_dir: None,
             tls: None,
+            header_read_timeout: Duration::from_secs(32),
+            body_read_timeout: Duration::from_secs(30),
         }
     }
 }
+
+/// The largest request body the API reads.
+pub const BODY_LIMIT: usize = 1024 * 1024;
 
 /// Twice the 20,000 unread changes a streaming watcher may hold.
 pub const DEFAULT_WATCH_HISTORY: usize = 40_000;

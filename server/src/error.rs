@@ -65,10 +65,9 @@ impl ApiError {
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", message)
     }
 
-    /// 413: a body over [`crate::api::BODY_LIMIT`], in the server's words whichever layer
-    /// found it.
-    pub fn too_large() -> Self {
-        let limit = crate::api::BODY_LIMIT;
+    /// 413: a body over `limit` bytes ([`crate::config::BODY_LIMIT`]), in the server's words
+    /// whichever layer found it.
+    pub fn too_large(limit: usize) -> Self {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "PayloadTooLarge",
@@ -98,6 +97,7 @@ impl ApiError {
             StatusCode::METHOD_NOT_ALLOWED => "MethodNotAllowed",
             StatusCode::CONFLICT => "Conflict",
             StatusCode::GONE => "Gone",
+            StatusCode::PAYLOAD_TOO_LARGE => "PayloadTooLarge",
             StatusCode::UNSUPPORTED_MEDIA_TYPE => "UnsupportedMediaType",
             StatusCode::UNPROCESSABLE_ENTITY => "Invalid",
             StatusCode::REQUEST_TIMEOUT => "Timeout",
@@ -105,9 +105,6 @@ impl ApiError {
             s if s.is_server_error() => "InternalError",
             _ => "BadRequest",
         };
-        if status == StatusCode::PAYLOAD_TOO_LARGE {
-            return ApiError::too_large();
-        }
         let canonical = status.canonical_reason().unwrap_or("error");
         if status.is_server_error() {
             let message = format!("{canonical}: the server's log says why");

@@ -3,38 +3,54 @@
 //!
 //! Layout:
 //! - [`store`]: objects by kind and key, one global revision, atomic read-modify-write
-//!   transactions with group commit, watch history; SQLite (WAL) or memory underneath;
+//!   transactions with group commit, watch history; SQLite (WAL) or memory underneath.
+//!   The seam's types and the `Store` trait sit in files of their own; the embedded store is
+//!   `state` (objects, indexes, history, tombstones), `committer`, `watchers` (mailboxes, lag
+//!   limit), `subscription` and `persistence`, put together in `cached`;
+//! - [`heaps`]: an allocator heap per stored kind, so a mass deletion gives its memory back;
 //! - [`ops`]: the writes of the API as store mutations (create, CAS update, graceful pod
 //!   delete, bind, status);
 //! - [`resources`]: per kind, what create defaults and what a PUT may change;
 //! - [`events`]: events deduplicated by (involved object, reason, source);
-//! - [`api`]: the axum router, one JSON error shape ([`error`]), watch over SSE, OpenAPI;
+//! - [`app`](mod@app): the whole HTTP app: both APIs and the dashboard's files under one router, with
+//!   the guard against web pages, authentication, metrics, the body limit and a timeout;
+//! - [`api`]: the native API under `/api/v1`: its routes, watch over SSE, OpenAPI;
 //! - [`k8s`]: the Kubernetes-compatible API under `/k8s`, for kubectl, in front of the same writes;
+//! - [`state`], [`extract`], [`query`]: what both APIs' handlers share: the state they hold,
+//!   bodies and query parameters read strictly, and the filter of a list, watch or delete;
+//! - [`error`]: the one error every handler returns, in one JSON shape;
 //! - [`auth`]: bearer tokens with the roles admin, node and viewer;
 //! - [`agent_client`]: the client the server asks agents with, which reaches no refused address;
 //! - [`scheduler`]: the loop around `shared::scheduler`: queue, backoff, assume, bind;
 //! - [`controllers`]: node lifecycle, deployments, service endpoints, terminating pods, event expiry;
-//! - [`metrics`]: Prometheus text; [`config`]: the validated settings;
+//! - [`metrics`]: Prometheus metrics, by `prometheus-client`; [`config`]: the validated settings;
 //! - [`tls`]: HTTPS: the serving certificate (given, or made in the data directory) and the listener.
+//!
+//! The `shepherd` binary adds `local_node`, the agent that `--local-node` runs in-process.
 
 pub mod agent_client;
 pub mod api;
+pub mod app;
 pub mod auth;
 pub mod config;
 pub mod controllers;
 pub mod error;
 pub mod events;
+pub mod extract;
 pub mod heaps;
 pub mod k8s;
 pub mod metrics;
 pub mod ops;
+pub mod query;
 pub mod resources;
 pub mod scheduler;
+pub mod state;
 pub mod store;
 pub mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use shared::model::{Kind, Namespace, ObjectMeta};
 use shared::scheduler::Profile;
@@ -42,8 +58,9 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-pub use api::{AppState, app};
+pub use app::app;
 pub use config::Config;
+pub use state::AppState;
 
 use crate::controllers::{
     Context, deployment::DeploymentController, endpoints::EndpointsController, node_lifecycle::NodeLifecycleController,
@@ -91,7 +108,7 @@ impl Server {
         let config = Arc::new(config);
         let metrics = Arc::new(Metrics::default());
         let (handle, hints) = SchedulerHandle::new();
-        let state = AppState::new(api::Shared {
+        let state = AppState::new(state::Shared {
             store: store.clone(),
             config: config.clone(),
             metrics: metrics.clone(),
@@ -160,9 +177,10 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationTo
     let scheme = if tls.is_some() { "https" } else { "http" };
     tracing::info!("shepherd API listening on {scheme}://{addr} ({} store)", server.state().store.backend());
     let router = server.router();
+    let header_timeout = server.state().config.header_read_timeout;
     let served = match tls {
-        Some(tls) => serve(tls::TlsListener::new(listener, tls)?, router, shutdown.clone()).await,
-        None => serve(listener, router, shutdown.clone()).await,
+        Some(tls) => serve(tls::TlsListener::new(listener, tls)?, router, header_timeout, shutdown.clone()).await,
+        None => serve(listener, router, header_timeout, shutdown.clone()).await,
     };
     shutdown.cancel();
     server.wait().await;
@@ -170,13 +188,39 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationTo
 }
 
 /// Serves `router` on `listener` until `shutdown`, telling each request which local port and
-/// scheme its connection has, for the Host and Origin checks of an open server.
-async fn serve<L>(listener: L, router: axum::Router, shutdown: CancellationToken) -> std::io::Result<()>
+/// scheme its connection has, for the Host and Origin checks of an open server. Connections
+/// are served by hyper as `axum::serve` does, plus a header read timeout, which axum does not
+/// expose; on shutdown each finishes its requests in flight and closes.
+async fn serve<L>(mut listener: L, router: axum::Router, header_timeout: Duration, shutdown: CancellationToken) -> std::io::Result<()>
 where
     L: axum::serve::Listener,
-    L::Addr: std::fmt::Debug,
-    for<'a> api::web_pages::Connection: axum::extract::connect_info::Connected<axum::serve::IncomingStream<'a, L>>,
+    L::Io: app::web_pages::Transport,
 {
-    let service = router.into_make_service_with_connect_info::<api::web_pages::Connection>();
-    axum::serve(listener, service).with_graceful_shutdown(shutdown.cancelled_owned()).await
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    // HTTP/1.1 only, as before: the workspace's axum has no HTTP/2, and nothing here upgrades.
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder.timer(TokioTimer::new()).header_read_timeout(header_timeout);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    loop {
+        let io = tokio::select! {
+            (io, _) = listener.accept() => io,
+            () = shutdown.cancelled() => break,
+        };
+        let info = axum::extract::ConnectInfo(app::web_pages::Transport::connection(&io));
+        let router = router.clone();
+        let service = hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
+            request.extensions_mut().insert(info);
+            tower::ServiceExt::oneshot(router.clone(), request.map(axum::body::Body::new))
+        });
+        let connection = graceful.watch(builder.serve_connection(TokioIo::new(io), service));
+        tokio::spawn(async move {
+            // A client that hangs up or breaks the protocol ends only its own connection.
+            if let Err(e) = connection.await {
+                tracing::debug!("connection ended: {e}");
+            }
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
 }

@@ -198,19 +198,6 @@ impl Args {
     }
 }
 
-/// Cancels `shutdown` on SIGINT or SIGTERM.
-fn watch_signals(shutdown: CancellationToken) -> anyhow::Result<()> {
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("cannot listen for SIGTERM")?;
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
-            _ = terminate.recv() => tracing::info!("SIGTERM: shutting down"),
-        }
-        shutdown.cancel();
-    });
-    Ok(())
-}
-
 /// Turns transparent huge pages off for this process. mimalloc asks for huge pages, and the
 /// cache grows with every object: on a virtual machine each first touch of a fresh 2 MiB
 /// page stalled the thread that made it for 5 to 15 ms (zeroing, plus the host mapping the
@@ -224,11 +211,11 @@ fn disable_transparent_huge_pages() {
 }
 
 fn main() -> std::process::ExitCode {
-    agent::logging::exit_code(start())
+    shepherd_process::logging::exit_code(start())
 }
 
 fn start() -> anyhow::Result<()> {
-    agent::logging::init("info");
+    shepherd_process::logging::init("info");
     #[cfg(target_os = "linux")]
     disable_transparent_huge_pages();
     let args = Args::from_matches(&Args::command().get_matches()).unwrap_or_else(|e| e.exit());
@@ -255,7 +242,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let scheme = if config.tls.is_some() { "https" } else { "http" };
     let url = format!("{scheme}://{}", listener.local_addr()?);
     let signalled = CancellationToken::new();
-    watch_signals(signalled.clone())?;
+    shepherd_process::signal::cancel_on_signal(signalled.clone()).context("cannot listen for SIGINT and SIGTERM")?;
     // On a signal the local node stops first, while the API still answers its last calls
     // (a pod's deletion confirmed), and the control plane after it.
     let (shutdown, local_agent) = match local {

@@ -201,9 +201,11 @@ async fn counting_listener() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
 #[tokio::test]
 async fn a_node_cannot_aim_the_log_proxy_at_another_path_a_refused_address_or_a_redirect() {
     let server = TestServer::start(Config { run_scheduler: false, ..Config::in_memory() }).await;
+    // Registered as the agent does, with each endpoint a node token could send.
     let node = |endpoint: &str| {
-        json!({"kind": "Node", "metadata": {"name": "n1"},
-               "status": {"capacity": {"cpu": 1000, "memory": 1 << 30, "pods": 10}, "agent_endpoint": endpoint}})
+        let mut description = shepherd_testing::node("n1");
+        description.agent_endpoint = endpoint.to_string();
+        shepherd_testing::registration(&description)
     };
     let (secret, hits) = counting_listener().await;
     let (status, error) = server.post("/api/v1/nodes", node(&format!("{secret}/latest/meta-data"))).await;

@@ -180,6 +180,64 @@ async fn malformed_bodies_get_json_errors_with_line_and_column() {
     server.stop().await;
 }
 
+/// The dashboard sends a manifest as the user wrote it; kube-apiserver takes YAML too.
+#[tokio::test]
+async fn a_yaml_body_creates_and_replaces_and_bad_yaml_says_where() {
+    // No scheduler, so that nothing else changes the pod between its create and replace.
+    let server = TestServer::start(Config { run_scheduler: false, ..Config::in_memory() }).await;
+    let yaml = |method: Method, path: &str, body: &str| {
+        server.bare(method, path).header("content-type", "application/yaml").body(body.to_string())
+    };
+    let manifest = "kind: Pod\nmetadata:\n  name: from-yaml\nspec:\n  containers:\n    - name: main\n      image: nginx\n";
+    let (status, created) = server.answer(yaml(Method::POST, "/api/v1/namespaces/default/pods", manifest)).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["spec"]["containers"][0]["image"], "nginx", "{created}");
+
+    let version = created["metadata"]["resource_version"].as_u64().unwrap();
+    let labelled =
+        manifest.replace("  name: from-yaml\n", &format!("  name: from-yaml\n  labels: {{app: web}}\n  resource_version: {version}\n"));
+    let (status, replaced) = server.answer(yaml(Method::PUT, "/api/v1/namespaces/default/pods/from-yaml", &labelled)).await;
+    assert_eq!(status, StatusCode::OK, "{replaced}");
+    assert_eq!(replaced["metadata"]["labels"]["app"], "web", "{replaced}");
+
+    let (status, error) = server.answer(yaml(Method::POST, "/api/v1/pods", "kind: Pod\nmetadata:\n  name: [broken\n")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.starts_with("the body is not a valid YAML object: line 3, column "), "{message}");
+
+    let (status, error) = server.answer(yaml(Method::POST, "/api/v1/pods", &format!("{manifest}---\n{manifest}"))).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
+    assert!(error["error"]["message"].as_str().unwrap().contains("holds 2 YAML documents"), "{error}");
+    server.stop().await;
+}
+
+/// Aliases let a few kilobytes of YAML stand for megabytes of JSON; what JSON sent whole
+/// would get, a 413, the YAML gets too, and nothing is stored.
+#[tokio::test]
+async fn a_yaml_body_whose_aliases_pass_the_body_limit_is_a_413() {
+    let server = TestServer::in_memory().await;
+    let pod = |scalar: usize, aliases: usize| {
+        let command = format!("[&s {}{}]", "x".repeat(scalar), ", *s".repeat(aliases));
+        format!("kind: Pod\nmetadata:\n  name: big\nspec:\n  containers:\n    - name: main\n      image: nginx\n      command: {command}\n")
+    };
+    // 1 KB copied 3,000 times: the reader stops at 1 MiB of copies. 300 bytes copied 3,470
+    // times: within what the reader lets aliases copy, but the pod's JSON is over 1 MiB.
+    for (scalar, aliases) in [(1_000, 3_000), (300, 3_470)] {
+        let body = pod(scalar, aliases);
+        assert!(body.len() < 16 << 10, "{}", body.len());
+        let request = server.bare(Method::POST, "/api/v1/namespaces/default/pods").header("content-type", "application/yaml").body(body);
+        let (status, answer) = server.answer(request).await;
+        assert_eq!(
+            (status, answer["error"]["reason"].as_str()),
+            (StatusCode::PAYLOAD_TOO_LARGE, Some("PayloadTooLarge")),
+            "{scalar} × {aliases}"
+        );
+    }
+    let (_, pods) = server.get("/api/v1/pods").await;
+    assert_eq!(pods["items"].as_array().map(Vec::len), Some(0), "{pods}");
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn updates_are_compare_and_swap_and_never_touch_status_or_node() {
     let server = TestServer::start(Config { run_scheduler: false, ..Config::in_memory() }).await;

@@ -22,8 +22,9 @@ async fn secured() -> TestServer {
     TestServer::start(Config { tokens, run_scheduler: false, ..Config::in_memory() }).await
 }
 
+/// Node `name`'s registration, as its agent sends it.
 fn node(name: &str) -> serde_json::Value {
-    json!({"metadata": {"name": name}, "status": {"capacity": {"cpu": 1000, "memory": 1073741824, "pods": 10}}})
+    shepherd_testing::registration(&shepherd_testing::node(name))
 }
 
 #[tokio::test]
@@ -51,9 +52,9 @@ async fn every_role_gets_exactly_its_rights() {
     assert_eq!(agent.post("/api/v1/nodes", node("node-1")).await.0, StatusCode::CREATED);
     assert_eq!(agent.post("/api/v1/nodes", node("node-2")).await.0, StatusCode::FORBIDDEN);
     assert_eq!(admin.post("/api/v1/nodes", node("node-2")).await.0, StatusCode::CREATED);
-    let ready = json!({"conditions": [{"type": "Ready", "status": "True"}]});
-    assert_eq!(agent.post("/api/v1/nodes/node-1/heartbeat", ready.clone()).await.0, StatusCode::OK);
-    assert_eq!(admin.post("/api/v1/nodes/node-2/heartbeat", ready).await.0, StatusCode::OK);
+    let ready = |name| shepherd_testing::heartbeat_body(&shepherd_testing::node(name));
+    assert_eq!(agent.post("/api/v1/nodes/node-1/heartbeat", ready("node-1")).await.0, StatusCode::OK);
+    assert_eq!(admin.post("/api/v1/nodes/node-2/heartbeat", ready("node-2")).await.0, StatusCode::OK);
     let (status, err) = agent.post("/api/v1/nodes/node-2/heartbeat", json!({})).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert!(err["error"]["message"].as_str().unwrap().contains("node node-1 may not write node node-2"), "{err}");

@@ -9,10 +9,11 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 use server::ops;
 use server::store::{CachedStore, Key, Store, Txn};
+use shared::limits::{MAX_CONTAINERS, MAX_CPU_MILLICORES, MAX_MEMORY_BYTES, MAX_NODE_PODS};
 use shared::model::{Kind, Namespace, Node, Object, ObjectMeta, Pod};
 use shared::registration::Registrant;
 use shared::scheduler::Scheduler;
-use shared::validation::{MAX_CONTAINERS, MAX_CPU_MILLICORES, MAX_MEMORY_BYTES, MAX_NODE_PODS, validate_node, validate_pod};
+use shared::validation::{validate_node, validate_pod};
 
 /// An amount as a manifest may write it: mostly small, often extreme.
 fn quantity() -> impl Strategy<Value = Value> {

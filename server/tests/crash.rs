@@ -84,12 +84,11 @@ async fn sigkill_during_creates_loses_no_acknowledged_pod() {
         }));
     }
     // Kill mid-way: once a good share of the creates has been acknowledged.
-    for _ in 0..500 {
-        if acknowledged.lock().unwrap().len() >= 300 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    shepherd_testing::poll(Duration::from_secs(30), "300 acknowledged creates", || async {
+        let acknowledged = acknowledged.lock().unwrap().len();
+        (acknowledged >= 300).then_some(()).ok_or(format!("{acknowledged} acknowledged"))
+    })
+    .await;
     shepherd.child.start_kill().unwrap();
     shepherd.child.wait().await.unwrap();
     for task in tasks {

@@ -177,7 +177,7 @@ async fn a_namespace_with_a_terminating_pod_is_not_deleted_yet() {
     assert!(terminating["metadata"]["deletion_timestamp"].is_string(), "{terminating}");
     let (status, err) = server.delete("/api/v1/namespaces/shop").await;
     assert_eq!(status, StatusCode::CONFLICT);
-    assert!(err["error"]["message"].as_str().unwrap().contains("still holds 1 pods"), "{err}");
+    assert!(err["error"]["message"].as_str().unwrap().contains("still holds 1 pod;"), "{err}");
     assert_eq!(server.delete("/api/v1/namespaces/shop/pods/p?grace_period_seconds=0").await.0, StatusCode::OK);
     assert_eq!(server.delete("/api/v1/namespaces/shop").await.0, StatusCode::OK);
     server.stop().await;

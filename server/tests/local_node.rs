@@ -48,15 +48,11 @@ async fn start(flags: &[&str], listen: &str) -> (Child, String) {
 async fn the_local_node_listens_where_shepherd_agent_listen_says() {
     let (_server, url) = start(&["--local-node", "--local-runtime", "simulated"], "127.0.0.1:19047").await;
     let client = Client::new(&url, None).unwrap();
-    let began = std::time::Instant::now();
-    let endpoint = loop {
+    let endpoint = shepherd_testing::eventually(&client, WAIT, "the local node to register", || async {
         let nodes = client.list::<Node>(&Selection::default()).await.expect("the nodes");
-        if let Some(node) = nodes.items.iter().find(|n| !n.status.agent_endpoint.is_empty()) {
-            break node.status.agent_endpoint.clone();
-        }
-        assert!(began.elapsed() < WAIT, "the local node did not register within 20 s");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+        nodes.items.iter().find(|n| !n.status.agent_endpoint.is_empty()).map(|n| n.status.agent_endpoint.clone())
+    })
+    .await;
     assert_eq!(endpoint, "http://127.0.0.1:19047");
     let health = reqwest::get(format!("{endpoint}/healthz")).await.expect("the local node's agent API answers");
     assert!(health.status().is_success(), "{health:?}");

@@ -5,8 +5,8 @@
 mod common;
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{TestServer, add_node, open_watch, pod};
@@ -17,6 +17,7 @@ use shared::api::WatchEventType;
 use shared::model::{Node, Object, Pod};
 use shared::scheduler::{Profile, Scheduler};
 use shepherd_client::Selection;
+use shepherd_testing::poll;
 
 const NODES: usize = 45;
 const PODS_PER_NODE: i64 = 40;
@@ -76,10 +77,10 @@ async fn two_schedulers_never_bind_twice_nor_oversell() {
     // Every change of every pod, from before the first create.
     let mut watch = open_watch(&server, &format!("/api/v1/pods?watch=true&resource_version={start}")).await;
     let done = Arc::new(AtomicBool::new(false));
+    let placements: Arc<Mutex<HashMap<String, Vec<String>>>> = Arc::default();
     let recorder = {
-        let done = done.clone();
+        let (done, placements) = (done.clone(), placements.clone());
         tokio::spawn(async move {
-            let mut placements: HashMap<String, Vec<String>> = HashMap::new();
             while !done.load(Ordering::Relaxed) {
                 let Some(message) = watch.next(Duration::from_millis(500)).await else { continue };
                 let event = message.watch_event();
@@ -87,13 +88,13 @@ async fn two_schedulers_never_bind_twice_nor_oversell() {
                     continue;
                 }
                 if let Some(Object::Pod(p)) = event.object {
+                    let mut placements = placements.lock().unwrap();
                     let seen = placements.entry(p.metadata.uid.clone()).or_default();
                     if seen.last().map(String::as_str).unwrap_or("") != p.spec.node_name {
                         seen.push(p.spec.node_name.clone());
                     }
                 }
             }
-            placements
         })
     };
 
@@ -130,9 +131,19 @@ async fn two_schedulers_never_bind_twice_nor_oversell() {
         }
     }
     uncordon.await.unwrap();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The watch has caught up once it shows every pod on the node the server has it on.
+    let stored = server.client.list::<Pod>(&Selection::default()).await.expect("the pods").items;
+    poll(Duration::from_secs(30), "the watch to show every binding", || async {
+        let placements = placements.lock().unwrap();
+        stored
+            .iter()
+            .all(|p| p.spec.node_name.is_empty() || placements.get(&p.metadata.uid).and_then(|seen| seen.last()) == Some(&p.spec.node_name))
+            .then_some(())
+    })
+    .await;
     done.store(true, Ordering::Relaxed);
-    let placements = recorder.await.unwrap();
+    recorder.await.unwrap();
+    let placements = placements.lock().unwrap().clone();
 
     // No pod bound twice: once a node is set it never changes.
     let mut bound = 0;

@@ -1,12 +1,13 @@
-//! Watch over SSE: replay from a resource_version with no gap after a reconnect, filters
-//! that turn leaving objects into DELETED, bookmarks, and 410 Gone for history too old.
+//! Watch over SSE: replay from a resource_version (or an EventSource's `Last-Event-ID`) with
+//! no gap after a reconnect, filters that turn leaving objects into DELETED, bookmarks, and
+//! 410 Gone for history too old.
 
 mod common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::{TestServer, add_node, open_watch, pod};
+use common::{SseReader, TestServer, add_node, open_watch, pod};
 use reqwest::StatusCode;
 use serde_json::json;
 use server::Config;
@@ -62,6 +63,69 @@ async fn a_reconnect_with_the_last_resource_version_misses_nothing() {
         last = event.resource_version;
     }
     assert_eq!(seen.len(), 20);
+    server.stop().await;
+}
+
+/// A watch of `path` with the `Last-Event-ID` header a reconnecting EventSource sends.
+async fn watch_with_last_event_id(server: &TestServer, path: &str, last_event_id: impl std::fmt::Display) -> reqwest::Response {
+    server.client.request(reqwest::Method::GET, path).header("Last-Event-ID", last_event_id.to_string()).send().await.unwrap()
+}
+
+/// The names of the next `count` pods ADDED, in order, bookmarks skipped.
+async fn added(watch: &mut SseReader, count: usize) -> Vec<String> {
+    let mut names = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while names.len() < count {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let event = watch.next(left).await.unwrap_or_else(|| panic!("missing events; saw {names:?}")).watch_event();
+        match event.type_ {
+            WatchEventType::Bookmark => continue,
+            WatchEventType::Added => names.push(event.object.unwrap().metadata().name.clone()),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    names
+}
+
+#[tokio::test]
+async fn a_last_event_id_resumes_from_that_revision_and_wins_over_the_query() {
+    let server = TestServer::start(quiet_config()).await;
+    let (_, info) = server.get("/api/v1/info").await;
+    let before_first = info["resource_version"].as_u64().unwrap();
+    server.post("/api/v1/pods", pod("first", 1, 1)).await;
+    let (_, info) = server.get("/api/v1/info").await;
+    let r = info["resource_version"].as_u64().unwrap();
+    let five: Vec<String> = (0..5).map(|i| format!("p{i}")).collect();
+    for name in &five {
+        server.post("/api/v1/pods", pod(name, 1, 1)).await;
+    }
+
+    let response = watch_with_last_event_id(&server, "/api/v1/pods?watch=true", r).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(added(&mut SseReader::new(response), 5).await, five, "the five created after R, and not first");
+
+    // An EventSource resends the URL it was opened with: its resource_version is older
+    // than the last event it received.
+    let path = format!("/api/v1/pods?watch=true&resource_version={before_first}");
+    let response = watch_with_last_event_id(&server, &path, r).await;
+    assert_eq!(added(&mut SseReader::new(response), 5).await, five, "the header wins over the query's older revision");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_last_event_id_older_than_the_history_is_gone() {
+    let server = TestServer::start(Config { watch_history: 5, ..quiet_config() }).await;
+    for i in 0..10 {
+        server.post("/api/v1/pods", pod(&format!("p{i}"), 1, 1)).await;
+    }
+    let response = watch_with_last_event_id(&server, "/api/v1/pods?watch=true&label_selector=app%3Dweb", 2).await;
+    assert_eq!(response.status(), StatusCode::GONE, "as resource_version=2 is");
+    let err: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(err["error"]["reason"], "Gone");
+    let response = watch_with_last_event_id(&server, "/api/v1/pods?watch=true", 0).await;
+    assert_eq!(response.status(), StatusCode::OK, "0 watches from now, as resource_version=0 does");
+    let response = watch_with_last_event_id(&server, "/api/v1/pods?watch=true", "seven").await;
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST, "a header that is no revision is refused, as the query would be");
     server.stop().await;
 }
 

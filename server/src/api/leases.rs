@@ -7,11 +7,11 @@ use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use shared::model::Lease;
 
-use super::objects::parse_object;
-use super::{AppState, BodyBytes};
 use crate::auth::{Bearer, Principal};
 use crate::error::{ApiError, ApiResult};
+use crate::extract::{BodyBytes, parse_object};
 use crate::ops;
+use crate::state::AppState;
 use crate::store::commit_one;
 
 /// Renews the lease of node `name` (a node's token: only its own). The body may be empty or

@@ -8,11 +8,11 @@ use axum::response::{IntoResponse, Response};
 use shared::api::Heartbeat;
 use shared::model::{Kind, Node, Object};
 
-use super::objects::parse_object;
-use super::{AppState, BodyBytes, parse_json};
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
+use crate::extract::{BodyBytes, parse_json, parse_object};
 use crate::ops;
+use crate::state::AppState;
 use crate::store::{Key, Outcome, Write, commit_one};
 
 async fn write_node(state: &AppState, write: Write) -> ApiResult<Response> {

@@ -5,167 +5,21 @@
 use axum::Extension;
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
 use shared::api::List;
 use shared::model::{Deployment, Kind, Object, Pod, Scale, ScaleSpec, ScaleStatus, event_types};
 use shared::registration::Registrant;
-use shared::selector::LabelSelector;
 
-use super::{AppState, BodyBytes, Params, parse_json};
 use crate::auth::{Bearer, Principal, Role};
 use crate::error::{ApiError, ApiResult};
 use crate::events::{self, SOURCE_API};
+use crate::extract::{BodyBytes, ObjectBody, Params, parse_json, parse_object};
 use crate::ops;
+use crate::query::{DeleteParams, Filter, ListParams};
 use crate::resources::{Resource, stamp_new};
-use crate::store::{Interest, Key, Outcome, Txn, Write, commit_one};
-
-/// `?label_selector=…&field_selector=…&watch=true&resource_version=N`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct ListParams {
-    pub label_selector: Option<String>,
-    pub field_selector: Option<String>,
-    #[serde(deserialize_with = "shared::parse::deserialize_flag")]
-    pub watch: Option<bool>,
-    #[serde(deserialize_with = "shared::parse::deserialize_revision")]
-    pub resource_version: Option<u64>,
-}
-
-/// One `field=value` or `field!=value` term of a field selector.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldTerm {
-    pub field: String,
-    pub value: String,
-    pub equal: bool,
-}
-
-/// Which objects a list or watch returns.
-#[derive(Debug, Clone)]
-pub struct Filter {
-    pub namespace: Option<String>,
-    pub labels: LabelSelector,
-    pub fields: Vec<FieldTerm>,
-}
-
-/// The fields a field selector can name, per kind.
-fn field_value(object: &Object, field: &str) -> Option<String> {
-    let meta = object.metadata();
-    match (object, field) {
-        (_, "metadata.name") => Some(meta.name.clone()),
-        (_, "metadata.namespace") => Some(meta.namespace.clone()),
-        (Object::Pod(p), "spec.node_name") => Some(p.spec.node_name.clone()),
-        (Object::Pod(p), "status.phase") => Some(p.status.phase.to_string()),
-        (Object::Event(e), "involved_object.kind") => Some(e.involved_object.kind.clone()),
-        (Object::Event(e), "involved_object.name") => Some(e.involved_object.name.clone()),
-        (Object::Event(e), "involved_object.namespace") => Some(e.involved_object.namespace.clone()),
-        (Object::Event(e), "involved_object.uid") => Some(e.involved_object.uid.clone()),
-        (Object::Event(e), "reason") => Some(e.reason.clone()),
-        (Object::Event(e), "type") => Some(e.type_.clone()),
-        (Object::Event(e), "source") => Some(e.source.clone()),
-        (Object::Node(n), "spec.unschedulable" | "status.unschedulable") => Some(n.status.unschedulable.to_string()),
-        _ => None,
-    }
-}
-
-pub(crate) fn supported_fields(kind: Kind) -> &'static [&'static str] {
-    match kind {
-        Kind::Pod => &["metadata.name", "metadata.namespace", "spec.node_name", "status.phase"],
-        Kind::Event => &[
-            "metadata.name",
-            "metadata.namespace",
-            "involved_object.kind",
-            "involved_object.name",
-            "involved_object.namespace",
-            "involved_object.uid",
-            "reason",
-            "type",
-            "source",
-        ],
-        Kind::Node => &["metadata.name", "status.unschedulable"],
-        _ => &["metadata.name", "metadata.namespace"],
-    }
-}
-
-/// Parses `spec.node_name=node-1,status.phase!=Failed` for `kind`.
-pub fn parse_field_selector(kind: Kind, text: &str) -> ApiResult<Vec<FieldTerm>> {
-    let mut terms = Vec::new();
-    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (field, value, equal) = if let Some((f, v)) = part.split_once("!=") {
-            (f, v, false)
-        } else if let Some((f, v)) = part.split_once("==") {
-            (f, v, true)
-        } else if let Some((f, v)) = part.split_once('=') {
-            (f, v, true)
-        } else {
-            return Err(ApiError::bad_request(format!("invalid field selector term {part:?}: expected field=value or field!=value")));
-        };
-        let field = field.trim();
-        if !supported_fields(kind).contains(&field) {
-            return Err(ApiError::bad_request(format!(
-                "field selector: {kind} has no selectable field {field:?}; use one of {}",
-                supported_fields(kind).join(", ")
-            )));
-        }
-        terms.push(FieldTerm { field: field.to_string(), value: value.trim().to_string(), equal });
-    }
-    Ok(terms)
-}
-
-impl Filter {
-    pub fn new(kind: Kind, namespace: Option<String>, params: &ListParams) -> ApiResult<Filter> {
-        let labels = match params.label_selector.as_deref() {
-            Some(text) => LabelSelector::parse(text).map_err(|e| ApiError::bad_request(e.to_string()))?,
-            None => LabelSelector::default(),
-        };
-        let fields = match params.field_selector.as_deref() {
-            Some(text) => parse_field_selector(kind, text)?,
-            None => Vec::new(),
-        };
-        Ok(Filter { namespace, labels, fields })
-    }
-
-    pub fn matches(&self, object: &Object) -> bool {
-        let meta = object.metadata();
-        if let Some(ns) = &self.namespace
-            && object.kind().namespaced()
-            && &meta.namespace != ns
-        {
-            return false;
-        }
-        self.labels.matches(&meta.labels)
-            && self.fields.iter().all(|t| field_value(object, &t.field).is_some_and(|v| (v == t.value) == t.equal))
-    }
-
-    /// Whether an object this filter selects stays selected until it is deleted: names and
-    /// namespaces never change, and a pod's node is set once, by its binding, so "bound to
-    /// n" and "bound" hold from then on. Labels and a pod's phase change.
-    pub fn selection_is_permanent(&self) -> bool {
-        self.labels.is_empty()
-            && self.fields.iter().all(|t| match t.field.as_str() {
-                "metadata.name" | "metadata.namespace" => true,
-                "spec.node_name" => t.equal != t.value.is_empty(),
-                _ => false,
-            })
-    }
-
-    /// The node an equality term on `spec.node_name` names, for the index.
-    pub fn bound_node(&self) -> Option<&str> {
-        self.fields.iter().find(|t| t.field == "spec.node_name" && t.equal && !t.value.is_empty()).map(|t| t.value.as_str())
-    }
-
-    /// What a remote watch of `kind` through this filter asks of the store.
-    pub fn interest(&self, kind: Kind) -> Interest {
-        Interest {
-            kinds: vec![kind],
-            namespace: self.namespace.clone(),
-            node_name: self.bound_node().map(str::to_string),
-            remote: true,
-            selection_is_permanent: self.selection_is_permanent(),
-        }
-    }
-}
+use crate::state::AppState;
+use crate::store::{Key, Outcome, Txn, Write, commit_one};
 
 pub(crate) fn list<R: Resource>(state: &AppState, filter: &Filter) -> List<R> {
     let (revision, objects) = match filter.bound_node() {
@@ -176,24 +30,29 @@ pub(crate) fn list<R: Resource>(state: &AppState, filter: &Filter) -> List<R> {
     List { kind: format!("{}List", R::KIND.as_str()), resource_version: revision, items }
 }
 
-fn list_or_watch<R: Resource>(state: AppState, namespace: Option<String>, params: ListParams) -> ApiResult<Response> {
+fn list_or_watch<R: Resource>(state: AppState, namespace: Option<String>, params: ListParams, headers: &HeaderMap) -> ApiResult<Response> {
     let filter = Filter::new(R::KIND, namespace, &params)?;
     if params.watch.unwrap_or(false) {
-        return super::watch::watch(state, R::KIND, filter, params.resource_version.unwrap_or(0));
+        return super::watch::watch(state, R::KIND, filter, super::watch::resume_from(headers, params.resource_version)?);
     }
     Ok(Json(list::<R>(&state, &filter)).into_response())
 }
 
-pub async fn list_all<R: Resource>(State(state): State<AppState>, Params(params): Params<ListParams>) -> ApiResult<Response> {
-    list_or_watch::<R>(state, None, params)
+pub async fn list_all<R: Resource>(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Params(params): Params<ListParams>,
+) -> ApiResult<Response> {
+    list_or_watch::<R>(state, None, params, &headers)
 }
 
 pub async fn list_namespaced<R: Resource>(
     State(state): State<AppState>,
     Path(namespace): Path<String>,
+    headers: HeaderMap,
     Params(params): Params<ListParams>,
 ) -> ApiResult<Response> {
-    list_or_watch::<R>(state, Some(namespace), params)
+    list_or_watch::<R>(state, Some(namespace), params, &headers)
 }
 
 pub(crate) fn get_object<R: Resource>(state: &AppState, namespace: &str, name: &str) -> ApiResult<R> {
@@ -214,41 +73,6 @@ pub async fn get_namespaced<R: Resource>(
 
 pub async fn get_cluster<R: Resource>(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<R>> {
     get_object::<R>(&state, "", &name).map(Json)
-}
-
-/// Parses a body meant for `R`: malformed JSON and a `kind` that is not `R`'s are 400s
-/// (an unknown kind says so), an absent `kind` means `R`.
-pub fn parse_object<R: Resource>(bytes: &[u8]) -> ApiResult<R> {
-    #[derive(Deserialize)]
-    struct Head {
-        #[serde(default)]
-        kind: serde_json::Value,
-    }
-    // The common case parses once; only a failure or a foreign kind looks at `kind` alone.
-    if let Ok(object) = serde_json::from_slice::<R>(bytes)
-        && (object.kind_field().is_empty() || object.kind_field() == R::KIND.as_str())
-    {
-        return super::refuse_unknown_fields(bytes, object, R::KIND.as_str());
-    }
-    let head: Head = super::read_json(bytes, R::KIND.as_str())?;
-    match &head.kind {
-        serde_json::Value::Null => {}
-        serde_json::Value::String(k) if k.is_empty() || k == R::KIND.as_str() => {}
-        serde_json::Value::String(k) => {
-            return Err(match Kind::ALL.iter().find(|known| known.as_str() == k) {
-                Some(other) => ApiError::bad_request(format!(
-                    "the body is a {other} but this path takes a {}: send it to {}",
-                    R::KIND,
-                    shared::api::paths::collection(*other, None)
-                )),
-                None => ApiError::bad_request(format!(
-                    "unknown kind {k:?}: Shepherd serves Pod, Deployment, Service, Node, Event, Namespace and Lease"
-                )),
-            });
-        }
-        other => return Err(ApiError::bad_request(format!("\"kind\" must be a string such as {:?}, got {other}", R::KIND.as_str()))),
-    }
-    parse_json(bytes, R::KIND.as_str())
 }
 
 fn validate<R: Resource>(object: &R) -> ApiResult<()> {
@@ -357,7 +181,7 @@ pub async fn create_from_body<R: Resource>(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     bearer: Option<Extension<Bearer>>,
-    BodyBytes(body): BodyBytes,
+    ObjectBody(body): ObjectBody,
 ) -> ApiResult<Response> {
     let mut object = parse_object::<R>(&body)?;
     settle_namespace(&mut object, None)?;
@@ -377,7 +201,7 @@ pub async fn create_namespaced<R: Resource>(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(namespace): Path<String>,
-    BodyBytes(body): BodyBytes,
+    ObjectBody(body): ObjectBody,
 ) -> ApiResult<Response> {
     let mut object = parse_object::<R>(&body)?;
     settle_namespace(&mut object, Some(&namespace))?;
@@ -418,7 +242,7 @@ pub async fn replace_namespaced<R: Resource>(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path((namespace, name)): Path<(String, String)>,
-    BodyBytes(body): BodyBytes,
+    ObjectBody(body): ObjectBody,
 ) -> ApiResult<Response> {
     replace::<R>(state, principal, &namespace, &name, &body).await
 }
@@ -427,21 +251,9 @@ pub async fn replace_cluster<R: Resource>(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(name): Path<String>,
-    BodyBytes(body): BodyBytes,
+    ObjectBody(body): ObjectBody,
 ) -> ApiResult<Response> {
     replace::<R>(state, principal, "", &name, &body).await
-}
-
-/// `?resource_version=N` makes a delete conditional. For pods, `grace_period_seconds=N`
-/// sets how long the containers get to stop (0 removes the pod at once) and `uid=U`
-/// deletes only the pod with that uid.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct DeleteParams {
-    #[serde(deserialize_with = "shared::parse::deserialize_revision")]
-    pub resource_version: Option<u64>,
-    pub grace_period_seconds: Option<i64>,
-    pub uid: Option<String>,
 }
 
 /// Deletes an object; both API dialects delete through it.
@@ -508,7 +320,8 @@ fn check_namespace_empty(state: &AppState, name: &str) -> ApiResult<()> {
     for kind in [Kind::Pod, Kind::Deployment, Kind::Service] {
         let n = state.store.list(kind, Some(name)).1.len();
         if n > 0 {
-            left.push(format!("{n} {}", kind.plural()));
+            let noun = if n == 1 { kind.as_str().to_ascii_lowercase() } else { kind.plural().to_string() };
+            left.push(format!("{n} {noun}"));
         }
     }
     if left.is_empty() {
@@ -587,46 +400,5 @@ pub(crate) async fn scale_deployment(state: &AppState, namespace: &str, name: &s
     match outcome.object().map(|o| &**o) {
         Some(Object::Deployment(d)) => Ok(Deployment::clone(d)),
         _ => Err(ApiError::internal(format!("deployment {namespace}/{name} vanished during the scale"))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_names_namespaces_and_a_pods_binding_make_a_selection_permanent() {
-        let permanent = |labels: Option<&str>, fields: Option<&str>| {
-            let params =
-                ListParams { label_selector: labels.map(Into::into), field_selector: fields.map(Into::into), ..ListParams::default() };
-            Filter::new(Kind::Pod, Some("default".into()), &params).unwrap().selection_is_permanent()
-        };
-        assert!(permanent(None, None));
-        assert!(permanent(None, Some("spec.node_name=n1,metadata.name=a")));
-        assert!(permanent(None, Some("spec.node_name!=")), "bound stays bound");
-        assert!(!permanent(None, Some("spec.node_name=")), "unbound pods get bound");
-        assert!(!permanent(None, Some("spec.node_name!=n1")), "a pod not on n1 may be bound to it");
-        assert!(!permanent(None, Some("status.phase=Running")));
-        assert!(!permanent(Some("app=web"), None));
-    }
-
-    #[test]
-    fn a_body_of_another_kind_or_an_unknown_kind_is_a_400() {
-        let err = parse_object::<Pod>(br#"{"kind":"Deployment"}"#).unwrap_err();
-        assert!(err.message.contains("this path takes a Pod"), "{}", err.message);
-        let err = parse_object::<Pod>(br#"{"kind":"Sheep"}"#).unwrap_err();
-        assert!(err.message.contains("unknown kind \"Sheep\""), "{}", err.message);
-        let err = parse_object::<Pod>(b"{\n  \"kind\": \"Pod\",\n  \"metadata\": {\"name\": 3}\n}").unwrap_err();
-        assert!(err.message.contains("line 3, column"), "{}", err.message);
-        assert!(parse_object::<Pod>(br#"{"metadata":{"name":"a"}}"#).is_ok());
-    }
-
-    #[test]
-    fn field_selectors_name_supported_fields_only() {
-        let terms = parse_field_selector(Kind::Pod, "spec.node_name=n1,status.phase!=Failed").unwrap();
-        assert_eq!(terms.len(), 2);
-        assert!(!terms[1].equal);
-        let err = parse_field_selector(Kind::Pod, "spec.color=red").unwrap_err();
-        assert!(err.message.contains("no selectable field \"spec.color\""), "{}", err.message);
     }
 }

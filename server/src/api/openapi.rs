@@ -8,8 +8,8 @@ use axum::Json;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Value, json};
 use shared::api::{ApiErrorBody, Heartbeat, Info, List, WatchEvent};
+use shared::limits::MAX_GRACE_SECONDS;
 use shared::model::{Binding, Deployment, Event, Kind, Lease, Namespace, Node, Pod, Scale, Service};
-use shared::validation::MAX_GRACE_SECONDS;
 
 /// One operation: method, path, summary, request body schema, success statuses and answer.
 struct Op {
@@ -27,6 +27,8 @@ enum Answer {
     /// A list as JSON of this schema, or with `watch=true` a stream of watch events.
     List(Value),
     Text,
+    /// The OpenMetrics text of `/metrics`.
+    Metrics,
 }
 
 /// What an operation may answer besides success.
@@ -57,6 +59,18 @@ fn kind_schemas(generator: &mut SchemaGenerator, kind: Kind) -> (Value, Value) {
     }
 }
 
+/// Whether an operation is the create or replace of an object, which also takes a YAML body
+/// (`extract::ObjectBody`); a lease's PUT is its renewal, which takes JSON only.
+fn takes_yaml(method: &str, path: &str) -> bool {
+    let segments: Vec<&str> = path.trim_start_matches("/api/v1/").split('/').collect();
+    let object_route = match segments.as_slice() {
+        [plural] | ["namespaces", "{namespace}", plural] => method == "post" && *plural != "leases",
+        [plural, "{name}"] | ["namespaces", "{namespace}", plural, "{name}"] => method == "put" && *plural != "leases",
+        _ => false,
+    };
+    path.starts_with("/api/v1/") && object_route
+}
+
 /// A create answers 201; registering a known node and repeating an event answer 200 with
 /// the updated object.
 fn created_statuses(kind: Kind) -> &'static [&'static str] {
@@ -76,7 +90,7 @@ fn operations(generator: &mut SchemaGenerator) -> Vec<Op> {
     let mut ops = vec![
         op("get", "/healthz", "Liveness: \"ok\" while the process serves.".into(), None, &["200"], Answer::Text),
         op("get", "/readyz", "Readiness: \"ok\", 503 once shutdown has begun.".into(), None, &["200"], Answer::Text),
-        op("get", "/metrics", "Prometheus metrics: request, scheduling and pod start latencies.".into(), None, &["200"], Answer::Text),
+        op("get", "/metrics", "Prometheus metrics: request, scheduling and pod start latencies.".into(), None, &["200"], Answer::Metrics),
         op("get", "/api/openapi.json", "This document.".into(), None, &["200"], Answer::Json(json!({"type": "object"}))),
         op(
             "get",
@@ -164,6 +178,16 @@ fn operations(generator: &mut SchemaGenerator) -> Vec<Op> {
     let (lease, leases) = kind_schemas(generator, Kind::Lease);
     let path = "/api/v1/namespaces/{namespace}/pods/{name}";
     ops.extend([
+        op(
+            "post",
+            shared::api::paths::MANIFESTS_PARSE,
+            "Read a manifest without storing it: JSON, or YAML sent as application/yaml, several documents. Answers \
+             {\"items\": [objects]}, or 400 with the line and column of the problem."
+                .into(),
+            Some(json!({"type": "string"})),
+            &["200"],
+            Answer::Json(json!({"type": "object", "properties": {"items": {"type": "array", "items": {"type": "object"}}}})),
+        ),
         op(
             "post",
             &format!("{path}/binding"),
@@ -342,6 +366,7 @@ pub fn document() -> Value {
                     "description": "Server-Sent Events; each data line is a WatchEvent", "contentSchema": watch_event.clone()}}
             }),
             Answer::Text => json!({"text/plain": {"schema": {"type": "string"}}}),
+            Answer::Metrics => json!({"application/openmetrics-text": {"schema": {"type": "string"}}}),
         };
         let mut responses = error_responses(errors, &error);
         for status in op.statuses {
@@ -351,7 +376,11 @@ pub fn document() -> Value {
         if let Some(body) = op.body {
             // A heartbeat and a lease renewal may come without a body; every other write needs one.
             let required = !op.path.ends_with("/heartbeat") && !op.path.starts_with("/api/v1/leases/");
-            operation["requestBody"] = json!({"required": required, "content": {"application/json": {"schema": body}}});
+            let mut content = json!({"application/json": {"schema": body}});
+            if takes_yaml(op.method, &op.path) {
+                content["application/yaml"] = json!({"schema": body});
+            }
+            operation["requestBody"] = json!({"required": required, "content": content});
         }
         if op.path == "/healthz" || op.path == "/readyz" {
             operation["security"] = json!([]);
@@ -367,7 +396,8 @@ pub fn document() -> Value {
             "description": "The Shepherd control plane. Objects use snake_case fields, memory in bytes and CPU in millicores. \
                 Every error is {\"error\": {code, reason, message, details}}. Send Authorization: Bearer <token> when the server \
                 has tokens. A server without tokens answers only requests for its own loopback address, from no other site's \
-                page, and takes writes only with Content-Type: application/json or the X-Shepherd-Client header."
+                page, and takes a POST only with Content-Type: application/json (or application/yaml) or the X-Shepherd-Client \
+                header."
         },
         "paths": paths,
         "components": {
@@ -411,8 +441,8 @@ mod tests {
         }
         assert_eq!(schemas["Info"]["properties"]["cluster_id"]["type"], "string");
         let cpu = &schemas["ResourceRequirements"]["properties"]["cpu"]["anyOf"][0];
-        assert_eq!((&cpu["minimum"], &cpu["maximum"]), (&json!(0), &json!(shared::validation::MAX_CPU_MILLICORES)));
-        assert_eq!(schemas["NodeResources"]["properties"]["pods"]["maximum"], json!(shared::validation::MAX_NODE_PODS));
+        assert_eq!((&cpu["minimum"], &cpu["maximum"]), (&json!(0), &json!(shared::limits::MAX_CPU_MILLICORES)));
+        assert_eq!(schemas["NodeResources"]["properties"]["pods"]["maximum"], json!(shared::limits::MAX_NODE_PODS));
         for (path, item) in doc["paths"].as_object().unwrap() {
             for (method, operation) in item.as_object().unwrap() {
                 let open = path == "/healthz" || path == "/readyz";
@@ -425,6 +455,25 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn only_creates_and_replaces_of_objects_document_a_yaml_body() {
+        let doc = document();
+        let yaml = |path: &str, method: &str| doc["paths"][path][method]["requestBody"]["content"].get("application/yaml").is_some();
+        assert!(yaml("/api/v1/pods", "post") && yaml("/api/v1/namespaces/{namespace}/pods", "post"));
+        assert!(yaml("/api/v1/namespaces/{namespace}/deployments/{name}", "put") && yaml("/api/v1/nodes/{name}", "put"));
+        assert!(!yaml("/api/v1/leases/{name}", "put"), "a renewal takes JSON");
+        assert!(!yaml("/api/v1/namespaces/{namespace}/pods/{name}/status", "put"));
+        assert!(!yaml("/api/v1/namespaces/{namespace}/pods/{name}/binding", "post"));
+        let documented = doc["paths"]
+            .as_object()
+            .unwrap()
+            .values()
+            .flat_map(|methods| methods.as_object().unwrap().values())
+            .filter(|op| op["requestBody"]["content"].get("application/yaml").is_some())
+            .count();
+        assert_eq!(documented, 16, "four namespaced kinds' two creates and replace, two cluster kinds' create and replace");
     }
 
     #[test]

@@ -12,12 +12,12 @@ use serde::Deserialize;
 use shared::api::FieldError;
 use shared::model::{Binding, Kind, Object, Pod, PodPhase, PodStatus, event_types};
 
-use super::objects::parse_object;
-use super::{AppState, BodyBytes, Params, parse_json};
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::events::{self, SOURCE_SCHEDULER};
+use crate::extract::{BodyBytes, Params, parse_json, parse_object};
 use crate::ops;
+use crate::state::AppState;
 use crate::store::{Key, Txn, commit_one};
 
 fn stored_pod(state: &AppState, namespace: &str, name: &str) -> ApiResult<Pod> {

@@ -1,6 +1,8 @@
 //! `?watch=true&resource_version=N` as Server-Sent Events: every change strictly after N
 //! (replayed from the store's history, then live), filtered like the list, with a BOOKMARK
 //! every `bookmark_interval`. N older than the history is a 410 before any byte streams.
+//! Each event's SSE id is its revision, so the `Last-Event-ID` header of a reconnecting
+//! EventSource resumes as `resource_version` does, and wins over it ([`resume_from`]).
 //! The store hands the stream only the changes of its kind, namespace and node; each
 //! object's JSON is encoded once however many streams send it.
 
@@ -9,6 +11,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::{FutureExt, StreamExt};
@@ -16,24 +19,10 @@ use shared::api::{SSE_EVENT_WATCH, WatchEvent, WatchEventType};
 use shared::model::Kind;
 use tokio_util::sync::CancellationToken;
 
-use super::AppState;
-use super::objects::Filter;
 use crate::error::{ApiError, ApiResult};
-use crate::store::{EventType, Store, StoreEvent, WatchBatch, WatchStream};
-
-/// What a store change looks like through a filter: an object entering the filter is
-/// ADDED, one leaving it is DELETED, as Kubernetes does.
-pub fn translate(event: &StoreEvent, filter: &Filter) -> Option<WatchEventType> {
-    let now = event.type_ != EventType::Deleted && filter.matches(&event.object);
-    let before = event.prev.as_ref().is_some_and(|p| filter.matches(p));
-    match (event.type_, before, now) {
-        (EventType::Added, _, true) => Some(WatchEventType::Added),
-        (EventType::Modified, true, true) => Some(WatchEventType::Modified),
-        (EventType::Modified, false, true) => Some(WatchEventType::Added),
-        (EventType::Modified, true, false) | (EventType::Deleted, true, _) => Some(WatchEventType::Deleted),
-        _ => None,
-    }
-}
+use crate::query::{Filter, translate};
+use crate::state::AppState;
+use crate::store::{Store, StoreEvent, WatchBatch, WatchStream};
 
 /// The `data:` of a [`WatchEvent`], around the object's shared JSON.
 fn change(type_: WatchEventType, event: &StoreEvent) -> SseEvent {
@@ -104,6 +93,19 @@ impl Streamer {
         self.revision = self.revision.max(batch.revision);
         let filter = &self.filter;
         self.pending.extend(batch.events.iter().filter_map(|e| translate(e, filter).map(|type_| change(type_, e))));
+    }
+}
+
+/// The revision a watch starts after: the `Last-Event-ID` header when given, else the
+/// query's `resource_version`, else 0 (from now). The header wins because an EventSource
+/// reconnects with the URL it was opened with, whose revision is older than the last event
+/// the client received; a client that sets only the query gets the query.
+pub fn resume_from(headers: &HeaderMap, resource_version: Option<u64>) -> ApiResult<u64> {
+    let Some(header) = headers.get("last-event-id") else { return Ok(resource_version.unwrap_or(0)) };
+    let text = header.to_str().map_err(|_| ApiError::bad_request("Last-Event-ID: not text; send the id of the last event received"))?;
+    match text.trim() {
+        "" => Ok(resource_version.unwrap_or(0)),
+        id => shared::parse::revision(id).map_err(|e| ApiError::bad_request(format!("Last-Event-ID: {e}"))),
     }
 }
 

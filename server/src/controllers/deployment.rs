@@ -41,16 +41,10 @@ fn random_suffix() -> String {
     bytes.iter().take(5).map(|b| SUFFIX_ALPHABET[*b as usize % SUFFIX_ALPHABET.len()] as char).collect()
 }
 
-/// Running, and Ready when the agent reports readiness.
-pub fn pod_is_ready(pod: &Pod) -> bool {
-    pod.status.phase == PodPhase::Running
-        && find_condition(&pod.status.conditions, conditions::READY).is_none_or(|c| c.status == conditions::TRUE)
-}
-
 /// Scale-down order: unbound before bound, Pending before Running, not ready before ready,
 /// newest first.
 fn deletion_rank(pod: &Pod) -> (bool, bool, bool, std::cmp::Reverse<Option<Time>>) {
-    (pod.is_bound(), pod.status.phase == PodPhase::Running, pod_is_ready(pod), std::cmp::Reverse(pod.metadata.created_at))
+    (pod.is_bound(), pod.status.phase == PodPhase::Running, pod.is_ready(), std::cmp::Reverse(pod.metadata.created_at))
 }
 
 /// The most of a generated pod name that comes from its deployment's (`<name>-`), as
@@ -197,7 +191,8 @@ impl Controller for DeploymentController {
             failure = outcome.1;
             let mut report = Txn::new();
             if !created.is_empty() {
-                let message = format!("Created pods ({} of {want}): {}", active.len() + created.len(), list(&created));
+                let message =
+                    format!("Created {} ({} of {want} now): {}", pods(created.len()), active.len() + created.len(), list(&created));
                 report.push(deployment_event(&deployment, event_types::NORMAL, "SuccessfulCreate", message, now));
             }
             if let Some(e) = &failure {
@@ -209,7 +204,7 @@ impl Controller for DeploymentController {
             }
         }
 
-        let ready = active.iter().filter(|p| pod_is_ready(p)).count() as i32;
+        let ready = active.iter().filter(|p| p.is_ready()).count() as i32;
         let mut conditions = deployment.status.conditions.clone();
         let replica_failure = match &failure {
             Some(e) => Condition {
@@ -272,6 +267,11 @@ fn availability(active: &[&Pod], ready: usize, want: usize) -> Condition {
         (conditions::FALSE, "MinimumReplicasUnavailable", message)
     };
     Condition { type_: AVAILABLE.into(), status: status.into(), reason: reason.into(), message, ..Condition::default() }
+}
+
+/// `1 pod`, `2 pods`.
+fn pods(n: usize) -> String {
+    if n == 1 { "1 pod".to_string() } else { format!("{n} pods") }
 }
 
 /// `a, b, c`, or the first ten and how many more.

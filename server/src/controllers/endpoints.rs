@@ -3,7 +3,6 @@
 
 use shared::model::{Endpoint, Kind, Object, Pod, Service, Time};
 
-use super::deployment::pod_is_ready;
 use super::{Action, Context, Controller, Result, store_error};
 use crate::ops;
 use crate::store::{Key, Store, StoreError, StoreEvent, Txn};
@@ -19,7 +18,7 @@ fn selects(service: &Service, pod: &Pod) -> bool {
 /// The endpoints a service should have, given every pod of its namespace.
 pub fn endpoints_for<'a>(service: &Service, pods: impl Iterator<Item = &'a Pod>) -> Vec<Endpoint> {
     let mut endpoints: Vec<Endpoint> = pods
-        .filter(|p| selects(service, p) && pod_is_ready(p) && !p.status.pod_ip.is_empty() && p.metadata.deletion_timestamp.is_none())
+        .filter(|p| selects(service, p) && p.is_ready() && !p.status.pod_ip.is_empty() && p.metadata.deletion_timestamp.is_none())
         .map(|p| Endpoint { ip: p.status.pod_ip.clone(), pod: p.metadata.name.clone(), node_name: p.spec.node_name.clone() })
         .collect();
     endpoints.sort();

@@ -1,26 +1,26 @@
 //! What keeps web pages away from an open server. Without tokens the server listens only on
 //! loopback, where any page the user opens can send it requests. So it answers only requests
 //! whose Host is a loopback name or address with its own port (no DNS rebinding), whose
-//! Origin, when there is one, is its own (no other site's page), and, when they change
-//! state, that carry a JSON media type or [`CLIENT_HEADER`] (no form or bodyless post, which
-//! browsers send anywhere without asking), or are kubectl's stream requests. With tokens,
-//! the token is the proof: browsers never attach one on their own.
+//! Origin, when there is one, is its own (no other site's page), and, when they are a POST,
+//! that carry a JSON or YAML media type or [`CLIENT_HEADER`] (no form or bodyless post, which
+//! browsers send anywhere without asking), or are kubectl's stream requests. A page can send
+//! a DELETE, PUT or PATCH to another site only after a CORS preflight, which this server never
+//! grants, so those need no proof. With tokens, the token is the proof: browsers never attach
+//! one on their own.
 
-use axum::extract::connect_info::{ConnectInfo, Connected};
+use axum::extract::connect_info::ConnectInfo;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::serve::IncomingStream;
 use shared::api::CLIENT_HEADER;
-use tokio::net::TcpListener;
+use tokio::net::TcpStream;
+use tokio_rustls::server::TlsStream;
 
-use super::AppState;
 use crate::error::ApiError;
-use crate::tls::TlsListener;
+use crate::extract::{JSON, YAML_MEDIA_TYPES, media_type, unsupported_media_type};
+use crate::state::AppState;
 
-/// The media type of every request body.
-pub const JSON: &str = "application/json";
 /// Kubernetes' patch and protobuf bodies: kubectl-style clients send them, and no browser
 /// form can (any of them forces a CORS preflight). Whether `/k8s` accepts one is its call.
 const KUBERNETES_MEDIA_TYPES: [&str; 5] = [
@@ -39,23 +39,21 @@ pub struct Connection {
     tls: bool,
 }
 
-impl Connected<IncomingStream<'_, TcpListener>> for Connection {
-    fn connect_info(stream: IncomingStream<'_, TcpListener>) -> Self {
-        Connection { port: stream.io().local_addr().ok().map(|addr| addr.port()), tls: false }
+/// A stream that can say which local port it came in on and whether it is TLS.
+pub trait Transport {
+    fn connection(&self) -> Connection;
+}
+
+impl Transport for TcpStream {
+    fn connection(&self) -> Connection {
+        Connection { port: self.local_addr().ok().map(|addr| addr.port()), tls: false }
     }
 }
 
-impl Connected<IncomingStream<'_, TlsListener>> for Connection {
-    fn connect_info(stream: IncomingStream<'_, TlsListener>) -> Self {
-        Connection { port: stream.io().get_ref().0.local_addr().ok().map(|addr| addr.port()), tls: true }
+impl Transport for TlsStream<TcpStream> {
+    fn connection(&self) -> Connection {
+        Connection { port: self.get_ref().0.local_addr().ok().map(|addr| addr.port()), tls: true }
     }
-}
-
-/// `type/subtype` of a Content-Type, lower case, without parameters such as `charset`.
-pub fn media_type(headers: &HeaderMap) -> Option<String> {
-    let value = headers.get(header::CONTENT_TYPE)?;
-    let text = String::from_utf8_lossy(value.as_bytes());
-    Some(text.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
 }
 
 /// kubectl's exec, attach and port-forward: a bodyless POST with `Upgrade`, which no page
@@ -105,24 +103,19 @@ fn check(request: &Request) -> Result<(), ApiError> {
             "a page from {origin} may not call this server: it has no tokens, so only its own dashboard at {own_origin} may"
         )));
     }
-    if request.method().is_safe() || headers.contains_key(CLIENT_HEADER) || asks_for_a_stream(request) {
+    // GET, HEAD and POST are the methods a page may send anywhere without a preflight; of
+    // them only POST changes state.
+    if request.method() != Method::POST || headers.contains_key(CLIENT_HEADER) || asks_for_a_stream(request) {
         return Ok(());
     }
     match media_type(headers) {
-        Some(media) if media == JSON || KUBERNETES_MEDIA_TYPES.contains(&media.as_str()) => Ok(()),
+        Some(media) if media == JSON || YAML_MEDIA_TYPES.contains(&media.as_str()) || KUBERNETES_MEDIA_TYPES.contains(&media.as_str()) => {
+            Ok(())
+        }
         Some(media) => Err(unsupported_media_type(&media)),
         None => Err(ApiError::forbidden(format!(
-            "a request that changes state needs Content-Type: {JSON} or the {CLIENT_HEADER} header (any value), which no web \
+            "a POST needs Content-Type: {JSON} or the {CLIENT_HEADER} header (any value), which no web \
              page can send to this server; sheepctl, the agent and the dashboard send it"
         ))),
     }
-}
-
-/// The 415 for a body that is not JSON: a form or text body is what a web page could send.
-pub fn unsupported_media_type(media: &str) -> ApiError {
-    ApiError::new(
-        StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        "UnsupportedMediaType",
-        format!("send the body as JSON with Content-Type: {JSON} (got {media})"),
-    )
 }

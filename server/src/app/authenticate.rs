@@ -1,0 +1,108 @@
+//! The layer that authenticates every request: it finds the bearer token's [`Principal`],
+//! applies each role's coarse rules by method and path (which API a path belongs to is known
+//! only up here, above both) and leaves the principal for the handlers' finer checks.
+
+use axum::extract::{Request, State};
+use axum::http::{Method, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use shared::api::paths;
+
+use super::dashboard::is_api;
+use crate::auth::{Principal, Role};
+use crate::error::ApiError;
+use crate::k8s;
+use crate::state::AppState;
+
+/// Paths anyone may read without a token: liveness and readiness probes, the server's
+/// version, and the dashboard's files (the dashboard asks for a token itself when the API
+/// answers 401).
+fn is_public(path: &str) -> bool {
+    path == paths::HEALTHZ || path == paths::READYZ || k8s::discovery::VERSION_PATHS.contains(&path) || !is_api(path)
+}
+
+/// Whether a node token may attempt this write at all; handlers check which node and pod.
+fn node_may_attempt(method: &Method, path: &str) -> bool {
+    let parts: Vec<&str> = path.trim_end_matches('/').split('/').collect();
+    matches!(
+        (method, parts.as_slice()),
+        (&Method::POST, ["", "api", "v1", "nodes"])
+            | (&Method::POST, ["", "api", "v1", "nodes", _, "heartbeat"])
+            | (&Method::PUT, ["", "api", "v1", "leases", _])
+            | (&Method::PUT, ["", "api", "v1", "nodes", _, "status"])
+            | (&Method::PUT, ["", "api", "v1", "namespaces", _, "pods", _, "status"])
+            | (&Method::DELETE, ["", "api", "v1", "namespaces", _, "pods", _])
+            | (&Method::POST, ["", "api", "v1", "namespaces", _, "events"])
+    )
+}
+
+/// Authenticates the bearer token, applies each role's coarse rules and leaves the
+/// [`Principal`] in the request's extensions for the handlers' finer checks.
+pub async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    let tokens = &state.config.tokens;
+    let (principal, bearer) = if tokens.is_empty() || is_public(request.uri().path()) {
+        (Principal::anonymous(), None)
+    } else {
+        let header = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        let Some(header) = header else {
+            return ApiError::unauthorized("this server requires a bearer token: send Authorization: Bearer <token>").into_response();
+        };
+        // The scheme is case-insensitive (RFC 9110 §11.1): `bearer` is `Bearer`.
+        let token = header.split_once(' ').filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer")).map(|(_, token)| token.trim());
+        let Some(token) = token else {
+            return ApiError::unauthorized("the Authorization header must be \"Bearer <token>\"").into_response();
+        };
+        match tokens.lookup(token) {
+            Some((bearer, p)) => (p.clone(), Some(bearer)),
+            None => return ApiError::unauthorized("the bearer token is not known to this server").into_response(),
+        }
+    };
+    let method = request.method().clone();
+    // Reading a manifest is a read, though its body needs a POST.
+    let read = method == Method::GET || method == Method::HEAD || request.uri().path() == shared::api::paths::MANIFESTS_PARSE;
+    match principal.role {
+        Role::Admin => {}
+        Role::Viewer if !read => {
+            return ApiError::forbidden(format!("a viewer token is read-only: {method} {} is not allowed", request.uri().path()))
+                .into_response();
+        }
+        Role::Node if !read && k8s::owns(request.uri().path()) => {
+            return ApiError::forbidden(format!(
+                "{} may only read through /k8s (its agent writes through /api/v1), not {method} {}",
+                principal.describe(),
+                request.uri().path()
+            ))
+            .into_response();
+        }
+        Role::Node if !read && !node_may_attempt(&method, request.uri().path()) => {
+            return ApiError::forbidden(format!(
+                "{} may write only its node, its heartbeat and lease, the status of its pods and events, and delete its pods, not {method} {}",
+                principal.describe(),
+                request.uri().path()
+            ))
+            .into_response();
+        }
+        _ => {}
+    }
+    request.extensions_mut().insert(principal);
+    if let Some(bearer) = bearer {
+        request.extensions_mut().insert(bearer);
+    }
+    next.run(request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_may_attempt_only_its_agents_writes() {
+        assert!(node_may_attempt(&Method::PUT, "/api/v1/namespaces/default/pods/a/status"));
+        assert!(node_may_attempt(&Method::DELETE, "/api/v1/namespaces/default/pods/a"), "the agent confirms a pod's deletion");
+        assert!(!node_may_attempt(&Method::DELETE, "/api/v1/namespaces/default/deployments/a"));
+        assert!(!node_may_attempt(&Method::DELETE, "/api/v1/nodes/n1"));
+        assert!(node_may_attempt(&Method::PUT, "/api/v1/leases/n1"), "the handler checks which lease");
+        assert!(!node_may_attempt(&Method::DELETE, "/api/v1/leases/n1"));
+        assert!(!node_may_attempt(&Method::POST, "/api/v1/namespaces/default/pods"));
+    }
+}

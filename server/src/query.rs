@@ -1,0 +1,213 @@
+//! The query of a list, watch or delete, as both API dialects read it: the parameters,
+//! label and field selectors as one [`Filter`], and what a store change looks like through
+//! that filter (a watch's ADDED, MODIFIED and DELETED).
+
+use serde::Deserialize;
+use shared::api::WatchEventType;
+use shared::model::{Kind, Object};
+use shared::selector::LabelSelector;
+
+use crate::error::{ApiError, ApiResult};
+use crate::store::{EventType, Interest, StoreEvent};
+
+/// `?label_selector=…&field_selector=…&watch=true&resource_version=N`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ListParams {
+    pub label_selector: Option<String>,
+    pub field_selector: Option<String>,
+    #[serde(deserialize_with = "shared::parse::deserialize_flag")]
+    pub watch: Option<bool>,
+    #[serde(deserialize_with = "shared::parse::deserialize_revision")]
+    pub resource_version: Option<u64>,
+}
+
+/// One `field=value` or `field!=value` term of a field selector.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldTerm {
+    pub field: String,
+    pub value: String,
+    pub equal: bool,
+}
+
+/// Which objects a list or watch returns.
+#[derive(Debug, Clone)]
+pub struct Filter {
+    pub namespace: Option<String>,
+    pub labels: LabelSelector,
+    pub fields: Vec<FieldTerm>,
+}
+
+/// The fields a field selector can name, per kind.
+fn field_value(object: &Object, field: &str) -> Option<String> {
+    let meta = object.metadata();
+    match (object, field) {
+        (_, "metadata.name") => Some(meta.name.clone()),
+        (_, "metadata.namespace") => Some(meta.namespace.clone()),
+        (Object::Pod(p), "spec.node_name") => Some(p.spec.node_name.clone()),
+        (Object::Pod(p), "status.phase") => Some(p.status.phase.to_string()),
+        (Object::Event(e), "involved_object.kind") => Some(e.involved_object.kind.clone()),
+        (Object::Event(e), "involved_object.name") => Some(e.involved_object.name.clone()),
+        (Object::Event(e), "involved_object.namespace") => Some(e.involved_object.namespace.clone()),
+        (Object::Event(e), "involved_object.uid") => Some(e.involved_object.uid.clone()),
+        (Object::Event(e), "reason") => Some(e.reason.clone()),
+        (Object::Event(e), "type") => Some(e.type_.clone()),
+        (Object::Event(e), "source") => Some(e.source.clone()),
+        (Object::Node(n), "spec.unschedulable" | "status.unschedulable") => Some(n.status.unschedulable.to_string()),
+        _ => None,
+    }
+}
+
+pub fn supported_fields(kind: Kind) -> &'static [&'static str] {
+    match kind {
+        Kind::Pod => &["metadata.name", "metadata.namespace", "spec.node_name", "status.phase"],
+        Kind::Event => &[
+            "metadata.name",
+            "metadata.namespace",
+            "involved_object.kind",
+            "involved_object.name",
+            "involved_object.namespace",
+            "involved_object.uid",
+            "reason",
+            "type",
+            "source",
+        ],
+        Kind::Node => &["metadata.name", "status.unschedulable"],
+        _ => &["metadata.name", "metadata.namespace"],
+    }
+}
+
+/// Parses `spec.node_name=node-1,status.phase!=Failed` for `kind`.
+pub fn parse_field_selector(kind: Kind, text: &str) -> ApiResult<Vec<FieldTerm>> {
+    let mut terms = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (field, value, equal) = if let Some((f, v)) = part.split_once("!=") {
+            (f, v, false)
+        } else if let Some((f, v)) = part.split_once("==") {
+            (f, v, true)
+        } else if let Some((f, v)) = part.split_once('=') {
+            (f, v, true)
+        } else {
+            return Err(ApiError::bad_request(format!("invalid field selector term {part:?}: expected field=value or field!=value")));
+        };
+        let field = field.trim();
+        if !supported_fields(kind).contains(&field) {
+            return Err(ApiError::bad_request(format!(
+                "field selector: {kind} has no selectable field {field:?}; use one of {}",
+                supported_fields(kind).join(", ")
+            )));
+        }
+        terms.push(FieldTerm { field: field.to_string(), value: value.trim().to_string(), equal });
+    }
+    Ok(terms)
+}
+
+impl Filter {
+    pub fn new(kind: Kind, namespace: Option<String>, params: &ListParams) -> ApiResult<Filter> {
+        let labels = match params.label_selector.as_deref() {
+            Some(text) => LabelSelector::parse(text).map_err(|e| ApiError::bad_request(e.to_string()))?,
+            None => LabelSelector::default(),
+        };
+        let fields = match params.field_selector.as_deref() {
+            Some(text) => parse_field_selector(kind, text)?,
+            None => Vec::new(),
+        };
+        Ok(Filter { namespace, labels, fields })
+    }
+
+    pub fn matches(&self, object: &Object) -> bool {
+        let meta = object.metadata();
+        if let Some(ns) = &self.namespace
+            && object.kind().namespaced()
+            && &meta.namespace != ns
+        {
+            return false;
+        }
+        self.labels.matches(&meta.labels)
+            && self.fields.iter().all(|t| field_value(object, &t.field).is_some_and(|v| (v == t.value) == t.equal))
+    }
+
+    /// Whether an object this filter selects stays selected until it is deleted: names and
+    /// namespaces never change, and a pod's node is set once, by its binding, so "bound to
+    /// n" and "bound" hold from then on. Labels and a pod's phase change.
+    pub fn selection_is_permanent(&self) -> bool {
+        self.labels.is_empty()
+            && self.fields.iter().all(|t| match t.field.as_str() {
+                "metadata.name" | "metadata.namespace" => true,
+                "spec.node_name" => t.equal != t.value.is_empty(),
+                _ => false,
+            })
+    }
+
+    /// The node an equality term on `spec.node_name` names, for the index.
+    pub fn bound_node(&self) -> Option<&str> {
+        self.fields.iter().find(|t| t.field == "spec.node_name" && t.equal && !t.value.is_empty()).map(|t| t.value.as_str())
+    }
+
+    /// What a remote watch of `kind` through this filter asks of the store.
+    pub fn interest(&self, kind: Kind) -> Interest {
+        Interest {
+            kinds: vec![kind],
+            namespace: self.namespace.clone(),
+            node_name: self.bound_node().map(str::to_string),
+            remote: true,
+            selection_is_permanent: self.selection_is_permanent(),
+        }
+    }
+}
+
+/// `?resource_version=N` makes a delete conditional. For pods, `grace_period_seconds=N`
+/// sets how long the containers get to stop (0 removes the pod at once) and `uid=U`
+/// deletes only the pod with that uid.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct DeleteParams {
+    #[serde(deserialize_with = "shared::parse::deserialize_revision")]
+    pub resource_version: Option<u64>,
+    pub grace_period_seconds: Option<i64>,
+    pub uid: Option<String>,
+}
+
+/// What a store change looks like through a filter: an object entering the filter is
+/// ADDED, one leaving it is DELETED, as Kubernetes does.
+pub fn translate(event: &StoreEvent, filter: &Filter) -> Option<WatchEventType> {
+    let now = event.type_ != EventType::Deleted && filter.matches(&event.object);
+    let before = event.prev.as_ref().is_some_and(|p| filter.matches(p));
+    match (event.type_, before, now) {
+        (EventType::Added, _, true) => Some(WatchEventType::Added),
+        (EventType::Modified, true, true) => Some(WatchEventType::Modified),
+        (EventType::Modified, false, true) => Some(WatchEventType::Added),
+        (EventType::Modified, true, false) | (EventType::Deleted, true, _) => Some(WatchEventType::Deleted),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_names_namespaces_and_a_pods_binding_make_a_selection_permanent() {
+        let permanent = |labels: Option<&str>, fields: Option<&str>| {
+            let params =
+                ListParams { label_selector: labels.map(Into::into), field_selector: fields.map(Into::into), ..ListParams::default() };
+            Filter::new(Kind::Pod, Some("default".into()), &params).unwrap().selection_is_permanent()
+        };
+        assert!(permanent(None, None));
+        assert!(permanent(None, Some("spec.node_name=n1,metadata.name=a")));
+        assert!(permanent(None, Some("spec.node_name!=")), "bound stays bound");
+        assert!(!permanent(None, Some("spec.node_name=")), "unbound pods get bound");
+        assert!(!permanent(None, Some("spec.node_name!=n1")), "a pod not on n1 may be bound to it");
+        assert!(!permanent(None, Some("status.phase=Running")));
+        assert!(!permanent(Some("app=web"), None));
+    }
+
+    #[test]
+    fn field_selectors_name_supported_fields_only() {
+        let terms = parse_field_selector(Kind::Pod, "spec.node_name=n1,status.phase!=Failed").unwrap();
+        assert_eq!(terms.len(), 2);
+        assert!(!terms[1].equal);
+        let err = parse_field_selector(Kind::Pod, "spec.color=red").unwrap_err();
+        assert!(err.message.contains("no selectable field \"spec.color\""), "{}", err.message);
+    }
+}

@@ -1,0 +1,45 @@
+//! What every handler of both API dialects shares: the store, the settings, the metrics,
+//! the scheduler's hint channel, the client for node agents and their signing keys, in one
+//! [`AppState`] that is cheap to clone per request.
+
+use std::sync::Arc;
+
+use shared::model::Time;
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::AgentKeys;
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::scheduler::SchedulerHandle;
+use crate::store::Store;
+
+/// What every handler shares: one reference-counted [`Shared`], cheap to clone per request.
+#[derive(Clone)]
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    pub fn new(shared: Shared) -> Self {
+        AppState(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+pub struct Shared {
+    pub store: Arc<dyn Store>,
+    pub config: Arc<Config>,
+    pub metrics: Arc<Metrics>,
+    pub scheduler: SchedulerHandle,
+    pub started_at: Time,
+    pub shutdown: CancellationToken,
+    /// For proxying logs from node agents.
+    pub http: reqwest::Client,
+    /// What to sign the requests proxied to each node's agent with.
+    pub agent_keys: AgentKeys,
+}
