@@ -356,7 +356,7 @@ fn start_agent(
 }
 
 fn main() {
-    agent::logging::init("warn");
+    shepherd_process::logging::init("warn");
     let options = options();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     rt.block_on(async {

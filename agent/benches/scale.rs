@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use reqwest::Method;
 use serde_json::json;
+use shared::limits::MAX_REPLICAS;
 use shared::model::{Event, Kind, Pod, conditions, find_condition};
-use shared::validation::MAX_REPLICAS;
 use shepherd_client::{Client, DeleteOptions, Selection};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};

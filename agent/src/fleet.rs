@@ -15,9 +15,9 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{PodChange, WATCH_BACKOFF, change_for, pod_of};
 use crate::client::ApiClient;
-use crate::runtime::SimulatedRuntime;
+use crate::pod_feed::{PodChange, WATCH_BACKOFF, change_for, pod_of};
+use crate::runtime::{SimulatedRuntime, simulated};
 use crate::{API_TIMEOUT, AgentConfig, Error, NodeAgent, Result, RuntimeChoice, http, node};
 
 /// How many calls the fleet has in flight to the server by default: enough to keep two cores
@@ -82,7 +82,9 @@ pub async fn run(config: FleetConfig, shutdown: CancellationToken) -> Result<()>
         node_config.node_name = format!("{}-{i}", config.node.node_name);
         let name = node_config.node_name.clone();
         let endpoint = format!("{api_url}{}", shared::api::agent_paths::fleet_node(&name));
-        let runtime = Arc::new(SimulatedRuntime::new(start_delay));
+        // Numbered blocks: no two of the fleet's nodes give a pod the same address.
+        let block = simulated::pod_block(&config.node.node_name).wrapping_add(i as u32);
+        let runtime = Arc::new(SimulatedRuntime::new(start_delay).with_pod_block(block));
         let agent = NodeAgent::new(&node_config, runtime, api.clone(), &cluster, endpoint)
             .await
             .with_heartbeat_api(heartbeat_api.clone())

@@ -8,7 +8,7 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::process::Command;
 
-use crate::network::Subnet;
+use crate::subnet::Subnet;
 
 /// What the host's agents lock while they check and add rules, so that two starting at once
 /// add each rule once.

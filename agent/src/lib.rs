@@ -3,14 +3,19 @@
 //!
 //! Layout:
 //! - [`runtime`]: the `ContainerRuntime` trait, with Docker (bollard) and simulated runtimes;
-//! - [`pod`]: one pod's level-triggered reconcile: sandbox, image, create, start, restart, status, events;
+//! - [`pod`]: one pod: its worker's level-triggered reconcile (sandbox, image, create, start,
+//!   restart), its container configs, the status it reports, and its termination;
+//! - [`workers`]: the worker per pod, full syncs, and the sweep of orphaned containers;
+//! - [`pod_feed`]: where a node's pods come from: its own watch with a periodic re-list, or a
+//!   fleet's; [`runtime_events`]: container events that wake pods and shrink the pool;
 //! - [`sandbox`]: pod sandboxes (the pod's network namespace, as Kubernetes' pause container)
 //!   and the warm pool of started ones;
 //! - [`network`]: the node's pod network: CNI (bridge, host-local, portmap for host ports) on
 //!   the sandboxes' namespaces, or Docker's bridge; [`cni`]: the CNI protocol it speaks;
 //!   [`iptables`]: the node-wide masquerade and FORWARD rules the CNI network needs;
 //!   [`hostport`]: the host ports of CNI sandboxes, held open for each sandbox's life;
-//! - [`agent`]: the worker per pod, the watch with its periodic re-list, runtime events, orphans;
+//!   [`subnet`]: IPv4 subnets, parsed and compared;
+//! - [`retry`]: retrying until shutdown, with back-off;
 //! - [`node`]: the node object (capacity from the host), registration, lease renewals and status heartbeats;
 //! - [`fleet`]: N simulated nodes in one process on one API client, one pod watch and one
 //!   agent API address;
@@ -18,10 +23,11 @@
 //! - [`http`]: the agent's own HTTP API (logs, health);
 //! - [`image`]: `bootstrap-image`, the `minimal` image made from the host's busybox.
 //!
+//! Log set-up and signal handling are `shepherd-process`'s, shared with the server.
+//!
 //! [`run`] is the entry point the `shepherd-agent` binary and the `shepherd` server (to run
 //! a local node) both call.
 
-pub mod agent;
 pub mod client;
 pub mod cni;
 pub mod fleet;
@@ -29,12 +35,16 @@ pub mod hostport;
 pub mod http;
 pub mod image;
 pub mod iptables;
-pub mod logging;
 pub mod network;
 pub mod node;
 pub mod pod;
+pub mod pod_feed;
+pub mod retry;
 pub mod runtime;
+pub mod runtime_events;
 pub mod sandbox;
+pub mod subnet;
+pub mod workers;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -47,7 +57,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::ApiClient;
-use crate::pod::NodeContext;
+use crate::pod::context::NodeContext;
 use crate::runtime::{ContainerRuntime, DockerRuntime, SimulatedRuntime};
 
 /// The default address of the agent's HTTP API, the kubelet's port.
@@ -133,8 +143,9 @@ pub struct AgentConfig {
     /// Restart, image pull and deletion confirmation back-off.
     pub backoff: Backoff,
     /// How many started, unclaimed pod sandboxes to keep ready (runtimes with sandboxes).
-    /// The pool outlives the agent, for the next one to adopt: a program that embeds the
-    /// agent and turns it on removes the node's containers when it is done.
+    /// The pool outlives the agent, for the next one to adopt (or remove, under another cluster
+    /// id), and the stop line says so: a
+    /// program that embeds the agent and turns it on removes the node's containers when it is done.
     pub warm_sandboxes: usize,
     /// On exit, remove every container of this node: its pods', their sandboxes and the
     /// warm pool. Otherwise they keep running, for the next agent to adopt.
@@ -170,11 +181,13 @@ impl AgentConfig {
     }
 }
 
-/// Connects the configured runtime.
-pub async fn connect_runtime(choice: RuntimeChoice) -> Result<Arc<dyn ContainerRuntime>> {
+/// Connects the configured runtime for the node called `node`.
+pub async fn connect_runtime(choice: RuntimeChoice, node: &str) -> Result<Arc<dyn ContainerRuntime>> {
     Ok(match choice {
         RuntimeChoice::Docker => Arc::new(DockerRuntime::connect().await?),
-        RuntimeChoice::Simulated { start_delay } => Arc::new(SimulatedRuntime::new(start_delay)),
+        RuntimeChoice::Simulated { start_delay } => {
+            Arc::new(SimulatedRuntime::new(start_delay).with_pod_block(runtime::simulated::pod_block(node)))
+        }
     })
 }
 
@@ -203,7 +216,7 @@ fn api_url(local: SocketAddr, address: &str) -> String {
 /// talks to the server over HTTP. Pods keep running after it returns.
 pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> Result<()> {
     check_listen(&config)?;
-    let runtime = connect_runtime(config.runtime).await?;
+    let runtime = connect_runtime(config.runtime, &config.node_name).await?;
     let listener = TcpListener::bind(config.listen).await.map_err(|source| Error::Bind { addr: config.listen, source })?;
     let api = api_client(&config)?.named("agent").with_timeout(API_TIMEOUT);
     let api = Arc::new(api);
@@ -237,7 +250,7 @@ pub async fn run_node(
     let endpoint = api_url(local, &config.address);
     let node = NodeAgent::with_pod_network(&config, runtime, api.clone(), &cluster, endpoint, pod_network).await;
     let serve = http::run(listener, node.http_state(shutdown.clone()), config.token.as_deref());
-    let feed = agent::NodeWatch::new(api, &config.node_name, config.resync_interval);
+    let feed = pod_feed::NodeWatch::new(api, &config.node_name, config.resync_interval);
     let (served, ()) = tokio::join!(serve, node.run(feed, shutdown.clone()));
     served.map_err(Error::Serve)
 }
@@ -349,13 +362,13 @@ impl NodeAgent {
 
     /// Registers the node and keeps it alive, and runs its pods as `feed` says, until
     /// `shutdown`. Pods keep running after it returns, unless it removes them on exit.
-    pub async fn run(self, feed: impl agent::PodFeed, shutdown: CancellationToken) {
+    pub async fn run(self, feed: impl pod_feed::PodFeed, shutdown: CancellationToken) {
         let NodeAgent { description, ctx, heartbeat_api, heartbeats, remove_containers_on_exit } = self;
         let (runtime, cluster) = (ctx.runtime.clone(), ctx.cluster.clone());
         tracing::info!(node = %description.name, runtime = ctx.runtime.kind(), endpoint = %description.agent_endpoint, "agent starting");
         let sandboxes = ctx.sandboxes.clone();
         let sandboxes_left = sandboxes.clone();
-        let manager = agent::PodManager::new(ctx, shutdown.clone());
+        let manager = workers::PodManager::new(ctx, shutdown.clone());
         let lifecycle = async {
             if node::register(heartbeat_api.as_ref(), &description, &shutdown).await {
                 node::lease_loop(heartbeat_api.as_ref(), &description, &|now| description.heartbeat(now), heartbeats, &shutdown).await;
@@ -368,12 +381,13 @@ impl NodeAgent {
         };
         tokio::join!(
             lifecycle,
-            agent::follow_pods(manager.clone(), feed, shutdown.clone()),
-            agent::follow_runtime_events(manager, shutdown.clone()),
+            pod_feed::follow_pods(manager.clone(), feed, shutdown.clone()),
+            runtime_events::follow_runtime_events(manager, shutdown.clone()),
             pool,
         );
         if !remove_containers_on_exit {
-            tracing::info!(node = %description.name, "agent stopped; its pods keep running");
+            let warm = sandboxes_left.as_ref().map_or(0, |sandboxes| sandboxes.available());
+            tracing::info!(node = %description.name, "{}", kept_running(warm));
             return;
         }
         let removed = remove_containers(runtime.as_ref(), &description.name, &cluster).await;
@@ -389,6 +403,18 @@ impl NodeAgent {
     }
 }
 
+/// The stop line of an agent that leaves its containers: the pods keep running on purpose,
+/// and a warm pool left running says who takes it over, and how not to leave it.
+fn kept_running(warm: usize) -> String {
+    match warm {
+        0 => "agent stopped; the containers of its pods, if any, keep running".to_string(),
+        n => format!(
+            "agent stopped; the containers of its pods, if any, and its {n} warm sandbox(es) keep running; the next start of this node adopts \
+             or removes them (removes them if it joins another cluster id; --remove-containers-on-exit removes them on exit)"
+        ),
+    }
+}
+
 /// Removes every container of `node` in `cluster`, whatever made it; returns how many.
 async fn remove_containers(runtime: &dyn ContainerRuntime, node: &str, cluster: &str) -> Result<usize> {
     let containers = runtime.list(&[(runtime::LABEL_NODE, node), (runtime::LABEL_CLUSTER, cluster)]).await?;
@@ -400,7 +426,11 @@ async fn remove_containers(runtime: &dyn ContainerRuntime, node: &str, cluster: 
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Mutex;
+
     use super::*;
+    use crate::pod::fixtures::NoApi;
+    use crate::pod_feed::PodChange;
 
     #[test]
     fn the_agent_api_leaves_loopback_only_with_a_token() {
@@ -419,5 +449,48 @@ mod tests {
         assert_eq!(api_url("0.0.0.0:10250".parse().unwrap(), "192.0.2.7"), "http://192.0.2.7:10250");
         assert_eq!(api_url("[::]:10250".parse().unwrap(), "2001:db8::7"), "http://[2001:db8::7]:10250");
         assert_eq!(api_url("0.0.0.0:10250".parse().unwrap(), "node-1.lan"), "http://node-1.lan:10250");
+    }
+
+    /// Log lines written while it lives, on this thread (a current-thread test runtime's).
+    #[derive(Clone, Default)]
+    struct Logs(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Logs {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_clean_stop_that_keeps_the_warm_pool_says_the_next_start_adopts_or_removes_it() {
+        let logs = Logs::default();
+        let writer = logs.clone();
+        let subscriber = tracing_subscriber::fmt().with_ansi(false).with_writer(move || writer.clone()).finish();
+        let _logging = tracing::subscriber::set_default(subscriber);
+        let runtime = Arc::new(SimulatedRuntime::new(Duration::ZERO));
+        let mut config = AgentConfig::new("http://unused");
+        config.node_name = "n1".into();
+        config.warm_sandboxes = 2;
+        let pod_network = Some(network::PodNetwork::Docker(String::new()));
+        let node = NodeAgent::with_pod_network(&config, runtime.clone(), Arc::new(NoApi), "c1", "http://n1".into(), pod_network).await;
+        let pool = node.ctx.sandboxes.clone().expect("a pool");
+        let (_feed, pods) = tokio::sync::mpsc::unbounded_channel::<PodChange>();
+        let shutdown = CancellationToken::new();
+        let agent = tokio::spawn(node.run(pods, shutdown.clone()));
+        // The paused clock: the pool's quiet waits, and these looks, take no real time.
+        while pool.available() < 2 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        shutdown.cancel();
+        agent.await.unwrap();
+        assert_eq!(runtime.list(&pool.selector()).await.unwrap().len(), 2, "the pool is left for the next start");
+        let logged = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+        let stopped = logged.lines().find(|line| line.contains("agent stopped")).unwrap_or_else(|| panic!("no stop line in {logged}"));
+        assert!(stopped.contains("its 2 warm sandbox(es) keep running; the next start of this node adopts or removes them"), "{stopped}");
+        assert!(stopped.contains("--remove-containers-on-exit"), "{stopped}");
     }
 }

@@ -10,7 +10,7 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use shared::api::{API_ENV, CA_ENV, DEFAULT_ADDR, TOKEN_ENV};
 use shared::backoff::Backoff;
-use shared::model::{parse_cpu, parse_memory};
+use shared::quantity::{parse_cpu, parse_memory};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Parser, Debug)]
@@ -218,29 +218,6 @@ fn config(cli: &Cli, listen_variable: Option<&str>) -> anyhow::Result<AgentConfi
     Ok(config)
 }
 
-/// Cancels on SIGTERM or Ctrl-C: the agent stops; each node then says whether its pods keep
-/// running or were removed (`--remove-containers-on-exit`).
-fn shutdown_on_signal() -> CancellationToken {
-    let token = CancellationToken::new();
-    let cancel = token.clone();
-    tokio::spawn(async move {
-        let ctrl_c = tokio::signal::ctrl_c();
-        #[cfg(unix)]
-        {
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
-            tokio::select! {
-                _ = ctrl_c => {}
-                _ = term.recv() => {}
-            }
-        }
-        #[cfg(not(unix))]
-        let _ = ctrl_c.await;
-        tracing::info!("shutting down");
-        cancel.cancel();
-    });
-    token
-}
-
 async fn bootstrap(name: &str, busybox: &std::path::Path, force: bool) -> anyhow::Result<()> {
     let docker = agent::runtime::DockerRuntime::connect().await?;
     match agent::image::bootstrap(docker.client(), name, busybox, force).await? {
@@ -251,18 +228,21 @@ async fn bootstrap(name: &str, busybox: &std::path::Path, force: bool) -> anyhow
 }
 
 fn main() -> std::process::ExitCode {
-    agent::logging::exit_code(start())
+    shepherd_process::logging::exit_code(start())
 }
 
 #[tokio::main]
 async fn start() -> anyhow::Result<()> {
-    agent::logging::init("info");
+    shepherd_process::logging::init("info");
     let cli = Cli::parse();
     if let Some(Command::BootstrapImage { name, busybox, force }) = &cli.command {
         return bootstrap(name, busybox, *force).await;
     }
     let config = config(&cli, std::env::var(agent::LISTEN_ENV).ok().as_deref())?;
-    let shutdown = shutdown_on_signal();
+    // The agent stops; each node then says whether its pods keep running or were removed
+    // (`--remove-containers-on-exit`).
+    let shutdown = CancellationToken::new();
+    shepherd_process::signal::cancel_on_signal(shutdown.clone()).context("cannot listen for SIGINT and SIGTERM")?;
     match cli.simulate_nodes {
         None => agent::run(config, shutdown).await?,
         Some(0) => bail!("--simulate-nodes must be at least 1"),

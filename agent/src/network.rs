@@ -8,8 +8,6 @@
 //! ADD ran and its result: the pod's address and host ports after an agent restart, and
 //! what DEL needs. With Docker, sandboxes join the engine's `shepherd` bridge.
 
-use std::fmt;
-use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -18,6 +16,7 @@ use serde_json::{Map, Value, json};
 use crate::cni::{self, Attachment, NetworkList, PluginPath};
 use crate::iptables;
 use crate::runtime::{ContainerRuntime, PortMapping};
+pub use crate::subnet::Subnet;
 
 /// The node's pod subnet unless `--pod-subnet` says otherwise: outside Docker's default
 /// address pools (172.17–31.x and 192.168.x).
@@ -93,38 +92,6 @@ impl Default for PodNetworkConfig {
     }
 }
 
-/// An IPv4 subnet, `address/prefix`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Subnet {
-    network: u32,
-    prefix: u8,
-}
-
-impl Subnet {
-    pub fn parse(text: &str) -> Option<Subnet> {
-        let (address, prefix) = text.trim().split_once('/')?;
-        let address: Ipv4Addr = address.parse().ok()?;
-        let prefix: u8 = prefix.parse().ok().filter(|p| *p <= 32)?;
-        Some(Subnet { network: u32::from(address) & Self::mask(prefix), prefix })
-    }
-
-    fn mask(prefix: u8) -> u32 {
-        if prefix == 0 { 0 } else { u32::MAX << (32 - prefix) }
-    }
-
-    /// Whether the two share an address.
-    pub fn overlaps(&self, other: &Subnet) -> bool {
-        let mask = Self::mask(self.prefix.min(other.prefix));
-        self.network & mask == other.network & mask
-    }
-}
-
-impl fmt::Display for Subnet {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", Ipv4Addr::from(self.network), self.prefix)
-    }
-}
-
 /// The routes of `/proc/net/route` other than default routes and those through `skip`: the
 /// interface and the subnet each reaches.
 pub fn routes(proc_net_route: &str, skip: &str) -> Vec<(String, Subnet)> {
@@ -135,8 +102,8 @@ pub fn routes(proc_net_route: &str, skip: &str) -> Vec<(String, Subnet)> {
         .filter_map(|line| {
             let fields: Vec<&str> = line.split_whitespace().collect();
             let (interface, destination, mask) = (fields.first()?, hex(fields.get(1)?)?, hex(fields.get(7)?)?);
-            let subnet = Subnet { network: destination & mask, prefix: mask.count_ones() as u8 };
-            (subnet.prefix > 0 && *interface != skip).then(|| (interface.to_string(), subnet))
+            let subnet = Subnet::masked(destination, mask);
+            (subnet.prefix() > 0 && *interface != skip).then(|| (interface.to_string(), subnet))
         })
         .collect()
 }
@@ -456,20 +423,6 @@ fn release_namespace(path: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn subnets_parse_normalise_and_overlap() {
-        let pods = Subnet::parse("10.77.0.0/16").unwrap();
-        assert_eq!(pods.to_string(), "10.77.0.0/16");
-        assert_eq!(Subnet::parse("10.77.3.4/16").unwrap(), pods, "host bits are dropped");
-        assert!(pods.overlaps(&Subnet::parse("10.77.5.0/24").unwrap()));
-        assert!(Subnet::parse("10.0.0.0/8").unwrap().overlaps(&pods));
-        assert!(!pods.overlaps(&Subnet::parse("172.17.0.0/16").unwrap()));
-        assert!(!pods.overlaps(&Subnet::parse("10.78.0.0/16").unwrap()));
-        for bad in ["10.77.0.0", "10.77.0.0/33", "ten/8", "10.77.0/16", ""] {
-            assert_eq!(Subnet::parse(bad), None, "{bad:?}");
-        }
-    }
 
     #[test]
     fn routes_come_from_proc_without_the_default_route_or_the_pod_bridge() {

@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::ApiClient;
+use crate::retry;
 
 /// Kubernetes' default pod limit per node.
 pub const DEFAULT_MAX_PODS: i64 = 110;
@@ -45,37 +46,17 @@ pub fn hostname() -> String {
 
 /// Reads the cluster's id, retrying while the server is away. `None` on shutdown.
 pub async fn cluster_id(api: &dyn ApiClient, shutdown: &CancellationToken) -> Option<String> {
-    let mut failures = 0;
-    loop {
-        failures += 1;
-        match api.cluster_id().await {
-            Ok(id) => return Some(id),
-            Err(e) => tracing::warn!(error = %e, "cannot learn which cluster this is; retrying"),
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(SERVER_AWAY_BACKOFF.delay(failures)) => {}
-            _ = shutdown.cancelled() => return None,
-        }
-    }
+    retry::until_shutdown(SERVER_AWAY_BACKOFF, shutdown, "cannot learn which cluster this is", || api.cluster_id()).await
 }
 
 /// Registers the node, retrying while the server is away. Returns `false` on shutdown.
 pub async fn register(api: &dyn ApiClient, node: &NodeDescription, shutdown: &CancellationToken) -> bool {
-    let mut failures = 0;
-    loop {
-        failures += 1;
-        match api.register_node(&node.to_node(Utc::now())).await {
-            Ok(_) => {
-                tracing::info!(node = %node.name, "node registered");
-                return true;
-            }
-            Err(e) => tracing::warn!(error = %e, "registration failed; retrying"),
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(SERVER_AWAY_BACKOFF.delay(failures)) => {}
-            _ = shutdown.cancelled() => return false,
-        }
+    let attempt = || async move { api.register_node(&node.to_node(Utc::now())).await };
+    let registered = retry::until_shutdown(SERVER_AWAY_BACKOFF, shutdown, "registration failed", attempt).await;
+    if registered.is_some() {
+        tracing::info!(node = %node.name, "node registered");
     }
+    registered.is_some()
 }
 
 /// How often the agent proves its node is alive, as the kubelet's flags of the same names.

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::hostport::{Bound, HostPorts};
 use crate::network::{CniNetwork, PodNetwork};
+use crate::retry;
 use crate::runtime::{
     ContainerConfig, ContainerInfo, ContainerRuntime, Error, LABEL_CLUSTER, LABEL_NODE, LABEL_SANDBOX, PortMapping, Result, RunState,
 };
@@ -358,9 +359,16 @@ impl Sandboxes {
     }
 
     /// Takes over the sandboxes a previous agent left: the host ports of running pods' ones
-    /// are held again; pool ones that run with a network, up to the pool size, are kept, the
-    /// others removed; then the networks of sandboxes that are gone are taken down.
+    /// are held again; pool ones of this cluster that run with a network, up to the pool size,
+    /// are kept, the node's other pool ones (another cluster id's too: a fresh store's pool is
+    /// never adopted) removed; then the networks of sandboxes that are gone are taken down.
     async fn adopt(&self) -> Result<()> {
+        let node_pool = self.runtime.list(&[(LABEL_SANDBOX, "true"), (LABEL_NODE, self.node.as_str())]).await?;
+        let mut removed = 0;
+        for info in node_pool.iter().filter(|info| owner(&info.name) == Owner::Pool && info.label(LABEL_CLUSTER) != self.cluster) {
+            self.remove(&info.id).await?;
+            removed += 1;
+        }
         let mut found = self.runtime.list(&self.selector()).await?;
         if let Some(cni) = self.cni() {
             let claimed = found.iter().filter(|info| matches!(owner(&info.name), Owner::Pod(_)) && info.state == RunState::Running);
@@ -378,12 +386,18 @@ impl Sandboxes {
         for info in found {
             match self.found(&info).filter(|_| info.state == RunState::Running && kept.len() < self.target) {
                 Some(sandbox) => kept.push_back(sandbox),
-                None => self.remove(&info.id).await?,
+                None => {
+                    self.remove(&info.id).await?;
+                    removed += 1;
+                }
             }
         }
         self.reclaim(&HashSet::new()).await;
         if !kept.is_empty() {
             tracing::info!(sandboxes = kept.len(), "adopted warm sandboxes");
+        }
+        if removed > 0 {
+            tracing::info!(sandboxes = removed, "removed warm sandboxes left on this node that the pool does not adopt");
         }
         *self.ready() = kept;
         Ok(())
@@ -409,16 +423,9 @@ impl Sandboxes {
     /// time, only while no pod operation runs. Until `shutdown`; the pool stays for the next
     /// agent.
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
-        let mut failures = 0;
-        while let Err(e) = self.adopt().await {
-            failures += 1;
-            tracing::warn!(error = %e, "cannot adopt warm sandboxes; retrying");
-            tokio::select! {
-                _ = tokio::time::sleep(POOL_BACKOFF.delay(failures)) => {}
-                _ = shutdown.cancelled() => return,
-            }
+        if retry::until_shutdown(POOL_BACKOFF, &shutdown, "cannot adopt warm sandboxes", || self.adopt()).await.is_none() {
+            return;
         }
-        failures = 0;
         loop {
             if self.available() >= self.target {
                 tokio::select! {
@@ -426,22 +433,17 @@ impl Sandboxes {
                     _ = shutdown.cancelled() => return,
                 }
             }
-            if !self.quiet(&shutdown).await {
-                return;
-            }
-            match self.create(&pool_name(&self.node), Vec::new()).await {
-                Ok(sandbox) => {
-                    self.ready().push_back(sandbox);
-                    failures = 0;
+            // Each try waits for quiet first; `None` inside: shutdown came meanwhile.
+            let made = retry::until_shutdown(POOL_BACKOFF, &shutdown, "cannot make a warm sandbox", || async {
+                match self.quiet(&shutdown).await {
+                    true => self.create(&pool_name(&self.node), Vec::new()).await.map(Some),
+                    false => Ok(None),
                 }
-                Err(e) => {
-                    failures += 1;
-                    tracing::warn!(error = %e, "cannot make a warm sandbox; retrying");
-                    tokio::select! {
-                        _ = tokio::time::sleep(POOL_BACKOFF.delay(failures)) => {}
-                        _ = shutdown.cancelled() => return,
-                    }
-                }
+            })
+            .await;
+            match made {
+                Some(Some(sandbox)) => self.ready().push_back(sandbox),
+                Some(None) | None => return,
             }
         }
     }
@@ -483,7 +485,8 @@ mod tests {
         assert_eq!(pod_key(&pooled), None);
     }
 
-    #[tokio::test]
+    // On the paused clock: the pool's quiet waits, and these looks at it, take no real time.
+    #[tokio::test(start_paused = true)]
     async fn the_pool_fills_then_a_claim_renames_and_the_pool_refills() {
         let runtime: Arc<dyn ContainerRuntime> = Arc::new(SimulatedRuntime::new(Duration::ZERO));
         let sandboxes = Sandboxes::new(runtime.clone(), "n1", "c1", docker_network(), 2);
@@ -523,7 +526,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn adoption_keeps_running_pool_sandboxes_up_to_the_size_and_leaves_claimed_ones() {
+    async fn adoption_keeps_running_pool_sandboxes_up_to_the_size_removes_other_clusters_and_leaves_claimed_ones() {
         let runtime: Arc<dyn ContainerRuntime> = Arc::new(SimulatedRuntime::new(Duration::ZERO));
         let before = Sandboxes::new(runtime.clone(), "n1", "c1", docker_network(), 3);
         for _ in 0..3 {
@@ -535,6 +538,8 @@ mod tests {
         runtime.stop(&stopped.id, Duration::ZERO).await.unwrap();
         let other_node = Sandboxes::new(runtime.clone(), "n2", "c1", docker_network(), 1);
         let theirs = other_node.create(&pool_name("n2"), Vec::new()).await.unwrap();
+        let other_cluster = Sandboxes::new(runtime.clone(), "n1", "c0", docker_network(), 1);
+        let stale = other_cluster.create(&pool_name("n1"), Vec::new()).await.unwrap();
 
         let after = Sandboxes::new(runtime.clone(), "n1", "c1", docker_network(), 1);
         after.adopt().await.unwrap();
@@ -542,6 +547,7 @@ mod tests {
         assert!(runtime.inspect(&stopped.id).await.unwrap().is_none(), "a stopped pool sandbox is removed");
         assert!(runtime.inspect(&claimed.id).await.unwrap().is_some(), "a claimed sandbox is its pod's business");
         assert!(runtime.inspect(&theirs.id).await.unwrap().is_some(), "another node's pool is left alone");
+        assert!(runtime.inspect(&stale.id).await.unwrap().is_none(), "this node's pool of another cluster id is removed");
         assert_eq!(runtime.list(&after.selector()).await.unwrap().len(), 2);
     }
 }

@@ -1,5 +1,5 @@
-//! The agent against the real Docker engine, with an in-memory API server. These tests fail
-//! (never skip) when Docker is unreachable.
+//! The agent against the real Docker engine and the real API server in process (in-memory
+//! store). These tests fail (never skip) when Docker is unreachable.
 
 mod common;
 
@@ -11,8 +11,9 @@ use agent::runtime::{
     LABEL_SANDBOX, LABEL_SANDBOX_ID, RunState,
 };
 use agent::sandbox::{Owner, Sandboxes, owner, sandbox_name};
-use common::{Cleanup, DockerNode, FakeApi, TestAgent, container, docker, docker_node, docker_node_with_pool, minimal_image, spec, unique};
+use common::{Api, Cleanup, DockerNode, TestAgent, container, docker, docker_node, docker_node_with_pool, minimal_image, spec, unique};
 use shared::model::{ContainerPort, ContainerState, PodPhase, ResourceRequirements};
+use shepherd_testing::{eventually, poll};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -26,7 +27,7 @@ async fn pod_runs_with_labels_memory_limit_and_command() {
 
     let mut web = container("web", &["/bin/sh", "-c", "echo started; sleep 3600"]);
     web.resources = ResourceRequirements { memory: 64 * 1024 * 1024, cpu: 250 };
-    let pod = api.add_pod(&node, "web", spec(vec![web], "Always"));
+    let pod = api.add_pod(&node, "web", spec(vec![web], "Always")).await;
     let running = api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
 
     assert_eq!(running.status.host_ip, "127.0.0.1");
@@ -49,11 +50,11 @@ async fn pod_runs_with_labels_memory_limit_and_command() {
     assert_eq!(info.command, vec!["/bin/sh", "-c", "echo started; sleep 3600"]);
     assert_eq!(status.container_id, info.id);
 
-    let reasons: Vec<String> = api.events_for("web").into_iter().map(|e| e.reason).collect();
+    let reasons: Vec<String> = api.events_for("web").await.into_iter().map(|e| e.reason).collect();
     for wanted in ["Pulled", "Created", "Started"] {
         assert!(reasons.iter().any(|r| r == wanted), "event {wanted} missing from {reasons:?}");
     }
-    let node_object = api.node(&node).expect("the node registered");
+    let node_object = api.node(&node).await.expect("the node registered");
     assert_eq!(node_object.status.node_info.runtime, "docker");
     assert!(!node_object.status.node_info.simulated);
     assert!(node_object.status.capacity.cpu >= 1000);
@@ -65,7 +66,7 @@ async fn pod_runs_with_labels_memory_limit_and_command() {
 async fn exit_3_under_never_ends_failed_with_the_exit_code() {
     let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
 
-    let pod = api.add_pod(&node, "job", spec(vec![container("main", &["sh", "-c", "exit 3"])], "Never"));
+    let pod = api.add_pod(&node, "job", spec(vec![container("main", &["sh", "-c", "exit 3"])], "Never")).await;
     let failed = api.wait_for(&pod.metadata.uid, "Failed", WAIT, |p| p.status.phase == PodPhase::Failed).await;
     match &failed.status.container_statuses[0].state {
         ContainerState::Terminated { exit_code, reason, .. } => {
@@ -76,11 +77,11 @@ async fn exit_3_under_never_ends_failed_with_the_exit_code() {
     }
     assert_eq!(failed.status.container_statuses[0].restart_count, 0);
 
-    let ok = api.add_pod(&node, "job-ok", spec(vec![container("main", &["sh", "-c", "exit 0"])], "Never"));
+    let ok = api.add_pod(&node, "job-ok", spec(vec![container("main", &["sh", "-c", "exit 0"])], "Never")).await;
     api.wait_for(&ok.metadata.uid, "Succeeded", WAIT, |p| p.status.phase == PodPhase::Succeeded).await;
-    // Under Never nothing is started again.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(api.pod(&pod.metadata.uid).status.phase, PodPhase::Failed);
+    // Under Never nothing is started again, not even by a resync.
+    api.wait_lists(2).await;
+    assert_eq!(api.pod(&pod.metadata.uid).await.status.phase, PodPhase::Failed);
     assert_eq!(containers_of(docker.as_ref(), &pod.metadata.uid).await.len(), 1);
     agent.stop().await;
 }
@@ -92,7 +93,7 @@ async fn a_container_over_its_memory_limit_shows_oom_killed() {
     // A 100 MB shell variable in a 16 MiB container.
     let mut hog = container("hog", &["sh", "-c", "x=$(head -c 100000000 /dev/zero | tr '\\0' a); echo survived"]);
     hog.resources = ResourceRequirements { memory: 16 * 1024 * 1024, cpu: 0 };
-    let pod = api.add_pod(&node, "hog", spec(vec![hog], "Never"));
+    let pod = api.add_pod(&node, "hog", spec(vec![hog], "Never")).await;
     let failed = api.wait_for(&pod.metadata.uid, "Failed", WAIT, |p| p.status.phase == PodPhase::Failed).await;
     match &failed.status.container_statuses[0].state {
         ContainerState::Terminated { reason, exit_code, .. } => {
@@ -108,7 +109,7 @@ async fn a_container_over_its_memory_limit_shows_oom_killed() {
 async fn always_restarts_the_container_with_rising_restart_count() {
     let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
 
-    let pod = api.add_pod(&node, "crasher", spec(vec![container("main", &["sh", "-c", "echo boom; exit 1"])], "Always"));
+    let pod = api.add_pod(&node, "crasher", spec(vec![container("main", &["sh", "-c", "echo boom; exit 1"])], "Always")).await;
     let crashing = api
         .wait_for(&pod.metadata.uid, "restart_count 3", Duration::from_secs(30), |p| {
             p.status.container_statuses.first().is_some_and(|c| c.restart_count >= 3)
@@ -126,14 +127,14 @@ async fn always_restarts_the_container_with_rising_restart_count() {
     let containers = containers_of(docker.as_ref(), &pod.metadata.uid).await;
     assert_eq!(containers.len(), 1);
     assert_eq!(joined_sandbox(&containers[0].id), containers[0].label(LABEL_SANDBOX_ID));
-    assert!(api.events_for("crasher").iter().any(|e| e.reason == "BackOff" && e.type_ == "Warning"));
+    assert!(api.events_for("crasher").await.iter().any(|e| e.reason == "BackOff" && e.type_ == "Warning"));
     agent.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_container_removed_behind_the_agents_back_is_recreated_and_counted_as_a_restart() {
     let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
-    let pod = api.add_pod(&node, "removed", spec(vec![container("main", &["sleep", "3600"])], "Always"));
+    let pod = api.add_pod(&node, "removed", spec(vec![container("main", &["sleep", "3600"])], "Always")).await;
     let running = api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
     let first = running.status.container_statuses[0].container_id.clone();
     assert_eq!(running.status.container_statuses[0].restart_count, 0);
@@ -153,17 +154,13 @@ async fn a_container_removed_behind_the_agents_back_is_recreated_and_counted_as_
 async fn deleting_a_pod_removes_its_container() {
     let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
 
-    let pod = api.add_pod(&node, "doomed", spec(vec![container("main", &["sleep", "3600"])], "Always"));
+    let pod = api.add_pod(&node, "doomed", spec(vec![container("main", &["sleep", "3600"])], "Always")).await;
     api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
     assert_eq!(containers_of(docker.as_ref(), &pod.metadata.uid).await.len(), 1);
-    api.delete_pod(&pod.metadata.uid);
-    let began = std::time::Instant::now();
+    api.delete_pod(&pod.metadata.uid).await;
     // sleep ignores SIGTERM as PID 1: the 1 s grace period ends in SIGKILL.
-    while !containers_of(docker.as_ref(), &pod.metadata.uid).await.is_empty() {
-        assert!(began.elapsed() < WAIT, "the container of a deleted pod is still there after {WAIT:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(api.events_for("doomed").iter().any(|e| e.reason == "Killing"));
+    wait_no_containers(docker.as_ref(), &pod.metadata.uid, "the container of a deleted pod to go").await;
+    assert!(api.events_for("doomed").await.iter().any(|e| e.reason == "Killing"));
     agent.stop().await;
 }
 
@@ -174,16 +171,15 @@ async fn a_terminating_pod_stops_within_the_deletions_grace_then_the_agent_confi
     // The spec's 30 s grace would outlast the wait below: the deletion's 1 s must win.
     let mut spec = spec(vec![container("main", &["sleep", "3600"])], "Always");
     spec.termination_grace_period_seconds = Some(30);
-    let pod = api.add_pod(&node, "leaving", spec);
+    let pod = api.add_pod(&node, "leaving", spec).await;
     api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
-    api.terminate_pod(&pod.metadata.uid, 1);
-    let began = std::time::Instant::now();
-    while api.has_pod(&pod.metadata.uid) {
-        assert!(began.elapsed() < Duration::from_secs(15), "the agent did not confirm the deletion of a terminating pod");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    api.terminate_pod(&pod.metadata.uid, 1).await;
+    poll(Duration::from_secs(15), "the agent to confirm the deletion of a terminating pod", || async {
+        (!api.has_pod(&pod.metadata.uid).await).then_some(())
+    })
+    .await;
     assert!(containers_of(docker.as_ref(), &pod.metadata.uid).await.is_empty(), "confirmed while a container was still there");
-    let killing = api.events_for("leaving").into_iter().find(|e| e.reason == "Killing").expect("a Killing event");
+    let killing = api.events_for("leaving").await.into_iter().find(|e| e.reason == "Killing").expect("a Killing event");
     assert!(killing.message.contains("grace period 1s"), "{}", killing.message);
     agent.stop().await;
 }
@@ -192,25 +188,24 @@ async fn a_terminating_pod_stops_within_the_deletions_grace_then_the_agent_confi
 async fn a_shortened_grace_period_stops_a_terminating_pod_sooner() {
     let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
 
-    let pod = api.add_pod(&node, "hurried", spec(vec![container("main", &["sleep", "3600"])], "Always"));
+    let pod = api.add_pod(&node, "hurried", spec(vec![container("main", &["sleep", "3600"])], "Always")).await;
     api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
     // sleep ignores SIGTERM as PID 1: it would live out the whole 60 s.
-    api.terminate_pod(&pod.metadata.uid, 60);
-    let began = std::time::Instant::now();
-    while !api.events_for("hurried").iter().any(|e| e.reason == "Killing") {
-        assert!(began.elapsed() < WAIT, "the terminating pod's container was never stopped");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(api.has_pod(&pod.metadata.uid), "the container cannot be gone yet");
-    api.terminate_pod(&pod.metadata.uid, 1);
-    let shortened = std::time::Instant::now();
-    while api.has_pod(&pod.metadata.uid) {
-        assert!(shortened.elapsed() < Duration::from_secs(15), "the shortened grace period was not honoured");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    api.terminate_pod(&pod.metadata.uid, 60).await;
+    eventually(&api.server.client, WAIT, "the terminating pod's container to be stopped", || async {
+        api.events_for("hurried").await.iter().any(|e| e.reason == "Killing").then_some(())
+    })
+    .await;
+    // A resync later, the 60 s are still running.
+    api.wait_lists(1).await;
+    assert!(api.has_pod(&pod.metadata.uid).await, "the container cannot be gone yet");
+    api.terminate_pod(&pod.metadata.uid, 1).await;
+    poll(Duration::from_secs(15), "the shortened grace period to be honoured", || async {
+        (!api.has_pod(&pod.metadata.uid).await).then_some(())
+    })
+    .await;
     assert!(containers_of(docker.as_ref(), &pod.metadata.uid).await.is_empty());
-    assert!(api.events_for("hurried").iter().any(|e| e.message.contains("shortened to 1s")));
+    assert!(api.events_for("hurried").await.iter().any(|e| e.message.contains("shortened to 1s")));
     agent.stop().await;
 }
 
@@ -218,15 +213,11 @@ async fn a_shortened_grace_period_stops_a_terminating_pod_sooner() {
 async fn a_deletion_the_watch_missed_is_caught_by_the_resync() {
     let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
 
-    let pod = api.add_pod(&node, "forgotten", spec(vec![container("main", &["sleep", "3600"])], "Always"));
+    let pod = api.add_pod(&node, "forgotten", spec(vec![container("main", &["sleep", "3600"])], "Always")).await;
     api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
-    api.forget_pod(&pod.metadata.uid);
+    api.forget_pod(&pod.metadata.uid).await;
     // No DELETED event: only the full re-list (every 2 s here) can notice.
-    let began = std::time::Instant::now();
-    while !containers_of(docker.as_ref(), &pod.metadata.uid).await.is_empty() {
-        assert!(began.elapsed() < WAIT, "the resync did not remove the container of a pod that is gone");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_no_containers(docker.as_ref(), &pod.metadata.uid, "the resync to remove the container of a pod that is gone").await;
     agent.stop().await;
 }
 
@@ -241,14 +232,13 @@ fn web_on(port: u16, body: &str) -> shared::model::Container {
 /// port published on 127.0.0.1, never a container's own address.
 async fn fetch(port: u16) -> String {
     let url = format!("http://127.0.0.1:{port}/index.html");
-    let began = std::time::Instant::now();
-    loop {
+    poll(WAIT, &format!("an answer on {url}"), || async {
         match reqwest::get(&url).await {
-            Ok(response) if response.status().is_success() => return response.text().await.unwrap(),
-            _ if began.elapsed() < WAIT => tokio::time::sleep(Duration::from_millis(100)).await,
-            other => panic!("nothing answers on {url}: {other:?}"),
+            Ok(response) if response.status().is_success() => Ok(response.text().await.unwrap()),
+            other => Err(format!("{other:?}")),
         }
-    }
+    })
+    .await
 }
 
 /// Binds `at` as a host process would: TCP listens, UDP binds.
@@ -261,17 +251,13 @@ fn bind_as_host(protocol: &str, at: &str) -> std::io::Result<std::os::fd::OwnedF
 
 /// Waits until a host process can bind `at`, and does.
 async fn bind_once_free(protocol: &str, at: &str) -> std::os::fd::OwnedFd {
-    let began = std::time::Instant::now();
-    loop {
-        match bind_as_host(protocol, at) {
-            Ok(socket) => return socket,
-            Err(e) if began.elapsed() < WAIT => {
-                assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse, "{at}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(e) => panic!("{protocol} {at} is still taken after {WAIT:?}: {e}"),
-        }
-    }
+    poll(WAIT, &format!("{protocol} {at} to be free"), || async {
+        bind_as_host(protocol, at).map_err(|e| {
+            assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse, "{at}");
+            e.to_string()
+        })
+    })
+    .await
 }
 
 fn assert_held(protocol: &str, port: u16) {
@@ -295,7 +281,7 @@ async fn a_host_port_is_published_on_loopback_and_held_until_the_pod_is_deleted(
     let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
 
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let pod = api.add_pod(&node, "web-port", spec(vec![web_on(port, "hello-port")], "Always"));
+    let pod = api.add_pod(&node, "web-port", spec(vec![web_on(port, "hello-port")], "Always")).await;
     let ip = api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await.status.pod_ip;
     // The agent's socket on the port sees none of it: portmap's DNAT comes first.
     assert_eq!(fetch(port).await, "hello-port\n");
@@ -309,7 +295,7 @@ async fn a_host_port_is_published_on_loopback_and_held_until_the_pod_is_deleted(
     assert!(iptables_save("nat").contains(&sandbox), "portmap's DNAT rules name the sandbox: {}", iptables_save("nat"));
     assert!(!iptables_save("filter").contains(&format!("{ip}/32")), "no FORWARD rules of its own: the node-wide ones accept it");
     assert!(node_rules_present(), "the node-wide rules are in place");
-    api.delete_pod(&pod.metadata.uid);
+    api.delete_pod(&pod.metadata.uid).await;
     wait_gone(&docker, &sandbox, "the sandbox of a deleted pod").await;
     assert!(!iptables_save("nat").contains(&sandbox), "DEL ran portmap again and took its rules down");
     // Let go after the DEL, before the sandbox was removed.
@@ -330,9 +316,9 @@ async fn refused_until_the_host_process_lets_go(protocol: &str, held_at: &str) {
     let mut web = web_on(port, "hello-port");
     web.ports[0].protocol = protocol.to_uppercase();
     let name = format!("web-taken-{protocol}");
-    let pod = api.add_pod(&node, &name, spec(vec![web], "Always"));
+    let pod = api.add_pod(&node, &name, spec(vec![web], "Always")).await;
     api.wait_for(&pod.metadata.uid, "refused for its host port", WAIT, refused_for_its_host_port).await;
-    let events = api.events_for(&name);
+    let events = api.events_for(&name).await;
     let wanted = format!("host port {port}/{}", protocol.to_uppercase());
     assert!(events.iter().any(|e| e.reason == "FailedCreatePodSandBox" && e.message.contains(&wanted)), "{events:?}");
     assert!(containers_of(docker.as_ref(), &pod.metadata.uid).await.is_empty(), "no container runs for it");
@@ -360,17 +346,24 @@ async fn a_udp_host_port_a_dual_stack_process_of_the_host_holds_is_refused_until
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_pod_asking_a_held_host_port_starts_once_the_first_is_deleted() {
-    let DockerNode { docker: _, node, api, agent, cleanup: _cleanup } = docker_node().await;
+    let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
+    // A second node on the same machine: the server gives it the pod the first node has no
+    // port for, but the machine's port is the first pod's.
+    let neighbour = unique("node");
+    let _neighbour_cleanup = Cleanup(neighbour.clone());
+    let neighbour_agent = TestAgent::start(&neighbour, docker.clone(), api.clone()).await;
+    neighbour_agent.wait_pool(common::TEST_POOL).await;
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let first = api.add_pod(&node, "first", spec(vec![web_on(port, "first")], "Always"));
+    let first = api.add_pod(&node, "first", spec(vec![web_on(port, "first")], "Always")).await;
     api.wait_for(&first.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
-    let second = api.add_pod(&node, "second", spec(vec![web_on(port, "second")], "Always"));
+    let second = api.add_pod(&neighbour, "second", spec(vec![web_on(port, "second")], "Always")).await;
     api.wait_for(&second.metadata.uid, "refused for the first pod's host port", WAIT, refused_for_its_host_port).await;
     assert_eq!(fetch(port).await, "first\n", "the first pod keeps its port");
 
-    api.delete_pod(&first.metadata.uid);
+    api.delete_pod(&first.metadata.uid).await;
     api.wait_for(&second.metadata.uid, "Running once the first pod is gone", WAIT, |p| p.status.phase == PodPhase::Running).await;
     assert_eq!(fetch(port).await, "second\n");
+    neighbour_agent.stop().await;
     agent.stop().await;
 }
 
@@ -378,7 +371,7 @@ async fn a_second_pod_asking_a_held_host_port_starts_once_the_first_is_deleted()
 async fn a_restarted_agent_holds_its_pods_host_ports_again_and_keeps_a_pod_whose_port_was_taken() {
     let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let pod = api.add_pod(&node, "kept", spec(vec![web_on(port, "kept")], "Always"));
+    let pod = api.add_pod(&node, "kept", spec(vec![web_on(port, "kept")], "Always")).await;
     let running = api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
     let container_id = running.status.container_statuses[0].container_id.clone();
     assert_held("tcp", port);
@@ -400,7 +393,7 @@ async fn a_restarted_agent_holds_its_pods_host_ports_again_and_keeps_a_pod_whose
     let containers = containers_of(docker.as_ref(), &pod.metadata.uid).await;
     assert_eq!(containers.len(), 1);
     assert_eq!((containers[0].id.as_str(), &containers[0].state), (container_id.as_str(), &RunState::Running), "the same container runs");
-    assert_eq!(api.pod(&pod.metadata.uid).status.phase, PodPhase::Running);
+    assert_eq!(api.pod(&pod.metadata.uid).await.status.phase, PodPhase::Running);
     drop(holder);
     agent.stop().await;
 }
@@ -409,25 +402,25 @@ async fn a_restarted_agent_holds_its_pods_host_ports_again_and_keeps_a_pod_whose
 async fn a_restarted_agent_adopts_running_containers_without_duplicates() {
     let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
 
-    let pod = api.add_pod(&node, "steady", spec(vec![container("main", &["sleep", "3600"])], "Always"));
+    let pod = api.add_pod(&node, "steady", spec(vec![container("main", &["sleep", "3600"])], "Always")).await;
     api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
     let before = containers_of(docker.as_ref(), &pod.metadata.uid).await;
     agent.stop().await;
 
     // The agent is gone: the container keeps running.
-    tokio::time::sleep(Duration::from_millis(500)).await;
     let during = containers_of(docker.as_ref(), &pod.metadata.uid).await;
     assert_eq!(during.len(), 1);
     assert_eq!(during[0].state, RunState::Running, "stopping the agent must leave pods running");
 
     let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
-    // Two resync periods: plenty of time to do something wrong.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Its first list and two resyncs, each handed to the pod's worker: plenty of chances to
+    // do something wrong.
+    api.wait_lists(3).await;
     let after = containers_of(docker.as_ref(), &pod.metadata.uid).await;
     assert_eq!(after.len(), 1, "no duplicate container: {after:?}");
     assert_eq!(after[0].id, before[0].id, "the same container is adopted");
     assert_eq!(after[0].started_at, before[0].started_at, "a healthy container is not restarted");
-    let pod_now = api.pod(&pod.metadata.uid);
+    let pod_now = api.pod(&pod.metadata.uid).await;
     assert_eq!(pod_now.status.phase, PodPhase::Running);
     assert_eq!(pod_now.status.container_statuses[0].restart_count, 0);
     agent.stop().await;
@@ -438,13 +431,13 @@ async fn an_image_that_cannot_be_pulled_gives_err_image_pull_then_back_off() {
     let docker = docker().await;
     let node = unique("node");
     let _cleanup = Cleanup(node.clone());
-    let api = FakeApi::new();
+    let api = Api::start().await;
     let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
 
     // A registry on loopback port 1: refused at once, no packet leaves the machine.
     let mut bad = container("main", &["sleep", "1"]);
     bad.image = "127.0.0.1:1/shepherd-test/nope:1".into();
-    let pod = api.add_pod(&node, "unpullable", spec(vec![bad], "Always"));
+    let pod = api.add_pod(&node, "unpullable", spec(vec![bad], "Always")).await;
     let waiting_reason = |reason: &'static str| {
         move |p: &shared::model::Pod| {
             p.status
@@ -458,7 +451,7 @@ async fn an_image_that_cannot_be_pulled_gives_err_image_pull_then_back_off() {
     let (then, backing_off) =
         api.wait_for_version(&pod.metadata.uid, first, "ImagePullBackOff", WAIT, waiting_reason("ImagePullBackOff")).await;
     assert_eq!(backing_off.status.phase, PodPhase::Pending);
-    let events = api.events_for("unpullable");
+    let events = api.events_for("unpullable").await;
     let warning = events.iter().find(|e| e.type_ == "Warning" && e.reason == "Failed").expect("a Warning event for the failed pull");
     assert!(warning.message.contains("127.0.0.1:1/shepherd-test/nope:1"), "{}", warning.message);
     assert!(events.iter().any(|e| e.reason == "Pulling"));
@@ -473,19 +466,17 @@ async fn an_image_that_cannot_be_pulled_gives_err_image_pull_then_back_off() {
 async fn logs_stream_from_the_agent_api() {
     let DockerNode { docker: _, node, api, agent, cleanup: _cleanup } = docker_node().await;
 
-    let pod =
-        api.add_pod(&node, "talker", spec(vec![container("main", &["sh", "-c", "echo one; echo two; echo three; sleep 3600"])], "Always"));
+    let pod = api
+        .add_pod(&node, "talker", spec(vec![container("main", &["sh", "-c", "echo one; echo two; echo three; sleep 3600"])], "Always"))
+        .await;
     api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
     let http = reqwest::Client::new();
     let url = format!("{}/logs/default/talker", agent.endpoint);
-    let began = std::time::Instant::now();
-    let all = loop {
+    let all = poll(WAIT, "the log's third line", || async {
         let text = http.get(&url).send().await.unwrap().text().await.unwrap();
-        if text.contains("three") || began.elapsed() > WAIT {
-            break text;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+        if text.contains("three") { Ok(text) } else { Err(text) }
+    })
+    .await;
     assert_eq!(all, "one\ntwo\nthree\n");
     let tail = http.get(format!("{url}?tail=1")).send().await.unwrap().text().await.unwrap();
     assert_eq!(tail, "three\n");
@@ -529,19 +520,16 @@ async fn containers_without_a_pod_are_removed_but_not_another_clusters() {
     minimal_image(&docker).await;
     let node = unique("node");
     let _cleanup = Cleanup(node.clone());
-    let api = FakeApi::new();
+    let api = Api::start().await;
     // Containers of this node whose pods the server does not know: one of this cluster, and
     // one of another cluster that has a node of the same name on the same engine.
     let orphan = stray_container(&docker, &node, &api.cluster).await;
     let other_cluster = stray_container(&docker, &node, "another-cluster").await;
     let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
-    let began = std::time::Instant::now();
-    while docker.inspect(&orphan).await.unwrap().is_some() {
-        assert!(began.elapsed() < WAIT, "the orphan container is still there");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    // The re-list that took the orphan saw the other cluster's container too, if it matched.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    wait_gone(&docker, &orphan, "the orphan container").await;
+    // The re-list that took the orphan saw the other cluster's container too, if it matched;
+    // so did the one after it.
+    api.wait_lists(1).await;
     assert!(docker.inspect(&other_cluster).await.unwrap().is_some(), "the agent removed another cluster's container");
     agent.stop().await;
 }
@@ -576,19 +564,15 @@ async fn sandboxes_of(runtime: &DockerRuntime, node: &str, cluster: &str) -> Vec
 
 /// Waits until the node's warm pool holds exactly `n` running sandboxes, and returns them.
 async fn warm_pool(runtime: &DockerRuntime, node: &str, cluster: &str, n: usize) -> Vec<ContainerInfo> {
-    let began = std::time::Instant::now();
-    loop {
+    poll(WAIT, &format!("the warm pool of {node} to hold {n} sandboxes"), || async {
         let pool: Vec<ContainerInfo> = sandboxes_of(runtime, node, cluster)
             .await
             .into_iter()
             .filter(|s| owner(&s.name) == Owner::Pool && s.state == RunState::Running)
             .collect();
-        if pool.len() == n {
-            return pool;
-        }
-        assert!(began.elapsed() < WAIT, "the warm pool of {node} holds {} sandboxes, not {n}", pool.len());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        if pool.len() == n { Ok(pool) } else { Err(format!("{} sandboxes", pool.len())) }
+    })
+    .await
 }
 
 /// One field of `docker inspect`, through the CLI, as a person would check it.
@@ -605,11 +589,12 @@ fn joined_sandbox(id: &str) -> String {
 }
 
 async fn wait_gone(runtime: &DockerRuntime, id: &str, what: &str) {
-    let began = std::time::Instant::now();
-    while runtime.inspect(id).await.unwrap().is_some() {
-        assert!(began.elapsed() < WAIT, "{what} {id} is still there after {WAIT:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    poll(WAIT, &format!("{what} {id} to go"), || async { runtime.inspect(id).await.unwrap().is_none().then_some(()) }).await
+}
+
+/// Waits until the pod with this uid has no container left.
+async fn wait_no_containers(runtime: &dyn ContainerRuntime, uid: &str, what: &str) {
+    poll(WAIT, what, || async { containers_of(runtime, uid).await.is_empty().then_some(()) }).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -637,7 +622,7 @@ async fn a_pod_claims_a_warm_sandbox_the_pool_refills_and_deleting_the_pod_remov
     let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node_with_pool(2).await;
     let pool: Vec<String> = warm_pool(&docker, &node, &api.cluster, 2).await.into_iter().map(|s| s.id).collect();
 
-    let pod = api.add_pod(&node, "warm", spec(vec![container("main", &["sleep", "3600"])], "Always"));
+    let pod = api.add_pod(&node, "warm", spec(vec![container("main", &["sleep", "3600"])], "Always")).await;
     let running = api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
     let app = containers_of(docker.as_ref(), &pod.metadata.uid).await;
     assert_eq!(app.len(), 1, "{app:?}");
@@ -654,7 +639,7 @@ async fn a_pod_claims_a_warm_sandbox_the_pool_refills_and_deleting_the_pod_remov
     let refilled = warm_pool(&docker, &node, &api.cluster, 2).await;
     assert!(refilled.iter().all(|s| s.id != sandbox_id), "the claimed sandbox left the pool");
 
-    api.delete_pod(&pod.metadata.uid);
+    api.delete_pod(&pod.metadata.uid).await;
     wait_gone(&docker, &app[0].id, "the container of a deleted pod").await;
     wait_gone(&docker, &sandbox_id, "the sandbox of a deleted pod").await;
     let pool_after: Vec<String> = warm_pool(&docker, &node, &api.cluster, 2).await.into_iter().map(|s| s.id).collect();
@@ -674,7 +659,7 @@ async fn the_containers_of_a_pod_share_localhost_in_a_sandbox_that_publishes_the
         "client",
         &["sh", "-c", "for i in $(seq 100); do wget -q -O - http://127.0.0.1:8080/index.html && exit 0; sleep 0.2; done; exit 1"],
     );
-    let pod = api.add_pod(&node, "pair", spec(vec![server, client], "OnFailure"));
+    let pod = api.add_pod(&node, "pair", spec(vec![server, client], "OnFailure")).await;
     let done = api
         .wait_for(&pod.metadata.uid, "client done", WAIT, |p| {
             p.status.container_statuses.iter().any(|c| c.name == "client" && matches!(c.state, ContainerState::Terminated { .. }))
@@ -705,7 +690,7 @@ async fn the_containers_of_a_pod_share_localhost_in_a_sandbox_that_publishes_the
     let url = format!("http://127.0.0.1:{port}/index.html");
     assert_eq!(reqwest::get(&url).await.unwrap().text().await.unwrap(), "hello-from-the-pod\n");
 
-    api.delete_pod(&pod.metadata.uid);
+    api.delete_pod(&pod.metadata.uid).await;
     wait_gone(&docker, &sandbox_id, "the sandbox of a deleted pod").await;
     assert!(containers_of(docker.as_ref(), &pod.metadata.uid).await.is_empty());
     agent.stop().await;
@@ -720,7 +705,7 @@ async fn stray_sandbox(docker: &DockerRuntime, name: &str, node: &str, cluster: 
 async fn a_restarted_agent_adopts_its_sandboxes_without_duplicates() {
     let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node_with_pool(2).await;
     warm_pool(&docker, &node, &api.cluster, 2).await;
-    let pod = api.add_pod(&node, "steady", spec(vec![container("main", &["sleep", "3600"])], "Always"));
+    let pod = api.add_pod(&node, "steady", spec(vec![container("main", &["sleep", "3600"])], "Always")).await;
     api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
     let app_before = containers_of(docker.as_ref(), &pod.metadata.uid).await;
     let claimed = joined_sandbox(&app_before[0].id);
@@ -729,14 +714,15 @@ async fn a_restarted_agent_adopts_its_sandboxes_without_duplicates() {
     agent.stop().await;
 
     // While the agent is away: a sandbox claimed by a pod the server no longer has, and a warm
-    // sandbox of another cluster with a node of the same name.
+    // sandbox of another cluster id on this node.
     let ghost = stray_sandbox(&docker, &format!("shepherd_default_ghost_POD_{}", uuid::Uuid::new_v4()), &node, &api.cluster).await;
     let theirs = stray_sandbox(&docker, &unique("shepherd-pool_theirs"), &node, "another-cluster").await;
 
     let agent = TestAgent::start_with_pool(&node, docker.clone(), api.clone(), 2).await;
     wait_gone(&docker, &ghost, "the sandbox of a pod that is gone").await;
-    // Two resync periods: plenty of time to do something wrong.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Two more resyncs, each handed to the pod's worker and followed by a sweep: plenty of
+    // chances to do something wrong.
+    api.wait_lists(2).await;
     let app_after = containers_of(docker.as_ref(), &pod.metadata.uid).await;
     assert_eq!(app_after.len(), 1, "no duplicate container: {app_after:?}");
     assert_eq!((&app_after[0].id, app_after[0].started_at), (&app_before[0].id, app_before[0].started_at), "not restarted");
@@ -746,8 +732,8 @@ async fn a_restarted_agent_adopts_its_sandboxes_without_duplicates() {
     assert_eq!(pool_after, pool_before, "the warm sandboxes are adopted, none made or removed");
     let ours = sandboxes_of(&docker, &node, &api.cluster).await.len();
     assert_eq!(ours, 3, "two warm sandboxes and the pod's");
-    assert!(docker.inspect(&theirs).await.unwrap().is_some(), "another cluster's sandbox was touched");
-    let pod_now = api.pod(&pod.metadata.uid);
+    assert!(docker.inspect(&theirs).await.unwrap().is_none(), "a warm sandbox of another cluster id is never adopted: removed");
+    let pod_now = api.pod(&pod.metadata.uid).await;
     assert_eq!((pod_now.status.phase, pod_now.status.container_statuses[0].restart_count), (PodPhase::Running, 0));
     agent.stop().await;
 
@@ -762,7 +748,7 @@ async fn a_restarted_agent_adopts_its_sandboxes_without_duplicates() {
 async fn a_pod_whose_sandbox_dies_starts_again_in_a_new_sandbox() {
     let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node_with_pool(1).await;
     warm_pool(&docker, &node, &api.cluster, 1).await;
-    let pod = api.add_pod(&node, "phoenix", spec(vec![container("main", &["sleep", "3600"])], "Always"));
+    let pod = api.add_pod(&node, "phoenix", spec(vec![container("main", &["sleep", "3600"])], "Always")).await;
     api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
     let first = containers_of(docker.as_ref(), &pod.metadata.uid).await.remove(0);
     let first_sandbox = joined_sandbox(&first.id);
@@ -785,14 +771,14 @@ async fn a_pod_whose_sandbox_dies_starts_again_in_a_new_sandbox() {
     assert_eq!(again.status.pod_ip, sandbox_address(&second_sandbox));
     assert!(matches!(again.status.container_statuses[0].last_state, Some(ContainerState::Terminated { .. })));
     wait_gone(&docker, &first_sandbox, "the dead sandbox").await;
-    assert!(api.events_for("phoenix").iter().any(|e| e.reason == "SandboxChanged"));
+    assert!(api.events_for("phoenix").await.iter().any(|e| e.reason == "SandboxChanged"));
     agent.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_never_a_dead_sandbox_ends_the_pod_without_a_new_one() {
     let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node_with_pool(1).await;
-    let pod = api.add_pod(&node, "once", spec(vec![container("main", &["sleep", "3600"])], "Never"));
+    let pod = api.add_pod(&node, "once", spec(vec![container("main", &["sleep", "3600"])], "Never")).await;
     api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
     let app = containers_of(docker.as_ref(), &pod.metadata.uid).await.remove(0);
     let sandbox = joined_sandbox(&app.id);
@@ -819,10 +805,10 @@ async fn an_agent_told_to_remove_its_containers_on_exit_leaves_none() {
     minimal_image(&docker).await;
     let node = unique("node");
     let _cleanup = Cleanup(node.clone());
-    let api = FakeApi::new();
+    let api = Api::start().await;
     let agent = TestAgent::start_configured(&node, docker.clone(), api.clone(), 1, |c| c.remove_containers_on_exit = true).await;
     agent.wait_pool(1).await;
-    let pod = api.add_pod(&node, "web", spec(vec![container("web", &["sleep", "3600"])], "Always"));
+    let pod = api.add_pod(&node, "web", spec(vec![container("web", &["sleep", "3600"])], "Always")).await;
     api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
     agent.wait_pool(1).await;
     let before = docker.list(&[(LABEL_NODE, node.as_str())]).await.unwrap();
@@ -869,17 +855,13 @@ fn in_pod_subnet(ip: &str) -> bool {
 }
 
 async fn wait_until(what: &str, check: impl Fn() -> bool) {
-    let began = std::time::Instant::now();
-    while !check() {
-        assert!(began.elapsed() < WAIT, "{what} after {WAIT:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    poll(WAIT, what, || async { check().then_some(()) }).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_gets_its_address_from_cni_in_a_sandbox_docker_gave_no_network() {
     let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node_with_pool(0).await;
-    let pod = api.add_pod(&node, "cni", spec(vec![container("main", &["sleep", "3600"])], "Always"));
+    let pod = api.add_pod(&node, "cni", spec(vec![container("main", &["sleep", "3600"])], "Always")).await;
     let running = api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
     let app = containers_of(docker.as_ref(), &pod.metadata.uid).await.remove(0);
     let sandbox = joined_sandbox(&app.id);
@@ -889,7 +871,7 @@ async fn a_pod_gets_its_address_from_cni_in_a_sandbox_docker_gave_no_network() {
     assert!(in_pod_subnet(&ip), "the pod's address {ip} is from the pod subnet {}", agent::network::DEFAULT_SUBNET);
     assert_eq!(sandbox_address(&sandbox), ip, "the address CNI gave the sandbox's eth0");
     assert_eq!(lease_holder(&ip).as_deref(), Some(sandbox.as_str()), "host-local leased it to the sandbox");
-    assert_eq!(api.node(&node).unwrap().status.node_info.pod_network, "cni");
+    assert_eq!(api.node(&node).await.unwrap().status.node_info.pod_network, "cni");
     // No host ports: no portmap, and no rule of its own (no per-pod masquerade or firewall).
     for table in ["nat", "filter"] {
         let rules = iptables_save(table);
@@ -939,7 +921,7 @@ async fn the_node_wide_rules_are_installed_once_and_put_back_when_removed() {
         .output()
         .unwrap();
     assert!(removed.status.success(), "{}", String::from_utf8_lossy(&removed.stderr));
-    wait_until("the masquerade rule is back", || copies(&masquerade) == 1).await;
+    wait_until("the masquerade rule to be back", || copies(&masquerade) == 1).await;
     assert!(node_rules_present());
     agent.stop().await;
 }
@@ -948,8 +930,8 @@ async fn the_node_wide_rules_are_installed_once_and_put_back_when_removed() {
 async fn two_pods_on_a_node_each_get_their_own_address_and_deletion_frees_it_with_the_veth() {
     // A warm sandbox for one, a new one for the other: both paths network the same way.
     let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node_with_pool(1).await;
-    let first = api.add_pod(&node, "first", spec(vec![container("main", &["sleep", "3600"])], "Always"));
-    let second = api.add_pod(&node, "second", spec(vec![container("main", &["sleep", "3600"])], "Always"));
+    let first = api.add_pod(&node, "first", spec(vec![container("main", &["sleep", "3600"])], "Always")).await;
+    let second = api.add_pod(&node, "second", spec(vec![container("main", &["sleep", "3600"])], "Always")).await;
     let mut pods = Vec::new();
     for pod in [&first, &second] {
         let running = api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
@@ -964,11 +946,13 @@ async fn two_pods_on_a_node_each_get_their_own_address_and_deletion_frees_it_wit
 
     let (ip, sandbox, veth) = pods.remove(0);
     assert!(interface_exists(&veth));
-    api.delete_pod(&first.metadata.uid);
+    api.delete_pod(&first.metadata.uid).await;
     wait_gone(&docker, &sandbox, "the sandbox of a deleted pod").await;
-    wait_until(&format!("the veth {veth} of a deleted pod is still there"), || !interface_exists(&veth)).await;
-    wait_until(&format!("the address {ip} of a deleted pod is still leased"), || lease_holder(&ip).as_deref() != Some(sandbox.as_str()))
-        .await;
+    wait_until(&format!("the veth {veth} of a deleted pod to go"), || !interface_exists(&veth)).await;
+    wait_until(&format!("the lease on the address {ip} of a deleted pod to end"), || {
+        lease_holder(&ip).as_deref() != Some(sandbox.as_str())
+    })
+    .await;
     assert!(!common::state_dir(&node).join("netns").join(&sandbox).exists(), "the kept namespace is let go");
     let (other_ip, other_sandbox, other_veth) = pods.remove(0);
     assert!(interface_exists(&other_veth), "the other pod keeps its network");
@@ -979,8 +963,8 @@ async fn two_pods_on_a_node_each_get_their_own_address_and_deletion_frees_it_wit
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_agent_keeps_pod_addresses_and_frees_those_of_sandboxes_removed_while_it_was_away() {
     let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node_with_pool(0).await;
-    let kept = api.add_pod(&node, "kept", spec(vec![container("main", &["sleep", "3600"])], "Always"));
-    let lost = api.add_pod(&node, "lost", spec(vec![container("main", &["sleep", "3600"])], "Always"));
+    let kept = api.add_pod(&node, "kept", spec(vec![container("main", &["sleep", "3600"])], "Always")).await;
+    let lost = api.add_pod(&node, "lost", spec(vec![container("main", &["sleep", "3600"])], "Always")).await;
     let kept_ip = api.wait_for(&kept.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await.status.pod_ip;
     let lost_ip = api.wait_for(&lost.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await.status.pod_ip;
     let kept_sandbox = joined_sandbox(&containers_of(docker.as_ref(), &kept.metadata.uid).await[0].id);
@@ -990,20 +974,21 @@ async fn a_restarted_agent_keeps_pod_addresses_and_frees_those_of_sandboxes_remo
     agent.stop().await;
 
     // While the agent is away, the second pod and its containers are removed from the engine.
-    api.forget_pod(&lost.metadata.uid);
+    api.forget_pod(&lost.metadata.uid).await;
     docker.remove(&lost_app.id).await.unwrap();
     docker.remove(&lost_sandbox).await.unwrap();
     assert!(interface_exists(&lost_veth), "the kept namespace holds the veth of a sandbox that is gone");
 
     let agent = TestAgent::start_with_pool(&node, docker.clone(), api.clone(), 0).await;
-    wait_until("the veth of a sandbox removed while the agent was away is still there", || !interface_exists(&lost_veth)).await;
-    wait_until("the address of a sandbox removed while the agent was away is still leased", || {
+    wait_until("the veth of a sandbox removed while the agent was away to go", || !interface_exists(&lost_veth)).await;
+    wait_until("the lease on the address of a sandbox removed while the agent was away to end", || {
         lease_holder(&lost_ip).as_deref() != Some(lost_sandbox.as_str())
     })
     .await;
-    // Two resync periods: time enough to give the other pod a new sandbox or address.
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    let now = api.pod(&kept.metadata.uid);
+    // Two resyncs, each handed to the pod's worker and followed by a sweep: chances enough
+    // to give the other pod a new sandbox or address.
+    api.wait_lists(2).await;
+    let now = api.pod(&kept.metadata.uid).await;
     assert_eq!((now.status.phase, now.status.pod_ip.as_str()), (PodPhase::Running, kept_ip.as_str()), "the same address");
     assert_eq!(joined_sandbox(&containers_of(docker.as_ref(), &kept.metadata.uid).await[0].id), kept_sandbox, "the same sandbox");
     assert_eq!(sandbox_address(&kept_sandbox), kept_ip);
@@ -1014,7 +999,7 @@ async fn a_restarted_agent_keeps_pod_addresses_and_frees_those_of_sandboxes_remo
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sandbox_removed_behind_the_agents_back_is_replaced_and_its_network_swept() {
     let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node_with_pool(0).await;
-    let pod = api.add_pod(&node, "swept", spec(vec![container("main", &["sleep", "3600"])], "Always"));
+    let pod = api.add_pod(&node, "swept", spec(vec![container("main", &["sleep", "3600"])], "Always")).await;
     let ip = api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await.status.pod_ip;
     let sandbox = joined_sandbox(&containers_of(docker.as_ref(), &pod.metadata.uid).await[0].id);
     let veth = host_veth(&sandbox);
@@ -1028,7 +1013,25 @@ async fn a_sandbox_removed_behind_the_agents_back_is_replaced_and_its_network_sw
     assert_ne!(new_sandbox, sandbox);
     assert_eq!(sandbox_address(&new_sandbox), again.status.pod_ip);
     // The orphan sweep of the next resync takes the old network down.
-    wait_until("the veth of the removed sandbox is still there", || !interface_exists(&veth)).await;
-    wait_until("the address of the removed sandbox is still leased", || lease_holder(&ip).as_deref() != Some(sandbox.as_str())).await;
+    wait_until("the veth of the removed sandbox to go", || !interface_exists(&veth)).await;
+    wait_until("the lease on the address of the removed sandbox to end", || lease_holder(&ip).as_deref() != Some(sandbox.as_str())).await;
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_under_another_cluster_id_removes_the_old_warm_pool() {
+    let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node_with_pool(2).await;
+    let old: Vec<String> = warm_pool(&docker, &node, &api.cluster, 2).await.into_iter().map(|s| s.id).collect();
+    agent.stop().await;
+    assert_eq!(sandboxes_of(&docker, &node, &api.cluster).await.len(), 2, "a clean stop leaves the pool");
+
+    // A fresh store (demo.sh --in-memory): the same node joins a new cluster id.
+    let fresh = Api::start().await;
+    let agent = TestAgent::start_with_pool(&node, docker.clone(), fresh.clone(), 2).await;
+    warm_pool(&docker, &node, &fresh.cluster, 2).await;
+    for id in &old {
+        wait_gone(&docker, id, "a warm sandbox of the old cluster id").await;
+    }
+    assert!(sandboxes_of(&docker, &node, &api.cluster).await.is_empty());
     agent.stop().await;
 }

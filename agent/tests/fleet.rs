@@ -5,7 +5,7 @@
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::json;
@@ -127,10 +127,6 @@ async fn a_fleet_of_simulated_nodes_shares_a_few_connections_and_one_listen_addr
     eprintln!("{NODES} nodes held at most {most} connections to the server");
 
     std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
-    let began = Instant::now();
-    while fleet.0.try_wait().unwrap().is_none() {
-        assert!(began.elapsed() < Duration::from_secs(10), "shepherd-agent did not exit on SIGTERM");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    shepherd_testing::exited(&mut fleet.0, Duration::from_secs(10)).await;
     server.stop().await;
 }

@@ -13,7 +13,7 @@ use agent::runtime::{ContainerRuntime, LABEL_NODE, LABEL_POD_UID, RunState};
 use common::{Cleanup, docker, minimal_image, unique};
 use serde_json::{Value, json};
 use shared::backoff::Backoff;
-use shepherd_testing::{TestServer, eventually};
+use shepherd_testing::{TestServer, eventually, exited, poll};
 use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -86,6 +86,20 @@ fn pod(name: &str, command: &str) -> Value {
     })
 }
 
+/// The lines a child writes on `pipe`, as they come; each is echoed to the test's output.
+fn log_lines(pipe: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(pipe)).map_while(Result::ok) {
+            eprintln!("{line}");
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
 fn config(server: &Server, node: &str) -> AgentConfig {
     let mut config = AgentConfig::new(&server.base);
     config.node_name = node.to_string();
@@ -143,14 +157,11 @@ async fn a_pod_runs_through_the_server_and_its_logs_come_back() {
     let ready = running["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Ready").cloned().unwrap();
     assert_eq!(ready["status"], "True");
 
-    let began = Instant::now();
-    let logs = loop {
+    let logs = poll(WAIT, "the pod's log through the server's proxy", || async {
         let (status, text) = server.get("/api/v1/namespaces/default/pods/hello/log").await;
-        if status == 200 && text.contains("Hello") || began.elapsed() > WAIT {
-            break (status, text);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+        if status == 200 && text.contains("Hello") { Ok((status, text)) } else { Err(format!("{status} {text}")) }
+    })
+    .await;
     assert_eq!(logs, (200, "Hello from Sheep!\n".to_string()), "logs through the server's proxy");
 
     let events = server.json("/api/v1/namespaces/default/events?field_selector=involved_object.name=hello").await;
@@ -161,11 +172,10 @@ async fn a_pod_runs_through_the_server_and_its_logs_come_back() {
 
     let uid = running["metadata"]["uid"].as_str().unwrap().to_string();
     server.delete("/api/v1/namespaces/default/pods/hello").await;
-    let began = Instant::now();
-    while !docker.list(&[(LABEL_POD_UID, uid.as_str())]).await.unwrap().is_empty() {
-        assert!(began.elapsed() < WAIT, "the deleted pod's container is still there");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    poll(WAIT, "the deleted pod's container to go", || async {
+        docker.list(&[(LABEL_POD_UID, uid.as_str())]).await.unwrap().is_empty().then_some(())
+    })
+    .await;
     agent.stop().await;
     server.stop().await;
 }
@@ -182,30 +192,33 @@ async fn the_binary_leaves_pods_running_on_sigterm_and_keeps_them_while_the_serv
         .arg("--state-dir")
         .arg(common::state_dir(&node))
         .env("RUST_LOG", "warn")
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("cannot start shepherd-agent");
+    let warnings = log_lines(child.stderr.take().unwrap());
 
     server.post("/api/v1/pods", pod("lasting", "sleep 3600")).await;
     let running = server.wait_pod("lasting", "Running", |p| p["status"]["phase"] == "Running").await;
     let uid = running["metadata"]["uid"].as_str().unwrap().to_string();
 
-    // The server goes away: the agent keeps the container.
+    // The server goes away: once the agent has seen its watch break and a renewal fail, it
+    // still keeps the container.
     server.stop().await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut seen = Vec::new();
+    poll(WAIT, "the agent to log a broken watch and a failed renewal", || {
+        seen.extend(warnings.try_iter());
+        let logged = |message: &str| seen.iter().any(|line: &String| line.contains(message));
+        let both = logged("watch attempt failed") && logged("lease renewal failed");
+        async move { both.then_some(()) }
+    })
+    .await;
     let containers = docker.list(&[(LABEL_POD_UID, uid.as_str()), (LABEL_NODE, node.as_str())]).await.unwrap();
     assert_eq!(containers.len(), 1);
     assert_eq!(containers[0].state, RunState::Running, "losing the server must not stop containers");
 
     let killed = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     assert!(killed.success());
-    let began = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(began.elapsed() < Duration::from_secs(10), "shepherd-agent did not exit within 10 s of SIGTERM");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let status = exited(&mut child, Duration::from_secs(10)).await;
     assert!(status.success(), "shepherd-agent exited with {status}");
     let containers = docker.list(&[(LABEL_POD_UID, uid.as_str())]).await.unwrap();
     assert_eq!(containers.len(), 1);

@@ -1,7 +1,7 @@
 //! The simulated runtime against the real server: no Docker needed. One process runs several
 //! nodes (like KWOK) and a deployment's pods reach Running on them.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::json;
@@ -60,11 +60,7 @@ async fn simulated_nodes_run_a_deployment() {
     assert!(first.starts_with(b"[simulated]"), "{first:?}");
 
     std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
-    let began = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        assert!(began.elapsed() < Duration::from_secs(10), "shepherd-agent did not exit on SIGTERM");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    shepherd_testing::exited(&mut child, Duration::from_secs(10)).await;
     server.stop().await;
 }
 

@@ -22,7 +22,7 @@ use chrono::{DateTime, Utc};
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 
-use super::{ContainerConfig, ContainerInfo, ContainerRuntime, Error, Result, RunState, RuntimeEvent};
+use super::seam::{ContainerConfig, ContainerInfo, ContainerRuntime, Error, Result, RunState, RuntimeEvent};
 
 /// The bridge network every pod container joins.
 pub const NETWORK: &str = "shepherd";
@@ -398,7 +398,7 @@ impl ContainerRuntime for DockerRuntime {
     fn events(&self, labels: &[(&str, &str)]) -> BoxStream<'static, Result<RuntimeEvent>> {
         let filters = HashMap::from([
             ("type", vec!["container".to_string()]),
-            // What the agent acts on (`crate::agent`): containers that end.
+            // What the agent acts on (`crate::runtime_events`): containers that end.
             ("event", ["die", "oom", "destroy"].map(String::from).to_vec()),
             ("label", label_filters(labels)),
         ]);
@@ -456,7 +456,7 @@ mod tests {
             name: "x".into(),
             image: "minimal".into(),
             command: vec!["/bin/sh".into()],
-            ports: vec![super::super::PortMapping {
+            ports: vec![crate::runtime::PortMapping {
                 container_port: 8080,
                 host_port: 18080,
                 host_ip: "127.0.0.1".into(),

@@ -1,8 +1,10 @@
 //! The simulated runtime: containers that exist only in memory and reach Running after a
 //! configurable delay, for scale tests (many nodes in one process, like KWOK) and laptops
-//! without Docker. Every image is "present"; nothing is executed.
+//! without Docker. Every image is "present"; nothing is executed. Each node's pods get
+//! addresses of their own from the node's block of the shared address space (RFC 6598).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::Ipv4Addr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -15,7 +17,7 @@ use futures::stream::BoxStream;
 use tokio::sync::broadcast;
 use tokio_stream::wrappers::BroadcastStream;
 
-use super::{ContainerConfig, ContainerInfo, ContainerRuntime, Error, Result, RunState, RuntimeEvent};
+use super::seam::{ContainerConfig, ContainerInfo, ContainerRuntime, Error, LABEL_POD_UID, Result, RunState, RuntimeEvent};
 
 /// How many container events a follower may lag behind before it is told to re-read: the
 /// start of every pod of a full node (110 by default) fits. A broadcast channel allocates
@@ -23,9 +25,26 @@ use super::{ContainerConfig, ContainerInfo, ContainerRuntime, Error, Result, Run
 /// each node's 140).
 const EVENT_BUFFER: usize = 128;
 
+/// Where simulated pod addresses come from: 100.64.0.0/10, the shared address space
+/// (RFC 6598) that no internet host uses. Shown as pod IPs, never contacted.
+const POD_ADDRESSES: u32 = u32::from_be_bytes([100, 64, 0, 0]);
+/// Addresses in a node's block: a /23, 510 pods at once (a node's default limit is 110).
+const BLOCK_SIZE: u32 = 512;
+/// How many node blocks the space holds: nodes in different blocks never share an address.
+pub const BLOCKS: u32 = (1 << 22) / BLOCK_SIZE;
+
+/// The address block of the node called `node`, from its name (FNV-1a): two nodes' blocks
+/// differ unless their names collide (a fleet numbers its nodes' blocks instead).
+pub fn pod_block(node: &str) -> u32 {
+    let hash = node.bytes().fold(0x811c_9dc5_u32, |hash, byte| (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193));
+    hash % BLOCKS
+}
+
 /// In-memory containers. Cheap enough to run thousands of pods in one process.
 pub struct SimulatedRuntime {
     start_delay: Duration,
+    /// The node's address block ([`pod_block`]).
+    block: u32,
     containers: Mutex<HashMap<String, ContainerInfo>>,
     next_id: AtomicU64,
     events: broadcast::Sender<RuntimeEvent>,
@@ -35,10 +54,32 @@ impl SimulatedRuntime {
     pub fn new(start_delay: Duration) -> Self {
         SimulatedRuntime {
             start_delay,
+            block: 0,
             containers: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             events: broadcast::channel(EVENT_BUFFER).0,
         }
+    }
+
+    /// Gives the node's pods addresses from `block` (taken modulo [`BLOCKS`]) rather than the first.
+    pub fn with_pod_block(mut self, block: u32) -> Self {
+        self.block = block % BLOCKS;
+        self
+    }
+
+    /// The address of a new container of the pod `uid`: the one its pod's other containers
+    /// have (they share the pod's network, as in a sandbox), else the lowest of the node's
+    /// block that no container has. A full block starts again at its first address.
+    fn address(&self, containers: &HashMap<String, ContainerInfo>, uid: Option<&String>, n: u64) -> String {
+        let pod = uid.and_then(|uid| containers.values().find(|c| c.labels.get(LABEL_POD_UID) == Some(uid)));
+        if let Some(sibling) = pod {
+            return sibling.ip.clone();
+        }
+        let taken: HashSet<&str> = containers.values().map(|c| c.ip.as_str()).collect();
+        let first = POD_ADDRESSES + self.block * BLOCK_SIZE;
+        let hosts = (1..BLOCK_SIZE - 1).map(|host| Ipv4Addr::from(first + host).to_string());
+        let full = || Ipv4Addr::from(first + 1 + (n % u64::from(BLOCK_SIZE - 2)) as u32).to_string();
+        hosts.into_iter().find(|ip| !taken.contains(ip.as_str())).unwrap_or_else(full)
     }
 
     fn containers(&self) -> std::sync::MutexGuard<'_, HashMap<String, ContainerInfo>> {
@@ -101,6 +142,7 @@ impl ContainerRuntime for SimulatedRuntime {
         }
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
         let id = format!("sim{n:013x}");
+        let ip = self.address(&containers, config.labels.get(LABEL_POD_UID), n);
         let info = ContainerInfo {
             id: id.clone(),
             name: config.name.clone(),
@@ -110,8 +152,7 @@ impl ContainerRuntime for SimulatedRuntime {
             created_at: Some(Utc::now()),
             started_at: None,
             finished_at: None,
-            // A made-up address in the documentation range (RFC 5737): shown, never contacted.
-            ip: format!("192.0.2.{}", n % 254 + 1),
+            ip,
             pid: 0,
             memory_limit: config.memory_limit,
             nano_cpus: config.nano_cpus,
@@ -212,7 +253,6 @@ impl ContainerRuntime for SimulatedRuntime {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::LABEL_POD_UID;
 
     fn config(name: &str, uid: &str) -> ContainerConfig {
         ContainerConfig {
@@ -254,5 +294,41 @@ mod tests {
         let listed = runtime.list(&[(LABEL_POD_UID, "u2")]).await.unwrap();
         assert_eq!(listed.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), vec![b.as_str()]);
         assert_eq!(events.next().await.unwrap().unwrap().container_id, b);
+    }
+
+    async fn ip(runtime: &SimulatedRuntime, name: &str, uid: &str) -> String {
+        let id = runtime.create(&config(name, uid)).await.unwrap();
+        runtime.inspect(&id).await.unwrap().unwrap().ip
+    }
+
+    #[tokio::test]
+    async fn every_pod_of_a_node_has_an_address_of_its_own_that_its_containers_share() {
+        let runtime = SimulatedRuntime::new(Duration::ZERO).with_pod_block(pod_block("n1"));
+        let web = ip(&runtime, "web", "u1").await;
+        assert_eq!(ip(&runtime, "web-sidecar", "u1").await, web, "one address per pod");
+        let db = ip(&runtime, "db", "u2").await;
+        assert_ne!(db, web);
+        for address in [&web, &db] {
+            let parsed: Ipv4Addr = address.parse().unwrap();
+            assert_eq!(u32::from(parsed) >> 22, POD_ADDRESSES >> 22, "in 100.64.0.0/10: {address}");
+        }
+        // A removed pod's address is free again, never a live one's.
+        let web_ids = runtime.list(&[(LABEL_POD_UID, "u1")]).await.unwrap();
+        for container in &web_ids {
+            runtime.remove(&container.id).await.unwrap();
+        }
+        let again = ip(&runtime, "cache", "u3").await;
+        assert_eq!(again, web);
+        assert_ne!(again, db);
+    }
+
+    #[tokio::test]
+    async fn pods_of_different_nodes_have_different_addresses() {
+        let names = ["sim-0", "sim-1", "sim-2", "laptop", "node-1"];
+        let mut seen = HashSet::new();
+        for name in names {
+            let runtime = SimulatedRuntime::new(Duration::ZERO).with_pod_block(pod_block(name));
+            assert!(seen.insert(ip(&runtime, "web", "u1").await), "{name}'s first pod has another node's address");
+        }
     }
 }

@@ -1,25 +1,20 @@
-//! The node's pod loop: a worker per pod (one pod's operations serialized, pods in parallel),
-//! fed through the [`PodFeed`] seam (the node's own watch with a full re-list every resync
-//! period, or its share of a fleet's watch), woken by runtime events, plus the sweep that
-//! removes containers and sandboxes whose pod is gone.
+//! The node's pod workers: one per pod (one pod's operations serialized, pods in parallel),
+//! each handed its pod's latest state and woken to look again; a full list syncs them all,
+//! and the sweep that follows removes containers and sandboxes whose pod is gone.
 
 use std::collections::{HashMap, HashSet};
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
-use shared::api::{List, WatchEvent, WatchEventType};
-use shared::backoff::Backoff;
-use shared::model::{Kind, Object, Pod};
-use shepherd_client::watcher::{Event as WatchedEvent, Source, Watcher};
+use shared::model::Pod;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{ApiClient, Result as ClientResult, WatchStream};
-use crate::pod::{NodeContext, PodWorker, grace_period, hurry, remove_orphan};
-use crate::runtime::{LABEL_CLUSTER, LABEL_NODE, LABEL_POD_UID, LABEL_SANDBOX, RuntimeEvent};
+use crate::pod::context::NodeContext;
+use crate::pod::termination::{grace_period, hurry, remove_orphan};
+use crate::pod::worker::PodWorker;
+use crate::runtime::{LABEL_CLUSTER, LABEL_NODE, LABEL_POD_UID, LABEL_SANDBOX};
 use crate::sandbox::{Owner, clean, owner};
 
 /// What a worker is told about its pod.
@@ -35,7 +30,7 @@ struct WorkerHandle {
 
 /// The pods of one node and their workers.
 pub struct PodManager {
-    ctx: Arc<NodeContext>,
+    pub(crate) ctx: Arc<NodeContext>,
     workers: Mutex<HashMap<String, WorkerHandle>>,
     shutdown: CancellationToken,
 }
@@ -91,7 +86,7 @@ impl PodManager {
 
     /// Wakes the worker of the pod whose uid reads `clean_uid` once [`clean`]ed (a sandbox
     /// name's).
-    fn poke_sandbox_owner(&self, clean_uid: &str) {
+    pub(crate) fn poke_sandbox_owner(&self, clean_uid: &str) {
         for (uid, handle) in self.workers().iter() {
             if clean(uid) == clean_uid {
                 handle.updates.send_modify(|_| {});
@@ -287,210 +282,6 @@ impl PodManager {
     }
 }
 
-/// What a node is told about its pods, by whichever feed serves it: its own watch
-/// ([`NodeWatch`]) or a fleet's one watch of every node's pods (`crate::fleet`).
-#[derive(Debug, Clone)]
-pub enum PodChange {
-    /// Every pod bound to the node, now.
-    Listed(Vec<Pod>),
-    /// A pod bound to the node was added or changed.
-    Applied(Pod),
-    /// A pod left the node (deleted, or no longer selected).
-    Deleted(Pod),
-}
-
-/// The seam between where a node's pods come from and the pod logic they drive.
-pub trait PodFeed: Send {
-    /// The next change; `None` when the feed has ended.
-    fn next(&mut self) -> impl Future<Output = Option<PodChange>> + Send;
-}
-
-/// A fleet hands each node its share of the fleet's watch through a channel.
-impl PodFeed for tokio::sync::mpsc::UnboundedReceiver<PodChange> {
-    fn next(&mut self) -> impl Future<Output = Option<PodChange>> + Send {
-        self.recv()
-    }
-}
-
-/// The watch's retries: 200 ms, doubling to 5 s.
-pub const WATCH_BACKOFF: Backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(5));
-
-/// The node's pods, as the watcher lists and watches them through the agent's API client.
-struct NodePods {
-    api: Arc<dyn ApiClient>,
-    node: String,
-}
-
-impl Source for NodePods {
-    fn kind(&self) -> Kind {
-        Kind::Pod
-    }
-
-    fn list(&self) -> impl Future<Output = ClientResult<List<Object>>> + Send {
-        let (api, node) = (self.api.clone(), self.node.clone());
-        async move {
-            let list = api.list_pods(&node).await?;
-            Ok(List { kind: list.kind, resource_version: list.resource_version, items: list.items.into_iter().map(Object::Pod).collect() })
-        }
-    }
-
-    fn watch(&self, from: u64) -> impl Future<Output = ClientResult<WatchStream>> + Send {
-        let (api, node) = (self.api.clone(), self.node.clone());
-        async move { api.watch_pods(&node, from).await }
-    }
-}
-
-/// One node's own feed: its pods listed and watched through the shared watcher (resume
-/// after a break, re-list on 410 Gone, back off), and listed again every `resync` whatever
-/// the watch said.
-pub struct NodeWatch {
-    watcher: Watcher<NodePods>,
-    node: String,
-    resync: tokio::time::Interval,
-}
-
-impl NodeWatch {
-    pub fn new(api: Arc<dyn ApiClient>, node: &str, resync: Duration) -> Self {
-        let mut resync = tokio::time::interval_at(Instant::now() + resync, resync);
-        resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        NodeWatch { watcher: Watcher::new(NodePods { api, node: node.to_string() }, WATCH_BACKOFF), node: node.to_string(), resync }
-    }
-
-    async fn next_change(&mut self) -> PodChange {
-        loop {
-            let seen = tokio::select! {
-                seen = self.watcher.next() => seen,
-                _ = self.resync.tick() => {
-                    self.watcher.relist();
-                    continue;
-                }
-            };
-            match seen {
-                Ok(WatchedEvent::Listed { objects, .. }) => return PodChange::Listed(objects.into_iter().filter_map(pod_of).collect()),
-                Ok(WatchedEvent::Changed(event)) => {
-                    if let Some(change) = change_for(&self.node, *event) {
-                        return change;
-                    }
-                }
-                // The watcher retries by itself; it has no limit to give up at.
-                Err(e) => tracing::warn!(error = %e, "pod watch failed"),
-            }
-        }
-    }
-}
-
-impl PodFeed for NodeWatch {
-    async fn next(&mut self) -> Option<PodChange> {
-        Some(self.next_change().await)
-    }
-}
-
-pub fn pod_of(object: Object) -> Option<Pod> {
-    match object {
-        Object::Pod(pod) => Some(pod),
-        _ => None,
-    }
-}
-
-/// What a watched pod event means to `node`: a pod that is (still) bound to it applies, any
-/// other is gone from it.
-pub fn change_for(node: &str, event: WatchEvent) -> Option<PodChange> {
-    let WatchEvent { type_, object, .. } = event;
-    let pod = object.and_then(pod_of)?;
-    match type_ {
-        WatchEventType::Added | WatchEventType::Modified if pod.spec.node_name == node => Some(PodChange::Applied(pod)),
-        WatchEventType::Added | WatchEventType::Modified | WatchEventType::Deleted => Some(PodChange::Deleted(pod)),
-        WatchEventType::Bookmark => None,
-    }
-}
-
-/// Drives the node's pod workers from `feed` until it ends or shutdown. Losing the server
-/// never touches running containers.
-pub async fn follow_pods(manager: Arc<PodManager>, mut feed: impl PodFeed, shutdown: CancellationToken) {
-    loop {
-        let change = tokio::select! {
-            change = feed.next() => change,
-            _ = shutdown.cancelled() => return,
-        };
-        match change {
-            Some(PodChange::Listed(pods)) => manager.full_sync(pods),
-            Some(PodChange::Applied(pod)) => manager.upsert(pod),
-            Some(PodChange::Deleted(pod)) => manager.delete(pod),
-            None => return,
-        }
-    }
-}
-
-/// What a runtime event asks for.
-#[derive(Debug, PartialEq, Eq)]
-enum Wake<'a> {
-    Nobody,
-    /// The worker of the pod with this uid looks again.
-    Pod(&'a str),
-    /// The worker of the pod whose uid reads this once [`clean`]ed (a sandbox name's).
-    SandboxOwner(&'a str),
-    /// A warm sandbox stopped or vanished: it leaves the pool.
-    Pool,
-}
-
-/// Whom `event` concerns. Only ends matter (a container that died, was OOM-killed or was
-/// removed): a container starts by its worker's hand, and the worker inspects it right
-/// after, so a pass for its start event would only repeat that work.
-fn wakes(event: &RuntimeEvent) -> Wake<'_> {
-    if !matches!(event.action.as_str(), "die" | "oom" | "destroy") {
-        return Wake::Nobody;
-    }
-    if event.labels.contains_key(LABEL_SANDBOX) {
-        return match (event.action.as_str(), owner(&event.name)) {
-            (_, Owner::Unknown) | ("oom", _) => Wake::Nobody,
-            (_, Owner::Pod(uid)) => Wake::SandboxOwner(uid),
-            (_, Owner::Pool) => Wake::Pool,
-        };
-    }
-    event.labels.get(LABEL_POD_UID).map_or(Wake::Nobody, |uid| Wake::Pod(uid))
-}
-
-/// Follows the runtime's container events for this node and wakes the pods they concern;
-/// a warm sandbox that stopped leaves the pool.
-pub async fn follow_runtime_events(manager: Arc<PodManager>, shutdown: CancellationToken) {
-    let node = manager.ctx.node_name.clone();
-    loop {
-        let mut events = manager.ctx.runtime.events(&[(LABEL_NODE, node.as_str()), (LABEL_CLUSTER, manager.ctx.cluster.as_str())]);
-        loop {
-            let next = tokio::select! {
-                next = events.next() => next,
-                _ = shutdown.cancelled() => return,
-            };
-            match next {
-                Some(Ok(event)) => {
-                    tracing::debug!(action = %event.action, container = %event.container_id, "runtime event");
-                    match wakes(&event) {
-                        Wake::Nobody => {}
-                        Wake::Pod(uid) => manager.poke(uid),
-                        Wake::SandboxOwner(uid) => manager.poke_sandbox_owner(uid),
-                        Wake::Pool => {
-                            if let Some(sandboxes) = manager.ctx.sandboxes.clone() {
-                                let id = event.container_id.clone();
-                                tokio::spawn(async move { sandboxes.lost(&id).await });
-                            }
-                        }
-                    }
-                }
-                Some(Err(e)) => {
-                    tracing::warn!(error = %e, "runtime events interrupted");
-                    break;
-                }
-                None => break,
-            }
-        }
-        // Anything missed while reconnecting is caught by looking at every pod again.
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_secs(1)) => manager.poke_all(),
-            _ = shutdown.cancelled() => return,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -499,13 +290,15 @@ mod tests {
     use bytes::Bytes;
     use chrono::Utc;
     use futures::stream::BoxStream;
-    use shared::api::{ApiErrorStatus, Heartbeat};
+    use shared::api::{ApiErrorStatus, Heartbeat, List};
+    use shared::backoff::Backoff;
     use shared::model::{Container, ContainerState, Event, Node, ObjectMeta, PodPhase, PodSpec, PodStatus};
 
     use super::*;
-    use crate::client::Error as ClientError;
+    use crate::client::{ApiClient, Error as ClientError, Result as ClientResult, WatchStream};
     use crate::network::PodNetwork;
-    use crate::runtime::{ContainerConfig, ContainerInfo, ContainerRuntime, Result as RuntimeResult, SimulatedRuntime};
+    use crate::runtime::{ContainerConfig, ContainerInfo, ContainerRuntime, Result as RuntimeResult, RuntimeEvent, SimulatedRuntime};
+    use crate::runtime_events::follow_runtime_events;
     use crate::sandbox::Sandboxes;
 
     /// What the server answers `code` with.
@@ -528,6 +321,8 @@ mod tests {
         events: Mutex<Vec<(Instant, Event)>>,
         /// Cancelled at the 50th event: a worker that retries without pause stops there.
         too_many_events: CancellationToken,
+        /// Bumped by every call, for a test to wait on what the worker did.
+        calls: watch::Sender<usize>,
     }
 
     impl ConfirmingApi {
@@ -540,6 +335,21 @@ mod tests {
                 then,
                 events: Mutex::new(vec![]),
                 too_many_events: CancellationToken::new(),
+                calls: watch::Sender::new(0),
+            }
+        }
+
+        fn called(&self) {
+            self.calls.send_modify(|n| *n += 1);
+        }
+
+        /// Waits until `check` holds, looking again after each call the worker makes (its
+        /// last one, such as a confirmation, is also its last step: a test runs on one thread).
+        async fn until(&self, what: &str, check: impl Fn() -> bool) {
+            let mut calls = self.calls.subscribe();
+            while !check() {
+                let called = tokio::time::timeout(Duration::from_secs(10), calls.changed()).await;
+                assert!(called.is_ok(), "{what} did not happen within 10 s");
             }
         }
 
@@ -572,11 +382,13 @@ mod tests {
         async fn update_pod_status(&self, pod: &Pod) -> ClientResult<Pod> {
             *self.status.lock().unwrap() = Some(pod.status.clone());
             self.statuses.lock().unwrap().push(pod.status.clone());
+            self.called();
             Ok(pod.clone())
         }
         async fn delete_pod_now(&self, pod: &Pod) -> ClientResult<()> {
             self.confirmed.lock().unwrap().push(pod.metadata.uid.clone());
             let failed = self.failures.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
+            self.called();
             if failed {
                 return Err(answer(503, "Unavailable", "busy"));
             }
@@ -635,75 +447,43 @@ mod tests {
         pod
     }
 
-    async fn eventually(what: &str, check: impl Fn() -> bool) {
-        let began = Instant::now();
-        while !check() {
-            assert!(began.elapsed() < Duration::from_secs(10), "{what} did not happen within 10 s");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-
     async fn containers(runtime: &SimulatedRuntime) -> usize {
         runtime.list(&[(LABEL_POD_UID, "uid-1")]).await.unwrap().len()
     }
 
-    fn event(action: &str, name: &str, labels: &[(&str, &str)]) -> RuntimeEvent {
-        RuntimeEvent {
-            container_id: "c1".into(),
-            name: name.into(),
-            action: action.into(),
-            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-        }
-    }
-
-    #[test]
-    fn only_the_end_of_a_container_wakes_its_pod() {
-        let app = [(LABEL_POD_UID, "uid-1")];
-        assert_eq!(wakes(&event("start", "shepherd_default_web_main_uid1", &app)), Wake::Nobody, "the worker started it itself");
-        for action in ["die", "oom", "destroy"] {
-            assert_eq!(wakes(&event(action, "shepherd_default_web_main_uid1", &app)), Wake::Pod("uid-1"), "{action}");
-        }
-        let sandbox = [(LABEL_SANDBOX, "true")];
-        let claimed = "shepherd_default_web_POD_uid-1";
-        assert_eq!(wakes(&event("start", claimed, &sandbox)), Wake::Nobody);
-        assert_eq!(wakes(&event("die", claimed, &sandbox)), Wake::SandboxOwner("uid-1"));
-        assert_eq!(wakes(&event("destroy", "shepherd-pool_n1_1a", &sandbox)), Wake::Pool);
-        assert_eq!(wakes(&event("die", "someone-elses", &sandbox)), Wake::Nobody);
-        assert_eq!(wakes(&event("die", "no-labels", &[])), Wake::Nobody);
-    }
-
-    #[tokio::test]
+    // Every test here runs on the paused clock: back-offs and timeouts take no real time.
+    #[tokio::test(start_paused = true)]
     async fn a_terminating_pod_loses_its_containers_then_its_deletion_is_confirmed_once() {
         let (manager, api, runtime) = manager(0, || None);
         manager.upsert(pod());
         let running = || api.status.lock().unwrap().clone().filter(|s| s.phase == PodPhase::Running);
-        eventually("Running", || running().is_some()).await;
+        api.until("Running", || running().is_some()).await;
         assert_eq!(containers(&runtime).await, 1);
         // Only the deletion marks differ from the worker's own last write: not an echo.
         let mut pod = terminating(pod());
         pod.status = running().unwrap();
         manager.upsert(pod);
-        eventually("the worker's end", || manager.pod_uids().is_empty()).await;
+        api.until("the worker's end", || manager.pod_uids().is_empty()).await;
         assert_eq!(containers(&runtime).await, 0, "confirmed before its containers were gone");
         assert_eq!(*api.confirmed.lock().unwrap(), vec!["uid-1".to_string()]);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_failed_confirmation_is_retried_until_the_server_takes_it() {
         let (manager, api, _runtime) = manager(3, || None);
         manager.upsert(terminating(pod()));
-        eventually("the worker's end", || manager.pod_uids().is_empty()).await;
+        api.until("the worker's end", || manager.pod_uids().is_empty()).await;
         assert_eq!(api.confirmed.lock().unwrap().len(), 4, "three failures, then the confirmation");
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn not_found_and_conflict_both_mean_the_pod_is_gone() {
         for then in
             [(|| Some(answer(404, "NotFound", "gone"))) as fn() -> Option<ClientError>, || Some(answer(409, "Conflict", "uid differs"))]
         {
             let (manager, api, _runtime) = manager(0, then);
             manager.upsert(terminating(pod()));
-            eventually("the worker's end", || manager.pod_uids().is_empty()).await;
+            api.until("the worker's end", || manager.pod_uids().is_empty()).await;
             assert_eq!(api.confirmed.lock().unwrap().len(), 1, "no retry after the pod is known gone");
         }
     }
@@ -793,7 +573,7 @@ mod tests {
     async fn a_pod_whose_sandbox_cannot_be_made_is_still_container_creating_and_says_why() {
         let (manager, api) = dying_sandboxes();
         manager.upsert(pod_with_a_sidecar());
-        eventually("a status", || api.status.lock().unwrap().is_some()).await;
+        api.until("a status", || api.status.lock().unwrap().is_some()).await;
         // Each status written, the one of the failed try as those of the back-off after it.
         for status in api.statuses.lock().unwrap().iter() {
             assert_eq!(status.phase, PodPhase::Pending);

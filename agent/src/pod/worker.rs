@@ -1,153 +1,23 @@
 //! One pod's worker: the level-triggered reconcile that makes the runtime match a pod spec
-//! (sandbox, image, create, start, restart with back-off, terminal phases) and reports the
-//! result as the pod's status and events; and the termination of a deleted or terminating pod.
+//! (sandbox, image, create, start, restart with back-off, terminal phases), with the
+//! in-memory state it keeps between passes (restart counts, failing pulls and sandboxes).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use shared::backoff::Backoff;
-use shared::model::{
-    CONTAINER_CREATING, Condition, Container, ContainerState, ContainerStatus, DEFAULT_GRACE_SECONDS, Event, ObjectMeta, ObjectReference,
-    Pod, PodPhase, PodStatus, RestartPolicy, Time, conditions, event_types, set_condition,
-};
+use shared::model::{CONTAINER_CREATING, Container, ContainerState, ContainerStatus, Pod, PodStatus, RestartPolicy, event_types};
 // Tokio's clock, which tests can pause: back-offs are timing logic.
 use tokio::time::Instant;
 
-use crate::client::ApiClient;
-use crate::runtime::{
-    ContainerConfig, ContainerInfo, ContainerRuntime, LABEL_CLUSTER, LABEL_CONTAINER, LABEL_GRACE, LABEL_NAMESPACE, LABEL_NODE, LABEL_POD,
-    LABEL_POD_UID, LABEL_SANDBOX_ID, PortMapping, RunState,
-};
-use crate::sandbox::{Sandbox, Sandboxes, clean, sandbox_name};
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("pod {pod}: {source}")]
-    Runtime { pod: String, source: crate::runtime::Error },
-    #[error("pod {pod}: {source}")]
-    Api { pod: String, source: crate::client::Error },
-}
-
-pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// What every pod worker of a node shares.
-pub struct NodeContext {
-    pub node_name: String,
-    /// The cluster's id: with the node name, what marks this agent's containers.
-    pub cluster: String,
-    /// The node's address: pods' `host_ip`, and where host ports are published by default.
-    pub address: String,
-    /// The network containers join; empty for the runtime's default.
-    pub network: String,
-    pub runtime: Arc<dyn ContainerRuntime>,
-    pub api: Arc<dyn ApiClient>,
-    /// What the pods' events go through: `api`, or in a fleet a client of their own, so
-    /// that three events per pod started never queue ahead of the status writes.
-    pub events: Arc<dyn ApiClient>,
-    pub backoff: Backoff,
-    /// Pod sandboxes, their network and their warm pool, when the runtime has sandboxes (Docker).
-    pub sandboxes: Option<Arc<Sandboxes>>,
-}
-
-impl NodeContext {
-    /// The containers of the pod `uid` on this node of this cluster.
-    async fn pod_containers(&self, uid: &str) -> crate::runtime::Result<Vec<ContainerInfo>> {
-        self.runtime.list(&[(LABEL_POD_UID, uid), (LABEL_NODE, self.node_name.as_str()), (LABEL_CLUSTER, self.cluster.as_str())]).await
-    }
-
-    fn source(&self) -> String {
-        shared::model::node_event_source(&self.node_name)
-    }
-
-    /// Records an event without waiting for the server: a lost event never holds a pod back.
-    fn event(&self, pod: &Pod, type_: &str, reason: &str, message: String) {
-        let now = Utc::now();
-        let event = Event {
-            kind: "Event".to_string(),
-            metadata: ObjectMeta {
-                name: format!("{}.{:x}", pod.metadata.name, now.timestamp_nanos_opt().unwrap_or_default()),
-                namespace: pod.metadata.namespace.clone(),
-                ..Default::default()
-            },
-            type_: type_.to_string(),
-            reason: reason.to_string(),
-            message,
-            involved_object: ObjectReference {
-                kind: "Pod".to_string(),
-                namespace: pod.metadata.namespace.clone(),
-                name: pod.metadata.name.clone(),
-                uid: pod.metadata.uid.clone(),
-            },
-            source: self.source(),
-            count: 1,
-            first_timestamp: Some(now),
-            last_timestamp: Some(now),
-        };
-        let api = self.events.clone();
-        tokio::spawn(async move {
-            if let Err(e) = api.create_event(&event).await {
-                tracing::debug!(error = %e, "event not recorded");
-            }
-        });
-    }
-}
-
-/// The engine-level name of a pod's container: readable, and unique thanks to the uid.
-pub fn container_name(pod: &Pod, container: &str) -> String {
-    let uid: String = pod.metadata.uid.chars().filter(char::is_ascii_alphanumeric).take(8).collect();
-    format!("shepherd_{}_{}_{}_{uid}", clean(&pod.metadata.namespace), clean(&pod.metadata.name), clean(container))
-}
-
-/// How long the pod's containers get between SIGTERM and SIGKILL: the grace the deletion set
-/// (a second DELETE may have shortened it), else the spec's, else [`DEFAULT_GRACE_SECONDS`].
-pub fn grace_period(pod: &Pod) -> Duration {
-    let seconds = pod.metadata.deletion_grace_period_seconds.or(pod.spec.termination_grace_period_seconds).unwrap_or(DEFAULT_GRACE_SECONDS);
-    Duration::from_secs(seconds.max(0) as u64)
-}
-
-/// What the runtime should be told to create for one container of a pod.
-pub fn container_config(ctx: &NodeContext, pod: &Pod, container: &Container) -> ContainerConfig {
-    let labels = BTreeMap::from([
-        (LABEL_POD_UID.to_string(), pod.metadata.uid.clone()),
-        (LABEL_NAMESPACE.to_string(), pod.metadata.namespace.clone()),
-        (LABEL_POD.to_string(), pod.metadata.name.clone()),
-        (LABEL_CONTAINER.to_string(), container.name.clone()),
-        (LABEL_NODE.to_string(), ctx.node_name.clone()),
-        (LABEL_CLUSTER.to_string(), ctx.cluster.clone()),
-        (LABEL_GRACE.to_string(), grace_period(pod).as_secs().to_string()),
-    ]);
-    let ports = port_mappings(ctx, container);
-    ContainerConfig {
-        name: container_name(pod, &container.name),
-        image: container.image.clone(),
-        command: container.command.clone(),
-        args: container.args.clone(),
-        env: container.env.iter().map(|e| (e.name.clone(), e.value.clone())).collect(),
-        labels,
-        memory_limit: container.resources.memory.max(0),
-        nano_cpus: container.resources.cpu.max(0) * 1_000_000,
-        ports,
-        network: ctx.network.clone(),
-        network_disabled: false,
-        sandbox: String::new(),
-    }
-}
-
-/// A container's ports; host ports are published on the node's address unless they name one.
-fn port_mappings(ctx: &NodeContext, container: &Container) -> Vec<PortMapping> {
-    container
-        .ports
-        .iter()
-        .map(|p| PortMapping {
-            container_port: p.container_port,
-            host_port: p.host_port.unwrap_or(0),
-            host_ip: if p.host_ip.is_empty() { ctx.address.clone() } else { p.host_ip.clone() },
-            protocol: if p.protocol.is_empty() { "tcp".to_string() } else { p.protocol.to_ascii_lowercase() },
-        })
-        .collect()
-}
+use super::config::{container_config, port_mappings};
+use super::context::NodeContext;
+use super::status::{Step, pod_status, terminated, waiting};
+use super::termination::{grace_period, terminate};
+use super::{Error, Result};
+use crate::runtime::{ContainerInfo, LABEL_CONTAINER, LABEL_SANDBOX_ID, PortMapping, RunState};
+use crate::sandbox::{Sandbox, sandbox_name};
 
 /// A container's restart bookkeeping: how many times the agent started it again, and the
 /// delay before the next restart.
@@ -184,46 +54,6 @@ pub struct PodWorker {
     replaced: HashMap<String, ContainerState>,
     /// Containers this worker removed to replace them (their restart is already counted).
     removed: HashSet<String>,
-}
-
-/// Terminated `reason` as Kubernetes writes it.
-fn exit_reason(exit_code: i64, oom_killed: bool) -> &'static str {
-    if oom_killed {
-        "OOMKilled"
-    } else if exit_code == 0 {
-        "Completed"
-    } else {
-        "Error"
-    }
-}
-
-fn terminated(info: &ContainerInfo, exit_code: i64, oom_killed: bool) -> ContainerState {
-    ContainerState::Terminated {
-        exit_code,
-        reason: exit_reason(exit_code, oom_killed).to_string(),
-        message: String::new(),
-        started_at: info.started_at,
-        finished_at: info.finished_at,
-    }
-}
-
-fn waiting(reason: &str, message: String) -> ContainerState {
-    ContainerState::Waiting { reason: reason.to_string(), message }
-}
-
-/// The outcome of reconciling one container.
-struct Step {
-    status: ContainerStatus,
-    requeue: Option<Duration>,
-    ip: String,
-    /// Finished for good: exited and the restart policy does not start it again.
-    done: bool,
-}
-
-impl Step {
-    fn new(status: ContainerStatus, requeue: Option<Duration>, ip: String) -> Self {
-        Step { status, requeue, ip, done: false }
-    }
 }
 
 impl PodWorker {
@@ -304,7 +134,7 @@ impl PodWorker {
             steps.push(step);
         }
         let requeue = steps.iter().filter_map(|s| s.requeue).min();
-        let status = self.pod_status(pod, &steps);
+        let status = pod_status(pod, &steps, &self.ctx.address, self.sandbox.as_ref().map(|s| s.ip.as_str()));
         if status.phase.is_terminal() {
             // Nothing runs in it any more: free its address, as the kubelet does.
             if let (Some(sandbox), Some(sandboxes)) = (self.sandbox.take(), &self.ctx.sandboxes) {
@@ -665,262 +495,30 @@ impl PodWorker {
         }
     }
 
-    fn pod_status(&self, pod: &Pod, steps: &[Step]) -> PodStatus {
-        let now: Time = Utc::now();
-        let all_done = !steps.is_empty() && steps.iter().all(|s| s.done);
-        // Running: at least one container runs, or is between restarts.
-        let live = steps.iter().any(|s| {
-            matches!(&s.status.state, ContainerState::Running { .. })
-                || matches!(&s.status.state, ContainerState::Waiting { reason, .. } if reason == "CrashLoopBackOff")
-                || (!s.done && s.status.restart_count > 0)
-        });
-        let phase = if pod.status.phase.is_terminal() {
-            pod.status.phase
-        } else if all_done {
-            let failed = steps.iter().any(|s| matches!(&s.status.state, ContainerState::Terminated { exit_code, .. } if *exit_code != 0));
-            if failed { PodPhase::Failed } else { PodPhase::Succeeded }
-        } else if live {
-            PodPhase::Running
-        } else {
-            PodPhase::Pending
-        };
-        let ready = !steps.is_empty() && steps.iter().all(|s| s.status.ready) && phase == PodPhase::Running;
-        let mut status = pod.status.clone();
-        status.phase = phase;
-        status.host_ip = self.ctx.address.clone();
-        // The sandbox's address when the pod has one; else its container's.
-        let sandbox_ip = self.sandbox.as_ref().map(|s| s.ip.as_str());
-        if let Some(ip) = sandbox_ip.into_iter().chain(steps.iter().map(|s| s.ip.as_str())).find(|ip| !ip.is_empty()) {
-            status.pod_ip = ip.to_string();
-        }
-        if status.start_time.is_none() {
-            status.start_time = Some(now);
-        }
-        status.container_statuses = steps.iter().map(|s| s.status.clone()).collect();
-        let (reason, message) = match phase {
-            PodPhase::Failed | PodPhase::Succeeded => {
-                let summary = steps
-                    .iter()
-                    .filter_map(|s| match &s.status.state {
-                        ContainerState::Terminated { exit_code, reason, .. } => {
-                            Some(format!("container {} exited with code {exit_code} ({reason})", s.status.name))
-                        }
-                        _ => None,
-                    })
-                    .collect::<Vec<_>>()
-                    .join("; ");
-                (String::new(), summary)
-            }
-            _ => (String::new(), String::new()),
-        };
-        if !pod.status.phase.is_terminal() {
-            status.reason = reason;
-            status.message = message;
-        }
-        let condition = |type_: &str, ok: bool, reason: &str| Condition {
-            type_: type_.to_string(),
-            status: if ok { conditions::TRUE } else { conditions::FALSE }.to_string(),
-            reason: if ok { String::new() } else { reason.to_string() },
-            ..Default::default()
-        };
-        set_condition(&mut status.conditions, condition(conditions::INITIALIZED, true, ""), now);
-        let not_ready_reason = if phase.is_terminal() { "PodCompleted" } else { "ContainersNotReady" };
-        set_condition(&mut status.conditions, condition(conditions::CONTAINERS_READY, ready, not_ready_reason), now);
-        set_condition(&mut status.conditions, condition(conditions::READY, ready, not_ready_reason), now);
-        status
-    }
-
     async fn report(&mut self, pod: &Pod, status: PodStatus) -> Result<()> {
         if self.last_reported.as_ref() == Some(&status) {
             return Ok(());
         }
-        let mut update = pod.clone();
-        // The agent owns the status of its pods: write without compare-and-swap.
-        update.metadata.resource_version = 0;
-        update.status = status.clone();
-        self.ctx.api.update_pod_status(&update).await.map_err(|source| Error::Api { pod: pod.metadata.key(), source })?;
-        if pod.status.phase != status.phase && status.phase.is_terminal() {
-            tracing::info!(pod = %pod.metadata.key(), phase = %status.phase, "pod finished");
-        }
+        super::status::write(self.ctx.api.as_ref(), pod, &status).await?;
         self.last_reported = Some(status);
         Ok(())
     }
 
-    /// Stops every container of the pod within its grace period, then removes them.
+    /// Stops every container of the pod within its grace period, then removes them and its
+    /// sandbox.
     pub async fn terminate(&mut self, pod: &Pod) -> Result<()> {
-        let key = pod.metadata.key();
-        let runtime_error = |source| Error::Runtime { pod: key.clone(), source };
-        let containers = self.ctx.pod_containers(&pod.metadata.uid).await.map_err(runtime_error)?;
-        let grace = grace_period(pod);
-        let stops = containers.iter().map(|info| async {
-            if info.state == RunState::Running {
-                self.ctx.event(
-                    pod,
-                    event_types::NORMAL,
-                    "Killing",
-                    format!("Stopping container {} (grace period {}s)", info.label(LABEL_CONTAINER), grace.as_secs()),
-                );
-                self.ctx.runtime.stop(&info.id, grace).await?;
-            }
-            self.ctx.runtime.remove(&info.id).await
-        });
-        for outcome in futures::future::join_all(stops).await {
-            outcome.map_err(runtime_error)?;
-        }
-        if let Some(sandboxes) = &self.ctx.sandboxes {
-            self.sandbox = None;
-            if let Some(sandbox) = self.ctx.runtime.inspect(&sandbox_name(pod)).await.map_err(runtime_error)? {
-                sandboxes.remove(&sandbox.id).await.map_err(runtime_error)?;
-            }
-        }
-        Ok(())
+        self.sandbox = None;
+        terminate(&self.ctx, pod).await
     }
-}
-
-/// Stops the pod's running containers again with a shorter grace period, while an earlier
-/// [`PodWorker::terminate`] still waits out the longer one (a second DELETE shortened it).
-pub async fn hurry(ctx: &NodeContext, pod: &Pod, grace: Duration) -> crate::runtime::Result<()> {
-    let running = ctx.pod_containers(&pod.metadata.uid).await?.into_iter().filter(|info| info.state == RunState::Running);
-    let stops = running.map(|info| async move {
-        ctx.event(
-            pod,
-            event_types::NORMAL,
-            "Killing",
-            format!("Stopping container {} sooner (grace period shortened to {}s)", info.label(LABEL_CONTAINER), grace.as_secs()),
-        );
-        ctx.runtime.stop(&info.id, grace).await
-    });
-    futures::future::join_all(stops).await.into_iter().collect()
-}
-
-/// Stops and removes a container whose pod is gone, within the grace period its labels
-/// recorded.
-pub async fn remove_orphan(runtime: &dyn ContainerRuntime, info: &ContainerInfo) -> crate::runtime::Result<()> {
-    let grace = info.label(LABEL_GRACE).parse::<u64>().map_or(Duration::from_secs(DEFAULT_GRACE_SECONDS as u64), Duration::from_secs);
-    tracing::info!(container = %info.name, pod = %format!("{}/{}", info.label(LABEL_NAMESPACE), info.label(LABEL_POD)), "removing a container whose pod is gone");
-    if info.state == RunState::Running {
-        runtime.stop(&info.id, grace).await?;
-    }
-    runtime.remove(&info.id).await
 }
 
 #[cfg(test)]
 mod tests {
-    use shared::model::{ContainerPort, EnvVar, PodSpec, ResourceRequirements};
+    use shared::model::PodPhase;
 
     use super::*;
-    use crate::runtime::SimulatedRuntime;
-
-    struct NoApi;
-
-    #[async_trait::async_trait]
-    impl ApiClient for NoApi {
-        async fn cluster_id(&self) -> crate::client::Result<String> {
-            Ok("c1".into())
-        }
-        async fn register_node(&self, node: &shared::model::Node) -> crate::client::Result<shared::model::Node> {
-            Ok(node.clone())
-        }
-        async fn renew_lease(&self, _: &str) -> crate::client::Result<shared::model::Lease> {
-            Ok(shared::model::Lease::default())
-        }
-        async fn heartbeat(&self, _: &str, _: &shared::api::Heartbeat) -> crate::client::Result<()> {
-            Ok(())
-        }
-        async fn list_pods(&self, _: &str) -> crate::client::Result<shared::api::List<Pod>> {
-            Ok(shared::api::List { kind: "PodList".into(), resource_version: 0, items: vec![] })
-        }
-        async fn watch_pods(&self, _: &str, _: u64) -> crate::client::Result<crate::client::WatchStream> {
-            Ok(Box::pin(futures::stream::empty()))
-        }
-        async fn update_pod_status(&self, pod: &Pod) -> crate::client::Result<Pod> {
-            Ok(pod.clone())
-        }
-        async fn delete_pod_now(&self, _: &Pod) -> crate::client::Result<()> {
-            Ok(())
-        }
-        async fn create_event(&self, _: &Event) -> crate::client::Result<()> {
-            Ok(())
-        }
-    }
-
-    fn ctx() -> NodeContext {
-        NodeContext {
-            node_name: "n1".into(),
-            cluster: "c1".into(),
-            address: "127.0.0.1".into(),
-            network: "shepherd".into(),
-            runtime: Arc::new(SimulatedRuntime::new(Duration::ZERO)),
-            api: Arc::new(NoApi),
-            events: Arc::new(NoApi),
-            backoff: crate::DEFAULT_BACKOFF,
-            sandboxes: None,
-        }
-    }
-
-    fn pod() -> Pod {
-        Pod {
-            metadata: ObjectMeta { name: "web_1".into(), namespace: "default".into(), uid: "1234-abcd-5678".into(), ..Default::default() },
-            spec: PodSpec {
-                containers: vec![Container {
-                    name: "web".into(),
-                    image: "minimal".into(),
-                    command: vec!["sh".into()],
-                    args: vec!["-c".into(), "sleep 1".into()],
-                    env: vec![EnvVar { name: "A".into(), value: "1".into() }],
-                    ports: vec![ContainerPort { container_port: 80, host_port: Some(8080), ..Default::default() }],
-                    resources: ResourceRequirements { memory: 64 << 20, cpu: 250 },
-                }],
-                termination_grace_period_seconds: Some(3),
-                ..Default::default()
-            },
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn container_config_carries_labels_limits_and_ports_on_the_node_address() {
-        let pod = pod();
-        let config = container_config(&ctx(), &pod, &pod.spec.containers[0]);
-        assert_eq!(config.name, "shepherd_default_web-1_web_1234abcd");
-        assert_eq!(config.labels[LABEL_POD_UID], "1234-abcd-5678");
-        assert_eq!(config.labels[LABEL_NAMESPACE], "default");
-        assert_eq!(config.labels[LABEL_POD], "web_1");
-        assert_eq!(config.labels[LABEL_CONTAINER], "web");
-        assert_eq!(config.labels[LABEL_NODE], "n1");
-        assert_eq!(config.labels[LABEL_GRACE], "3");
-        assert_eq!(config.memory_limit, 64 << 20);
-        assert_eq!(config.nano_cpus, 250_000_000);
-        assert_eq!(config.env, vec![("A".to_string(), "1".to_string())]);
-        assert_eq!(
-            config.ports,
-            vec![PortMapping { container_port: 80, host_port: 8080, host_ip: "127.0.0.1".into(), protocol: "tcp".into() }]
-        );
-        assert_eq!(config.network, "shepherd");
-    }
-
-    #[test]
-    fn grace_defaults_to_thirty_seconds_and_never_goes_negative() {
-        let mut pod = pod();
-        assert_eq!(grace_period(&pod), Duration::from_secs(3));
-        pod.spec.termination_grace_period_seconds = None;
-        assert_eq!(grace_period(&pod), Duration::from_secs(30));
-        pod.spec.termination_grace_period_seconds = Some(-5);
-        assert_eq!(grace_period(&pod), Duration::ZERO);
-    }
-
-    #[test]
-    fn the_deletions_grace_wins_over_the_specs() {
-        let mut pod = pod();
-        pod.metadata.deletion_timestamp = Some(Utc::now());
-        pod.metadata.deletion_grace_period_seconds = Some(1);
-        assert_eq!(grace_period(&pod), Duration::from_secs(1));
-        pod.spec.termination_grace_period_seconds = None;
-        pod.metadata.deletion_grace_period_seconds = Some(7);
-        assert_eq!(grace_period(&pod), Duration::from_secs(7));
-        pod.metadata.deletion_grace_period_seconds = None;
-        assert_eq!(grace_period(&pod), Duration::from_secs(30));
-    }
+    use crate::pod::fixtures::{ctx, pod};
+    use crate::runtime::LABEL_POD_UID;
 
     #[tokio::test]
     async fn a_simulated_pod_runs_then_terminates() {
@@ -931,7 +529,7 @@ mod tests {
         let status = worker.last_reported.clone().unwrap();
         assert_eq!(status.phase, PodPhase::Running);
         assert_eq!(status.host_ip, "127.0.0.1");
-        assert!(status.pod_ip.starts_with("192.0.2."));
+        assert!(status.pod_ip.starts_with("100.64."), "{}", status.pod_ip);
         assert!(status.container_statuses[0].ready);
         // Level-triggered: a second pass changes nothing and creates nothing.
         pod.status = status.clone();

@@ -1,0 +1,88 @@
+//! What the runtime is told to create for one container of a pod: its engine-level name,
+//! labels, limits, environment and published ports.
+
+use std::collections::BTreeMap;
+
+use shared::model::{Container, Pod};
+
+use super::context::NodeContext;
+use super::termination::grace_period;
+use crate::runtime::{
+    ContainerConfig, LABEL_CLUSTER, LABEL_CONTAINER, LABEL_GRACE, LABEL_NAMESPACE, LABEL_NODE, LABEL_POD, LABEL_POD_UID, PortMapping,
+};
+use crate::sandbox::clean;
+
+/// The engine-level name of a pod's container: readable, and unique thanks to the uid.
+pub fn container_name(pod: &Pod, container: &str) -> String {
+    let uid: String = pod.metadata.uid.chars().filter(char::is_ascii_alphanumeric).take(8).collect();
+    format!("shepherd_{}_{}_{}_{uid}", clean(&pod.metadata.namespace), clean(&pod.metadata.name), clean(container))
+}
+
+/// What the runtime should be told to create for one container of a pod.
+pub fn container_config(ctx: &NodeContext, pod: &Pod, container: &Container) -> ContainerConfig {
+    let labels = BTreeMap::from([
+        (LABEL_POD_UID.to_string(), pod.metadata.uid.clone()),
+        (LABEL_NAMESPACE.to_string(), pod.metadata.namespace.clone()),
+        (LABEL_POD.to_string(), pod.metadata.name.clone()),
+        (LABEL_CONTAINER.to_string(), container.name.clone()),
+        (LABEL_NODE.to_string(), ctx.node_name.clone()),
+        (LABEL_CLUSTER.to_string(), ctx.cluster.clone()),
+        (LABEL_GRACE.to_string(), grace_period(pod).as_secs().to_string()),
+    ]);
+    let ports = port_mappings(ctx, container);
+    ContainerConfig {
+        name: container_name(pod, &container.name),
+        image: container.image.clone(),
+        command: container.command.clone(),
+        args: container.args.clone(),
+        env: container.env.iter().map(|e| (e.name.clone(), e.value.clone())).collect(),
+        labels,
+        memory_limit: container.resources.memory.max(0),
+        nano_cpus: container.resources.cpu.max(0) * 1_000_000,
+        ports,
+        network: ctx.network.clone(),
+        network_disabled: false,
+        sandbox: String::new(),
+    }
+}
+
+/// A container's ports; host ports are published on the node's address unless they name one.
+pub fn port_mappings(ctx: &NodeContext, container: &Container) -> Vec<PortMapping> {
+    container
+        .ports
+        .iter()
+        .map(|p| PortMapping {
+            container_port: p.container_port,
+            host_port: p.host_port.unwrap_or(0),
+            host_ip: if p.host_ip.is_empty() { ctx.address.clone() } else { p.host_ip.clone() },
+            protocol: if p.protocol.is_empty() { "tcp".to_string() } else { p.protocol.to_ascii_lowercase() },
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pod::fixtures::{ctx, pod};
+
+    #[test]
+    fn container_config_carries_labels_limits_and_ports_on_the_node_address() {
+        let pod = pod();
+        let config = container_config(&ctx(), &pod, &pod.spec.containers[0]);
+        assert_eq!(config.name, "shepherd_default_web-1_web_1234abcd");
+        assert_eq!(config.labels[LABEL_POD_UID], "1234-abcd-5678");
+        assert_eq!(config.labels[LABEL_NAMESPACE], "default");
+        assert_eq!(config.labels[LABEL_POD], "web_1");
+        assert_eq!(config.labels[LABEL_CONTAINER], "web");
+        assert_eq!(config.labels[LABEL_NODE], "n1");
+        assert_eq!(config.labels[LABEL_GRACE], "3");
+        assert_eq!(config.memory_limit, 64 << 20);
+        assert_eq!(config.nano_cpus, 250_000_000);
+        assert_eq!(config.env, vec![("A".to_string(), "1".to_string())]);
+        assert_eq!(
+            config.ports,
+            vec![PortMapping { container_port: 80, host_port: 8080, host_ip: "127.0.0.1".into(), protocol: "tcp".into() }]
+        );
+        assert_eq!(config.network, "shepherd");
+    }
+}
