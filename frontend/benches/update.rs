@@ -9,7 +9,7 @@ use std::rc::Rc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use frontend::store::{Cluster, ClusterAction};
-use frontend::view::layout;
+use frontend::view::stages::layout;
 use shared::api::{WatchEvent, WatchEventType};
 use shared::model::{Condition, Container, Kind, Node, NodeResources, Object, ObjectMeta, Pod, PodPhase, ResourceRequirements};
 use yew::Reducible;

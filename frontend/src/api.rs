@@ -15,8 +15,8 @@ use gloo_net::http::{Request, RequestBuilder, Response};
 use gloo_timers::future::TimeoutFuture;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use shared::api::{ApiErrorBody, ApiErrorStatus, FieldError, List, paths};
-use shared::backoff::Backoff;
+use shared::api::{FieldError, List, paths};
+use shared::api_error::{Class, ErrorAnswer, headline};
 use shared::model::{Kind, Object};
 use shared::watch::{self, DecodeError, Machine, Step};
 use wasm_bindgen::JsCast;
@@ -26,17 +26,16 @@ use yew::Callback;
 
 use crate::store::{ClusterAction, SyncState};
 
+/// A failed call: an error answer, read and classified by `shared::api_error` as every
+/// client reads it, or what the browser's fetch reports.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ApiError {
     /// 401: the server wants a (valid) token.
     #[error("{0}")]
     Unauthorized(String),
-    /// Any other error the server answered in its JSON shape.
-    #[error("{}", .0.message)]
-    Api(ApiErrorStatus),
-    /// An error answer that is not the JSON shape (a proxy, an old server).
-    #[error("HTTP {code} from {path}: {text}")]
-    Http { code: u16, path: String, text: String },
+    /// Any other error answer.
+    #[error("{}", describe(.path, .answer))]
+    Answered { path: String, answer: ErrorAnswer },
     #[error("cannot reach the server for {path}: {message}")]
     Network { path: String, message: String },
     #[error("unexpected answer from {path}: {message}")]
@@ -47,40 +46,40 @@ impl ApiError {
     pub fn code(&self) -> Option<u16> {
         match self {
             ApiError::Unauthorized(_) => Some(401),
-            ApiError::Api(status) => Some(status.code),
-            ApiError::Http { code, .. } => Some(*code),
+            ApiError::Answered { answer, .. } => Some(answer.code()),
             _ => None,
         }
+    }
+
+    pub fn class(&self) -> Option<Class> {
+        self.code().map(Class::of)
     }
 
     /// The per-field errors of a 422.
     pub fn details(&self) -> &[FieldError] {
         match self {
-            ApiError::Api(status) => &status.details,
+            ApiError::Answered { answer, .. } => answer.details(),
             _ => &[],
         }
     }
 }
 
+/// An answer in the API's shape says what failed; anything else names the status and the path.
+fn describe(path: &str, answer: &ErrorAnswer) -> String {
+    match answer {
+        ErrorAnswer::Api(status) => headline(status),
+        ErrorAnswer::Other { code, body } if body.is_empty() => format!("HTTP {code} from {path}"),
+        ErrorAnswer::Other { code, body } => format!("HTTP {code} from {path}: {body}"),
+    }
+}
+
 /// Turns an error answer into an [`ApiError`].
 pub fn error_from(code: u16, path: &str, text: &str) -> ApiError {
-    // Through `Value`, as every answer is read, so the bundle holds one decoder for it.
-    let body = serde_json::from_str::<serde_json::Value>(text).and_then(serde_json::from_value::<ApiErrorBody>).ok().map(|b| b.error);
-    match (code, body) {
-        (401, body) => ApiError::Unauthorized(
-            body.map(|b| b.message).filter(|m| !m.is_empty()).unwrap_or_else(|| "the server needs a token".to_string()),
-        ),
-        (_, Some(mut status)) => {
-            if status.code == 0 {
-                status.code = code;
-            }
-            ApiError::Api(status)
-        }
-        // An HTML error page (a static server, a proxy) says nothing useful here.
-        (_, None) if text.trim_start().starts_with('<') => {
-            ApiError::Http { code, path: path.to_string(), text: "not the Shepherd API".into() }
-        }
-        (_, None) => ApiError::Http { code, path: path.to_string(), text: text.chars().take(300).collect() },
+    let answer = ErrorAnswer::read(code, text);
+    match answer {
+        ErrorAnswer::Api(status) if status.code == 401 && !status.message.is_empty() => ApiError::Unauthorized(status.message),
+        answer if answer.class() == Class::Unauthorized => ApiError::Unauthorized("the server needs a token".to_string()),
+        answer => ApiError::Answered { path: path.to_string(), answer },
     }
 }
 
@@ -100,20 +99,21 @@ pub enum Method {
 /// The API client: same origin as the page, with the token if one is set.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Client {
-    token: Option<Rc<str>>,
+    /// The `Authorization` header, as `shared::api::bearer` spells it for every client.
+    authorization: Option<Rc<str>>,
 }
 
 impl Client {
     pub fn new(token: Option<&str>) -> Self {
-        Client { token: token.filter(|t| !t.is_empty()).map(Rc::from) }
+        Client { authorization: shared::api::bearer(token).map(Rc::from) }
     }
 
     /// Names the dashboard (an open server takes writes only from its own clients) and adds
     /// the token, if any.
     fn identify(&self, builder: RequestBuilder) -> RequestBuilder {
         let builder = builder.header(shared::api::CLIENT_HEADER, "dashboard");
-        match &self.token {
-            Some(token) => builder.header("Authorization", &format!("Bearer {token}")),
+        match &self.authorization {
+            Some(value) => builder.header("Authorization", value),
             None => builder,
         }
     }
@@ -147,9 +147,21 @@ impl Client {
             Method::Post => Request::post(path),
             Method::Put => Request::put(path),
         };
-        let request = self.identify(builder).json(body).map_err(|e| ApiError::Decode { path: path.to_string(), message: e.to_string() })?;
+        // Through `Value`, as `shared::strict` serializes objects: one serializer per model type.
+        let bad = |e: serde_json::Error| ApiError::Decode { path: path.to_string(), message: e.to_string() };
+        let body = serde_json::to_value(body).map_err(bad)?;
+        let request =
+            self.identify(builder).json(&body).map_err(|e| ApiError::Decode { path: path.to_string(), message: e.to_string() })?;
         let (status, text) = Self::answer(path, request.send().await).await?;
         Ok(Answer { status, body: Self::decode(path, &text)? })
+    }
+
+    /// POST a text body of `media` type (a YAML manifest); decodes the answer.
+    pub async fn post_text<T: DeserializeOwned>(&self, path: &str, media: &str, body: String) -> Result<T, ApiError> {
+        let request = self.identify(Request::post(path)).header("Content-Type", media).body(body);
+        let request = request.map_err(|e| ApiError::Decode { path: path.to_string(), message: e.to_string() })?;
+        let (_, text) = Self::answer(path, request.send().await).await?;
+        Self::decode(path, &text)
     }
 
     /// POST without a body (cordon, uncordon); decodes the answer.
@@ -271,7 +283,7 @@ pub async fn watch(
     cancel: Cancel,
 ) {
     let sync = |sync: SyncState| dispatch.emit(ClusterAction::Sync { kind, sync });
-    let mut machine = Machine::new(resume_from, WATCH_BACKOFF);
+    let mut machine = Machine::new(resume_from, watch::DEFAULT_BACKOFF);
     let mut last_error = String::new();
     while !cancel.is_cancelled() {
         let outcome = match machine.next_step() {
@@ -307,7 +319,7 @@ pub async fn watch(
                 on_unauthorized.emit(message);
                 return;
             }
-            Err(error) if error.code() == Some(410) => machine.relist(),
+            Err(error) if error.class() == Some(Class::Gone) => machine.relist(),
             Err(error) => {
                 last_error = error.to_string();
                 machine.failed();
@@ -315,9 +327,6 @@ pub async fn watch(
         }
     }
 }
-
-/// The dashboard's retries: 0.5 s, doubling to 30 s.
-const WATCH_BACKOFF: Backoff = Backoff::new(std::time::Duration::from_millis(500), std::time::Duration::from_secs(30));
 
 /// A wait as the browser's timers take it.
 fn millis(wait: std::time::Duration) -> u32 {
@@ -479,17 +488,20 @@ mod tests {
     #[test]
     fn gone_is_recognised_by_its_code() {
         let text = r#"{"error":{"code":410,"reason":"Gone","message":"resource version 3 is too old"}}"#;
-        assert_eq!(error_from(410, "/api/v1/pods", text).code(), Some(410));
+        assert_eq!(error_from(410, "/api/v1/pods", text).class(), Some(Class::Gone));
     }
 
     #[test]
     fn unauthorized_and_plain_text_errors() {
         assert!(matches!(error_from(401, "/p", ""), ApiError::Unauthorized(m) if m == "the server needs a token"));
+        let told = error_from(401, "/p", r#"{"error":{"code":401,"reason":"Unauthorized","message":"the bearer token is not known"}}"#);
+        assert_eq!(told, ApiError::Unauthorized("the bearer token is not known".into()));
         let error = error_from(502, "/api/v1/nodes", "Bad Gateway");
         assert_eq!(error.to_string(), "HTTP 502 from /api/v1/nodes: Bad Gateway");
         assert!(error.details().is_empty());
         let error = error_from(404, "/api/v1/info", "<!DOCTYPE HTML><html>…");
         assert_eq!(error.to_string(), "HTTP 404 from /api/v1/info: not the Shepherd API");
+        assert_eq!(error_from(503, "/api/v1/pods", "").to_string(), "HTTP 503 from /api/v1/pods");
     }
 
     #[test]

@@ -1,9 +1,11 @@
-//! What applying a manifest will do, checked before anything is sent: each object parsed by
-//! `shared::manifest` (errors with line and column), validated by `shared::validation`
-//! (errors by field), given the selected namespace when it names none, with its URLs.
+//! What applying a manifest will do, checked before anything is sent: JSON read here by
+//! `shared::manifest` (errors with line and column, or by field), YAML read by the server
+//! (`POST /api/v1/manifests/parse`, so the bundle holds no YAML reader), every object
+//! validated by `shared::validation` (errors by field), given the selected namespace when it
+//! names none, with its URLs.
 
 use shared::api::{FieldError, paths};
-use shared::manifest::{self, ManifestError};
+use shared::manifest;
 use shared::model::Object;
 
 /// One object of the manifest, ready to send.
@@ -24,8 +26,10 @@ pub struct Item {
 pub enum Checked {
     /// Nothing typed yet.
     Empty,
-    /// Not JSON or YAML of known kinds.
-    Syntax(ManifestError),
+    /// YAML, sent to the server to be read.
+    Reading,
+    /// Not JSON or YAML of known kinds: what is wrong, with its line and column where known.
+    Syntax(String),
     Items(Vec<Item>),
 }
 
@@ -36,15 +40,23 @@ impl Checked {
     }
 }
 
-/// Parses and validates `text`; objects without a namespace go to `namespace`.
-pub fn check(text: &str, namespace: &str) -> Checked {
+/// Checks `text` here when it is empty or JSON; `None` for YAML, which the server reads
+/// (then [`check_objects`] takes what it answered).
+pub fn check(text: &str, namespace: &str) -> Option<Checked> {
     if text.trim().is_empty() {
-        return Checked::Empty;
+        return Some(Checked::Empty);
     }
-    let objects = match manifest::parse(text) {
-        Ok(objects) => objects,
-        Err(error) => return Checked::Syntax(error),
-    };
+    if !manifest::is_json(text) {
+        return None;
+    }
+    Some(match manifest::parse_json(text) {
+        Ok(objects) => check_objects(objects, namespace),
+        Err(error) => Checked::Syntax(error.to_string()),
+    })
+}
+
+/// Validates the objects of a manifest; objects without a namespace go to `namespace`.
+pub fn check_objects(objects: Vec<Object>, namespace: &str) -> Checked {
     Checked::Items(
         objects
             .into_iter()
@@ -83,7 +95,7 @@ mod tests {
             (DEPLOYMENT, "deployment/web", "/api/v1/namespaces/default/deployments"),
             (SERVICE, "service/web-service", "/api/v1/namespaces/default/services"),
         ] {
-            let checked = check(text, "elsewhere");
+            let checked = check(text, "elsewhere").expect("JSON is checked here");
             assert!(checked.is_ready(), "{label}: {checked:?}");
             let Checked::Items(items) = checked else { unreachable!() };
             assert_eq!((items[0].label.as_str(), items[0].collection.as_str()), (label, collection));
@@ -91,19 +103,23 @@ mod tests {
     }
 
     #[test]
+    fn yaml_is_left_to_the_server() {
+        assert_eq!(check("kind: Pod\nmetadata:\n  name: a\n", "team"), None);
+    }
+
+    #[test]
     fn objects_without_a_namespace_go_to_the_selected_one() {
-        let Checked::Items(items) =
-            check("kind: Pod\nmetadata:\n  name: a\nspec:\n  containers:\n  - name: c\n    image: minimal\n", "team")
-        else {
-            panic!("expected items")
-        };
+        let pod = r#"{"kind":"Pod","metadata":{"name":"a"},"spec":{"containers":[{"name":"c","image":"minimal"}]}}"#;
+        let objects = manifest::parse_json(pod).unwrap();
+        let Checked::Items(items) = check_objects(objects, "team") else { panic!("expected items") };
         assert_eq!(items[0].object.metadata().namespace, "team");
         assert_eq!(items[0].path, "/api/v1/namespaces/team/pods/a");
     }
 
     #[test]
     fn invalid_fields_are_reported_by_path_before_sending() {
-        let checked = check(r#"{"kind":"Pod","metadata":{"name":"a"},"spec":{"containers":[{"name":"c","image":""}]}}"#, "default");
+        let checked =
+            check(r#"{"kind":"Pod","metadata":{"name":"a"},"spec":{"containers":[{"name":"c","image":""}]}}"#, "default").unwrap();
         assert!(!checked.is_ready());
         let Checked::Items(items) = checked else { panic!("expected items") };
         assert!(items[0].errors.iter().any(|e| e.field.starts_with("spec.containers[0].image")), "{:?}", items[0].errors);
@@ -113,22 +129,24 @@ mod tests {
     fn a_typo_d_field_is_refused_before_sending() {
         let text =
             r#"{"kind":"Pod","metadata":{"name":"a"},"spec":{"containers":[{"name":"c","image":"minimal","comand":["sleep","1"]}]}}"#;
-        let Checked::Syntax(error) = check(text, "default") else { panic!("expected the unknown field refused") };
-        assert!(error.message.contains(r#"unknown field "spec.containers[0].comand""#), "{error}");
+        let Some(Checked::Syntax(error)) = check(text, "default") else { panic!("expected the unknown field refused") };
+        assert!(error.contains(r#"unknown field "spec.containers[0].comand""#), "{error}");
     }
 
     #[test]
     fn syntax_errors_carry_the_line() {
-        let Checked::Syntax(error) = check("{\n  \"kind\": \"Pod\",\n  oops\n}", "default") else { panic!("expected a syntax error") };
-        assert_eq!(error.line, Some(3));
-        assert_eq!(check("   \n", "default"), Checked::Empty);
+        let Some(Checked::Syntax(error)) = check("{\n  \"kind\": \"Pod\",\n  oops\n}", "default") else {
+            panic!("expected a syntax error")
+        };
+        assert!(error.starts_with("line 3, column"), "{error}");
+        assert_eq!(check("   \n", "default"), Some(Checked::Empty));
         assert!(!Checked::Empty.is_ready());
     }
 
     #[test]
     fn several_documents_become_several_items() {
         let text = format!("{POD}\n{SERVICE}");
-        let Checked::Items(items) = check(&text, "default") else { panic!("expected items") };
+        let Some(Checked::Items(items)) = check(&text, "default") else { panic!("expected items") };
         assert_eq!(items.len(), 2);
     }
 }

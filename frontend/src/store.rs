@@ -1,11 +1,12 @@
 //! The dashboard's cache of the cluster: one collection per watched kind, filled by a list
-//! and kept current by watch events. `Cluster` is a yew `Reducible`; every change arrives as
-//! a [`ClusterAction`], so the whole cache is a pure function that native tests drive.
+//! and kept current by watch events under `shared::cache`'s staleness rule, the client
+//! crate's too. `Cluster` is a yew `Reducible`; every change arrives as a [`ClusterAction`],
+//! so the whole cache is a pure function that native tests drive.
 
-use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use shared::api::{WatchEvent, WatchEventType};
+use shared::api::WatchEvent;
+use shared::cache::Cache;
 /// The kinds the dashboard caches are `shared`'s resources.
 pub use shared::model::Resource;
 use shared::model::{Deployment, Event, Kind, Node, Object, Pod, Service};
@@ -33,7 +34,7 @@ pub enum SyncState {
 /// new state shares every unchanged object with the old one, and views can compare by pointer.
 #[derive(Debug, Clone)]
 pub struct Collection<T> {
-    pub items: Rc<BTreeMap<String, Rc<T>>>,
+    pub items: Rc<Cache<Rc<T>>>,
     /// The revision the cache has reached: where a resumed watch starts.
     pub resource_version: u64,
     pub sync: SyncState,
@@ -78,18 +79,15 @@ impl<T: Resource> Collection<T> {
     /// Replaces everything with a fresh list: objects deleted while the watch was away
     /// disappear here, which is why a 410 leads to a re-list.
     fn replace(&mut self, resource_version: u64, items: Vec<Object>) {
-        // Inserted one by one: collecting into a BTreeMap sorts first, with its own copy of
-        // the sort code per kind.
-        let mut map = BTreeMap::new();
-        for item in items.into_iter().filter_map(T::try_from_object) {
-            map.insert(item.meta().key(), Rc::new(item));
-        }
-        self.items = Rc::new(map);
+        let mut cache = Cache::default();
+        cache.replace(items.into_iter().filter_map(T::try_from_object).map(Rc::new));
+        self.items = Rc::new(cache);
         self.resource_version = resource_version;
         self.listed = true;
     }
 
-    /// Applies a batch of watch events in order. Returns whether anything changed.
+    /// Applies a batch of watch events in order. Returns whether anything changed. The item
+    /// map is copied only for an event the cache takes, so a replay or a bookmark shares it.
     fn apply(&mut self, events: Vec<WatchEvent>) -> bool {
         let mut changed = false;
         for event in events {
@@ -97,23 +95,10 @@ impl<T: Resource> Collection<T> {
                 self.resource_version = event.resource_version;
                 changed = true;
             }
-            let Some(object) = event.object.and_then(T::try_from_object) else { continue };
-            let key = object.meta().key();
-            match event.type_ {
-                WatchEventType::Added | WatchEventType::Modified => {
-                    let stale = self.items.get(&key).is_some_and(|old| old.meta().resource_version > object.meta().resource_version);
-                    if !stale {
-                        Rc::make_mut(&mut self.items).insert(key, Rc::new(object));
-                        changed = true;
-                    }
-                }
-                WatchEventType::Deleted => {
-                    if self.items.contains_key(&key) {
-                        Rc::make_mut(&mut self.items).remove(&key);
-                        changed = true;
-                    }
-                }
-                WatchEventType::Bookmark => {}
+            let Some(object) = event.object.and_then(T::try_from_object).map(Rc::new) else { continue };
+            if self.items.effect(event.type_, &object).is_some() {
+                Rc::make_mut(&mut self.items).apply(event.type_, object);
+                changed = true;
             }
         }
         changed
@@ -207,6 +192,7 @@ impl Reducible for Cluster {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use shared::api::WatchEventType;
     use shared::model::{ObjectMeta, PodPhase, PodStage};
 
     pub fn pod(name: &str, rv: u64, node: &str, phase: PodPhase) -> Pod {
@@ -289,6 +275,30 @@ pub(crate) mod tests {
         );
         assert_eq!(state.pods.get("default/a").unwrap().status.phase, PodPhase::Running);
         assert_eq!(state.pods.resource_version, 8);
+    }
+
+    #[test]
+    fn an_event_at_the_held_revision_is_a_replay_but_a_delete_at_it_removes() {
+        let state = reduce(Rc::default(), listed(vec![pod("a", 8, "n1", PodPhase::Running)], 8));
+        let items = state.pods.items.clone();
+        let state = reduce(
+            state,
+            ClusterAction::Watched {
+                kind: Kind::Pod,
+                events: vec![event(WatchEventType::Modified, 8, Some(pod("a", 8, "", PodPhase::Pending)))],
+            },
+        );
+        assert!(Rc::ptr_eq(&items, &state.pods.items), "the same revision again is no change");
+        assert_eq!(state.pods.get("default/a").unwrap().status.phase, PodPhase::Running);
+        // The server's DELETED carries the object's last state, at the revision held.
+        let state = reduce(
+            state,
+            ClusterAction::Watched {
+                kind: Kind::Pod,
+                events: vec![event(WatchEventType::Deleted, 9, Some(pod("a", 8, "n1", PodPhase::Running)))],
+            },
+        );
+        assert!(state.pods.is_empty());
     }
 
     #[test]

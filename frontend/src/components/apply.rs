@@ -1,20 +1,24 @@
 //! Apply: type or paste a JSON or YAML manifest (the reference examples are templates), see
-//! its problems by line or by field before sending, then watch what the server answered (201,
-//! Pending) and the pod walk through its stages live.
+//! its problems by line or by field before sending (YAML is read by the server once typing
+//! pauses), then watch what the server answered (201, Pending) and the pod walk through its
+//! stages live.
 
 use std::rc::Rc;
+
+use gloo_timers::future::TimeoutFuture;
+use shared::api::paths;
 
 use shared::model::{Object, PodStage};
 use web_sys::HtmlTextAreaElement;
 use yew::prelude::*;
 
 use crate::api::{ApiError, Client, Method};
-use crate::components::sheep::StageBadge;
+use crate::components::sheep::stage_badge;
 use crate::components::stage_board::StageBoard;
 use crate::context::{use_cluster, use_session};
-use crate::plan::{Checked, Item, check};
+use crate::plan::{Checked, Item, check, check_objects};
 use crate::route::Route;
-use crate::view::stage_id;
+use crate::view::stages::stage_id;
 
 const TEMPLATES: [(&str, &str, &str); 3] = [
     ("Pod", include_str!("../../templates/pod.json"), "apply-template-pod"),
@@ -51,6 +55,21 @@ async fn apply_one(client: &Client, item: &Item) -> Outcome {
     }
 }
 
+/// How long typing must pause before YAML goes to the server to be read.
+const READ_AFTER_MS: u32 = 300;
+
+/// The objects the server read from a YAML manifest, or what it found wrong (with line and
+/// column) in the same words as a JSON problem found here.
+async fn read_yaml(client: &Client, text: String) -> Result<Vec<Object>, String> {
+    let answer = client.post_text::<serde_json::Value>(paths::MANIFESTS_PARSE, "application/yaml", text).await;
+    let mut answer = answer.map_err(|error| error.to_string())?;
+    let items = match answer.get_mut("items").map(serde_json::Value::take) {
+        Some(serde_json::Value::Array(items)) => items,
+        _ => return Err(format!("unexpected answer from {}: no items", paths::MANIFESTS_PARSE)),
+    };
+    items.into_iter().map(|item| Object::from_value(item).map_err(|e| e.to_string())).collect()
+}
+
 #[component]
 pub fn Apply() -> Html {
     let session = use_session();
@@ -58,9 +77,42 @@ pub fn Apply() -> Html {
     let applied = use_state(Vec::<Applied>::new);
     let busy = use_state(|| false);
     let namespace = session.target_namespace().to_string();
-    let checked = {
+    let here = {
         let text = (*text).clone();
         use_memo((text, namespace.clone()), |(text, ns)| check(text, ns))
+    };
+    // The server's reading of a YAML text, with the text and namespace it is for; a ticket
+    // per edit drops the answers to texts since changed.
+    let remote = use_state(|| None::<(String, String, Checked)>);
+    let ticket = use_mut_ref(|| 0u64);
+    {
+        let (remote, ticket, session, yaml) = (remote.clone(), ticket.clone(), session.clone(), here.is_none());
+        use_effect_with(((*text).clone(), namespace.clone()), move |(text, namespace)| {
+            *ticket.borrow_mut() += 1;
+            let mine = *ticket.borrow();
+            if yaml {
+                let (text, namespace) = (text.clone(), namespace.clone());
+                wasm_bindgen_futures::spawn_local(async move {
+                    TimeoutFuture::new(READ_AFTER_MS).await;
+                    if *ticket.borrow() != mine {
+                        return;
+                    }
+                    let read = read_yaml(&session.client(), text.clone()).await;
+                    if *ticket.borrow() == mine {
+                        let checked = match read {
+                            Ok(objects) => check_objects(objects, &namespace),
+                            Err(error) => Checked::Syntax(error),
+                        };
+                        remote.set(Some((text, namespace, checked)));
+                    }
+                });
+            }
+        });
+    }
+    let checked = match (&*here, &*remote) {
+        (Some(checked), _) => checked.clone(),
+        (None, Some((read, ns, checked))) if *read == *text && *ns == namespace => checked.clone(),
+        (None, _) => Checked::Reading,
     };
 
     let oninput = {
@@ -71,7 +123,7 @@ pub fn Apply() -> Html {
         let (checked, applied, busy, session) = (checked.clone(), applied.clone(), busy.clone(), session.clone());
         Callback::from(move |e: SubmitEvent| {
             e.prevent_default();
-            let Checked::Items(items) = (*checked).clone() else { return };
+            let Checked::Items(items) = checked.clone() else { return };
             if !checked.is_ready() || *busy {
                 return;
             }
@@ -129,6 +181,9 @@ pub fn Apply() -> Html {
 fn check_view(checked: &Checked) -> Html {
     match checked {
         Checked::Empty => html! { <p class="muted" data-testid="apply-check">{ "Type or pick a template." }</p> },
+        Checked::Reading => {
+            html! { <p class="muted" data-testid="apply-check" data-state="reading">{ "The server is reading the YAML…" }</p> }
+        }
         Checked::Syntax(error) => html! {
             <p class="error" data-testid="apply-check" data-state="syntax">{ format!("Cannot read the manifest: {error}") }</p>
         },
@@ -247,7 +302,7 @@ fn Tracker(props: &TrackerProps) -> Html {
                         }) }
                     </ol>
                     <p>
-                        { "Now: " }<StageBadge {stage} />
+                        { "Now: " }{ stage_badge(stage) }
                         if !pod.spec.node_name.is_empty() { { format!(" on {}", pod.spec.node_name) } }
                         { " · " }<a href={route.href()} data-testid="apply-open-detail">{ "open the pod's detail and the scheduler's decision" }</a>
                     </p>

@@ -9,7 +9,7 @@ use crate::components::node_pen::NodePen;
 use crate::components::sheep::SheepCard;
 use crate::context::{use_cluster, use_session};
 use crate::route::Route;
-use crate::view::{layout, stage_hint, stage_id, stage_name};
+use crate::view::stages::{layout, stage_hint, stage_id, stage_name};
 
 /// The meadow shows the oldest this many waiting pods; a burst of a thousand is summarised.
 const MEADOW_CARDS: usize = 200;

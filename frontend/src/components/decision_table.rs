@@ -6,7 +6,7 @@ use std::rc::Rc;
 use shared::scheduler::{Explanation, Verdict};
 use yew::prelude::*;
 
-use crate::view::decision_table;
+use crate::view::decision_table::decision_table;
 
 #[derive(Properties)]
 pub struct DecisionTableProps {

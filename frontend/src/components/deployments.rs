@@ -10,7 +10,7 @@ use crate::api::{ApiError, Method};
 use crate::components::stage_board::StageBoard;
 use crate::context::{use_cluster, use_session, use_watch};
 use crate::session::SessionAction;
-use crate::view::in_namespace;
+use crate::view::stages::in_namespace;
 
 #[component]
 pub fn Deployments() -> Html {

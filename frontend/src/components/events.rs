@@ -7,10 +7,11 @@ use shared::words::{age, last_seen};
 use yew::prelude::*;
 
 use crate::browser;
+use crate::components::table_head::table_head;
 use crate::context::{use_cluster, use_session, use_watch};
 use crate::route::Route;
 use crate::sort;
-use crate::view::in_namespace;
+use crate::view::stages::in_namespace;
 
 /// The table shows at most this many rows.
 const MAX_ROWS: usize = 500;
@@ -44,7 +45,7 @@ pub fn Events() -> Html {
                 <span class="muted">{ format!("{total} event(s)") }</span>
             </header>
             <table class="grid">
-                <thead><tr><th>{ "Last seen" }</th><th>{ "Type" }</th><th>{ "Reason" }</th><th>{ "Object" }</th><th>{ "Source" }</th><th>{ "Count" }</th><th>{ "Message" }</th></tr></thead>
+                { table_head(&["Last seen", "Type", "Reason", "Object", "Source", "Count", "Message"]) }
                 <tbody>
                     { for events.iter().take(MAX_ROWS).map(|e| {
                         let object = &e.involved_object;

@@ -15,3 +15,4 @@ pub mod services;
 pub mod sheep;
 pub mod simulator;
 pub mod stage_board;
+pub mod table_head;

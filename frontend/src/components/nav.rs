@@ -8,7 +8,7 @@ use web_sys::HtmlSelectElement;
 use yew::prelude::*;
 
 use crate::api::ApiError;
-use crate::components::sheep::SheepIcon;
+use crate::components::sheep::sheep_icon;
 use crate::context::{use_cluster, use_session};
 use crate::route::Route;
 use crate::session::{ALL_NAMESPACES, Server, SessionAction};
@@ -86,7 +86,7 @@ pub fn Nav() -> Html {
 
     html! {
         <header class="topbar">
-            <a class="brand" href={Route::Cluster.href()}><SheepIcon />{ "Shepherd" }</a>
+            <a class="brand" href={Route::Cluster.href()}>{ sheep_icon() }{ "Shepherd" }</a>
             <nav>
                 { for LINKS.iter().map(|(route, label, id)| {
                     let active = same_page(route, &session.route);

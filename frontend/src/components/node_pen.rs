@@ -2,35 +2,27 @@
 
 use std::rc::Rc;
 
-use shared::model::{format_cpu, format_memory};
+use shared::quantity::{format_cpu, format_memory};
 use shared::words::node_status;
 use yew::prelude::*;
 
 use crate::components::sheep::SheepCard;
-use crate::view::{Pen, Usage, percent};
+use crate::view::stages::{Pen, Usage, percent};
 
-#[derive(Properties, PartialEq)]
-pub struct BarProps {
-    pub label: AttrValue,
-    pub used: i64,
-    pub total: i64,
-    pub text: AttrValue,
-}
-
-/// A usage bar: green, amber past 70 %, red past 90 %.
-#[component]
-pub fn Bar(props: &BarProps) -> Html {
-    let pct = percent(props.used, props.total);
+/// A usage bar: green, amber past 70 %, red past 90 %. A function, not a component: it has no
+/// state, and each component type adds its own copy of yew's lifecycle code to the bundle.
+fn bar(label: &str, used: i64, total: i64, text: String) -> Html {
+    let pct = percent(used, total);
     let level = match pct {
         0..=70 => "ok",
         71..=90 => "high",
         _ => "full",
     };
     html! {
-        <div class="bar" title={format!("{}: {} ({pct}%)", props.label, props.text)}>
-            <span class="bar-label">{ &props.label }</span>
+        <div class="bar" title={format!("{label}: {text} ({pct}%)")}>
+            <span class="bar-label">{ label }</span>
             <span class="bar-track"><span class={classes!("bar-fill", level)} style={format!("width: {pct}%")}></span></span>
-            <span class="bar-text">{ &props.text }</span>
+            <span class="bar-text">{ text }</span>
         </div>
     }
 }
@@ -39,12 +31,11 @@ pub fn Bar(props: &BarProps) -> Html {
 pub fn usage_bars(usage: &Usage) -> Html {
     html! {
         <div class="bars">
-            <Bar label="CPU" used={usage.cpu} total={usage.cpu_allocatable}
-                 text={format!("{} / {}", format_cpu(usage.cpu), format_cpu(usage.cpu_allocatable))} />
-            <Bar label="Memory" used={usage.memory} total={usage.memory_allocatable}
-                 text={format!("{} / {}", format_memory(usage.memory), format_memory(usage.memory_allocatable))} />
-            <Bar label="Pods" used={usage.pods} total={usage.pods_allocatable}
-                 text={format!("{} / {}", usage.pods, usage.pods_allocatable)} />
+            { bar("CPU", usage.requested.cpu, usage.allocatable.cpu,
+                  format!("{} / {}", format_cpu(usage.requested.cpu), format_cpu(usage.allocatable.cpu))) }
+            { bar("Memory", usage.requested.memory, usage.allocatable.memory,
+                  format!("{} / {}", format_memory(usage.requested.memory), format_memory(usage.allocatable.memory))) }
+            { bar("Pods", usage.requested.pods, usage.allocatable.pods, format!("{} / {}", usage.requested.pods, usage.allocatable.pods)) }
         </div>
     }
 }

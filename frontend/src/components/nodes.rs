@@ -1,7 +1,8 @@
 //! Nodes in detail, with cordon and uncordon.
 
 use shared::api::paths;
-use shared::model::{Node, format_cpu, format_memory};
+use shared::model::Node;
+use shared::quantity::{format_cpu, format_memory};
 use shared::words::{age, node_status};
 use yew::prelude::*;
 
@@ -11,7 +12,7 @@ use crate::components::node_pen::usage_bars;
 use crate::context::{use_cluster, use_session};
 use crate::session::SessionAction;
 use crate::store::Collection;
-use crate::view::layout;
+use crate::view::stages::layout;
 
 #[component]
 pub fn Nodes() -> Html {

@@ -5,6 +5,7 @@
 use std::rc::Rc;
 
 use shared::api::paths;
+use shared::api_error::Class;
 use shared::model::{ContainerState, Kind, Pod, conditions, find_condition};
 use shared::scheduler::Explanation;
 use shared::words::{age, first_seen};
@@ -14,11 +15,14 @@ use yew::prelude::*;
 use crate::api::{self, ApiError, Cancel};
 use crate::browser;
 use crate::components::decision_table::DecisionTable;
-use crate::components::sheep::StageBadge;
+use crate::components::sheep::stage_badge;
+use crate::components::table_head::table_head;
 use crate::context::{use_cluster, use_session, use_watch};
 use crate::route::Route;
 use crate::session::SessionAction;
-use crate::view::{self, NodeAt, clock, delta, pending_reason, pod_events, sorted_conditions, t_plus, timeline};
+use crate::view::pod_detail::{NodeAt, pending_reason, pod_events, sorted_conditions, timeline};
+use crate::view::stages::stage_id;
+use crate::view::time::{clock, delta, t_plus};
 
 /// Log lines fetched when the page opens or on refresh.
 const LOG_TAIL: u32 = 200;
@@ -67,7 +71,7 @@ pub fn PodDetail(props: &PodDetailProps) -> Html {
                         session.dispatch(SessionAction::Unauthorized(message));
                         return;
                     }
-                    Err(error) if error.code() == Some(404) => Decision::Missing(
+                    Err(error) if error.class() == Some(Class::NotFound) => Decision::Missing(
                         "The scheduler has no decision on record for this pod yet (it has not tried, or the server restarted since)."
                             .to_string(),
                     ),
@@ -127,10 +131,10 @@ pub fn PodDetail(props: &PodDetailProps) -> Html {
     };
 
     html! {
-        <section class="page pod-detail" data-testid="pod-detail" data-stage={view::stage_id(stage)}>
+        <section class="page pod-detail" data-testid="pod-detail" data-stage={stage_id(stage)}>
             <header class="page-head">
                 <h1>{ &key }</h1>
-                <StageBadge {stage} />
+                { stage_badge(stage) }
                 <span class="muted">{ format!(" status {} · phase {}", pod.display_status(), pod.status.phase) }</span>
                 <button class="danger" onclick={on_delete} data-testid="pod-delete">{ "Delete" }</button>
             </header>
@@ -139,16 +143,16 @@ pub fn PodDetail(props: &PodDetailProps) -> Html {
                 <dt>{ "Pod IP" }</dt><dd>{ if pod.status.pod_ip.is_empty() { "—" } else { &pod.status.pod_ip } }</dd>
                 <dt>{ "Created" }</dt><dd>{ pod.metadata.created_at.map(|t| format!("{} ({} ago)", clock(t), age(now, Some(t)))).unwrap_or_default() }</dd>
                 <dt>{ "Labels" }</dt><dd>{ pod.metadata.labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ") }</dd>
-                <dt>{ "Requests" }</dt><dd>{ format!("cpu {}, memory {}", shared::model::format_cpu(pod.spec.requests().cpu), shared::model::format_memory(pod.spec.requests().memory)) }</dd>
+                <dt>{ "Requests" }</dt><dd>{ format!("cpu {}, memory {}", shared::quantity::format_cpu(pod.spec.requests().cpu), shared::quantity::format_memory(pod.spec.requests().memory)) }</dd>
                 <dt>{ "UID" }</dt><dd><code>{ &pod.metadata.uid }</code></dd>
             </dl>
             if let Some(reason) = reason {
-                <p class={classes!("reason", format!("stage-{}", view::stage_id(stage)))} data-testid="pending-reason">{ reason }</p>
+                <p class={classes!("reason", format!("stage-{}", stage_id(stage)))} data-testid="pending-reason">{ reason }</p>
             }
 
             <h2>{ "Timeline" }</h2>
             <table class="grid timeline" data-testid="timeline">
-                <thead><tr><th>{ "Step" }</th><th>{ "At (UTC)" }</th><th>{ "Since created" }</th><th>{ "Since previous" }</th><th>{ "Who" }</th><th>{ "Detail" }</th></tr></thead>
+                { table_head(&["Step", "At (UTC)", "Since created", "Since previous", "Who", "Detail"]) }
                 <tbody>
                     { for rows.iter().map(|row| html! {
                         <tr class={classes!(row.at.is_none().then_some("pending"))} data-testid="timeline-row" data-step={row.step.name()}
@@ -178,7 +182,7 @@ pub fn PodDetail(props: &PodDetailProps) -> Html {
                 <div>
                     <h2>{ "Conditions" }</h2>
                     <table class="grid" data-testid="conditions">
-                        <thead><tr><th>{ "Type" }</th><th>{ "Status" }</th><th>{ "Reason" }</th><th>{ "Message" }</th><th>{ "Since" }</th></tr></thead>
+                        { table_head(&["Type", "Status", "Reason", "Message", "Since"]) }
                         <tbody>
                             { for sorted_conditions(&pod.status.conditions).iter().map(|c| html! {
                                 <tr data-testid="condition" data-type={c.type_.clone()} data-status={c.status.clone()}>
@@ -197,7 +201,7 @@ pub fn PodDetail(props: &PodDetailProps) -> Html {
 
             <h2>{ "Events" }</h2>
             <table class="grid" data-testid="pod-events">
-                <thead><tr><th>{ "At" }</th><th>{ "Type" }</th><th>{ "Reason" }</th><th>{ "Source" }</th><th>{ "Count" }</th><th>{ "Message" }</th></tr></thead>
+                { table_head(&["At", "Type", "Reason", "Source", "Count", "Message"]) }
                 <tbody>
                     { for events.iter().map(|e| html! {
                         <tr class={classes!((e.type_ == "Warning").then_some("warning"))} data-testid="pod-event" data-reason={e.reason.clone()}>
@@ -216,7 +220,7 @@ pub fn PodDetail(props: &PodDetailProps) -> Html {
 fn containers(pod: &Pod) -> Html {
     html! {
         <table class="grid" data-testid="containers">
-            <thead><tr><th>{ "Name" }</th><th>{ "Image" }</th><th>{ "State" }</th><th>{ "Ready" }</th><th>{ "Restarts" }</th><th>{ "Detail" }</th></tr></thead>
+            { table_head(&["Name", "Image", "State", "Ready", "Restarts", "Detail"]) }
             <tbody>
                 { for pod.spec.containers.iter().map(|c| {
                     let status = pod.status.container_statuses.iter().find(|s| s.name == c.name);

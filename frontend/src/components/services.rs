@@ -5,9 +5,10 @@ use std::rc::Rc;
 use shared::model::{Kind, Service};
 use yew::prelude::*;
 
+use crate::components::table_head::table_head;
 use crate::context::{use_cluster, use_session, use_watch};
 use crate::route::Route;
-use crate::view::in_namespace;
+use crate::view::stages::in_namespace;
 
 #[component]
 pub fn Services() -> Html {
@@ -24,7 +25,7 @@ pub fn Services() -> Html {
                 <p class="muted">{ if cluster.services.listed { "No services in this namespace. Apply the Service template to make one." } else { "Listing services…" } }</p>
             }
             <table class="grid">
-                <thead><tr><th>{ "Name" }</th><th>{ "Type" }</th><th>{ "Ports" }</th><th>{ "Selector" }</th><th>{ "Endpoints" }</th></tr></thead>
+                { table_head(&["Name", "Type", "Ports", "Selector", "Endpoints"]) }
                 <tbody>
                     { for services.iter().map(|s| {
                         let ports: Vec<String> = s.spec.ports.iter().map(|p| {

@@ -6,12 +6,12 @@ use shared::model::{CONTAINER_CREATING, Pod, PodStage};
 use yew::prelude::*;
 
 use crate::route::Route;
-use crate::view::{stage_hint, stage_id, stage_name};
+use crate::view::stages::{stage_hint, stage_id, stage_name};
 
 /// One sheep: an empty element whose stylesheet image, chosen by the stage class of the
-/// card around it, draws the wool in the stage's colour.
-#[component]
-pub fn SheepIcon() -> Html {
+/// card around it, draws the wool in the stage's colour. A function, not a component: it has
+/// no state, and each component type adds its own copy of yew's lifecycle code to the bundle.
+pub fn sheep_icon() -> Html {
     html! { <i class="sheep-icon" aria-hidden="true"></i> }
 }
 
@@ -50,25 +50,19 @@ pub fn SheepCard(props: &SheepCardProps) -> Html {
         <a class={classes!("sheep", format!("stage-{}", stage_id(stage)), terminating.then_some("terminating"))}
            href={route.href()} {title}
            data-testid="pod-card" data-pod={meta.key()} data-stage={stage_id(stage)}>
-            <SheepIcon />
+            { sheep_icon() }
             <span class="sheep-name">{ name }</span>
             if let Some(status) = status { <span class="sheep-status" data-testid="pod-status">{ status }</span> }
         </a>
     }
 }
 
-/// A stage's name as a coloured badge.
-#[derive(Properties, PartialEq)]
-pub struct StageBadgeProps {
-    pub stage: PodStage,
-}
-
-#[component]
-pub fn StageBadge(props: &StageBadgeProps) -> Html {
+/// A stage's name as a coloured badge (a function, as [`sheep_icon`] is).
+pub fn stage_badge(stage: PodStage) -> Html {
     html! {
-        <span class={classes!("badge", format!("stage-{}", stage_id(props.stage)))} title={stage_hint(props.stage)}
-              data-testid="stage-badge" data-stage={stage_id(props.stage)}>
-            { stage_name(props.stage) }
+        <span class={classes!("badge", format!("stage-{}", stage_id(stage)))} title={stage_hint(stage)}
+              data-testid="stage-badge" data-stage={stage_id(stage)}>
+            { stage_name(stage) }
         </span>
     }
 }

@@ -15,11 +15,11 @@ use crate::browser;
 use crate::components::decision_table::DecisionTable;
 use crate::components::node_pen::NodePen;
 use crate::components::sheep::SheepCard;
-use crate::sim::{
-    BIG_CLUSTER, InputError, LabAction, LabState, NodeSpec, PodBatch, Sim, parse_count, parse_cpu_input, parse_labels, parse_memory_input,
-    parse_taints, parse_tolerations,
-};
-use crate::view::{self, layout, percent};
+use crate::sim::engine::Sim;
+use crate::sim::input::{InputError, parse_count, parse_cpu_input, parse_labels, parse_memory_input, parse_taints, parse_tolerations};
+use crate::sim::lab::{BIG_CLUSTER, LabAction, LabState, NodeSpec, PodBatch};
+use crate::view::stages::{Layout, layout, percent};
+use crate::view::time::one_decimal;
 
 /// Above this many nodes the pens give way to a heat map.
 const PENS_UP_TO: usize = 60;
@@ -277,7 +277,7 @@ pub fn Simulator() -> Html {
                     { show_button(Show::One(1), "Bin-pack", "sim-show-bin-pack") }
                     { show_button(Show::Both, "Side by side", "sim-show-both") }
                     if let Some(ms) = *last_step_ms {
-                        <span class="muted" data-testid="sim-step-time">{ format!("last step {} ms (both schedulers)", view::one_decimal((ms * 10.0).round() as i64)) }</span>
+                        <span class="muted" data-testid="sim-step-time">{ format!("last step {} ms (both schedulers)", one_decimal((ms * 10.0).round() as i64)) }</span>
                     }
                 </div>
                 <form class="sim-row" onsubmit={add_node}>
@@ -378,7 +378,7 @@ fn sim_column(sim: &Sim, on_cordon: &Callback<(String, bool)>) -> Html {
 /// Every node as a cell shaded by CPU requested; the last decision's evaluated nodes outlined
 /// and its winner marked. Shows how a decision covers only a window of a large cluster, and
 /// how that window rotates from one decision to the next.
-fn heat_map(sim: &Sim, view: &crate::view::Layout) -> Html {
+fn heat_map(sim: &Sim, view: &Layout) -> Html {
     let (evaluated, winner): (HashSet<&str>, Option<&str>) = match &sim.last {
         Some(e) => (e.nodes.iter().map(|n| n.node.as_str()).collect(), e.selected.as_deref()),
         None => (HashSet::new(), None),
@@ -401,7 +401,7 @@ fn heat_map(sim: &Sim, view: &crate::view::Layout) -> Html {
             if let Some(text) = coverage { <p data-testid="sim-coverage">{ text }</p> }
             <div class="heat-grid" data-testid="sim-heat-map">
                 { for view.pens.iter().map(|pen| {
-                    let level = percent(pen.usage.cpu, pen.usage.cpu_allocatable) / 25;
+                    let level = percent(pen.usage.requested.cpu, pen.usage.allocatable.cpu) / 25;
                     let name = pen.node.metadata.name.as_str();
                     let mark = if Some(name) == winner { "win" } else if evaluated.contains(name) { "seen" } else { "" };
                     html! { <i class={classes!("c", format!("l{level}"), (!mark.is_empty()).then_some(mark))}></i> }

@@ -7,7 +7,7 @@ use shared::model::{Pod, PodStage};
 use yew::prelude::*;
 
 use crate::components::sheep::SheepCard;
-use crate::view::{group_by_stage, stage_id, stage_name};
+use crate::view::stages::{group_by_stage, stage_id, stage_name};
 
 #[derive(Properties)]
 pub struct StageBoardProps {
