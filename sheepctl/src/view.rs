@@ -4,37 +4,14 @@
 
 use std::collections::BTreeMap;
 
-use shared::model::{Deployment, Event, Kind, Lease, Namespace, Node, Object, Pod, PodPhase, Service, Time, format_cpu, format_memory};
+use shared::model::{Deployment, Event, Kind, Lease, Namespace, Node, Object, Pod, PodPhase, Service, Time};
+use shared::quantity::{format_cpu, format_memory};
 use shared::readiness::NodeJudge;
+use shared::usage::Requested;
 use shared::words::{age, first_seen, last_seen, pending_reason};
 
 use crate::settings::kind_word;
 use crate::table::Table;
-
-/// What pods ask of one node, for the node table.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct NodeUsage {
-    pub pods: usize,
-    pub cpu: i64,
-    pub memory: i64,
-}
-
-/// Sums the requests of the pods bound to each node that have not finished.
-pub fn node_usage(pods: &[Object]) -> BTreeMap<String, NodeUsage> {
-    let mut usage: BTreeMap<String, NodeUsage> = BTreeMap::new();
-    for object in pods {
-        let Object::Pod(pod) = object else { continue };
-        if pod.spec.node_name.is_empty() || pod.status.phase.is_terminal() {
-            continue;
-        }
-        let requests = pod.spec.requests();
-        let entry = usage.entry(pod.spec.node_name.clone()).or_default();
-        entry.pods += 1;
-        entry.cpu += requests.cpu;
-        entry.memory += requests.memory;
-    }
-    usage
-}
 
 /// Everything a row may need besides the object itself.
 #[derive(Debug, Clone)]
@@ -43,7 +20,7 @@ pub struct RowContext {
     pub wide: bool,
     pub all_namespaces: bool,
     /// For the node table; `None` leaves the usage columns out.
-    pub node_usage: Option<BTreeMap<String, NodeUsage>>,
+    pub node_usage: Option<BTreeMap<String, Requested>>,
     /// The server's grace and the leases, for the node STATUS.
     pub nodes: NodeJudge,
 }
@@ -377,7 +354,7 @@ mod tests {
         p.spec.node_name = "node-1".into();
         p.spec.containers[0].resources.cpu = 250;
         p.spec.containers[0].resources.memory = 64 << 20;
-        let usage = node_usage(&[Object::Pod(p)]);
+        let usage = shared::usage::requested_by_node([&p]);
         let context = RowContext { node_usage: Some(usage), ..context(false) };
         assert_eq!(
             row(&Object::Node(node), &context),

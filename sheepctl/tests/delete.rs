@@ -66,10 +66,13 @@ fn without_wait_delete_returns_while_the_pod_is_terminating_and_get_shows_it() {
 #[test]
 fn delete_waits_until_the_node_confirms() {
     let server = running_pod();
+    let pods = "/api/v1/namespaces/{namespace}/pods";
+    let before = server.answered_gets(pods);
     let mut delete = server.spawn(&["delete", "pod", "web-server", "--grace-period=20"]);
     let pod = server.eventually(POD, "Terminating", |pod| pod["metadata"]["deletion_timestamp"].is_string());
     assert_eq!(pod["metadata"]["deletion_grace_period_seconds"], 20);
-    std::thread::sleep(Duration::from_millis(500));
+    // The delete has listed the pod Terminating and watches it: it must not return yet.
+    server.wait_answered_gets(pods, before + 2, "the delete's list and watch of the pods");
     assert!(delete.is_running(), "delete returned while the pod was still Terminating");
     assert_eq!(confirm(&server, &pod), 200);
     let (code, stdout, stderr) = delete.finish(Duration::from_secs(10));

@@ -55,7 +55,9 @@ fn the_walk_through_runs_with_kubectl() {
         .success();
     let kubectl = Kubectl { kubeconfig };
 
-    // Is there a node to run on? (It registers over TLS with its node token.)
+    // Is there a node to run on? (It registers over TLS with its node token.) `kubectl wait`
+    // answers NotFound for a node not yet registered, so wait for it to exist first.
+    kubectl.run(&["wait", "--for=create", &format!("node/{NODE}"), "--timeout=30s"]);
     kubectl.run(&["wait", "--for=condition=Ready", &format!("node/{NODE}"), "--timeout=30s"]);
     let nodes = kubectl.run(&["get", "nodes"]);
     assert!(nodes.lines().any(|l| l.starts_with(NODE) && l.split_whitespace().nth(1) == Some("Ready")), "{nodes}");

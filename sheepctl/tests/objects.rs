@@ -175,10 +175,15 @@ fn a_node_is_ready_while_its_lease_is_renewed_though_its_status_is_old() {
     // Renewed as the agent does, well within the grace, while the status stays as registered.
     let server = TestServer::start_with(|c| c.node_monitor_grace = std::time::Duration::from_secs(3));
     server.register_node("node-1");
-    for _ in 0..2 {
-        std::thread::sleep(std::time::Duration::from_millis(1600));
+    let reported = server.get("/api/v1/nodes/node-1")["status"]["last_heartbeat"].as_str().unwrap().to_string();
+    let reported = chrono::DateTime::parse_from_rfc3339(&reported).expect("the status's time");
+    // Renewed at each look until the status is older than the grace, so that only the lease
+    // can make the node Ready.
+    shepherd_testing::poll_blocking(std::time::Duration::from_secs(10), "the status to be older than the 3 s grace", || {
         server.renew_lease("node-1");
-    }
+        let age = chrono::Utc::now().signed_duration_since(reported);
+        (age > chrono::Duration::milliseconds(3200)).then_some(()).ok_or(format!("{age}"))
+    });
     let table = stdout(server.sheepctl().args(["get", "nodes"]));
     assert!(table.contains("node-1   Ready"), "the status is over 3s old, the lease fresh:\n{table}");
     let leases = stdout(server.sheepctl().args(["get", "leases"]));

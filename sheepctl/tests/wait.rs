@@ -9,6 +9,10 @@ use std::time::Duration;
 use predicates::prelude::*;
 use support::{Method, TestServer, example};
 
+/// The route of the pods of one namespace, which only `sheepctl wait` reads in these tests
+/// (the tests' own waits watch every namespace, and read pods by name).
+const PODS: &str = "/api/v1/namespaces/{namespace}/pods";
+
 fn apply(server: &TestServer, file: &str) {
     server.sheepctl().args(["apply", "-f"]).arg(example(file)).assert().success();
 }
@@ -18,9 +22,11 @@ fn waits_until_the_pod_runs() {
     let server = TestServer::start();
     server.register_node("node-1");
     apply(&server, "pod.json");
+    let before = server.answered_gets(PODS);
     let wait = server.spawn(&["wait", "--for=Running", "pod/web-server", "--timeout=30s"]);
     server.pod_bound("default", "web-server");
-    std::thread::sleep(Duration::from_millis(300));
+    // Running only once the wait has listed and is watching: the watch must bring the change.
+    server.wait_answered_gets(PODS, before + 2, "the wait's list and watch of the pods");
     server.report_running("default", "web-server");
     let (code, out, err) = wait.finish(Duration::from_secs(20));
     assert_eq!(code, 0, "{err}");
@@ -72,8 +78,10 @@ fn a_timeout_says_when_the_unschedulable_reason_is_from_and_where_the_pod_waits_
 fn waits_for_deletion() {
     let server = TestServer::start();
     apply(&server, "service.json");
+    let services = "/api/v1/namespaces/{namespace}/services";
+    let before = server.answered_gets(services);
     let wait = server.spawn(&["wait", "--for=delete", "svc/web-service", "--timeout=30s"]);
-    std::thread::sleep(Duration::from_millis(300));
+    server.wait_answered_gets(services, before + 2, "the wait's list and watch of the services");
     server.sheepctl().args(["delete", "service", "web-service"]).assert().success();
     let (code, out, err) = wait.finish(Duration::from_secs(20));
     assert_eq!(code, 0, "{err}");

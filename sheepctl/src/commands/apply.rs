@@ -9,7 +9,9 @@ use shared::model::{Kind, Object};
 use shepherd_client::Client;
 use tokio::time::Instant;
 
-use super::{Context, print, wait};
+use super::context::Context;
+use super::output::print;
+use super::wait;
 use crate::condition::WaitFor;
 use crate::files::{self, Loaded};
 use crate::progress::{Mode, Progress};

@@ -10,5 +10,5 @@ pub fn run(args: &CompletionArgs) -> Result<()> {
     let mut command = Cli::command();
     let mut script = Vec::new();
     clap_complete::generate(args.shell, &mut command, "sheepctl", &mut script);
-    super::print(&String::from_utf8_lossy(&script))
+    super::output::print(&String::from_utf8_lossy(&script))
 }

@@ -9,8 +9,10 @@ use shared::model::Kind;
 use shepherd_client::DeleteOptions;
 use tokio::time::Instant;
 
+use super::apply;
+use super::context::Context;
+use super::output::print;
 use super::wait::{Targets, until};
-use super::{Context, apply, print};
 use crate::cli::DeleteArgs;
 use crate::condition::WaitFor;
 use crate::files;

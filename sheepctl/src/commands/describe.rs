@@ -4,15 +4,18 @@
 
 use anyhow::{Result, bail};
 use shared::model::{
-    Condition, Container, ContainerState, Deployment, Event, Kind, Labels, Lease, Namespace, Node, Object, Pod, PodSpec, Service, Time,
-    format_cpu, format_memory,
+    Condition, Container, ContainerState, Deployment, Event, Kind, Labels, Lease, Namespace, Node, Object, Pod, PodSpec, Resource, Service,
+    Time,
 };
+use shared::quantity::{format_cpu, format_memory};
 use shared::scheduler::{Explanation, Verdict};
+use shared::usage::{self, requested_by_node};
 use shared::words::{age, last_seen, pending_reason};
 use shepherd_client::Selection;
 
 use super::apply::LAST_APPLIED;
-use super::{Context, print};
+use super::context::Context;
+use super::output::print;
 use crate::cli::DescribeArgs;
 use crate::settings;
 use crate::table::Table;
@@ -424,8 +427,8 @@ fn node_text(text: &mut Text, node: &Node, pods: &[Object], now: Time, nodes: &s
 
     let on_node: Vec<Object> =
         pods.iter().filter(|o| matches!(o, Object::Pod(p) if p.spec.node_name == node.metadata.name)).cloned().collect();
-    let usage = view::node_usage(&on_node).remove(&node.metadata.name).unwrap_or_default();
-    let percent = |used: i64, total: i64| if total > 0 { format!(" ({}%)", used * 100 / total) } else { String::new() };
+    let usage = requested_by_node(on_node.iter().filter_map(Pod::from_object)).remove(&node.metadata.name).unwrap_or_default();
+    let percent = |used: i64, total: i64| if total > 0 { format!(" ({}%)", usage::percent(used, total)) } else { String::new() };
     text.field(
         0,
         "Requested",

@@ -8,7 +8,8 @@ use anyhow::{Result, bail};
 use shared::api::{List, WatchEventType};
 use shared::model::{Kind, Object, ObjectMeta, event_types};
 
-use super::{Context, print, serialized};
+use super::context::Context;
+use super::output::{print, serialized};
 use crate::cli::{EventsArgs, OutputFormat};
 use crate::settings;
 use crate::table;

@@ -4,7 +4,8 @@
 
 use anyhow::Result;
 
-use super::{Context, print, serialized};
+use super::context::Context;
+use super::output::{print, serialized};
 use crate::cli::{InfoArgs, OutputFormat};
 use shared::words::age;
 

@@ -25,7 +25,7 @@ pub fn run(settings: &Settings, authority: Option<&[u8]>, args: &KubeconfigArgs)
              point sheepctl at it (SHEPHERD_API=https://HOST:PORT SHEPHERD_CA=DATA_DIR/tls/ca.crt)"
         );
     }
-    let Some(path) = &args.save else { return super::print(&text) };
+    let Some(path) = &args.save else { return super::output::print(&text) };
     let path = match path {
         Some(path) => path.clone(),
         None => default_path()?,
@@ -45,7 +45,7 @@ pub fn run(settings: &Settings, authority: Option<&[u8]>, args: &KubeconfigArgs)
     file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))
         .with_context(|| format!("cannot make {} private", path.display()))?;
     file.write_all(text.as_bytes()).with_context(|| format!("cannot write {}", path.display()))?;
-    super::print(&format!("{}\n", path.display()))
+    super::output::print(&format!("{}\n", path.display()))
 }
 
 /// `$XDG_CONFIG_HOME/shepherd/kubeconfig`, else `~/.config/shepherd/kubeconfig`.

@@ -8,7 +8,7 @@ use futures::StreamExt;
 use shared::model::Kind;
 use shepherd_client::LogOptions;
 
-use super::Context;
+use super::context::Context;
 use crate::cli::LogsArgs;
 use crate::settings;
 

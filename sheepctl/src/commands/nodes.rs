@@ -4,8 +4,9 @@
 use anyhow::Result;
 use shared::model::Kind;
 
+use super::context::Context;
 use super::get::{self, Query};
-use super::{Context, print};
+use super::output::print;
 use crate::cli::{NodeArgs, NodesArgs};
 use crate::settings;
 

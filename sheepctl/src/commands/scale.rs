@@ -4,7 +4,8 @@
 use anyhow::{Result, bail};
 use shared::model::Kind;
 
-use super::{Context, print};
+use super::context::Context;
+use super::output::print;
 use crate::cli::ScaleArgs;
 use crate::settings;
 

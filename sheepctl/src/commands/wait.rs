@@ -10,8 +10,9 @@ use shared::api::WatchEventType;
 use shared::model::{Kind, Object};
 use tokio::time::Instant;
 
+use super::context::Context;
 use super::get::parse_selector;
-use super::{Context, print};
+use super::output::print;
 use crate::cli::WaitArgs;
 use crate::condition::{Check, WaitFor, state};
 use crate::progress::{Mode, Progress};

@@ -128,6 +128,30 @@ impl TestServer {
         }))
     }
 
+    /// How many GETs of `route` (a route template, as `/metrics` names it) the server has
+    /// answered 200. A watch counts once it is open: its answer starts with the stream.
+    pub fn answered_gets(&self, route: &str) -> u64 {
+        let (status, metrics) = self.request(Method::GET, "/metrics", None);
+        assert_eq!(status, 200, "GET /metrics: {metrics}");
+        let labels = [r#"method="GET""#.to_string(), format!(r#"route="{route}""#), r#"code="200""#.to_string()];
+        metrics
+            .as_str()
+            .expect("the metrics as text")
+            .lines()
+            .filter(|line| line.starts_with("shepherd_http_request_duration_seconds_count{"))
+            .filter(|line| labels.iter().all(|label| line.contains(label.as_str())))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+
+    /// Waits until the server has answered `count` GETs of `route` in all, for `what`.
+    pub fn wait_answered_gets(&self, route: &str, count: u64, what: &str) {
+        shepherd_testing::poll_blocking(Duration::from_secs(10), what, || {
+            let answered = self.answered_gets(route);
+            (answered >= count).then_some(()).ok_or(format!("{answered} GETs of {route}"))
+        })
+    }
+
     pub fn pod_bound(&self, namespace: &str, name: &str) -> Value {
         self.eventually(&format!("/api/v1/namespaces/{namespace}/pods/{name}"), "bound", |pod| {
             pod["spec"]["node_name"].as_str().is_some_and(|n| !n.is_empty())
@@ -174,22 +198,14 @@ impl Background {
 
     /// Waits for the process to exit; returns its status code, stdout and stderr.
     pub fn finish(mut self, within: Duration) -> (i32, String, String) {
-        let deadline = std::time::Instant::now() + within;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                for reader in self.readers.drain(..) {
-                    let _ = reader.join();
-                }
-                let out: Vec<String> = self.lines.try_iter().collect();
-                let err: Vec<String> = self.stderr.try_iter().collect();
-                return (status.code().unwrap_or(-1), out.join("\n"), err.join("\n"));
-            }
-            if std::time::Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!("the command did not exit within {within:?}");
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        // Killed by `drop` when it does not exit in time.
+        let status = shepherd_testing::poll_blocking(within, "the command to exit", || self.child.try_wait().expect("try_wait"));
+        for reader in self.readers.drain(..) {
+            let _ = reader.join();
         }
+        let out: Vec<String> = self.lines.try_iter().collect();
+        let err: Vec<String> = self.stderr.try_iter().collect();
+        (status.code().unwrap_or(-1), out.join("\n"), err.join("\n"))
     }
 
     pub fn is_running(&mut self) -> bool {
