@@ -10,6 +10,8 @@
 //! - A command whose comment ends in `Ctrl-C` keeps running until it is interrupted.
 //! - `<!-- workshop: Ctrl-C NAME -->` is the Ctrl-C that the text around it asks for in
 //!   terminal NAME.
+//! - `<!-- workshop: dashboard WHAT -->` is what the text around it does in the dashboard
+//!   (the test knows each WHAT).
 
 /// One thing to do, in the order of the text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,10 +22,12 @@ pub enum Step {
     Output { text: String, line: usize },
     /// Ctrl-C in the named terminal.
     Interrupt { terminal: String, line: usize },
+    /// What the text has participants do in the dashboard, in a word or two.
+    Dashboard { what: String, line: usize },
 }
 
 /// One complete shell command of a block: a line, or several joined by `\`, a here-document,
-/// an open loop or parenthesis.
+/// an open loop, brace or parenthesis.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Command {
     pub text: String,
@@ -63,9 +67,14 @@ pub fn steps(markdown: &str) -> Result<Vec<Step>, Error> {
                 .strip_suffix("-->")
                 .map(str::trim)
                 .ok_or_else(|| Error { line, message: "a workshop mark ends in -->".into() })?;
-            let terminal = directive
-                .strip_prefix("Ctrl-C ")
-                .ok_or_else(|| Error { line, message: format!("unknown workshop mark {directive:?} (known: Ctrl-C NAME)") })?;
+            if let Some(what) = directive.strip_prefix("dashboard ") {
+                steps.push(Step::Dashboard { what: what.trim().to_string(), line });
+                continue;
+            }
+            let terminal = directive.strip_prefix("Ctrl-C ").ok_or_else(|| Error {
+                line,
+                message: format!("unknown workshop mark {directive:?} (known: Ctrl-C NAME, dashboard WHAT)"),
+            })?;
             steps.push(Step::Interrupt { terminal: terminal.trim().to_string(), line });
             continue;
         }
@@ -122,7 +131,7 @@ fn commands(body: &[(usize, &str)]) -> Result<Vec<Command>, Error> {
 }
 
 /// What a command has opened and not yet closed, line by line: a here-document, quotes,
-/// parentheses, `do … done` and `if … fi`, a trailing backslash.
+/// parentheses, `do … done`, `if … fi` and `{ … }` (a function's body), a trailing backslash.
 #[derive(Debug, Default)]
 struct Open {
     heredoc: Option<String>,
@@ -186,8 +195,8 @@ impl Open {
 
     fn keyword(&mut self, word: &str) {
         match word {
-            "do" | "if" | "case" => self.depth += 1,
-            "done" | "fi" | "esac" => self.depth -= 1,
+            "do" | "if" | "case" | "{" => self.depth += 1,
+            "done" | "fi" | "esac" | "}" => self.depth -= 1,
             _ => {}
         }
     }
@@ -235,6 +244,9 @@ for i in 1 2; do
 done
 (echo a
  echo b) > f.txt
+bind() {   # a function
+  curl -d \"{\\\"a\\\": \\\"$1\\\"}\"
+}
 sheepctl delete $(sheepctl get pods -o name | head -1)   # one of them";
         assert_eq!(
             texts(block),
@@ -243,6 +255,7 @@ sheepctl delete $(sheepctl get pods -o name | head -1)   # one of them";
                 "cat > /tmp/p.json <<'EOF'\n{\"kind\": \"Pod\",\n \"spec\": {}}\nEOF",
                 "for i in 1 2; do\n  curl -s \\\n    -d '{\"a\": 1}'\ndone",
                 "(echo a\n echo b) > f.txt",
+                "bind() {   # a function\n  curl -d \"{\\\"a\\\": \\\"$1\\\"}\"\n}",
                 "sheepctl delete $(sheepctl get pods -o name | head -1)   # one of them",
             ]
         );
@@ -273,15 +286,17 @@ sheepctl get pods -w   # Running; Ctrl-C
 never
 ```
 <!-- workshop: Ctrl-C fleet -->
+<!-- workshop: dashboard apply examples/pod.json -->
 ";
         let steps = steps(markdown).unwrap();
-        assert_eq!(steps.len(), 4, "{steps:#?}");
+        assert_eq!(steps.len(), 5, "{steps:#?}");
         let Step::Commands { terminal: Some(fleet), commands, .. } = &steps[0] else { panic!("{steps:#?}") };
         assert_eq!((fleet.as_str(), commands.len(), commands[0].line), ("fleet", 1, 3));
         let Step::Commands { terminal: None, commands, .. } = &steps[1] else { panic!("{steps:#?}") };
         assert!(commands[0].runs_until_interrupted());
         assert_eq!(steps[2], Step::Output { text: "{\"error\": 1}\n".into(), line: 10 });
         assert_eq!(steps[3], Step::Interrupt { terminal: "fleet".into(), line: 16 });
+        assert_eq!(steps[4], Step::Dashboard { what: "apply examples/pod.json".into(), line: 17 });
     }
 
     #[test]

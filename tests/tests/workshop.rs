@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use tests::Browser;
 use tests::terminal::{Ran, Terminal};
 use tests::workshop::{self, Step};
 
@@ -30,8 +31,6 @@ use tests::workshop::{self, Step};
 const PARTICIPANT: &str = "participant";
 /// The terminal of `scripts/demo.sh`: the server and the local node.
 const SERVER: &str = "shepherd";
-/// The terminal of the simulated fleet.
-const FLEET: &str = "fleet";
 
 /// How long one command may take: a deletion waits out a 30 s grace period.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
@@ -204,23 +203,32 @@ fn claims() -> Vec<Claim> {
         claim("sheepctl info", Eventually(minute), "Server, Store: sqlite, Auth required: no, Scheduler: spread", |out, _| {
             info_row(out, "Store") == "sqlite" && info_row(out, "Auth required") == "no" && info_row(out, "Scheduler") == "spread"
         }),
-        claim("sheepctl nodes", Eventually(minute), "your host (Ready) and sim-0, sim-1, sim-2", |out, facts| {
-            let ready: Vec<&str> = rows(out).into_iter().filter(|r| r[1] == "Ready").map(|r| r[0]).collect();
-            ready.len() == 4 && [facts.host.as_str(), "sim-0", "sim-1", "sim-2"].iter().all(|n| ready.contains(n))
+        claim("sheepctl nodes", Once, "your host, Ready, and no other node yet", |out, facts| {
+            let rows = rows(out);
+            rows.len() == 1 && rows[0][0] == facts.host && rows[0][1] == "Ready"
         }),
         // 1. Async scheduling.
-        claim("CLEANUP=1 examples/try-it-yourself.sh", Once, "created at once, Running, the events' story, deleted", |out, _| {
-            out.contains("pod/web-server created")
-                && out.contains("pod/web-server condition met")
-                && ["Created", "Scheduled", "Pulled", "Started", "Running"].iter().all(|r| event(out, r).is_some())
-                && out.contains("after it was created")
-                && out.contains("pod \"web-server\" deleted")
-        }),
+        claim(
+            "CLEANUP=1 examples/try-it-yourself.sh",
+            Once,
+            "created at once, Running on the host, the events' story, deleted",
+            |out, facts| {
+                let on_host =
+                    |l: &&str| l.starts_with("web-server ") && l.contains("Running") && l.split_whitespace().any(|w| w == facts.host);
+                out.lines().any(|l| on_host(&l))
+                    && !out.contains("executes nothing")
+                    && out.contains("pod/web-server created")
+                    && out.contains("pod/web-server condition met")
+                    && ["Created", "Scheduled", "Pulled", "Started", "Running"].iter().all(|r| event(out, r).is_some())
+                    && out.contains("after it was created")
+                    && out.contains("pod \"web-server\" deleted")
+            },
+        ),
         claim("kubectl apply -f examples/kubernetes/pod.yaml", Once, "the same pod, created", |out, _| {
             out.contains("pod/web-server created")
         }),
-        claim("kubectl get pods -o wide", Once, "web-server with its NODE", |out, _| {
-            rows(out).iter().any(|r| r[0] == "web-server" && r.len() >= 7)
+        claim("kubectl get pods -o wide", Once, "web-server with its NODE, the host", |out, facts| {
+            rows(out).iter().any(|r| r[0] == "web-server" && r.get(6) == Some(&facts.host.as_str()))
         }),
         claim("kubectl wait --for=condition=Ready pod/web-server", Once, "the pod gets Ready", |out, _| {
             out.contains("pod/web-server condition met")
@@ -232,6 +240,10 @@ fn claims() -> Vec<Claim> {
         }),
         claim("kubectl delete pod web-server", Once, "deleted", |out, _| out.contains("pod \"web-server\" deleted")),
         // 2. Reconcile loops.
+        claim("sheepctl nodes", Eventually(minute), "your host and sim-0, sim-1, sim-2, all Ready", |out, facts| {
+            let ready: Vec<&str> = rows(out).into_iter().filter(|r| r[1] == "Ready").map(|r| r[0]).collect();
+            ready.len() == 4 && [facts.host.as_str(), "sim-0", "sim-1", "sim-2"].iter().all(|n| ready.contains(n))
+        }),
         claim("sheepctl wait --for=Running pod/on-host", Once, "the pinned pod runs on the host", |_, facts| {
             facts.node_of("on-host") == facts.host
         }),
@@ -299,8 +311,23 @@ fn claims() -> Vec<Claim> {
             "Unschedulable: 0/4 nodes … didn't match node selector",
             |out, _| out.contains("Unschedulable: 0/4 nodes are available: 4 node(s) didn't match node selector."),
         ),
-        claim("for i in 1 2; do", Once, "the first binding answers 201 and the second 409", |out, _| {
-            out.contains("binding 1: HTTP 201\nbinding 2: HTTP 409")
+        claim("bind sim-0 & bind sim-1 & wait", Once, "one binding answers 201, the other 409", |out, _| {
+            let answers: Vec<&str> =
+                out.lines().filter_map(|l| l.strip_prefix("bind to sim-")?.split_once(": HTTP ")).map(|(_, c)| c.trim()).collect();
+            let mut answers = answers;
+            answers.sort();
+            answers == ["201", "409"]
+        }),
+        claim("grep -h Conflict /tmp/bind-sim-", Once, "the loser's 409 names the winner's node", |out, facts| {
+            let winner = facts.node_of("picky");
+            out.lines().count() == 1 && out.contains(&format!("already bound to node {winner}\""))
+        }),
+        claim("for who in alice bob; do", Once, "alice's PUT answers 200, bob's stale one 409", |out, _| {
+            let lines: Vec<&str> = out.lines().map(str::trim).collect();
+            lines.len() == 3
+                && lines[0] == "HTTP 200"
+                && lines[1].ends_with("read it again and reapply your change")
+                && lines[2] == "HTTP 409"
         }),
         claim("sheepctl delete pod picky", Once, "deleted", |out, _| out.contains("pod \"picky\" deleted")),
         // 4. Unschedulable reasons and backoff.
@@ -354,6 +381,12 @@ fn claims() -> Vec<Claim> {
         // Wrap-up.
         claim("cluster=$(", Once, "the cluster's id", |_, _| true),
         claim("sheepctl delete deployment web", Once, "deleted", |out, _| out.contains("deployment \"web\" deleted")),
+        claim("sheepctl delete pod web-server --grace-period=1", Once, "part 5's pod, deleted", |out, _| {
+            out.contains("pod \"web-server\" deleted")
+        }),
+        claim("sheepctl get pods", Once, "no web-server, only the deployment's pods, Terminating", |out, _| {
+            rows(out).iter().all(|r| is_replica(r) && r[2] == "Terminating")
+        }),
         claim("docker ps -a --filter label=shepherd.cluster=$cluster", Once, "lists none", |out, _| {
             out.lines().count() == 1 && out.starts_with("CONTAINER ID")
         }),
@@ -471,6 +504,69 @@ fn run_claimed(terminal: &mut Terminal, command: &workshop::Command, claim: Opti
     }
 }
 
+/// The caption the text promises under the simulator's heat map after the first decision on
+/// 5,000 nodes: 500 feasible nodes to find (10 %), a quarter of the nodes nearly full.
+const FIRST_DECISION_ON_5000_NODES: [&str; 2] = [
+    "Last decision: evaluated 659 of 5000 nodes (13%) from index 0, stopping once 500 were feasible",
+    "; 159 infeasible node(s) passed over on the way.",
+];
+
+/// Does in the dashboard (a headless chromium on the server's URL) what the text has
+/// participants do there, and checks what it says they see.
+fn run_dashboard(what: &str, line: usize, facts: &Facts) {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
+    runtime.block_on(async {
+        let failure = workspace().join(format!("target/e2e/workshop/dashboard-line-{line}.png"));
+        let browser = Browser::start().await;
+        let wait = |css: String, secs: u64| {
+            let (browser, failure) = (&browser, &failure);
+            async move { browser.wait_for(&css, Duration::from_secs(secs), failure).await }
+        };
+        match what {
+            "cluster" => {
+                browser.client.goto(&format!("{}/#/", facts.api)).await.expect("the dashboard opens");
+                wait("[data-testid=watch-status][data-state=live]".into(), 30).await;
+                wait(format!("[data-testid=node-pen][data-node='{}']", facts.host), 10).await;
+                let pens = browser.client.find_all(fantoccini::Locator::Css("[data-testid=node-pen]")).await.expect("node pens");
+                assert_eq!(pens.len(), 1, "docs/workshop.md line {line}: the Cluster page shows one node, the host");
+            }
+            "apply examples/pod.json" => {
+                let manifest = std::fs::read_to_string(workspace().join("examples/pod.json")).expect("examples/pod.json");
+                browser.client.goto(&format!("{}/#/apply", facts.api)).await.expect("the dashboard opens");
+                wait("[data-testid=apply-editor]".into(), 30).await;
+                // Paste: set the text and fire one input event.
+                let paste = "const editor = document.querySelector('[data-testid=apply-editor]');
+                     editor.value = arguments[0];
+                     editor.dispatchEvent(new Event('input', { bubbles: true }));";
+                browser.client.execute(paste, vec![manifest.into()]).await.expect("the manifest is pasted");
+                wait("[data-testid=apply-check][data-state=ready]".into(), 10).await;
+                wait("[data-testid=apply-submit]".into(), 5).await.click().await.expect("Apply is clicked");
+                let headline = wait("[data-testid=apply-result] h2".into(), 10).await.text().await.expect("the answer's headline");
+                assert!(
+                    headline.starts_with("201 Created"),
+                    "docs/workshop.md line {line}: the text promises 201 Created, the page shows {headline}"
+                );
+                let answer = wait("[data-testid=apply-answer]".into(), 10).await.text().await.expect("the answer");
+                assert!(answer.starts_with("phase Pending, node_name \"\""), "docs/workshop.md line {line}: the 201 answer: {answer}");
+                wait("[data-testid=apply-tracker][data-stage=Running]".into(), 60).await;
+            }
+            "simulator 5000 nodes" => {
+                browser.client.goto(&format!("{}/#/simulator", facts.api)).await.expect("the simulator opens");
+                wait("[data-testid=sim-big]".into(), 30).await.click().await.expect("5000 nodes");
+                wait("[data-testid=sim-add-pods]".into(), 60).await.click().await.expect("add pods");
+                wait("[data-testid=sim-step]".into(), 60).await.click().await.expect("step");
+                let caption = wait("[data-testid=sim-coverage]".into(), 60).await.text().await.expect("the caption");
+                assert!(
+                    caption.starts_with(FIRST_DECISION_ON_5000_NODES[0]) && caption.contains(FIRST_DECISION_ON_5000_NODES[1]),
+                    "docs/workshop.md line {line}: the text promises the caption {FIRST_DECISION_ON_5000_NODES:?}, the page shows {caption}"
+                );
+            }
+            _ => panic!("docs/workshop.md line {line}: the test does not know the dashboard step {what:?}"),
+        }
+        browser.close().await;
+    });
+}
+
 /// Whether `printed` is the line `shown` shows, where `…` in `shown` stands for any text.
 fn shows(shown: &str, printed: &str) -> bool {
     let mut parts = shown.split('…');
@@ -539,18 +635,15 @@ fn the_workshop_runs_as_written() {
                     let info: serde_json::Value = serde_json::from_str(&facts.sheepctl(&["info", "-o", "json"])).expect("info as JSON");
                     facts.cluster = info["cluster_id"].as_str().expect("a cluster id").to_string();
                     session.cluster = Some(facts.cluster.clone());
-                }
-                if name == FLEET {
-                    // The instructor goes on once the host and the fleet's three nodes are Ready.
+                    // The instructor goes on once the local node is Ready: the host's name.
                     let deadline = Instant::now() + Duration::from_secs(60);
                     loop {
                         let nodes = facts.sheepctl(&["nodes"]);
-                        let ready: Vec<&str> = rows(&nodes).into_iter().filter(|r| r[1] == "Ready").map(|r| r[0]).collect();
-                        if let Some(host) = ready.iter().find(|n| !n.starts_with("sim-")).filter(|_| ready.len() == 4) {
+                        if let Some(host) = rows(&nodes).into_iter().find(|r| r[1] == "Ready").map(|r| r[0]) {
                             facts.host = host.to_string();
                             break;
                         }
-                        assert!(Instant::now() < deadline, "the host and the fleet's three nodes are not Ready within 60 s:\n{nodes}");
+                        assert!(Instant::now() < deadline, "the local node is not Ready within 60 s:\n{nodes}");
                         std::thread::sleep(Duration::from_millis(200));
                     }
                 }
@@ -571,6 +664,7 @@ fn the_workshop_runs_as_written() {
                     "docs/workshop.md line {line} shows what the command before prints:\n{text}\nit printed:\n{last_output}"
                 );
             }
+            Step::Dashboard { what, line } => run_dashboard(&what, line, &facts),
             Step::Interrupt { terminal, line } => {
                 let ran = session.terminal(&terminal).interrupt(Duration::from_secs(90));
                 assert!(
