@@ -197,9 +197,12 @@ async fn an_open_server_takes_a_bare_delete_put_and_patch_and_refuses_a_form_pos
     let patch = bare(&server, Method::PATCH, "/k8s/api/v1/namespaces/default/pods/web")
         .header("content-type", "application/merge-patch+json")
         .body(json!({"metadata": {"labels": {"patched": "yes"}}}).to_string());
-    let (status, answer) = server.answer(patch).await;
-    assert_eq!(status, StatusCode::OK, "curl -X PATCH, no client header: {answer}");
-    assert_eq!(answer["metadata"]["labels"]["patched"], "yes", "{answer}");
+    // Sent as it is: the native API's OpenAPI document, which answers are checked against,
+    // has no /k8s paths.
+    let answer = patch.send().await.unwrap();
+    assert_eq!(answer.status(), StatusCode::OK, "curl -X PATCH, no client header");
+    let patched: Value = answer.json().await.unwrap();
+    assert_eq!(patched["metadata"]["labels"]["patched"], "yes", "{patched}");
     let (status, deleted) = server.answer(bare(&server, Method::DELETE, "/api/v1/namespaces/default/pods/web")).await;
     assert_eq!(status, StatusCode::OK, "curl -X DELETE, no header: {deleted}");
     assert_eq!(deleted["metadata"]["name"], "web", "{deleted}");
