@@ -65,20 +65,21 @@ pub fn record(mut event: Event, now: Time) -> Write {
             Some(Object::Event(previous)) => {
                 let mut bumped = previous.clone();
                 bumped.count = previous.count.saturating_add(1);
-                bumped.message = event.message;
-                bumped.type_ = event.type_;
+                bumped.message = event.message.clone();
+                bumped.type_ = event.type_.clone();
                 bumped.last_timestamp = previous.last_timestamp.max(Some(happened));
                 bumped
             }
             _ => {
+                let mut event = event.clone();
                 event.metadata = ObjectMeta {
-                    name,
-                    namespace,
+                    name: name.clone(),
+                    namespace: namespace.clone(),
                     uid: uuid::Uuid::new_v4().to_string(),
                     created_at: Some(now),
                     generation: 1,
-                    labels: event.metadata.labels,
-                    annotations: event.metadata.annotations,
+                    labels: std::mem::take(&mut event.metadata.labels),
+                    annotations: std::mem::take(&mut event.metadata.annotations),
                     ..ObjectMeta::default()
                 };
                 event.count = 1;

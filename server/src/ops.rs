@@ -25,10 +25,10 @@ pub fn create<R: Resource>(object: R) -> Write {
     let key = Key::new(R::KIND, &object.meta().namespace, &object.meta().name);
     Write::new(key.clone(), move |view, current| {
         if current.is_some() {
-            return Err(StoreError::AlreadyExists { kind: key.kind, key: key.key });
+            return Err(StoreError::AlreadyExists { kind: key.kind, key: key.key.clone() });
         }
         check_namespace(view, R::KIND, &object.meta().namespace)?;
-        Ok(Change::Put(object.into_object()))
+        Ok(Change::Put(object.clone().into_object()))
     })
 }
 
@@ -59,14 +59,14 @@ pub fn update<R: Resource>(new: R) -> Write {
         let current = current.ok_or_else(|| StoreError::NotFound { kind: key.kind, key: key.key.clone() })?;
         check_version(&key, expected, current)?;
         let stored = R::from_object(current).ok_or_else(|| StoreError::Backend(format!("{key} holds another kind")))?;
-        let merged = R::merge_update(stored, new)
+        let merged = R::merge_update(stored, new.clone())
             .map_err(|details| StoreError::Invalid { message: format!("{key} cannot be updated that way"), details })?;
         if &merged == stored { Ok(Change::Keep) } else { Ok(Change::Put(merged.into_object())) }
     })
 }
 
 /// Runs `f` on the stored object of type `R` and stores the result, unless `f` leaves it equal.
-pub fn modify<R: Resource>(key: Key, f: impl FnOnce(&dyn View, &mut R) -> Result<(), StoreError> + Send + 'static) -> Write {
+pub fn modify<R: Resource>(key: Key, f: impl Fn(&dyn View, &mut R) -> Result<(), StoreError> + Send + Sync + 'static) -> Write {
     Write::new(key.clone(), move |view, current| {
         let current = current.ok_or_else(|| StoreError::NotFound { kind: key.kind, key: key.key.clone() })?;
         let stored = R::from_object(current).ok_or_else(|| StoreError::Backend(format!("{key} holds another kind")))?;
@@ -249,7 +249,7 @@ pub fn mark_unschedulable(pod: &Pod, message: &str, now: Time) -> Txn {
                 type_: conditions::POD_SCHEDULED.into(),
                 status: conditions::FALSE.into(),
                 reason: conditions::UNSCHEDULABLE.into(),
-                message: condition_message,
+                message: condition_message.clone(),
                 ..Condition::default()
             },
             now,
@@ -289,7 +289,7 @@ pub fn set_pod_status(namespace: &str, name: &str, status: PodStatus, expected: 
             ));
         }
         let mut updated = pod.clone();
-        let mut status = status;
+        let mut status = status.clone();
         if find_condition(&status.conditions, conditions::POD_SCHEDULED).is_none()
             && let Some(scheduled) = find_condition(&pod.status.conditions, conditions::POD_SCHEDULED)
         {
@@ -321,36 +321,39 @@ pub fn as_lease(object: Option<&Object>) -> Option<&Lease> {
 /// lease (creating it) in the same transaction: a node is judged ready from the moment it registers (see
 /// `shared::readiness`), never left waiting for a second message. `grace` is the server's
 /// node monitor grace, written into the lease.
-pub fn register_node(mut node: Node, registrant: Registrant, now: Time, grace: Duration) -> Txn {
+pub fn register_node(node: Node, registrant: Registrant, now: Time, grace: Duration) -> Txn {
     let name = node.metadata.name.clone();
     let key = Key::new(Kind::Node, "", &name);
-    let register = Write::new(key, move |_, current| match current {
-        Some(Object::Node(stored)) => {
-            let mut updated = stored.clone();
-            updated.metadata.labels =
-                registered_labels(&stored.metadata.name, Some(&stored.metadata.labels), node.metadata.labels, registrant);
-            updated.metadata.annotations.extend(node.metadata.annotations);
-            updated.status.capacity = node.status.capacity;
-            updated.status.allocatable = node.status.allocatable;
-            updated.status.node_info = node.status.node_info;
-            updated.status.address = node.status.address;
-            updated.status.agent_endpoint = node.status.agent_endpoint;
-            for condition in node.status.conditions {
-                set_condition(&mut updated.status.conditions, condition, now);
+    let register = Write::new(key, move |_, current| {
+        let mut node = node.clone();
+        match current {
+            Some(Object::Node(stored)) => {
+                let mut updated = stored.clone();
+                updated.metadata.labels =
+                    registered_labels(&stored.metadata.name, Some(&stored.metadata.labels), node.metadata.labels, registrant);
+                updated.metadata.annotations.extend(node.metadata.annotations);
+                updated.status.capacity = node.status.capacity;
+                updated.status.allocatable = node.status.allocatable;
+                updated.status.node_info = node.status.node_info;
+                updated.status.address = node.status.address;
+                updated.status.agent_endpoint = node.status.agent_endpoint;
+                for condition in node.status.conditions {
+                    set_condition(&mut updated.status.conditions, condition, now);
+                }
+                updated.status.last_heartbeat = Some(now);
+                default_allocatable(&mut updated);
+                Ok(Change::Put(Object::Node(updated)))
             }
-            updated.status.last_heartbeat = Some(now);
-            default_allocatable(&mut updated);
-            Ok(Change::Put(Object::Node(updated)))
-        }
-        _ => {
-            crate::resources::stamp_new(&mut node, now);
-            node.metadata.labels = registered_labels(&node.metadata.name, None, std::mem::take(&mut node.metadata.labels), registrant);
-            node.status.last_heartbeat = Some(now);
-            let conditions = std::mem::take(&mut node.status.conditions);
-            for condition in conditions {
-                set_condition(&mut node.status.conditions, condition, now);
+            _ => {
+                crate::resources::stamp_new(&mut node, now);
+                node.metadata.labels = registered_labels(&node.metadata.name, None, std::mem::take(&mut node.metadata.labels), registrant);
+                node.status.last_heartbeat = Some(now);
+                let conditions = std::mem::take(&mut node.status.conditions);
+                for condition in conditions {
+                    set_condition(&mut node.status.conditions, condition, now);
+                }
+                Ok(Change::Put(Object::Node(node)))
             }
-            Ok(Change::Put(Object::Node(node)))
         }
     });
     Txn::new().with(register).with(renew_lease(&name, now, grace))
@@ -363,7 +366,7 @@ pub fn renew_lease(name: &str, now: Time, grace: Duration) -> Write {
     let name = name.to_string();
     Write::new(lease_key(&name), move |view, current| {
         if view.get(&Key::new(Kind::Node, "", &name)).is_none() {
-            return Err(StoreError::NotFound { kind: Kind::Node, key: name });
+            return Err(StoreError::NotFound { kind: Kind::Node, key: name.clone() });
         }
         let spec = LeaseSpec {
             holder_identity: name.clone(),
@@ -394,8 +397,8 @@ pub fn delete_node(name: &str, expected: u64) -> Txn {
 pub fn heartbeat(name: &str, beat: Heartbeat, now: Time) -> Write {
     modify::<Node>(Key::new(Kind::Node, "", name), move |_, node| {
         node.status.last_heartbeat = Some(now);
-        for mut condition in beat.conditions {
-            condition.last_heartbeat_time = Some(now);
+        for condition in &beat.conditions {
+            let condition = Condition { last_heartbeat_time: Some(now), ..condition.clone() };
             set_condition(&mut node.status.conditions, condition, now);
         }
         if let Some(capacity) = beat.capacity {
@@ -417,7 +420,7 @@ pub fn set_node_status(name: &str, status: shared::model::NodeStatus, expected: 
         check_version(&check_key, expected, &Object::Node(node.clone()))?;
         let (unschedulable, taints) = (node.status.unschedulable, std::mem::take(&mut node.status.taints));
         let old_conditions = std::mem::take(&mut node.status.conditions);
-        node.status = status;
+        node.status = status.clone();
         node.status.unschedulable = unschedulable;
         node.status.taints = taints;
         let reported = std::mem::replace(&mut node.status.conditions, old_conditions);

@@ -144,7 +144,7 @@ mod tests {
         let mut txn = Txn::new();
         for i in 0..3000 {
             let pod = Object::Pod(Pod { kind: "Pod".into(), metadata: ObjectMeta::named("default", &format!("p{i}")), ..Pod::default() });
-            txn.push(Write::new(Key::of(&pod), move |_, _| Ok(Change::Put(pod))));
+            txn.push(Write::new(Key::of(&pod), move |_, _| Ok(Change::Put(pod.clone()))));
         }
         store.commit(txn).await.unwrap();
         let interest = Interest { kinds: vec![Kind::Pod], remote: true, ..Interest::default() };

@@ -233,7 +233,7 @@ impl Controller for DeploymentController {
                 if d.metadata.resource_version != expected {
                     return Err(StoreError::conflict("the deployment changed during the reconcile"));
                 }
-                d.status = status;
+                d.status = status.clone();
                 Ok(())
             });
             match store.commit(Txn::new().with(write)).await {

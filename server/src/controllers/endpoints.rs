@@ -74,7 +74,7 @@ impl Controller for EndpointsController {
             return Ok(Action::AwaitChange);
         }
         let write = ops::modify::<Service>(key.clone(), move |_, s| {
-            s.status.endpoints = endpoints;
+            s.status.endpoints = endpoints.clone();
             Ok(())
         });
         match ctx.store.commit(Txn::new().with(write)).await {

@@ -323,7 +323,7 @@ pub(crate) mod fixtures {
 
     pub async fn put(ctx: &Context, object: Object) {
         let key = Key::of(&object);
-        ctx.store.commit(Txn::new().with(Write::new(key, move |_, _| Ok(Change::Put(object))))).await.unwrap();
+        ctx.store.commit(Txn::new().with(Write::new(key, move |_, _| Ok(Change::Put(object.clone()))))).await.unwrap();
     }
 
     pub fn pod(name: &str, labels: &[(&str, &str)], node: &str, phase: PodPhase) -> Pod {

@@ -106,7 +106,7 @@ async fn mark_unknown(ctx: &Context, node: &Node, lease: Option<&Lease>, last_se
                 type_: conditions::NODE_READY.into(),
                 status: conditions::UNKNOWN.into(),
                 reason: "NodeStatusUnknown".into(),
-                message: condition_message,
+                message: condition_message.clone(),
                 ..Condition::default()
             },
             now,
@@ -144,7 +144,7 @@ async fn evict_pods(ctx: &Context, name: &str, why: &str, now: Time) -> Result<(
             }
             p.status.phase = PodPhase::Failed;
             p.status.reason = NODE_LOST.into();
-            p.status.message = status_message;
+            p.status.message = status_message.clone();
             for condition in [conditions::READY, conditions::CONTAINERS_READY] {
                 if find_condition(&p.status.conditions, condition).is_some() {
                     set_condition(

@@ -2,19 +2,19 @@
 //! the concurrent ones to the backend together (group commit), then applies and dispatches
 //! them, on a writer thread of its own or in the turn of the caller that found none under way.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 
-use shared::model::{Kind, Object};
+use shared::model::Object;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::error::{Result, StoreError};
-use super::key::{Key, pod_node};
+use super::key::Key;
 use super::persistence::{PersistedChange, Persistence};
+use super::staging::Staging;
 use super::state::{State, kept};
-use super::txn::{Change, Outcome, Txn, View};
+use super::txn::{Change, Outcome, Txn};
 use super::watchers::{History, Watchers};
 
 /// The most transactions one backend commit takes.
@@ -157,59 +157,6 @@ fn commit_queued(cache: &Cache, queue: &Mutex<CallerQueue>, persistence: &Mutex<
     }
 }
 
-struct Staging<'a> {
-    state: &'a State,
-    overlay: HashMap<Key, Option<Arc<Object>>>,
-    overlay_by_node: HashMap<String, HashSet<String>>,
-}
-
-impl Staging<'_> {
-    fn current(&self, key: &Key) -> Option<Arc<Object>> {
-        match self.overlay.get(key) {
-            Some(staged) => staged.clone(),
-            None => self.state.get(key).cloned(),
-        }
-    }
-
-    fn stage(&mut self, key: &Key, object: Option<Arc<Object>>) -> Option<Option<Arc<Object>>> {
-        if let Some(node) = object.as_deref().and_then(pod_node) {
-            self.overlay_by_node.entry(node.to_string()).or_default().insert(key.key.clone());
-        }
-        self.overlay.insert(key.clone(), object)
-    }
-}
-
-impl View for Staging<'_> {
-    fn get(&self, key: &Key) -> Option<&Object> {
-        match self.overlay.get(key) {
-            Some(staged) => staged.as_deref(),
-            None => self.state.get(key).map(|o| &**o),
-        }
-    }
-
-    fn pods_on_node(&self, node: &str) -> Vec<&Object> {
-        let mut pods: Vec<&Object> = Vec::new();
-        if let Some(bound) = self.state.bound_to(node) {
-            for (key, object) in bound {
-                if !self.overlay.contains_key(&Key { kind: Kind::Pod, key: key.clone() }) {
-                    pods.push(object);
-                }
-            }
-        }
-        if let Some(keys) = self.overlay_by_node.get(node) {
-            for key in keys {
-                let k = Key { kind: Kind::Pod, key: key.clone() };
-                if let Some(Some(o)) = self.overlay.get(&k)
-                    && pod_node(o) == Some(node)
-                {
-                    pods.push(o);
-                }
-            }
-        }
-        pods
-    }
-}
-
 struct Staged {
     key: Key,
     object: Option<Arc<Object>>,
@@ -245,7 +192,7 @@ fn commit_batch(cache: &Cache, persistence: &mut dyn Persistence, batch: Vec<Req
     {
         let state = cache.state.read().expect("store state lock");
         base_revision = state.revision();
-        let mut staging = Staging { state: &state, overlay: HashMap::new(), overlay_by_node: HashMap::new() };
+        let mut staging = Staging::new(&state);
         let mut revision = base_revision;
         for request in batch {
             let staged_before = staged.len();

@@ -14,7 +14,7 @@ pub(super) fn pod(name: &str, node: &str) -> Object {
 }
 
 pub(super) fn put(object: Object) -> Write {
-    Write::new(Key::of(&object), move |_, _| Ok(Change::Put(object)))
+    Write::new(Key::of(&object), move |_, _| Ok(Change::Put(object.clone())))
 }
 
 pub(super) fn delete(name: &str) -> Write {

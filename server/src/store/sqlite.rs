@@ -242,7 +242,7 @@ mod tests {
         let store = CachedStore::open(Box::new(SqlitePersistence::open(dir.path()).unwrap()), 100).unwrap();
         for name in ["a", "b", "c"] {
             let pod = Object::Pod(Pod { kind: "Pod".into(), metadata: ObjectMeta::named("default", name), ..Pod::default() });
-            store.commit(Txn::new().with(Write::new(Key::of(&pod), move |_, _| Ok(Change::Put(pod))))).await.unwrap();
+            store.commit(Txn::new().with(Write::new(Key::of(&pod), move |_, _| Ok(Change::Put(pod.clone()))))).await.unwrap();
         }
         store.commit(Txn::new().with(Write::new(Key::new(Kind::Pod, "default", "b"), |_, _| Ok(Change::Delete)))).await.unwrap();
         store.close().await;
@@ -261,7 +261,7 @@ mod tests {
     }
 
     fn put(object: Object) -> Txn {
-        Txn::new().with(Write::new(Key::of(&object), move |_, _| Ok(Change::Put(object))))
+        Txn::new().with(Write::new(Key::of(&object), move |_, _| Ok(Change::Put(object.clone()))))
     }
 
     fn stored_rows(dir: &Path) -> Vec<(i64, String)> {

@@ -28,8 +28,10 @@ pub trait View {
 }
 
 /// A read-modify-write of one object, run by the store's single writer against the latest
-/// state, so that the check and the write are atomic.
-pub type Mutate = Box<dyn FnOnce(&dyn View, Option<&Object>) -> Result<Change> + Send>;
+/// state, so that the check and the write are atomic. A store whose state may lag its
+/// backend (etcd) runs it again on fresher state when the backend's compare fails, as
+/// kube-apiserver's GuaranteedUpdate runs its tryUpdate again: so it is `Fn`.
+pub type Mutate = Box<dyn Fn(&dyn View, Option<&Object>) -> Result<Change> + Send + Sync>;
 
 pub struct Write {
     pub key: Key,
@@ -37,7 +39,7 @@ pub struct Write {
 }
 
 impl Write {
-    pub fn new(key: Key, mutate: impl FnOnce(&dyn View, Option<&Object>) -> Result<Change> + Send + 'static) -> Self {
+    pub fn new(key: Key, mutate: impl Fn(&dyn View, Option<&Object>) -> Result<Change> + Send + Sync + 'static) -> Self {
         Write { key, mutate: Box::new(mutate) }
     }
 }

@@ -1,0 +1,95 @@
+//! A transaction's view while it is staged: the store's state with the writes staged before
+//! it laid over, so that each write of a batch sees those before it (a bind sees the pods
+//! bound earlier in the same batch).
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use shared::model::{Kind, Object};
+
+use super::key::{Key, pod_node};
+use super::state::State;
+use super::txn::View;
+
+pub(super) struct Staging<'a> {
+    pub(super) state: &'a State,
+    pub(super) overlay: HashMap<Key, Option<Arc<Object>>>,
+    pub(super) overlay_by_node: HashMap<String, HashSet<String>>,
+    /// What the writes read, when asked for ([`Staging::tracking`]).
+    reads: Option<RefCell<Reads>>,
+}
+
+/// The keys a transaction's writes read, and the nodes whose pods they listed.
+#[derive(Debug, Default)]
+pub(super) struct Reads {
+    pub(super) keys: HashSet<Key>,
+    pub(super) nodes: HashSet<String>,
+}
+
+impl<'a> Staging<'a> {
+    pub(super) fn new(state: &'a State) -> Staging<'a> {
+        Staging { state, overlay: HashMap::new(), overlay_by_node: HashMap::new(), reads: None }
+    }
+
+    /// A staging that records what it is asked: a writer that commits several transactions
+    /// at once holds back one that reads what another one still in flight writes.
+    pub(super) fn tracking(state: &'a State) -> Staging<'a> {
+        Staging { reads: Some(RefCell::default()), ..Staging::new(state) }
+    }
+
+    pub(super) fn reads(self) -> Reads {
+        self.reads.map(RefCell::into_inner).unwrap_or_default()
+    }
+
+    pub(super) fn current(&self, key: &Key) -> Option<Arc<Object>> {
+        match self.overlay.get(key) {
+            Some(staged) => staged.clone(),
+            None => self.state.get(key).cloned(),
+        }
+    }
+
+    pub(super) fn stage(&mut self, key: &Key, object: Option<Arc<Object>>) -> Option<Option<Arc<Object>>> {
+        if let Some(node) = object.as_deref().and_then(pod_node) {
+            self.overlay_by_node.entry(node.to_string()).or_default().insert(key.key.clone());
+        }
+        self.overlay.insert(key.clone(), object)
+    }
+}
+
+impl View for Staging<'_> {
+    fn get(&self, key: &Key) -> Option<&Object> {
+        if let Some(reads) = &self.reads {
+            reads.borrow_mut().keys.insert(key.clone());
+        }
+        match self.overlay.get(key) {
+            Some(staged) => staged.as_deref(),
+            None => self.state.get(key).map(|o| &**o),
+        }
+    }
+
+    fn pods_on_node(&self, node: &str) -> Vec<&Object> {
+        if let Some(reads) = &self.reads {
+            reads.borrow_mut().nodes.insert(node.to_string());
+        }
+        let mut pods: Vec<&Object> = Vec::new();
+        if let Some(bound) = self.state.bound_to(node) {
+            for (key, object) in bound {
+                if !self.overlay.contains_key(&Key { kind: Kind::Pod, key: key.clone() }) {
+                    pods.push(object);
+                }
+            }
+        }
+        if let Some(keys) = self.overlay_by_node.get(node) {
+            for key in keys {
+                let k = Key { kind: Kind::Pod, key: key.clone() };
+                if let Some(Some(o)) = self.overlay.get(&k)
+                    && pod_node(o) == Some(node)
+                {
+                    pods.push(o);
+                }
+            }
+        }
+        pods
+    }
+}
