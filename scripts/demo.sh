@@ -25,7 +25,7 @@ done
 set -- ${server_args[@]+"${server_args[@]}"}
 . scripts/setup.sh
 . scripts/target-dir.sh
-setup_machine "$no_install" docker.io busybox-static containernetworking-plugins
+setup_machine "$no_install" docker.io busybox-static containernetworking-plugins protobuf-compiler
 cargo xtask frontend --release
 cargo build --release -p server -p agent -p sheepctl
 bin="$(target_dir)/release"

@@ -19,6 +19,9 @@ setup_has() {
         # Debian's kubectl (1.20, in bookworm) when no newer one is installed.
         kubernetes-client) command -v kubectl >/dev/null ;;
         python3-venv) python3 -c 'import ensurepip, venv' 2>/dev/null ;;
+        # The server's build compiles etcd's protocol with protoc.
+        protobuf-compiler) command -v protoc >/dev/null ;;
+        etcd-server) command -v etcd >/dev/null ;;
         *) dpkg -s "$1" >/dev/null 2>&1 ;;
     esac
 }

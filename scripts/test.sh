@@ -16,7 +16,7 @@ for arg in "$@"; do
 done
 
 . scripts/setup.sh
-setup_machine "$no_install" docker.io busybox-static chromium chromium-driver containernetworking-plugins kubernetes-client python3-venv jq
+setup_machine "$no_install" docker.io busybox-static chromium chromium-driver containernetworking-plugins kubernetes-client python3-venv jq protobuf-compiler etcd-server
 
 # A clean build gains nothing from incremental state, which would double the target's size.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
@@ -29,4 +29,30 @@ cargo xtask frontend
 
 echo "== every test"
 cargo test --workspace
+
+echo "== the server's tests again, on the etcd store"
+etcd_dir=$(mktemp -d)
+read -r client_port peer_port < <(python3 -c '
+import socket
+ports = []
+for _ in range(2):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); ports.append(s.getsockname()[1]); s.close()
+print(*ports)')
+etcd_url="http://127.0.0.1:$client_port"
+peer_url="http://127.0.0.1:$peer_port"
+etcd --name test --data-dir "$etcd_dir/data" --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
+    --listen-peer-urls "$peer_url" --initial-advertise-peer-urls "$peer_url" --initial-cluster "test=$peer_url" \
+    >"$etcd_dir/log" 2>&1 &
+etcd_pid=$!
+trap 'kill "$etcd_pid" 2>/dev/null; wait "$etcd_pid" 2>/dev/null; rm -rf "$etcd_dir"' EXIT
+etcd_healthy() {
+    python3 -c 'import sys, urllib.request; sys.exit(b"\"health\":\"true\"" not in urllib.request.urlopen(sys.argv[1] + "/health", timeout=2).read())' "$etcd_url" 2>/dev/null
+}
+for _ in $(seq 100); do
+    etcd_healthy && break
+    sleep 0.2
+done
+etcd_healthy || { tail -20 "$etcd_dir/log" >&2; echo "test.sh: etcd did not start" >&2; exit 1; }
+SHEPHERD_TEST_ETCD="$etcd_url" cargo test -p server --tests
+
 ./scripts/fuzz-api.sh

@@ -3,7 +3,8 @@
 //! create-pod throughput and latency at 1, 16 and 64 concurrent clients, and scheduling
 //! throughput with 1,000 registered nodes. Bounded in requests and time; 127.0.0.1 only.
 //!
-//! `cargo bench -p server --bench api_load` prints a Markdown table for BENCHMARKS.md.
+//! `cargo bench -p server --bench api_load` prints a Markdown table for BENCHMARKS.md;
+//! `-- stores` compares durable creates on SQLite and on etcd (one member, three).
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -371,8 +372,39 @@ async fn run() {
     println!("| 1,000 | 10,000 | {:.2} s | {bound_rate:.0} | {create_rate:.0} |", elapsed.as_secs_f64());
 }
 
+/// Durable creates on each store in one run: SQLite, etcd with one member and with three
+/// (members from Debian's etcd-server on loopback ports, started here).
+async fn stores() {
+    println!("Load average when the run started: {}\n", load_average());
+    println!("### Durable creates by store (loopback, API only)\n");
+    println!("{TABLE_HEAD}");
+    let one = shepherd_testing::Etcd::start(1).await;
+    let three = shepherd_testing::Etcd::start(3).await;
+    let etcd = |members: &shepherd_testing::Etcd| {
+        vec!["--disable-scheduler".to_string(), "--store".into(), "etcd".into(), "--etcd-endpoints".into(), members.endpoints().join(",")]
+    };
+    let configs = [
+        ("SQLite (`--disable-scheduler`)", vec!["--disable-scheduler".to_string()]),
+        ("etcd, 1 member (`--store etcd --disable-scheduler`)", etcd(&one)),
+        ("etcd, 3 members (`--store etcd --disable-scheduler`)", etcd(&three)),
+    ];
+    for (run, (label, extra)) in configs.iter().enumerate() {
+        for (clients, total) in [(1, 1_000), (16, 10_000), (64, 20_000)] {
+            // Each server under a prefix of its own: etcd keeps what the one before made.
+            let prefix = format!("/bench-{run}-{clients}");
+            let mut args: Vec<&str> = extra.iter().map(String::as_str).collect();
+            args.extend(["--etcd-prefix", &prefix]);
+            let server = start(&args).await;
+            let load = create_load(&server, clients, total, "bench", Pace::AsFastAsPossible).await;
+            println!("{}", row(label, clients, &load));
+            drop(server.child);
+        }
+    }
+}
+
 fn main() {
-    // `cargo bench` passes `--bench`; `-- goal [rounds] [grown]` runs only the goal's rows.
+    // `cargo bench` passes `--bench`; `-- goal [rounds] [grown]` runs only the goal's rows,
+    // `-- stores` the comparison of SQLite and etcd.
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a tokio runtime");
     match args.first().map(String::as_str) {
@@ -385,7 +417,8 @@ fn main() {
             };
             runtime.block_on(goal(rounds, grown));
         }
-        Some(other) => panic!("unknown argument {other:?}: run with no argument for every table, or `goal [rounds] [grown]`"),
+        Some("stores") => runtime.block_on(stores()),
+        Some(other) => panic!("unknown argument {other:?}: run with no argument for every table, `goal [rounds] [grown]` or `stores`"),
         None => runtime.block_on(run()),
     }
 }

@@ -6,13 +6,16 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::auth::Tokens;
-use crate::store::History;
+use crate::store::{EtcdSettings, History};
 use crate::tls::Identity;
 
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Where the SQLite database lives; `None` keeps everything in memory.
+    /// Where the SQLite database lives; `None` keeps everything in memory (unless `etcd`).
     pub data_dir: Option<PathBuf>,
+    /// Store the objects in etcd instead (the data directory then holds only files such as
+    /// the made TLS certificate).
+    pub etcd: Option<EtcdSettings>,
     pub tokens: Tokens,
     /// `spread` or `bin-pack`.
     pub scheduler_profile: String,
@@ -65,6 +68,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             data_dir: None,
+            etcd: None,
             tokens: Tokens::default(),
             scheduler_profile: "spread".into(),
             run_scheduler: true,

@@ -68,7 +68,7 @@ use crate::controllers::{
 };
 use crate::metrics::Metrics;
 use crate::scheduler::{SchedulerHandle, SchedulerLoop};
-use crate::store::{CachedStore, Key, SqlitePersistence, Store, StoreError, Txn};
+use crate::store::{CachedStore, EtcdStore, Key, SqlitePersistence, Store, StoreError, Txn};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -94,15 +94,16 @@ pub struct Server {
 }
 
 impl Server {
-    /// Opens the store (SQLite under `data_dir`, else memory), makes sure the `default`
+    /// Opens the store (etcd, SQLite under `data_dir`, else memory), makes sure the `default`
     /// namespace exists, and starts the scheduler loop and the controllers.
     pub async fn start(config: Config, shutdown: CancellationToken) -> Result<Server, ServerError> {
         let mut profile =
             Profile::by_name(&config.scheduler_profile).ok_or_else(|| ServerError::UnknownProfile(config.scheduler_profile.clone()))?;
         profile.node_monitor_grace = config.node_monitor_grace;
-        let store: Arc<dyn Store> = match &config.data_dir {
-            Some(dir) => Arc::new(CachedStore::open(Box::new(SqlitePersistence::open(dir)?), config.history())?),
-            None => Arc::new(CachedStore::in_memory(config.history())),
+        let store: Arc<dyn Store> = match (&config.etcd, &config.data_dir) {
+            (Some(etcd), _) => Arc::new(EtcdStore::connect(etcd, config.history()).await?),
+            (None, Some(dir)) => Arc::new(CachedStore::open(Box::new(SqlitePersistence::open(dir)?), config.history())?),
+            (None, None) => Arc::new(CachedStore::in_memory(config.history())),
         };
         ensure_default_namespace(&*store).await?;
         let config = Arc::new(config);

@@ -11,6 +11,7 @@ use anyhow::Context as _;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use server::auth::Tokens;
 use server::config::{Config, default_data_dir};
+use server::store::EtcdSettings;
 use server::tls::Identity;
 use tokio_util::sync::CancellationToken;
 
@@ -19,6 +20,13 @@ use tokio_util::sync::CancellationToken;
 /// Stored objects go in a heap per kind (see `server::heaps`).
 #[global_allocator]
 static ALLOCATOR: server::heaps::Allocator = server::heaps::Allocator;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum StoreKind {
+    Sqlite,
+    Memory,
+    Etcd,
+}
 
 #[derive(Debug, Parser)]
 #[command(name = "shepherd", version, about = "The Shepherd control plane: API server, store, scheduler and controllers.")]
@@ -29,9 +37,23 @@ struct Args {
     /// Where the SQLite store lives [default: $XDG_DATA_HOME/shepherd, else ~/.local/share/shepherd].
     #[arg(long, env = "SHEPHERD_DATA_DIR")]
     data_dir: Option<PathBuf>,
-    /// Keep everything in memory: nothing survives a restart.
-    #[arg(long, conflicts_with = "data_dir")]
+    /// Where objects are kept: sqlite (in --data-dir), memory (nothing survives a restart)
+    /// or etcd (--etcd-endpoints; several servers may share it).
+    #[arg(long, value_enum, default_value = "sqlite")]
+    store: StoreKind,
+    /// The same as --store memory.
+    #[arg(long, conflicts_with_all = ["data_dir", "store"])]
     in_memory: bool,
+    /// The etcd members for --store etcd, comma-separated.
+    #[arg(long, env = "SHEPHERD_ETCD_ENDPOINTS", value_delimiter = ',', default_value = "http://127.0.0.1:2379")]
+    etcd_endpoints: Vec<String>,
+    /// Where this cluster's keys live in etcd, as kube-apiserver's --etcd-prefix.
+    #[arg(long, default_value = "/registry")]
+    etcd_prefix: String,
+    /// How often etcd's history is compacted, in seconds (0: never), as kube-apiserver's
+    /// --etcd-compaction-interval.
+    #[arg(long, default_value_t = 300)]
+    etcd_compaction_interval: u64,
     /// An admin bearer token.
     #[arg(long, env = "SHEPHERD_TOKEN", hide_env_values = true)]
     token: Option<String>,
@@ -163,7 +185,20 @@ impl Args {
             anyhow::ensure!(token.len() >= 8, "--token must be at least 8 characters long");
             tokens.add_flag_token(token)?;
         }
-        let data_dir = if self.in_memory { None } else { Some(self.data_dir.unwrap_or_else(default_data_dir)) };
+        let store = if self.in_memory { StoreKind::Memory } else { self.store };
+        let data_dir = match store {
+            StoreKind::Memory => None,
+            StoreKind::Sqlite | StoreKind::Etcd => Some(self.data_dir.unwrap_or_else(default_data_dir)),
+        };
+        anyhow::ensure!(
+            data_dir.is_some() || !self.tls_self_signed,
+            "--tls-self-signed keeps its certificate in the data directory: use it with --store sqlite or etcd"
+        );
+        let etcd = (store == StoreKind::Etcd).then(|| EtcdSettings {
+            endpoints: self.etcd_endpoints.clone(),
+            prefix: self.etcd_prefix.clone(),
+            compaction_interval: Duration::from_secs(self.etcd_compaction_interval),
+        });
         let dashboard_dir = self.dashboard_dir.or_else(default_dashboard_dir);
         let tls = match (&self.tls_cert, &self.tls_key, &data_dir) {
             (Some(cert), Some(key), _) => Some(Identity::from_files(cert, key)?),
@@ -182,6 +217,7 @@ impl Args {
         };
         Ok(Config {
             data_dir,
+            etcd,
             tokens,
             scheduler_profile: self.scheduler_profile,
             run_scheduler: !self.disable_scheduler,

@@ -364,7 +364,7 @@ async fn namespaces_must_exist_and_can_be_listed() {
     assert_eq!(status, StatusCode::CONFLICT, "a namespace with pods is not deleted");
     let (_, info) = server.get("/api/v1/info").await;
     assert_eq!(info["pods"], 1);
-    assert_eq!(info["store"], "memory");
+    assert_eq!(info["store"], shepherd_testing::store_under_test());
     server.stop().await;
 }
 

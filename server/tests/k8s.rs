@@ -304,6 +304,9 @@ impl Lines {
 async fn a_watch_streams_json_lines_across_both_dialects_and_resumes_from_before_its_history() {
     let config = Config { run_scheduler: false, watch_history: 8, ..Config::in_memory() };
     let server = TestServer::start(config).await;
+    // The revision before the first pod: 1 in memory, etcd's own on etcd.
+    let (_, list) = server.get("/api/v1/pods").await;
+    let start = list["resource_version"].as_u64().unwrap();
     post(&server, "/k8s/api/v1/namespaces/default/pods", k8s_pod("first")).await;
     let mut watch = Lines::open(&server, "/k8s/api/v1/namespaces/default/pods?watch=1").await;
     let added = watch.next().await;
@@ -341,14 +344,18 @@ async fn a_watch_streams_json_lines_across_both_dialects_and_resumes_from_before
     }
     // A selection that labels decide cannot be answered from the state.
     let mut expired =
-        Lines::open(&server, "/k8s/api/v1/namespaces/default/pods?watch=true&resourceVersion=1&labelSelector=app%3Dweb").await;
+        Lines::open(&server, &format!("/k8s/api/v1/namespaces/default/pods?watch=true&resourceVersion={start}&labelSelector=app%3Dweb"))
+            .await;
     let error = expired.next().await;
     assert_eq!(error["type"], "ERROR");
     assert_status(&error["object"], 410, "Expired");
     let message = error["object"]["message"].as_str().unwrap();
-    assert!(message.starts_with("too old resource version: 1 ("), "in kube-apiserver's words, not the native API's: {message}");
+    assert!(
+        message.starts_with(&format!("too old resource version: {start} (")),
+        "in kube-apiserver's words, not the native API's: {message}"
+    );
     // Every pod can: each one changed since, as it is now, then the deletions.
-    let mut from_state = Lines::open(&server, "/k8s/api/v1/namespaces/default/pods?watch=true&resourceVersion=1").await;
+    let mut from_state = Lines::open(&server, &format!("/k8s/api/v1/namespaces/default/pods?watch=true&resourceVersion={start}")).await;
     let mut seen = Vec::new();
     while seen.len() < 23 {
         let line = from_state.next().await;

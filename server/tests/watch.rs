@@ -168,14 +168,17 @@ async fn filters_bookmarks_and_objects_leaving_a_selector() {
 #[tokio::test]
 async fn a_resource_version_older_than_the_history_is_gone_unless_the_state_answers() {
     let server = TestServer::start(Config { watch_history: 5, ..quiet_config() }).await;
-    for i in 0..10 {
+    // The revision of the first pod: 2 in memory, etcd's own on etcd.
+    let (_, first) = server.post("/api/v1/pods", pod("p0", 1, 1)).await;
+    let after_first = first["metadata"]["resource_version"].as_u64().unwrap();
+    for i in 1..10 {
         server.post("/api/v1/pods", pod(&format!("p{i}"), 1, 1)).await;
     }
-    let (status, err) = server.get("/api/v1/pods?watch=true&resource_version=2&label_selector=app%3Dweb").await;
+    let (status, err) = server.get(&format!("/api/v1/pods?watch=true&resource_version={after_first}&label_selector=app%3Dweb")).await;
     assert_eq!(status, StatusCode::GONE, "a selection that labels decide cannot be answered from the state");
     assert_eq!(err["error"]["reason"], "Gone");
     assert!(err["error"]["message"].as_str().unwrap().contains("list again"), "{err}");
-    let mut from_state = open_watch(&server, "/api/v1/pods?watch=true&resource_version=2").await;
+    let mut from_state = open_watch(&server, &format!("/api/v1/pods?watch=true&resource_version={after_first}")).await;
     let first = from_state.next(Duration::from_secs(5)).await.expect("the pods changed since").watch_event();
     assert_eq!((first.type_, first.object.unwrap().metadata().name.as_str()), (WatchEventType::Added, "p1"));
 

@@ -6,10 +6,13 @@
 //! on a short tick) until a deadline, never after a fixed sleep.
 //!
 //! Layout: this file has the servers, the OpenAPI check of their answers and the node
-//! fixtures; `wait` has the one deadline-and-look-again rule every test waits by.
+//! fixtures; `wait` has the one deadline-and-look-again rule every test waits by; `etcd`
+//! starts real etcd members for the etcd store's tests.
 
+mod etcd;
 mod wait;
 
+pub use etcd::Etcd;
 pub use wait::{Look, POLL_INTERVAL, eventually, exited, poll, poll_blocking};
 
 use std::collections::HashMap;
@@ -31,6 +34,36 @@ use tokio_util::sync::CancellationToken;
 /// How long a test waits for the server to come up.
 const START_LIMIT: Duration = Duration::from_secs(30);
 
+/// The etcd member the tests of an in-memory server run on instead, when set
+/// (`scripts/test.sh` runs the server's suite a second time so): the whole suite then
+/// checks the etcd store as it checks the embedded one.
+pub const ETCD_ENV: &str = "SHEPHERD_TEST_ETCD";
+
+/// What `/api/v1/info` names the store of a test's in-memory server: `etcd` when the suite
+/// runs on etcd ([`ETCD_ENV`]).
+pub fn store_under_test() -> &'static str {
+    if std::env::var_os(ETCD_ENV).is_some() { "etcd" } else { "memory" }
+}
+
+/// `config` on the store under test: a server the test keeps in memory runs on the etcd of
+/// [`ETCD_ENV`] when it is set, under a prefix of its own, so that tests share one member.
+pub fn on_store_under_test(config: Config) -> Config {
+    match std::env::var(ETCD_ENV) {
+        Ok(endpoints) if config.data_dir.is_none() && config.etcd.is_none() => {
+            static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let prefix = format!("/shepherd-test/{}-{n}-{}", std::process::id(), Utc::now().timestamp_nanos_opt().unwrap_or_default());
+            let etcd = server::store::EtcdSettings {
+                endpoints: endpoints.split(',').map(str::to_string).collect(),
+                prefix,
+                compaction_interval: Duration::ZERO,
+            };
+            Config { etcd: Some(etcd), ..config }
+        }
+        _ => config,
+    }
+}
+
 /// A real server on 127.0.0.1:0 in this test's runtime.
 pub struct TestServer {
     pub url: String,
@@ -44,6 +77,7 @@ pub struct TestServer {
 impl TestServer {
     /// Starts a server with `config` and returns once it answers `/readyz`.
     pub async fn start(config: Config) -> TestServer {
+        let config = on_store_under_test(config);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port for the server");
         let url = url(listener.local_addr().expect("the server's address"), config.tls.is_some());
         let trust = config.tls.as_ref().map(|tls| tls.trust.clone());
@@ -133,6 +167,7 @@ pub struct ServerThread {
 
 impl ServerThread {
     pub fn start(config: Config) -> ServerThread {
+        let config = on_store_under_test(config);
         let trust = config.tls.as_ref().map(|tls| tls.trust.clone());
         let shutdown = CancellationToken::new();
         let token = shutdown.clone();

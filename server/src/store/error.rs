@@ -27,6 +27,9 @@ pub enum StoreError {
     Future { requested: u64, current: u64 },
     #[error("the store failed to persist the write: {0}")]
     Backend(String),
+    /// The backend cannot be reached (etcd lost): nothing was acknowledged; try again.
+    #[error("the store is unavailable: {0}")]
+    Unavailable(String),
     #[error("the store is shut down")]
     Closed,
 }

@@ -1,7 +1,7 @@
 //! The object store: every object by kind and key, one global revision counter, atomic
 //! read-modify-write transactions (the compare-and-swap every update relies on) and the
-//! watch history. [`Store`] is the seam a distributed backend (etcd) would implement;
-//! [`CachedStore`] is the embedded one, over SQLite or memory. A watcher says what it
+//! watch history. [`Store`] is the seam both backends implement: [`CachedStore`], the
+//! embedded one over SQLite or memory, and [`EtcdStore`], several servers' one on etcd. A watcher says what it
 //! selects ([`Interest`]): the store hands it those changes alone and wakes it for nothing else.
 //!
 //! Layout, each file below the ones that use it:
@@ -9,11 +9,15 @@
 //! - `persistence`: the backend trait under the embedded store, and memory; `sqlite`: SQLite;
 //! - `state`: objects, pod indexes, history and tombstones; `watchers`: the mailboxes and the
 //!   lag limit; `subscription`: a watch's stream; `committer`: the single writer, group commit;
-//! - `cached`: [`CachedStore`], which puts those together.
+//! - `staging`: a transaction's view of the state with the writes staged before it;
+//! - `cached`: [`CachedStore`], which puts those together;
+//! - `etcd/`: [`EtcdStore`], the same state and watchers fed by an etcd watch, written by
+//!   etcd transactions.
 
 mod cached;
 mod committer;
 mod error;
+mod etcd;
 mod event;
 #[cfg(test)]
 mod fixtures;
@@ -21,6 +25,7 @@ mod interface;
 mod key;
 mod persistence;
 mod sqlite;
+mod staging;
 mod state;
 mod subscription;
 mod txn;
@@ -28,6 +33,7 @@ mod watchers;
 
 pub use cached::CachedStore;
 pub use error::{Result, StoreError};
+pub use etcd::{EtcdSettings, EtcdStore};
 pub use event::{EventType, Interest, StoreEvent, WatchBatch, WatchStream};
 pub use interface::{HISTORY_EXPIRY_PERIOD, Store, commit_one, expire_history};
 pub use key::{Key, pod_owner};

@@ -23,8 +23,9 @@ pub(super) struct State {
     /// Pods by the deployment that controls them, each with its current state.
     by_owner: HashMap<Key, PodIndex>,
     revision: u64,
-    /// Every change after `history_start`, in order, with when it was committed: the change
-    /// at revision r sits at index `r - history_start - 1`.
+    /// Every change after `history_start`, in revision order, with when it was committed.
+    /// Revisions may skip (etcd's count every key, not only this store's) and repeat (one
+    /// etcd transaction writes several keys at one revision).
     history: VecDeque<(Instant, StoreEvent)>,
     history_start: u64,
     tombstones: Tombstones,
@@ -75,6 +76,12 @@ impl State {
         self.history.push_back((now, event.clone()));
         self.revision = revision;
         event
+    }
+
+    /// Moves the revision to `revision` with no change: a backend that counts the writes of
+    /// others too (etcd) says that nothing this store holds changed up to there.
+    pub(super) fn advance(&mut self, revision: u64) {
+        self.revision = self.revision.max(revision);
     }
 
     /// When a remote watcher is ended, as of this state's history.
@@ -129,13 +136,8 @@ impl State {
         }
         let from = if from == 0 { self.revision } else { from };
         if from >= self.history_start {
-            return Ok(self
-                .history
-                .range((from - self.history_start) as usize..)
-                .map(|(_, e)| e)
-                .filter(|e| interest.selects(e))
-                .cloned()
-                .collect());
+            let first = self.history.partition_point(|(_, e)| e.revision <= from);
+            return Ok(self.history.range(first..).map(|(_, e)| e).filter(|e| interest.selects(e)).cloned().collect());
         }
         if interest.selection_is_permanent
             && let Some(changes) = self.changes_since(interest, from)

@@ -144,6 +144,18 @@ impl Watchers {
     /// Ends every watch and takes no new one: the store is closing.
     pub(super) fn close(&mut self) {
         self.closed = true;
+        self.end_all();
+    }
+
+    /// Ends every watch and keeps taking new ones: the state was loaded again (an etcd watch
+    /// that could not resume), and their clients must list again.
+    pub(super) fn restart(&mut self) {
+        self.end_all();
+        self.by_kind.clear();
+        self.pods_by_node.clear();
+    }
+
+    fn end_all(&self) {
         for mailbox in self.by_kind.values().chain(self.pods_by_node.values()).flat_map(HashMap::values) {
             mailbox.end();
         }

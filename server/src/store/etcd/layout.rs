@@ -1,0 +1,119 @@
+//! Where objects sit in etcd and how: under `<prefix>/<plural>/<namespace>/<name>` (or
+//! `<plural>/<name>` for a cluster-scoped kind), as kube-apiserver keeps them under
+//! `/registry/…`; as JSON with no resource_version, which is the key's mod revision; and the
+//! marker key that says a prefix holds a Shepherd store.
+
+use shared::model::{Kind, Object};
+
+use super::super::error::{Result, StoreError};
+use super::super::key::Key;
+
+/// The marker's value: what a prefix written by Shepherd holds at [`Layout::marker`].
+const MARKER: &str = r#"{"store":"shepherd","format":1}"#;
+
+/// The keys of one store: every one begins with its prefix and a slash.
+#[derive(Debug, Clone)]
+pub(crate) struct Layout {
+    prefix: String,
+}
+
+impl Layout {
+    /// A layout under `prefix`: an absolute path with no trailing slash (`/registry`).
+    pub(crate) fn new(prefix: &str) -> Result<Layout> {
+        let valid = prefix.len() > 1 && prefix.starts_with('/') && !prefix.ends_with('/') && !prefix.contains("//");
+        if !valid {
+            return Err(StoreError::Backend(format!(
+                "--etcd-prefix {prefix:?}: give an absolute path such as /registry, without a trailing slash"
+            )));
+        }
+        Ok(Layout { prefix: prefix.to_string() })
+    }
+
+    pub(crate) fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The start of every key of this store: watched and listed as one range.
+    pub(crate) fn range(&self) -> String {
+        format!("{}/", self.prefix)
+    }
+
+    /// The key that marks the prefix as Shepherd's; no object's key, as no kind's plural
+    /// starts with a dot.
+    pub(crate) fn marker(&self) -> String {
+        format!("{}/.shepherd", self.prefix)
+    }
+
+    pub(crate) fn marker_value() -> &'static str {
+        MARKER
+    }
+
+    pub(crate) fn key(&self, key: &Key) -> String {
+        format!("{}/{}/{}", self.prefix, key.kind.plural(), key.key)
+    }
+
+    /// The object key an etcd key names; `None` for the marker and for what no kind owns.
+    pub(crate) fn parse(&self, etcd_key: &[u8]) -> Option<Key> {
+        let text = std::str::from_utf8(etcd_key).ok()?;
+        let (plural, key) = text.strip_prefix(&self.range())?.split_once('/')?;
+        let kind = Kind::ALL.into_iter().find(|kind| kind.plural() == plural)?;
+        Some(Key { kind, key: key.to_string() })
+    }
+
+    /// The stored bytes of `object`, whose resource_version the key's mod revision stands for.
+    pub(crate) fn encode(object: &Object) -> Result<Vec<u8>> {
+        let mut value = serde_json::to_value(object).map_err(|e| StoreError::Backend(format!("cannot encode {}: {e}", Key::of(object))))?;
+        if let Some(metadata) = value.get_mut("metadata").and_then(serde_json::Value::as_object_mut) {
+            metadata.remove("resource_version");
+        }
+        serde_json::to_vec(&value).map_err(|e| StoreError::Backend(format!("cannot encode {}: {e}", Key::of(object))))
+    }
+
+    /// The object stored at `key` with mod revision `revision`.
+    pub(crate) fn decode(&self, key: &Key, value: &[u8], revision: i64) -> Result<Object> {
+        let corrupt = |why: String| StoreError::Backend(format!("the value of {} in etcd is not a Shepherd object: {why}", self.key(key)));
+        let value: serde_json::Value = serde_json::from_slice(value).map_err(|e| corrupt(e.to_string()))?;
+        let mut object = Object::from_value(value).map_err(|e| corrupt(e.to_string()))?;
+        if Key::of(&object) != *key {
+            return Err(corrupt(format!("it holds {}", Key::of(&object))));
+        }
+        object.metadata_mut().resource_version = u64::try_from(revision).unwrap_or_default();
+        Ok(object)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::fixtures::pod;
+
+    #[test]
+    fn keys_follow_kube_apiservers_registry_and_parse_back() {
+        let layout = Layout::new("/registry").unwrap();
+        let key = Key::new(Kind::Pod, "default", "web");
+        assert_eq!(layout.key(&key), "/registry/pods/default/web");
+        assert_eq!(layout.parse(b"/registry/pods/default/web"), Some(key));
+        assert_eq!(layout.key(&Key::new(Kind::Node, "", "n1")), "/registry/nodes/n1");
+        assert_eq!(layout.parse(layout.marker().as_bytes()), None);
+        assert_eq!(layout.parse(b"/registry/minions/n1"), None, "no kind of Shepherd's");
+        assert_eq!(layout.parse(b"/registryx/pods/default/web"), None);
+        for bad in ["", "/", "registry", "/registry/", "//registry"] {
+            assert!(Layout::new(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_value_keeps_no_resource_version_and_reads_back_at_its_mod_revision() {
+        let layout = Layout::new("/r").unwrap();
+        let mut object = pod("web", "n1");
+        object.metadata_mut().resource_version = 7;
+        let bytes = Layout::encode(&object).unwrap();
+        assert!(!String::from_utf8_lossy(&bytes).contains("resource_version"));
+        let read = layout.decode(&Key::of(&object), &bytes, 42).unwrap();
+        assert_eq!(read.metadata().resource_version, 42);
+        assert_eq!(read.metadata().name, "web");
+        let elsewhere = layout.decode(&Key::new(Kind::Pod, "default", "other"), &bytes, 42).unwrap_err();
+        assert!(elsewhere.to_string().contains("/r/pods/default/other"), "{elsewhere}");
+        assert!(layout.decode(&Key::of(&object), b"k8s\0\x0a", 1).is_err(), "a kube-apiserver protobuf value");
+    }
+}

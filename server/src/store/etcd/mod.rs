@@ -1,0 +1,272 @@
+//! The etcd store: objects in etcd under one prefix, as kube-apiserver keeps them, with
+//! etcd's revision as every resource_version. Reads and watches are served from a cache in
+//! memory that an etcd watch feeds, as kube-apiserver's watch cache is fed, so that a write
+//! through any server reaches the watchers of every server. Writes are etcd transactions
+//! that compare each key's mod revision. History is compacted on a schedule, as
+//! kube-apiserver asks etcd to every 5 minutes.
+//!
+//! Layout: `layout` (keys, values, the marker of a Shepherd prefix), `feed` (the list and
+//! watch that keep the cache), `writer` (the transactions).
+
+mod feed;
+mod layout;
+mod writer;
+
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, TxnOp};
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use shared::model::{Kind, Object};
+use tokio::sync::{Notify, mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::committer::Cache;
+use super::error::{Result, StoreError};
+use super::event::{Interest, WatchStream};
+use super::interface::Store;
+use super::key::Key;
+use super::state::State;
+use super::subscription::Subscription;
+use super::txn::{Outcome, Txn};
+use super::watchers::{History, Mailbox, Watchers};
+use feed::{on_a_member, unavailable};
+use layout::Layout;
+
+/// How the server reaches etcd.
+#[derive(Debug, Clone)]
+pub struct EtcdSettings {
+    /// `http://host:port` of each member.
+    pub endpoints: Vec<String>,
+    /// Where this cluster's keys live (`/registry`): several clusters can share an etcd.
+    pub prefix: String,
+    /// How often history older than the last interval is compacted away (zero: never).
+    pub compaction_interval: Duration,
+}
+
+impl EtcdSettings {
+    /// kube-apiserver's defaults: `/registry`, compaction every 5 minutes.
+    pub fn new(endpoints: Vec<String>) -> EtcdSettings {
+        EtcdSettings { endpoints, prefix: "/registry".into(), compaction_interval: Duration::from_secs(300) }
+    }
+}
+
+/// Transactions waiting for the writer before `commit` callers wait for room.
+const QUEUE_DEPTH: usize = 8192;
+/// How long a call to etcd may take before the store answers that etcd is unavailable.
+const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The [`Store`] on etcd.
+#[derive(Clone)]
+pub struct EtcdStore {
+    handle: Arc<Handle>,
+}
+
+/// What the feed, the writer and the store's handle share.
+struct Inner {
+    client: Client,
+    layout: Layout,
+    cache: Arc<Cache>,
+    /// The revision the cache has applied, changes and progress reports alike.
+    applied: watch::Sender<u64>,
+    /// Asks the feed for the watch's progress.
+    progress: Notify,
+    /// Ends the feed and the compaction loop, once the writer is done.
+    shutdown: CancellationToken,
+}
+
+struct Handle {
+    inner: Arc<Inner>,
+    queue: RwLock<Option<mpsc::Sender<writer::Request>>>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl EtcdStore {
+    /// Connects to etcd, checks that the prefix is Shepherd's (marking an empty one), lists
+    /// it into the cache and starts the watch, the writer and the compaction loop.
+    pub async fn connect(settings: &EtcdSettings, history: impl Into<History>) -> Result<EtcdStore> {
+        let layout = Layout::new(&settings.prefix)?;
+        let endpoints = settings.endpoints.join(",");
+        let options = ConnectOptions::new().with_connect_timeout(CALL_TIMEOUT).with_timeout(CALL_TIMEOUT);
+        let client = Client::connect(&settings.endpoints, Some(options))
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("cannot reach etcd at {endpoints}: {e}")))?;
+        claim(&client, &layout).await.map_err(|e| match e {
+            StoreError::Unavailable(why) => StoreError::Unavailable(format!("{why} (tried {endpoints})")),
+            other => other,
+        })?;
+        let snapshot = feed::list(&client, &layout).await?;
+        let history = history.into();
+        let (revision, objects) = (snapshot.revision, snapshot.objects.len());
+        let cache = Arc::new(Cache {
+            state: RwLock::new(State::load(snapshot)),
+            watchers: Arc::new(Mutex::new(Watchers::default())),
+            history: History { changes: history.changes.max(1), ..history },
+        });
+        let (applied, _) = watch::channel(revision);
+        let inner = Arc::new(Inner { client, layout, cache, applied, progress: Notify::new(), shutdown: CancellationToken::new() });
+        let (queue, requests) = mpsc::channel(QUEUE_DEPTH);
+        let mut tasks = vec![tokio::spawn(feed::run(inner.clone())), tokio::spawn(writer::run(inner.clone(), requests))];
+        if !settings.compaction_interval.is_zero() {
+            tasks.push(tokio::spawn(compact_history(inner.clone(), settings.compaction_interval)));
+        }
+        tracing::info!("etcd store at {endpoints} under {}: {objects} objects at revision {revision}", inner.layout.prefix());
+        Ok(EtcdStore { handle: Arc::new(Handle { inner, queue: RwLock::new(Some(queue)), tasks: Mutex::new(tasks) }) })
+    }
+
+    fn state(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.handle.inner.cache.state.read().expect("store state lock")
+    }
+}
+
+/// Checks that the prefix holds a Shepherd store, and marks it as one when it holds nothing:
+/// a prefix with another program's keys (a Kubernetes cluster's `/registry`) is refused.
+async fn claim(client: &Client, layout: &Layout) -> Result<()> {
+    let kv = client.kv_client();
+    let marker = on_a_member(|| {
+        let mut kv = kv.clone();
+        async move { kv.get(layout.marker(), None).await }
+    })
+    .await
+    .map_err(|e| unavailable("read the store's marker", &e))?;
+    if let Some(found) = marker.kvs().first() {
+        if found.value() == Layout::marker_value().as_bytes() {
+            return Ok(());
+        }
+        return Err(StoreError::Backend(format!(
+            "etcd's key {} is not Shepherd's marker: the prefix {} belongs to something else; choose another --etcd-prefix",
+            layout.marker(),
+            layout.prefix()
+        )));
+    }
+    let options = GetOptions::new().with_range(feed::prefix_end(&layout.range())).with_keys_only().with_limit(1);
+    let any = on_a_member(|| {
+        let (mut kv, options) = (kv.clone(), options.clone());
+        async move { kv.get(layout.range(), Some(options)).await }
+    })
+    .await
+    .map_err(|e| unavailable("list the prefix", &e))?;
+    if let Some(found) = any.kvs().first() {
+        return Err(StoreError::Backend(format!(
+            "etcd holds keys under {} that Shepherd did not write (such as {}): another cluster's data; choose another --etcd-prefix",
+            layout.prefix(),
+            String::from_utf8_lossy(found.key())
+        )));
+    }
+    let mark = etcd_client::Txn::new().when([Compare::version(layout.marker(), CompareOp::Equal, 0)]).and_then([TxnOp::put(
+        layout.marker(),
+        Layout::marker_value(),
+        None,
+    )]);
+    on_a_member(|| {
+        let (mut kv, mark) = (kv.clone(), mark.clone());
+        async move { kv.txn(mark).await }
+    })
+    .await
+    .map_err(|e| unavailable("mark the prefix", &e))?;
+    Ok(())
+}
+
+/// Every `interval`, compacts etcd's history up to the revision seen one interval before,
+/// as kube-apiserver does: etcd keeps at least an interval of history for watches to resume.
+async fn compact_history(inner: Arc<Inner>, interval: Duration) {
+    let mut tick = tokio::time::interval_at(Instant::now() + interval, interval);
+    let mut previous = 0u64;
+    loop {
+        tokio::select! {
+            _ = inner.shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        if previous > 0 {
+            let at = i64::try_from(previous).unwrap_or(i64::MAX);
+            match inner.client.kv_client().compact(at, None).await {
+                Ok(_) => tracing::debug!("compacted etcd's history up to revision {previous}"),
+                // Another server compacted there first, or beyond.
+                Err(e) if e.to_string().contains("compacted") => {}
+                Err(e) => tracing::warn!("cannot compact etcd's history: {e}"),
+            }
+        }
+        previous = *inner.applied.borrow();
+    }
+}
+
+impl Store for EtcdStore {
+    fn backend(&self) -> &'static str {
+        "etcd"
+    }
+
+    fn revision(&self) -> u64 {
+        self.state().revision()
+    }
+
+    fn get(&self, key: &Key) -> Option<Arc<Object>> {
+        self.state().get(key).cloned()
+    }
+
+    fn list(&self, kind: Kind, namespace: Option<&str>) -> (u64, Vec<Arc<Object>>) {
+        self.state().list(kind, namespace)
+    }
+
+    fn pods_on_node(&self, node: &str) -> (u64, Vec<Arc<Object>>) {
+        self.state().pods_on_node(node)
+    }
+
+    fn pods_owned_by(&self, owner: &Key) -> (u64, Vec<Arc<Object>>) {
+        self.state().pods_owned_by(owner)
+    }
+
+    fn count(&self, kind: Kind) -> usize {
+        self.state().count(kind)
+    }
+
+    fn commit(&self, txn: Txn) -> BoxFuture<'static, Result<Vec<Outcome>>> {
+        let queue = self.handle.queue.read().expect("store queue lock").clone();
+        async move {
+            let queue = queue.ok_or(StoreError::Closed)?;
+            let (reply, answer) = oneshot::channel();
+            queue.send(writer::Request::new(txn, reply)).await.map_err(|_| StoreError::Closed)?;
+            answer.await.map_err(|_| StoreError::Closed)?
+        }
+        .boxed()
+    }
+
+    fn watch_interest(&self, interest: Interest, from: u64) -> Result<WatchStream> {
+        let state = self.state();
+        let replay = state.replay(&interest, from)?;
+        let mailbox = Mailbox::new(interest, replay, state.revision());
+        // Registered under the state lock: no change the feed applies falls in between.
+        Subscription::register(&self.handle.inner.cache.watchers, mailbox)
+    }
+
+    fn expire_history(&self) {
+        let cache = &self.handle.inner.cache;
+        cache.state.write().expect("store state lock").forget_history(&cache.history, Instant::now());
+    }
+
+    fn compact(&self, kind: Kind) {
+        self.handle.inner.cache.state.write().expect("store state lock").compact(kind);
+    }
+
+    fn close(&self) -> BoxFuture<'static, ()> {
+        let handle = self.handle.clone();
+        async move {
+            // The writer commits what is queued, with the feed still bringing its revisions.
+            drop(handle.queue.write().expect("store queue lock").take());
+            let tasks = std::mem::take(&mut *handle.tasks.lock().expect("store tasks lock"));
+            let mut tasks = tasks.into_iter();
+            let (feed, writer) = (tasks.next(), tasks.next());
+            if let Some(writer) = writer {
+                let _ = writer.await;
+            }
+            handle.inner.shutdown.cancel();
+            for task in feed.into_iter().chain(tasks) {
+                let _ = task.await;
+            }
+            handle.inner.cache.watchers.lock().expect("watchers lock").close();
+        }
+        .boxed()
+    }
+}

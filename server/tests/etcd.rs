@@ -1,0 +1,180 @@
+//! The etcd store against real etcd members (Debian's etcd-server): several servers on one
+//! etcd see each other's writes, writes race through compare-and-swap, a prefix that is not
+//! Shepherd's is refused, and losing etcd, or one member of three, loses no acknowledged write.
+//! The rest of the server's suite runs on etcd too, when `SHEPHERD_TEST_ETCD` names a member
+//! (scripts/test.sh does).
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{TestServer, open_watch, pod};
+use reqwest::StatusCode;
+use server::Config;
+use server::store::{EtcdSettings, EtcdStore, Key, Store, StoreError, Txn};
+use shared::api::WatchEventType;
+use shared::model::{Kind, Namespace, Object, ObjectMeta, Pod};
+use shepherd_testing::Etcd;
+
+fn settings(etcd: &Etcd, prefix: &str) -> EtcdSettings {
+    EtcdSettings { endpoints: etcd.endpoints(), prefix: prefix.into(), compaction_interval: Duration::ZERO }
+}
+
+fn on_etcd(etcd: &Etcd, prefix: &str) -> Config {
+    Config { etcd: Some(settings(etcd, prefix)), run_scheduler: false, ..Config::in_memory() }
+}
+
+#[tokio::test]
+async fn a_pod_created_through_one_server_reaches_a_watch_on_the_other() {
+    let etcd = Etcd::start(1).await;
+    let first = TestServer::start(on_etcd(&etcd, "/two")).await;
+    let second = TestServer::start(on_etcd(&etcd, "/two")).await;
+    let (_, list) = second.get("/api/v1/pods").await;
+    let from = list["resource_version"].as_u64().unwrap();
+    let mut watch = open_watch(&second, &format!("/api/v1/pods?watch=true&resource_version={from}")).await;
+
+    let sent = Instant::now();
+    let (status, created) = first.post("/api/v1/pods", pod("web", 10, 10)).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let event = loop {
+        let event = watch.next(Duration::from_secs(5)).await.expect("the other server's watch brings the pod").watch_event();
+        if event.type_ != WatchEventType::Bookmark {
+            break event;
+        }
+    };
+    eprintln!("create through one server to the event on the other: {:?}", sent.elapsed());
+    assert_eq!(event.type_, WatchEventType::Added);
+    assert_eq!(event.resource_version, created["metadata"]["resource_version"].as_u64().unwrap(), "the same revision on both");
+    let (status, read) = second.get("/api/v1/namespaces/default/pods/web").await;
+    assert_eq!((status, &read["metadata"]["uid"]), (StatusCode::OK, &created["metadata"]["uid"]));
+
+    // A stale resource_version through the other server loses the compare-and-swap.
+    let mut stale = created.clone();
+    stale["metadata"]["labels"] = serde_json::json!({"from": "second"});
+    assert_eq!(second.put("/api/v1/namespaces/default/pods/web", stale.clone()).await.0, StatusCode::OK);
+    let (status, error) = first.put("/api/v1/namespaces/default/pods/web", stale).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{error}");
+    first.stop().await;
+    second.stop().await;
+}
+
+fn pod_object(name: &str) -> Object {
+    Object::Pod(Pod { kind: "Pod".into(), metadata: ObjectMeta::named("default", name), ..Pod::default() })
+}
+
+async fn store_on(etcd: &Etcd, prefix: &str) -> Arc<EtcdStore> {
+    Arc::new(EtcdStore::connect(&settings(etcd, prefix), 1000).await.expect("the etcd store opens"))
+}
+
+/// Two stores write one object at once, each from a cache the other's writes leave behind:
+/// every write lands, each on the state the one before it left (GuaranteedUpdate's retry).
+#[tokio::test]
+async fn writes_of_two_servers_to_one_object_all_land() {
+    let etcd = Etcd::start(1).await;
+    let (a, b) = (store_on(&etcd, "/race").await, store_on(&etcd, "/race").await);
+    let namespace = Namespace { kind: "Namespace".into(), metadata: ObjectMeta::named("", "default"), ..Namespace::default() };
+    a.commit(Txn::new().with(server::ops::create(namespace))).await.unwrap();
+    a.commit(
+        Txn::new()
+            .with(server::store::Write::new(Key::of(&pod_object("counter")), |_, _| Ok(server::store::Change::Put(pod_object("counter"))))),
+    )
+    .await
+    .unwrap();
+    let key = Key::new(Kind::Pod, "default", "counter");
+    let mut writes = Vec::new();
+    for i in 0..40 {
+        let store = if i % 2 == 0 { a.clone() } else { b.clone() };
+        let key = key.clone();
+        writes.push(tokio::spawn(async move {
+            let label = server::ops::modify::<Pod>(key, move |_, pod| {
+                pod.metadata.labels.insert(format!("w{i}"), "x".into());
+                Ok(())
+            });
+            store.commit(Txn::new().with(label)).await
+        }));
+    }
+    for write in writes {
+        write.await.unwrap().expect("every write lands");
+    }
+    for store in [&a, &b] {
+        let pod = shepherd_testing::poll(Duration::from_secs(5), "both caches to hold every label", || {
+            let labels = store.get(&key).map_or(0, |o| o.metadata().labels.len());
+            async move { (labels == 40).then_some(()) }
+        });
+        pod.await;
+    }
+    a.close().await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn a_prefix_with_keys_shepherd_did_not_write_is_refused() {
+    let etcd = Etcd::start(1).await;
+    let mut client = etcd_client::Client::connect(etcd.endpoints(), None).await.unwrap();
+    client.put("/registry/pods/default/web", b"k8s\x00\x0a\x09".to_vec(), None).await.unwrap();
+    let refused = EtcdStore::connect(&settings(&etcd, "/registry"), 10).await.err().expect("refused");
+    let text = refused.to_string();
+    assert!(text.contains("/registry/pods/default/web") && text.contains("--etcd-prefix"), "{text}");
+    // A prefix of its own beside it is fine, and marked as Shepherd's.
+    let store = store_on(&etcd, "/shepherd").await;
+    store.close().await;
+    let marker = client.get("/shepherd/.shepherd", None).await.unwrap();
+    assert_eq!(marker.kvs().len(), 1);
+}
+
+#[tokio::test]
+async fn an_etcd_that_does_not_answer_at_start_is_named() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let settings = EtcdSettings { endpoints: vec![url.clone()], prefix: "/registry".into(), compaction_interval: Duration::ZERO };
+    let error = EtcdStore::connect(&settings, 10).await.err().expect("no etcd there");
+    assert!(matches!(error, StoreError::Unavailable(_)), "{error:?}");
+    assert!(error.to_string().contains(&url), "{error}");
+}
+
+/// etcd gone: reads still come from the cache, writes answer 503 and nothing is kept that
+/// etcd did not commit.
+#[tokio::test]
+async fn without_etcd_writes_answer_503_and_reads_are_served() {
+    let mut etcd = Etcd::start(1).await;
+    let server = TestServer::start(on_etcd(&etcd, "/lost")).await;
+    assert_eq!(server.post("/api/v1/pods", pod("before", 1, 1)).await.0, StatusCode::CREATED);
+    etcd.kill(0);
+    let (status, error) = server.post("/api/v1/pods", pod("after", 1, 1)).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{error}");
+    assert!(error.to_string().contains("etcd"), "{error}");
+    assert_eq!(server.get("/api/v1/namespaces/default/pods/before").await.0, StatusCode::OK);
+    assert_eq!(server.get("/api/v1/namespaces/default/pods/after").await.0, StatusCode::NOT_FOUND);
+    server.stop().await;
+}
+
+/// One member of three killed during a stream of creates: every create that was answered
+/// 201 is there afterwards, and the API keeps taking creates.
+#[tokio::test]
+async fn losing_one_member_of_three_loses_no_acknowledged_write() {
+    let mut etcd = Etcd::start(3).await;
+    let server = TestServer::start(on_etcd(&etcd, "/three")).await;
+    let mut acknowledged = Vec::new();
+    let mut refused = 0;
+    for i in 0..150 {
+        if i == 50 {
+            etcd.kill(0);
+        }
+        let name = format!("p{i}");
+        match server.post("/api/v1/pods", pod(&name, 1, 1)).await.0 {
+            StatusCode::CREATED => acknowledged.push(name),
+            _ => refused += 1,
+        }
+    }
+    assert!(acknowledged.iter().any(|n| n == "p149"), "creates are taken again after the loss; {refused} refused");
+    let restarted = TestServer::start(on_etcd(&etcd, "/three")).await;
+    for name in &acknowledged {
+        let (status, _) = restarted.get(&format!("/api/v1/namespaces/default/pods/{name}")).await;
+        assert_eq!(status, StatusCode::OK, "acknowledged create {name} is in etcd");
+    }
+    eprintln!("{} creates acknowledged, {refused} refused while a member was lost", acknowledged.len());
+    server.stop().await;
+    restarted.stop().await;
+}
