@@ -161,7 +161,11 @@ async fn ensure_default_namespace(store: &dyn Store) -> Result<(), StoreError> {
     let mut namespace =
         Namespace { kind: "Namespace".into(), metadata: ObjectMeta::named("", shared::model::DEFAULT_NAMESPACE), ..Namespace::default() };
     resources::stamp_new(&mut namespace, chrono::Utc::now());
-    store.commit(Txn::new().with(ops::create(namespace))).await.map(|_| ())
+    match store.commit(Txn::new().with(ops::create(namespace))).await {
+        // Another server on the same etcd made it first.
+        Ok(_) | Err(StoreError::AlreadyExists { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// Serves the whole control plane on `listener` until `shutdown` is cancelled: in-flight

@@ -178,3 +178,16 @@ async fn losing_one_member_of_three_loses_no_acknowledged_write() {
     server.stop().await;
     restarted.stop().await;
 }
+
+/// Two servers that start together on an empty prefix both make the `default` namespace;
+/// the one that loses the race takes the other's.
+#[tokio::test]
+async fn two_servers_starting_at_once_on_an_empty_prefix_both_start() {
+    let etcd = Etcd::start(1).await;
+    let (a, b) = tokio::join!(TestServer::start(on_etcd(&etcd, "/together")), TestServer::start(on_etcd(&etcd, "/together")));
+    let (_, namespace_a) = a.get("/api/v1/namespaces/default").await;
+    let (_, namespace_b) = b.get("/api/v1/namespaces/default").await;
+    assert_eq!(namespace_a["metadata"]["uid"], namespace_b["metadata"]["uid"], "one namespace, one cluster id");
+    a.stop().await;
+    b.stop().await;
+}
