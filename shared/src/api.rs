@@ -118,7 +118,7 @@ pub struct Info {
     pub started_at: Option<Time>,
     /// The store's current revision.
     pub resource_version: u64,
-    /// `sqlite` or `memory`.
+    /// `sqlite`, `memory` or `etcd`.
     pub store: String,
     pub auth_required: bool,
     pub nodes: usize,

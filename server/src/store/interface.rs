@@ -1,5 +1,5 @@
-//! The [`Store`] trait every part of the server uses, the seam a distributed backend (etcd)
-//! would implement, with the helpers built on it (one write, the history's ageing loop).
+//! The [`Store`] trait every part of the server uses, which the embedded store and the etcd
+//! store implement, with the helpers built on it (one write, the history's ageing loop).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +15,7 @@ use super::txn::{Outcome, Txn, Write};
 
 /// The store every part of the server uses.
 pub trait Store: Send + Sync + 'static {
-    /// `sqlite` or `memory`.
+    /// `sqlite`, `memory` or `etcd`.
     fn backend(&self) -> &'static str;
     /// The revision of the last committed write.
     fn revision(&self) -> u64;
