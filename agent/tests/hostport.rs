@@ -42,8 +42,7 @@ fn only_v6(socket: &OwnedFd) -> bool {
     let mut value: libc::c_int = 0;
     let mut length = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: getsockopt writes at most `length` bytes into `value`.
-    let read =
-        unsafe { libc::getsockopt(socket.as_raw_fd(), libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, (&raw mut value).cast(), &mut length) };
+    let read = unsafe { libc::getsockopt(socket.as_raw_fd(), libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, (&raw mut value).cast(), &mut length) };
     assert_eq!(read, 0, "getsockopt(IPV6_V6ONLY): {}", std::io::Error::last_os_error());
     value != 0
 }

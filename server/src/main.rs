@@ -2,13 +2,14 @@
 //! address and runs until SIGINT or SIGTERM.
 
 mod local_node;
+mod registry_command;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::{CommandFactory, FromArgMatches, Parser};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use server::auth::Tokens;
 use server::config::{Config, default_data_dir};
 use server::tls::Identity;
@@ -23,6 +24,8 @@ static ALLOCATOR: server::heaps::Allocator = server::heaps::Allocator;
 #[derive(Debug, Parser)]
 #[command(name = "shepherd", version, about = "The Shepherd control plane: API server, store, scheduler and controllers.")]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// Address to listen on. Anything but loopback requires --token or --tokens-file.
     #[arg(long, env = "SHEPHERD_ADDR", default_value = shared::api::DEFAULT_ADDR)]
     addr: SocketAddr,
@@ -103,6 +106,13 @@ struct Args {
     /// writer has its own thread either way.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
     worker_threads: Option<u16>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the cluster's image registry (distribution's docker-registry) with its storage in
+    /// the data directory; nodes pull REGISTRY/NAME:TAG from it.
+    Registry(registry_command::RegistryArgs),
 }
 
 /// `--watch-history`: a number of changes, at least 100.
@@ -224,7 +234,11 @@ fn start() -> anyhow::Result<()> {
     if let Some(threads) = args.worker_threads {
         runtime.worker_threads(usize::from(threads));
     }
-    runtime.enable_all().build().context("cannot start the tokio runtime")?.block_on(serve(args))
+    let runtime = runtime.enable_all().build().context("cannot start the tokio runtime")?;
+    match args.command {
+        Some(Command::Registry(registry)) => runtime.block_on(registry_command::run(registry)),
+        None => runtime.block_on(serve(args)),
+    }
 }
 
 async fn serve(args: Args) -> anyhow::Result<()> {

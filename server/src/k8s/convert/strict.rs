@@ -265,11 +265,7 @@ fn is_what_shepherd_does(path: &str, value: &Value) -> bool {
     }
     let spec = shape.strip_prefix("spec.template.spec.").or_else(|| shape.strip_prefix("spec."));
     let value = value.as_str().unwrap_or_default();
-    matches!(
-        (spec, value),
-        (Some("dnsPolicy"), "ClusterFirst" | "Default")
-            | (Some("schedulerName"), "default-scheduler")
-    )
+    matches!((spec, value), (Some("dnsPolicy"), "ClusterFirst" | "Default") | (Some("schedulerName"), "default-scheduler"))
 }
 
 /// Fields of a body that say nothing Shepherd must keep: empty ones (except a `false` that
