@@ -6,10 +6,13 @@
 //! on a short tick) until a deadline, never after a fixed sleep.
 //!
 //! Layout: this file has the servers, the OpenAPI check of their answers and the node
-//! fixtures; `wait` has the one deadline-and-look-again rule every test waits by.
+//! fixtures; `wait` has the one deadline-and-look-again rule every test waits by;
+//! `registry` has a real image registry on a free loopback port.
 
+mod registry;
 mod wait;
 
+pub use registry::{TestRegistry, registry_available};
 pub use wait::{Look, POLL_INTERVAL, eventually, exited, poll, poll_blocking};
 
 use std::collections::HashMap;
