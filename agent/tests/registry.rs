@@ -148,3 +148,43 @@ async fn a_registry_with_users_lets_in_the_node_that_signs_in_with_its_token() {
     agent.stop().await;
     untag(&plain, &image).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pull_policy_decides_whether_a_present_image_is_pulled_again() {
+    if !registry_available("the_pull_policy_decides_whether_a_present_image_is_pulled_again") {
+        return;
+    }
+    let mut registry = TestRegistry::start(Tokens::default()).await;
+    let docker = docker().await;
+    let gone = registry_only_image(&docker, &registry.address, None).await;
+    // On the machine and in the registry; then the registry goes away.
+    let present = shepherd_image::push(docker.client(), "minimal", &registry.address, None).await.unwrap();
+    registry.stop().await;
+    let node = unique("node");
+    let _cleanup = Cleanup(node.clone());
+    let api = Api::start().await;
+    let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
+
+    let pod_with = |image: &str, policy: &str| {
+        let mut main = container("main", &["sleep", "3600"]);
+        main.image = image.to_string();
+        main.image_pull_policy = policy.to_string();
+        spec(vec![main], "Always")
+    };
+    let if_not_present = api.add_pod(&node, "if-not-present", pod_with(&present, "IfNotPresent")).await;
+    let always = api.add_pod(&node, "always", pod_with(&present, "Always")).await;
+    let never = api.add_pod(&node, "never", pod_with(&gone, "Never")).await;
+    let waits = |reason: &'static str| move |p: &Pod| waiting_reason(p).is_some_and(|(r, _)| r == reason);
+
+    api.wait_for(&if_not_present.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
+    let events = api.events_for("if-not-present").await;
+    assert!(events.iter().any(|e| e.reason == "Pulled" && e.message.contains("already present on machine")), "{events:#?}");
+    // Always asks the registry even for an image the engine has; it is down.
+    let failed = api.wait_for(&always.metadata.uid, "ErrImagePull", WAIT, waits("ErrImagePull")).await;
+    assert!(waiting_reason(&failed).unwrap().1.contains("connection refused"), "{:?}", failed.status);
+    let refused = api.wait_for(&never.metadata.uid, "ErrImageNeverPull", WAIT, waits("ErrImageNeverPull")).await;
+    assert_eq!(waiting_reason(&refused).unwrap().1, format!("Container image {gone:?} is not present with pull policy of Never"));
+    assert!(api.events_for("never").await.iter().all(|e| e.reason != "Pulling"), "Never never pulls");
+    agent.stop().await;
+    untag(&docker, &present).await;
+}
