@@ -22,7 +22,13 @@ use tokio_util::sync::CancellationToken;
 static ALLOCATOR: server::heaps::Allocator = server::heaps::Allocator;
 
 #[derive(Debug, Parser)]
-#[command(name = "shepherd", version, about = "The Shepherd control plane: API server, store, scheduler and controllers.")]
+#[command(
+    name = "shepherd",
+    version,
+    about = "The Shepherd control plane: API server, store, scheduler and controllers.",
+    // `shepherd --data-dir D registry` would run the registry without D: say so instead.
+    args_conflicts_with_subcommands = true
+)]
 struct Args {
     #[command(subcommand)]
     command: Option<Command>,
@@ -325,6 +331,14 @@ mod tests {
         let command = Args::command();
         let flag = command.get_arguments().find(|a| a.get_id() == "local_node_listen").expect("the flag");
         assert_eq!(flag.get_env(), None, "clap must not read (and reject) the agent's variable for a server without a local node");
+    }
+
+    #[test]
+    fn the_servers_flags_before_registry_are_refused_not_ignored() {
+        let matches = |args: &[&str]| Args::command().try_get_matches_from(args).map(|_| ());
+        let refused = matches(&["shepherd", "--data-dir", "/d", "registry"]).unwrap_err().to_string();
+        assert!(refused.contains("the subcommand 'registry' cannot be used with '--data-dir"), "{refused}");
+        matches(&["shepherd", "registry", "--data-dir", "/d"]).unwrap();
     }
 
     #[test]
