@@ -91,6 +91,8 @@ fn write_private(path: &Path, what: &'static str, text: &str) -> Result<()> {
     use std::os::unix::fs::OpenOptionsExt as _;
     let error = |source| Error::Write { what, path: path.display().to_string(), source };
     let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path).map_err(error)?;
+    // `mode` applies only to a new file: one from before keeps its bits unless they are set.
+    file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600)).map_err(error)?;
     file.write_all(text.as_bytes()).map_err(error)
 }
 
@@ -187,5 +189,25 @@ mod tests {
         assert!(!text.contains("secret"), "{text}");
         let clash = Tokens::parse("admin-secret admin\nnode-one-secret node admin\n", "t").unwrap();
         assert!(matches!(htpasswd(&clash), Err(Error::SameUser(user)) if user == "admin"));
+    }
+
+    #[test]
+    fn prepare_keeps_the_files_to_their_owner_and_drops_a_stale_htpasswd() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        let mut settings = settings(Tokens::parse("admin-secret admin\n", "t").unwrap());
+        settings.dir = dir.path().join(DIR);
+        std::fs::create_dir_all(&settings.dir).unwrap();
+        let htpasswd = settings.dir.join("htpasswd");
+        std::fs::write(&htpasswd, "old").unwrap();
+        std::fs::set_permissions(&htpasswd, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let config = prepare(&settings).unwrap();
+        assert_eq!((mode(&config), mode(&htpasswd)), (0o600, 0o600));
+        assert!(std::fs::read_to_string(&config).unwrap().contains(&format!("path: \"{}\"", htpasswd.display())));
+        settings.tokens = Tokens::default();
+        let config = prepare(&settings).unwrap();
+        assert!(!htpasswd.exists(), "an open registry leaves no htpasswd behind");
+        assert!(!std::fs::read_to_string(&config).unwrap().contains("auth:"));
     }
 }
