@@ -16,6 +16,8 @@ setup_has() {
         chromium) command -v chromium >/dev/null ;;
         chromium-driver) command -v chromedriver >/dev/null ;;
         containernetworking-plugins) [ -x /usr/lib/cni/bridge ] ;;
+        # Distribution's registry, which `shepherd registry` runs; Debian does not start it.
+        docker-registry) command -v docker-registry >/dev/null ;;
         # Debian's kubectl (1.20, in bookworm) when no newer one is installed.
         kubernetes-client) command -v kubectl >/dev/null ;;
         python3-venv) python3 -c 'import ensurepip, venv' 2>/dev/null ;;

@@ -16,7 +16,7 @@ for arg in "$@"; do
 done
 
 . scripts/setup.sh
-setup_machine "$no_install" docker.io busybox-static chromium chromium-driver containernetworking-plugins kubernetes-client python3-venv jq protobuf-compiler etcd-server
+setup_machine "$no_install" docker.io busybox-static chromium chromium-driver containernetworking-plugins docker-registry kubernetes-client python3-venv jq protobuf-compiler etcd-server
 
 # A clean build gains nothing from incremental state, which would double the target's size.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"

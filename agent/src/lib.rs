@@ -152,6 +152,8 @@ pub struct AgentConfig {
     pub remove_containers_on_exit: bool,
     /// How pod sandboxes get their network (runtimes with sandboxes): CNI or Docker's bridge.
     pub pod_network: network::PodNetworkConfig,
+    /// The cluster registry's sign-in (Docker): its pulls send it, no other registry's do.
+    pub registry_login: Option<shepherd_image::RegistryLogin>,
 }
 
 impl AgentConfig {
@@ -177,16 +179,17 @@ impl AgentConfig {
             warm_sandboxes: 0,
             remove_containers_on_exit: false,
             pod_network: network::PodNetworkConfig::default(),
+            registry_login: None,
         }
     }
 }
 
-/// Connects the configured runtime for the node called `node`.
-pub async fn connect_runtime(choice: RuntimeChoice, node: &str) -> Result<Arc<dyn ContainerRuntime>> {
-    Ok(match choice {
-        RuntimeChoice::Docker => Arc::new(DockerRuntime::connect().await?),
+/// Connects the runtime `config` chooses for its node.
+pub async fn connect_runtime(config: &AgentConfig) -> Result<Arc<dyn ContainerRuntime>> {
+    Ok(match config.runtime {
+        RuntimeChoice::Docker => Arc::new(DockerRuntime::connect().await?.with_login(config.registry_login.clone())),
         RuntimeChoice::Simulated { start_delay } => {
-            Arc::new(SimulatedRuntime::new(start_delay).with_pod_block(runtime::simulated::pod_block(node)))
+            Arc::new(SimulatedRuntime::new(start_delay).with_pod_block(runtime::simulated::pod_block(&config.node_name)))
         }
     })
 }
@@ -216,7 +219,7 @@ fn api_url(local: SocketAddr, address: &str) -> String {
 /// talks to the server over HTTP. Pods keep running after it returns.
 pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> Result<()> {
     check_listen(&config)?;
-    let runtime = connect_runtime(config.runtime, &config.node_name).await?;
+    let runtime = connect_runtime(&config).await?;
     let listener = TcpListener::bind(config.listen).await.map_err(|source| Error::Bind { addr: config.listen, source })?;
     let api = api_client(&config)?.named("agent").with_timeout(API_TIMEOUT);
     let api = Arc::new(api);

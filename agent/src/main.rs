@@ -10,6 +10,7 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use shared::api::{API_ENV, CA_ENV, DEFAULT_ADDR, TOKEN_ENV};
 use shared::backoff::Backoff;
+use shared::image::REGISTRY_ENV;
 use shared::quantity::{parse_cpu, parse_memory};
 use tokio_util::sync::CancellationToken;
 
@@ -104,6 +105,10 @@ struct Cli {
     /// Where the agent keeps pod sandboxes' network namespaces and CNI results.
     #[arg(long, default_value = agent::network::DEFAULT_STATE_DIR)]
     state_dir: PathBuf,
+    /// The cluster's registry (`shepherd registry`), HOST:PORT. Pulls from it sign in as this
+    /// node (--node-name) with --token; images from other registries are pulled without them.
+    #[arg(long, env = REGISTRY_ENV, value_name = "HOST:PORT")]
+    registry: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -119,6 +124,13 @@ enum Command {
         /// Build and import again even if the image exists.
         #[arg(long)]
         force: bool,
+        /// Then tag it as REGISTRY/NAME:TAG and push it there (a `shepherd registry`).
+        #[arg(long, value_name = "HOST:PORT")]
+        push: Option<String>,
+        /// The registry user --push signs in as, with --token as password (a node token's
+        /// user is its node's name).
+        #[arg(long, default_value = shared::image::ADMIN_USER)]
+        registry_user: String,
     },
 }
 
@@ -215,14 +227,43 @@ fn config(cli: &Cli, listen_variable: Option<&str>) -> anyhow::Result<AgentConfi
         lease_renew_interval: cli.lease_renew_interval,
         node_status_report_interval: cli.node_status_report_interval,
     };
+    // An empty SHEPHERD_REGISTRY counts as unset, as an empty SHEPHERD_API does.
+    if let Some(registry) = cli.registry.as_ref().filter(|r| !r.is_empty()) {
+        if let Some(message) = shared::image::registry_error(registry) {
+            bail!("--registry: {message}");
+        }
+        config.registry_login = config.token.clone().map(|password| shepherd_image::RegistryLogin {
+            registry: registry.clone(),
+            username: config.node_name.clone(),
+            password,
+        });
+    }
     Ok(config)
 }
 
-async fn bootstrap(name: &str, busybox: &std::path::Path, force: bool) -> anyhow::Result<()> {
+/// `bootstrap-image`: builds the image, then pushes it when `push` names a registry, signed
+/// in as `user` with `password` (the token) when there is one.
+async fn bootstrap(
+    name: &str,
+    busybox: &std::path::Path,
+    force: bool,
+    push: Option<&str>,
+    user: &str,
+    password: Option<&str>,
+) -> anyhow::Result<()> {
     let docker = agent::runtime::DockerRuntime::connect().await?;
     match agent::image::bootstrap(docker.client(), name, busybox, force).await? {
         agent::image::Outcome::Imported => println!("image {name} imported from {}", busybox.display()),
         agent::image::Outcome::AlreadyPresent => println!("image {name} already present (use --force to build it again)"),
+    }
+    if let Some(registry) = push {
+        let login = password.map(|password| shepherd_image::RegistryLogin {
+            registry: registry.to_string(),
+            username: user.to_string(),
+            password: password.to_string(),
+        });
+        let pushed = shepherd_image::push(docker.client(), name, registry, login.as_ref()).await?;
+        println!("pushed {pushed}");
     }
     Ok(())
 }
@@ -235,8 +276,9 @@ fn main() -> std::process::ExitCode {
 async fn start() -> anyhow::Result<()> {
     shepherd_process::logging::init("info");
     let cli = Cli::parse();
-    if let Some(Command::BootstrapImage { name, busybox, force }) = &cli.command {
-        return bootstrap(name, busybox, *force).await;
+    if let Some(Command::BootstrapImage { name, busybox, force, push, registry_user }) = &cli.command {
+        let password = cli.token.as_deref().filter(|t| !t.is_empty());
+        return bootstrap(name, busybox, *force, push.as_deref(), registry_user, password).await;
     }
     let config = config(&cli, std::env::var(agent::LISTEN_ENV).ok().as_deref())?;
     // The agent stops; each node then says whether its pods keep running or were removed
@@ -362,6 +404,16 @@ mod tests {
 
     fn config_of(args: &[&str]) -> AgentConfig {
         config(&Cli::parse_from(args), None).unwrap()
+    }
+
+    #[test]
+    fn the_registry_login_is_the_node_and_its_token_and_needs_both() {
+        let login = config_of(&["shepherd-agent", "--node-name", "n1", "--token", "t0k3n-n1!", "--registry", "m1:5000"]).registry_login;
+        let login = login.expect("a login with a token");
+        assert_eq!((login.registry.as_str(), login.username.as_str(), login.password.as_str()), ("m1:5000", "n1", "t0k3n-n1!"));
+        assert_eq!(config_of(&["shepherd-agent", "--registry", "m1:5000"]).registry_login, None, "no token, no sign-in");
+        let bad = Cli::parse_from(["shepherd-agent", "--registry", "http://m1:5000"]);
+        assert!(config(&bad, None).unwrap_err().to_string().starts_with("--registry: a registry is HOST:PORT"));
     }
 
     #[test]

@@ -469,6 +469,20 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_pull_policy_of_always_pulls_a_present_image_and_the_default_uses_it() {
+        for (policy, wanted) in [("Always", "Successfully pulled image \"minimal\""), ("", "already present on machine")] {
+            let (manager, api, _runtime) = manager(0, || None);
+            let mut pod = pod();
+            pod.spec.containers[0].image_pull_policy = policy.into();
+            manager.upsert(pod);
+            api.until("Running", || api.status.lock().unwrap().as_ref().is_some_and(|s| s.phase == PodPhase::Running)).await;
+            let events = api.events.lock().unwrap();
+            let pulled: Vec<&str> = events.iter().filter(|(_, e)| e.reason == "Pulled").map(|(_, e)| e.message.as_str()).collect();
+            assert!(pulled.len() == 1 && pulled[0].contains(wanted), "policy {policy:?}: {pulled:?}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_failed_confirmation_is_retried_until_the_server_takes_it() {
         let (manager, api, _runtime) = manager(3, || None);
         manager.upsert(terminating(pod()));

@@ -171,6 +171,22 @@ impl Tokens {
         self.by_token.get_key_value(token).map(|(token, principal)| (Bearer(token.clone()), principal))
     }
 
+    /// The registry user each token signs in to `shepherd registry` as, with the token as its
+    /// password (`shared::image`): a node token as its node, admin tokens as `admin`,
+    /// `admin-2`, … in the file's order with `--token` first. Viewer tokens get none:
+    /// distribution's htpasswd cannot make a user who may pull but not push.
+    pub fn registry_users(&self) -> Vec<(String, &str)> {
+        let line = |token: &str| self.file.as_ref().and_then(|(_, lines)| lines.get(token).copied()).unwrap_or(0);
+        let mut admins: Vec<&str> = self.by_token.iter().filter(|(_, p)| p.role == Role::Admin).map(|(token, _)| token.as_ref()).collect();
+        admins.sort_by_key(|token| line(token));
+        let mut users: Vec<(String, &str)> =
+            admins.into_iter().enumerate().map(|(i, token)| (shared::image::admin_user(i), token)).collect();
+        let mut nodes: Vec<(String, &str)> = self.by_node.iter().map(|(node, token)| (node.clone(), token.as_str())).collect();
+        nodes.sort();
+        users.extend(nodes);
+        users
+    }
+
     /// Reads a tokens file: one `<token> <role> [node-name]` per line, role `admin`,
     /// `viewer` or `node` (which needs the node name); `#` starts a comment. A file without
     /// a token is an error: it would silently leave the server open.
@@ -292,6 +308,17 @@ impl AgentKeys {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn registry_users_are_nodes_and_numbered_admins_without_viewers() {
+        let mut tokens =
+            Tokens::parse("second-admin admin\nnode-one-secret node node-1\nfirst-admin admin\nviewer-secret viewer\n", "t").unwrap();
+        tokens.add_flag_token("flag-admin-token").unwrap();
+        let users = tokens.registry_users();
+        let expected =
+            [("admin", "flag-admin-token"), ("admin-2", "second-admin"), ("admin-3", "first-admin"), ("node-1", "node-one-secret")];
+        assert_eq!(users, expected.map(|(u, t)| (u.to_string(), t)));
+    }
 
     #[test]
     fn parses_a_tokens_file_with_every_role() {

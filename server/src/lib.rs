@@ -24,9 +24,12 @@
 //! - [`scheduler`]: the loop around `shared::scheduler`: queue, backoff, assume, bind;
 //! - [`controllers`]: node lifecycle, deployments, service endpoints, terminating pods, event expiry;
 //! - [`metrics`]: Prometheus metrics, by `prometheus-client`; [`config`]: the validated settings;
+//! - [`registry`]: `shepherd registry`: distribution's registry, configured and supervised,
+//!   signing in with the server's tokens;
 //! - [`tls`]: HTTPS: the serving certificate (given, or made in the data directory) and the listener.
 //!
-//! The `shepherd` binary adds `local_node`, the agent that `--local-node` runs in-process.
+//! The `shepherd` binary adds `local_node`, the agent that `--local-node` runs in-process,
+//! and `registry_command`, the flags of `shepherd registry`.
 
 pub mod agent_client;
 pub mod api;
@@ -42,6 +45,7 @@ pub mod k8s;
 pub mod metrics;
 pub mod ops;
 pub mod query;
+pub mod registry;
 pub mod resources;
 pub mod scheduler;
 pub mod state;

@@ -2,13 +2,14 @@
 //! address and runs until SIGINT or SIGTERM.
 
 mod local_node;
+mod registry_command;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::{CommandFactory, FromArgMatches, Parser};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use server::auth::Tokens;
 use server::config::{Config, default_data_dir};
 use server::store::EtcdSettings;
@@ -29,8 +30,16 @@ enum StoreKind {
 }
 
 #[derive(Debug, Parser)]
-#[command(name = "shepherd", version, about = "The Shepherd control plane: API server, store, scheduler and controllers.")]
+#[command(
+    name = "shepherd",
+    version,
+    about = "The Shepherd control plane: API server, store, scheduler and controllers.",
+    // `shepherd --data-dir D registry` would run the registry without D: say so instead.
+    args_conflicts_with_subcommands = true
+)]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// Address to listen on. Anything but loopback requires --token or --tokens-file.
     #[arg(long, env = "SHEPHERD_ADDR", default_value = shared::api::DEFAULT_ADDR)]
     addr: SocketAddr,
@@ -125,6 +134,13 @@ struct Args {
     /// writer has its own thread either way.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
     worker_threads: Option<u16>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the cluster's image registry (distribution's docker-registry) with its storage in
+    /// the data directory; nodes pull REGISTRY/NAME:TAG from it.
+    Registry(registry_command::RegistryArgs),
 }
 
 /// `--watch-history`: a number of changes, at least 100.
@@ -260,7 +276,11 @@ fn start() -> anyhow::Result<()> {
     if let Some(threads) = args.worker_threads {
         runtime.worker_threads(usize::from(threads));
     }
-    runtime.enable_all().build().context("cannot start the tokio runtime")?.block_on(serve(args))
+    let runtime = runtime.enable_all().build().context("cannot start the tokio runtime")?;
+    match args.command {
+        Some(Command::Registry(registry)) => runtime.block_on(registry_command::run(registry)),
+        None => runtime.block_on(serve(args)),
+    }
 }
 
 async fn serve(args: Args) -> anyhow::Result<()> {
@@ -347,6 +367,14 @@ mod tests {
         let command = Args::command();
         let flag = command.get_arguments().find(|a| a.get_id() == "local_node_listen").expect("the flag");
         assert_eq!(flag.get_env(), None, "clap must not read (and reject) the agent's variable for a server without a local node");
+    }
+
+    #[test]
+    fn the_servers_flags_before_registry_are_refused_not_ignored() {
+        let matches = |args: &[&str]| Args::command().try_get_matches_from(args).map(|_| ());
+        let refused = matches(&["shepherd", "--data-dir", "/d", "registry"]).unwrap_err().to_string();
+        assert!(refused.contains("the subcommand 'registry' cannot be used with '--data-dir"), "{refused}");
+        matches(&["shepherd", "registry", "--data-dir", "/d"]).unwrap();
     }
 
     #[test]

@@ -20,6 +20,8 @@
 //!   the server's API dialects refuse;
 //! - [`yaml`]: the YAML reader behind manifests: saphyr-parser's events built into values that
 //!   keep their line and column;
+//! - [`image`]: image references (registry, repository, tag), the default pull policy, and
+//!   the cluster registry's address and users;
 //! - [`readiness`]: whether a node is ready, the one judgement every part makes;
 //! - [`registration`]: the node an agent registers and the heartbeat it sends;
 //! - [`backoff`]: the one exponential back-off curve;
@@ -45,6 +47,7 @@ pub mod api_error;
 pub mod backoff;
 pub mod cache;
 pub mod capacity;
+pub mod image;
 pub mod limits;
 pub mod listen;
 pub mod manifest;

@@ -8,8 +8,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use crate::api::{FieldError, Heartbeat, agent_paths};
 use crate::limits::{MAX_CONTAINERS, MAX_CPU_MILLICORES, MAX_GRACE_SECONDS, MAX_MEMORY_BYTES, MAX_NODE_PODS, MAX_REPLICAS};
 use crate::model::{
-    Container, Deployment, Event, Labels, Lease, Namespace, Node, NodeResources, Object, ObjectMeta, Pod, PodSpec, RestartPolicy, Scale,
-    Service, TAINT_EFFECTS,
+    Container, Deployment, Event, Labels, Lease, Namespace, Node, NodeResources, Object, ObjectMeta, Pod, PodSpec, PullPolicy,
+    RestartPolicy, Scale, Service, TAINT_EFFECTS,
 };
 use crate::quantity::{format_cpu, format_memory};
 
@@ -396,6 +396,12 @@ fn check_container(errors: &mut Errors, path: &str, container: &Container) {
     } else if container.image.chars().any(char::is_whitespace) {
         errors.add(format!("{path}.image"), format!("must not contain spaces, got {:?}", container.image));
     }
+    if !container.image_pull_policy.is_empty() && PullPolicy::parse(&container.image_pull_policy).is_none() {
+        errors.add(
+            format!("{path}.image_pull_policy"),
+            format!("must be empty or one of {}, got {:?}", PullPolicy::ALL.join(", "), container.image_pull_policy),
+        );
+    }
     check_memory(errors, &format!("{path}.resources.memory"), container.resources.memory);
     check_cpu(errors, &format!("{path}.resources.cpu"), container.resources.cpu);
     let mut env_names = BTreeSet::new();
@@ -585,6 +591,7 @@ mod tests {
         p.spec.restart_policy = "Sometimes".into();
         let mut second = p.spec.containers[0].clone();
         second.image = String::new();
+        second.image_pull_policy = "Sometimes".into();
         second.resources.memory = -1;
         second.resources.cpu = -5;
         second.ports = vec![ContainerPort { container_port: 70000, ..Default::default() }];
@@ -595,6 +602,7 @@ mod tests {
             vec![
                 "metadata.name",
                 "spec.containers[1].image",
+                "spec.containers[1].image_pull_policy",
                 "spec.containers[1].resources.memory",
                 "spec.containers[1].resources.cpu",
                 "spec.containers[1].ports[0].container_port",

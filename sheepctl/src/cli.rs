@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 use shared::api::{API_ENV, CA_ENV, TOKEN_ENV};
+use shared::image::REGISTRY_ENV;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -70,6 +71,30 @@ pub enum Command {
     Completion(CompletionArgs),
     /// Print a kubeconfig for this server, or save it: KUBECONFIG=$(sheepctl kubeconfig --save) kubectl get pods
     Kubeconfig(KubeconfigArgs),
+    /// Move images into the cluster's registry, for every node to pull
+    #[command(subcommand)]
+    Image(ImageCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ImageCommand {
+    /// Tag a local image as REGISTRY/NAME:TAG and push it there through the local Docker
+    /// engine; pods then name that reference
+    Push(ImagePushArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ImagePushArgs {
+    /// A local image: NAME[:TAG]
+    pub name: String,
+
+    /// The registry (`shepherd registry`): HOST:PORT
+    #[arg(long, env = REGISTRY_ENV, default_value = shared::image::DEFAULT_REGISTRY, value_name = "HOST:PORT")]
+    pub registry: String,
+
+    /// The user to sign in as, with --token as password (a node token's user is its node's name)
+    #[arg(long, default_value = shared::image::ADMIN_USER, value_name = "USER")]
+    pub registry_user: String,
 }
 
 #[derive(Debug, Args)]

@@ -91,6 +91,7 @@ pub(crate) mod fixtures {
                     env: vec![EnvVar { name: "A".into(), value: "1".into() }],
                     ports: vec![ContainerPort { container_port: 80, host_port: Some(8080), ..Default::default() }],
                     resources: ResourceRequirements { memory: 64 << 20, cpu: 250 },
+                    ..Default::default()
                 }],
                 termination_grace_period_seconds: Some(3),
                 ..Default::default()

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use shared::model::{CONTAINER_CREATING, Container, ContainerState, ContainerStatus, Pod, PodStatus, RestartPolicy, event_types};
+use shared::model::{
+    CONTAINER_CREATING, Container, ContainerState, ContainerStatus, Pod, PodStatus, PullPolicy, RestartPolicy, event_types,
+};
 // Tokio's clock, which tests can pause: back-offs are timing logic.
 use tokio::time::Instant;
 
@@ -274,6 +276,55 @@ impl PodWorker {
         }
     }
 
+    /// Makes the container's image present as its pull policy says (Kubernetes'
+    /// `imagePullPolicy`): `Always` pulls before every create, `IfNotPresent` only a missing
+    /// image, `Never` never. Returns the step to report when the image is not there.
+    async fn pull(&mut self, pod: &Pod, container: &Container) -> crate::runtime::Result<Option<Step>> {
+        let image = container.image.as_str();
+        // Validation refuses any other policy; a stored one from before it is read as the default.
+        let policy = container.pull_policy().unwrap_or(PullPolicy::IfNotPresent);
+        let present = match policy {
+            PullPolicy::Always => false,
+            PullPolicy::IfNotPresent | PullPolicy::Never => self.ctx.runtime.has_image(image).await?,
+        };
+        if present {
+            if self.pulls.remove(image).is_some() || !self.restarts.contains_key(&container.name) {
+                self.ctx.event(pod, event_types::NORMAL, "Pulled", format!("Container image {image:?} already present on machine"));
+            }
+            return Ok(None);
+        }
+        if policy == PullPolicy::Never {
+            // The kubelet's words; it does not back off, the image may appear at any time.
+            let message = format!("Container image {image:?} is not present with pull policy of Never");
+            self.ctx.event(pod, event_types::WARNING, "ErrImageNeverPull", message.clone());
+            let status = self.base_status(container, waiting("ErrImageNeverPull", message));
+            return Ok(Some(Step::new(status, Some(self.ctx.backoff.max), String::new())));
+        }
+        self.ctx.event(pod, event_types::NORMAL, "Pulling", format!("Pulling image {image:?}"));
+        let began = Instant::now();
+        match self.ctx.runtime.pull_image(image).await {
+            Ok(()) => {
+                self.pulls.remove(image);
+                let took = began.elapsed().as_secs_f64();
+                self.ctx.event(pod, event_types::NORMAL, "Pulled", format!("Successfully pulled image {image:?} in {took:.2}s"));
+                Ok(None)
+            }
+            Err(e) => {
+                // The registry's own words; the event and status already name the image.
+                let message = match e {
+                    crate::runtime::Error::Pull { message, .. } => message,
+                    other => other.to_string(),
+                };
+                let delay = self.pulls.get(image).map_or(self.ctx.backoff.base, |b| self.ctx.backoff.next(b.delay));
+                self.pulls.insert(image.to_string(), Failing { delay, until: Instant::now() + delay, message: message.clone() });
+                self.ctx.event(pod, event_types::WARNING, "Failed", format!("Failed to pull image {image:?}: {message}"));
+                let status = self.base_status(container, waiting("ErrImagePull", message));
+                // Look again within the back-off, to show ImagePullBackOff.
+                Ok(Some(Step::new(status, Some(delay / 2), String::new())))
+            }
+        }
+    }
+
     /// No container yet: image, create, start.
     async fn new_container(&mut self, pod: &Pod, container: &Container) -> crate::runtime::Result<Step> {
         let image = container.image.as_str();
@@ -287,36 +338,8 @@ impl PodWorker {
                 return Ok(Step::new(status, Some(requeue), String::new()));
             }
         }
-        match self.ctx.runtime.has_image(image).await? {
-            true => {
-                if self.pulls.remove(image).is_some() || !self.restarts.contains_key(&container.name) {
-                    self.ctx.event(pod, event_types::NORMAL, "Pulled", format!("Container image {image:?} already present on machine"));
-                }
-            }
-            false => {
-                self.ctx.event(pod, event_types::NORMAL, "Pulling", format!("Pulling image {image:?}"));
-                let began = Instant::now();
-                match self.ctx.runtime.pull_image(image).await {
-                    Ok(()) => {
-                        self.pulls.remove(image);
-                        let took = began.elapsed().as_secs_f64();
-                        self.ctx.event(pod, event_types::NORMAL, "Pulled", format!("Successfully pulled image {image:?} in {took:.2}s"));
-                    }
-                    Err(e) => {
-                        // The registry's own words; the event and status already name the image.
-                        let message = match e {
-                            crate::runtime::Error::Pull { message, .. } => message,
-                            other => other.to_string(),
-                        };
-                        let delay = self.pulls.get(image).map_or(self.ctx.backoff.base, |b| self.ctx.backoff.next(b.delay));
-                        self.pulls.insert(image.to_string(), Failing { delay, until: Instant::now() + delay, message: message.clone() });
-                        self.ctx.event(pod, event_types::WARNING, "Failed", format!("Failed to pull image {image:?}: {message}"));
-                        let status = self.base_status(container, waiting("ErrImagePull", message));
-                        // Look again within the back-off, to show ImagePullBackOff.
-                        return Ok(Step::new(status, Some(delay / 2), String::new()));
-                    }
-                }
-            }
+        if let Some(step) = self.pull(pod, container).await? {
+            return Ok(step);
         }
         // The pod's sandbox failed: its back-off is waited out whatever wakes this pass (the
         // end of the sandbox the failure removed does at once).

@@ -21,6 +21,7 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
+use shepherd_image::RegistryLogin;
 
 use super::seam::{ContainerConfig, ContainerInfo, ContainerRuntime, Error, Result, RunState, RuntimeEvent};
 
@@ -30,6 +31,8 @@ pub const NETWORK: &str = "shepherd";
 /// Docker Engine, reached over its local socket.
 pub struct DockerRuntime {
     docker: Docker,
+    /// The sign-in of the cluster's registry, sent with pulls from it alone.
+    login: Option<RegistryLogin>,
     /// Network ids by name, resolved once.
     networks: tokio::sync::Mutex<HashMap<String, String>>,
 }
@@ -47,7 +50,13 @@ impl DockerRuntime {
         let docker = Docker::connect_with_local_defaults().map_err(unreachable)?;
         let docker = docker.negotiate_version().await.map_err(unreachable)?;
         docker.ping().await.map_err(unreachable)?;
-        Ok(DockerRuntime { docker, networks: Default::default() })
+        Ok(DockerRuntime { docker, login: None, networks: Default::default() })
+    }
+
+    /// Pulls from `login.registry` sign in with `login`.
+    pub fn with_login(mut self, login: Option<RegistryLogin>) -> Self {
+        self.login = login;
+        self
     }
 
     /// The bollard client, for callers that need more than the trait offers (image bootstrap).
@@ -273,9 +282,11 @@ impl ContainerRuntime for DockerRuntime {
         if !tag.is_empty() {
             options = options.tag(tag);
         }
-        let mut progress = self.docker.create_image(Some(options.build()), None, None);
+        let credentials = self.login.as_ref().and_then(|login| login.credentials_for(image));
+        let mut progress = self.docker.create_image(Some(options.build()), None, credentials);
         while let Some(step) = progress.next().await {
-            step.map_err(|e| Error::Pull { image: image.to_string(), message: pull_message(e) })?;
+            // Docker's pull errors carry the registry's answer, the message a person can act on.
+            step.map_err(|e| Error::Pull { image: image.to_string(), message: shepherd_image::engine_message(e) })?;
         }
         Ok(())
     }
@@ -418,15 +429,6 @@ impl ContainerRuntime for DockerRuntime {
             })
             .map_err(|e| Error::Other { action: "watch Docker events", message: e.to_string() })
             .boxed()
-    }
-}
-
-/// Docker's pull errors carry the registry's answer; keep the message a person can act on.
-fn pull_message(error: BollardError) -> String {
-    match error {
-        BollardError::DockerResponseServerError { message, .. } => message,
-        BollardError::DockerStreamError { error } => error,
-        other => other.to_string(),
     }
 }
 

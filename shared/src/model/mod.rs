@@ -29,7 +29,7 @@ pub use node::{Node, NodeInfo, NodeStatus, POD_NETWORK_ANNOTATION, TAINT_EFFECTS
 pub use object::{Object, ObjectError, Resource};
 pub use pod::{
     Binding, CONTAINER_CREATING, Container, ContainerPort, ContainerState, ContainerStatus, DEFAULT_GRACE_SECONDS, EnvVar, Pod, PodPhase,
-    PodSpec, PodStage, PodStatus, RestartPolicy, Toleration,
+    PodSpec, PodStage, PodStatus, PullPolicy, RestartPolicy, Toleration,
 };
 pub use resources::{NodeResources, ResourceRequirements};
 pub use service::{Endpoint, Service, ServicePort, ServiceSpec, ServiceStatus};

@@ -109,6 +109,52 @@ pub struct Container {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<ContainerPort>,
     pub resources: ResourceRequirements,
+    /// `Always`, `IfNotPresent` or `Never`; empty for the default of the image
+    /// ([`crate::image::Reference::default_pull_policy`]); validation rejects anything else.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub image_pull_policy: String,
+}
+
+impl Container {
+    /// The policy the node pulls this container's image by (`None` for an invalid one).
+    pub fn pull_policy(&self) -> Option<PullPolicy> {
+        match self.image_pull_policy.as_str() {
+            "" => Some(crate::image::Reference::parse(&self.image).default_pull_policy()),
+            text => PullPolicy::parse(text),
+        }
+    }
+}
+
+/// When a node pulls a container's image, as Kubernetes' `imagePullPolicy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PullPolicy {
+    /// Before every container is created, even when the image is present.
+    Always,
+    /// Only when the image is missing.
+    IfNotPresent,
+    /// Never: a missing image is an error.
+    Never,
+}
+
+impl PullPolicy {
+    pub const ALL: [&'static str; 3] = ["Always", "IfNotPresent", "Never"];
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "Always" => Some(PullPolicy::Always),
+            "IfNotPresent" => Some(PullPolicy::IfNotPresent),
+            "Never" => Some(PullPolicy::Never),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PullPolicy::Always => "Always",
+            PullPolicy::IfNotPresent => "IfNotPresent",
+            PullPolicy::Never => "Never",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -16,6 +16,7 @@ mod delete;
 mod describe;
 mod events;
 mod get;
+mod image;
 mod info;
 mod kubeconfig;
 mod logs;
@@ -30,6 +31,8 @@ pub async fn run(cli: Cli) -> Result<()> {
     // Completion needs no server, so a bad --server must not stop it.
     let settings = match &cli.command {
         Command::Completion(args) => return completion::run(args),
+        // Images go through the local Docker engine, not the server.
+        Command::Image(command) => return image::run(cli.token.as_deref(), command).await,
         _ => Settings::from_cli(&cli)?,
     };
     let authority = match &settings.certificate_authority {
@@ -55,6 +58,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Info(args) => info::run(&context, args).await,
         Command::Wait(args) => wait::run(&context, args).await,
         Command::Completion(args) => completion::run(args),
+        Command::Image(command) => image::run(cli.token.as_deref(), command).await,
         Command::Kubeconfig(args) => kubeconfig::run(&context.settings, authority.as_deref(), args),
     }
 }

@@ -112,6 +112,7 @@ fn container_out(c: &Container) -> core::Container {
                 .collect(),
         ),
         resources: resources_out(&c.resources),
+        image_pull_policy: some(&c.image_pull_policy),
         ..Default::default()
     }
 }
@@ -136,6 +137,7 @@ fn container_in(c: core::Container, path: &str, errors: &mut Vec<Cause>) -> Cont
             })
             .collect(),
         resources: resources_in(c.resources, &format!("{path}.resources"), errors),
+        image_pull_policy: c.image_pull_policy.unwrap_or_default(),
     }
 }
 

@@ -247,8 +247,8 @@ fn false_asks_for_something(path: &str, value: &Value) -> bool {
 
 /// Fields Shepherd does not store whose value names what it does anyway, so a manifest (or
 /// `kubectl run`) that spells them out means nothing else: its containers use the node's
-/// DNS (there is no cluster DNS, so `ClusterFirst` resolves as `Default` does), an image is
-/// pulled only when the node lacks it, and its one scheduler is the default one.
+/// DNS (there is no cluster DNS, so `ClusterFirst` resolves as `Default` does), and its one
+/// scheduler is the default one.
 fn is_what_shepherd_does(path: &str, value: &Value) -> bool {
     let mut shape = String::with_capacity(path.len());
     let mut in_index = false;
@@ -265,12 +265,7 @@ fn is_what_shepherd_does(path: &str, value: &Value) -> bool {
     }
     let spec = shape.strip_prefix("spec.template.spec.").or_else(|| shape.strip_prefix("spec."));
     let value = value.as_str().unwrap_or_default();
-    matches!(
-        (spec, value),
-        (Some("dnsPolicy"), "ClusterFirst" | "Default")
-            | (Some("containers[].imagePullPolicy"), "IfNotPresent")
-            | (Some("schedulerName"), "default-scheduler")
-    )
+    matches!((spec, value), (Some("dnsPolicy"), "ClusterFirst" | "Default") | (Some("schedulerName"), "default-scheduler"))
 }
 
 /// Fields of a body that say nothing Shepherd must keep: empty ones (except a `false` that
@@ -497,7 +492,7 @@ mod tests {
         bad["spec"]["enableServiceLinks"] = false.into();
         let Err(Error::Refused { causes, .. }) = decode::<Pod>(&bad) else { panic!("refused") };
         let names: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
-        assert_eq!(names, ["spec.containers[0].imagePullPolicy", "spec.hostUsers", "spec.madeUp", "spec.volumes"]);
+        assert_eq!(names, ["spec.hostUsers", "spec.madeUp", "spec.volumes"], "imagePullPolicy is kept");
         let unknown: Vec<&str> = causes.iter().filter(|c| c.problem == Problem::Unknown).map(|c| c.field.as_str()).collect();
         assert_eq!(unknown, ["spec.madeUp"], "a typo is not told as a field Kubernetes has");
     }
