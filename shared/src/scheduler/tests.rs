@@ -528,6 +528,17 @@ fn finished_and_deleted_pods_release_their_node() {
 }
 
 #[test]
+fn a_nodes_sum_saturates_its_pod_count_as_well_as_its_requests() {
+    // The cache counts with shared::usage's sum, whose every field saturates.
+    let mut slot = super::cache::Slot::default();
+    slot.usage.requested = crate::usage::Requested { pods: i64::MAX, cpu: i64::MAX - 1, memory: 0 };
+    slot.add(&super::cache::Footprint::of(&pod("p", 600, MI)), None, false);
+    assert_eq!(slot.usage.requested, crate::usage::Requested { pods: i64::MAX, cpu: i64::MAX, memory: MI });
+    slot.release(&super::cache::Footprint::of(&pod("p", 600, MI)), None, false);
+    assert_eq!(slot.usage.requested.memory, 0);
+}
+
+#[test]
 fn assume_errors_name_the_pod_and_node() {
     let mut s = cluster(Profile::spread(), &[node("a", 1000, GI, 10), node("b", 1000, GI, 10)]);
     let p = pod("p", 100, MI);
