@@ -517,7 +517,7 @@ mod tests {
     use shared::model::PodPhase;
 
     use super::*;
-    use crate::pod::fixtures::{ctx, pod};
+    use crate::fixtures::{ctx, pod};
     use crate::runtime::LABEL_POD_UID;
 
     #[tokio::test]
