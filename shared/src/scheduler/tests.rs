@@ -3,17 +3,16 @@
 use chrono::{TimeZone, Utc};
 
 use super::*;
-use crate::model::{Condition, Container, NodeResources, ObjectMeta, ResourceRequirements, Taint, Time, Toleration, conditions};
+use crate::model::{Container, NodeResources, ObjectMeta, ResourceRequirements, Taint, Time, Toleration, conditions};
+use crate::registration::NodeDescription;
 
 fn now() -> Time {
     Utc.with_ymd_and_hms(2025, 1, 1, 12, 0, 0).unwrap()
 }
 
+/// A node as its agent registers it, with the first heartbeat the server stamps on it.
 fn node(name: &str, cpu: i64, memory: i64, pods: i64) -> Node {
-    let mut node = Node { kind: "Node".into(), metadata: ObjectMeta::named("", name), ..Default::default() };
-    node.status.allocatable = NodeResources { cpu, memory, pods };
-    node.status.capacity = node.status.allocatable;
-    node.status.conditions.push(Condition { type_: conditions::NODE_READY.into(), status: conditions::TRUE.into(), ..Default::default() });
+    let mut node = NodeDescription::new(name, NodeResources { cpu, memory, pods }).to_node(now());
     node.status.last_heartbeat = Some(now());
     node
 }
