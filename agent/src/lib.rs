@@ -21,7 +21,9 @@
 //!   agent API address;
 //! - [`client`]: what the agent asks of the API server (`ApiClient`), done by `shepherd-client`;
 //! - [`http`]: the agent's own HTTP API (logs, health);
-//! - [`image`]: `bootstrap-image`, the `minimal` image made from the host's busybox.
+//! - [`image`]: `bootstrap-image`, the `minimal` image made from the host's busybox;
+//! - `fixtures` (unit tests only): the one fake API server, which records what the agent
+//!   wrote, and a node context on the simulated runtime.
 //!
 //! Log set-up and signal handling are `shepherd-process`'s, shared with the server.
 //!
@@ -30,6 +32,8 @@
 
 pub mod client;
 pub mod cni;
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub mod fleet;
 pub mod hostport;
 pub mod http;
@@ -432,7 +436,7 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use crate::pod::fixtures::NoApi;
+    use crate::fixtures::RecordingApi;
     use crate::pod_feed::PodChange;
 
     #[test]
@@ -479,15 +483,19 @@ mod tests {
         config.node_name = "n1".into();
         config.warm_sandboxes = 2;
         let pod_network = Some(network::PodNetwork::Docker(String::new()));
-        let node = NodeAgent::with_pod_network(&config, runtime.clone(), Arc::new(NoApi), "c1", "http://n1".into(), pod_network).await;
+        let node =
+            NodeAgent::with_pod_network(&config, runtime.clone(), Arc::new(RecordingApi::default()), "c1", "http://n1".into(), pod_network)
+                .await;
         let pool = node.ctx.sandboxes.clone().expect("a pool");
         let (_feed, pods) = tokio::sync::mpsc::unbounded_channel::<PodChange>();
         let shutdown = CancellationToken::new();
         let agent = tokio::spawn(node.run(pods, shutdown.clone()));
         // The paused clock: the pool's quiet waits, and these looks, take no real time.
-        while pool.available() < 2 {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        shepherd_testing::poll(Duration::from_secs(10), "a pool of 2 warm sandboxes", || {
+            let available = pool.available();
+            async move { (available >= 2).then_some(()) }
+        })
+        .await;
         shutdown.cancel();
         agent.await.unwrap();
         assert_eq!(runtime.list(&pool.selector()).await.unwrap().len(), 2, "the pool is left for the next start");

@@ -495,13 +495,11 @@ mod tests {
         let filled = |n: usize| {
             let sandboxes = sandboxes.clone();
             async move {
-                for _ in 0..200 {
-                    if sandboxes.available() == n {
-                        return;
-                    }
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                panic!("the pool did not reach {n}: {}", sandboxes.available());
+                shepherd_testing::poll(Duration::from_secs(10), &format!("a pool of {n} warm sandboxes"), || {
+                    let available = sandboxes.available();
+                    async move { if available == n { Ok(()) } else { Err(format!("{available} available")) } }
+                })
+                .await
             }
         };
         filled(2).await;

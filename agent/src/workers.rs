@@ -284,139 +284,25 @@ impl PodManager {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    use async_trait::async_trait;
-    use bytes::Bytes;
     use chrono::Utc;
-    use futures::stream::BoxStream;
-    use shared::api::{ApiErrorStatus, Heartbeat, List};
     use shared::backoff::Backoff;
-    use shared::model::{Container, ContainerState, Event, Node, ObjectMeta, PodPhase, PodSpec, PodStatus};
+    use shared::model::{Container, ContainerState, ObjectMeta, PodPhase, PodSpec};
 
     use super::*;
-    use crate::client::{ApiClient, Error as ClientError, Result as ClientResult, WatchStream};
+    use crate::client::Error as ClientError;
+    use crate::fixtures::{self, FaultyRuntime, RecordingApi, answer};
     use crate::network::PodNetwork;
-    use crate::runtime::{ContainerConfig, ContainerInfo, ContainerRuntime, Result as RuntimeResult, RuntimeEvent, SimulatedRuntime};
+    use crate::runtime::{ContainerRuntime, SimulatedRuntime};
     use crate::runtime_events::follow_runtime_events;
     use crate::sandbox::Sandboxes;
 
-    /// What the server answers `code` with.
-    fn answer(code: u16, reason: &str, message: &str) -> ClientError {
-        let status = ApiErrorStatus { code, reason: reason.into(), message: message.into(), details: vec![] };
-        ClientError::Api { action: "confirm".into(), status }
-    }
-
-    /// Records deletion confirmations; the first `failures` of them fail, then it answers
-    /// `then` (None: success).
-    struct ConfirmingApi {
-        confirmed: Mutex<Vec<String>>,
-        /// The status the worker last wrote.
-        status: Mutex<Option<PodStatus>>,
-        /// Every status the worker wrote.
-        statuses: Mutex<Vec<PodStatus>>,
-        failures: AtomicUsize,
-        then: fn() -> Option<ClientError>,
-        /// Every event, and when it came.
-        events: Mutex<Vec<(Instant, Event)>>,
-        /// Cancelled at the 50th event: a worker that retries without pause stops there.
-        too_many_events: CancellationToken,
-        /// Bumped by every call, for a test to wait on what the worker did.
-        calls: watch::Sender<usize>,
-    }
-
-    impl ConfirmingApi {
-        fn new(failures: usize, then: fn() -> Option<ClientError>) -> Self {
-            ConfirmingApi {
-                confirmed: Mutex::new(vec![]),
-                status: Mutex::new(None),
-                statuses: Mutex::new(vec![]),
-                failures: AtomicUsize::new(failures),
-                then,
-                events: Mutex::new(vec![]),
-                too_many_events: CancellationToken::new(),
-                calls: watch::Sender::new(0),
-            }
-        }
-
-        fn called(&self) {
-            self.calls.send_modify(|n| *n += 1);
-        }
-
-        /// Waits until `check` holds, looking again after each call the worker makes (its
-        /// last one, such as a confirmation, is also its last step: a test runs on one thread).
-        async fn until(&self, what: &str, check: impl Fn() -> bool) {
-            let mut calls = self.calls.subscribe();
-            while !check() {
-                let called = tokio::time::timeout(Duration::from_secs(10), calls.changed()).await;
-                assert!(called.is_ok(), "{what} did not happen within 10 s");
-            }
-        }
-
-        /// When each event of `reason` came, counted from `since`.
-        fn times_of(&self, reason: &str, since: Instant) -> Vec<Duration> {
-            self.events.lock().unwrap().iter().filter(|(_, e)| e.reason == reason).map(|(at, _)| *at - since).collect()
-        }
-    }
-
-    #[async_trait]
-    impl ApiClient for ConfirmingApi {
-        async fn cluster_id(&self) -> ClientResult<String> {
-            Ok("c1".into())
-        }
-        async fn register_node(&self, node: &Node) -> ClientResult<Node> {
-            Ok(node.clone())
-        }
-        async fn renew_lease(&self, _: &str) -> ClientResult<shared::model::Lease> {
-            Ok(shared::model::Lease::default())
-        }
-        async fn heartbeat(&self, _: &str, _: &Heartbeat) -> ClientResult<()> {
-            Ok(())
-        }
-        async fn list_pods(&self, _: &str) -> ClientResult<List<Pod>> {
-            Ok(List { kind: "PodList".into(), resource_version: 0, items: vec![] })
-        }
-        async fn watch_pods(&self, _: &str, _: u64) -> ClientResult<WatchStream> {
-            Ok(Box::pin(futures::stream::empty()))
-        }
-        async fn update_pod_status(&self, pod: &Pod) -> ClientResult<Pod> {
-            *self.status.lock().unwrap() = Some(pod.status.clone());
-            self.statuses.lock().unwrap().push(pod.status.clone());
-            self.called();
-            Ok(pod.clone())
-        }
-        async fn delete_pod_now(&self, pod: &Pod) -> ClientResult<()> {
-            self.confirmed.lock().unwrap().push(pod.metadata.uid.clone());
-            let failed = self.failures.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
-            self.called();
-            if failed {
-                return Err(answer(503, "Unavailable", "busy"));
-            }
-            (self.then)().map_or(Ok(()), Err)
-        }
-        async fn create_event(&self, event: &Event) -> ClientResult<()> {
-            let mut events = self.events.lock().unwrap();
-            events.push((Instant::now(), event.clone()));
-            if events.len() >= 50 {
-                self.too_many_events.cancel();
-            }
-            Ok(())
-        }
-    }
-
-    fn manager(failures: usize, then: fn() -> Option<ClientError>) -> (Arc<PodManager>, Arc<ConfirmingApi>, Arc<SimulatedRuntime>) {
-        let api = Arc::new(ConfirmingApi::new(failures, then));
+    fn manager(failures: usize, then: fn() -> Option<ClientError>) -> (Arc<PodManager>, Arc<RecordingApi>, Arc<SimulatedRuntime>) {
+        let api = Arc::new(RecordingApi::confirming(failures, then));
         let runtime = Arc::new(SimulatedRuntime::new(Duration::ZERO));
         let ctx = NodeContext {
-            node_name: "n1".into(),
-            cluster: "c1".into(),
-            address: "127.0.0.1".into(),
             network: String::new(),
-            runtime: runtime.clone(),
-            api: api.clone(),
-            events: api.clone(),
             backoff: Backoff { base: Duration::from_millis(20), max: Duration::from_millis(80) },
-            sandboxes: None,
+            ..fixtures::context(api.clone(), runtime.clone())
         };
         (PodManager::new(Arc::new(ctx), CancellationToken::new()), api, runtime)
     }
@@ -456,7 +342,7 @@ mod tests {
     async fn a_terminating_pod_loses_its_containers_then_its_deletion_is_confirmed_once() {
         let (manager, api, runtime) = manager(0, || None);
         manager.upsert(pod());
-        let running = || api.status.lock().unwrap().clone().filter(|s| s.phase == PodPhase::Running);
+        let running = || api.last_status().filter(|s| s.phase == PodPhase::Running);
         api.until("Running", || running().is_some()).await;
         assert_eq!(containers(&runtime).await, 1);
         // Only the deletion marks differ from the worker's own last write: not an echo.
@@ -475,9 +361,8 @@ mod tests {
             let mut pod = pod();
             pod.spec.containers[0].image_pull_policy = policy.into();
             manager.upsert(pod);
-            api.until("Running", || api.status.lock().unwrap().as_ref().is_some_and(|s| s.phase == PodPhase::Running)).await;
-            let events = api.events.lock().unwrap();
-            let pulled: Vec<&str> = events.iter().filter(|(_, e)| e.reason == "Pulled").map(|(_, e)| e.message.as_str()).collect();
+            api.until("Running", || api.last_status().is_some_and(|s| s.phase == PodPhase::Running)).await;
+            let pulled = api.messages_of("Pulled");
             assert!(pulled.len() == 1 && pulled[0].contains(wanted), "policy {policy:?}: {pulled:?}");
         }
     }
@@ -502,73 +387,17 @@ mod tests {
         }
     }
 
-    /// A runtime whose pod sandboxes die as they start: the agent removes each again, and
-    /// the engine reports its end (`die`, `destroy`) as Docker would.
-    struct DyingSandboxes(SimulatedRuntime);
-
-    #[async_trait]
-    impl ContainerRuntime for DyingSandboxes {
-        fn kind(&self) -> &'static str {
-            self.0.kind()
-        }
-        async fn version(&self) -> RuntimeResult<String> {
-            self.0.version().await
-        }
-        async fn has_image(&self, image: &str) -> RuntimeResult<bool> {
-            self.0.has_image(image).await
-        }
-        async fn pull_image(&self, image: &str) -> RuntimeResult<()> {
-            self.0.pull_image(image).await
-        }
-        async fn create(&self, config: &ContainerConfig) -> RuntimeResult<String> {
-            self.0.create(config).await
-        }
-        async fn start(&self, id: &str) -> RuntimeResult<()> {
-            self.0.start(id).await?;
-            if self.0.inspect(id).await?.is_some_and(|info| info.labels.contains_key(LABEL_SANDBOX)) {
-                self.0.stop(id, Duration::ZERO).await?;
-            }
-            Ok(())
-        }
-        async fn rename(&self, id: &str, name: &str) -> RuntimeResult<()> {
-            self.0.rename(id, name).await
-        }
-        async fn stop(&self, id: &str, grace: Duration) -> RuntimeResult<()> {
-            self.0.stop(id, grace).await
-        }
-        async fn remove(&self, id: &str) -> RuntimeResult<()> {
-            self.0.remove(id).await
-        }
-        async fn inspect(&self, id: &str) -> RuntimeResult<Option<ContainerInfo>> {
-            self.0.inspect(id).await
-        }
-        async fn list(&self, labels: &[(&str, &str)]) -> RuntimeResult<Vec<ContainerInfo>> {
-            self.0.list(labels).await
-        }
-        fn logs(&self, id: &str, tail: Option<u64>, follow: bool) -> BoxStream<'static, RuntimeResult<Bytes>> {
-            self.0.logs(id, tail, follow)
-        }
-        fn events(&self, labels: &[(&str, &str)]) -> BoxStream<'static, RuntimeResult<RuntimeEvent>> {
-            self.0.events(labels)
-        }
-    }
-
     /// A node whose pods' sandboxes die as they start, with a 1 s back-off doubling to 8 s,
     /// following its runtime's events as the agent does, until the API has seen too many events.
-    fn dying_sandboxes() -> (Arc<PodManager>, Arc<ConfirmingApi>) {
-        let api = Arc::new(ConfirmingApi::new(0, || None));
-        let runtime: Arc<dyn ContainerRuntime> = Arc::new(DyingSandboxes(SimulatedRuntime::new(Duration::ZERO)));
+    fn dying_sandboxes() -> (Arc<PodManager>, Arc<RecordingApi>) {
+        let api = Arc::new(RecordingApi::default());
+        let runtime: Arc<dyn ContainerRuntime> = Arc::new(FaultyRuntime { sandboxes_die: true, ..FaultyRuntime::default() });
         let sandboxes = Sandboxes::new(runtime.clone(), "n1", "c1", PodNetwork::Docker(String::new()), 0);
         let ctx = NodeContext {
-            node_name: "n1".into(),
-            cluster: "c1".into(),
-            address: "127.0.0.1".into(),
             network: String::new(),
-            runtime,
-            api: api.clone(),
-            events: api.clone(),
             backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(8)),
             sandboxes: Some(sandboxes),
+            ..fixtures::context(api.clone(), runtime)
         };
         let manager = PodManager::new(Arc::new(ctx), api.too_many_events.clone());
         tokio::spawn(follow_runtime_events(manager.clone(), api.too_many_events.clone()));
@@ -587,7 +416,7 @@ mod tests {
     async fn a_pod_whose_sandbox_cannot_be_made_is_still_container_creating_and_says_why() {
         let (manager, api) = dying_sandboxes();
         manager.upsert(pod_with_a_sidecar());
-        api.until("a status", || api.status.lock().unwrap().is_some()).await;
+        api.until("a status", || api.last_status().is_some()).await;
         // Each status written, the one of the failed try as those of the back-off after it.
         for status in api.statuses.lock().unwrap().iter() {
             assert_eq!(status.phase, PodPhase::Pending);

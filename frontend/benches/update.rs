@@ -11,18 +11,16 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use frontend::store::{Cluster, ClusterAction};
 use frontend::view::stages::layout;
 use shared::api::{WatchEvent, WatchEventType};
-use shared::model::{Condition, Container, Kind, Node, NodeResources, Object, ObjectMeta, Pod, PodPhase, ResourceRequirements};
+use shared::model::{Container, Kind, Node, NodeResources, Object, ObjectMeta, Pod, PodPhase, ResourceRequirements, Time};
+use shared::registration::NodeDescription;
 use yew::Reducible;
 
 const NODES: usize = 100;
 const PODS: usize = 1000;
 
+/// A node as its agent registers it.
 fn node(i: usize) -> Node {
-    let mut node = Node { kind: "Node".into(), metadata: ObjectMeta::named("", &format!("node-{i:03}")), ..Default::default() };
-    node.status.allocatable = NodeResources { cpu: 8000, memory: 32 << 30, pods: 110 };
-    node.status.capacity = node.status.allocatable;
-    node.status.conditions = vec![Condition { type_: "Ready".into(), status: "True".into(), ..Default::default() }];
-    node
+    NodeDescription::new(&format!("node-{i:03}"), NodeResources { cpu: 8000, memory: 32 << 30, pods: 110 }).to_node(Time::default())
 }
 
 fn pod(i: usize, rv: u64, phase: PodPhase) -> Pod {

@@ -9,7 +9,8 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
+use shared::model::NodeResources;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
@@ -238,11 +239,11 @@ async fn register_nodes(client: &reqwest::Client, url: &str, count: usize) {
     for i in 0..count {
         let (client, url) = (client.clone(), url.to_string());
         batch.push(tokio::spawn(async move {
-            let name = format!("node-{i:04}");
-            let node = json!({"metadata": {"name": name}, "status": {"capacity": {"cpu": 4000, "memory": 34359738368i64, "pods": 110}}});
-            client.post(format!("{url}/api/v1/nodes")).json(&node).send().await.expect("register");
-            let beat = json!({"conditions": [{"type": "Ready", "status": "True"}]});
-            client.post(format!("{url}/api/v1/nodes/{name}/heartbeat")).json(&beat).send().await.expect("heartbeat");
+            // Registered as its agent registers it: Ready, and stamped with a first heartbeat.
+            let mut node = shepherd_testing::node(&format!("node-{i:04}"));
+            node.capacity = NodeResources { cpu: 4000, memory: 32 << 30, pods: 110 };
+            let body = shepherd_testing::registration(&node);
+            client.post(format!("{url}/api/v1/nodes")).json(&body).send().await.expect("register").error_for_status().expect("registered");
         }));
         if batch.len() == 64 {
             for t in batch.drain(..) {

@@ -7,7 +7,8 @@ use std::hint::black_box;
 
 use chrono::{TimeZone, Utc};
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use shared::model::{Condition, Container, Node, NodeResources, ObjectMeta, Pod, ResourceRequirements, Time, conditions};
+use shared::model::{Container, Node, NodeResources, ObjectMeta, Pod, ResourceRequirements, Time};
+use shared::registration::NodeDescription;
 use shared::scheduler::{Profile, Scheduler};
 
 const GI: i64 = 1024 * 1024 * 1024;
@@ -17,11 +18,9 @@ fn now() -> Time {
     Utc.with_ymd_and_hms(2025, 1, 1, 12, 0, 0).unwrap()
 }
 
+/// A node as its agent registers it, with the first heartbeat the server stamps on it.
 fn node(i: usize) -> Node {
-    let mut node = Node { kind: "Node".into(), metadata: ObjectMeta::named("", &format!("node-{i:05}")), ..Default::default() };
-    node.status.allocatable = NodeResources { cpu: 4000, memory: 32 * GI, pods: 110 };
-    node.status.capacity = node.status.allocatable;
-    node.status.conditions.push(Condition { type_: conditions::NODE_READY.into(), status: conditions::TRUE.into(), ..Default::default() });
+    let mut node = NodeDescription::new(&format!("node-{i:05}"), NodeResources { cpu: 4000, memory: 32 * GI, pods: 110 }).to_node(now());
     node.status.last_heartbeat = Some(now());
     node
 }

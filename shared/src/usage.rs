@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::Pod;
+use crate::model::{Pod, ResourceRequirements};
 
 /// What the pods counted on a node request: how many, millicores and bytes. Sums saturate:
 /// validation's bounds keep real sums far below i64::MAX.
@@ -18,10 +18,24 @@ pub struct Requested {
 impl Requested {
     /// Counts one more pod's requests.
     pub fn add(&mut self, pod: &Pod) {
-        let requests = pod.spec.requests();
+        self.add_requests(pod.spec.requests());
+    }
+
+    /// Counts one more pod whose requests (its [`PodSpec::requests`](crate::model::PodSpec::requests))
+    /// are `requests`: for a caller that keeps them, as the scheduler's cache does.
+    #[inline]
+    pub fn add_requests(&mut self, requests: ResourceRequirements) {
         self.pods = self.pods.saturating_add(1);
         self.cpu = self.cpu.saturating_add(requests.cpu);
         self.memory = self.memory.saturating_add(requests.memory);
+    }
+
+    /// Takes back a pod counted with `requests` (from a saturated sum too).
+    #[inline]
+    pub fn remove_requests(&mut self, requests: ResourceRequirements) {
+        self.pods = self.pods.saturating_sub(1);
+        self.cpu = self.cpu.saturating_sub(requests.cpu);
+        self.memory = self.memory.saturating_sub(requests.memory);
     }
 }
 

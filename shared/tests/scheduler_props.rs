@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 use chrono::{Duration, TimeZone, Utc};
 use proptest::prelude::*;
 use shared::model::{
-    Condition, Container, ContainerPort, Node, NodeResources, ObjectMeta, OwnerReference, Pod, PodPhase, ResourceRequirements, Taint, Time,
-    Toleration, conditions,
+    Container, ContainerPort, Node, NodeResources, ObjectMeta, OwnerReference, Pod, PodPhase, ResourceRequirements, Taint, Time, Toleration,
 };
+use shared::registration::NodeDescription;
 use shared::scheduler::{NodeUsage, Profile, Scheduler};
 
 const MI: i64 = 1024 * 1024;
@@ -60,18 +60,20 @@ fn node_gen() -> impl Strategy<Value = NodeGen> {
         })
 }
 
+/// A node as its agent registers it, then what the generator varies: its Ready status and
+/// heartbeat (the server's stamp, or none), and a cordon.
 fn build_node(name: &str, g: &NodeGen) -> Node {
-    let mut node = Node { kind: "Node".into(), metadata: ObjectMeta::named("", name), ..Default::default() };
-    node.status.allocatable = NodeResources { cpu: g.cpu, memory: g.memory, pods: g.pods };
-    node.status.conditions.push(Condition { type_: conditions::NODE_READY.into(), status: g.ready.into(), ..Default::default() });
-    node.status.last_heartbeat = g.heartbeat_age.map(|age| now() - Duration::seconds(age));
-    node.status.unschedulable = g.cordoned;
+    let mut description = NodeDescription::new(name, NodeResources { cpu: g.cpu, memory: g.memory, pods: g.pods });
     if let Some(zone) = g.zone {
-        node.metadata.labels.insert("zone".into(), zone.into());
+        description.labels.insert("zone".into(), zone.into());
     }
     if let Some((key, effect)) = g.taint {
-        node.status.taints.push(Taint { key: key.into(), value: "yes".into(), effect: effect.into() });
+        description.taints.push(Taint { key: key.into(), value: "yes".into(), effect: effect.into() });
     }
+    let mut node = description.to_node(now());
+    node.status.conditions[0].status = g.ready.into();
+    node.status.last_heartbeat = g.heartbeat_age.map(|age| now() - Duration::seconds(age));
+    node.status.unschedulable = g.cordoned;
     node
 }
 

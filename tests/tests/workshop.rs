@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use shepherd_testing::poll_blocking;
 use tests::Browser;
 use tests::terminal::{Ran, Terminal};
 use tests::workshop::{self, Step};
@@ -511,12 +512,52 @@ const FIRST_DECISION_ON_5000_NODES: [&str; 2] = [
     "; 159 infeasible node(s) passed over on the way.",
 ];
 
-/// Does in the dashboard (a headless chromium on the server's URL) what the text has
-/// participants do there, and checks what it says they see.
-fn run_dashboard(what: &str, line: usize, facts: &Facts) {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
+/// What the text says bin-pack's last decision says in simulator step 3, once node-2 is
+/// cordoned and node-1 full.
+const BIN_PACK_AFTER_THE_CORDON: &str =
+    "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {gpu: true}, 1 node(s) were unschedulable.";
+
+/// What the text says the scheduling queue lists for `big` in simulator step 4, after the
+/// Step that fails it, and after **Delete** `web` (`…`: the node varies).
+const BIG_UNSCHEDULABLE: &str = "unschedulable after 1 failed attempt, waiting for a cluster change (back-off 1s left) or the flush in 5m";
+const BIG_REQUEUED: &str = "requeued because pod default/web-1 freed room on node …";
+
+/// The dashboard as participants use it: a headless chromium on the server's URL. The
+/// simulator keeps its state in the page, so its steps share one browser, as a participant's
+/// tab does through Part 5.
+struct Dashboard {
+    runtime: tokio::runtime::Runtime,
+    simulator: Option<Browser>,
+}
+
+impl Dashboard {
+    fn new() -> Dashboard {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
+        Dashboard { runtime, simulator: None }
+    }
+
+    fn close(mut self) {
+        if let Some(browser) = self.simulator.take() {
+            self.runtime.block_on(browser.close());
+        }
+    }
+}
+
+/// Does in the dashboard what the text has participants do there, and checks what it says
+/// they see.
+fn run_dashboard(dashboard: &mut Dashboard, what: &str, line: usize, facts: &Facts) {
+    let Dashboard { runtime, simulator } = dashboard;
     runtime.block_on(async {
         let failure = workspace().join(format!("target/e2e/workshop/dashboard-line-{line}.png"));
+        if let Some(step) = what.strip_prefix("simulator ") {
+            if simulator.is_none() {
+                let browser = Browser::start().await;
+                browser.client.goto(&format!("{}/#/simulator", facts.api)).await.expect("the simulator opens");
+                *simulator = Some(browser);
+            }
+            let browser = simulator.as_ref().expect("opened above");
+            return run_simulator(browser, step, line, &failure).await;
+        }
         let browser = Browser::start().await;
         let wait = |css: String, secs: u64| {
             let (browser, failure) = (&browser, &failure);
@@ -550,21 +591,193 @@ fn run_dashboard(what: &str, line: usize, facts: &Facts) {
                 assert!(answer.starts_with("phase Pending, node_name \"\""), "docs/workshop.md line {line}: the 201 answer: {answer}");
                 wait("[data-testid=apply-tracker][data-stage=Running]".into(), 60).await;
             }
-            "simulator 5000 nodes" => {
-                browser.client.goto(&format!("{}/#/simulator", facts.api)).await.expect("the simulator opens");
-                wait("[data-testid=sim-big]".into(), 30).await.click().await.expect("5000 nodes");
-                wait("[data-testid=sim-add-pods]".into(), 60).await.click().await.expect("add pods");
-                wait("[data-testid=sim-step]".into(), 60).await.click().await.expect("step");
-                let caption = wait("[data-testid=sim-coverage]".into(), 60).await.text().await.expect("the caption");
-                assert!(
-                    caption.starts_with(FIRST_DECISION_ON_5000_NODES[0]) && caption.contains(FIRST_DECISION_ON_5000_NODES[1]),
-                    "docs/workshop.md line {line}: the text promises the caption {FIRST_DECISION_ON_5000_NODES:?}, the page shows {caption}"
-                );
-            }
             _ => panic!("docs/workshop.md line {line}: the test does not know the dashboard step {what:?}"),
         }
         browser.close().await;
     });
+}
+
+/// What the simulator page shows, per column (spread, then bin-pack): its scheduling queue
+/// (pod, where it waits), its decisions (pod, node), its last decision's message and
+/// node-2's row in it (filter column, cell); and the Pods form's fields.
+const SIMULATOR_PAGE: &str = "
+    const texts = (rows, cells) => [...rows].map(r => cells.map(i => r.cells[i].textContent));
+    return {
+        queues: [...document.querySelectorAll('.sim-queue')].map(q => texts(q.querySelectorAll('[data-testid=sim-queue-row]'), [0, 1])),
+        decisions: [...document.querySelectorAll('[data-testid=sim-history]')].map(t => texts(t.tBodies[0].rows, [1, 2])),
+        messages: [...document.querySelectorAll('[data-testid=decision-message]')].map(m => m.textContent.trim()),
+        node2: [...document.querySelectorAll('[data-testid=decision-table]')].map(t => {
+            const heads = [...t.querySelectorAll('thead th')].map(h => h.textContent);
+            const row = t.querySelector('[data-testid=decision-row][data-node=node-2]');
+            return row ? heads.map((h, i) => [h, row.cells[i].textContent]) : [];
+        }),
+        form: ['prefix', 'count', 'cpu', 'memory'].map(f => document.querySelector(`[data-testid=sim-pod-${f}]`).value),
+    };";
+
+async fn simulator_page(browser: &Browser) -> serde_json::Value {
+    browser.client.execute(SIMULATOR_PAGE, vec![]).await.expect("the simulator page is read")
+}
+
+/// The pairs of `page[key][column]` (queue rows, decisions, node-2's cells).
+fn pairs(page: &serde_json::Value, key: &str, column: usize) -> Vec<(String, String)> {
+    let pair = |p: &serde_json::Value| (p[0].as_str().unwrap_or_default().to_string(), p[1].as_str().unwrap_or_default().to_string());
+    page[key][column].as_array().map(|a| a.iter().map(pair).collect()).unwrap_or_default()
+}
+
+/// Types `value` into the input `testid`, as a participant does (one input event).
+async fn fill(browser: &Browser, testid: &str, value: &str) {
+    let script = "const input = document.querySelector(`[data-testid=${arguments[0]}]`);
+         input.value = arguments[1];
+         input.dispatchEvent(new Event(input.tagName === 'SELECT' ? 'change' : 'input', { bubbles: true }));";
+    browser.client.execute(script, vec![testid.into(), value.into()]).await.unwrap_or_else(|e| panic!("cannot type into {testid}: {e}"));
+}
+
+async fn click(browser: &Browser, css: &str, failure: &Path) {
+    browser.wait_for(css, Duration::from_secs(30), failure).await.click().await.unwrap_or_else(|e| panic!("cannot click {css}: {e}"));
+}
+
+/// Clicks Step, as a participant does, until `done` holds for the page (a back-off of a
+/// second or two may lie between two clicks that decide anything).
+async fn step_until(browser: &Browser, failure: &Path, what: &str, done: impl Fn(&serde_json::Value) -> Result<(), String>) {
+    shepherd_testing::poll(Duration::from_secs(30), what, || async {
+        let page = simulator_page(browser).await;
+        if done(&page).is_ok() {
+            return Ok(());
+        }
+        click(browser, "[data-testid=sim-step]", failure).await;
+        done(&simulator_page(browser).await)
+    })
+    .await;
+}
+
+/// Simulator steps of Part 5, in one browser from the first to the last.
+async fn run_simulator(browser: &Browser, step: &str, line: usize, failure: &Path) {
+    let at = format!("docs/workshop.md line {line}");
+    let queues_empty = |page: &serde_json::Value| match (pairs(page, "queues", 0), pairs(page, "queues", 1)) {
+        (spread, bin_pack) if spread.is_empty() && bin_pack.is_empty() => Ok(()),
+        queues => Err(format!("the queues hold {queues:?}")),
+    };
+    match step {
+        // Steps 1 and 2: three nodes, five `web` pods (the form's defaults), then one that
+        // tolerates node-3's taint.
+        "3 nodes, 5 pods, 1 gpu pod" => {
+            click(browser, "[data-testid=sim-small]", failure).await;
+            click(browser, "[data-testid=sim-add-pods]", failure).await;
+            step_until(browser, failure, "both queues to be empty", queues_empty).await;
+            fill(browser, "sim-pod-prefix", "gpu").await;
+            fill(browser, "sim-pod-count", "1").await;
+            fill(browser, "sim-pod-tolerations", "gpu=true:NoSchedule").await;
+            click(browser, "[data-testid=sim-add-pods]", failure).await;
+            step_until(browser, failure, "the gpu pod to be bound", queues_empty).await;
+            let page = simulator_page(browser).await;
+            for column in 0..2 {
+                let message = page["messages"][column].as_str().unwrap_or_default();
+                assert!(
+                    message.starts_with("Successfully assigned default/gpu-6") && message.contains("3 of 3 evaluated nodes feasible"),
+                    "{at}: the text promises node-3 is feasible for the gpu pod; column {column}: {message}"
+                );
+            }
+        }
+        // Step 3: cordon node-2, the form back to 5 × web, add, step until the queues settle.
+        "cordon node-2" => {
+            click(browser, ".sim-pen:has([data-node=node-2]) [data-testid=sim-cordon]", failure).await;
+            fill(browser, "sim-pod-prefix", "web").await;
+            fill(browser, "sim-pod-count", "5").await;
+            fill(browser, "sim-pod-tolerations", "").await;
+            click(browser, "[data-testid=sim-add-pods]", failure).await;
+            // Settled: spread's queue empty, bin-pack's three pods parked as unschedulable.
+            step_until(browser, failure, "the queues to settle after the cordon", |page| {
+                let bin_pack = pairs(page, "queues", 1);
+                let parked = bin_pack.len() == 3 && bin_pack.iter().all(|(_, at)| at.starts_with("unschedulable"));
+                if pairs(page, "queues", 0).is_empty() && parked { Ok(()) } else { Err(format!("the queues hold {:?}", page["queues"])) }
+            })
+            .await;
+            let page = simulator_page(browser).await;
+            for (column, fitted) in [(0, 5), (1, 2)] {
+                // This step's pods are web-7 to web-11 (gpu-6 came before them).
+                let bound: Vec<(String, String)> = pairs(&page, "decisions", column)
+                    .into_iter()
+                    .filter(|(pod, node)| {
+                        pod.strip_prefix("default/web-").and_then(|n| n.parse::<u32>().ok()).is_some_and(|n| n > 6)
+                            && node.starts_with("node-")
+                    })
+                    .collect();
+                assert!(
+                    bound.len() == fitted && bound.iter().all(|(_, node)| node == "node-1"),
+                    "{at}: the text promises {fitted} new pods on node-1 only; column {column} bound {bound:?}"
+                );
+                let node2 = pairs(&page, "node2", column);
+                let unschedulable = node2.iter().find(|(filter, _)| filter == "NodeUnschedulable");
+                assert!(
+                    unschedulable.is_some_and(|(_, cell)| cell.starts_with('✗')),
+                    "{at}: the text promises node-2's row fails NodeUnschedulable; column {column}: {node2:?}"
+                );
+            }
+            assert_eq!(page["messages"][1], BIN_PACK_AFTER_THE_CORDON, "{at}: bin-pack's last decision");
+        }
+        // Step 4: 6 × web at 900m, then 1 × big at 1900m, 10 decisions per step, Step; then
+        // Delete web, and the next Step binds big.
+        "big unschedulable, then requeued" => {
+            click(browser, "[data-testid=sim-small]", failure).await;
+            fill(browser, "sim-pod-count", "6").await;
+            fill(browser, "sim-pod-cpu", "900m").await;
+            click(browser, "[data-testid=sim-add-pods]", failure).await;
+            fill(browser, "sim-pod-prefix", "big").await;
+            fill(browser, "sim-pod-count", "1").await;
+            fill(browser, "sim-pod-cpu", "1900m").await;
+            click(browser, "[data-testid=sim-add-pods]", failure).await;
+            fill(browser, "sim-per-step", "10").await;
+            click(browser, "[data-testid=sim-step]", failure).await;
+            let page = simulator_page(browser).await;
+            for column in 0..2 {
+                let queue = pairs(&page, "queues", column);
+                assert_eq!(
+                    queue,
+                    [("default/big-7".to_string(), BIG_UNSCHEDULABLE.to_string())],
+                    "{at}: the text promises the queue lists big as {BIG_UNSCHEDULABLE:?}; column {column}"
+                );
+            }
+            fill(browser, "sim-delete-name", "web").await;
+            click(browser, "[data-testid=sim-delete]", failure).await;
+            let page = simulator_page(browser).await;
+            for column in 0..2 {
+                let queue = pairs(&page, "queues", column);
+                assert!(
+                    queue.len() == 1 && queue[0].0 == "default/big-7" && queue[0].1.contains(BIG_REQUEUED.trim_end_matches('…')),
+                    "{at}: the text promises the queue says {BIG_REQUEUED:?}; column {column}: {queue:?}"
+                );
+            }
+            step_until(browser, failure, "big to be bound in both columns", |page| {
+                let bound =
+                    |column| pairs(page, "decisions", column).iter().any(|(pod, node)| pod == "default/big-7" && node.starts_with("node-"));
+                if bound(0) && bound(1) { Ok(()) } else { Err(format!("decisions {:?}", page["decisions"])) }
+            })
+            .await;
+        }
+        // Step 5: the form still holds step 4's big; set back to 5 × web, 250m, 256Mi.
+        "5000 nodes" => {
+            click(browser, "[data-testid=sim-big]", failure).await;
+            let form = simulator_page(browser).await["form"].clone();
+            assert_eq!(
+                form,
+                serde_json::json!(["big", "1", "1900m", "256Mi"]),
+                "{at}: the text says the Pods form still holds step 4's big"
+            );
+            for (field, value) in [("prefix", "web"), ("count", "5"), ("cpu", "250m"), ("memory", "256Mi")] {
+                fill(browser, &format!("sim-pod-{field}"), value).await;
+            }
+            fill(browser, "sim-per-step", "1").await;
+            click(browser, "[data-testid=sim-add-pods]", failure).await;
+            click(browser, "[data-testid=sim-step]", failure).await;
+            let caption = browser.wait_for("[data-testid=sim-coverage]", Duration::from_secs(60), failure).await;
+            let caption = caption.text().await.expect("the caption");
+            assert!(
+                caption.starts_with(FIRST_DECISION_ON_5000_NODES[0]) && caption.contains(FIRST_DECISION_ON_5000_NODES[1]),
+                "{at}: the text promises the caption {FIRST_DECISION_ON_5000_NODES:?}, the page shows {caption}"
+            );
+        }
+        _ => panic!("{at}: the test does not know the simulator step {step:?}"),
+    }
 }
 
 /// Whether `printed` is the line `shown` shows, where `…` in `shown` stands for any text.
@@ -617,6 +830,7 @@ fn the_workshop_runs_as_written() {
     let mut facts = Facts { bin, api: String::new(), cluster: String::new(), host: String::new(), history: Vec::new() };
     let mut claims = claims().into_iter().peekable();
     let mut last_output = String::new();
+    let mut dashboard = Dashboard::new();
 
     for step in steps {
         match step {
@@ -636,16 +850,11 @@ fn the_workshop_runs_as_written() {
                     facts.cluster = info["cluster_id"].as_str().expect("a cluster id").to_string();
                     session.cluster = Some(facts.cluster.clone());
                     // The instructor goes on once the local node is Ready: the host's name.
-                    let deadline = Instant::now() + Duration::from_secs(60);
-                    loop {
+                    let host = poll_blocking(Duration::from_secs(60), "the local node to be Ready", || {
                         let nodes = facts.sheepctl(&["nodes"]);
-                        if let Some(host) = rows(&nodes).into_iter().find(|r| r[1] == "Ready").map(|r| r[0]) {
-                            facts.host = host.to_string();
-                            break;
-                        }
-                        assert!(Instant::now() < deadline, "the local node is not Ready within 60 s:\n{nodes}");
-                        std::thread::sleep(Duration::from_millis(200));
-                    }
+                        rows(&nodes).into_iter().find(|r| r[1] == "Ready").map(|r| r[0].to_string()).ok_or(nodes)
+                    });
+                    facts.host = host;
                 }
             }
             Step::Commands { terminal: None, commands, .. } => {
@@ -664,7 +873,7 @@ fn the_workshop_runs_as_written() {
                     "docs/workshop.md line {line} shows what the command before prints:\n{text}\nit printed:\n{last_output}"
                 );
             }
-            Step::Dashboard { what, line } => run_dashboard(&what, line, &facts),
+            Step::Dashboard { what, line } => run_dashboard(&mut dashboard, &what, line, &facts),
             Step::Interrupt { terminal, line } => {
                 let ran = session.terminal(&terminal).interrupt(Duration::from_secs(90));
                 assert!(
@@ -679,6 +888,7 @@ fn the_workshop_runs_as_written() {
             }
         }
     }
+    dashboard.close();
     if let Some(claim) = claims.next() {
         panic!(
             "docs/workshop.md no longer runs a command that starts with {:?} where the test expects it ({})",

@@ -63,7 +63,7 @@ pub fn port_mappings(ctx: &NodeContext, container: &Container) -> Vec<PortMappin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pod::fixtures::{ctx, pod};
+    use crate::fixtures::{ctx, pod};
 
     #[test]
     fn container_config_carries_labels_limits_and_ports_on_the_node_address() {

@@ -79,7 +79,7 @@ mod tests {
     use chrono::Utc;
 
     use super::*;
-    use crate::pod::fixtures::pod;
+    use crate::fixtures::pod;
 
     #[test]
     fn grace_defaults_to_thirty_seconds_and_never_goes_negative() {

@@ -540,7 +540,7 @@ mod tests {
     use shared::model::PodPhase;
 
     use super::*;
-    use crate::pod::fixtures::{ctx, pod};
+    use crate::fixtures::{ctx, pod};
     use crate::runtime::LABEL_POD_UID;
 
     #[tokio::test]

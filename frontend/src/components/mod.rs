@@ -1,4 +1,13 @@
 //! The components, one per file: the app shell, then one per page, then shared pieces.
+//!
+//! Layout:
+//! - [`app`]: the root: session and cluster reducers as contexts, the URL hash, the watches;
+//! - pages: [`cluster`] (pens and the meadow), [`nodes`] (cordon, uncordon), [`pod_detail`]
+//!   (why Pending, timeline, decision), [`deployments`] (scale), [`services`] (endpoints),
+//!   [`events`], [`apply`] (a manifest checked, sent and followed) and [`simulator`];
+//! - shared pieces: [`nav`] (the top bar), [`login`] (the token dialog), [`decision_table`],
+//!   [`node_pen`] (a node as a pen), [`sheep`] (a pod as a sheep), [`stage_board`] (pods in
+//!   a column per stage) and [`table_head`] (a table's header row).
 
 pub mod app;
 pub mod apply;

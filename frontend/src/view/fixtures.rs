@@ -4,8 +4,9 @@ use std::rc::Rc;
 
 use chrono::{Duration, TimeZone, Utc};
 use shared::model::{
-    Condition, Container, Event, Node, NodeResources, Object, ObjectMeta, ObjectReference, Pod, PodPhase, ResourceRequirements, Time,
+    Container, Event, Node, NodeResources, Object, ObjectMeta, ObjectReference, Pod, PodPhase, ResourceRequirements, Time, conditions,
 };
+use shared::registration::NodeDescription;
 use shared::scheduler::{Explanation, FilterVerdict, NodeExplanation, ScoreEntry, Verdict};
 use yew::Reducible;
 
@@ -33,11 +34,12 @@ pub fn pod(ns: &str, name: &str, node: &str, phase: PodPhase, cpu: i64) -> Pod {
     pod
 }
 
+/// A node as its agent registers it at [`t0`]; not `ready`: its Ready condition turned False.
 pub fn node(name: &str, ready: bool) -> Node {
-    let mut node = Node { kind: "Node".into(), metadata: ObjectMeta::named("", name), ..Default::default() };
-    node.status.allocatable = NodeResources { cpu: 1000, memory: 4 << 20, pods: 10 };
-    node.status.conditions =
-        vec![Condition { type_: "Ready".into(), status: if ready { "True" } else { "False" }.into(), ..Default::default() }];
+    let mut node = NodeDescription::new(name, NodeResources { cpu: 1000, memory: 4 << 20, pods: 10 }).to_node(t0());
+    if !ready {
+        node.status.conditions[0].status = conditions::FALSE.into();
+    }
     node
 }
 

@@ -2,6 +2,16 @@
 //! them for the OpenAPI document. Handlers live in one file per resource family; what both
 //! API dialects share sits below them (`state`, `extract`, `query`), and `app` mounts this
 //! router beside the Kubernetes one.
+//!
+//! Layout:
+//! - `objects`: list, get, create, replace, delete of every kind, and a deployment's scale;
+//! - `pods`: a pod's binding, status, scheduling explanation and log;
+//! - `nodes`: a node's status heartbeat, status, cordon and uncordon;
+//! - `leases`: a node's lease renewal;
+//! - `watch`: `?watch=true` as Server-Sent Events from any revision;
+//! - `manifests`: `POST /api/v1/manifests/parse`, JSON or YAML read into objects;
+//! - `about`: liveness, readiness, `/api/v1/info` and the metrics;
+//! - [`openapi`]: the OpenAPI document of these routes.
 
 mod about;
 mod leases;

@@ -1,6 +1,15 @@
 //! The object model: Pod, Node, Lease, Deployment, Service, Event, Binding, Namespace, one
 //! file per kind family, every type re-exported here as `shared::model::X`.
 //!
+//! Layout:
+//! - [`meta`]: what every object carries (metadata, references, labels, time);
+//! - [`pod`], [`node`], [`lease`], [`apps`] (deployments and scale), [`service`], [`event`],
+//!   [`namespace`]: a kind family each;
+//! - [`condition`]: conditions of pods, nodes and deployments, their types and reasons;
+//! - [`resources`]: what a container asks for and a node offers;
+//! - [`kind`]: the kinds the API serves, with plurals and aliases; [`object`]: one object of
+//!   any kind and the `Resource` trait.
+//!
 //! The JSON shape is the original project's (`../shared/reference/examples/*.json`):
 //! snake_case fields, memory in bytes, CPU in millicores. Every field a manifest may leave
 //! out has a default, so the reference manifests deserialize unchanged.

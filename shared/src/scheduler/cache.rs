@@ -7,10 +7,11 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use crate::model::{Labels, Node, NodeResources, Pod, Taint};
+use crate::model::{Labels, Node, NodeResources, Pod, ResourceRequirements, Taint};
 
 use super::plugins::{DEFAULT_CPU_REQUEST, DEFAULT_MEMORY_REQUEST, HostPort, is_hard_taint};
 use crate::readiness::{Readiness, ReadyState, judge};
+use crate::usage::Requested;
 
 /// What a decision needs to name a node and explain it later; immutable and shared with
 /// decisions, replaced when labels, taints or allocatable change.
@@ -61,14 +62,13 @@ impl NodeState {
     }
 }
 
-/// What the pods counted on a node request, in total.
+/// What the pods counted on a node request, in total: the sum every part shows
+/// ([`Requested`]), and the scores' own.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Usage {
-    pub cpu: i64,
-    pub memory: i64,
-    pub pods: i64,
-    /// As `cpu` and `memory`, with containers that request nothing counted at the scoring
-    /// defaults (100m, 200Mi).
+    pub requested: Requested,
+    /// As `requested`, with containers that request nothing counted at the scoring defaults
+    /// (100m, 200Mi).
     pub nonzero_cpu: i64,
     pub nonzero_memory: i64,
 }
@@ -122,11 +122,9 @@ impl Slot {
     /// simply full (release then subtracts from the saturated sum; validation's bounds keep
     /// real sums far below it).
     pub fn add(&mut self, footprint: &Footprint, owner: Option<u32>, assumed: bool) {
-        self.usage.cpu = self.usage.cpu.saturating_add(footprint.cpu);
-        self.usage.memory = self.usage.memory.saturating_add(footprint.memory);
+        self.usage.requested.add_requests(footprint.requests);
         self.usage.nonzero_cpu = self.usage.nonzero_cpu.saturating_add(footprint.nonzero_cpu);
         self.usage.nonzero_memory = self.usage.nonzero_memory.saturating_add(footprint.nonzero_memory);
-        self.usage.pods += 1;
         self.ports.extend(footprint.ports.iter().cloned());
         if let Some(owner) = owner {
             match self.owners.iter_mut().find(|(id, _)| *id == owner) {
@@ -140,11 +138,9 @@ impl Slot {
     }
 
     pub fn release(&mut self, footprint: &Footprint, owner: Option<u32>, assumed: bool) {
-        self.usage.cpu = self.usage.cpu.saturating_sub(footprint.cpu);
-        self.usage.memory = self.usage.memory.saturating_sub(footprint.memory);
+        self.usage.requested.remove_requests(footprint.requests);
         self.usage.nonzero_cpu = self.usage.nonzero_cpu.saturating_sub(footprint.nonzero_cpu);
         self.usage.nonzero_memory = self.usage.nonzero_memory.saturating_sub(footprint.nonzero_memory);
-        self.usage.pods -= 1;
         for port in &footprint.ports {
             if let Some(i) = self.ports.iter().position(|p| p == port) {
                 self.ports.swap_remove(i);
@@ -162,7 +158,7 @@ impl Slot {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.usage.pods == 0
+        self.usage.requested.pods == 0
     }
 }
 
@@ -170,8 +166,7 @@ impl Slot {
 /// negative ones count as none, sums saturate), as scores count them, and host ports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Footprint {
-    pub cpu: i64,
-    pub memory: i64,
+    pub requests: ResourceRequirements,
     pub nonzero_cpu: i64,
     pub nonzero_memory: i64,
     pub ports: Vec<HostPort>,
@@ -179,8 +174,7 @@ pub(crate) struct Footprint {
 
 impl Footprint {
     pub fn of(pod: &Pod) -> Footprint {
-        let requests = pod.spec.requests();
-        let mut footprint = Footprint { cpu: requests.cpu, memory: requests.memory, nonzero_cpu: 0, nonzero_memory: 0, ports: Vec::new() };
+        let mut footprint = Footprint { requests: pod.spec.requests(), nonzero_cpu: 0, nonzero_memory: 0, ports: Vec::new() };
         for container in &pod.spec.containers {
             let (cpu, memory) = (container.resources.cpu.max(0), container.resources.memory.max(0));
             footprint.nonzero_cpu = footprint.nonzero_cpu.saturating_add(if cpu == 0 { DEFAULT_CPU_REQUEST } else { cpu });

@@ -345,24 +345,24 @@ pub(crate) fn room_detail(failure: Failure, footprint: &Footprint, usage: &Usage
             if cpu {
                 parts.push(format!(
                     "the pod requests cpu {}; {} of {} already requested, {} free",
-                    format_cpu(footprint.cpu),
-                    format_cpu(usage.cpu),
+                    format_cpu(footprint.requests.cpu),
+                    format_cpu(usage.requested.cpu),
                     format_cpu(alloc.cpu),
-                    format_cpu(alloc.cpu.saturating_sub(usage.cpu).max(0))
+                    format_cpu(alloc.cpu.saturating_sub(usage.requested.cpu).max(0))
                 ));
             }
             if memory {
                 parts.push(format!(
                     "the pod requests memory {}; {} of {} already requested, {} free",
-                    format_memory(footprint.memory),
-                    format_memory(usage.memory),
+                    format_memory(footprint.requests.memory),
+                    format_memory(usage.requested.memory),
                     format_memory(alloc.memory),
-                    format_memory(alloc.memory.saturating_sub(usage.memory).max(0))
+                    format_memory(alloc.memory.saturating_sub(usage.requested.memory).max(0))
                 ));
             }
             parts.join("; ")
         }
-        Failure::TooManyPods => format!("{} of {} pods already on the node", usage.pods, alloc.pods),
+        Failure::TooManyPods => format!("{} of {} pods already on the node", usage.requested.pods, alloc.pods),
         Failure::PortConflict { port, protocol } => format!("host port {port}/{} is already in use on the node", protocol.as_str()),
         other => format!("{} failed", other.plugin().name()),
     }
@@ -387,14 +387,14 @@ fn passed_detail(plugin: FilterPlugin, pod: &PodSummary, info: &NodeInfo, usage:
         FilterPlugin::TaintToleration => format!("the pod tolerates all {} NoSchedule/NoExecute taint(s)", info.taints.len()),
         FilterPlugin::NodeResourcesFit => format!(
             "cpu {} + {} of {}, memory {} + {} of {}",
-            format_cpu(usage.cpu),
-            format_cpu(pod.footprint.cpu),
+            format_cpu(usage.requested.cpu),
+            format_cpu(pod.footprint.requests.cpu),
             format_cpu(alloc.cpu),
-            format_memory(usage.memory),
-            format_memory(pod.footprint.memory),
+            format_memory(usage.requested.memory),
+            format_memory(pod.footprint.requests.memory),
             format_memory(alloc.memory)
         ),
-        FilterPlugin::PodCount => format!("{} + 1 of {} pods", usage.pods, alloc.pods),
+        FilterPlugin::PodCount => format!("{} + 1 of {} pods", usage.requested.pods, alloc.pods),
         FilterPlugin::NodePorts if pod.footprint.ports.is_empty() => "the pod asks for no host ports".to_string(),
         FilterPlugin::NodePorts => format!("host port(s) {} free", ports_text(&pod.footprint.ports)),
     }
@@ -425,8 +425,8 @@ fn score_detail(plugin: ScorePlugin, pod: &PodSummary, info: &NodeInfo, record: 
         ),
         ScorePlugin::BalancedAllocation => format!(
             "after this pod {}% of cpu and {}% of memory requested: the closer the two, the higher",
-            percent(record.usage.cpu + pod.footprint.cpu, alloc.cpu).min(100),
-            percent(record.usage.memory + pod.footprint.memory, alloc.memory).min(100)
+            percent(record.usage.requested.cpu + pod.footprint.requests.cpu, alloc.cpu).min(100),
+            percent(record.usage.requested.memory + pod.footprint.requests.memory, alloc.memory).min(100)
         ),
         ScorePlugin::Spread => match &pod.owner {
             Some(owner) => format!("{} of {owner} already here; the most on any node scored is {max_spread}", record.spread_count),

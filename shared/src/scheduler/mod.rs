@@ -355,7 +355,8 @@ impl Scheduler {
     pub fn node_usage(&self, name: &str) -> Option<NodeUsage> {
         let slot = &self.slots[*self.by_name.get(name)? as usize];
         slot.node.as_ref()?;
-        Some(NodeUsage { cpu: slot.usage.cpu, memory: slot.usage.memory, pods: slot.usage.pods, assumed_pods: slot.assumed })
+        let requested = slot.usage.requested;
+        Some(NodeUsage { cpu: requested.cpu, memory: requested.memory, pods: requested.pods, assumed_pods: slot.assumed })
     }
 
     fn count(&mut self, id: String, node: &str, footprint: Footprint, owner_key: Option<String>, assumed: bool) {
@@ -517,8 +518,8 @@ fn score(slot: &mut Slot, request: &Request<'_>, weights: &Weights, record: &mut
     let sums = ScoreSums {
         nonzero_cpu: slot.usage.nonzero_cpu.saturating_add(fp.nonzero_cpu),
         nonzero_memory: slot.usage.nonzero_memory.saturating_add(fp.nonzero_memory),
-        cpu: slot.usage.cpu.saturating_add(fp.cpu),
-        memory: slot.usage.memory.saturating_add(fp.memory),
+        cpu: slot.usage.requested.cpu.saturating_add(fp.requests.cpu),
+        memory: slot.usage.requested.memory.saturating_add(fp.requests.memory),
     };
     match slot.last_scores {
         Some(last) if last.sums == sums => record.scores = last.scores,

@@ -12,12 +12,13 @@ use super::plugins::{Failure, HostPort, first_port_conflict};
 /// `None` when `footprint` fits next to `usage` and `ports` on a node offering `allocatable`.
 #[inline]
 pub(crate) fn room(allocatable: &NodeResources, usage: &Usage, ports: &[HostPort], footprint: &Footprint) -> Option<Failure> {
-    let cpu = footprint.cpu > 0 && usage.cpu.saturating_add(footprint.cpu) > allocatable.cpu;
-    let memory = footprint.memory > 0 && usage.memory.saturating_add(footprint.memory) > allocatable.memory;
+    let (asked, taken) = (&footprint.requests, &usage.requested);
+    let cpu = asked.cpu > 0 && taken.cpu.saturating_add(asked.cpu) > allocatable.cpu;
+    let memory = asked.memory > 0 && taken.memory.saturating_add(asked.memory) > allocatable.memory;
     if cpu || memory {
         return Some(Failure::Insufficient { cpu, memory });
     }
-    if usage.pods.saturating_add(1) > allocatable.pods {
+    if taken.pods.saturating_add(1) > allocatable.pods {
         return Some(Failure::TooManyPods);
     }
     if let Some(port) = first_port_conflict(&footprint.ports, ports) {

@@ -3,17 +3,16 @@
 use chrono::{TimeZone, Utc};
 
 use super::*;
-use crate::model::{Condition, Container, NodeResources, ObjectMeta, ResourceRequirements, Taint, Time, Toleration, conditions};
+use crate::model::{Container, NodeResources, ObjectMeta, ResourceRequirements, Taint, Time, Toleration, conditions};
+use crate::registration::NodeDescription;
 
 fn now() -> Time {
     Utc.with_ymd_and_hms(2025, 1, 1, 12, 0, 0).unwrap()
 }
 
+/// A node as its agent registers it, with the first heartbeat the server stamps on it.
 fn node(name: &str, cpu: i64, memory: i64, pods: i64) -> Node {
-    let mut node = Node { kind: "Node".into(), metadata: ObjectMeta::named("", name), ..Default::default() };
-    node.status.allocatable = NodeResources { cpu, memory, pods };
-    node.status.capacity = node.status.allocatable;
-    node.status.conditions.push(Condition { type_: conditions::NODE_READY.into(), status: conditions::TRUE.into(), ..Default::default() });
+    let mut node = NodeDescription::new(name, NodeResources { cpu, memory, pods }).to_node(now());
     node.status.last_heartbeat = Some(now());
     node
 }
@@ -525,6 +524,17 @@ fn finished_and_deleted_pods_release_their_node() {
     s.upsert_pod(&q);
     s.remove_pod(&q);
     assert_eq!(s.node_usage("n").unwrap(), NodeUsage::default());
+}
+
+#[test]
+fn a_nodes_sum_saturates_its_pod_count_as_well_as_its_requests() {
+    // The cache counts with shared::usage's sum, whose every field saturates.
+    let mut slot = super::cache::Slot::default();
+    slot.usage.requested = crate::usage::Requested { pods: i64::MAX, cpu: i64::MAX - 1, memory: 0 };
+    slot.add(&super::cache::Footprint::of(&pod("p", 600, MI)), None, false);
+    assert_eq!(slot.usage.requested, crate::usage::Requested { pods: i64::MAX, cpu: i64::MAX, memory: MI });
+    slot.release(&super::cache::Footprint::of(&pod("p", 600, MI)), None, false);
+    assert_eq!(slot.usage.requested.memory, 0);
 }
 
 #[test]

@@ -1,6 +1,13 @@
 //! One small file per subcommand. Each takes the shared [`Context`] (settings and client)
 //! and its own flags, talks to the server through `shepherd_client`, and writes to stdout
 //! through `output`; this file only dispatches.
+//!
+//! Layout:
+//! - `context`: the settings, client, clock and reconnecting watch every subcommand uses;
+//! - `output`: how subcommands write text, JSON and YAML;
+//! - a file per subcommand: `apply`, `get`, `describe`, `delete`, `scale`, `logs`,
+//!   `events`, `nodes` (with `cordon` and `uncordon`), `info`, `wait`, `completion`,
+//!   `kubeconfig`.
 
 use anyhow::{Context as _, Result};
 
