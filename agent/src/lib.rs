@@ -124,7 +124,8 @@ pub enum RuntimeChoice {
 /// Everything one node agent needs; [`AgentConfig::new`] fills in the defaults.
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
-    /// The API server's base URL, such as `http://127.0.0.1:9876`.
+    /// The API server's base URL, such as `http://127.0.0.1:9876`, or several of one cluster
+    /// separated by commas (the client moves on from one it cannot reach).
     pub server: String,
     pub token: Option<String>,
     /// The PEM certificate authority an https server must be signed by; `None` trusts the

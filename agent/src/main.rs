@@ -20,7 +20,8 @@ struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
 
-    /// The API server's URL, http:// or https:// [default: http://127.0.0.1:9876].
+    /// The API server's URL, http:// or https:// [default: http://127.0.0.1:9876]; several
+    /// servers of one cluster (on one etcd) separated by commas, tried in turn.
     #[arg(long, env = API_ENV)]
     server: Option<String>,
     /// The PEM file of the certificate authority an https server's certificate must be
@@ -156,8 +157,8 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 fn config(cli: &Cli, listen_variable: Option<&str>) -> anyhow::Result<AgentConfig> {
     // An empty SHEPHERD_API counts as unset, as in sheepctl.
     let server = cli.server.clone().filter(|s| !s.trim().is_empty()).unwrap_or_else(|| format!("http://{DEFAULT_ADDR}"));
-    if !server.starts_with("http://") && !server.starts_with("https://") {
-        bail!("--server must be an http:// or https:// URL such as http://{DEFAULT_ADDR}, got {server:?}");
+    if !server.split(',').map(str::trim).all(|s| s.starts_with("http://") || s.starts_with("https://")) {
+        bail!("--server must be http:// or https:// URLs separated by commas, such as http://{DEFAULT_ADDR}, got {server:?}");
     }
     let mut config = AgentConfig::new(&server);
     if let Some(path) = cli.certificate_authority.as_ref().filter(|p| !p.as_os_str().is_empty()) {
@@ -421,6 +422,8 @@ mod tests {
         let cli = Cli::parse_from(["shepherd-agent", "--taint", "gpu"]);
         assert!(config(&cli, None).unwrap_err().to_string().contains("gpu"));
         let cli = Cli::parse_from(["shepherd-agent", "--server", "127.0.0.1:9876"]);
+        assert!(config(&cli, None).unwrap_err().to_string().contains("http://"));
+        let cli = Cli::parse_from(["shepherd-agent", "--server", "http://127.0.0.1:9876,127.0.0.1:9877"]);
         assert!(config(&cli, None).unwrap_err().to_string().contains("http://"));
         let cli = Cli::parse_from(["shepherd-agent", "--memory", "lots"]);
         assert!(format!("{:#}", config(&cli, None).unwrap_err()).contains("lots"));

@@ -104,6 +104,31 @@ async fn an_agent_listening_on_ipv6_serves_logs_through_the_server() {
     server.stop().await;
 }
 
+/// An agent given several servers, the first of which refuses connections, registers its
+/// node through the next one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_given_a_dead_server_first_registers_through_the_next() {
+    let server = TestServer::start(server::Config::in_memory()).await;
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_url = format!("http://{}", dead.local_addr().unwrap());
+    drop(dead);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_shepherd-agent"))
+        .args(["--server", &format!("{dead_url},{}", server.url), "--node-name", "failover"])
+        .args(["--runtime", "simulated", "--listen", "127.0.0.1:0"])
+        .env("RUST_LOG", "warn")
+        .spawn()
+        .expect("cannot start shepherd-agent");
+    let client = &server.client;
+    eventually(client, WAIT, "the node registered", || async {
+        let nodes = client.list::<Node>(&Selection::default()).await.expect("the nodes");
+        nodes.items.into_iter().find(|n| n.metadata.name == "failover").map(drop)
+    })
+    .await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    server.stop().await;
+}
+
 #[path = "support/start_race.rs"]
 mod start_race;
 

@@ -19,6 +19,9 @@ pub enum Error {
          data directory, tls/ca.crt) ({cause})"
     )]
     Untrusted { server: String, action: String, cause: String },
+    /// A server URL that is not `http://host:port` or `https://host:port`.
+    #[error("cannot use the server URL {url:?}: {cause}; give http://host:port, or several separated by commas")]
+    ServerUrl { url: String, cause: String },
     /// The certificate authority to trust is not a PEM certificate.
     #[error("cannot trust the certificate authority: {0}")]
     Authority(String),

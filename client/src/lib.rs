@@ -4,6 +4,7 @@
 //! Layout:
 //! - [`Client`] (this file): typed calls for every route in `shared::api::paths`, with the
 //!   bearer token and every default header set in one request builder;
+//! - [`servers`]: the servers a client may send to and when it moves on to the next one;
 //! - [`agent_auth`]: how the server signs the requests it proxies to a node's agent API, and
 //!   how the agent checks them;
 //! - [`error`]: the one error, naming what was being done and why it failed (error answers
@@ -14,6 +15,7 @@
 
 pub mod agent_auth;
 pub mod error;
+pub mod servers;
 pub mod watcher;
 
 use std::sync::Arc;
@@ -33,6 +35,7 @@ use shared::scheduler::Explanation;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 pub use crate::error::{Error, Result};
+use crate::servers::Servers;
 
 /// How long an ordinary call may take by default; watch and followed log streams have no limit.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -112,7 +115,8 @@ fn object_words(kind: Kind, namespace: &str, name: &str) -> String {
 #[derive(Debug, Clone)]
 pub struct Client {
     http: reqwest::Client,
-    base: String,
+    /// Where calls go, and which server answered last (shared by every clone).
+    servers: Servers,
     /// The `Authorization` header, as `shared::api::bearer` spells it for every client.
     authorization: Option<HeaderValue>,
     /// Sent as `shared::api::CLIENT_HEADER`, and with the version as the user agent.
@@ -134,9 +138,11 @@ struct Transport {
 }
 
 impl Client {
-    /// A client of the server at `base` (`http://host:port`), sending `token` as a bearer
-    /// token when there is one.
-    pub fn new(base: &str, token: Option<String>) -> Result<Client> {
+    /// A client of the servers in `servers`: one URL (`http://host:port`) or several,
+    /// separated by commas, all serving one cluster; `token` is sent as a bearer token when
+    /// there is one. Calls go to the server that answered last and move on to the next as
+    /// [`servers`] says.
+    pub fn new(servers: &str, token: Option<String>) -> Result<Client> {
         let authorization = match shared::api::bearer(token.as_deref()) {
             Some(value) => {
                 let mut header = HeaderValue::try_from(value).map_err(|_| Error::Token)?;
@@ -145,10 +151,10 @@ impl Client {
             }
             None => None,
         };
-        let base = base.trim_end_matches('/').to_string();
+        let servers = Servers::parse(servers)?;
         let transport = Transport { max_idle: 64, authority: None };
-        let http = http_client(&base, &transport)?;
-        Ok(Client { http, base, authorization, name: "shepherd-client", timeout: REQUEST_TIMEOUT, in_flight: None, transport })
+        let http = http_client(servers.current(), &transport)?;
+        Ok(Client { http, servers, authorization, name: "shepherd-client", timeout: REQUEST_TIMEOUT, in_flight: None, transport })
     }
 
     /// Trusts only the certificate authorities in `pem` for an https server, as kubectl's
@@ -159,7 +165,7 @@ impl Client {
             return Err(Error::Authority("it holds no PEM certificate (-----BEGIN CERTIFICATE-----)".into()));
         }
         self.transport.authority = Some(certificates);
-        self.http = http_client(&self.base, &self.transport)?;
+        self.http = http_client(self.servers.current(), &self.transport)?;
         Ok(self)
     }
 
@@ -184,22 +190,30 @@ impl Client {
     pub fn with_max_in_flight(mut self, calls: usize) -> Result<Client> {
         let calls = calls.max(1);
         self.transport.max_idle = calls;
-        self.http = http_client(&self.base, &self.transport)?;
+        self.http = http_client(self.servers.current(), &self.transport)?;
         self.in_flight = Some(Arc::new(Semaphore::new(calls)));
         Ok(self)
     }
 
+    /// The server calls go to first: the one that answered last.
     pub fn base(&self) -> &str {
-        &self.base
+        self.servers.current()
+    }
+
+    /// Every server this client may send to, in the order given.
+    pub fn servers(&self) -> &[String] {
+        self.servers.all()
     }
 
     /// A request to `path` with every default header: the one place they are set (the
-    /// client's name, which an open server wants on every write, and the token). Public for
-    /// tests that check the server's answers to requests no typed call sends.
+    /// client's name, which an open server wants on every write, and the token). It is
+    /// addressed to the current server; the typed calls move it to the next one as
+    /// [`servers`] says. Public for tests that check the server's answers to requests no
+    /// typed call sends.
     pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
         let builder = self
             .http
-            .request(method, format!("{}{path}", self.base))
+            .request(method, format!("{}{path}", self.servers.current()))
             .header(CLIENT_HEADER, self.name)
             .header(USER_AGENT, format!("{}/{}", self.name, env!("CARGO_PKG_VERSION")));
         match &self.authorization {
@@ -208,28 +222,93 @@ impl Client {
         }
     }
 
-    fn transport_error(&self, action: &str, error: reqwest::Error) -> Error {
+    fn transport_error(&self, server: &str, action: &str, error: &reqwest::Error) -> Error {
         if error.is_timeout() {
             Error::Timeout { action: action.to_string(), after: self.timeout }
         } else {
-            let cause = error::error_chain(&error);
-            // rustls's words for a chain it cannot verify: "invalid peer certificate: UnknownIssuer".
-            if cause.contains("invalid peer certificate") {
-                return Error::Untrusted { server: self.base.clone(), action: action.to_string(), cause };
+            let cause = error::error_chain(error);
+            if servers::untrusted(error) {
+                return Error::Untrusted { server: server.to_string(), action: action.to_string(), cause };
             }
-            Error::Unreachable { server: self.base.clone(), action: action.to_string(), cause }
+            Error::Unreachable { server: server.to_string(), action: action.to_string(), cause }
         }
     }
 
-    /// Sends a request and turns transport failures and error answers into [`Error`].
-    async fn send(&self, action: &str, builder: RequestBuilder) -> Result<Response> {
-        let response = builder.send().await.map_err(|e| self.transport_error(action, e))?;
-        if response.status().is_success() {
-            return Ok(response);
+    /// Sends a request and turns transport failures and error answers into [`Error`]: the
+    /// answer's head only, for a stream.
+    async fn send(&self, action: &str, builder: RequestBuilder) -> Result<(String, Response)> {
+        match self.exchange(action, builder, false).await? {
+            (server, Answer::Head(response)) => Ok((server, response)),
+            (_, Answer::Whole(_)) => unreachable!("a head was asked for"),
         }
-        let code = response.status().as_u16();
-        let body = response.text().await.unwrap_or_default();
-        Err(error_answer(action, code, &body))
+    }
+
+    /// Sends a request to the current server, and to the next ones while [`servers`] says
+    /// that is safe; reads the whole answer when `whole`. Returns the server that answered.
+    async fn exchange(&self, action: &str, builder: RequestBuilder, whole: bool) -> Result<(String, Answer)> {
+        let request = builder.build().map_err(|e| self.transport_error(self.servers.current(), action, &e))?;
+        let mut attempts = self.servers.attempts(request);
+        let mut failures: Vec<Error> = Vec::new();
+        while let Some(attempt) = attempts.next() {
+            let safe = attempt.request.method().is_safe();
+            let server = attempt.server.clone();
+            // A stream has no time limit of its own: its head still must come in time.
+            let sent = match attempt.request.timeout() {
+                Some(_) => self.http.execute(attempt.request).await,
+                None => match tokio::time::timeout(self.timeout, self.http.execute(attempt.request)).await {
+                    Ok(sent) => sent,
+                    Err(_) => {
+                        failures.push(Error::Timeout { action: action.to_string(), after: self.timeout });
+                        if safe && attempts.more() {
+                            continue;
+                        }
+                        break;
+                    }
+                },
+            };
+            let response = match sent {
+                Ok(response) => response,
+                Err(e) => {
+                    let move_on = servers::may_move_on(&e, safe) && attempts.more();
+                    failures.push(self.transport_error(&server, action, &e));
+                    if move_on {
+                        tracing::warn!(server = %server, "cannot reach the server; trying the next one");
+                        continue;
+                    }
+                    break;
+                }
+            };
+            let code = response.status().as_u16();
+            if !response.status().is_success() {
+                let body = response.text().await.unwrap_or_default();
+                failures.push(error_answer(action, code, &body));
+                if servers::may_move_on_answer(code, safe) && attempts.more() {
+                    tracing::warn!(server = %server, code, "server unavailable; trying the next one");
+                    continue;
+                }
+                self.servers.answered(attempt.index);
+                break;
+            }
+            if !whole {
+                self.servers.answered(attempt.index);
+                return Ok((server, Answer::Head(response)));
+            }
+            match response.bytes().await {
+                Ok(bytes) => {
+                    self.servers.answered(attempt.index);
+                    return Ok((server, Answer::Whole(bytes)));
+                }
+                Err(e) => {
+                    let move_on = servers::may_move_on(&e, safe) && attempts.more();
+                    failures.push(self.transport_error(&server, action, &e));
+                    if move_on {
+                        continue;
+                    }
+                    break;
+                }
+            }
+        }
+        Err(servers::last_failure(failures, &attempts))
     }
 
     /// A turn to call, when calls in flight are capped.
@@ -244,8 +323,10 @@ impl Client {
     /// The whole answer of a call with the ordinary time limit, read while its turn is held.
     async fn call_bytes(&self, action: &str, builder: RequestBuilder) -> Result<Bytes> {
         let _turn = self.turn().await;
-        let response = self.send(action, builder.timeout(self.timeout)).await?;
-        response.bytes().await.map_err(|e| self.transport_error(action, e))
+        match self.exchange(action, builder.timeout(self.timeout), true).await? {
+            (_, Answer::Whole(bytes)) => Ok(bytes),
+            (_, Answer::Head(_)) => unreachable!("the whole answer was asked for"),
+        }
     }
 
     /// A call with the ordinary time limit whose JSON answer is decoded.
@@ -414,9 +495,9 @@ impl Client {
         if !options.follow {
             builder = builder.timeout(self.timeout);
         }
-        let response = self.send(&action, builder).await?;
+        let (server, response) = self.send(&action, builder).await?;
         let client = self.clone();
-        Ok(response.bytes_stream().map(move |chunk| chunk.map_err(|e| client.transport_error(&action, e))).boxed())
+        Ok(response.bytes_stream().map(move |chunk| chunk.map_err(|e| client.transport_error(&server, &action, &e))).boxed())
     }
 
     /// Opens a watch on a collection: every change strictly after `from`. A revision the
@@ -427,16 +508,22 @@ impl Client {
         query.extend([("watch", "true".to_string()), ("resource_version", from.to_string())]);
         let path = paths::collection(kind, selection.namespace.as_deref());
         let builder = self.request(Method::GET, &path).query(&query).header(ACCEPT, "text/event-stream");
-        let response = self.send(&action, builder).await?;
+        let (server, response) = self.send(&action, builder).await?;
         let content_type = response.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
         if !content_type.starts_with("text/event-stream") {
             let message = format!("a watch answered {content_type:?} instead of text/event-stream");
             return Err(Error::Decode { action, message });
         }
         let client = self.clone();
-        let bytes = response.bytes_stream().map(move |chunk| chunk.map_err(|e| client.transport_error(&action, e)));
+        let bytes = response.bytes_stream().map(move |chunk| chunk.map_err(|e| client.transport_error(&server, &action, &e)));
         Ok(watch_events(bytes, kind, format!("watch {}", selection.describe(kind))).boxed())
     }
+}
+
+/// An answer: its head, for a stream, or the whole of it.
+enum Answer {
+    Head(Response),
+    Whole(Bytes),
 }
 
 fn http_client(base: &str, transport: &Transport) -> Result<reqwest::Client> {
@@ -554,6 +641,49 @@ mod tests {
         assert!(error.is_unreachable(), "{text}");
         assert!(text.contains("http://127.0.0.1:1") && text.contains("node-a"), "{text}");
         assert!(text.to_lowercase().contains("refused"), "the cause is named: {text}");
+    }
+
+    fn a_pod() -> Object {
+        Object::Pod(Pod { kind: "Pod".into(), metadata: shared::model::ObjectMeta::named("default", "web"), ..Pod::default() })
+    }
+
+    const EMPTY_LIST: &str = r#"{"kind":"PodList","resource_version":5,"items":[]}"#;
+
+    /// The failover rule of `servers`: a write that reached a server (which then hung up, or
+    /// answered 503) is not sent to the next one, a read is.
+    #[tokio::test]
+    async fn a_write_that_reached_a_server_is_not_sent_again_but_a_read_is() {
+        let listed = crate::watcher::tests::json_answer("200 OK", EMPTY_LIST);
+        let unavailable = crate::watcher::tests::json_answer(
+            "503 Service Unavailable",
+            r#"{"error":{"code":503,"reason":"ServiceUnavailable","message":"the server is shutting down"}}"#,
+        );
+        for first in [String::new(), unavailable] {
+            let (first, first_seen) = crate::watcher::tests::fake_server(vec![first]).await;
+            let (next, next_seen) = crate::watcher::tests::fake_server(vec![listed.clone()]).await;
+            let client = Client::new(&format!("{first},{next}"), None).unwrap();
+            let error = client.create_object(&a_pod()).await.unwrap_err();
+            assert!(error.is_transient(), "{error}");
+            assert_eq!(first_seen.lock().unwrap().len(), 1);
+            assert!(next_seen.lock().unwrap().is_empty(), "the write was not sent again");
+            client.list_objects(Kind::Pod, &Selection::default()).await.expect("the read moves on");
+            assert_eq!(next_seen.lock().unwrap().len(), 1);
+            assert_eq!(client.base(), next);
+        }
+    }
+
+    #[tokio::test]
+    async fn an_answer_other_than_503_is_the_clusters_and_does_not_move_on() {
+        let broken = crate::watcher::tests::json_answer(
+            "500 Internal Server Error",
+            r#"{"error":{"code":500,"reason":"InternalError","message":"boom"}}"#,
+        );
+        let (first, _) = crate::watcher::tests::fake_server(vec![broken]).await;
+        let (next, next_seen) = crate::watcher::tests::fake_server(vec![crate::watcher::tests::json_answer("200 OK", EMPTY_LIST)]).await;
+        let client = Client::new(&format!("{first},{next}"), None).unwrap();
+        let error = client.list_objects(Kind::Pod, &Selection::default()).await.unwrap_err();
+        assert_eq!(error.status(), Some(500), "{error}");
+        assert!(next_seen.lock().unwrap().is_empty());
     }
 
     #[test]

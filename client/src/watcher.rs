@@ -307,7 +307,7 @@ impl<S: Source> Changes<S> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::sync::{Arc, Mutex};
 
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -319,7 +319,8 @@ mod tests {
 
     /// A scripted HTTP server: the n-th request gets the n-th answer (the last one repeats),
     /// and every request line is recorded.
-    async fn fake_server(answers: Vec<String>) -> (String, Arc<Mutex<Vec<String>>>) {
+    /// An empty answer closes the connection without answering.
+    pub(crate) async fn fake_server(answers: Vec<String>) -> (String, Arc<Mutex<Vec<String>>>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = format!("http://{}", listener.local_addr().unwrap());
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -346,7 +347,7 @@ mod tests {
         (address, seen)
     }
 
-    fn json_answer(status: &str, body: &str) -> String {
+    pub(crate) fn json_answer(status: &str, body: &str) -> String {
         format!("HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len())
     }
 

@@ -30,6 +30,11 @@ pub struct Config {
     /// watchers that resume from the state ([`History::deletions`]).
     pub kept_deletions: usize,
     pub bookmark_interval: Duration,
+    /// How long a watch from a revision newer than the store's waits for the store to reach
+    /// it before it is refused: a client failing over from another server on the same etcd
+    /// resumes from a revision this server's cache may not have yet (kube-apiserver waits 3 s
+    /// for a too-large resourceVersion).
+    pub watch_catch_up: Duration,
     /// The scheduler's safety-net sweep of Pending pods without a node.
     pub scheduler_sweep: Duration,
     /// A node with no heartbeat for this long becomes NotReady (Ready=Unknown).
@@ -76,6 +81,7 @@ impl Default for Config {
             watch_history_age: DEFAULT_WATCH_HISTORY_AGE,
             kept_deletions: DEFAULT_KEPT_DELETIONS,
             bookmark_interval: Duration::from_secs(5),
+            watch_catch_up: Duration::from_secs(3),
             scheduler_sweep: Duration::from_secs(2),
             node_monitor_grace: shared::readiness::DEFAULT_NODE_MONITOR_GRACE,
             pod_eviction_grace: Duration::from_secs(60),

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{TestServer, open_watch, pod};
+use futures::StreamExt;
 use reqwest::StatusCode;
 use server::Config;
 use server::store::{EtcdSettings, EtcdStore, Key, Store, StoreError, Txn};
@@ -190,4 +191,48 @@ async fn two_servers_starting_at_once_on_an_empty_prefix_both_start() {
     assert_eq!(namespace_a["metadata"]["uid"], namespace_b["metadata"]["uid"], "one namespace, one cluster id");
     a.stop().await;
     b.stop().await;
+
+/// A client failing over resumes its watch on another server from the revision the first
+/// one gave it. That server's cache may not have the revision yet: it waits for it, as
+/// kube-apiserver waits for a too-large resourceVersion, instead of answering 410 at once;
+/// a revision etcd never reaches is still refused after the wait.
+#[tokio::test]
+async fn a_watch_from_a_revision_another_server_gave_waits_for_it() {
+    let etcd = Etcd::start(1).await;
+    let first = TestServer::start(on_etcd(&etcd, "/catch-up")).await;
+    let limit = Duration::from_secs(1);
+    let config = Config { watch_catch_up: limit, bookmark_interval: Duration::from_millis(50), ..on_etcd(&etcd, "/catch-up") };
+    let second = TestServer::start(config).await;
+
+    let (status, created) = first.post("/api/v1/pods", pod("web", 1, 1)).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let revision = created["metadata"]["resource_version"].as_u64().unwrap();
+    let mut watch = open_watch(&second, &format!("/api/v1/pods?watch=true&resource_version={revision}")).await;
+    let bookmark = watch.next(Duration::from_secs(5)).await.expect("the watch streams").watch_event();
+    assert_eq!(bookmark.type_, WatchEventType::Bookmark);
+    assert!(bookmark.resource_version >= revision);
+
+    // A revision no change of this prefix brings (another prefix's write): the server has it
+    // only once it asks etcd for its watch's progress, so without the wait it is refused.
+    let mut etcd_client = etcd_client::Client::connect(etcd.endpoints(), None).await.unwrap();
+    let put = etcd_client.put("/elsewhere/key", "value", None).await.unwrap();
+    let revision = u64::try_from(put.header().unwrap().revision()).unwrap();
+    open_watch(&second, &format!("/api/v1/pods?watch=true&resource_version={revision}")).await;
+    let response =
+        second.bare(reqwest::Method::GET, &format!("/k8s/api/v1/pods?watch=1&allowWatchBookmarks=true&resourceVersion={revision}"));
+    let response = response.send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut body = response.bytes_stream();
+    let line = tokio::time::timeout(Duration::from_secs(5), body.next()).await.expect("a line").unwrap().unwrap();
+    let line = String::from_utf8_lossy(&line);
+    assert!(line.contains("BOOKMARK") && !line.contains("ERROR"), "{line}");
+
+    let far = revision + 1_000_000;
+    let asked = Instant::now();
+    let (status, error) = second.get(&format!("/api/v1/pods?watch=true&resource_version={far}")).await;
+    assert_eq!(status, StatusCode::GONE, "{error}");
+    assert!(error.to_string().contains("newer than the store"), "{error}");
+    assert!(asked.elapsed() >= limit, "refused only after the wait: {:?}", asked.elapsed());
+    first.stop().await;
+    second.stop().await;
 }

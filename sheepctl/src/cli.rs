@@ -16,7 +16,8 @@ use shared::image::REGISTRY_ENV;
     after_help = "Examples:\n  sheepctl apply -f examples/pod.json\n  sheepctl get pods -o wide\n  sheepctl wait --for=Running pod/web-server --timeout=30s\n  sheepctl describe pod web-server\n  sheepctl events -w"
 )]
 pub struct Cli {
-    /// Address of the Shepherd API server: host:port, http://host:port or https://host:port [default: 127.0.0.1:9876]
+    /// Address of the Shepherd API server: host:port, http://host:port or https://host:port [default: 127.0.0.1:9876];
+    /// several servers of one cluster separated by commas, tried in turn
     #[arg(long, global = true, env = API_ENV, value_name = "URL")]
     pub server: Option<String>,
 
@@ -99,7 +100,8 @@ pub struct ImagePushArgs {
 
 #[derive(Debug, Args)]
 pub struct KubeconfigArgs {
-    /// The name of the cluster, user and context in the file
+    /// The name of the cluster, user and context in the file; with several servers, the
+    /// first server's (the current context), then NAME-2, NAME-3, … one per server
     #[arg(long, default_value = "shepherd", value_name = "NAME")]
     pub context: String,
 

@@ -1,4 +1,4 @@
-//! Turns raw flags into validated settings: the server's base URL, the namespace scope, and
+//! Turns raw flags into validated settings: the servers' base URLs, the namespace scope, and
 //! object references such as `pod/web-server` or `pods web` (durations are `shared::parse`'s).
 //! Every function here is pure, so each rule has a unit test.
 
@@ -27,8 +27,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Where and as whom `sheepctl` talks, and in which namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
-    /// `http://host:port` or `https://host:port`, without a trailing slash.
-    pub base_url: String,
+    /// The servers of the cluster, each `http://host:port` or `https://host:port` without a
+    /// trailing slash; the client tries them in turn (`shepherd_client::servers`).
+    pub servers: Vec<String>,
     pub token: Option<String>,
     /// The PEM file of the certificate authority to trust for https (`None`: the system's).
     pub certificate_authority: Option<PathBuf>,
@@ -44,9 +45,8 @@ impl Settings {
     pub fn from_cli(cli: &Cli) -> Result<Settings> {
         // An empty SHEPHERD_API counts as unset, as shells often export empty variables.
         let server = cli.server.as_deref().filter(|s| !s.trim().is_empty()).unwrap_or(DEFAULT_ADDR);
-        let base_url = base_url(server)?;
         Ok(Settings {
-            base_url,
+            servers: servers(server)?,
             token: cli.token.clone().filter(|t| !t.trim().is_empty()),
             certificate_authority: cli.certificate_authority.clone().filter(|p| !p.as_os_str().is_empty()),
             namespace: cli.namespace.clone().unwrap_or_else(|| DEFAULT_NAMESPACE.to_string()),
@@ -59,6 +59,11 @@ impl Settings {
     pub fn list_scope(&self) -> Option<&str> {
         if self.all_namespaces { None } else { Some(&self.namespace) }
     }
+}
+
+/// Several servers of one cluster, separated by commas, each as [`base_url`] reads it.
+pub fn servers(text: &str) -> Result<Vec<String>> {
+    text.split(',').map(base_url).collect()
 }
 
 /// Accepts `host:port`, `http://host:port`, `https://host:port` and a trailing slash (plain
@@ -168,6 +173,15 @@ mod tests {
         assert!(matches!(base_url("https://h:1/api"), Err(Error::BadServer(_))));
         for bad in ["", "h:", "h:port", "h:0", "h:1/api", "ftp://h:1", "a b:1", "::1:80", ":80"] {
             assert!(matches!(base_url(bad), Err(Error::BadServer(_))), "{bad:?} should be refused");
+        }
+    }
+
+    #[test]
+    fn several_servers_separated_by_commas() {
+        assert_eq!(servers("a:1, https://b:2/").unwrap(), ["http://a:1", "https://b:2"]);
+        assert_eq!(servers("a:1").unwrap(), ["http://a:1"]);
+        for bad in ["a:1,", "a:1,,b:2", ",a:1", "a:1,b:port"] {
+            assert!(matches!(servers(bad), Err(Error::BadServer(_))), "{bad:?} should be refused");
         }
     }
 

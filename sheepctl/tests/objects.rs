@@ -351,3 +351,23 @@ fn logs_come_from_the_nodes_agent_through_the_server() {
     assert!(request.starts_with("GET /logs/default/web-server?"), "{request}");
     assert!(request.contains("container=web") && request.contains("tail=2"), "{request}");
 }
+
+/// `--server` takes several servers of one cluster: one that refuses connections is skipped,
+/// and `sheepctl kubeconfig` writes a context for each.
+#[test]
+fn several_servers_the_first_dead() {
+    let server = TestServer::start();
+    apply(&server, "pod.json");
+    let servers = format!("{},{}", support::dead_address(), server.url);
+    let listed = stdout(server.sheepctl().args(["--server", &servers, "get", "pods"]));
+    assert!(listed.contains("web-server"), "{listed}");
+
+    let output = server.sheepctl().args(["--server", &servers, "kubeconfig"]).output().expect("run sheepctl");
+    assert!(output.status.success(), "{output:?}");
+    let config: Value = serde_norway::from_slice(&output.stdout).expect("a kubeconfig");
+    assert_eq!(config["clusters"].as_array().map(Vec::len), Some(2), "{config}");
+    assert_eq!(config["clusters"][1]["cluster"]["server"], format!("{}/k8s", server.url));
+    assert_eq!(config["current-context"], "shepherd");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("shepherd-2") && stderr.contains("use-context"), "the output says so: {stderr}");
+}

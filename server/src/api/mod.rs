@@ -20,7 +20,7 @@ mod nodes;
 pub(crate) mod objects;
 pub mod openapi;
 pub(crate) mod pods;
-mod watch;
+pub(crate) mod watch;
 
 use axum::Router;
 use axum::http::Method;

@@ -30,10 +30,15 @@ pub(crate) fn list<R: Resource>(state: &AppState, filter: &Filter) -> List<R> {
     List { kind: format!("{}List", R::KIND.as_str()), resource_version: revision, items }
 }
 
-fn list_or_watch<R: Resource>(state: AppState, namespace: Option<String>, params: ListParams, headers: &HeaderMap) -> ApiResult<Response> {
+async fn list_or_watch<R: Resource>(
+    state: AppState,
+    namespace: Option<String>,
+    params: ListParams,
+    headers: &HeaderMap,
+) -> ApiResult<Response> {
     let filter = Filter::new(R::KIND, namespace, &params)?;
     if params.watch.unwrap_or(false) {
-        return super::watch::watch(state, R::KIND, filter, super::watch::resume_from(headers, params.resource_version)?);
+        return super::watch::watch(state, R::KIND, filter, super::watch::resume_from(headers, params.resource_version)?).await;
     }
     Ok(Json(list::<R>(&state, &filter)).into_response())
 }
@@ -43,7 +48,7 @@ pub async fn list_all<R: Resource>(
     headers: HeaderMap,
     Params(params): Params<ListParams>,
 ) -> ApiResult<Response> {
-    list_or_watch::<R>(state, None, params, &headers)
+    list_or_watch::<R>(state, None, params, &headers).await
 }
 
 pub async fn list_namespaced<R: Resource>(
@@ -52,7 +57,7 @@ pub async fn list_namespaced<R: Resource>(
     headers: HeaderMap,
     Params(params): Params<ListParams>,
 ) -> ApiResult<Response> {
-    list_or_watch::<R>(state, Some(namespace), params, &headers)
+    list_or_watch::<R>(state, Some(namespace), params, &headers).await
 }
 
 pub(crate) fn get_object<R: Resource>(state: &AppState, namespace: &str, name: &str) -> ApiResult<R> {

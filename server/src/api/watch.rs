@@ -1,6 +1,7 @@
 //! `?watch=true&resource_version=N` as Server-Sent Events: every change strictly after N
 //! (replayed from the store's history, then live), filtered like the list, with a BOOKMARK
-//! every `bookmark_interval`. N older than the history is a 410 before any byte streams.
+//! every `bookmark_interval`. N older than the history is a 410 before any byte streams;
+//! N newer than the store is waited for ([`catch_up`]), then a 410 too.
 //! Each event's SSE id is its revision, so the `Last-Event-ID` header of a reconnecting
 //! EventSource resumes as `resource_version` does, and wins over it ([`resume_from`]).
 //! The store hands the stream only the changes of its kind, namespace and node; each
@@ -109,8 +110,19 @@ pub fn resume_from(headers: &HeaderMap, resource_version: Option<u64>) -> ApiRes
     }
 }
 
+/// Waits, up to `watch_catch_up`, until the store has `from`, as kube-apiserver waits for a
+/// too-large resourceVersion: a client that fails over from another server on the same etcd
+/// resumes from a revision this server's cache may not have applied yet. A revision the
+/// store does not reach in time is left to the watch to refuse.
+pub async fn catch_up(state: &AppState, from: u64) {
+    if from > state.store.revision() {
+        state.store.wait_for(from, state.config.watch_catch_up).await;
+    }
+}
+
 /// Starts a watch of `kind` from `from` (0: from now).
-pub fn watch(state: AppState, kind: Kind, filter: Filter, from: u64) -> ApiResult<Response> {
+pub async fn watch(state: AppState, kind: Kind, filter: Filter, from: u64) -> ApiResult<Response> {
+    catch_up(&state, from).await;
     // Start from an explicit revision so that bookmarks never run ahead of the events.
     let start = if from == 0 { state.store.revision() } else { from };
     let changes = state.store.watch_interest(filter.interest(kind), start).map_err(ApiError::from)?;

@@ -2,6 +2,7 @@
 //! that a [`Committer`] writes in group commits, with watches registered in [`Watchers`].
 
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -69,6 +70,10 @@ impl Store for CachedStore {
 
     fn revision(&self) -> u64 {
         self.state().revision()
+    }
+
+    fn wait_for(&self, revision: u64, _limit: Duration) -> BoxFuture<'static, bool> {
+        futures::future::ready(self.revision() >= revision).boxed()
     }
 
     fn get(&self, key: &Key) -> Option<Arc<Object>> {

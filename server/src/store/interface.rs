@@ -28,6 +28,11 @@ pub trait Store: Send + Sync + 'static {
     /// the owner index, so that a deployment's reconcile reads its own pods, not its namespace's.
     fn pods_owned_by(&self, owner: &Key) -> (u64, Vec<Arc<Object>>);
     fn count(&self, kind: Kind) -> usize;
+    /// True as soon as the store has `revision`, false when it still has not after `limit`:
+    /// a store whose cache follows a shared backend (etcd) may not have yet a revision that
+    /// another server wrote and answered; the embedded store's revision is the cluster's, so
+    /// it answers at once.
+    fn wait_for(&self, revision: u64, limit: Duration) -> BoxFuture<'static, bool>;
     /// Commits a transaction; resolves once it is durable, with one outcome per write.
     fn commit(&self, txn: Txn) -> BoxFuture<'static, Result<Vec<Outcome>>>;
     /// Every change `interest` selects strictly after revision `from` (0: from now), then

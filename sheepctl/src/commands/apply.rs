@@ -193,7 +193,7 @@ mod tests {
 
     fn settings(namespace: Option<&str>) -> Settings {
         Settings {
-            base_url: "http://127.0.0.1:1".into(),
+            servers: vec!["http://127.0.0.1:1".into()],
             token: None,
             certificate_authority: None,
             namespace: namespace.unwrap_or("default").into(),

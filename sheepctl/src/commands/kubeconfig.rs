@@ -1,6 +1,8 @@
 //! `sheepctl kubeconfig`: a kubeconfig for the server sheepctl points at, with the
 //! Kubernetes-compatible API's prefix, the certificate authority sheepctl trusts and the
-//! token when one is set, so that kubectl reaches the same cluster as the same user. `--save` writes it to a file and prints the path, for
+//! token when one is set, so that kubectl reaches the same cluster as the same user. kubectl
+//! has one server per cluster entry, so several servers become one cluster and context each,
+//! the first the current one. `--save` writes it to a file and prints the path, for
 //! `KUBECONFIG=$(sheepctl kubeconfig --save)`: kubectl 1.32 reads its kubeconfig more than
 //! once, so `KUBECONFIG=<(sheepctl kubeconfig)` finds the pipe empty the second time.
 
@@ -17,7 +19,18 @@ use crate::settings::Settings;
 
 pub fn run(settings: &Settings, authority: Option<&[u8]>, args: &KubeconfigArgs) -> Result<()> {
     let text = render(settings, authority, &args.context)?;
-    if settings.token.is_some() && settings.base_url.starts_with("http://") {
+    if settings.servers.len() > 1 {
+        let names = context_names(&args.context, settings.servers.len());
+        let listed: Vec<String> = names.iter().zip(&settings.servers).map(|(name, server)| format!("{name} ({server})")).collect();
+        eprintln!(
+            "note: kubectl talks to one server per context: this kubeconfig has a context per server, {}; {} is the \
+             current one, and `kubectl config use-context {}` moves to the next when it is down",
+            listed.join(", "),
+            names[0],
+            names[1]
+        );
+    }
+    if settings.token.is_some() && settings.servers.iter().any(|s| s.starts_with("http://")) {
         // Measured with kubectl 1.32: it sends no Authorization header to an http:// server.
         eprintln!(
             "warning: kubectl sends a bearer token only over HTTPS, so against this plain-HTTP server, which needs \
@@ -58,24 +71,37 @@ fn default_path() -> Result<PathBuf> {
     }
 }
 
-/// The kubeconfig as YAML: one cluster, one user and one context, all named `name`, with
-/// sheepctl's namespace as the context's, and the certificate authority (PEM) embedded.
+/// `name` for the first server's cluster and context, then `name-2`, `name-3`, …
+fn context_names(name: &str, servers: usize) -> Vec<String> {
+    (1..=servers).map(|i| if i == 1 { name.to_string() } else { format!("{name}-{i}") }).collect()
+}
+
+/// The kubeconfig as YAML: one user named `name`, and a cluster and a context for each
+/// server ([`context_names`]), with sheepctl's namespace as each context's and the
+/// certificate authority (PEM) embedded; the first server's context is the current one.
 fn render(settings: &Settings, authority: Option<&[u8]>, name: &str) -> Result<String> {
     use base64::Engine as _;
     let user = match &settings.token {
         Some(token) => json!({ "token": token }),
         None => json!({}),
     };
-    let mut cluster = json!({ "server": format!("{}{KUBERNETES_PREFIX}", settings.base_url) });
-    if let Some(pem) = authority.filter(|_| settings.base_url.starts_with("https://")) {
-        cluster["certificate-authority-data"] = base64::engine::general_purpose::STANDARD.encode(pem).into();
+    let names = context_names(name, settings.servers.len());
+    let mut clusters = Vec::new();
+    let mut contexts = Vec::new();
+    for (server, context) in settings.servers.iter().zip(&names) {
+        let mut cluster = json!({ "server": format!("{server}{KUBERNETES_PREFIX}") });
+        if let Some(pem) = authority.filter(|_| server.starts_with("https://")) {
+            cluster["certificate-authority-data"] = base64::engine::general_purpose::STANDARD.encode(pem).into();
+        }
+        clusters.push(json!({ "name": context, "cluster": cluster }));
+        contexts.push(json!({ "name": context, "context": { "cluster": context, "user": name, "namespace": settings.namespace } }));
     }
     let config: Value = json!({
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{ "name": name, "cluster": cluster }],
+        "clusters": clusters,
         "users": [{ "name": name, "user": user }],
-        "contexts": [{ "name": name, "context": { "cluster": name, "user": name, "namespace": settings.namespace } }],
+        "contexts": contexts,
         "current-context": name,
         "preferences": {},
     });
@@ -88,7 +114,7 @@ mod tests {
 
     fn settings(token: Option<&str>) -> Settings {
         Settings {
-            base_url: "http://127.0.0.1:9876".into(),
+            servers: vec!["http://127.0.0.1:9876".into()],
             token: token.map(str::to_string),
             certificate_authority: None,
             namespace: "team".into(),
@@ -105,6 +131,18 @@ mod tests {
         assert_eq!(config["users"][0]["user"]["token"], "s3cret-token");
         assert_eq!(config["contexts"][0]["context"]["namespace"], "team");
         assert_eq!(config["current-context"], "shepherd");
+    }
+
+    #[test]
+    fn several_servers_make_a_cluster_and_a_context_each_the_first_current() {
+        let two = Settings { servers: vec!["http://a:1".into(), "http://b:2".into()], ..settings(None) };
+        let config: Value = serde_norway::from_str(&render(&two, None, "lab").unwrap()).unwrap();
+        let servers: Vec<&str> = config["clusters"].as_array().unwrap().iter().map(|c| c["cluster"]["server"].as_str().unwrap()).collect();
+        assert_eq!(servers, ["http://a:1/k8s", "http://b:2/k8s"]);
+        assert_eq!(config["contexts"][1]["name"], "lab-2");
+        assert_eq!(config["contexts"][1]["context"]["cluster"], "lab-2");
+        assert_eq!(config["contexts"][1]["context"]["user"], "lab");
+        assert_eq!(config["current-context"], "lab");
     }
 
     #[test]
@@ -132,7 +170,7 @@ mod tests {
     #[test]
     fn embeds_the_certificate_authority_for_an_https_server() {
         let pem = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
-        let https = Settings { base_url: "https://127.0.0.1:9876".into(), ..settings(Some("s3cret-token")) };
+        let https = Settings { servers: vec!["https://127.0.0.1:9876".into()], ..settings(Some("s3cret-token")) };
         let config: Value = serde_norway::from_str(&render(&https, Some(pem), "shepherd").unwrap()).unwrap();
         let cluster = &config["clusters"][0]["cluster"];
         assert_eq!(cluster["server"], "https://127.0.0.1:9876/k8s");

@@ -46,7 +46,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Some(path) => Some(std::fs::read(path).with_context(|| format!("cannot read the certificate authority {}", path.display()))?),
         None => None,
     };
-    let mut client = Client::new(&settings.base_url, settings.token.clone())?.named("sheepctl");
+    let mut client = Client::new(&settings.servers.join(","), settings.token.clone())?.named("sheepctl");
     if let Some(pem) = &authority {
         client = client.with_certificate_authority(pem)?;
     }

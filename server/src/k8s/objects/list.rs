@@ -8,6 +8,7 @@ use shared::model::{Kind, Object};
 
 use super::request::{Req, by_kind, flag, parse_version, wants_table};
 use crate::api::objects as native;
+use crate::api::watch as native_watch;
 use crate::k8s::convert::{self, to_json};
 use crate::k8s::status::{Result, Status};
 use crate::k8s::{table, watch};
@@ -104,7 +105,7 @@ impl Req {
             if self.query.continue_.as_deref().is_some_and(|c| !c.is_empty()) {
                 return Err(Status::bad_request("a watch takes no continue token: watch from the resourceVersion of the list"));
             }
-            return self.watch(filter);
+            return self.watch(filter).await;
         }
         // Any state at least as new is served (Kubernetes' "NotOlderThan"); junk is refused.
         parse_version(self.query.resource_version.as_deref())?;
@@ -153,13 +154,14 @@ impl Req {
         by_kind!(self.target.kind.stored(), read(&self.state, filter))
     }
 
-    fn watch(&self, filter: Filter) -> Result<Response> {
+    async fn watch(&self, filter: Filter) -> Result<Response> {
         if flag(&self.query.send_initial_events)? {
             return Err(Status::bad_request(
                 "sendInitialEvents (watch-list) is not supported: list, then watch from the list's resourceVersion",
             ));
         }
         let from = parse_version(self.query.resource_version.as_deref())?;
+        native_watch::catch_up(&self.state, from).await;
         let initial = if from == 0 { Some(self.listed(&filter)) } else { None };
         let shape = watch::Shape {
             kind: self.target.kind,

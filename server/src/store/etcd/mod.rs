@@ -202,6 +202,11 @@ impl Store for EtcdStore {
         self.state().revision()
     }
 
+    fn wait_for(&self, revision: u64, limit: Duration) -> BoxFuture<'static, bool> {
+        let inner = self.handle.inner.clone();
+        async move { writer::wait_for(&inner, revision, limit).await.is_ok() }.boxed()
+    }
+
     fn get(&self, key: &Key) -> Option<Arc<Object>> {
         self.state().get(key).cloned()
     }

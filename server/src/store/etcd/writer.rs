@@ -263,7 +263,7 @@ async fn send(
             let revision = match sent {
                 Ok(revision) | Err(revision) => revision,
             };
-            match (wait_for(&inner, revision).await, sent) {
+            match (wait_for(&inner, revision, CATCH_UP_LIMIT).await, sent) {
                 (Err(e), _) => {
                     let _ = request.reply.send(Err(e));
                     Done::Answered(id)
@@ -341,14 +341,14 @@ async fn catch_up(inner: &Inner) -> Result<()> {
     })
     .await
     .map_err(|e| unavailable("read the current revision", &e))?;
-    wait_for(inner, response.header().map_or(0, |h| u64::try_from(h.revision()).unwrap_or_default())).await
+    wait_for(inner, response.header().map_or(0, |h| u64::try_from(h.revision()).unwrap_or_default()), CATCH_UP_LIMIT).await
 }
 
 /// Waits until the cache has applied `revision`, asking the watch for its progress when the
 /// revision does not come as a change of this store's.
-pub(super) async fn wait_for(inner: &Inner, revision: u64) -> Result<()> {
+pub(super) async fn wait_for(inner: &Inner, revision: u64, limit: Duration) -> Result<()> {
     let mut applied = inner.applied.subscribe();
-    let deadline = Instant::now() + CATCH_UP_LIMIT;
+    let deadline = Instant::now() + limit;
     let mut ask_at = Instant::now() + PROGRESS_AFTER;
     loop {
         if *applied.borrow_and_update() >= revision {
@@ -358,7 +358,7 @@ pub(super) async fn wait_for(inner: &Inner, revision: u64) -> Result<()> {
             _ = inner.shutdown.cancelled() => return Err(StoreError::Closed),
             _ = tokio::time::sleep_until(deadline) => {
                 return Err(StoreError::Unavailable(format!(
-                    "the cache did not reach etcd's revision {revision} within {CATCH_UP_LIMIT:?}: the watch of etcd is behind or broken"
+                    "the cache did not reach etcd's revision {revision} within {limit:?}: the watch of etcd is behind or broken"
                 )));
             }
             _ = applied.changed() => {}
