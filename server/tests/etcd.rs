@@ -191,6 +191,7 @@ async fn two_servers_starting_at_once_on_an_empty_prefix_both_start() {
     assert_eq!(namespace_a["metadata"]["uid"], namespace_b["metadata"]["uid"], "one namespace, one cluster id");
     a.stop().await;
     b.stop().await;
+}
 
 /// A client failing over resumes its watch on another server from the revision the first
 /// one gave it. That server's cache may not have the revision yet: it waits for it, as
