@@ -67,6 +67,64 @@ pub struct Config {
     /// A request body not whole this long after its headers gets a 408. Only the request
     /// is bounded: watch and log streams answer for as long as they like.
     pub body_read_timeout: Duration,
+    /// Whether the scheduler and the controllers run only on the elected leader, and its timings.
+    pub leader_election: LeaderElection,
+    /// This server's identity in the leases; `None` makes one, `<hostname>_<uuid>` as client-go does.
+    pub server_id: Option<String>,
+    /// Where clients reach this server, announced in its identity lease; `None` is the
+    /// address it listens on.
+    pub advertise_url: Option<String>,
+}
+
+/// client-go's leader election settings (`--leader-elect*` of kube-scheduler and
+/// kube-controller-manager), with their defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaderElection {
+    /// Off: this server runs the scheduler and the controllers without asking, as before.
+    pub leader_elect: bool,
+    /// How long a candidate waits, from when it saw the lease last change, before it takes it.
+    pub lease_duration: Duration,
+    /// How long the leader keeps trying to renew before it stops acting.
+    pub renew_deadline: Duration,
+    /// How often candidates try to acquire and the leader to renew.
+    pub retry_period: Duration,
+}
+
+impl Default for LeaderElection {
+    fn default() -> Self {
+        LeaderElection {
+            leader_elect: true,
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+}
+
+/// client-go's jitter factor: the renew deadline must outlast a retry period stretched by it.
+pub const LEADER_ELECTION_JITTER: f64 = 1.2;
+
+impl LeaderElection {
+    /// client-go's checks (`NewLeaderElector`): the lease outlasts the renew deadline, so a
+    /// leader stops before anyone may take its lease, and the deadline leaves room for retries.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.retry_period.is_zero() {
+            return Err("--leader-elect-retry-period must be greater than zero".into());
+        }
+        if self.lease_duration <= self.renew_deadline {
+            return Err(format!(
+                "--leader-elect-lease-duration ({:?}) must be greater than --leader-elect-renew-deadline ({:?})",
+                self.lease_duration, self.renew_deadline
+            ));
+        }
+        if self.renew_deadline.as_secs_f64() <= LEADER_ELECTION_JITTER * self.retry_period.as_secs_f64() {
+            return Err(format!(
+                "--leader-elect-renew-deadline ({:?}) must be greater than {LEADER_ELECTION_JITTER} times --leader-elect-retry-period ({:?})",
+                self.renew_deadline, self.retry_period
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Default for Config {
@@ -95,6 +153,9 @@ impl Default for Config {
             tls: None,
             header_read_timeout: Duration::from_secs(32),
             body_read_timeout: Duration::from_secs(30),
+            leader_election: LeaderElection::default(),
+            server_id: None,
+            advertise_url: None,
         }
     }
 }
@@ -139,4 +200,25 @@ pub fn default_data_dir() -> PathBuf {
         return PathBuf::from(home).join(".local/share/shepherd");
     }
     PathBuf::from("shepherd-data")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leader_election_timings_are_checked_as_client_go_checks_them() {
+        assert_eq!(LeaderElection::default().validate(), Ok(()));
+        let secs = |lease, renew, retry| LeaderElection {
+            lease_duration: Duration::from_secs(lease),
+            renew_deadline: Duration::from_secs(renew),
+            retry_period: Duration::from_secs(retry),
+            leader_elect: true,
+        };
+        assert!(secs(10, 10, 2).validate().unwrap_err().contains("--leader-elect-lease-duration"));
+        assert!(secs(15, 12, 10).validate().unwrap_err().contains("1.2 times --leader-elect-retry-period"));
+        assert!(secs(15, 6, 5).validate().unwrap_err().contains("--leader-elect-renew-deadline"));
+        assert!(secs(15, 10, 0).validate().unwrap_err().contains("greater than zero"));
+        assert_eq!(secs(15, 7, 5).validate(), Ok(()));
+    }
 }

@@ -23,6 +23,9 @@
 //! - [`agent_client`]: the client the server asks agents with, which reaches no refused address;
 //! - [`scheduler`]: the loop around `shared::scheduler`: queue, backoff, assume, bind;
 //! - [`controllers`]: node lifecycle, deployments, service endpoints, terminating pods, event expiry;
+//! - [`leader_election`]: the Lease that elects the one server whose scheduler and
+//!   controllers run, as client-go elects kube-scheduler's; [`identity`]: each server's own
+//!   lease, which says who answers and where;
 //! - [`metrics`]: Prometheus metrics, by `prometheus-client`; [`config`]: the validated settings;
 //! - [`registry`]: `shepherd registry`: distribution's registry, configured and supervised,
 //!   signing in with the server's tokens;
@@ -41,7 +44,9 @@ pub mod error;
 pub mod events;
 pub mod extract;
 pub mod heaps;
+pub mod identity;
 pub mod k8s;
+pub mod leader_election;
 pub mod metrics;
 pub mod ops;
 pub mod query;
@@ -66,6 +71,7 @@ pub use app::app;
 pub use config::Config;
 pub use state::AppState;
 
+use crate::leader_election::Elector;
 use crate::controllers::{
     Context, deployment::DeploymentController, endpoints::EndpointsController, node_lifecycle::NodeLifecycleController,
     pod_gc::PodGcController,
@@ -84,35 +90,58 @@ pub enum ServerError {
     UnknownProfile(String),
     #[error("cannot open the store: {0}")]
     Store(#[from] StoreError),
+    #[error("invalid leader election settings: {0}")]
+    LeaderElection(String),
     #[error("cannot serve HTTPS: {0}")]
     Tls(#[from] tls::Error),
     #[error("the HTTP server failed: {0}")]
     Io(#[from] std::io::Error),
 }
 
-/// A started control plane: store open, scheduler and controllers running. Serve its
-/// [`Server::router`] on any listener, then [`Server::wait`] after `shutdown` is cancelled.
+/// A started control plane: store open, scheduler and controllers running (on the leader
+/// alone, with leader election). Serve its [`Server::router`] on any listener, then
+/// [`Server::wait`] after `shutdown` is cancelled.
 pub struct Server {
     state: AppState,
     tasks: JoinSet<()>,
+    /// Whether [`Server::wait`] closes the store: not one it was given, which others share.
+    owns_store: bool,
 }
 
 impl Server {
-    /// Opens the store (etcd, SQLite under `data_dir`, else memory), makes sure the `default`
-    /// namespace exists, and starts the scheduler loop and the controllers.
+    /// Opens the store (etcd, SQLite under `data_dir`, else memory) and starts the server on
+    /// it ([`Server::start_on`]).
     pub async fn start(config: Config, shutdown: CancellationToken) -> Result<Server, ServerError> {
-        let mut profile =
-            Profile::by_name(&config.scheduler_profile).ok_or_else(|| ServerError::UnknownProfile(config.scheduler_profile.clone()))?;
-        profile.node_monitor_grace = config.node_monitor_grace;
         let store: Arc<dyn Store> = match (&config.etcd, &config.data_dir) {
             (Some(etcd), _) => Arc::new(EtcdStore::connect(etcd, config.history()).await?),
             (None, Some(dir)) => Arc::new(CachedStore::open(Box::new(SqlitePersistence::open(dir)?), config.history())?),
             (None, None) => Arc::new(CachedStore::in_memory(config.history())),
         };
-        ensure_default_namespace(&*store).await?;
+        let mut server = Server::start_on(store, config, shutdown).await?;
+        server.owns_store = true;
+        Ok(server)
+    }
+
+    /// Starts a server on `store`, which other servers may share: makes sure the `default`
+    /// and `kube-system` namespaces exist, announces this server's identity, and starts the
+    /// scheduler loop and the controllers, or, with leader election, the campaign that runs
+    /// them while this server leads. `store` is left open when the server stops.
+    pub async fn start_on(store: Arc<dyn Store>, config: Config, shutdown: CancellationToken) -> Result<Server, ServerError> {
+        let election = config.leader_election;
+        if election.leader_elect {
+            election.validate().map_err(ServerError::LeaderElection)?;
+        }
+        let mut profile =
+            Profile::by_name(&config.scheduler_profile).ok_or_else(|| ServerError::UnknownProfile(config.scheduler_profile.clone()))?;
+        profile.node_monitor_grace = config.node_monitor_grace;
+        ensure_namespace(&*store, shared::model::DEFAULT_NAMESPACE).await?;
+        ensure_namespace(&*store, shared::model::SYSTEM_NAMESPACE).await?;
+        let identity = config.server_id.clone().unwrap_or_else(identity::new_identity);
+        let announcer = identity::Announcer::new(store.clone(), &identity, config.advertise_url.as_deref().unwrap_or_default());
+        announcer.announce().await?;
         let config = Arc::new(config);
         let metrics = Arc::new(Metrics::default());
-        let (handle, hints) = SchedulerHandle::new();
+        let handle = SchedulerHandle::default();
         let state = AppState::new(state::Shared {
             store: store.clone(),
             config: config.clone(),
@@ -122,20 +151,20 @@ impl Server {
             shutdown: shutdown.clone(),
             http: agent_client::client(),
             agent_keys: auth::AgentKeys::default(),
+            identity: identity.clone(),
         });
+        let loops = Loops { store: store.clone(), config, metrics, scheduler: handle, profile };
         let mut tasks = JoinSet::new();
-        if config.run_scheduler {
-            let scheduler = SchedulerLoop::new(store.clone(), handle, hints, metrics, profile, config.scheduler_sweep);
-            tasks.spawn(scheduler.run(shutdown.clone()));
+        if election.leader_elect {
+            let elector = Elector::new(store.clone(), leader_election::control_plane_lease_key(), identity, election);
+            tasks.spawn(elector.run(shutdown.clone(), move |leading| loops.spawn(leading)));
+        } else {
+            let mut running = loops.spawn(shutdown.clone());
+            tasks.spawn(async move { while running.join_next().await.is_some() {} });
         }
-        let ctx = Context { store: store.clone(), config: config.clone() };
-        tasks.spawn(controllers::run(NodeLifecycleController, ctx.clone(), config.node_monitor_period, shutdown.clone()));
-        tasks.spawn(controllers::run(DeploymentController, ctx.clone(), config.controller_resync, shutdown.clone()));
-        tasks.spawn(controllers::run(PodGcController, ctx.clone(), config.pod_gc_period, shutdown.clone()));
-        tasks.spawn(controllers::run(EndpointsController, ctx, config.controller_resync, shutdown.clone()));
-        tasks.spawn(controllers::run_event_gc(store.clone(), config.event_ttl, config.event_limit, shutdown.clone()));
+        tasks.spawn(announcer.run(shutdown.clone()));
         tasks.spawn(store::expire_history(store, shutdown));
-        Ok(Server { state, tasks })
+        Ok(Server { state, tasks, owns_store: false })
     }
 
     pub fn state(&self) -> &AppState {
@@ -146,27 +175,59 @@ impl Server {
         app(self.state.clone())
     }
 
-    /// Waits for every loop to stop (cancel the shutdown token first), then lets the store
-    /// commit what is queued and close.
+    /// Waits for every loop to stop (cancel the shutdown token first), then, if the server
+    /// opened its store, lets it commit what is queued and close.
     pub async fn wait(mut self) {
         while let Some(result) = self.tasks.join_next().await {
             if let Err(e) = result {
                 tracing::error!("a background loop failed: {e}");
             }
         }
-        self.state.store.close().await;
+        if self.owns_store {
+            self.state.store.close().await;
+        }
     }
 }
 
-async fn ensure_default_namespace(store: &dyn Store) -> Result<(), StoreError> {
-    if store.get(&Key::new(Kind::Namespace, "", shared::model::DEFAULT_NAMESPACE)).is_some() {
+/// What writes on its own: the scheduler loop and the controllers, which run on the leader.
+struct Loops {
+    store: Arc<dyn Store>,
+    config: Arc<Config>,
+    metrics: Arc<Metrics>,
+    scheduler: SchedulerHandle,
+    profile: Profile,
+}
+
+impl Loops {
+    /// Starts every loop under `token`: cancel it and wait for the set to stop them.
+    fn spawn(&self, token: CancellationToken) -> JoinSet<()> {
+        let (store, config) = (&self.store, &self.config);
+        let mut tasks = JoinSet::new();
+        if config.run_scheduler {
+            let scheduler =
+                SchedulerLoop::new(store.clone(), self.scheduler.clone(), self.metrics.clone(), self.profile.clone(), config.scheduler_sweep);
+            tasks.spawn(scheduler.run(token.clone()));
+        }
+        let ctx = Context { store: store.clone(), config: config.clone() };
+        tasks.spawn(controllers::run(NodeLifecycleController, ctx.clone(), config.node_monitor_period, token.clone()));
+        tasks.spawn(controllers::run(DeploymentController, ctx.clone(), config.controller_resync, token.clone()));
+        tasks.spawn(controllers::run(PodGcController, ctx.clone(), config.pod_gc_period, token.clone()));
+        tasks.spawn(controllers::run(EndpointsController, ctx, config.controller_resync, token.clone()));
+        tasks.spawn(controllers::run_event_gc(store.clone(), config.event_ttl, config.event_limit, token));
+        tasks
+    }
+}
+
+/// Creates namespace `name` unless it exists; servers starting together on one store may
+/// race to create it, and the one that loses finds it there.
+async fn ensure_namespace(store: &dyn Store, name: &str) -> Result<(), StoreError> {
+    if store.get(&Key::new(Kind::Namespace, "", name)).is_some() {
         return Ok(());
     }
-    let mut namespace =
-        Namespace { kind: "Namespace".into(), metadata: ObjectMeta::named("", shared::model::DEFAULT_NAMESPACE), ..Namespace::default() };
+    let mut namespace = Namespace { kind: "Namespace".into(), metadata: ObjectMeta::named("", name), ..Namespace::default() };
     resources::stamp_new(&mut namespace, chrono::Utc::now());
     match store.commit(Txn::new().with(ops::create(namespace))).await {
-        // Another server on the same etcd made it first.
+        // Another server on the same store made it first.
         Ok(_) | Err(StoreError::AlreadyExists { .. }) => Ok(()),
         Err(e) => Err(e),
     }
@@ -182,8 +243,10 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationTo
         return Err(ServerError::InsecureBind(addr));
     }
     let tls = config.tls.as_ref().map(tls::Identity::server_config).transpose()?;
-    let server = Server::start(config, shutdown.clone()).await?;
     let scheme = if tls.is_some() { "https" } else { "http" };
+    let mut config = config;
+    config.advertise_url.get_or_insert_with(|| format!("{scheme}://{addr}"));
+    let server = Server::start(config, shutdown.clone()).await?;
     tracing::info!("shepherd API listening on {scheme}://{addr} ({} store)", server.state().store.backend());
     let router = server.router();
     let header_timeout = server.state().config.header_read_timeout;

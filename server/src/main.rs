@@ -130,6 +130,25 @@ struct Args {
     /// else 127.0.0.1:0, a free port]. The same setting as shepherd-agent's --listen. Only with --local-node.
     #[arg(long, value_name = "ADDR")]
     local_node_listen: Option<SocketAddr>,
+    /// Run the scheduler and the controllers only while this server holds the leader's lease
+    /// (kube-system/shepherd-control-plane), so that servers sharing a store never both act.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    leader_elect: bool,
+    /// How long a candidate waits, from when it last saw the leader's lease change, before it takes it.
+    #[arg(long, default_value = "15s", value_parser = duration)]
+    leader_elect_lease_duration: Duration,
+    /// How long the leader tries to renew before it stops scheduling and reconciling.
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    leader_elect_renew_deadline: Duration,
+    /// How often candidates try to acquire the lease and the leader to renew it.
+    #[arg(long, default_value = "2s", value_parser = duration)]
+    leader_elect_retry_period: Duration,
+    /// This server's identity in the leases [default: <hostname>_<a new uuid>].
+    #[arg(long, value_name = "ID")]
+    server_id: Option<String>,
+    /// Where clients reach this server, announced to the others [default: the address it listens on].
+    #[arg(long, value_name = "URL")]
+    advertise_url: Option<String>,
     /// Threads that serve HTTP and run the loops [default: one per CPU core]. The store's
     /// writer has its own thread either way.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -150,6 +169,11 @@ fn watch_history(text: &str) -> Result<usize, String> {
         Ok(_) => Err("the history keeps at least 100 changes".to_string()),
         Err(_) => Err("a number of changes, at least 100".to_string()),
     }
+}
+
+/// A duration as Kubernetes' flags take one: `15s`, `1m30s`, `500ms`.
+fn duration(text: &str) -> Result<Duration, String> {
+    shared::parse::duration(text).map_err(|e| e.to_string())
 }
 
 /// `./dist` when it holds a build, else the `dist/` beside the workspace this binary came
@@ -231,6 +255,15 @@ impl Args {
             }
             _ => None,
         };
+        let leader_election = server::config::LeaderElection {
+            leader_elect: self.leader_elect,
+            lease_duration: self.leader_elect_lease_duration,
+            renew_deadline: self.leader_elect_renew_deadline,
+            retry_period: self.leader_elect_retry_period,
+        };
+        if leader_election.leader_elect {
+            leader_election.validate().map_err(anyhow::Error::msg)?;
+        }
         Ok(Config {
             data_dir,
             etcd,
@@ -245,6 +278,9 @@ impl Args {
             event_limit: self.event_limit,
             dashboard_dir,
             tls,
+            leader_election,
+            server_id: self.server_id,
+            advertise_url: self.advertise_url,
             ..Config::default()
         })
     }
@@ -375,6 +411,23 @@ mod tests {
         let refused = matches(&["shepherd", "--data-dir", "/d", "registry"]).unwrap_err().to_string();
         assert!(refused.contains("the subcommand 'registry' cannot be used with '--data-dir"), "{refused}");
         matches(&["shepherd", "registry", "--data-dir", "/d"]).unwrap();
+    }
+
+    #[test]
+    fn leader_election_takes_kubernetes_flags_and_defaults_and_refuses_timings_that_could_overlap() {
+        let default = parse(&[]).unwrap().into_config().unwrap().leader_election;
+        assert_eq!(default, server::config::LeaderElection::default());
+        assert!(default.leader_elect && default.lease_duration == Duration::from_secs(15));
+        let off = parse(&["--leader-elect=false"]).unwrap().into_config().unwrap().leader_election;
+        assert!(!off.leader_elect);
+        let set = parse(&["--leader-elect-lease-duration", "30s", "--leader-elect-renew-deadline", "20s", "--leader-elect-retry-period", "500ms"])
+            .unwrap()
+            .into_config()
+            .unwrap()
+            .leader_election;
+        assert_eq!((set.lease_duration, set.renew_deadline, set.retry_period), (Duration::from_secs(30), Duration::from_secs(20), Duration::from_millis(500)));
+        let overlap = parse(&["--leader-elect-renew-deadline", "15s"]).unwrap().into_config().unwrap_err().to_string();
+        assert!(overlap.contains("--leader-elect-lease-duration") && overlap.contains("greater than"), "{overlap}");
     }
 
     #[test]

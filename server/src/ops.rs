@@ -370,8 +370,9 @@ pub fn renew_lease(name: &str, now: Time, grace: Duration) -> Write {
         }
         let spec = LeaseSpec {
             holder_identity: name.clone(),
-            lease_duration_seconds: i64::try_from(grace.as_secs() + u64::from(grace.subsec_nanos() > 0)).unwrap_or(i64::MAX),
+            lease_duration_seconds: lease_seconds(grace),
             renew_time: Some(now),
+            ..LeaseSpec::default()
         };
         let lease = match current {
             Some(Object::Lease(stored)) => Lease { spec, ..stored.clone() },
@@ -383,6 +384,11 @@ pub fn renew_lease(name: &str, now: Time, grace: Duration) -> Write {
         };
         Ok(Change::Put(Object::Lease(lease)))
     })
+}
+
+/// A duration in whole seconds, rounded up, as a lease's `lease_duration_seconds` holds it.
+pub fn lease_seconds(duration: Duration) -> i64 {
+    i64::try_from(duration.as_secs() + u64::from(duration.subsec_nanos() > 0)).unwrap_or(i64::MAX)
 }
 
 /// Deletes a node and its lease.

@@ -243,7 +243,8 @@ impl Resource for Namespace {
 }
 
 /// Leases are written only by registration and renewal (`ops::renew_lease`), which set the
-/// whole spec; an update keeps it and takes only labels and annotations.
+/// whole spec, and by the control plane (leader election, identities); an update keeps the
+/// spec and takes only labels and annotations.
 impl Resource for Lease {
     kind_field!();
 
@@ -251,9 +252,9 @@ impl Resource for Lease {
         validation::validate_lease(self)
     }
 
+    /// The namespace stays: a node's lease has none, the control plane's are in `kube-system`.
     fn prepare_create(&mut self) {
         self.kind = "Lease".into();
-        self.metadata.namespace.clear();
     }
 
     fn merge_update(stored: &Self, new: Self) -> Result<Self, Vec<FieldError>> {

@@ -52,22 +52,25 @@ impl SharedQueue {
 }
 
 /// What the API shares with the scheduler loop: the hint channel, the last decisions and
-/// the queue.
+/// the queue. It outlives the loop, which runs again under each term of leadership.
 #[derive(Clone)]
 pub struct SchedulerHandle {
     hints: mpsc::Sender<Key>,
+    /// The hints' receiving end, held by the running loop; kept here between terms.
+    receiver: Arc<tokio::sync::Mutex<mpsc::Receiver<Key>>>,
     decisions: Arc<Mutex<Decisions>>,
     queue: Arc<SharedQueue>,
 }
 
-impl SchedulerHandle {
-    /// A handle and the receiving end of its hints, for [`SchedulerLoop::new`].
-    pub fn new() -> (SchedulerHandle, mpsc::Receiver<Key>) {
+impl Default for SchedulerHandle {
+    fn default() -> SchedulerHandle {
         let (hints, receiver) = mpsc::channel(16_384);
         let queue = Arc::new(SharedQueue { queue: Mutex::new(SchedulingQueue::default()), origin: Instant::now() });
-        (SchedulerHandle { hints, decisions: Arc::default(), queue }, receiver)
+        SchedulerHandle { hints, receiver: Arc::new(tokio::sync::Mutex::new(receiver)), decisions: Arc::default(), queue }
     }
+}
 
+impl SchedulerHandle {
     /// Tells the scheduler a pod was created. Never waits: a full or closed channel drops
     /// the hint, and the sweep finds the pod anyway.
     pub fn hint(&self, pod: Key) {
@@ -112,7 +115,6 @@ type BindResult = (Key, Pod, Result<Vec<Outcome>, StoreError>);
 pub struct SchedulerLoop {
     store: Arc<dyn Store>,
     handle: SchedulerHandle,
-    hints: mpsc::Receiver<Key>,
     metrics: Arc<Metrics>,
     profile: Profile,
     sweep: Duration,
@@ -125,13 +127,12 @@ impl SchedulerLoop {
     pub fn new(
         store: Arc<dyn Store>,
         handle: SchedulerHandle,
-        hints: mpsc::Receiver<Key>,
         metrics: Arc<Metrics>,
         profile: Profile,
         sweep: Duration,
     ) -> Self {
         let (results_tx, results) = mpsc::unbounded_channel();
-        SchedulerLoop { store, handle, hints, metrics, scheduler: Scheduler::new(profile.clone()), profile, sweep, results_tx, results }
+        SchedulerLoop { store, handle, metrics, scheduler: Scheduler::new(profile.clone()), profile, sweep, results_tx, results }
     }
 
     fn queue(&self) -> std::sync::MutexGuard<'_, SchedulingQueue<Key>> {
@@ -155,7 +156,9 @@ impl SchedulerLoop {
             }
         }
         for lease in &leases {
-            if let Object::Lease(l) = &**lease {
+            if let Object::Lease(l) = &**lease
+                && l.is_node_lease()
+            {
                 scheduler.upsert_lease(&l.metadata.name, l.spec.renew_time, now);
             }
         }
@@ -175,6 +178,10 @@ impl SchedulerLoop {
     }
 
     pub async fn run(mut self, shutdown: CancellationToken) {
+        let mut hints = self.handle.receiver.clone().lock_owned().await;
+        // A loop that starts again (a new term of leadership) forgets the last one's queue,
+        // in flight binds included: the list below fills it from the store.
+        *self.queue() = SchedulingQueue::default();
         let mut changes = match self.relist() {
             Ok(w) => w,
             Err(e) => {
@@ -205,7 +212,7 @@ impl SchedulerLoop {
                     }
                     None => break,
                 },
-                Some(key) = self.hints.recv() => { self.queue().add(key); }
+                Some(key) = hints.recv() => { self.queue().add(key); }
                 _ = sweep.tick() => self.sweep(),
                 _ = std::future::ready(()), if can_schedule => {
                     let next = self.queue().pop();
@@ -235,6 +242,8 @@ impl SchedulerLoop {
                 let change = self.scheduler.upsert_node(node, chrono::Utc::now());
                 self.cluster_changed(change);
             }
+            // The control plane's own leases (leader, identities) say nothing of nodes.
+            (Object::Lease(lease), _) if !lease.is_node_lease() => {}
             (Object::Lease(lease), EventType::Deleted) => {
                 self.scheduler.upsert_lease(&lease.metadata.name, None, chrono::Utc::now());
             }
@@ -368,8 +377,8 @@ mod tests {
         let store: Arc<dyn Store> = Arc::new(CachedStore::in_memory(10_000));
         let namespace = Namespace { kind: "Namespace".into(), metadata: ObjectMeta::named("", "default"), ..Namespace::default() };
         store.commit(Txn::new().with(ops::create(namespace))).await.unwrap();
-        let (handle, hints) = SchedulerHandle::new();
-        let scheduler = SchedulerLoop::new(store.clone(), handle.clone(), hints, Arc::default(), Profile::spread(), Duration::from_secs(2));
+        let handle = SchedulerHandle::default();
+        let scheduler = SchedulerLoop::new(store.clone(), handle.clone(), Arc::default(), Profile::spread(), Duration::from_secs(2));
         let shutdown = CancellationToken::new();
         tokio::spawn(scheduler.run(shutdown.clone()));
         (store, handle, shutdown)

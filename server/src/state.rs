@@ -42,4 +42,6 @@ pub struct Shared {
     pub http: reqwest::Client,
     /// What to sign the requests proxied to each node's agent with.
     pub agent_keys: AgentKeys,
+    /// This server's identity in the leases (`<hostname>_<uuid>`, or `--server-id`).
+    pub identity: String,
 }

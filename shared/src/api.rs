@@ -131,6 +131,23 @@ pub struct Info {
     /// containers with it, so two clusters sharing one Docker engine never touch each
     /// other's containers, even with nodes of the same name.
     pub cluster_id: String,
+    /// The identity of the server that answered (`<hostname>_<uuid>`).
+    pub server_identity: String,
+    /// The identity of the server whose scheduler and controllers run, as the leader's
+    /// lease says; empty when none holds it (or leader election is off).
+    pub leader: String,
+    /// The API servers that answer, by their fresh identity leases.
+    pub servers: Vec<ApiServer>,
+}
+
+/// An API server of the cluster, as its identity lease announces it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct ApiServer {
+    pub identity: String,
+    /// Where it answers (`--advertise-url`, else the address it listens on).
+    pub url: String,
 }
 
 /// URL paths under the server's base URL.

@@ -24,6 +24,7 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Response {
 }
 
 pub(super) async fn info(State(state): State<AppState>) -> Json<Info> {
+    let now = chrono::Utc::now();
     Json(Info {
         name: "shepherd".into(),
         version: env!("CARGO_PKG_VERSION").into(),
@@ -40,7 +41,18 @@ pub(super) async fn info(State(state): State<AppState>) -> Json<Info> {
             .get(&crate::store::Key::new(Kind::Namespace, "", shared::model::DEFAULT_NAMESPACE))
             .map(|namespace| namespace.metadata().uid.clone())
             .unwrap_or_default(),
+        server_identity: state.identity.clone(),
+        leader: leader(&*state.store, now),
+        servers: crate::identity::servers(&*state.store, now),
     })
+}
+
+/// The holder of the leader's lease, while its renewals are fresh by this server's clock.
+fn leader(store: &dyn crate::store::Store, now: shared::model::Time) -> String {
+    match store.get(&crate::leader_election::control_plane_lease_key()).as_deref() {
+        Some(shared::model::Object::Lease(lease)) => lease.spec.holder_at(now).unwrap_or_default().to_string(),
+        _ => String::new(),
+    }
 }
 
 pub(super) async fn metrics(State(state): State<AppState>) -> Response {

@@ -11,8 +11,11 @@ pub struct Key {
 }
 
 impl Key {
+    /// A lease with a namespace is the control plane's (`kube-system`) and keyed by it; a
+    /// node's lease has none and is keyed by its node's name, as before such leases existed.
     pub fn new(kind: Kind, namespace: &str, name: &str) -> Self {
-        let key = if kind.namespaced() { format!("{namespace}/{name}") } else { name.to_string() };
+        let scoped = kind.namespaced() || (kind == Kind::Lease && !namespace.is_empty());
+        let key = if scoped { format!("{namespace}/{name}") } else { name.to_string() };
         Key { kind, key }
     }
 
