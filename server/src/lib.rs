@@ -238,6 +238,20 @@ async fn ensure_namespace(store: &dyn Store, name: &str) -> Result<(), StoreErro
 ///
 /// A listener on a non-loopback address needs at least one token.
 pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationToken) -> Result<(), ServerError> {
+    serve_control_plane(listener, None, config, shutdown).await
+}
+
+/// [`run`] on a store that other servers share ([`Server::start_on`]), which stays open.
+pub async fn run_on(listener: TcpListener, store: Arc<dyn Store>, config: Config, shutdown: CancellationToken) -> Result<(), ServerError> {
+    serve_control_plane(listener, Some(store), config, shutdown).await
+}
+
+async fn serve_control_plane(
+    listener: TcpListener,
+    store: Option<Arc<dyn Store>>,
+    config: Config,
+    shutdown: CancellationToken,
+) -> Result<(), ServerError> {
     let addr = listener.local_addr()?;
     if !shared::listen::may_listen(addr, !config.tokens.is_empty()) {
         return Err(ServerError::InsecureBind(addr));
@@ -246,7 +260,10 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: CancellationTo
     let scheme = if tls.is_some() { "https" } else { "http" };
     let mut config = config;
     config.advertise_url.get_or_insert_with(|| format!("{scheme}://{addr}"));
-    let server = Server::start(config, shutdown.clone()).await?;
+    let server = match store {
+        Some(store) => Server::start_on(store, config, shutdown.clone()).await?,
+        None => Server::start(config, shutdown.clone()).await?,
+    };
     tracing::info!("shepherd API listening on {scheme}://{addr} ({} store)", server.state().store.backend());
     let router = server.router();
     let header_timeout = server.state().config.header_read_timeout;

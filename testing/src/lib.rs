@@ -80,12 +80,24 @@ pub struct TestServer {
 impl TestServer {
     /// Starts a server with `config` and returns once it answers `/readyz`.
     pub async fn start(config: Config) -> TestServer {
-        let config = on_store_under_test(config);
+        TestServer::launch(on_store_under_test(config), server::run).await
+    }
+
+    /// Starts a server with `config` on `store`, which other servers share ([`server::run_on`]).
+    pub async fn start_on(store: Arc<dyn server::store::Store>, config: Config) -> TestServer {
+        TestServer::launch(config, move |listener, config, shutdown| server::run_on(listener, store, config, shutdown)).await
+    }
+
+    async fn launch<F, Fut>(config: Config, run: F) -> TestServer
+    where
+        F: FnOnce(tokio::net::TcpListener, Config, CancellationToken) -> Fut,
+        Fut: Future<Output = Result<(), server::ServerError>> + Send + 'static,
+    {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port for the server");
         let url = url(listener.local_addr().expect("the server's address"), config.tls.is_some());
         let trust = config.tls.as_ref().map(|tls| tls.trust.clone());
         let shutdown = CancellationToken::new();
-        let task = tokio::spawn(server::run(listener, config, shutdown.clone()));
+        let task = tokio::spawn(run(listener, config, shutdown.clone()));
         let server = TestServer { client: trusting(client(&url, None), &trust), url, trust, shutdown, task: Some(task) };
         ready(&server.client).await;
         server
