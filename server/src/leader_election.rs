@@ -72,9 +72,18 @@ impl Elector {
     /// renews, and on losing cancels that token and waits for every task `lead` started
     /// before it campaigns again; on shutdown it releases the lease after they stopped
     /// (client-go's `ReleaseOnCancel`), so that another server leads at once.
-    pub async fn run(mut self, shutdown: CancellationToken, mut lead: impl FnMut(CancellationToken) -> JoinSet<()>) {
+    ///
+    /// `won` is a first attempt's success ([`Elector::try_once`]).
+    pub async fn run(mut self, won: Option<Instant>, shutdown: CancellationToken, mut lead: impl FnMut(CancellationToken) -> JoinSet<()>) {
+        let mut won = won;
         loop {
-            let Some(renewed_at) = self.acquire(&shutdown).await else { return };
+            let renewed_at = match won.take() {
+                Some(at) => at,
+                None => match self.acquire(&shutdown).await {
+                    Some(at) => at,
+                    None => return,
+                },
+            };
             tracing::info!("{} became leader ({})", self.identity, self.key);
             self.record_event(format!("{} became leader", self.identity)).await;
             let leading = shutdown.child_token();
@@ -91,6 +100,17 @@ impl Elector {
                 return;
             }
             tracing::info!("{} stopped leading ({}): the scheduler and the controllers stopped", self.identity, self.key);
+        }
+    }
+
+    /// One attempt to acquire the lease, for a server to take an absent or released lease
+    /// before it answers, so that a lone server schedules from its start. Returns when the
+    /// attempt started if it won.
+    pub async fn try_once(&mut self) -> Option<Instant> {
+        let started = Instant::now();
+        match tokio::time::timeout(self.timing.renew_deadline, self.try_acquire_or_renew()).await {
+            Ok(Ok(true)) => Some(started),
+            _ => None,
         }
     }
 
@@ -427,7 +447,7 @@ mod tests {
     fn candidate(store: Arc<dyn Store>, id: &str, acting: &Acting) -> (CancellationToken, tokio::task::JoinHandle<()>) {
         let shutdown = CancellationToken::new();
         let elector = Elector::new(store, control_plane_lease_key(), id, TIMING);
-        (shutdown.clone(), tokio::spawn(elector.run(shutdown, acting.lead(id))))
+        (shutdown.clone(), tokio::spawn(elector.run(None, shutdown, acting.lead(id))))
     }
 
     fn lease(store: &dyn Store) -> Lease {

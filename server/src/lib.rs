@@ -156,8 +156,9 @@ impl Server {
         let loops = Loops { store: store.clone(), config, metrics, scheduler: handle, profile };
         let mut tasks = JoinSet::new();
         if election.leader_elect {
-            let elector = Elector::new(store.clone(), leader_election::control_plane_lease_key(), identity, election);
-            tasks.spawn(elector.run(shutdown.clone(), move |leading| loops.spawn(leading)));
+            let mut elector = Elector::new(store.clone(), leader_election::control_plane_lease_key(), identity, election);
+            let won = elector.try_once().await;
+            tasks.spawn(elector.run(won, shutdown.clone(), move |leading| loops.spawn(leading)));
         } else {
             let mut running = loops.spawn(shutdown.clone());
             tasks.spawn(async move { while running.join_next().await.is_some() {} });

@@ -108,7 +108,7 @@ async fn validation_reports_every_field_and_stores_nothing() {
     }
     let (_, pods) = server.get("/api/v1/pods").await;
     assert_eq!(pods["items"].as_array().unwrap().len(), 0, "nothing half-written");
-    let (_, events) = server.get("/api/v1/events").await;
+    let (_, events) = server.get("/api/v1/namespaces/default/events").await;
     assert_eq!(events["items"].as_array().unwrap().len(), 0, "no Created event either");
 
     // A name is limited as in Kubernetes, to 253 characters in all, and a refusal for its
@@ -359,7 +359,7 @@ async fn namespaces_must_exist_and_can_be_listed() {
     assert_eq!((status, created["metadata"]["namespace"].clone()), (StatusCode::CREATED, json!("shop")));
     let (_, list) = server.get("/api/v1/namespaces").await;
     let names: Vec<&str> = list["items"].as_array().unwrap().iter().map(|n| n["metadata"]["name"].as_str().unwrap()).collect();
-    assert_eq!(names, vec!["default", "shop"]);
+    assert_eq!(names, vec!["default", "kube-system", "shop"], "kube-system holds the control plane's leases");
     let (status, _) = server.delete("/api/v1/namespaces/shop").await;
     assert_eq!(status, StatusCode::CONFLICT, "a namespace with pods is not deleted");
     let (_, info) = server.get("/api/v1/info").await;

@@ -168,7 +168,8 @@ async fn filters_bookmarks_and_objects_leaving_a_selector() {
 #[tokio::test]
 async fn a_resource_version_older_than_the_history_is_gone_unless_the_state_answers() {
     let server = TestServer::start(Config { watch_history: 5, ..quiet_config() }).await;
-    // The revision of the first pod: 2 in memory, etcd's own on etcd.
+    // The revision of the first pod: after the server's own writes at start (namespaces,
+    // leases), and etcd's own on etcd.
     let (_, first) = server.post("/api/v1/pods", pod("p0", 1, 1)).await;
     let after_first = first["metadata"]["resource_version"].as_u64().unwrap();
     for i in 1..10 {

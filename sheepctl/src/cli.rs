@@ -64,7 +64,8 @@ pub enum Command {
     Cordon(NodeArgs),
     /// Make a cordoned node schedulable again
     Uncordon(NodeArgs),
-    /// Show what the server reports about itself
+    /// Show what the server reports about itself, which server leads and which answer
+    #[command(visible_alias = "cluster-info")]
     Info(InfoArgs),
     /// Block until objects reach a state, or until a timeout
     Wait(WaitArgs),

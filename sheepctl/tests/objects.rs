@@ -301,6 +301,11 @@ fn info_names_the_server() {
     assert_eq!(json["store"], "sqlite");
     let cluster = json["cluster_id"].as_str().expect("a cluster id");
     assert!(text.contains(&format!("Cluster:       {cluster}\n")), "the id its nodes label containers with\n{text}");
+    let leader = json["leader"].as_str().expect("a leader");
+    assert!(!leader.is_empty() && json["server_identity"] == leader, "a lone server leads from its start: {json}");
+    let text = stdout(server.sheepctl().args(["cluster-info"]));
+    assert!(text.contains(&format!("Leader:        {leader}\n")), "{text}");
+    assert!(text.contains(&format!("Servers:       {leader}  {}\n", server.url)), "{text}");
 }
 
 /// A stand-in for a node agent's log API: answers one request with a fixed text and
