@@ -42,7 +42,12 @@ impl ApiClient for LeaseCalls {
     /// The lease as the server answers a renewal: held by `node` for 40 s from now.
     async fn renew_lease(&self, node: &str) -> Result<Lease> {
         self.answer("renew", &self.renewals)?;
-        let spec = LeaseSpec { holder_identity: node.into(), lease_duration_seconds: 40, renew_time: Some(chrono::Utc::now()), ..LeaseSpec::default() };
+        let spec = LeaseSpec {
+            holder_identity: node.into(),
+            lease_duration_seconds: 40,
+            renew_time: Some(chrono::Utc::now()),
+            ..LeaseSpec::default()
+        };
         Ok(Lease { kind: "Lease".into(), metadata: ObjectMeta::named("", node), spec })
     }
 

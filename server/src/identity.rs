@@ -90,7 +90,8 @@ impl Announcer {
                     lease
                 }
                 _ => {
-                    let mut lease = Lease { metadata: ObjectMeta::named(SYSTEM_NAMESPACE, &lease_name(&identity)), spec, ..Lease::default() };
+                    let mut lease =
+                        Lease { metadata: ObjectMeta::named(SYSTEM_NAMESPACE, &lease_name(&identity)), spec, ..Lease::default() };
                     lease.metadata.labels = BTreeMap::from([(IDENTITY_LABEL.to_string(), IDENTITY_COMPONENT.to_string())]);
                     lease.metadata.annotations = BTreeMap::from([(ADVERTISE_URL_ANNOTATION.to_string(), url)]);
                     crate::resources::stamp_new(&mut lease, now);

@@ -14,8 +14,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::LeaderElection;
-use crate::{events, ops};
 use crate::store::{Change, Key, Store, StoreError, Txn, WatchStream, Write, commit_one};
+use crate::{events, ops};
 
 /// The leader's lease. Kubernetes has one per component (`kube-scheduler`,
 /// `kube-controller-manager`); Shepherd's scheduler and controllers run in one process and
@@ -183,7 +183,8 @@ impl Elector {
             lease_transitions: Some(0),
         };
         let Some(current) = self.store.get(&self.key) else {
-            let mut lease = Lease { metadata: ObjectMeta::named(SYSTEM_NAMESPACE, &self.key_name()), spec: spec.clone(), ..Lease::default() };
+            let mut lease =
+                Lease { metadata: ObjectMeta::named(SYSTEM_NAMESPACE, &self.key_name()), spec: spec.clone(), ..Lease::default() };
             crate::resources::stamp_new(&mut lease, now);
             self.swap(0, lease).await?;
             self.observe(spec);
@@ -466,7 +467,7 @@ mod tests {
         acting.until(Duration::from_secs(1), |a| a.leaders().len() == 1).await;
         let leader = acting.leaders()[0].clone();
         tokio::time::sleep(Duration::from_secs(120)).await;
-        assert_eq!(acting.leaders(), [leader.clone()], "the same leader, renewing");
+        assert_eq!(acting.leaders(), std::slice::from_ref(&leader), "the same leader, renewing");
         assert_eq!(acting.most_at_once(), 1);
         let held = lease(&store);
         assert_eq!(held.spec.holder_identity, leader);

@@ -71,11 +71,11 @@ pub use app::app;
 pub use config::Config;
 pub use state::AppState;
 
-use crate::leader_election::Elector;
 use crate::controllers::{
     Context, deployment::DeploymentController, endpoints::EndpointsController, node_lifecycle::NodeLifecycleController,
     pod_gc::PodGcController,
 };
+use crate::leader_election::Elector;
 use crate::metrics::Metrics;
 use crate::scheduler::{SchedulerHandle, SchedulerLoop};
 use crate::store::{CachedStore, EtcdStore, Key, SqlitePersistence, Store, StoreError, Txn};
@@ -205,8 +205,13 @@ impl Loops {
         let (store, config) = (&self.store, &self.config);
         let mut tasks = JoinSet::new();
         if config.run_scheduler {
-            let scheduler =
-                SchedulerLoop::new(store.clone(), self.scheduler.clone(), self.metrics.clone(), self.profile.clone(), config.scheduler_sweep);
+            let scheduler = SchedulerLoop::new(
+                store.clone(),
+                self.scheduler.clone(),
+                self.metrics.clone(),
+                self.profile.clone(),
+                config.scheduler_sweep,
+            );
             tasks.spawn(scheduler.run(token.clone()));
         }
         let ctx = Context { store: store.clone(), config: config.clone() };

@@ -420,12 +420,22 @@ mod tests {
         assert!(default.leader_elect && default.lease_duration == Duration::from_secs(15));
         let off = parse(&["--leader-elect=false"]).unwrap().into_config().unwrap().leader_election;
         assert!(!off.leader_elect);
-        let set = parse(&["--leader-elect-lease-duration", "30s", "--leader-elect-renew-deadline", "20s", "--leader-elect-retry-period", "500ms"])
-            .unwrap()
-            .into_config()
-            .unwrap()
-            .leader_election;
-        assert_eq!((set.lease_duration, set.renew_deadline, set.retry_period), (Duration::from_secs(30), Duration::from_secs(20), Duration::from_millis(500)));
+        let set = parse(&[
+            "--leader-elect-lease-duration",
+            "30s",
+            "--leader-elect-renew-deadline",
+            "20s",
+            "--leader-elect-retry-period",
+            "500ms",
+        ])
+        .unwrap()
+        .into_config()
+        .unwrap()
+        .leader_election;
+        assert_eq!(
+            (set.lease_duration, set.renew_deadline, set.retry_period),
+            (Duration::from_secs(30), Duration::from_secs(20), Duration::from_millis(500))
+        );
         let overlap = parse(&["--leader-elect-renew-deadline", "15s"]).unwrap().into_config().unwrap_err().to_string();
         assert!(overlap.contains("--leader-elect-lease-duration") && overlap.contains("greater than"), "{overlap}");
     }

@@ -124,13 +124,7 @@ pub struct SchedulerLoop {
 }
 
 impl SchedulerLoop {
-    pub fn new(
-        store: Arc<dyn Store>,
-        handle: SchedulerHandle,
-        metrics: Arc<Metrics>,
-        profile: Profile,
-        sweep: Duration,
-    ) -> Self {
+    pub fn new(store: Arc<dyn Store>, handle: SchedulerHandle, metrics: Arc<Metrics>, profile: Profile, sweep: Duration) -> Self {
         let (results_tx, results) = mpsc::unbounded_channel();
         SchedulerLoop { store, handle, metrics, scheduler: Scheduler::new(profile.clone()), profile, sweep, results_tx, results }
     }

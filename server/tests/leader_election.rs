@@ -60,10 +60,8 @@ async fn one_of_two_servers_on_a_store_schedules_and_the_other_takes_over_when_i
         (!info.leader.is_empty()).then_some(info)
     })
     .await;
-    let servers = vec![
-        ApiServer { identity: "server-a".into(), url: a.url.clone() },
-        ApiServer { identity: "server-b".into(), url: b.url.clone() },
-    ];
+    let servers =
+        vec![ApiServer { identity: "server-a".into(), url: a.url.clone() }, ApiServer { identity: "server-b".into(), url: b.url.clone() }];
     assert_eq!(seen.servers, servers);
     assert_eq!(seen.server_identity, "server-a");
     let (leader, follower, follower_id) = match seen.leader.as_str() {
@@ -80,8 +78,10 @@ async fn one_of_two_servers_on_a_store_schedules_and_the_other_takes_over_when_i
     assert!(!decided_by(&follower, "web-1").await, "the follower's scheduler does not run");
 
     leader.stop().await;
-    eventually(&follower.client, WAIT, "the other server to lead", || async { (info(&follower).await.leader == follower_id).then_some(()) })
-        .await;
+    eventually(&follower.client, WAIT, "the other server to lead", || async {
+        (info(&follower).await.leader == follower_id).then_some(())
+    })
+    .await;
     let now = info(&follower).await;
     assert_eq!(now.servers.iter().map(|s| s.identity.as_str()).collect::<Vec<_>>(), [follower_id], "the stopped server withdrew");
     follower.post("/api/v1/namespaces/default/pods", pod("web-2", 100, 1 << 20)).await;
