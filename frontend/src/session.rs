@@ -20,8 +20,16 @@ pub const ALL_NAMESPACES: &str = "*";
 pub enum Server {
     #[default]
     Unknown,
-    Up(Info),
+    /// Boxed: an answer is large, and most sessions hold `Unknown` for a moment only.
+    Up(Box<Info>),
     Down(String),
+}
+
+/// The header's line about the server: what it is, its store, its scheduler and which
+/// server leads (its identity, as `GET /api/v1/info` says).
+pub fn server_line(info: &Info) -> String {
+    let leader = if info.leader.is_empty() { "none" } else { info.leader.as_str() };
+    format!("{} {} · {} · scheduler {} · leader {leader}", info.name, info.version, info.store, info.scheduler_profile)
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -102,7 +110,7 @@ impl Reducible for Session {
                 if info.auth_required && next.token.is_none() {
                     next.login = Some("This server requires a token.".to_string());
                 }
-                next.server = Server::Up(info);
+                next.server = Server::Up(Box::new(info));
             }
             SessionAction::ServerInfo(Err(message)) => next.server = Server::Down(message),
         }
@@ -116,6 +124,22 @@ mod tests {
 
     fn session() -> Rc<Session> {
         Rc::new(Session::restore(Route::Cluster, None, None))
+    }
+
+    #[test]
+    fn the_header_names_the_leader() {
+        let info = Info {
+            name: "shepherd".into(),
+            version: "0.1.0".into(),
+            store: "memory".into(),
+            scheduler_profile: "spread".into(),
+            ..Info::default()
+        };
+        assert_eq!(
+            server_line(&Info { leader: "host_1".into(), ..info.clone() }),
+            "shepherd 0.1.0 · memory · scheduler spread · leader host_1"
+        );
+        assert!(server_line(&info).ends_with("· leader none"));
     }
 
     #[test]

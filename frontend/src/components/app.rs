@@ -24,6 +24,9 @@ use crate::route::Route;
 use crate::session::{NAMESPACE_KEY, Session, SessionAction, TOKEN_KEY};
 use crate::store::{Cluster, SyncState};
 
+/// How often the server's info is asked again: the leader election's default lease duration.
+const INFO_REFRESH_MS: u32 = 15_000;
+
 #[component]
 pub fn App() -> Html {
     let session =
@@ -54,17 +57,24 @@ pub fn App() -> Html {
         use_effect_with(session.token.clone(), move |_| {
             let client = session.client();
             let dispatcher = session.dispatcher();
-            wasm_bindgen_futures::spawn_local(async move {
-                let answer = match client.get::<Info>(paths::INFO).await {
-                    Ok(info) => Ok(info),
-                    Err(ApiError::Unauthorized(message)) => {
-                        dispatcher.dispatch(SessionAction::Unauthorized(message));
-                        return;
-                    }
-                    Err(error) => Err(error.to_string()),
-                };
-                dispatcher.dispatch(SessionAction::ServerInfo(answer));
-            });
+            let fetch = move || {
+                let (client, dispatcher) = (client.clone(), dispatcher.clone());
+                wasm_bindgen_futures::spawn_local(async move {
+                    let answer = match client.get::<Info>(paths::INFO).await {
+                        Ok(info) => Ok(info),
+                        Err(ApiError::Unauthorized(message)) => {
+                            dispatcher.dispatch(SessionAction::Unauthorized(message));
+                            return;
+                        }
+                        Err(error) => Err(error.to_string()),
+                    };
+                    dispatcher.dispatch(SessionAction::ServerInfo(answer));
+                });
+            };
+            fetch();
+            // Asked again now and then, so that the header follows a change of leader.
+            let again = gloo_timers::callback::Interval::new(INFO_REFRESH_MS, fetch);
+            move || drop(again)
         });
     }
     use_effect_with((), |_| browser::mark_document("data-first-render-ms", &(browser::performance_now().round() as i64).to_string()));

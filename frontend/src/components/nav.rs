@@ -75,7 +75,7 @@ pub fn Nav() -> Html {
         }
     };
     let server = match &session.server {
-        Server::Up(info) => format!("{} {} · {} · scheduler {}", info.name, info.version, info.store, info.scheduler_profile),
+        Server::Up(info) => crate::session::server_line(info),
         Server::Down(message) => format!("no server: {message}"),
         Server::Unknown => String::new(),
     };
