@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::LeaderElection;
+use crate::metrics::Metrics;
 use crate::store::{Change, Key, Store, StoreError, Txn, WatchStream, Write, commit_one};
 use crate::{events, ops};
 
@@ -52,11 +53,12 @@ pub struct Elector {
     identity: String,
     timing: LeaderElection,
     observed: Option<Observed>,
+    metrics: Arc<Metrics>,
 }
 
 impl Elector {
-    pub fn new(store: Arc<dyn Store>, key: Key, identity: impl Into<String>, timing: LeaderElection) -> Self {
-        Elector { store, key, identity: identity.into(), timing, observed: None }
+    pub fn new(store: Arc<dyn Store>, key: Key, identity: impl Into<String>, timing: LeaderElection, metrics: Arc<Metrics>) -> Self {
+        Elector { store, key, identity: identity.into(), timing, observed: None, metrics }
     }
 
     /// Whether the lease as last seen names this candidate (client-go's `IsLeader`).
@@ -87,6 +89,7 @@ impl Elector {
             tracing::info!("{} became leader ({})", self.identity, self.key);
             self.record_event(format!("{} became leader", self.identity)).await;
             let leading = shutdown.child_token();
+            self.metrics.set_leading(true);
             let mut tasks = lead(leading.clone());
             let ended = self.renew(renewed_at, &shutdown).await;
             leading.cancel();
@@ -95,6 +98,7 @@ impl Elector {
                     tracing::error!("a loop of the leader failed: {e}");
                 }
             }
+            self.metrics.set_leading(false);
             if ended == Ended::Shutdown {
                 self.release().await;
                 return;
@@ -446,8 +450,17 @@ mod tests {
     }
 
     fn candidate(store: Arc<dyn Store>, id: &str, acting: &Acting) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+        candidate_with(store, id, acting, Arc::default())
+    }
+
+    fn candidate_with(
+        store: Arc<dyn Store>,
+        id: &str,
+        acting: &Acting,
+        metrics: Arc<Metrics>,
+    ) -> (CancellationToken, tokio::task::JoinHandle<()>) {
         let shutdown = CancellationToken::new();
-        let elector = Elector::new(store, control_plane_lease_key(), id, TIMING);
+        let elector = Elector::new(store, control_plane_lease_key(), id, TIMING, metrics);
         (shutdown.clone(), tokio::spawn(elector.run(None, shutdown, acting.lead(id))))
     }
 
@@ -462,10 +475,13 @@ mod tests {
     async fn of_two_candidates_on_one_store_exactly_one_leads_and_keeps_leading() {
         let store = CachedStore::in_memory(1_000);
         let acting = Acting::default();
-        let _a = candidate(Arc::new(store.clone()), "a", &acting);
-        let _b = candidate(Arc::new(store.clone()), "b", &acting);
+        let metrics = [Arc::new(Metrics::default()), Arc::new(Metrics::default())];
+        let _a = candidate_with(Arc::new(store.clone()), "a", &acting, metrics[0].clone());
+        let _b = candidate_with(Arc::new(store.clone()), "b", &acting, metrics[1].clone());
         acting.until(Duration::from_secs(1), |a| a.leaders().len() == 1).await;
         let leader = acting.leaders()[0].clone();
+        let leading = if leader == "a" { [true, false] } else { [false, true] };
+        assert_eq!([metrics[0].leading(), metrics[1].leading()], leading);
         tokio::time::sleep(Duration::from_secs(120)).await;
         assert_eq!(acting.leaders(), std::slice::from_ref(&leader), "the same leader, renewing");
         assert_eq!(acting.most_at_once(), 1);

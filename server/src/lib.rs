@@ -153,13 +153,14 @@ impl Server {
             agent_keys: auth::AgentKeys::default(),
             identity: identity.clone(),
         });
-        let loops = Loops { store: store.clone(), config, metrics, scheduler: handle, profile };
+        let loops = Loops { store: store.clone(), config, metrics: metrics.clone(), scheduler: handle, profile };
         let mut tasks = JoinSet::new();
         if election.leader_elect {
-            let mut elector = Elector::new(store.clone(), leader_election::control_plane_lease_key(), identity, election);
+            let mut elector = Elector::new(store.clone(), leader_election::control_plane_lease_key(), identity, election, metrics);
             let won = elector.try_once().await;
             tasks.spawn(elector.run(won, shutdown.clone(), move |leading| loops.spawn(leading)));
         } else {
+            metrics.set_leading(true);
             let mut running = loops.spawn(shutdown.clone());
             tasks.spawn(async move { while running.join_next().await.is_some() {} });
         }

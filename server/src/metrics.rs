@@ -109,6 +109,7 @@ pub struct Metrics {
     create_to_running: Histogram,
     revision: Gauge,
     objects: Vec<(Kind, Gauge)>,
+    leading: Gauge,
 }
 
 impl Default for Metrics {
@@ -151,7 +152,13 @@ impl Default for Metrics {
         for (kind, gauge) in &objects {
             registry.register(format!("shepherd_objects_{}", kind.plural()), "Objects of this kind in the store", gauge.clone());
         }
-        Metrics { registry, requests, attempts, attempt_latency, create_to_bound, create_to_running, revision, objects }
+        let leading = Gauge::default();
+        registry.register(
+            "shepherd_leader_election_master_status",
+            "1 while this server runs the scheduler and the controllers (client-go's leader_election_master_status)",
+            leading.clone(),
+        );
+        Metrics { registry, requests, attempts, attempt_latency, create_to_bound, create_to_running, revision, objects, leading }
     }
 }
 
@@ -175,6 +182,15 @@ impl Metrics {
 
     pub fn observe_create_to_running(&self, elapsed: Duration) {
         self.create_to_running.observe(elapsed.as_secs_f64());
+    }
+
+    /// Whether this server's scheduler and controllers run (it leads, or elects no leader).
+    pub fn set_leading(&self, leading: bool) {
+        self.leading.set(i64::from(leading));
+    }
+
+    pub fn leading(&self) -> bool {
+        self.leading.get() == 1
     }
 
     pub fn attempts(&self, attempt: Attempt) -> u64 {
