@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::LeaderElection;
 use crate::metrics::Metrics;
-use crate::store::{Change, Key, Store, StoreError, Txn, WatchStream, Write, commit_one};
+use crate::store::{Key, Store, StoreError, Txn, WatchStream, commit_one};
 use crate::{events, ops};
 
 /// The leader's lease. Kubernetes has one per component (`kube-scheduler`,
@@ -259,15 +259,7 @@ impl Elector {
 
     /// Writes `lease` if the stored one is still at `version` (0: if there is none).
     async fn swap(&self, version: u64, lease: Lease) -> Result<(), StoreError> {
-        let key = self.key.clone();
-        let write = Write::new(key.clone(), move |_, current| {
-            let stored = current.map_or(0, |o| o.metadata().resource_version);
-            if stored != version {
-                return Err(StoreError::conflict(format!("{key} changed while it was being acquired or renewed")));
-            }
-            Ok(Change::Put(Object::Lease(lease)))
-        });
-        commit_one(&*self.store, write).await.map(|_| ())
+        commit_one(&*self.store, ops::swap_lease(self.key.clone(), version, lease)).await.map(|_| ())
     }
 
     /// client-go's resource lock records `LeaderElection` events on the lease.
@@ -304,7 +296,7 @@ mod tests {
     use futures::future::BoxFuture;
 
     use super::*;
-    use crate::store::{CachedStore, Interest, Outcome};
+    use crate::store::{CachedStore, Change, Interest, Outcome, Write};
 
     const TIMING: LeaderElection = LeaderElection {
         leader_elect: true,

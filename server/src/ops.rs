@@ -386,6 +386,19 @@ pub fn renew_lease(name: &str, now: Time, grace: Duration) -> Write {
     })
 }
 
+/// Stores `lease` at `key` if the stored lease is still at resource_version `expected`, or,
+/// when `expected` is 0, if there is none: the compare-and-swap of every acquire, renewal
+/// and release of a leader election, which a candidate computed from what it read.
+pub fn swap_lease(key: Key, expected: u64, lease: Lease) -> Write {
+    Write::new(key.clone(), move |_, current| {
+        let stored = current.map_or(0, |o| o.metadata().resource_version);
+        if stored != expected {
+            return Err(StoreError::conflict(format!("{key} changed since it was read: it is at {stored}, not {expected}")));
+        }
+        Ok(Change::Put(Object::Lease(lease)))
+    })
+}
+
 /// A duration in whole seconds, rounded up, as a lease's `lease_duration_seconds` holds it.
 pub fn lease_seconds(duration: Duration) -> i64 {
     i64::try_from(duration.as_secs() + u64::from(duration.subsec_nanos() > 0)).unwrap_or(i64::MAX)
