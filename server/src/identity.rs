@@ -86,14 +86,14 @@ impl Announcer {
             let lease = match current {
                 Some(Object::Lease(stored)) => {
                     let mut lease = Lease { spec, ..stored.clone() };
-                    lease.metadata.annotations.insert(ADVERTISE_URL_ANNOTATION.to_string(), url);
+                    lease.metadata.annotations.insert(ADVERTISE_URL_ANNOTATION.to_string(), url.clone());
                     lease
                 }
                 _ => {
                     let mut lease =
                         Lease { metadata: ObjectMeta::named(SYSTEM_NAMESPACE, &lease_name(&identity)), spec, ..Lease::default() };
                     lease.metadata.labels = BTreeMap::from([(IDENTITY_LABEL.to_string(), IDENTITY_COMPONENT.to_string())]);
-                    lease.metadata.annotations = BTreeMap::from([(ADVERTISE_URL_ANNOTATION.to_string(), url)]);
+                    lease.metadata.annotations = BTreeMap::from([(ADVERTISE_URL_ANNOTATION.to_string(), url.clone())]);
                     crate::resources::stamp_new(&mut lease, now);
                     lease
                 }

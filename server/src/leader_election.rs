@@ -537,7 +537,7 @@ mod tests {
             lease_transitions: Some(3),
         };
         let held = Lease { metadata: ObjectMeta::named(SYSTEM_NAMESPACE, CONTROL_PLANE_LEASE), spec, ..Lease::default() };
-        commit_one(&store, Write::new(control_plane_lease_key(), move |_, _| Ok(Change::Put(Object::Lease(held))))).await.unwrap();
+        commit_one(&store, Write::new(control_plane_lease_key(), move |_, _| Ok(Change::Put(Object::Lease(held.clone()))))).await.unwrap();
         let acting = Acting::default();
         let started = Instant::now();
         let _b = candidate(Arc::new(store.clone()), "b", &acting);

@@ -395,7 +395,7 @@ pub fn swap_lease(key: Key, expected: u64, lease: Lease) -> Write {
         if stored != expected {
             return Err(StoreError::conflict(format!("{key} changed since it was read: it is at {stored}, not {expected}")));
         }
-        Ok(Change::Put(Object::Lease(lease)))
+        Ok(Change::Put(Object::Lease(lease.clone())))
     })
 }
 
