@@ -144,3 +144,34 @@ impl Announcer {
         Key::new(Kind::Lease, SYSTEM_NAMESPACE, &lease_name(&self.identity))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use shared::api::ApiServer;
+
+    use super::*;
+    use crate::store::CachedStore;
+
+    #[tokio::test]
+    async fn fresh_identities_are_the_servers_and_long_expired_ones_are_collected() {
+        let store = CachedStore::in_memory(100);
+        let a = Announcer::new(Arc::new(store.clone()), "Host_A", "http://a:1");
+        let b = Announcer::new(Arc::new(store.clone()), "host_b", "");
+        a.announce().await.unwrap();
+        b.announce().await.unwrap();
+        let now = chrono::Utc::now();
+        let both = vec![
+            ApiServer { identity: "Host_A".into(), url: "http://a:1".into() },
+            ApiServer { identity: "host_b".into(), url: String::new() },
+        ];
+        assert_eq!(servers(&store, now), both);
+        assert!(store.get(&Key::new(Kind::Lease, SYSTEM_NAMESPACE, "apiserver-host-a")).is_some(), "a valid object name");
+        let second = |s: i64| now + chrono::Duration::seconds(s);
+        assert!(servers(&store, second(31)).is_empty(), "not renewed for a lease duration");
+        a.collect_expired(second(45)).await;
+        assert_eq!(store.list(Kind::Lease, None).1.len(), 2, "expired for less than a lease duration: kept");
+        a.collect_expired(second(61)).await;
+        let (_, left) = store.list(Kind::Lease, None);
+        assert_eq!(left.iter().map(|l| l.metadata().name.as_str()).collect::<Vec<_>>(), ["apiserver-host-a"], "its own is never collected");
+    }
+}
