@@ -359,6 +359,9 @@ mod tests {
         fn count(&self, kind: Kind) -> usize {
             self.inner.count(kind)
         }
+        fn wait_for(&self, revision: u64, limit: Duration) -> BoxFuture<'static, bool> {
+            self.inner.wait_for(revision, limit)
+        }
         fn commit(&self, txn: Txn) -> BoxFuture<'static, crate::store::Result<Vec<Outcome>>> {
             let (mode, inner, last_ok) = (*self.mode.lock().unwrap(), self.inner.clone(), self.last_ok.clone());
             async move {
