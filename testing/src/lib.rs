@@ -108,6 +108,11 @@ impl TestServer {
         TestServer::start(Config { scheduler_sweep: Duration::from_millis(500), ..Config::in_memory() }).await
     }
 
+    /// A server this test did not start (a `shepherd` process), by its URL.
+    pub fn attach(url: &str) -> TestServer {
+        TestServer { url: url.to_string(), client: client(url, None), trust: None, shutdown: CancellationToken::new(), task: None }
+    }
+
     /// The same server, as a client with `token` sees it.
     pub fn with_token(&self, token: &str) -> TestServer {
         let client = trusting(client(&self.url, Some(token)), &self.trust);
