@@ -7,16 +7,13 @@
 mod common;
 
 use std::collections::HashMap;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use shared::model::NodeResources;
 use shared::registration::NodeDescription;
-use shepherd_testing::{Etcd, TestServer, poll};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use shepherd_testing::{Etcd, ShepherdProcess, TestServer, poll};
 
 /// Lease duration, renew deadline and retry period of every server here.
 const TIMINGS: [&str; 6] =
@@ -26,44 +23,19 @@ const TAKEOVER_LIMIT: Duration = Duration::from_secs(30);
 
 struct Shepherd {
     id: String,
-    url: String,
-    child: Child,
-    _dir: tempfile::TempDir,
+    process: ShepherdProcess,
 }
 
-/// Starts `shepherd` on `etcd` under `prefix`, as server `id`, and reads its address.
+/// Starts `shepherd` on `etcd` under `prefix`, as server `id`.
 async fn start(etcd: &Etcd, prefix: &str, id: &str) -> Shepherd {
-    let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_shepherd"))
-        .args(["--addr", "127.0.0.1:0", "--store", "etcd", "--etcd-prefix", prefix, "--server-id", id, "--data-dir"])
-        .arg(dir.path())
-        .arg("--etcd-endpoints")
-        .arg(etcd.endpoints().join(","))
-        .args(TIMINGS)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the shepherd binary starts");
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            if let Some(rest) = line.split("listening on ").nth(1) {
-                return rest.split_whitespace().next().unwrap().to_string();
-            }
-        }
-        panic!("shepherd {id} exited before listening");
-    })
-    .await
-    .expect("shepherd listens within 30 s");
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    Shepherd { id: id.to_string(), url, child, _dir: dir }
+    let endpoints = etcd.endpoints().join(",");
+    let mut args = vec!["--store", "etcd", "--etcd-endpoints", &endpoints, "--etcd-prefix", prefix, "--server-id", id];
+    args.extend(TIMINGS);
+    Shepherd { id: id.to_string(), process: ShepherdProcess::start(env!("CARGO_BIN_EXE_shepherd"), &args).await }
 }
 
 async fn info(url: &str) -> Option<Value> {
-    let answer = reqwest::get(format!("{url}/api/v1/info")).await.ok()?;
-    answer.json().await.ok()
+    reqwest::get(format!("{url}/api/v1/info")).await.ok()?.json().await.ok()
 }
 
 /// Waits until the server at `url` reports a leader other than `not`, and returns it.
@@ -75,12 +47,6 @@ async fn leader_other_than(url: &str, not: &str) -> String {
     .await
 }
 
-fn signal(child: &Child, signal: libc::c_int) {
-    let pid = libc::pid_t::try_from(child.id().expect("still running")).unwrap();
-    // SAFETY: kill takes plain integers.
-    assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
-}
-
 fn by_id<'a>(servers: &'a mut [Shepherd], id: &str) -> &'a mut Shepherd {
     servers.iter_mut().find(|s| s.id == id).expect("a server of that id")
 }
@@ -89,14 +55,14 @@ fn by_id<'a>(servers: &'a mut [Shepherd], id: &str) -> &'a mut Shepherd {
 async fn a_stopped_leader_hands_over_at_once_and_a_killed_one_after_its_lease() {
     let etcd = Etcd::start(1).await;
     let mut servers = vec![start(&etcd, "/handover", "alpha").await, start(&etcd, "/handover", "beta").await];
-    let first = leader_other_than(&servers[0].url, "").await;
+    let first = leader_other_than(&servers[0].process.url, "").await;
 
     // SIGTERM: the leader gives its lease up as it stops (client-go's ReleaseOnCancel).
     let stopping = by_id(&mut servers, &first);
-    signal(&stopping.child, libc::SIGTERM);
+    stopping.process.signal(libc::SIGTERM);
     let stopped_at = Instant::now();
-    stopping.child.wait().await.unwrap();
-    let other = servers.iter().find(|s| s.id != first).unwrap().url.clone();
+    stopping.process.child.wait().await.unwrap();
+    let other = servers.iter().find(|s| s.id != first).unwrap().process.url.clone();
     let second = leader_other_than(&other, &first).await;
     let clean = stopped_at.elapsed();
 
@@ -106,9 +72,9 @@ async fn a_stopped_leader_hands_over_at_once_and_a_killed_one_after_its_lease() 
     servers.retain(|s| s.id != first);
     servers.push(restarted);
     let killed = by_id(&mut servers, &second);
-    killed.child.kill().await.unwrap();
+    killed.process.child.kill().await.unwrap();
     let killed_at = Instant::now();
-    let third = leader_other_than(&servers.iter().find(|s| s.id != second).unwrap().url, &second).await;
+    let third = leader_other_than(&servers.iter().find(|s| s.id != second).unwrap().process.url, &second).await;
     let crash = killed_at.elapsed();
     eprintln!("new leader after SIGTERM: {clean:?} ({first} -> {second}); after SIGKILL: {crash:?} ({second} -> {third})");
     assert_eq!(third, first, "the only server left leads");
@@ -119,12 +85,12 @@ async fn a_stopped_leader_hands_over_at_once_and_a_killed_one_after_its_lease() 
 async fn a_frozen_leader_acts_no_more_once_another_leads() {
     let etcd = Etcd::start(1).await;
     let mut servers = vec![start(&etcd, "/frozen", "alpha").await, start(&etcd, "/frozen", "beta").await];
-    let first = leader_other_than(&servers[0].url, "").await;
-    let frozen_url = by_id(&mut servers, &first).url.clone();
-    signal(&by_id(&mut servers, &first).child, libc::SIGSTOP);
-    let other = servers.iter().find(|s| s.id != first).unwrap().url.clone();
+    let first = leader_other_than(&servers[0].process.url, "").await;
+    let frozen_url = by_id(&mut servers, &first).process.url.clone();
+    by_id(&mut servers, &first).process.signal(libc::SIGSTOP);
+    let other = servers.iter().find(|s| s.id != first).unwrap().process.url.clone();
     let second = leader_other_than(&other, &first).await;
-    signal(&by_id(&mut servers, &first).child, libc::SIGCONT);
+    by_id(&mut servers, &first).process.signal(libc::SIGCONT);
     // Woken, it finds the lease another's and stops its loops before it could act again.
     poll(TAKEOVER_LIMIT, "the woken server to stop leading", || async {
         let metrics = reqwest::get(format!("{frozen_url}/metrics")).await.ok()?.text().await.ok()?;
@@ -142,8 +108,8 @@ async fn a_deployment_filling_while_its_leader_is_killed_still_fills_with_no_dou
     const NODES: usize = 10;
     let etcd = Etcd::start(1).await;
     let mut servers = vec![start(&etcd, "/fill", "alpha").await, start(&etcd, "/fill", "beta").await];
-    let first = leader_other_than(&servers[0].url, "").await;
-    let survivor = servers.iter().find(|s| s.id != first).unwrap().url.clone();
+    let first = leader_other_than(&servers[0].process.url, "").await;
+    let survivor = servers.iter().find(|s| s.id != first).unwrap().process.url.clone();
     let api = TestServer::attach(&survivor);
     // Room for 40 pods of 100m per node: 400 slots for 300 pods.
     let nodes: Vec<NodeDescription> =
@@ -183,7 +149,7 @@ async fn a_deployment_filling_while_its_leader_is_killed_still_fills_with_no_dou
         (bound(&pods) >= REPLICAS / 3).then_some(())
     })
     .await;
-    by_id(&mut servers, &first).child.kill().await.unwrap();
+    by_id(&mut servers, &first).process.child.kill().await.unwrap();
     let killed_at = Instant::now();
     let pods = poll(Duration::from_secs(120), "every replica bound by the next leader", || async {
         let (_, pods) = api.get("/api/v1/pods").await;
@@ -199,8 +165,13 @@ async fn a_deployment_filling_while_its_leader_is_killed_still_fills_with_no_dou
     let (_, events) = api.get("/api/v1/events").await;
     let mut scheduled: HashMap<String, usize> = HashMap::new();
     for event in events["items"].as_array().unwrap().iter().filter(|e| e["reason"] == "Scheduled") {
-        *scheduled.entry(event["involved_object"]["name"].as_str().unwrap().to_string()).or_default() += event["count"].as_u64().unwrap_or(1) as usize;
+        *scheduled.entry(event["involved_object"]["name"].as_str().unwrap().to_string()).or_default() +=
+            event["count"].as_u64().unwrap_or(1) as usize;
     }
-    assert!(scheduled.values().all(|n| *n == 1), "each pod bound once: {:?}", scheduled.iter().filter(|(_, n)| **n > 1).collect::<Vec<_>>());
+    assert!(
+        scheduled.values().all(|n| *n == 1),
+        "each pod bound once: {:?}",
+        scheduled.iter().filter(|(_, n)| **n > 1).collect::<Vec<_>>()
+    );
     renewals.abort();
 }

@@ -7,14 +7,16 @@
 //!
 //! Layout: this file has the servers, the OpenAPI check of their answers and the node
 //! fixtures; `wait` has the one deadline-and-look-again rule every test waits by; `etcd`
-//! starts real etcd members for the etcd store's tests; `registry` has a real image
-//! registry on a free loopback port.
+//! starts real etcd members for the etcd store's tests; `process` a real `shepherd` to
+//! kill, stop or freeze; `registry` has a real image registry on a free loopback port.
 
 mod etcd;
+mod process;
 mod registry;
 mod wait;
 
 pub use etcd::Etcd;
+pub use process::ShepherdProcess;
 pub use registry::{TestRegistry, registry_available};
 pub use wait::{Look, POLL_INTERVAL, eventually, exited, poll, poll_blocking};
 
