@@ -44,7 +44,15 @@ etcd --name test --data-dir "$etcd_dir/data" --listen-client-urls "$etcd_url" --
     --listen-peer-urls "$peer_url" --initial-advertise-peer-urls "$peer_url" --initial-cluster "test=$peer_url" \
     >"$etcd_dir/log" 2>&1 &
 etcd_pid=$!
-trap 'kill "$etcd_pid" 2>/dev/null; wait "$etcd_pid" 2>/dev/null; rm -rf "$etcd_dir"' EXIT
+# Ends etcd with the script, keeping the script's own exit status (etcd's 143 is not ours).
+stop_etcd() {
+    local status=$?
+    kill "$etcd_pid" 2>/dev/null || true
+    wait "$etcd_pid" 2>/dev/null || true
+    rm -rf "$etcd_dir"
+    exit "$status"
+}
+trap stop_etcd EXIT
 etcd_healthy() {
     python3 -c 'import sys, urllib.request; sys.exit(b"\"health\":\"true\"" not in urllib.request.urlopen(sys.argv[1] + "/health", timeout=2).read())' "$etcd_url" 2>/dev/null
 }
