@@ -1,24 +1,21 @@
-//! The embedded [`Store`]: an in-memory [`State`] that serves every read, over a backend
-//! that a [`Committer`] writes in group commits, with watches registered in [`Watchers`].
+//! The embedded [`Store`](super::Store): the in-memory [`Cache`] that serves every read, over a
+//! backend that a [`Committer`] writes in group commits.
 
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use shared::model::{Kind, Object};
-use tokio::time::Instant;
 
-use super::committer::{Cache, Committer};
+use super::cache::{Cache, CacheBackend};
+use super::committer::Committer;
 use super::error::Result;
-use super::event::{Interest, WatchStream};
 use super::interface::Store;
-use super::key::Key;
 use super::persistence::{MemoryPersistence, Persistence};
-use super::state::State;
-use super::subscription::Subscription;
 use super::txn::{Outcome, Txn};
-use super::watchers::{History, Mailbox, Watchers};
+use super::watchers::History;
+#[cfg(test)]
+use super::watchers::Watchers;
 
 /// The embedded [`Store`]: cache, group-committing writer and watch history.
 #[derive(Clone)]
@@ -37,12 +34,7 @@ impl CachedStore {
     /// watches can replay.
     pub fn open(mut persistence: Box<dyn Persistence>, history: impl Into<History>) -> Result<CachedStore> {
         let history = history.into();
-        let state = State::load(persistence.load()?);
-        let cache = Arc::new(Cache {
-            state: RwLock::new(state),
-            watchers: Arc::new(Mutex::new(Watchers::default())),
-            history: History { changes: history.changes.max(1), ..history },
-        });
+        let cache = Arc::new(Cache::new(persistence.load()?, history));
         let name = persistence.name();
         let committer = Committer::start(persistence, &cache)?;
         Ok(CachedStore { inner: Arc::new(Inner { name, cache, committer }) })
@@ -55,70 +47,30 @@ impl CachedStore {
 
     /// The oldest revision a watch can still start from.
     pub fn oldest_revision(&self) -> u64 {
-        self.state().history_start()
-    }
-
-    fn state(&self) -> std::sync::RwLockReadGuard<'_, State> {
-        self.inner.cache.state.read().expect("store state lock")
+        self.inner.cache.state().history_start()
     }
 }
 
-impl Store for CachedStore {
-    fn backend(&self) -> &'static str {
+impl CacheBackend for CachedStore {
+    fn name(&self) -> &'static str {
         self.inner.name
     }
 
-    fn revision(&self) -> u64 {
-        self.state().revision()
+    fn cache(&self) -> &Cache {
+        &self.inner.cache
     }
 
-    fn wait_for(&self, revision: u64, _limit: Duration) -> BoxFuture<'static, bool> {
-        futures::future::ready(self.revision() >= revision).boxed()
-    }
-
-    fn get(&self, key: &Key) -> Option<Arc<Object>> {
-        self.state().get(key).cloned()
-    }
-
-    fn list(&self, kind: Kind, namespace: Option<&str>) -> (u64, Vec<Arc<Object>>) {
-        self.state().list(kind, namespace)
-    }
-
-    fn pods_on_node(&self, node: &str) -> (u64, Vec<Arc<Object>>) {
-        self.state().pods_on_node(node)
-    }
-
-    fn pods_owned_by(&self, owner: &Key) -> (u64, Vec<Arc<Object>>) {
-        self.state().pods_owned_by(owner)
-    }
-
-    fn count(&self, kind: Kind) -> usize {
-        self.state().count(kind)
-    }
-
-    fn commit(&self, txn: Txn) -> BoxFuture<'static, Result<Vec<Outcome>>> {
+    fn commit_txn(&self, txn: Txn) -> BoxFuture<'static, Result<Vec<Outcome>>> {
         let inner = self.inner.clone();
         async move { inner.committer.commit(&inner.cache, txn).await }.boxed()
     }
 
-    fn watch_interest(&self, interest: Interest, from: u64) -> Result<WatchStream> {
-        let state = self.state();
-        let replay = state.replay(&interest, from)?;
-        let mailbox = Mailbox::new(interest, replay, state.revision());
-        // Registered under the state lock: no commit falls between the replay and the mailbox.
-        Subscription::register(&self.inner.cache.watchers, mailbox)
+    /// Every write is in the state once committed: a revision not there yet never comes.
+    fn reach(&self, revision: u64, _limit: Duration) -> BoxFuture<'static, bool> {
+        futures::future::ready(self.revision() >= revision).boxed()
     }
 
-    fn expire_history(&self) {
-        let cache = &self.inner.cache;
-        cache.state.write().expect("store state lock").forget_history(&cache.history, Instant::now());
-    }
-
-    fn compact(&self, kind: Kind) {
-        self.inner.cache.state.write().expect("store state lock").compact(kind);
-    }
-
-    fn close(&self) -> BoxFuture<'static, ()> {
+    fn shut(&self) -> BoxFuture<'static, ()> {
         let inner = self.inner.clone();
         async move {
             inner.committer.close().await;

@@ -9,27 +9,18 @@ use shared::model::Object;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+use super::cache::Cache;
 use super::error::{Result, StoreError};
 use super::key::Key;
 use super::persistence::{PersistedChange, Persistence};
 use super::staging::Staging;
-use super::state::{State, kept};
+use super::state::kept;
 use super::txn::{Change, Outcome, Txn};
-use super::watchers::{History, Watchers};
 
 /// The most transactions one backend commit takes.
 const MAX_BATCH: usize = 2048;
 /// Transactions waiting for the writer thread before `commit` callers wait for room.
 const QUEUE_DEPTH: usize = 8192;
-
-/// What commits write: the state every read takes, and the watchers each change wakes.
-pub(super) struct Cache {
-    pub(super) state: RwLock<State>,
-    /// Taken after `state` whenever both are held.
-    pub(super) watchers: Arc<Mutex<Watchers>>,
-    /// What the history keeps; its count is also how far a remote watcher may fall behind.
-    pub(super) history: History,
-}
 
 type Reply = oneshot::Sender<Result<Vec<Outcome>>>;
 

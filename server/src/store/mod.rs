@@ -9,11 +9,14 @@
 //! - `persistence`: the backend trait under the embedded store, and memory; `sqlite`: SQLite;
 //! - `state`: objects, pod indexes, history and tombstones; `watchers`: the mailboxes and the
 //!   lag limit; `subscription`: a watch's stream; `committer`: the single writer, group commit;
+//! - `cache`: the state and watchers both stores serve from, and the one implementation of
+//!   [`Store`]'s reads and watches over them;
 //! - `staging`: a transaction's view of the state with the writes staged before it;
 //! - `cached`: [`CachedStore`], which puts those together;
 //! - `etcd/`: [`EtcdStore`], the same state and watchers fed by an etcd watch, written by
 //!   etcd transactions.
 
+mod cache;
 mod cached;
 mod committer;
 mod error;

@@ -18,21 +18,15 @@ use std::time::Duration;
 use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, TxnOp};
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use shared::model::{Kind, Object};
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::committer::Cache;
+use super::cache::{Cache, CacheBackend};
 use super::error::{Result, StoreError};
-use super::event::{Interest, WatchStream};
-use super::interface::Store;
-use super::key::Key;
-use super::state::State;
-use super::subscription::Subscription;
 use super::txn::{Outcome, Txn};
-use super::watchers::{History, Mailbox, Watchers};
+use super::watchers::History;
 use feed::{on_a_member, unavailable};
 use layout::Layout;
 
@@ -59,7 +53,7 @@ const QUEUE_DEPTH: usize = 8192;
 /// How long a call to etcd may take before the store answers that etcd is unavailable.
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The [`Store`] on etcd.
+/// The [`Store`](super::Store) on etcd.
 #[derive(Clone)]
 pub struct EtcdStore {
     handle: Arc<Handle>,
@@ -99,13 +93,8 @@ impl EtcdStore {
             other => other,
         })?;
         let snapshot = feed::list(&client, &layout).await?;
-        let history = history.into();
         let (revision, objects) = (snapshot.revision, snapshot.objects.len());
-        let cache = Arc::new(Cache {
-            state: RwLock::new(State::load(snapshot)),
-            watchers: Arc::new(Mutex::new(Watchers::default())),
-            history: History { changes: history.changes.max(1), ..history },
-        });
+        let cache = Arc::new(Cache::new(snapshot, history.into()));
         let (applied, _) = watch::channel(revision);
         let inner = Arc::new(Inner { client, layout, cache, applied, progress: Notify::new(), shutdown: CancellationToken::new() });
         let (queue, requests) = mpsc::channel(QUEUE_DEPTH);
@@ -115,10 +104,6 @@ impl EtcdStore {
         }
         tracing::info!("etcd store at {endpoints} under {}: {objects} objects at revision {revision}", inner.layout.prefix());
         Ok(EtcdStore { handle: Arc::new(Handle { inner, queue: RwLock::new(Some(queue)), tasks: Mutex::new(tasks) }) })
-    }
-
-    fn state(&self) -> std::sync::RwLockReadGuard<'_, State> {
-        self.handle.inner.cache.state.read().expect("store state lock")
     }
 }
 
@@ -193,41 +178,16 @@ async fn compact_history(inner: Arc<Inner>, interval: Duration) {
     }
 }
 
-impl Store for EtcdStore {
-    fn backend(&self) -> &'static str {
+impl CacheBackend for EtcdStore {
+    fn name(&self) -> &'static str {
         "etcd"
     }
 
-    fn revision(&self) -> u64 {
-        self.state().revision()
+    fn cache(&self) -> &Cache {
+        &self.handle.inner.cache
     }
 
-    fn wait_for(&self, revision: u64, limit: Duration) -> BoxFuture<'static, bool> {
-        let inner = self.handle.inner.clone();
-        async move { writer::wait_for(&inner, revision, limit).await.is_ok() }.boxed()
-    }
-
-    fn get(&self, key: &Key) -> Option<Arc<Object>> {
-        self.state().get(key).cloned()
-    }
-
-    fn list(&self, kind: Kind, namespace: Option<&str>) -> (u64, Vec<Arc<Object>>) {
-        self.state().list(kind, namespace)
-    }
-
-    fn pods_on_node(&self, node: &str) -> (u64, Vec<Arc<Object>>) {
-        self.state().pods_on_node(node)
-    }
-
-    fn pods_owned_by(&self, owner: &Key) -> (u64, Vec<Arc<Object>>) {
-        self.state().pods_owned_by(owner)
-    }
-
-    fn count(&self, kind: Kind) -> usize {
-        self.state().count(kind)
-    }
-
-    fn commit(&self, txn: Txn) -> BoxFuture<'static, Result<Vec<Outcome>>> {
+    fn commit_txn(&self, txn: Txn) -> BoxFuture<'static, Result<Vec<Outcome>>> {
         let queue = self.handle.queue.read().expect("store queue lock").clone();
         async move {
             let queue = queue.ok_or(StoreError::Closed)?;
@@ -238,24 +198,12 @@ impl Store for EtcdStore {
         .boxed()
     }
 
-    fn watch_interest(&self, interest: Interest, from: u64) -> Result<WatchStream> {
-        let state = self.state();
-        let replay = state.replay(&interest, from)?;
-        let mailbox = Mailbox::new(interest, replay, state.revision());
-        // Registered under the state lock: no change the feed applies falls in between.
-        Subscription::register(&self.handle.inner.cache.watchers, mailbox)
+    fn reach(&self, revision: u64, limit: Duration) -> BoxFuture<'static, bool> {
+        let inner = self.handle.inner.clone();
+        async move { writer::wait_for(&inner, revision, limit).await.is_ok() }.boxed()
     }
 
-    fn expire_history(&self) {
-        let cache = &self.handle.inner.cache;
-        cache.state.write().expect("store state lock").forget_history(&cache.history, Instant::now());
-    }
-
-    fn compact(&self, kind: Kind) {
-        self.handle.inner.cache.state.write().expect("store state lock").compact(kind);
-    }
-
-    fn close(&self) -> BoxFuture<'static, ()> {
+    fn shut(&self) -> BoxFuture<'static, ()> {
         let handle = self.handle.clone();
         async move {
             // The writer commits what is queued, with the feed still bringing its revisions.

@@ -1,0 +1,114 @@
+//! What both stores are: the state in memory that serves every read and watch, with the
+//! watchers each change wakes. A backend ([`CacheBackend`]) adds only how it commits, how it
+//! waits for a revision and how it closes; every other part of [`Store`] is written here once.
+
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use shared::model::{Kind, Object};
+use tokio::time::Instant;
+
+use super::error::Result;
+use super::event::{Interest, WatchStream};
+use super::interface::Store;
+use super::key::Key;
+use super::persistence::Snapshot;
+use super::state::State;
+use super::subscription::Subscription;
+use super::txn::{Outcome, Txn};
+use super::watchers::{History, Mailbox, Watchers};
+
+/// The state every read takes, and the watchers each change wakes.
+pub(super) struct Cache {
+    pub(super) state: RwLock<State>,
+    /// Taken after `state` whenever both are held.
+    pub(super) watchers: Arc<Mutex<Watchers>>,
+    /// What the history keeps; its count is also how far a remote watcher may fall behind.
+    pub(super) history: History,
+}
+
+impl Cache {
+    /// The state a backend loaded, with no watcher yet.
+    pub(super) fn new(snapshot: Snapshot, history: History) -> Cache {
+        Cache {
+            state: RwLock::new(State::load(snapshot)),
+            watchers: Arc::new(Mutex::new(Watchers::default())),
+            history: History { changes: history.changes.max(1), ..history },
+        }
+    }
+
+    pub(super) fn state(&self) -> RwLockReadGuard<'_, State> {
+        self.state.read().expect("store state lock")
+    }
+}
+
+/// A store over a [`Cache`]: what it does besides serving from it.
+pub(super) trait CacheBackend: Send + Sync + 'static {
+    /// `sqlite`, `memory` or `etcd`.
+    fn name(&self) -> &'static str;
+    fn cache(&self) -> &Cache;
+    fn commit_txn(&self, txn: Txn) -> BoxFuture<'static, Result<Vec<Outcome>>>;
+    /// Whether the cache reaches `revision` within `limit`.
+    fn reach(&self, revision: u64, limit: Duration) -> BoxFuture<'static, bool>;
+    fn shut(&self) -> BoxFuture<'static, ()>;
+}
+
+impl<B: CacheBackend> Store for B {
+    fn backend(&self) -> &'static str {
+        self.name()
+    }
+
+    fn revision(&self) -> u64 {
+        self.cache().state().revision()
+    }
+
+    fn get(&self, key: &Key) -> Option<Arc<Object>> {
+        self.cache().state().get(key).cloned()
+    }
+
+    fn list(&self, kind: Kind, namespace: Option<&str>) -> (u64, Vec<Arc<Object>>) {
+        self.cache().state().list(kind, namespace)
+    }
+
+    fn pods_on_node(&self, node: &str) -> (u64, Vec<Arc<Object>>) {
+        self.cache().state().pods_on_node(node)
+    }
+
+    fn pods_owned_by(&self, owner: &Key) -> (u64, Vec<Arc<Object>>) {
+        self.cache().state().pods_owned_by(owner)
+    }
+
+    fn count(&self, kind: Kind) -> usize {
+        self.cache().state().count(kind)
+    }
+
+    fn wait_for(&self, revision: u64, limit: Duration) -> BoxFuture<'static, bool> {
+        self.reach(revision, limit)
+    }
+
+    fn commit(&self, txn: Txn) -> BoxFuture<'static, Result<Vec<Outcome>>> {
+        self.commit_txn(txn)
+    }
+
+    fn watch_interest(&self, interest: Interest, from: u64) -> Result<WatchStream> {
+        let state = self.cache().state();
+        let replay = state.replay(&interest, from)?;
+        let mailbox = Mailbox::new(interest, replay, state.revision());
+        // Registered under the state lock: no change falls between the replay and the mailbox.
+        Subscription::register(&self.cache().watchers, mailbox)
+    }
+
+    fn expire_history(&self) {
+        let cache = self.cache();
+        cache.state.write().expect("store state lock").forget_history(&cache.history, Instant::now());
+    }
+
+    fn compact(&self, kind: Kind) {
+        self.cache().state.write().expect("store state lock").compact(kind);
+    }
+
+    fn close(&self) -> BoxFuture<'static, ()> {
+        self.shut()
+    }
+}
