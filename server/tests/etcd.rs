@@ -237,3 +237,63 @@ async fn a_watch_from_a_revision_another_server_gave_waits_for_it() {
     first.stop().await;
     second.stop().await;
 }
+
+/// Two servers bind a pod each to one node at the same moment, with room for one: the node
+/// is never oversold. Each bind counts the node's pods in its own cache, which does not have
+/// the other's yet; the node's guard in etcd makes one of them count again.
+#[tokio::test]
+async fn binds_to_one_node_through_two_servers_at_once_never_oversell_it() {
+    let etcd = Etcd::start(1).await;
+    let (a, b) = (TestServer::start(on_etcd(&etcd, "/room")).await, TestServer::start(on_etcd(&etcd, "/room")).await);
+    for trial in 0..5 {
+        // A node of its own each time: a deleted bound pod waits for an agent that is not here.
+        let node = format!("small-{trial}");
+        common::add_node(&a, &node, 1000, 1 << 30, 10).await;
+        let names = [format!("left-{trial}"), format!("right-{trial}")];
+        for name in &names {
+            assert_eq!(a.post("/api/v1/pods", pod(name, 600, 1 << 20)).await.0, StatusCode::CREATED);
+        }
+        shepherd_testing::poll(Duration::from_secs(5), "both pods on the second server", || async {
+            let (status, _) = b.get(&format!("/api/v1/namespaces/default/pods/{}", names[1])).await;
+            (status == StatusCode::OK).then_some(())
+        })
+        .await;
+        let paths = names.clone().map(|name| format!("/api/v1/namespaces/default/pods/{name}/binding"));
+        let target = serde_json::json!({"target": {"kind": "Node", "name": node}});
+        let ((left, _), (right, _)) = tokio::join!(a.post(&paths[0], target.clone()), b.post(&paths[1], target.clone()));
+        let bound = [left, right].iter().filter(|s| **s == StatusCode::CREATED).count();
+        assert_eq!(bound, 1, "trial {trial}: one bind fits 1000m, two do not ({left}, {right})");
+    }
+    a.stop().await;
+    b.stop().await;
+}
+
+/// A value under the prefix that is no Shepherd object (written with etcdctl): servers
+/// still start without it, and a write to its name says which key is at fault.
+#[tokio::test]
+async fn a_bad_value_in_etcd_is_left_out_and_named_when_written_to() {
+    let etcd = Etcd::start(1).await;
+    let first = TestServer::start(on_etcd(&etcd, "/bad")).await;
+    let mut client = etcd_client::Client::connect(etcd.endpoints(), None).await.unwrap();
+    client.put("/bad/pods/default/garbage", "{not json", None).await.unwrap();
+    first.stop().await;
+    let server = TestServer::start(on_etcd(&etcd, "/bad")).await;
+    let (status, error) = server.post("/api/v1/pods", pod("garbage", 1, 1)).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{error}");
+    assert_eq!(server.post("/api/v1/pods", pod("fine", 1, 1)).await.0, StatusCode::CREATED);
+    server.stop().await;
+}
+
+/// Servers that start together race to mark an empty prefix as Shepherd's: the losers
+/// find the winner's marker and start too.
+#[tokio::test]
+async fn stores_opening_together_on_an_empty_prefix_all_open() {
+    let etcd = Etcd::start(1).await;
+    for round in 0..10 {
+        let prefix = format!("/marked-{round}");
+        let (a, b, c) = tokio::join!(store_on(&etcd, &prefix), store_on(&etcd, &prefix), store_on(&etcd, &prefix));
+        for store in [a, b, c] {
+            store.close().await;
+        }
+    }
+}

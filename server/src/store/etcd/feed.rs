@@ -43,8 +43,11 @@ pub(super) async fn list(client: &Client, layout: &Layout) -> Result<Snapshot> {
             revision = page.header().map_or(0, |h| h.revision());
         }
         for kv in page.kvs() {
-            if let Some(key) = layout.parse(kv.key()) {
-                objects.push(layout.decode(&key, kv.value(), kv.mod_revision())?);
+            let Some(key) = layout.parse(kv.key()) else { continue };
+            // As the watch does: one bad value must not keep the whole cluster from starting.
+            match layout.decode(&key, kv.value(), kv.mod_revision()) {
+                Ok(object) => objects.push(object),
+                Err(e) => tracing::error!("{e}; it is left out of the cache"),
             }
         }
         match page.kvs().last() {
@@ -109,17 +112,13 @@ pub(super) async fn run(inner: Arc<Inner>) {
 /// One watch stream, from after the revision the cache has, until it breaks or shutdown.
 async fn follow(inner: &Inner) -> Result<()> {
     let from = inner.cache.state.read().expect("store state lock").revision();
-    let options = WatchOptions::new()
-        .with_range(prefix_end(&inner.layout.range()))
-        .with_start_revision(i64::try_from(from + 1).unwrap_or(i64::MAX))
-        .with_progress_notify();
-    let stream = inner.client.watch_client().watch(inner.layout.range(), Some(options)).await.map_err(|e| unavailable("watch", &e))?;
-    let (mut requests, mut responses) = stream.split();
+    let options =
+        WatchOptions::new().with_range(prefix_end(&inner.layout.range())).with_start_revision(i64::try_from(from + 1).unwrap_or(i64::MAX));
+    let mut stream = inner.client.watch_client().watch(inner.layout.range(), Some(options)).await.map_err(|e| unavailable("watch", &e))?;
     loop {
         tokio::select! {
             _ = inner.shutdown.cancelled() => return Ok(()),
-            _ = inner.progress.notified() => requests.request_progress().await.map_err(|e| unavailable("ask for the watch's progress", &e))?,
-            response = responses.message() => match response.map_err(|e| unavailable("watch", &e))? {
+            response = stream.message() => match response.map_err(|e| unavailable("watch", &e))? {
                 Some(response) if response.canceled() => {
                     if response.compact_revision() > 0 {
                         relist(inner).await?;
@@ -133,24 +132,22 @@ async fn follow(inner: &Inner) -> Result<()> {
     }
 }
 
-/// Applies one watch response: its changes, or the progress it reports.
+/// Applies one watch response's changes, in order.
 fn apply(inner: &Inner, response: &WatchResponse) {
-    let header = response.header().map_or(0, |h| h.revision());
-    let mut state = inner.cache.state.write().expect("store state lock");
     if response.events().is_empty() {
-        // A progress report: nothing under the prefix changed up to its revision.
-        if !response.created() {
-            state.advance(u64::try_from(header).unwrap_or_default());
-            inner.applied.send_replace(state.revision());
-        }
         return;
     }
+    let mut state = inner.cache.state.write().expect("store state lock");
     let now = Instant::now();
     let mut events = Vec::with_capacity(response.events().len());
+    let mut last = 0;
     for event in response.events() {
         let Some(kv) = event.kv() else { continue };
-        let Some(key) = inner.layout.parse(kv.key()) else { continue };
         let revision = u64::try_from(kv.mod_revision()).unwrap_or_default();
+        last = last.max(revision);
+        // The marker, the node guards and the progress key are no objects, but their
+        // revisions count: every change before them has come.
+        let Some(key) = inner.layout.parse(kv.key()) else { continue };
         let object = match event.event_type() {
             EtcdEventType::Put => match inner.layout.decode(&key, kv.value(), kv.mod_revision()) {
                 Ok(object) => Some(kept(object)),
@@ -167,6 +164,7 @@ fn apply(inner: &Inner, response: &WatchResponse) {
         }
         events.push(state.record(&key, object, prev, revision, now));
     }
+    state.advance(last);
     state.forget_history(&inner.cache.history, now);
     // Under the state lock, as the embedded store dispatches: a watch that registers sees each
     // change in its replay or in its mailbox, never both.

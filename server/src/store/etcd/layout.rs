@@ -39,13 +39,26 @@ impl Layout {
     }
 
     /// The key that marks the prefix as Shepherd's; no object's key, as no kind's plural
-    /// starts with a dot.
+    /// starts with a dot (nor do the node guards').
     pub(crate) fn marker(&self) -> String {
         format!("{}/.shepherd", self.prefix)
     }
 
     pub(crate) fn marker_value() -> &'static str {
         MARKER
+    }
+
+    /// The key every bind to `node` writes: two servers binding to one node at once both
+    /// compare it, so that one of them judges the node's room again (see the writer).
+    pub(crate) fn node_guard(&self, node: &str) -> String {
+        format!("{}/.binds/{node}", self.prefix)
+    }
+
+    /// The key a writer touches to learn that the cache has every change up to now: its
+    /// change comes through the watch after every change before it. (etcd 3.4's progress
+    /// notifications can overtake changes still on their way, etcd issue 15220.)
+    pub(crate) fn progress(&self) -> String {
+        format!("{}/.progress", self.prefix)
     }
 
     pub(crate) fn key(&self, key: &Key) -> String {
@@ -95,6 +108,7 @@ mod tests {
         assert_eq!(layout.parse(b"/registry/pods/default/web"), Some(key));
         assert_eq!(layout.key(&Key::new(Kind::Node, "", "n1")), "/registry/nodes/n1");
         assert_eq!(layout.parse(layout.marker().as_bytes()), None);
+        assert_eq!(layout.parse(layout.node_guard("n1").as_bytes()), None);
         assert_eq!(layout.parse(b"/registry/minions/n1"), None, "no kind of Shepherd's");
         assert_eq!(layout.parse(b"/registryx/pods/default/web"), None);
         for bad in ["", "/", "registry", "/registry/", "//registry"] {

@@ -18,7 +18,7 @@ use std::time::Duration;
 use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, TxnOp};
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use tokio::sync::{Notify, mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -64,10 +64,8 @@ struct Inner {
     client: Client,
     layout: Layout,
     cache: Arc<Cache>,
-    /// The revision the cache has applied, changes and progress reports alike.
+    /// The revision the cache has applied: of its changes, and of the keys that are none.
     applied: watch::Sender<u64>,
-    /// Asks the feed for the watch's progress.
-    progress: Notify,
     /// Ends the feed and the compaction loop, once the writer is done.
     shutdown: CancellationToken,
 }
@@ -96,7 +94,7 @@ impl EtcdStore {
         let (revision, objects) = (snapshot.revision, snapshot.objects.len());
         let cache = Arc::new(Cache::new(snapshot, history.into()));
         let (applied, _) = watch::channel(revision);
-        let inner = Arc::new(Inner { client, layout, cache, applied, progress: Notify::new(), shutdown: CancellationToken::new() });
+        let inner = Arc::new(Inner { client, layout, cache, applied, shutdown: CancellationToken::new() });
         let (queue, requests) = mpsc::channel(QUEUE_DEPTH);
         let mut tasks = vec![tokio::spawn(feed::run(inner.clone())), tokio::spawn(writer::run(inner.clone(), requests))];
         if !settings.compaction_interval.is_zero() {
@@ -109,50 +107,60 @@ impl EtcdStore {
 
 /// Checks that the prefix holds a Shepherd store, and marks it as one when it holds nothing:
 /// a prefix with another program's keys (a Kubernetes cluster's `/registry`) is refused.
+/// Servers that start together race to mark it: a loser finds the winner's marker.
 async fn claim(client: &Client, layout: &Layout) -> Result<()> {
     let kv = client.kv_client();
-    let marker = on_a_member(|| {
-        let mut kv = kv.clone();
-        async move { kv.get(layout.marker(), None).await }
-    })
-    .await
-    .map_err(|e| unavailable("read the store's marker", &e))?;
-    if let Some(found) = marker.kvs().first() {
-        if found.value() == Layout::marker_value().as_bytes() {
+    loop {
+        let marker = on_a_member(|| {
+            let mut kv = kv.clone();
+            async move { kv.get(layout.marker(), None).await }
+        })
+        .await
+        .map_err(|e| unavailable("read the store's marker", &e))?;
+        if let Some(found) = marker.kvs().first() {
+            if found.value() == Layout::marker_value().as_bytes() {
+                return Ok(());
+            }
+            return Err(StoreError::Backend(format!(
+                "etcd's key {} is not Shepherd's marker: the prefix {} belongs to something else; choose another --etcd-prefix",
+                layout.marker(),
+                layout.prefix()
+            )));
+        }
+        let options = GetOptions::new().with_range(feed::prefix_end(&layout.range())).with_keys_only().with_limit(1);
+        let any = on_a_member(|| {
+            let (mut kv, options) = (kv.clone(), options.clone());
+            async move { kv.get(layout.range(), Some(options)).await }
+        })
+        .await
+        .map_err(|e| unavailable("list the prefix", &e))?;
+        match any.kvs().first() {
+            // Another server marked it meanwhile: read its marker.
+            Some(found) if found.key() == layout.marker().as_bytes() => continue,
+            Some(found) => {
+                return Err(StoreError::Backend(format!(
+                    "etcd holds keys under {} that Shepherd did not write (such as {}): another cluster's data; choose another --etcd-prefix",
+                    layout.prefix(),
+                    String::from_utf8_lossy(found.key())
+                )));
+            }
+            None => {}
+        }
+        let mark = etcd_client::Txn::new().when([Compare::version(layout.marker(), CompareOp::Equal, 0)]).and_then([TxnOp::put(
+            layout.marker(),
+            Layout::marker_value(),
+            None,
+        )]);
+        let marked = on_a_member(|| {
+            let (mut kv, mark) = (kv.clone(), mark.clone());
+            async move { kv.txn(mark).await }
+        })
+        .await
+        .map_err(|e| unavailable("mark the prefix", &e))?;
+        if marked.succeeded() {
             return Ok(());
         }
-        return Err(StoreError::Backend(format!(
-            "etcd's key {} is not Shepherd's marker: the prefix {} belongs to something else; choose another --etcd-prefix",
-            layout.marker(),
-            layout.prefix()
-        )));
     }
-    let options = GetOptions::new().with_range(feed::prefix_end(&layout.range())).with_keys_only().with_limit(1);
-    let any = on_a_member(|| {
-        let (mut kv, options) = (kv.clone(), options.clone());
-        async move { kv.get(layout.range(), Some(options)).await }
-    })
-    .await
-    .map_err(|e| unavailable("list the prefix", &e))?;
-    if let Some(found) = any.kvs().first() {
-        return Err(StoreError::Backend(format!(
-            "etcd holds keys under {} that Shepherd did not write (such as {}): another cluster's data; choose another --etcd-prefix",
-            layout.prefix(),
-            String::from_utf8_lossy(found.key())
-        )));
-    }
-    let mark = etcd_client::Txn::new().when([Compare::version(layout.marker(), CompareOp::Equal, 0)]).and_then([TxnOp::put(
-        layout.marker(),
-        Layout::marker_value(),
-        None,
-    )]);
-    on_a_member(|| {
-        let (mut kv, mark) = (kv.clone(), mark.clone());
-        async move { kv.txn(mark).await }
-    })
-    .await
-    .map_err(|e| unavailable("mark the prefix", &e))?;
-    Ok(())
 }
 
 /// Every `interval`, compacts etcd's history up to the revision seen one interval before,

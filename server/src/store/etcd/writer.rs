@@ -16,7 +16,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::{Compare, CompareOp, GetOptions, TxnOp};
+use etcd_client::{Compare, CompareOp, GetOptions, TxnOp, TxnOpResponse};
 use shared::model::Object;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -38,8 +38,8 @@ const MAX_IN_FLIGHT: usize = 64;
 const MAX_TRIES: usize = 20;
 /// How long a write waits for the cache to reach etcd's revision.
 const CATCH_UP_LIMIT: Duration = Duration::from_secs(10);
-/// How long the writer waits for the watch to bring a revision before asking etcd for the
-/// watch's progress (a revision of another prefix never arrives as a change).
+/// How long the writer waits for the watch to bring a revision before it touches the
+/// progress key (a revision of another prefix never arrives as a change).
 const PROGRESS_AFTER: Duration = Duration::from_millis(20);
 
 pub(super) struct Request {
@@ -92,6 +92,15 @@ struct Changed {
 struct Staged {
     result: Result<(Vec<Outcome>, Vec<Changed>)>,
     reads: Reads,
+    /// The cache's revision it was staged at.
+    seen: u64,
+}
+
+/// What a transaction checks besides its own keys: the guards of the nodes whose pods it
+/// counted, unchanged since the revision it was staged at.
+struct Guards {
+    nodes: Vec<String>,
+    seen: u64,
 }
 
 /// What a task reports to the writer when its transaction is done with etcd.
@@ -164,7 +173,8 @@ pub(super) async fn run(inner: Arc<Inner>, mut queue: mpsc::Receiver<Request>) {
                 Ok((outcomes, changes)) => {
                     next_id += 1;
                     in_flight.insert(next_id, writes);
-                    tokio::spawn(send(inner.clone(), next_id, request, outcomes, changes, done.clone()));
+                    let guards = Guards { nodes: staged.reads.nodes.into_iter().collect(), seen: staged.seen };
+                    tokio::spawn(send(inner.clone(), next_id, request, (outcomes, changes, guards), done.clone()));
                 }
             }
         }
@@ -241,7 +251,7 @@ fn stage(inner: &Inner, txn: &Txn) -> Staged {
     let mut reads = staging.reads();
     // Writing a key is reading it too: a failed write waits for what is in flight on it.
     reads.keys.extend(txn.writes.iter().map(|write| write.key.clone()));
-    Staged { result: failure.map_or(Ok((outcomes, changes)), Err), reads }
+    Staged { result: failure.map_or(Ok((outcomes, changes)), Err), reads, seen: state.revision() }
 }
 
 /// Sends one staged transaction to etcd and answers it, or hands it back to be staged again.
@@ -249,35 +259,42 @@ async fn send(
     inner: Arc<Inner>,
     id: u64,
     request: Request,
-    outcomes: Vec<Outcome>,
-    changes: Vec<Changed>,
+    (outcomes, changes, guards): (Vec<Outcome>, Vec<Changed>, Guards),
     done: mpsc::UnboundedSender<Done>,
 ) {
-    let report = match commit(&inner, &changes).await {
+    let report = match commit(&inner, &changes, &guards).await {
         Err(e) => {
             let _ = request.reply.send(Err(e));
             Done::Answered(id)
         }
         // Committed or not, the cache must reach etcd's revision: to answer, or to stage again.
         Ok(sent) => {
-            let revision = match sent {
-                Ok(revision) | Err(revision) => revision,
+            let revision = match &sent {
+                Sent::Committed(revision) | Sent::Conflict { revision, .. } => *revision,
             };
             match (wait_for(&inner, revision, CATCH_UP_LIMIT).await, sent) {
                 (Err(e), _) => {
                     let _ = request.reply.send(Err(e));
                     Done::Answered(id)
                 }
-                (Ok(()), Ok(_)) => {
+                (Ok(()), Sent::Committed(_)) => {
                     let _ = request.reply.send(Ok(stamped(outcomes, revision)));
                     Done::Answered(id)
                 }
-                (Ok(()), Err(_)) if request.tries >= MAX_TRIES => {
+                (Ok(()), Sent::Conflict { found, .. }) if let Some(key) = unreadable(&inner, &found) => {
+                    let why = format!(
+                        "the value of {} in etcd is not a Shepherd object, so the server cannot judge a write to it; delete or fix it with etcdctl",
+                        inner.layout.key(&key)
+                    );
+                    let _ = request.reply.send(Err(StoreError::Backend(why)));
+                    Done::Answered(id)
+                }
+                (Ok(()), Sent::Conflict { .. }) if request.tries >= MAX_TRIES => {
                     let conflict = format!("other servers kept writing the same objects; gave up after {MAX_TRIES} tries: try again");
                     let _ = request.reply.send(Err(StoreError::conflict(conflict)));
                     Done::Answered(id)
                 }
-                (Ok(()), Err(_)) => Done::Again(id, Request { tries: request.tries + 1, ..request }),
+                (Ok(()), Sent::Conflict { .. }) => Done::Again(id, Request { tries: request.tries + 1, ..request }),
             }
         }
     };
@@ -285,17 +302,30 @@ async fn send(
     let _ = done.send(report);
 }
 
-/// Sends the changes as one etcd transaction: `Ok(Ok(revision))` when it committed,
-/// `Ok(Err(revision))` when a compare failed (etcd's revision then).
-async fn commit(inner: &Inner, changes: &[Changed]) -> Result<Result<u64, u64>> {
-    let mut compares = Vec::with_capacity(changes.len());
-    let mut operations = Vec::with_capacity(changes.len());
+/// What etcd answered a transaction.
+enum Sent {
+    Committed(u64),
+    /// A compare failed: etcd's revision then, and the mod revision each written key had
+    /// (0: absent).
+    Conflict {
+        revision: u64,
+        found: Vec<(Key, u64)>,
+    },
+}
+
+/// Sends the changes as one etcd transaction that compares every key with the state it was
+/// staged on, and the guards of the nodes it counted pods of with the revision it was staged at.
+async fn commit(inner: &Inner, changes: &[Changed], guards: &Guards) -> Result<Sent> {
+    let mut compares = Vec::with_capacity(changes.len() + guards.nodes.len());
+    let mut operations = Vec::with_capacity(changes.len() + guards.nodes.len());
+    let mut reads = Vec::with_capacity(changes.len());
     for change in changes {
         let etcd_key = inner.layout.key(&change.key);
         compares.push(match &change.before {
             Some(before) => Compare::mod_revision(etcd_key.clone(), CompareOp::Equal, revision_of(before)),
             None => Compare::version(etcd_key.clone(), CompareOp::Equal, 0),
         });
+        reads.push(TxnOp::get(etcd_key.clone(), Some(GetOptions::new().with_keys_only())));
         match &change.object {
             Some(object) => operations.push(TxnOp::put(etcd_key, Layout::encode(object)?, None)),
             None if change.before.is_some() => operations.push(TxnOp::delete(etcd_key, None)),
@@ -303,7 +333,14 @@ async fn commit(inner: &Inner, changes: &[Changed]) -> Result<Result<u64, u64>> 
             None => {}
         }
     }
-    let txn = etcd_client::Txn::new().when(compares).and_then(operations);
+    // Another server that bound to the same node since `seen` wrote its guard: judge again.
+    let seen = i64::try_from(guards.seen).unwrap_or(i64::MAX);
+    for node in &guards.nodes {
+        let guard = inner.layout.node_guard(node);
+        compares.push(Compare::mod_revision(guard.clone(), CompareOp::Less, seen.saturating_add(1)));
+        operations.push(TxnOp::put(guard, "", None));
+    }
+    let txn = etcd_client::Txn::new().when(compares).and_then(operations).or_else(reads);
     let response = on_a_member(|| {
         let (mut kv, txn) = (inner.client.kv_client(), txn.clone());
         async move { kv.txn(txn).await }
@@ -311,7 +348,31 @@ async fn commit(inner: &Inner, changes: &[Changed]) -> Result<Result<u64, u64>> 
     .await
     .map_err(|e| unavailable("commit a write", &e))?;
     let revision = response.header().map_or(0, |h| u64::try_from(h.revision()).unwrap_or_default());
-    Ok(if response.succeeded() { Ok(revision) } else { Err(revision) })
+    if response.succeeded() {
+        return Ok(Sent::Committed(revision));
+    }
+    let found = changes
+        .iter()
+        .zip(response.op_responses())
+        .map(|(change, read)| {
+            let at = match read {
+                TxnOpResponse::Get(get) => get.kvs().first().map_or(0, |kv| u64::try_from(kv.mod_revision()).unwrap_or_default()),
+                _ => 0,
+            };
+            (change.key.clone(), at)
+        })
+        .collect();
+    Ok(Sent::Conflict { revision, found })
+}
+
+/// A key that etcd had at a revision the cache has reached, but the cache holds older or not
+/// at all: its value is one the cache could not read, and staging again would never match.
+fn unreadable(inner: &Inner, found: &[(Key, u64)]) -> Option<Key> {
+    let state = inner.cache.state();
+    found
+        .iter()
+        .find(|(key, at)| *at > 0 && state.get(key).map_or(0, |object| object.metadata().resource_version) < *at)
+        .map(|(key, _)| key.clone())
 }
 
 fn revision_of(object: &Object) -> i64 {
@@ -344,12 +405,13 @@ async fn catch_up(inner: &Inner) -> Result<()> {
     wait_for(inner, response.header().map_or(0, |h| u64::try_from(h.revision()).unwrap_or_default()), CATCH_UP_LIMIT).await
 }
 
-/// Waits until the cache has applied `revision`, asking the watch for its progress when the
-/// revision does not come as a change of this store's.
+/// Waits until the cache has applied `revision`. A revision of another prefix's (or of a
+/// change this store has none of) never comes as a change: the writer then touches the
+/// progress key, whose change comes after every change before it.
 pub(super) async fn wait_for(inner: &Inner, revision: u64, limit: Duration) -> Result<()> {
     let mut applied = inner.applied.subscribe();
     let deadline = Instant::now() + limit;
-    let mut ask_at = Instant::now() + PROGRESS_AFTER;
+    let mut touch_at = Instant::now() + PROGRESS_AFTER;
     loop {
         if *applied.borrow_and_update() >= revision {
             return Ok(());
@@ -362,9 +424,16 @@ pub(super) async fn wait_for(inner: &Inner, revision: u64, limit: Duration) -> R
                 )));
             }
             _ = applied.changed() => {}
-            _ = tokio::time::sleep_until(ask_at) => {
-                inner.progress.notify_one();
-                ask_at = Instant::now() + PROGRESS_AFTER * 5;
+            _ = tokio::time::sleep_until(touch_at) => {
+                let touched = on_a_member(|| {
+                    let (mut kv, key) = (inner.client.kv_client(), inner.layout.progress());
+                    async move { kv.put(key, "", None).await }
+                })
+                .await;
+                if let Err(e) = touched {
+                    return Err(unavailable("learn the watch's progress", &e));
+                }
+                touch_at = Instant::now() + PROGRESS_AFTER * 25;
             }
         }
     }
