@@ -137,6 +137,12 @@ impl Server {
         ensure_namespace(&*store, shared::model::DEFAULT_NAMESPACE).await?;
         ensure_namespace(&*store, shared::model::SYSTEM_NAMESPACE).await?;
         let identity = config.server_id.clone().unwrap_or_else(identity::new_identity);
+        if config.server_id.is_some() && identity::servers(&*store, chrono::Utc::now()).iter().any(|s| s.identity == identity) {
+            tracing::warn!(
+                "a server announced itself as {identity} less than {} s ago: if it still runs, two servers with one --server-id both lead; give each server its own",
+                identity::IDENTITY_LEASE_DURATION.as_secs()
+            );
+        }
         let announcer = identity::Announcer::new(store.clone(), &identity, config.advertise_url.as_deref().unwrap_or_default());
         announcer.announce().await?;
         let config = Arc::new(config);

@@ -143,8 +143,9 @@ struct Args {
     /// How often candidates try to acquire the lease and the leader to renew it.
     #[arg(long, default_value = "2s", value_parser = duration)]
     leader_elect_retry_period: Duration,
-    /// This server's identity in the leases [default: <hostname>_<a new uuid>].
-    #[arg(long, value_name = "ID")]
+    /// This server's identity in the leases [default: <hostname>_<a new uuid>]; each server
+    /// needs its own.
+    #[arg(long, value_name = "ID", value_parser = server_id)]
     server_id: Option<String>,
     /// Where clients reach this server, announced to the others [default: the address it listens on].
     #[arg(long, value_name = "URL")]
@@ -172,6 +173,13 @@ fn watch_history(text: &str) -> Result<usize, String> {
 }
 
 /// A duration as Kubernetes' flags take one: `15s`, `1m30s`, `500ms`.
+fn server_id(text: &str) -> Result<String, String> {
+    if text.trim().is_empty() || text.chars().any(char::is_control) {
+        return Err("give each server a non-empty identity of printable characters".into());
+    }
+    Ok(text.to_string())
+}
+
 fn duration(text: &str) -> Result<Duration, String> {
     shared::parse::duration(text).map_err(|e| e.to_string())
 }
@@ -411,6 +419,14 @@ mod tests {
         let refused = matches(&["shepherd", "--data-dir", "/d", "registry"]).unwrap_err().to_string();
         assert!(refused.contains("the subcommand 'registry' cannot be used with '--data-dir"), "{refused}");
         matches(&["shepherd", "registry", "--data-dir", "/d"]).unwrap();
+    }
+
+    #[test]
+    fn a_server_id_must_be_printable_and_not_empty() {
+        for bad in ["", "  ", "a\nb"] {
+            assert!(parse(&["--server-id", bad]).is_err(), "{bad:?}");
+        }
+        assert_eq!(parse(&["--server-id", "s1"]).unwrap().server_id.as_deref(), Some("s1"));
     }
 
     #[test]
