@@ -151,7 +151,7 @@ impl From<StoreError> for ApiError {
             // A watch the client must restart from a fresh list (a revision from before a
             // restart of an in-memory server is newer than the store).
             StoreError::Gone { .. } | StoreError::Future { .. } => ApiError::new(StatusCode::GONE, "Gone", message),
-            StoreError::Backend(_) => ApiError::internal(message),
+            StoreError::Backend(_) | StoreError::Unusable(_) => ApiError::internal(message),
             StoreError::Unavailable(_) => ApiError::unavailable(message),
             StoreError::Closed => ApiError::unavailable("the server is shutting down; retry against the restarted server"),
         }

@@ -88,13 +88,14 @@ pub enum ServerError {
     InsecureBind(SocketAddr),
     #[error("unknown scheduler profile {0:?}: use spread or bin-pack")]
     UnknownProfile(String),
-    #[error("cannot open the store: {0}")]
+    // The cause follows in the error's chain, which `main` prints.
+    #[error("cannot open the store")]
     Store(#[from] StoreError),
     #[error("invalid leader election settings: {0}")]
     LeaderElection(String),
-    #[error("cannot serve HTTPS: {0}")]
+    #[error("cannot serve HTTPS")]
     Tls(#[from] tls::Error),
-    #[error("the HTTP server failed: {0}")]
+    #[error("the HTTP server failed")]
     Io(#[from] std::io::Error),
 }
 

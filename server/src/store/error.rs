@@ -27,6 +27,10 @@ pub enum StoreError {
     Future { requested: u64, current: u64 },
     #[error("the store failed to persist the write: {0}")]
     Backend(String),
+    /// The backend's settings or contents cannot be used (an etcd prefix that is not
+    /// Shepherd's): said at start.
+    #[error("{0}")]
+    Unusable(String),
     /// The backend cannot be reached (etcd lost): nothing was acknowledged; try again.
     #[error("the store is unavailable: {0}")]
     Unavailable(String),

@@ -121,7 +121,7 @@ async fn claim(client: &Client, layout: &Layout) -> Result<()> {
             if found.value() == Layout::marker_value().as_bytes() {
                 return Ok(());
             }
-            return Err(StoreError::Backend(format!(
+            return Err(StoreError::Unusable(format!(
                 "etcd's key {} is not Shepherd's marker: the prefix {} belongs to something else; choose another --etcd-prefix",
                 layout.marker(),
                 layout.prefix()
@@ -138,7 +138,7 @@ async fn claim(client: &Client, layout: &Layout) -> Result<()> {
             // Another server marked it meanwhile: read its marker.
             Some(found) if found.key() == layout.marker().as_bytes() => continue,
             Some(found) => {
-                return Err(StoreError::Backend(format!(
+                return Err(StoreError::Unusable(format!(
                     "etcd holds keys under {} that Shepherd did not write (such as {}): another cluster's data; choose another --etcd-prefix",
                     layout.prefix(),
                     String::from_utf8_lossy(found.key())
