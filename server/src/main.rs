@@ -148,7 +148,7 @@ struct Args {
     #[arg(long, value_name = "ID", value_parser = server_id)]
     server_id: Option<String>,
     /// Where clients reach this server, announced to the others [default: the address it listens on].
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", value_parser = advertise_url)]
     advertise_url: Option<String>,
     /// Threads that serve HTTP and run the loops [default: one per CPU core]. The store's
     /// writer has its own thread either way.
@@ -173,6 +173,15 @@ fn watch_history(text: &str) -> Result<usize, String> {
 }
 
 /// A duration as Kubernetes' flags take one: `15s`, `1m30s`, `500ms`.
+/// An http or https URL with a host: the dashboard and `sheepctl info` show it to users.
+fn advertise_url(text: &str) -> Result<String, String> {
+    let rest = text.strip_prefix("http://").or_else(|| text.strip_prefix("https://"));
+    match rest {
+        Some(rest) if !rest.is_empty() && !text.chars().any(|c| c.is_control() || c.is_whitespace()) => Ok(text.to_string()),
+        _ => Err("give the URL clients reach this server at, such as https://m1:9876".into()),
+    }
+}
+
 fn server_id(text: &str) -> Result<String, String> {
     if text.trim().is_empty() || text.chars().any(char::is_control) {
         return Err("give each server a non-empty identity of printable characters".into());
@@ -427,6 +436,14 @@ mod tests {
             assert!(parse(&["--server-id", bad]).is_err(), "{bad:?}");
         }
         assert_eq!(parse(&["--server-id", "s1"]).unwrap().server_id.as_deref(), Some("s1"));
+    }
+
+    #[test]
+    fn an_advertised_url_is_http_or_https_with_a_host() {
+        for bad in ["javascript:alert(1)", "http://", "m1:9876", "https://m1 :1"] {
+            assert!(parse(&["--advertise-url", bad]).is_err(), "{bad:?}");
+        }
+        assert!(parse(&["--advertise-url", "https://m1:9876"]).is_ok());
     }
 
     #[test]
