@@ -80,7 +80,7 @@ pub fn supported_fields(kind: Kind) -> &'static [&'static str] {
 /// Parses `spec.node_name=node-1,status.phase!=Failed` for `kind`.
 pub fn parse_field_selector(kind: Kind, text: &str) -> ApiResult<Vec<FieldTerm>> {
     let mut terms = Vec::new();
-    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+    for part in field_selector_terms(text).map(str::trim).filter(|p| !p.is_empty()) {
         let (field, value, equal) = if let Some((f, v)) = part.split_once("!=") {
             (f, v, false)
         } else if let Some((f, v)) = part.split_once("==") {
@@ -97,9 +97,40 @@ pub fn parse_field_selector(kind: Kind, text: &str) -> ApiResult<Vec<FieldTerm>>
                 supported_fields(kind).join(", ")
             )));
         }
-        terms.push(FieldTerm { field: field.to_string(), value: value.trim().to_string(), equal });
+        let value = unescape_field_value(value.trim()).map_err(|c| {
+            ApiError::bad_request(format!("invalid field selector term {part:?}: a value's {c:?} must be escaped as \\{c}"))
+        })?;
+        terms.push(FieldTerm { field: field.to_string(), value, equal });
     }
     Ok(terms)
+}
+
+/// The terms of a field selector: split at each comma that no backslash escapes.
+pub fn field_selector_terms(text: &str) -> impl Iterator<Item = &str> {
+    let mut escaped = false;
+    text.split(move |c| {
+        let split = c == ',' && !escaped;
+        escaped = c == '\\' && !escaped;
+        split
+    })
+}
+
+/// A field selector value with `\,`, `\=` and `\\` escapes resolved; a bare `,` or `=`
+/// (as in `spec.nodeName===`) is refused as Kubernetes refuses it, by the offending character.
+fn unescape_field_value(text: &str) -> Result<String, char> {
+    let mut value = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some(escaped @ ('\\' | ',' | '=')) => value.push(escaped),
+                _ => return Err('\\'),
+            },
+            ',' | '=' => return Err(c),
+            _ => value.push(c),
+        }
+    }
+    Ok(value)
 }
 
 impl Filter {
@@ -209,5 +240,16 @@ mod tests {
         assert!(!terms[1].equal);
         let err = parse_field_selector(Kind::Pod, "spec.color=red").unwrap_err();
         assert!(err.message.contains("no selectable field \"spec.color\""), "{}", err.message);
+    }
+
+    #[test]
+    fn field_selector_values_escape_commas_and_equals_and_refuse_them_bare() {
+        let terms = parse_field_selector(Kind::Pod, r"metadata.name=a\,b\=c\\,status.phase=Running").unwrap();
+        assert_eq!(terms.iter().map(|t| t.value.as_str()).collect::<Vec<_>>(), [r"a,b=c\", "Running"]);
+        for bad in ["spec.node_name===", "spec.node_name==a=b", r"metadata.name=a\"] {
+            let err = parse_field_selector(Kind::Pod, bad).unwrap_err();
+            assert_eq!(err.status, axum::http::StatusCode::BAD_REQUEST, "{bad}");
+            assert!(err.message.contains("must be escaped"), "{bad}: {}", err.message);
+        }
     }
 }

@@ -24,7 +24,7 @@ fn native_field_selector(kind: Kind, text: &str) -> Result<String> {
         crate::query::supported_fields(kind).iter().map(|native| (convert::k8s_field(kind, native), *native)).collect();
     labels.dedup_by(|a, b| a.0 == b.0);
     let mut terms = Vec::new();
-    for term in text.split(',') {
+    for term in crate::query::field_selector_terms(text) {
         let at = term.find(['=', '!']).unwrap_or(term.len());
         let (field, rest) = term.split_at(at);
         let field = field.trim();
