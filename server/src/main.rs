@@ -373,8 +373,6 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         }
         None => (signalled.clone(), None),
     };
-    let trust = if config.tls.is_some() { " SHEPHERD_CA=<the authority's certificate>" } else { "" };
-    tracing::info!("dashboard and API at {url}; try: SHEPHERD_API={url}{trust} sheepctl apply -f examples/pod.json");
     let served = server::run(listener, config, shutdown).await;
     // The server may also end on an error: the local node still stops before the process.
     signalled.cancel();
