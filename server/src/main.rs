@@ -1,6 +1,7 @@
 //! `shepherd`: the control plane binary. Parses flags into a [`server::Config`], binds the
 //! address and runs until SIGINT or SIGTERM.
 
+mod access_flags;
 mod local_node;
 mod registry_command;
 
@@ -10,7 +11,6 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use server::auth::Tokens;
 use server::config::{Config, default_data_dir};
 use server::store::EtcdSettings;
 use server::tls::Identity;
@@ -63,18 +63,8 @@ struct Args {
     /// --etcd-compaction-interval.
     #[arg(long, default_value_t = 300)]
     etcd_compaction_interval: u64,
-    /// An admin bearer token.
-    #[arg(long, env = "SHEPHERD_TOKEN", hide_env_values = true)]
-    token: Option<String>,
-    /// A file of tokens, one `<token> <role> [node-name]` per line; roles: admin, node, viewer.
-    #[arg(long)]
-    tokens_file: Option<PathBuf>,
-    /// Serve HTTPS with this certificate chain (PEM, the server's certificate first).
-    #[arg(long, value_name = "FILE", requires = "tls_key")]
-    tls_cert: Option<PathBuf>,
-    /// The private key (PEM) of --tls-cert.
-    #[arg(long, value_name = "FILE", requires = "tls_cert")]
-    tls_key: Option<PathBuf>,
+    #[command(flatten)]
+    access: access_flags::AccessFlags,
     /// Serve HTTPS with a certificate made in the data directory (tls/ca.crt is the authority
     /// clients trust, made once and kept), for localhost, 127.0.0.1, ::1 and --addr; made
     /// again on start within 30 days of its end.
@@ -234,14 +224,7 @@ impl Args {
     }
 
     fn into_config(self) -> anyhow::Result<Config> {
-        let mut tokens = match &self.tokens_file {
-            Some(path) => Tokens::load(path)?,
-            None => Tokens::default(),
-        };
-        if let Some(token) = &self.token {
-            anyhow::ensure!(token.len() >= 8, "--token must be at least 8 characters long");
-            tokens.add_flag_token(token)?;
-        }
+        let tokens = self.access.tokens()?;
         let store = if self.in_memory { StoreKind::Memory } else { self.store };
         let data_dir = match store {
             StoreKind::Memory => None,
@@ -257,9 +240,9 @@ impl Args {
             compaction_interval: Duration::from_secs(self.etcd_compaction_interval),
         });
         let dashboard_dir = self.dashboard_dir.or_else(default_dashboard_dir);
-        let tls = match (&self.tls_cert, &self.tls_key, &data_dir) {
-            (Some(cert), Some(key), _) => Some(Identity::from_files(cert, key)?),
-            (_, _, Some(dir)) if self.tls_self_signed => {
+        let tls = match (self.access.certificate(), &data_dir) {
+            (Some((cert, key)), _) => Some(Identity::from_files(&cert, &key)?),
+            (None, Some(dir)) if self.tls_self_signed => {
                 let mut hosts = server::tls::default_hosts(self.addr);
                 hosts.extend(self.tls_san.iter().cloned());
                 let (identity, ca) = Identity::self_signed(dir, &hosts)?;

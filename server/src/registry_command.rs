@@ -7,12 +7,15 @@ use std::path::PathBuf;
 
 use anyhow::{Context as _, bail};
 use clap::Args;
-use server::auth::Tokens;
 use server::config::default_data_dir;
 use server::registry::Settings;
 use tokio_util::sync::CancellationToken;
 
+use crate::access_flags::AccessFlags;
+
 #[derive(Debug, Args)]
+#[command(after_help = "Its tokens are the server's: each node token signs in as its node, admin tokens as admin, admin-2, … \
+(viewer tokens cannot sign in). Its certificate may be the server's tls/server.crt.")]
 pub struct RegistryArgs {
     /// Where the registry listens. Anything but loopback requires --token or --tokens-file.
     #[arg(long, default_value = shared::image::DEFAULT_REGISTRY)]
@@ -21,19 +24,8 @@ pub struct RegistryArgs {
     /// its registry/ [default: $XDG_DATA_HOME/shepherd, else ~/.local/share/shepherd].
     #[arg(long, env = "SHEPHERD_DATA_DIR")]
     data_dir: Option<PathBuf>,
-    /// An admin token: it signs in as `admin`.
-    #[arg(long, env = "SHEPHERD_TOKEN", hide_env_values = true)]
-    token: Option<String>,
-    /// The server's tokens file: each node token signs in as its node, admin tokens as
-    /// admin, admin-2, … (viewer tokens cannot sign in).
-    #[arg(long)]
-    tokens_file: Option<PathBuf>,
-    /// Serve HTTPS with this certificate chain (PEM), e.g. the server's tls/server.crt.
-    #[arg(long, value_name = "FILE", requires = "tls_key")]
-    tls_cert: Option<PathBuf>,
-    /// The private key (PEM) of --tls-cert.
-    #[arg(long, value_name = "FILE", requires = "tls_cert")]
-    tls_key: Option<PathBuf>,
+    #[command(flatten)]
+    access: AccessFlags,
     /// The distribution registry program.
     #[arg(long, value_name = "PATH", default_value = server::registry::DEFAULT_BINARY)]
     registry_binary: PathBuf,
@@ -41,14 +33,7 @@ pub struct RegistryArgs {
 
 impl RegistryArgs {
     fn settings(self) -> anyhow::Result<Settings> {
-        let mut tokens = match &self.tokens_file {
-            Some(path) => Tokens::load(path)?,
-            None => Tokens::default(),
-        };
-        if let Some(token) = self.token.as_ref().filter(|t| !t.is_empty()) {
-            anyhow::ensure!(token.len() >= 8, "--token must be at least 8 characters long");
-            tokens.add_flag_token(token)?;
-        }
+        let tokens = self.access.tokens()?;
         if !shared::listen::may_listen(self.listen, !tokens.is_empty()) {
             bail!(
                 "refusing to serve the registry on {} without a token: anyone who can reach it could replace the cluster's images. Pass --token or --tokens-file, or listen on 127.0.0.1",
@@ -56,7 +41,7 @@ impl RegistryArgs {
             );
         }
         let dir = self.data_dir.unwrap_or_else(default_data_dir).join(server::registry::DIR);
-        let tls = self.tls_cert.zip(self.tls_key);
+        let tls = self.access.certificate();
         Ok(Settings { listen: self.listen, dir, tokens, tls, binary: self.registry_binary })
     }
 }
