@@ -5,52 +5,17 @@
 mod common;
 
 use std::collections::{HashMap, HashSet};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::pod;
 use reqwest::StatusCode;
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, BufReader, Lines};
-use tokio::process::{Child, ChildStderr, Command};
+use shepherd_testing::ShepherdProcess;
 
-struct Shepherd {
-    child: Child,
-    url: String,
-}
-
-/// Starts `shepherd --addr 127.0.0.1:0 --data-dir dir` and reads its address from the log,
-/// which it goes on reading.
-async fn start(dir: &std::path::Path) -> Shepherd {
-    let (shepherd, mut log) = start_reading_log(dir).await;
-    tokio::spawn(async move { while let Ok(Some(_)) = log.next_line().await {} });
-    shepherd
-}
-
-/// [`start`], handing back the rest of its log (standard error).
-async fn start_reading_log(dir: &std::path::Path) -> (Shepherd, Lines<BufReader<ChildStderr>>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_shepherd"))
-        .args(["--addr", "127.0.0.1:0", "--data-dir"])
-        .arg(dir)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the shepherd binary starts");
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = tokio::time::timeout(Duration::from_secs(20), async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            if let Some(rest) = line.split("listening on ").nth(1) {
-                return rest.split_whitespace().next().unwrap().to_string();
-            }
-        }
-        panic!("shepherd exited before listening");
-    })
-    .await
-    .expect("shepherd listens within 20 s");
-    (Shepherd { child, url }, lines)
+/// `shepherd` on the durable data directory `dir`.
+async fn start(dir: &std::path::Path) -> ShepherdProcess {
+    ShepherdProcess::start_in(env!("CARGO_BIN_EXE_shepherd"), dir, &[]).await
 }
 
 async fn list_pods(client: &reqwest::Client, url: &str) -> Value {
@@ -137,9 +102,7 @@ async fn sigterm_stops_cleanly_and_keeps_everything() {
         assert_eq!(response.status(), StatusCode::CREATED);
     }
     let before = list_pods(&client, &shepherd.url).await;
-    let pid = shepherd.child.id().unwrap() as i32;
-    // SAFETY: sending a signal to our own child process.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    shepherd.signal(libc::SIGTERM);
     let status = tokio::time::timeout(Duration::from_secs(10), shepherd.child.wait()).await.expect("exits within 10 s").unwrap();
     assert!(status.success(), "{status}");
 
@@ -154,14 +117,12 @@ async fn sigterm_stops_cleanly_and_keeps_everything() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_stops_it_after_the_reader_of_its_log_has_gone() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut shepherd, log) = start_reading_log(dir.path()).await;
+    let (mut shepherd, log) = ShepherdProcess::start_reading_log(env!("CARGO_BIN_EXE_shepherd"), dir.path(), &[]).await;
     drop(log);
     let client = reqwest::Client::new();
     let response = client.post(format!("{}/api/v1/pods", shepherd.url)).json(&pod("after-the-log", 10, 1)).send().await.unwrap();
     assert_eq!(response.status(), StatusCode::CREATED);
-    let pid = shepherd.child.id().unwrap() as i32;
-    // SAFETY: sending a signal to our own child process.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    shepherd.signal(libc::SIGTERM);
     let status = tokio::time::timeout(Duration::from_secs(10), shepherd.child.wait()).await.expect("exits within 10 s").unwrap();
     assert!(status.success(), "{status}");
 }

@@ -5,8 +5,8 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStderr, Command};
 
 /// How long the binary gets to listen.
 const LISTEN_LIMIT: Duration = Duration::from_secs(30);
@@ -14,17 +14,37 @@ const LISTEN_LIMIT: Duration = Duration::from_secs(30);
 pub struct ShepherdProcess {
     pub url: String,
     pub child: Child,
-    _dir: tempfile::TempDir,
+    /// The data directory [`ShepherdProcess::start`] made, removed with the process.
+    _dir: Option<tempfile::TempDir>,
 }
+
+/// The rest of a process's log (standard error), line by line.
+pub type Log = Lines<BufReader<ChildStderr>>;
 
 impl ShepherdProcess {
     /// Starts `binary` (`env!("CARGO_BIN_EXE_shepherd")`) with `args`, a data directory of
     /// its own and `--addr 127.0.0.1:0`.
     pub async fn start(binary: impl AsRef<Path>, args: &[&str]) -> ShepherdProcess {
         let dir = tempfile::tempdir().expect("a data directory");
+        let mut process = ShepherdProcess::start_in(binary, dir.path(), args).await;
+        process._dir = Some(dir);
+        process
+    }
+
+    /// Starts `binary` with `args` on the data directory `dir`, which outlives the process,
+    /// so that another can start on what it left.
+    pub async fn start_in(binary: impl AsRef<Path>, dir: &Path, args: &[&str]) -> ShepherdProcess {
+        let (process, mut log) = ShepherdProcess::start_reading_log(binary, dir, args).await;
+        tokio::spawn(async move { while let Ok(Some(_)) = log.next_line().await {} });
+        process
+    }
+
+    /// [`ShepherdProcess::start_in`], handing back the rest of its log for the caller to read
+    /// or to drop, as `shepherd 2>&1 | head` does.
+    pub async fn start_reading_log(binary: impl AsRef<Path>, dir: &Path, args: &[&str]) -> (ShepherdProcess, Log) {
         let mut child = Command::new(binary.as_ref())
             .args(["--addr", "127.0.0.1:0", "--data-dir"])
-            .arg(dir.path())
+            .arg(dir)
             .args(args)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
@@ -43,8 +63,7 @@ impl ShepherdProcess {
         })
         .await
         .expect("shepherd listens within 30 s");
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        ShepherdProcess { url, child, _dir: dir }
+        (ShepherdProcess { url, child, _dir: None }, lines)
     }
 
     /// Sends `signal` (SIGTERM, SIGSTOP, SIGCONT …) to the process.
