@@ -170,6 +170,13 @@ impl Elector {
         }
     }
 
+    /// Whether `observed` names another holder whose lease has not run out by this
+    /// candidate's clock, counted from when it saw the lease change.
+    fn held_by_another(&self, observed: &Observed) -> bool {
+        let duration = Duration::from_secs(u64::try_from(observed.spec.lease_duration_seconds).unwrap_or(0));
+        !observed.spec.holder_identity.is_empty() && observed.spec.holder_identity != self.identity && observed.at + duration > Instant::now()
+    }
+
     fn lost(&self, why: &str) -> Ended {
         tracing::info!("{} lost {}: {why}", self.identity, self.key);
         Ended::Lost
@@ -187,6 +194,11 @@ impl Elector {
             lease_transitions: Some(0),
         };
         let Some(current) = self.store.get(&self.key) else {
+            // A lease deleted by hand does not end its holder's term: that server acts until
+            // its renewal fails, so the term as last seen runs out first.
+            if self.observed.as_ref().is_some_and(|o| self.held_by_another(o)) {
+                return Ok(false);
+            }
             let mut lease =
                 Lease { metadata: ObjectMeta::named(SYSTEM_NAMESPACE, &self.key_name()), spec: spec.clone(), ..Lease::default() };
             crate::resources::stamp_new(&mut lease, now);
@@ -200,9 +212,7 @@ impl Elector {
         if self.observed.as_ref().is_none_or(|o| o.spec != old.spec) {
             self.observe(old.spec.clone());
         }
-        let seen = self.observed.as_ref().map_or_else(Instant::now, |o| o.at);
-        let valid = seen + Duration::from_secs(u64::try_from(old.spec.lease_duration_seconds).unwrap_or(0)) > Instant::now();
-        if !old.spec.holder_identity.is_empty() && valid && old.spec.holder_identity != self.identity {
+        if self.observed.as_ref().is_some_and(|o| self.held_by_another(o)) {
             return Ok(false);
         }
         let transitions = old.spec.lease_transitions.unwrap_or(0);
@@ -568,5 +578,20 @@ mod tests {
         b.await.unwrap();
         acting.until(TIMING.retry_period, |a| a.leaders() == ["a"]).await;
         assert_eq!(lease(&store).spec.lease_transitions, Some(2), "a leads again, a new term under a new token");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_deleted_by_hand_stays_its_holders_until_the_term_last_seen_runs_out() {
+        let store = CachedStore::in_memory(1_000);
+        let acting = Acting::default();
+        let _a = candidate(Arc::new(store.clone()), "a", &acting);
+        acting.until(Duration::from_secs(1), |a| a.leaders() == ["a"]).await;
+        let _b = candidate(Arc::new(store.clone()), "b", &acting);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        commit_one(&store, Write::new(control_plane_lease_key(), |_, _| Ok(Change::Delete))).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert_eq!(acting.leaders(), ["a"], "a wrote its lease again at its next renewal; b never acted");
+        assert_eq!(acting.most_at_once(), 1);
+        assert_eq!(lease(&store).spec.holder_identity, "a");
     }
 }
