@@ -20,7 +20,7 @@ use crate::components::table_head::table_head;
 use crate::context::{use_cluster, use_session, use_watch};
 use crate::route::Route;
 use crate::session::SessionAction;
-use crate::view::pod_detail::{NodeAt, pending_reason, pod_events, sorted_conditions, timeline};
+use crate::view::pod_detail::{NodeAt, Step, TimelineBar, pending_reason, pod_events, sorted_conditions, timeline, timeline_bars};
 use crate::view::stages::stage_id;
 use crate::view::time::{clock, delta, t_plus};
 
@@ -151,6 +151,7 @@ pub fn PodDetail(props: &PodDetailProps) -> Html {
             }
 
             <h2>{ "Timeline" }</h2>
+            { timeline_chart(&timeline_bars(&rows)) }
             <table class="grid timeline" data-testid="timeline">
                 { table_head(&["Step", "At (UTC)", "Since created", "Since previous", "Who", "Detail"]) }
                 <tbody>
@@ -214,6 +215,35 @@ pub fn PodDetail(props: &PodDetailProps) -> Html {
 
             <Logs pod={pod.clone()} />
         </section>
+    }
+}
+
+/// The timeline drawn: a bar a step, as long as the wait before it, each on its row.
+fn timeline_chart(bars: &[TimelineBar]) -> Html {
+    const ROW: f64 = 22.0;
+    const LABEL: f64 = 80.0;
+    const PLOT: f64 = 420.0;
+    let height = ROW * Step::ALL.len() as f64;
+    let row_of = |step: Step| Step::ALL.iter().position(|&s| s == step).unwrap_or_default() as f64;
+    html! {
+        <svg class="timeline-chart" data-testid="timeline-chart" viewBox={format!("0 0 {} {height}", LABEL + PLOT + 90.0)}
+            role="img" aria-label="The pod's steps on one time scale">
+            { for Step::ALL.iter().map(|&step| html! {
+                <text x="0" y={(row_of(step) * ROW + 15.0).to_string()} class="timeline-step">{ step.name() }</text>
+            }) }
+            { for bars.iter().map(|bar| {
+                let (x, y) = (LABEL + bar.from * PLOT, row_of(bar.step) * ROW + 4.0);
+                // A step with no wait still gets a visible mark.
+                let width = ((bar.to - bar.from) * PLOT).max(2.0);
+                html! {
+                    <g data-testid="timeline-bar" data-step={bar.step.name()} data-t-plus-ms={bar.t_plus_ms.to_string()}>
+                        <rect class={format!("bar-{}", bar.step.name())} x={x.to_string()} y={y.to_string()}
+                            width={width.to_string()} height={(ROW - 8.0).to_string()} rx="3" />
+                        <text x={(x + width + 6.0).to_string()} y={(y + 11.0).to_string()} class="timeline-t">{ t_plus(bar.t_plus_ms) }</text>
+                    </g>
+                }
+            }) }
+        </svg>
     }
 }
 
