@@ -63,6 +63,9 @@ pub struct PodWorker {
     replaced: HashMap<String, ContainerState>,
     /// Containers this worker removed to replace them (their restart is already counted).
     removed: HashSet<String>,
+    /// Containers stopped for failing a liveness or startup probe: restarted under any
+    /// policy but Never, whatever their exit code, as the kubelet does.
+    probe_killed: HashSet<String>,
 }
 
 impl PodWorker {
@@ -80,6 +83,7 @@ impl PodWorker {
             sandbox: None,
             replaced: HashMap::new(),
             removed: HashSet::new(),
+            probe_killed: HashSet::new(),
         }
     }
 
@@ -505,8 +509,9 @@ impl PodWorker {
         policy: RestartPolicy,
         previous_last_state: Option<ContainerState>,
     ) -> crate::runtime::Result<Step> {
-        let ended = terminated(&info, exit_code, oom_killed);
-        if pod.status.phase.is_terminal() || !policy.restarts(exit_code) {
+        let ended = terminated(info, exit_code, oom_killed);
+        let killed = policy != RestartPolicy::Never && self.probe_killed.contains(&info.id);
+        if pod.status.phase.is_terminal() || !(policy.restarts(exit_code) || killed) {
             let mut status = self.base_status(container, ended);
             status.container_id = info.id.clone();
             status.last_state = previous_last_state;
@@ -531,6 +536,7 @@ impl PodWorker {
         }
         self.bump_delay(&container.name);
         self.restarts(&container.name).count += 1;
+        self.probe_killed.remove(&info.id);
         let id = info.id.clone();
         self.start(pod, container, &id, Some(ended)).await
     }
@@ -590,6 +596,7 @@ impl PodWorker {
         }
         self.ctx.event(pod, event_types::NORMAL, "Killing", message);
         self.probes.remove(&container.name);
+        self.probe_killed.insert(info.id.clone());
         self.ctx.runtime.stop(&info.id, grace_period(pod)).await?;
         match self.ctx.runtime.inspect(&info.id).await? {
             Some(ended @ ContainerInfo { state: RunState::Exited { exit_code, oom_killed }, .. }) => {
@@ -703,12 +710,14 @@ mod tests {
         assert_eq!(ready(&status).as_deref(), Some(conditions::TRUE));
         assert_eq!(find_condition(&status.conditions, conditions::CONTAINERS_READY).unwrap().status, conditions::TRUE);
 
-        // The same pod, unhealthy: readiness never passes, liveness kills it after three failures.
+        // The same pod, unhealthy: readiness never passes, liveness kills it after three
+        // failures, and it is restarted even under OnFailure although it exited with 0.
         let sick = Arc::new(RecordingApi::default());
         let ctx = Arc::new(context(sick.clone(), Arc::new(SimulatedRuntime::new(Duration::ZERO))));
         let mut worker = PodWorker::new(ctx, Arc::new(|| {}));
         let mut pod = pod;
         pod.status = PodStatus::default();
+        pod.spec.restart_policy = "OnFailure".into();
         pod.spec.containers[0].env.push(EnvVar { name: UNHEALTHY_ENV.into(), value: "true".into() });
         worker.reconcile(&pod).await.unwrap();
         advance(3).await;
@@ -720,8 +729,10 @@ mod tests {
         assert_eq!(liveness, 3, "{:?}", sick.messages_of("Unhealthy"));
         assert!(sick.messages_of("Unhealthy").iter().any(|m| m.starts_with("Readiness probe failed: simulated failure")));
         assert_eq!(sick.messages_of("Killing"), vec!["Container web failed liveness probe, will be restarted"]);
+        assert_eq!(status.phase, PodPhase::Running);
         let container = &status.container_statuses[0];
-        assert!(matches!(container.last_state, Some(ContainerState::Terminated { .. })), "{container:?}");
+        assert!(matches!(container.last_state, Some(ContainerState::Terminated { exit_code: 0, .. })), "{container:?}");
+        assert!(matches!(&container.state, ContainerState::Waiting { reason, .. } if reason == "CrashLoopBackOff"), "{container:?}");
         assert!(!container.ready);
         assert_eq!(ready(&status).as_deref(), Some(conditions::FALSE));
     }
