@@ -259,6 +259,29 @@ impl Probe {
         probe
     }
 
+    /// One line as `kubectl describe` writes a probe: `http-get http://:8080/healthz
+    /// delay=0s timeout=1s period=10s #success=1 #failure=3`.
+    pub fn summary(&self) -> String {
+        let p = self.defaulted();
+        let port = |port: &ProbePort| match port {
+            ProbePort::Number(n) => n.to_string(),
+            ProbePort::Name(name) => name.clone(),
+        };
+        let handler = if let Some(exec) = &p.exec {
+            format!("exec [{}]", exec.command.join(" "))
+        } else if let Some(http) = &p.http_get {
+            format!("http-get http://{}:{}{}", http.host, port(&http.port), http.request_path())
+        } else if let Some(tcp) = &p.tcp_socket {
+            format!("tcp-socket {}:{}", tcp.host, port(&tcp.port))
+        } else {
+            "unknown".to_string()
+        };
+        format!(
+            "{handler} delay={}s timeout={}s period={}s #success={} #failure={}",
+            p.initial_delay_seconds, p.timeout_seconds, p.period_seconds, p.success_threshold, p.failure_threshold
+        )
+    }
+
     /// How many handlers are set: validation requires exactly one.
     pub fn handlers(&self) -> usize {
         usize::from(self.exec.is_some()) + usize::from(self.http_get.is_some()) + usize::from(self.tcp_socket.is_some())
@@ -639,6 +662,21 @@ mod tests {
         let container = |cpu, memory| Container { resources: ResourceRequirements { cpu, memory }, ..Container::default() };
         let spec = PodSpec { containers: vec![container(-500, 64), container(250, -1 << 20)], ..PodSpec::default() };
         assert_eq!(spec.requests(), ResourceRequirements { cpu: 250, memory: 64 });
+    }
+
+    #[test]
+    fn a_probe_reads_as_kubectl_describe_writes_it() {
+        let http = HttpGetAction { path: "/healthz".into(), port: ProbePort::Name("http".into()), ..HttpGetAction::default() };
+        let probe = Probe { http_get: Some(http), period_seconds: 2, ..Probe::default() };
+        assert_eq!(probe.summary(), "http-get http://:http/healthz delay=0s timeout=1s period=2s #success=1 #failure=3");
+        let exec = Probe {
+            exec: Some(ExecAction { command: vec!["cat".into(), "/tmp/alive".into()] }),
+            initial_delay_seconds: 5,
+            ..Probe::default()
+        };
+        assert_eq!(exec.summary(), "exec [cat /tmp/alive] delay=5s timeout=1s period=10s #success=1 #failure=3");
+        let tcp = Probe { tcp_socket: Some(TcpSocketAction { port: ProbePort::Number(9000), host: String::new() }), ..Probe::default() };
+        assert_eq!(tcp.summary(), "tcp-socket :9000 delay=0s timeout=1s period=10s #success=1 #failure=3");
     }
 
     #[test]
