@@ -8,7 +8,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Api, DockerNode, container, docker_node, spec};
+use agent::network::Choice;
+use common::{Api, Cleanup, DockerNode, TestAgent, container, docker, docker_node, minimal_image, spec, unique};
 use shared::model::{
     ContainerState, ExecAction, HttpGetAction, Pod, PodPhase, Probe, ProbePort, TcpSocketAction, conditions, find_condition,
 };
@@ -108,5 +109,24 @@ async fn exec_probes_hold_readiness_behind_the_startup_probe() {
     event(&api, "app", "Unhealthy", "Startup probe failed: ").await;
     let readiness = event(&api, "app", "Unhealthy", "Readiness probe failed: ").await;
     assert!(readiness.contains("/tmp/ready"), "the command's output: {readiness}");
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_probe_reaches_the_pod_on_dockers_pod_network_too() {
+    let docker = docker().await;
+    minimal_image(&docker).await;
+    let node = unique("node");
+    let _cleanup = Cleanup(node.clone());
+    let api = Api::start().await;
+    // No warm sandbox: a lone container gets its network namespace from Docker.
+    let agent =
+        TestAgent::start_configured(&node, docker.clone(), api.clone(), 0, |config| config.pod_network.choice = Choice::Docker).await;
+    let mut web = container("web", &["sh", "-c", "mkdir -p /tmp/www; echo ok > /tmp/www/healthz; exec httpd -f -p 8080 -h /tmp/www"]);
+    let http = HttpGetAction { path: "/healthz".into(), port: ProbePort::Number(8080), ..Default::default() };
+    web.readiness_probe = Some(Probe { http_get: Some(http), ..probe(1, 1) });
+    let pod = api.add_pod(&node, "web", spec(vec![web], "Always")).await;
+    let became_ready = api.wait_for(&pod.metadata.uid, "Ready", WAIT, |p| ready(p) == Some(conditions::TRUE)).await;
+    assert!(became_ready.status.container_statuses[0].ready);
     agent.stop().await;
 }
