@@ -715,7 +715,6 @@ mod tests {
         let sick = Arc::new(RecordingApi::default());
         let ctx = Arc::new(context(sick.clone(), Arc::new(SimulatedRuntime::new(Duration::ZERO))));
         let mut worker = PodWorker::new(ctx, Arc::new(|| {}));
-        let mut pod = pod;
         pod.status = PodStatus::default();
         pod.spec.restart_policy = "OnFailure".into();
         pod.spec.containers[0].env.push(EnvVar { name: UNHEALTHY_ENV.into(), value: "true".into() });
