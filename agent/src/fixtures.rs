@@ -20,8 +20,8 @@ use tokio_util::sync::CancellationToken;
 use crate::client::{ApiClient, Error as ClientError, Result as ClientResult, WatchStream};
 use crate::pod::context::NodeContext;
 use crate::runtime::{
-    ContainerConfig, ContainerInfo, ContainerRuntime, Error as RuntimeError, LABEL_SANDBOX, Result as RuntimeResult, RuntimeEvent,
-    SimulatedRuntime,
+    ContainerConfig, ContainerInfo, ContainerRuntime, Error as RuntimeError, LABEL_SANDBOX, ProbeAction, ProbeOutcome,
+    Result as RuntimeResult, RuntimeEvent, SimulatedRuntime,
 };
 
 /// What the server answers `code` with.
@@ -202,6 +202,9 @@ impl ContainerRuntime for FaultyRuntime {
     }
     async fn list(&self, labels: &[(&str, &str)]) -> RuntimeResult<Vec<ContainerInfo>> {
         self.inner.list(labels).await
+    }
+    async fn probe(&self, id: &str, action: &ProbeAction, timeout: Duration) -> RuntimeResult<ProbeOutcome> {
+        self.inner.probe(id, action, timeout).await
     }
     fn logs(&self, id: &str, tail: Option<u64>, follow: bool) -> BoxStream<'static, RuntimeResult<Bytes>> {
         self.inner.logs(id, tail, follow)

@@ -179,7 +179,16 @@ impl PodManager {
     }
 
     async fn run_worker(self: Arc<Self>, uid: String, mut updates: watch::Receiver<PodUpdate>) {
-        let mut worker = PodWorker::new(self.ctx.clone());
+        // A probe's changed result wakes this worker as a change to its pod does.
+        let wake = {
+            let (manager, uid) = (Arc::downgrade(&self), uid.clone());
+            Arc::new(move || {
+                if let Some(manager) = manager.upgrade() {
+                    manager.poke(&uid);
+                }
+            })
+        };
+        let mut worker = PodWorker::new(self.ctx.clone(), wake);
         let busy = || self.ctx.sandboxes.as_ref().map(|sandboxes| sandboxes.busy());
         let mut seen_version = 0;
         let mut wake_at: Option<Instant> = None;

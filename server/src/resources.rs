@@ -63,9 +63,7 @@ impl Resource for Pod {
     fn prepare_create(&mut self) {
         self.kind = "Pod".into();
         self.status = PodStatus::default();
-        if self.spec.restart_policy.is_empty() {
-            self.spec.restart_policy = "Always".into();
-        }
+        self.spec.set_defaults();
     }
 
     fn merge_update(stored: &Self, new: Self) -> Result<Self, Vec<FieldError>> {
@@ -77,6 +75,8 @@ impl Resource for Pod {
         if wanted.restart_policy.is_empty() {
             wanted.restart_policy = stored.spec.restart_policy.clone();
         }
+        // What a client sends back without the defaults the server filled in is no change.
+        wanted.set_defaults();
         // Kubernetes restarts a container whose image changes; the agent does not, so a new
         // image would be a spec no container runs.
         if wanted != stored.spec {
@@ -102,9 +102,7 @@ impl Resource for Deployment {
     fn prepare_create(&mut self) {
         self.kind = "Deployment".into();
         self.status = Default::default();
-        if self.spec.template.spec.restart_policy.is_empty() {
-            self.spec.template.spec.restart_policy = "Always".into();
-        }
+        self.spec.template.spec.set_defaults();
     }
 
     fn merge_update(stored: &Self, new: Self) -> Result<Self, Vec<FieldError>> {
@@ -118,9 +116,7 @@ impl Resource for Deployment {
         let mut merged = stored.clone();
         merged.metadata = merged_meta(&stored.metadata, &new.metadata);
         let mut spec = new.spec;
-        if spec.template.spec.restart_policy.is_empty() {
-            spec.template.spec.restart_policy = "Always".into();
-        }
+        spec.template.spec.set_defaults();
         if merged.spec != spec {
             merged.spec = spec;
             merged.metadata.generation += 1;

@@ -8,8 +8,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use crate::api::{FieldError, Heartbeat, agent_paths};
 use crate::limits::{MAX_CONTAINERS, MAX_CPU_MILLICORES, MAX_GRACE_SECONDS, MAX_MEMORY_BYTES, MAX_NODE_PODS, MAX_REPLICAS};
 use crate::model::{
-    Container, Deployment, Event, Labels, Lease, Namespace, Node, NodeResources, Object, ObjectMeta, Pod, PodSpec, PullPolicy,
-    RestartPolicy, Scale, Service, TAINT_EFFECTS,
+    Container, Deployment, Event, Labels, Lease, Namespace, Node, NodeResources, Object, ObjectMeta, PROBE_HOSTS, Pod, PodSpec, Probe,
+    ProbeKind, ProbePort, PullPolicy, RestartPolicy, Scale, Service, TAINT_EFFECTS,
 };
 use crate::quantity::{format_cpu, format_memory};
 
@@ -421,6 +421,84 @@ fn check_container(errors: &mut Errors, path: &str, container: &Container) {
             check_port(errors, &format!("{path}.ports[{i}].host_port"), host_port);
         }
         check_protocol(errors, &format!("{path}.ports[{i}].protocol"), &port.protocol);
+    }
+    for (kind, probe) in container.probes() {
+        check_probe(errors, &format!("{path}.{}", kind.field()), kind, probe, container);
+    }
+}
+
+/// A probe as Kubernetes validates it (its words), and its host and scheme as Shepherd
+/// runs it: from inside the pod, over plain HTTP.
+fn check_probe(errors: &mut Errors, path: &str, kind: ProbeKind, probe: &Probe, container: &Container) {
+    match probe.handlers() {
+        0 => errors.add(path, "must specify a handler type"),
+        1 => {}
+        _ => {
+            let second =
+                [("exec", probe.exec.is_some()), ("http_get", probe.http_get.is_some()), ("tcp_socket", probe.tcp_socket.is_some())]
+                    .into_iter()
+                    .filter(|(_, set)| *set)
+                    .nth(1)
+                    .map_or("", |(name, _)| name);
+            errors.add(format!("{path}.{second}"), "may not specify more than 1 handler type");
+        }
+    }
+    let timing = [
+        ("initial_delay_seconds", probe.initial_delay_seconds),
+        ("timeout_seconds", probe.timeout_seconds),
+        ("period_seconds", probe.period_seconds),
+        ("success_threshold", probe.success_threshold),
+        ("failure_threshold", probe.failure_threshold),
+    ];
+    for (field, value) in timing {
+        if value < 0 {
+            errors.add(format!("{path}.{field}"), "must be greater than or equal to 0");
+        }
+    }
+    if kind.kills() && probe.success_threshold > 1 {
+        errors.add(format!("{path}.success_threshold"), "must be 1");
+    }
+    if let Some(exec) = &probe.exec
+        && exec.command.is_empty()
+    {
+        errors.add(format!("{path}.exec.command"), "must not be empty");
+    }
+    let check_target = |errors: &mut Errors, handler: &str, port: &ProbePort, host: &str| {
+        match container.probe_port(port) {
+            Some(number) => check_port(errors, &format!("{path}.{handler}.port"), number),
+            None => errors.add(
+                format!("{path}.{handler}.port"),
+                format!("must be a number or the name of one of the container's ports, got {port:?}"),
+            ),
+        }
+        if !PROBE_HOSTS.contains(&host) {
+            errors.add(
+                format!("{path}.{handler}.host"),
+                format!("must be empty, 127.0.0.1 or localhost: the node probes from inside the pod's network namespace, got {host:?}"),
+            );
+        }
+    };
+    if let Some(http) = &probe.http_get {
+        check_target(errors, "http_get", &http.port, &http.host);
+        if !matches!(http.scheme.as_str(), "" | "HTTP") {
+            errors.add(format!("{path}.http_get.scheme"), format!("must be HTTP (HTTPS probes are not supported), got {:?}", http.scheme));
+        }
+        if (!http.path.is_empty() && !http.path.starts_with('/')) || http.path.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            errors.add(format!("{path}.http_get.path"), format!("must start with '/' and hold no spaces, got {:?}", http.path));
+        }
+        for (i, header) in http.http_headers.iter().enumerate() {
+            let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+            if header.name.is_empty() || !header.name.chars().all(token) {
+                errors
+                    .add(format!("{path}.http_get.http_headers[{i}].name"), format!("must be an HTTP header name, got {:?}", header.name));
+            }
+            if header.value.chars().any(|c| c.is_control() && c != '\t') {
+                errors.add(format!("{path}.http_get.http_headers[{i}].value"), "must not hold control characters");
+            }
+        }
+    }
+    if let Some(tcp) = &probe.tcp_socket {
+        check_target(errors, "tcp_socket", &tcp.port, &tcp.host);
     }
 }
 

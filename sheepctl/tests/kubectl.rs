@@ -148,6 +148,23 @@ fn kubectl_drives_a_docker_node_through_the_compatible_api() {
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("pods \"web-server\" not found"), "{missing:?}");
 
+    // Probes: the pod runs at once and turns Ready only once its readiness probe passes;
+    // describe prints each probe as against Kubernetes, with the failures as events.
+    assert!(kubectl.run(&["apply", "-f", &manifest("probes.yaml")]).contains("pod/probed created"));
+    let met = kubectl.run(&["wait", "--for=condition=Ready", "pod/probed", "--timeout=60s"]);
+    assert!(met.contains("pod/probed condition met"), "{met}");
+    let described = kubectl.run(&["describe", "pod", "probed"]);
+    for line in [
+        "Liveness:       exec [cat /tmp/alive] delay=5s timeout=1s period=5s #success=1 #failure=3",
+        "Readiness:      http-get http://:http/healthz delay=0s timeout=1s period=2s #success=1 #failure=3",
+        "Startup:        tcp-socket :http delay=0s timeout=1s period=1s #success=1 #failure=30",
+        "Readiness probe failed: HTTP probe failed with statuscode: 404",
+    ] {
+        assert!(described.contains(line), "{line} in {described}");
+    }
+    assert_eq!(kubectl.run(&["get", "pod", "probed", "-o", "jsonpath={.status.containerStatuses[0].started}"]), "true");
+    assert!(kubectl.run(&["delete", "pod", "probed", "--grace-period=1"]).contains("pod \"probed\" deleted"));
+
     shutdown.cancel();
     node.join().expect("the node thread ends");
 }

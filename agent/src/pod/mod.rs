@@ -1,10 +1,11 @@
 //! One pod on its node: the worker's level-triggered reconcile ([`worker`]), what it asks the
-//! runtime to create ([`config`]), the status it reports ([`status`]) and how a deleted or
-//! terminating pod's containers stop ([`termination`]), around what every worker of a node
-//! shares ([`context`]).
+//! runtime to create ([`config`]), its containers' probes ([`prober`]), the status it
+//! reports ([`status`]) and how a deleted or terminating pod's containers stop
+//! ([`termination`]), around what every worker of a node shares ([`context`]).
 
 pub mod config;
 pub mod context;
+pub mod prober;
 pub mod status;
 pub mod termination;
 pub mod worker;

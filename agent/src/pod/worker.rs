@@ -8,17 +8,18 @@ use std::time::Duration;
 
 use chrono::Utc;
 use shared::model::{
-    CONTAINER_CREATING, Container, ContainerState, ContainerStatus, Pod, PodStatus, PullPolicy, RestartPolicy, event_types,
+    CONTAINER_CREATING, Container, ContainerState, ContainerStatus, Pod, PodStatus, Probe, PullPolicy, RestartPolicy, event_types,
 };
 // Tokio's clock, which tests can pause: back-offs are timing logic.
 use tokio::time::Instant;
 
 use super::config::{container_config, port_mappings};
 use super::context::NodeContext;
+use super::prober::{Check, ContainerProbes, Observer, Report};
 use super::status::{Step, pod_status, terminated, waiting};
 use super::termination::{grace_period, terminate};
 use super::{Error, Result};
-use crate::runtime::{ContainerInfo, LABEL_CONTAINER, LABEL_SANDBOX_ID, PortMapping, RunState};
+use crate::runtime::{ContainerInfo, LABEL_CONTAINER, LABEL_SANDBOX_ID, PortMapping, ProbeAction, RunState};
 use crate::sandbox::{Sandbox, sandbox_name};
 
 /// A container's restart bookkeeping: how many times the agent started it again, and the
@@ -37,9 +38,15 @@ struct Failing {
     message: String,
 }
 
+/// Wakes the pod's worker for another pass (a probe's result changed).
+pub type Wake = Arc<dyn Fn() + Send + Sync>;
+
 /// The in-memory state of one pod's worker; everything else is read again on every pass.
 pub struct PodWorker {
     ctx: Arc<NodeContext>,
+    wake: Wake,
+    /// The probers of each running container that has probes, by container name.
+    probes: HashMap<String, ContainerProbes>,
     restarts: HashMap<String, Restarts>,
     pulls: HashMap<String, Failing>,
     /// The pod's sandbox could not be made: none is tried again before its back-off is over,
@@ -56,12 +63,17 @@ pub struct PodWorker {
     replaced: HashMap<String, ContainerState>,
     /// Containers this worker removed to replace them (their restart is already counted).
     removed: HashSet<String>,
+    /// Containers stopped for failing a liveness or startup probe: restarted under any
+    /// policy but Never, whatever their exit code, as the kubelet does.
+    probe_killed: HashSet<String>,
 }
 
 impl PodWorker {
-    pub fn new(ctx: Arc<NodeContext>) -> Self {
+    pub fn new(ctx: Arc<NodeContext>, wake: Wake) -> Self {
         PodWorker {
             ctx,
+            wake,
+            probes: HashMap::new(),
             restarts: HashMap::new(),
             pulls: HashMap::new(),
             sandbox_failing: None,
@@ -71,6 +83,7 @@ impl PodWorker {
             sandbox: None,
             replaced: HashMap::new(),
             removed: HashSet::new(),
+            probe_killed: HashSet::new(),
         }
     }
 
@@ -265,9 +278,15 @@ impl PodWorker {
 
     fn base_status(&mut self, container: &Container, state: ContainerState) -> ContainerStatus {
         let restart_count = self.restarts(&container.name).count;
+        // As the kubelet: a running container without probes is started and ready.
+        let (started, ready) = match state {
+            ContainerState::Running { .. } => self.probes.get(&container.name).map_or((true, true), |p| (p.started(), p.ready())),
+            _ => (false, false),
+        };
         ContainerStatus {
             name: container.name.clone(),
-            ready: matches!(state, ContainerState::Running { .. }),
+            ready,
+            started,
             state,
             last_state: None,
             restart_count,
@@ -327,6 +346,7 @@ impl PodWorker {
 
     /// No container yet: image, create, start.
     async fn new_container(&mut self, pod: &Pod, container: &Container) -> crate::runtime::Result<Step> {
+        self.probes.remove(&container.name);
         let image = container.image.as_str();
         if let Some(backoff) = self.pulls.get(image) {
             let now = Instant::now();
@@ -426,7 +446,10 @@ impl PodWorker {
             Some(info @ ContainerInfo { state: RunState::Exited { exit_code, oom_killed }, .. }) => {
                 (terminated(info, *exit_code, *oom_killed), info.ip.clone(), Some(Duration::ZERO))
             }
-            Some(info) => (ContainerState::Running { started_at: info.started_at.or(Some(Utc::now())) }, info.ip.clone(), None),
+            Some(info) => {
+                self.sync_probes(pod, container, info);
+                (ContainerState::Running { started_at: info.started_at.or(Some(Utc::now())) }, info.ip.clone(), None)
+            }
             None => (ContainerState::Running { started_at: Some(Utc::now()) }, String::new(), Some(Duration::ZERO)),
         };
         let mut status = self.base_status(container, state);
@@ -445,8 +468,16 @@ impl PodWorker {
         // What the agent last wrote: the pod it was handed may predate that write.
         let reported = self.last_reported.as_ref().unwrap_or(&pod.status);
         let previous_last_state = reported.container_statuses.iter().find(|s| s.name == container.name).and_then(|s| s.last_state.clone());
+        if info.state != RunState::Running {
+            // Probe results belong to one run: a restarted container starts from the beginning.
+            self.probes.remove(&container.name);
+        }
         match info.state.clone() {
             RunState::Running => {
+                self.sync_probes(pod, container, &info);
+                if let Some(kind) = self.probes.get(&container.name).and_then(ContainerProbes::failed) {
+                    return self.kill_unhealthy(pod, container, info, kind, policy).await;
+                }
                 let mut status = self.base_status(container, ContainerState::Running { started_at: info.started_at });
                 status.container_id = info.id.clone();
                 status.last_state = previous_last_state;
@@ -458,51 +489,128 @@ impl PodWorker {
                 self.start(pod, container, &id, previous_last_state).await
             }
             RunState::Exited { exit_code, oom_killed } => {
-                let ended = terminated(&info, exit_code, oom_killed);
-                if pod.status.phase.is_terminal() || !policy.restarts(exit_code) {
-                    let mut status = self.base_status(container, ended);
-                    status.container_id = info.id.clone();
-                    status.last_state = previous_last_state;
-                    return Ok(Step { status, requeue: None, ip: String::new(), done: true });
-                }
-                let delay = self.restarts(&container.name).delay;
-                let finished = info.finished_at.unwrap_or_else(Utc::now);
-                let due = finished + chrono::Duration::from_std(delay).unwrap_or_default();
-                let now = Utc::now();
-                if now < due {
-                    let wait = (due - now).to_std().unwrap_or_default();
-                    let message = format!(
-                        "back-off {}s restarting failed container={} pod={}",
-                        delay.as_secs_f64(),
-                        container.name,
-                        pod.metadata.key()
-                    );
-                    self.ctx.event(
-                        pod,
-                        event_types::WARNING,
-                        "BackOff",
-                        format!("Back-off restarting failed container {}", container.name),
-                    );
-                    let mut status = self.base_status(container, waiting("CrashLoopBackOff", message));
-                    status.container_id = info.id.clone();
-                    status.last_state = Some(ended);
-                    return Ok(Step::new(status, Some(wait), String::new()));
-                }
-                if oom_killed {
-                    self.ctx.event(
-                        pod,
-                        event_types::WARNING,
-                        "OOMKilled",
-                        format!("Container {} was killed: out of memory", container.name),
-                    );
-                }
-                self.bump_delay(&container.name);
-                self.restarts(&container.name).count += 1;
-                let id = info.id.clone();
-                self.start(pod, container, &id, Some(ended)).await
+                self.exited(pod, container, &info, (exit_code, oom_killed), policy, previous_last_state).await
             }
             RunState::Other(state) => {
                 let mut status = self.base_status(container, waiting(CONTAINER_CREATING, format!("container is {state}")));
+                status.container_id = info.id.clone();
+                Ok(Step::new(status, Some(Duration::from_secs(1)), info.ip))
+            }
+        }
+    }
+
+    /// An exited container: finished for good, in back-off, or started again.
+    async fn exited(
+        &mut self,
+        pod: &Pod,
+        container: &Container,
+        info: &ContainerInfo,
+        (exit_code, oom_killed): (i64, bool),
+        policy: RestartPolicy,
+        previous_last_state: Option<ContainerState>,
+    ) -> crate::runtime::Result<Step> {
+        let ended = terminated(info, exit_code, oom_killed);
+        let killed = policy != RestartPolicy::Never && self.probe_killed.contains(&info.id);
+        if pod.status.phase.is_terminal() || !(policy.restarts(exit_code) || killed) {
+            let mut status = self.base_status(container, ended);
+            status.container_id = info.id.clone();
+            status.last_state = previous_last_state;
+            return Ok(Step { status, requeue: None, ip: String::new(), done: true });
+        }
+        let delay = self.restarts(&container.name).delay;
+        let finished = info.finished_at.unwrap_or_else(Utc::now);
+        let due = finished + chrono::Duration::from_std(delay).unwrap_or_default();
+        let now = Utc::now();
+        if now < due {
+            let wait = (due - now).to_std().unwrap_or_default();
+            let message =
+                format!("back-off {}s restarting failed container={} pod={}", delay.as_secs_f64(), container.name, pod.metadata.key());
+            self.ctx.event(pod, event_types::WARNING, "BackOff", format!("Back-off restarting failed container {}", container.name));
+            let mut status = self.base_status(container, waiting("CrashLoopBackOff", message));
+            status.container_id = info.id.clone();
+            status.last_state = Some(ended);
+            return Ok(Step::new(status, Some(wait), String::new()));
+        }
+        if oom_killed {
+            self.ctx.event(pod, event_types::WARNING, "OOMKilled", format!("Container {} was killed: out of memory", container.name));
+        }
+        self.bump_delay(&container.name);
+        self.restarts(&container.name).count += 1;
+        self.probe_killed.remove(&info.id);
+        let id = info.id.clone();
+        self.start(pod, container, &id, Some(ended)).await
+    }
+
+    /// Keeps the probers of the container's current run, or starts them for a new run.
+    fn sync_probes(&mut self, pod: &Pod, container: &Container, info: &ContainerInfo) {
+        let run = (info.id.clone(), info.started_at);
+        if self.probes.get(&container.name).is_some_and(|p| *p.run() == run) {
+            return;
+        }
+        self.probes.remove(&container.name);
+        let running_for = info.started_at.and_then(|t| (Utc::now() - t).to_std().ok()).unwrap_or_default();
+        let runtime = self.ctx.runtime.clone();
+        let check = |probe: &Probe| -> Check {
+            let action = probe_action(container, probe);
+            let timeout = Duration::from_secs(u64::try_from(probe.timeout_seconds).unwrap_or(1).max(1));
+            let (runtime, id) = (runtime.clone(), info.id.clone());
+            Arc::new(move || {
+                let (runtime, id, action) = (runtime.clone(), id.clone(), action.clone());
+                Box::pin(async move {
+                    match action {
+                        Ok(action) => runtime.probe(&id, &action, timeout).await,
+                        Err(message) => Err(crate::runtime::Error::Other { action: "probe", message }),
+                    }
+                })
+            })
+        };
+        let (ctx, wake, snapshot) = (self.ctx.clone(), self.wake.clone(), pod.clone());
+        let observer: Observer = Arc::new(move |report| match report {
+            Report::Failed { kind, message } => {
+                ctx.event(&snapshot, event_types::WARNING, "Unhealthy", format!("{} probe failed: {message}", kind.as_str()));
+            }
+            Report::Errored { kind, message } => {
+                ctx.event(&snapshot, event_types::WARNING, "Unhealthy", format!("{} probe errored: {message}", kind.as_str()));
+            }
+            Report::Changed => wake(),
+        });
+        if let Some(probes) = ContainerProbes::start(container, run, running_for, check, observer) {
+            self.probes.insert(container.name.clone(), probes);
+        }
+    }
+
+    /// A liveness or startup probe failed past its threshold: the container is stopped
+    /// within the pod's grace period, as the kubelet does, and the restart policy decides
+    /// what follows.
+    async fn kill_unhealthy(
+        &mut self,
+        pod: &Pod,
+        container: &Container,
+        info: ContainerInfo,
+        kind: shared::model::ProbeKind,
+        policy: RestartPolicy,
+    ) -> crate::runtime::Result<Step> {
+        let mut message = format!("Container {} failed {} probe", container.name, kind.as_str().to_lowercase());
+        if policy != RestartPolicy::Never {
+            message.push_str(", will be restarted");
+        }
+        self.ctx.event(pod, event_types::NORMAL, "Killing", message);
+        self.probes.remove(&container.name);
+        self.probe_killed.insert(info.id.clone());
+        self.ctx.runtime.stop(&info.id, grace_period(pod)).await?;
+        match self.ctx.runtime.inspect(&info.id).await? {
+            Some(ended @ ContainerInfo { state: RunState::Exited { exit_code, oom_killed }, .. }) => {
+                let previous_last_state = self
+                    .last_reported
+                    .as_ref()
+                    .and_then(|s| s.container_statuses.iter().find(|s| s.name == container.name))
+                    .and_then(|s| s.last_state.clone());
+                self.exited(pod, container, &ended, (exit_code, oom_killed), policy, previous_last_state).await
+            }
+            // Gone, or not stopped yet: the next pass sees which.
+            _ => {
+                let mut status =
+                    self.base_status(container, waiting(CONTAINER_CREATING, format!("container {} is being killed", container.name)));
                 status.container_id = info.id.clone();
                 Ok(Step::new(status, Some(Duration::from_secs(1)), info.ip))
             }
@@ -531,22 +639,107 @@ impl PodWorker {
     /// sandbox.
     pub async fn terminate(&mut self, pod: &Pod) -> Result<()> {
         self.sandbox = None;
+        self.probes.clear();
         terminate(&self.ctx, pod).await
+    }
+}
+
+/// What the runtime runs for `probe`, its port resolved by the container's port names.
+fn probe_action(container: &Container, probe: &Probe) -> Result<ProbeAction, String> {
+    let port = |port| {
+        container.probe_port(port).and_then(|n| u16::try_from(n).ok()).ok_or_else(|| format!("port {port:?} is not one of the container's"))
+    };
+    if let Some(exec) = &probe.exec {
+        return Ok(ProbeAction::Exec { command: exec.command.clone() });
+    }
+    if let Some(http) = &probe.http_get {
+        let headers = http.http_headers.iter().map(|h| (h.name.clone(), h.value.clone())).collect();
+        return Ok(ProbeAction::HttpGet { port: port(&http.port)?, path: http.request_path().to_string(), headers });
+    }
+    match &probe.tcp_socket {
+        Some(tcp) => Ok(ProbeAction::TcpSocket { port: port(&tcp.port)? }),
+        None => Err("the probe has no handler".into()),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use shared::model::PodPhase;
+    use shared::model::{EnvVar, ExecAction, PodPhase, conditions, find_condition};
 
     use super::*;
-    use crate::fixtures::{ctx, pod};
-    use crate::runtime::LABEL_POD_UID;
+    use crate::fixtures::{RecordingApi, context, ctx, pod};
+    use crate::runtime::simulated::UNHEALTHY_ENV;
+    use crate::runtime::{LABEL_POD_UID, SimulatedRuntime};
+
+    /// Lets the probers run for `seconds` of tokio's paused clock.
+    async fn advance(seconds: u64) {
+        for _ in 0..seconds * 10 {
+            tokio::time::advance(Duration::from_millis(100)).await;
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn probes_set_readiness_and_a_failed_liveness_probe_restarts_the_container() {
+        let api = Arc::new(RecordingApi::default());
+        let ctx = Arc::new(context(api.clone(), Arc::new(SimulatedRuntime::new(Duration::ZERO))));
+        let woken = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let wake: Wake = {
+            let woken = woken.clone();
+            Arc::new(move || {
+                woken.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            })
+        };
+        let mut worker = PodWorker::new(ctx.clone(), wake);
+        let mut pod = pod();
+        let probe = Probe { exec: Some(ExecAction { command: vec!["true".into()] }), period_seconds: 1, ..Probe::default() };
+        pod.spec.containers[0].readiness_probe = Some(probe.clone());
+        pod.spec.containers[0].liveness_probe = Some(probe);
+        worker.reconcile(&pod).await.unwrap();
+        let status = api.last_status().unwrap();
+        assert_eq!(status.phase, PodPhase::Running);
+        assert!(status.container_statuses[0].started && !status.container_statuses[0].ready, "not ready before its first probe");
+        let ready = |status: &PodStatus| find_condition(&status.conditions, conditions::READY).map(|c| c.status.clone());
+        assert_eq!(ready(&status).as_deref(), Some(conditions::FALSE));
+        advance(1).await;
+        assert_eq!(woken.load(std::sync::atomic::Ordering::SeqCst), 1, "the readiness probe passed: the worker is woken");
+        pod.status = status;
+        worker.reconcile(&pod).await.unwrap();
+        let status = api.last_status().unwrap();
+        assert!(status.container_statuses[0].ready);
+        assert_eq!(ready(&status).as_deref(), Some(conditions::TRUE));
+        assert_eq!(find_condition(&status.conditions, conditions::CONTAINERS_READY).unwrap().status, conditions::TRUE);
+
+        // The same pod, unhealthy: readiness never passes, liveness kills it after three
+        // failures, and it is restarted even under OnFailure although it exited with 0.
+        let sick = Arc::new(RecordingApi::default());
+        let ctx = Arc::new(context(sick.clone(), Arc::new(SimulatedRuntime::new(Duration::ZERO))));
+        let mut worker = PodWorker::new(ctx, Arc::new(|| {}));
+        pod.status = PodStatus::default();
+        pod.spec.restart_policy = "OnFailure".into();
+        pod.spec.containers[0].env.push(EnvVar { name: UNHEALTHY_ENV.into(), value: "true".into() });
+        worker.reconcile(&pod).await.unwrap();
+        advance(3).await;
+        worker.reconcile(&pod).await.unwrap();
+        // Events are written by tasks of their own.
+        advance(1).await;
+        let status = sick.last_status().unwrap();
+        let liveness = sick.messages_of("Unhealthy").into_iter().filter(|m| m.starts_with("Liveness probe failed: ")).count();
+        assert_eq!(liveness, 3, "{:?}", sick.messages_of("Unhealthy"));
+        assert!(sick.messages_of("Unhealthy").iter().any(|m| m.starts_with("Readiness probe failed: simulated failure")));
+        assert_eq!(sick.messages_of("Killing"), vec!["Container web failed liveness probe, will be restarted"]);
+        assert_eq!(status.phase, PodPhase::Running);
+        let container = &status.container_statuses[0];
+        assert!(matches!(container.last_state, Some(ContainerState::Terminated { exit_code: 0, .. })), "{container:?}");
+        assert!(matches!(&container.state, ContainerState::Waiting { reason, .. } if reason == "CrashLoopBackOff"), "{container:?}");
+        assert!(!container.ready);
+        assert_eq!(ready(&status).as_deref(), Some(conditions::FALSE));
+    }
 
     #[tokio::test]
     async fn a_simulated_pod_runs_then_terminates() {
         let ctx = Arc::new(ctx());
-        let mut worker = PodWorker::new(ctx.clone());
+        let mut worker = PodWorker::new(ctx.clone(), Arc::new(|| {}));
         let mut pod = pod();
         assert_eq!(worker.reconcile(&pod).await.unwrap(), None);
         let status = worker.last_reported.clone().unwrap();

@@ -8,8 +8,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bollard::Docker;
 use bollard::errors::Error as BollardError;
+use bollard::exec::StartExecResults;
 use bollard::models::{
-    ContainerCreateBody, ContainerInspectResponse, ContainerStateStatusEnum, EndpointSettings, EventMessage, HostConfig,
+    ContainerCreateBody, ContainerInspectResponse, ContainerStateStatusEnum, EndpointSettings, EventMessage, ExecConfig, HostConfig,
     NetworkCreateRequest, NetworkingConfig, PortBinding,
 };
 use bollard::query_parameters::{
@@ -23,7 +24,11 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use shepherd_image::RegistryLogin;
 
-use super::seam::{ContainerConfig, ContainerInfo, ContainerRuntime, Error, Result, RunState, RuntimeEvent};
+use super::loopback_probe;
+use super::seam::{ContainerConfig, ContainerInfo, ContainerRuntime, Error, ProbeAction, ProbeOutcome, Result, RunState, RuntimeEvent};
+
+/// The most of an exec probe's output kept for its event, as the kubelet's 10 KiB.
+const PROBE_OUTPUT_LIMIT: usize = 10 * 1024;
 
 /// The bridge network every pod container joins.
 pub const NETWORK: &str = "shepherd";
@@ -118,6 +123,26 @@ impl DockerRuntime {
 
     /// `network` is the id of `config.network`, empty for the engine's default. A container
     /// that joins a sandbox gets the mode `container:<id>` and neither network nor ports.
+    /// Runs `command` in the container: success is exit code 0, and the output is the
+    /// failure's message.
+    async fn exec(&self, id: &str, command: &[String]) -> Result<ProbeOutcome, BollardError> {
+        let config = ExecConfig { cmd: Some(command.to_vec()), attach_stdout: Some(true), attach_stderr: Some(true), ..Default::default() };
+        let exec = self.docker.create_exec(id, config).await?;
+        let mut output = Vec::new();
+        if let StartExecResults::Attached { output: mut stream, .. } = self.docker.start_exec(&exec.id, None).await? {
+            while let Some(chunk) = stream.next().await {
+                let bytes = chunk?.into_bytes();
+                let room = PROBE_OUTPUT_LIMIT.saturating_sub(output.len());
+                output.extend_from_slice(&bytes[..bytes.len().min(room)]);
+            }
+        }
+        let exit_code = self.docker.inspect_exec(&exec.id).await?.exit_code;
+        Ok(match exit_code {
+            Some(0) => ProbeOutcome::Success,
+            _ => ProbeOutcome::Failure(String::from_utf8_lossy(&output).trim_end().to_string()),
+        })
+    }
+
     fn create_body(config: &ContainerConfig, network: &str) -> ContainerCreateBody {
         let mut exposed = Vec::new();
         let mut bindings: HashMap<String, Option<Vec<PortBinding>>> = HashMap::new();
@@ -371,6 +396,21 @@ impl ContainerRuntime for DockerRuntime {
             Err(e) if status(&e) == Some(404) => Ok(None),
             Err(e) => Err(Error::Container { action: "inspect", container: id.to_string(), message: e.to_string() }),
         }
+    }
+
+    async fn probe(&self, id: &str, action: &ProbeAction, timeout: Duration) -> Result<ProbeOutcome> {
+        let failed = |message: String| Error::Container { action: "probe", container: id.to_string(), message };
+        if let ProbeAction::Exec { command } = action {
+            return match tokio::time::timeout(timeout, self.exec(id, command)).await {
+                Ok(outcome) => outcome.map_err(|e| failed(e.to_string())),
+                Err(_) => Ok(ProbeOutcome::Failure(format!("command {:?} timed out", command.join(" ")))),
+            };
+        }
+        let pid = match self.inspect(id).await? {
+            Some(info) if info.pid > 0 => info.pid,
+            _ => return Err(failed("the container is not running".into())),
+        };
+        loopback_probe::probe(pid, action.clone(), timeout).await.map_err(failed)
     }
 
     async fn list(&self, labels: &[(&str, &str)]) -> Result<Vec<ContainerInfo>> {

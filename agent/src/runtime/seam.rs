@@ -125,6 +125,25 @@ impl ContainerInfo {
     }
 }
 
+/// What one probe does, ready for a runtime to run: its port is a number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeAction {
+    /// Runs the command in the container: success is exit code 0.
+    Exec { command: Vec<String> },
+    /// `GET <path>` to `127.0.0.1:<port>` in the container's network namespace: success is
+    /// a status from 200 to 399.
+    HttpGet { port: u16, path: String, headers: Vec<(String, String)> },
+    /// A connection to `127.0.0.1:<port>` in the container's network namespace.
+    TcpSocket { port: u16 },
+}
+
+/// How one probe went, with the output the `Unhealthy` event shows on failure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeOutcome {
+    Success,
+    Failure(String),
+}
+
 /// Something happened to a container: the agent looks at the pod it belongs to again.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimeEvent {
@@ -197,6 +216,11 @@ pub trait ContainerRuntime: Send + Sync + 'static {
 
     /// Every container, running or not, that carries all the given labels.
     async fn list(&self, labels: &[(&str, &str)]) -> Result<Vec<ContainerInfo>>;
+
+    /// Runs one probe of the running container `id`, taking at most about `timeout`. An
+    /// `Err` is a probe that could not be run at all (the kubelet's "probe errored"), which
+    /// counts neither way; a probe that ran and failed is `Ok(ProbeOutcome::Failure)`.
+    async fn probe(&self, id: &str, action: &ProbeAction, timeout: Duration) -> Result<ProbeOutcome>;
 
     /// The container's output (stdout and stderr): the last `tail` lines, or all of it, then
     /// new lines as they come when `follow` is set.

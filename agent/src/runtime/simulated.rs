@@ -2,6 +2,8 @@
 //! configurable delay, for scale tests (many nodes in one process, like KWOK) and laptops
 //! without Docker. Every image is "present"; nothing is executed. Each node's pods get
 //! addresses of their own from the node's block of the shared address space (RFC 6598).
+//! Probes succeed, except every probe of a container whose environment sets
+//! [`UNHEALTHY_ENV`] to `true`: so a rollout to an unhealthy version can be watched at scale.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::Ipv4Addr;
@@ -17,7 +19,9 @@ use futures::stream::BoxStream;
 use tokio::sync::broadcast;
 use tokio_stream::wrappers::BroadcastStream;
 
-use super::seam::{ContainerConfig, ContainerInfo, ContainerRuntime, Error, LABEL_POD_UID, Result, RunState, RuntimeEvent};
+use super::seam::{
+    ContainerConfig, ContainerInfo, ContainerRuntime, Error, LABEL_POD_UID, ProbeAction, ProbeOutcome, Result, RunState, RuntimeEvent,
+};
 
 /// How many container events a follower may lag behind before it is told to re-read: the
 /// start of every pod of a full node (110 by default) fits. A broadcast channel allocates
@@ -40,12 +44,18 @@ pub fn pod_block(node: &str) -> u32 {
     hash % BLOCKS
 }
 
+/// The environment variable that makes every probe of a simulated container fail when it
+/// is `true`: its readiness probe never passes, its liveness probe restarts it.
+pub const UNHEALTHY_ENV: &str = "SHEPHERD_SIMULATED_UNHEALTHY";
+
 /// In-memory containers. Cheap enough to run thousands of pods in one process.
 pub struct SimulatedRuntime {
     start_delay: Duration,
     /// The node's address block ([`pod_block`]).
     block: u32,
     containers: Mutex<HashMap<String, ContainerInfo>>,
+    /// The containers whose probes fail ([`UNHEALTHY_ENV`]).
+    unhealthy: Mutex<HashSet<String>>,
     next_id: AtomicU64,
     events: broadcast::Sender<RuntimeEvent>,
 }
@@ -56,6 +66,7 @@ impl SimulatedRuntime {
             start_delay,
             block: 0,
             containers: Mutex::new(HashMap::new()),
+            unhealthy: Mutex::new(HashSet::new()),
             next_id: AtomicU64::new(1),
             events: broadcast::channel(EVENT_BUFFER).0,
         }
@@ -84,6 +95,10 @@ impl SimulatedRuntime {
 
     fn containers(&self) -> std::sync::MutexGuard<'_, HashMap<String, ContainerInfo>> {
         self.containers.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn unhealthy(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.unhealthy.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn emit(&self, info: &ContainerInfo, action: &str) {
@@ -159,6 +174,9 @@ impl ContainerRuntime for SimulatedRuntime {
             command: config.command.iter().chain(&config.args).cloned().collect(),
         };
         containers.insert(id.clone(), info);
+        if config.env.iter().any(|(name, value)| name == UNHEALTHY_ENV && value == "true") {
+            self.unhealthy().insert(id.clone());
+        }
         Ok(id)
     }
 
@@ -201,6 +219,7 @@ impl ContainerRuntime for SimulatedRuntime {
 
     async fn remove(&self, id: &str) -> Result<()> {
         let removed = self.containers().remove(id);
+        self.unhealthy().remove(id);
         if let Some(info) = removed {
             self.emit(&info, "destroy");
         }
@@ -210,6 +229,23 @@ impl ContainerRuntime for SimulatedRuntime {
     async fn inspect(&self, id: &str) -> Result<Option<ContainerInfo>> {
         let containers = self.containers();
         Ok(containers.get(id).or_else(|| containers.values().find(|c| c.name == id)).cloned())
+    }
+
+    async fn probe(&self, id: &str, _action: &ProbeAction, _timeout: Duration) -> Result<ProbeOutcome> {
+        match self.containers().get(id) {
+            Some(info) if info.state == RunState::Running => {}
+            _ => {
+                return Err(Error::Container {
+                    action: "probe",
+                    container: id.to_string(),
+                    message: "the container is not running".into(),
+                });
+            }
+        }
+        Ok(match self.unhealthy().contains(id) {
+            true => ProbeOutcome::Failure(format!("simulated failure: the container sets {UNHEALTHY_ENV}=true")),
+            false => ProbeOutcome::Success,
+        })
     }
 
     async fn list(&self, labels: &[(&str, &str)]) -> Result<Vec<ContainerInfo>> {
@@ -281,6 +317,22 @@ mod tests {
         runtime.remove(&id).await.unwrap();
         runtime.remove(&id).await.unwrap();
         assert!(runtime.inspect(&id).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn probes_succeed_unless_the_container_says_it_is_unhealthy() {
+        let runtime = SimulatedRuntime::new(Duration::ZERO);
+        let action = ProbeAction::TcpSocket { port: 80 };
+        let healthy = runtime.create(&config("a", "u1")).await.unwrap();
+        let unhealthy_config = ContainerConfig { env: vec![(UNHEALTHY_ENV.into(), "true".into())], ..config("b", "u1") };
+        let unhealthy = runtime.create(&unhealthy_config).await.unwrap();
+        assert!(runtime.probe(&healthy, &action, Duration::from_secs(1)).await.is_err(), "not running yet: no probe");
+        for id in [&healthy, &unhealthy] {
+            runtime.start(id).await.unwrap();
+        }
+        assert_eq!(runtime.probe(&healthy, &action, Duration::from_secs(1)).await.unwrap(), ProbeOutcome::Success);
+        let failed = runtime.probe(&unhealthy, &action, Duration::from_secs(1)).await.unwrap();
+        assert!(matches!(&failed, ProbeOutcome::Failure(m) if m.contains(UNHEALTHY_ENV)), "{failed:?}");
     }
 
     #[tokio::test]

@@ -43,6 +43,20 @@ impl PodSpec {
         RestartPolicy::parse(&self.restart_policy)
     }
 
+    /// What Kubernetes fills in when an object is created: the restart policy and every
+    /// probe's timing defaults.
+    pub fn set_defaults(&mut self) {
+        if self.restart_policy.is_empty() {
+            self.restart_policy = "Always".into();
+        }
+        for container in &mut self.containers {
+            for probe in [&mut container.liveness_probe, &mut container.readiness_probe, &mut container.startup_probe].into_iter().flatten()
+            {
+                probe.set_defaults();
+            }
+        }
+    }
+
     /// The sum of every container's requests: what the scheduler reserves on a node, and
     /// what `sheepctl` and the dashboard show it holds. Validation bounds each request so
     /// that the sum never reaches i64::MAX and refuses negative ones; for a pod that was
@@ -113,15 +127,239 @@ pub struct Container {
     /// ([`crate::image::Reference::default_pull_policy`]); validation rejects anything else.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub image_pull_policy: String,
+    /// Restarts the container when it fails (Kubernetes' `livenessProbe`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub liveness_probe: Option<Probe>,
+    /// Says when the container may receive traffic: the pod's `Ready` condition.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub readiness_probe: Option<Probe>,
+    /// Holds the other two probes back until it succeeds once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub startup_probe: Option<Probe>,
 }
 
 impl Container {
+    /// The container's probes that are set, each with its kind.
+    pub fn probes(&self) -> impl Iterator<Item = (ProbeKind, &Probe)> {
+        [
+            (ProbeKind::Startup, &self.startup_probe),
+            (ProbeKind::Readiness, &self.readiness_probe),
+            (ProbeKind::Liveness, &self.liveness_probe),
+        ]
+        .into_iter()
+        .filter_map(|(kind, probe)| probe.as_ref().map(|p| (kind, p)))
+    }
+
+    /// The number of the container port a probe names (`None`: no port of that name).
+    pub fn probe_port(&self, port: &ProbePort) -> Option<i32> {
+        match port {
+            ProbePort::Number(n) => Some(*n),
+            ProbePort::Name(name) => self.ports.iter().find(|p| &p.name == name).map(|p| p.container_port),
+        }
+    }
+
     /// The policy the node pulls this container's image by (`None` for an invalid one).
     pub fn pull_policy(&self) -> Option<PullPolicy> {
         match self.image_pull_policy.as_str() {
             "" => Some(crate::image::Reference::parse(&self.image).default_pull_policy()),
             text => PullPolicy::parse(text),
         }
+    }
+}
+
+/// Which of a container's three probes, as the kubelet names them in events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ProbeKind {
+    Startup,
+    Readiness,
+    Liveness,
+}
+
+impl ProbeKind {
+    /// `Liveness`, `Readiness` or `Startup`: the word the `Unhealthy` event starts with.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProbeKind::Startup => "Startup",
+            ProbeKind::Readiness => "Readiness",
+            ProbeKind::Liveness => "Liveness",
+        }
+    }
+
+    /// Whether a failure past the threshold kills the container (liveness and startup).
+    pub fn kills(self) -> bool {
+        matches!(self, ProbeKind::Liveness | ProbeKind::Startup)
+    }
+
+    /// The container's field: `liveness_probe`, …
+    pub fn field(self) -> &'static str {
+        match self {
+            ProbeKind::Startup => "startup_probe",
+            ProbeKind::Readiness => "readiness_probe",
+            ProbeKind::Liveness => "liveness_probe",
+        }
+    }
+}
+
+/// A check of a container, as Kubernetes' `Probe`: exactly one handler and its timing. A
+/// timing field of 0 is Kubernetes' default; [`Probe::set_defaults`] writes the defaults in
+/// when an object is created, as Kubernetes stores them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct Probe {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exec: Option<ExecAction>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_get: Option<HttpGetAction>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_socket: Option<TcpSocketAction>,
+    /// Seconds after the container starts before the first probe.
+    pub initial_delay_seconds: i32,
+    /// Seconds a probe may take (default 1).
+    pub timeout_seconds: i32,
+    /// Seconds between probes (default 10).
+    pub period_seconds: i32,
+    /// Successes in a row after a failure that count as success (default 1; 1 for liveness and startup).
+    pub success_threshold: i32,
+    /// Failures in a row that count as failure (default 3).
+    pub failure_threshold: i32,
+}
+
+impl Probe {
+    pub const DEFAULT_TIMEOUT_SECONDS: i32 = 1;
+    pub const DEFAULT_PERIOD_SECONDS: i32 = 10;
+    pub const DEFAULT_SUCCESS_THRESHOLD: i32 = 1;
+    pub const DEFAULT_FAILURE_THRESHOLD: i32 = 3;
+
+    /// Kubernetes' defaults in place of zeros.
+    pub fn set_defaults(&mut self) {
+        let default = |field: &mut i32, value: i32| {
+            if *field == 0 {
+                *field = value;
+            }
+        };
+        default(&mut self.timeout_seconds, Self::DEFAULT_TIMEOUT_SECONDS);
+        default(&mut self.period_seconds, Self::DEFAULT_PERIOD_SECONDS);
+        default(&mut self.success_threshold, Self::DEFAULT_SUCCESS_THRESHOLD);
+        default(&mut self.failure_threshold, Self::DEFAULT_FAILURE_THRESHOLD);
+        if let Some(http) = &mut self.http_get {
+            if http.path.is_empty() {
+                http.path = "/".into();
+            }
+            if http.scheme.is_empty() {
+                http.scheme = "HTTP".into();
+            }
+        }
+    }
+
+    /// The probe with its defaults: what the prober runs by.
+    pub fn defaulted(&self) -> Probe {
+        let mut probe = self.clone();
+        probe.set_defaults();
+        probe
+    }
+
+    /// One line as `kubectl describe` writes a probe: `http-get http://:8080/healthz
+    /// delay=0s timeout=1s period=10s #success=1 #failure=3`.
+    pub fn summary(&self) -> String {
+        let p = self.defaulted();
+        let port = |port: &ProbePort| match port {
+            ProbePort::Number(n) => n.to_string(),
+            ProbePort::Name(name) => name.clone(),
+        };
+        let handler = if let Some(exec) = &p.exec {
+            format!("exec [{}]", exec.command.join(" "))
+        } else if let Some(http) = &p.http_get {
+            format!("http-get http://{}:{}{}", http.host, port(&http.port), http.request_path())
+        } else if let Some(tcp) = &p.tcp_socket {
+            format!("tcp-socket {}:{}", tcp.host, port(&tcp.port))
+        } else {
+            "unknown".to_string()
+        };
+        format!(
+            "{handler} delay={}s timeout={}s period={}s #success={} #failure={}",
+            p.initial_delay_seconds, p.timeout_seconds, p.period_seconds, p.success_threshold, p.failure_threshold
+        )
+    }
+
+    /// How many handlers are set: validation requires exactly one.
+    pub fn handlers(&self) -> usize {
+        usize::from(self.exec.is_some()) + usize::from(self.http_get.is_some()) + usize::from(self.tcp_socket.is_some())
+    }
+}
+
+/// Runs a command in the container: success is exit code 0.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct ExecAction {
+    pub command: Vec<String>,
+}
+
+/// An HTTP GET to `127.0.0.1:<port><path>` inside the pod's network namespace: success is
+/// a status from 200 to 399.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct HttpGetAction {
+    /// Defaults to `/`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub path: String,
+    pub port: ProbePort,
+    /// Empty, `127.0.0.1` or `localhost` ([`PROBE_HOSTS`]): the probe never leaves the pod.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub host: String,
+    /// `HTTP` (the default) only.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub scheme: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub http_headers: Vec<HttpHeader>,
+}
+
+impl HttpGetAction {
+    /// The path the request asks for: `/` when none is given.
+    pub fn request_path(&self) -> &str {
+        if self.path.is_empty() { "/" } else { &self.path }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct HttpHeader {
+    pub name: String,
+    pub value: String,
+}
+
+/// A TCP connection to `127.0.0.1:<port>` inside the pod's network namespace: success is
+/// the connection being accepted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct TcpSocketAction {
+    pub port: ProbePort,
+    /// Empty, `127.0.0.1` or `localhost` ([`PROBE_HOSTS`]).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub host: String,
+}
+
+/// The hosts a probe may name: each is the pod itself, reached from inside its network
+/// namespace, so no probe packet is sent to any other address. (Kubernetes' empty host is
+/// the pod's IP, which from inside the pod is the same listener on an address of its own.)
+pub const PROBE_HOSTS: [&str; 3] = ["", "127.0.0.1", "localhost"];
+
+/// A probe's port: a number, or the name of one of the container's ports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(untagged)]
+pub enum ProbePort {
+    Number(i32),
+    Name(String),
+}
+
+impl Default for ProbePort {
+    fn default() -> Self {
+        ProbePort::Number(0)
     }
 }
 
@@ -266,7 +504,10 @@ pub struct ContainerStatus {
     pub state: ContainerState,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_state: Option<ContainerState>,
+    /// Running, started, and passing its readiness probe if it has one.
     pub ready: bool,
+    /// Running and past its startup probe if it has one (Kubernetes' `started`).
+    pub started: bool,
     pub restart_count: u32,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub image: String,
@@ -421,6 +662,21 @@ mod tests {
         let container = |cpu, memory| Container { resources: ResourceRequirements { cpu, memory }, ..Container::default() };
         let spec = PodSpec { containers: vec![container(-500, 64), container(250, -1 << 20)], ..PodSpec::default() };
         assert_eq!(spec.requests(), ResourceRequirements { cpu: 250, memory: 64 });
+    }
+
+    #[test]
+    fn a_probe_reads_as_kubectl_describe_writes_it() {
+        let http = HttpGetAction { path: "/healthz".into(), port: ProbePort::Name("http".into()), ..HttpGetAction::default() };
+        let probe = Probe { http_get: Some(http), period_seconds: 2, ..Probe::default() };
+        assert_eq!(probe.summary(), "http-get http://:http/healthz delay=0s timeout=1s period=2s #success=1 #failure=3");
+        let exec = Probe {
+            exec: Some(ExecAction { command: vec!["cat".into(), "/tmp/alive".into()] }),
+            initial_delay_seconds: 5,
+            ..Probe::default()
+        };
+        assert_eq!(exec.summary(), "exec [cat /tmp/alive] delay=5s timeout=1s period=10s #success=1 #failure=3");
+        let tcp = Probe { tcp_socket: Some(TcpSocketAction { port: ProbePort::Number(9000), host: String::new() }), ..Probe::default() };
+        assert_eq!(tcp.summary(), "tcp-socket :9000 delay=0s timeout=1s period=10s #success=1 #failure=3");
     }
 
     #[test]

@@ -44,6 +44,10 @@ pub struct ServicePort {
 pub struct ServiceStatus {
     /// The running, ready pods the selector matches, kept by the endpoints controller.
     pub endpoints: Vec<Endpoint>,
+    /// The matching pods that have an address but are not ready (Kubernetes'
+    /// `notReadyAddresses`): they get no traffic until their readiness probe passes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_ready_endpoints: Vec<Endpoint>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

@@ -192,6 +192,9 @@ fn pod_text(text: &mut Text, pod: &Pod, now: Time) {
                 text.field(4, "Last State", state_text(last, now));
             }
             text.field(4, "Ready", if status.ready { "True" } else { "False" });
+            if container.probes().next().is_some() {
+                text.field(4, "Started", if status.started { "True" } else { "False" });
+            }
             text.field(4, "Restart Count", status.restart_count.to_string());
             if !status.container_id.is_empty() {
                 text.field(4, "Container ID", &status.container_id);
@@ -243,6 +246,9 @@ fn container_text(text: &mut Text, indent: usize, container: &Container) {
     text.field(indent, "Ports", ports.join(", "));
     let resources = container.resources;
     text.field(indent, "Requests", format!("cpu {}, memory {}", format_cpu(resources.cpu), format_memory(resources.memory)));
+    for (kind, probe) in container.probes() {
+        text.field(indent, kind.as_str(), probe.summary());
+    }
     if !container.env.is_empty() {
         text.field(indent, "Environment", container.env.iter().map(|e| format!("{}={}", e.name, e.value)).collect::<Vec<_>>().join("\n"));
     }
@@ -641,5 +647,20 @@ mod tests {
         assert!(text.0.contains("Start Time:"), "{}", text.0);
         assert!(!text.0.lines().any(|l| l.trim_start().starts_with("Started")), "{}", text.0);
         assert!(text.0.contains("Waiting (ContainerCreating)"), "{}", text.0);
+    }
+
+    #[test]
+    fn a_container_shows_its_probes_and_whether_it_started() {
+        let mut pod = Pod::default();
+        let http =
+            shared::model::HttpGetAction { path: "/healthz".into(), port: shared::model::ProbePort::Number(8080), ..Default::default() };
+        let probe = shared::model::Probe { http_get: Some(http), ..Default::default() };
+        pod.spec.containers.push(Container { name: "web".into(), readiness_probe: Some(probe), ..Container::default() });
+        let running = ContainerState::Running { started_at: None };
+        pod.status.container_statuses.push(shared::model::ContainerStatus { name: "web".into(), state: running, ..Default::default() });
+        let mut text = Text::default();
+        pod_text(&mut text, &pod, now());
+        assert!(text.0.contains("Readiness:") && text.0.contains("http-get http://:8080/healthz delay=0s"), "{}", text.0);
+        assert!(text.0.lines().any(|l| l.trim_start().starts_with("Started:") && l.trim_end().ends_with("False")), "{}", text.0);
     }
 }

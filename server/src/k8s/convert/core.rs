@@ -8,9 +8,9 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use shared::model::{
-    Condition, Container, ContainerPort, ContainerState, ContainerStatus, EnvVar, Event, Namespace, NamespaceStatus, Node, NodeResources,
-    ObjectReference, POD_NETWORK_ANNOTATION, Pod, PodSpec, PodStatus, ResourceRequirements, Service, ServicePort, ServiceSpec, Taint,
-    Toleration,
+    Condition, Container, ContainerPort, ContainerState, ContainerStatus, Endpoint, EnvVar, Event, ExecAction, HttpGetAction, HttpHeader,
+    Namespace, NamespaceStatus, Node, NodeResources, ObjectReference, POD_NETWORK_ANNOTATION, Pod, PodSpec, PodStatus, Probe, ProbePort,
+    ResourceRequirements, Service, ServicePort, ServiceSpec, Taint, TcpSocketAction, Toleration,
 };
 use shared::quantity::{exact_memory, format_cpu, parse_cpu, parse_memory};
 
@@ -113,7 +113,65 @@ fn container_out(c: &Container) -> core::Container {
         ),
         resources: resources_out(&c.resources),
         image_pull_policy: some(&c.image_pull_policy),
+        liveness_probe: c.liveness_probe.as_ref().map(probe_out),
+        readiness_probe: c.readiness_probe.as_ref().map(probe_out),
+        startup_probe: c.startup_probe.as_ref().map(probe_out),
         ..Default::default()
+    }
+}
+
+fn probe_port_out(port: &ProbePort) -> IntOrString {
+    match port {
+        ProbePort::Number(n) => IntOrString::Int(*n),
+        ProbePort::Name(name) => IntOrString::String(name.clone()),
+    }
+}
+
+fn probe_port_in(port: IntOrString) -> ProbePort {
+    match port {
+        IntOrString::Int(n) => ProbePort::Number(n),
+        IntOrString::String(name) => ProbePort::Name(name),
+    }
+}
+
+/// A probe as a GET shows it: with Kubernetes' defaults, as the server stores it.
+fn probe_out(p: &Probe) -> core::Probe {
+    let p = p.defaulted();
+    core::Probe {
+        exec: p.exec.as_ref().map(|e| core::ExecAction { command: Some(e.command.clone()) }),
+        http_get: p.http_get.as_ref().map(|h| core::HTTPGetAction {
+            path: some(&h.path),
+            port: probe_port_out(&h.port),
+            host: some(&h.host),
+            scheme: some(&h.scheme),
+            http_headers: list(h.http_headers.iter().map(|h| core::HTTPHeader { name: h.name.clone(), value: h.value.clone() }).collect()),
+        }),
+        tcp_socket: p.tcp_socket.as_ref().map(|t| core::TCPSocketAction { port: probe_port_out(&t.port), host: some(&t.host) }),
+        initial_delay_seconds: (p.initial_delay_seconds != 0).then_some(p.initial_delay_seconds),
+        timeout_seconds: Some(p.timeout_seconds),
+        period_seconds: Some(p.period_seconds),
+        success_threshold: Some(p.success_threshold),
+        failure_threshold: Some(p.failure_threshold),
+        ..Default::default()
+    }
+}
+
+fn probe_in(p: core::Probe) -> Probe {
+    Probe {
+        exec: p.exec.map(|e| ExecAction { command: e.command.unwrap_or_default() }),
+        http_get: p.http_get.map(|h| HttpGetAction {
+            path: h.path.unwrap_or_default(),
+            port: probe_port_in(h.port),
+            host: h.host.unwrap_or_default(),
+            scheme: h.scheme.unwrap_or_default(),
+            http_headers: h.http_headers.unwrap_or_default().into_iter().map(|h| HttpHeader { name: h.name, value: h.value }).collect(),
+        }),
+        tcp_socket: p.tcp_socket.map(|t| TcpSocketAction { port: probe_port_in(t.port), host: t.host.unwrap_or_default() }),
+        initial_delay_seconds: p.initial_delay_seconds.unwrap_or_default(),
+        timeout_seconds: p.timeout_seconds.unwrap_or_default(),
+        period_seconds: p.period_seconds.unwrap_or_default(),
+        success_threshold: p.success_threshold.unwrap_or_default(),
+        failure_threshold: p.failure_threshold.unwrap_or_default(),
     }
 }
 
@@ -138,6 +196,9 @@ fn container_in(c: core::Container, path: &str, errors: &mut Vec<Cause>) -> Cont
             .collect(),
         resources: resources_in(c.resources, &format!("{path}.resources"), errors),
         image_pull_policy: c.image_pull_policy.unwrap_or_default(),
+        liveness_probe: c.liveness_probe.map(probe_in),
+        readiness_probe: c.readiness_probe.map(probe_in),
+        startup_probe: c.startup_probe.map(probe_in),
     }
 }
 
@@ -222,7 +283,7 @@ fn container_status_out(c: &ContainerStatus) -> core::ContainerStatus {
         restart_count: i32::try_from(c.restart_count).unwrap_or(i32::MAX),
         image: c.image.clone(),
         container_id: some(&c.container_id),
-        started: Some(matches!(c.state, ContainerState::Running { .. })),
+        started: Some(c.started),
         ..Default::default()
     }
 }
@@ -458,8 +519,9 @@ impl Convert for Namespace {
     }
 }
 
-/// A service's endpoints as Kubernetes' Endpoints object: one subset with every ready pod
-/// the endpoints controller found and the service's target ports.
+/// A service's endpoints as Kubernetes' Endpoints object: one subset with every pod the
+/// endpoints controller found, ready ones in `addresses` and the others in
+/// `notReadyAddresses`, and the service's target ports.
 pub fn endpoints(service: &Service) -> core::Endpoints {
     let m = &service.metadata;
     let metadata = meta::ObjectMeta {
@@ -471,22 +533,19 @@ pub fn endpoints(service: &Service) -> core::Endpoints {
         creation_timestamp: m.created_at.map(time),
         ..Default::default()
     };
-    let addresses: Vec<core::EndpointAddress> = service
-        .status
-        .endpoints
-        .iter()
-        .map(|e| core::EndpointAddress {
-            ip: e.ip.clone(),
-            node_name: some(&e.node_name),
-            target_ref: Some(core::ObjectReference {
-                kind: Some("Pod".into()),
-                namespace: some(&m.namespace),
-                name: some(&e.pod),
-                ..Default::default()
-            }),
-            hostname: None,
-        })
-        .collect();
+    let address = |e: &Endpoint| core::EndpointAddress {
+        ip: e.ip.clone(),
+        node_name: some(&e.node_name),
+        target_ref: Some(core::ObjectReference {
+            kind: Some("Pod".into()),
+            namespace: some(&m.namespace),
+            name: some(&e.pod),
+            ..Default::default()
+        }),
+        hostname: None,
+    };
+    let addresses: Vec<core::EndpointAddress> = service.status.endpoints.iter().map(address).collect();
+    let not_ready: Vec<core::EndpointAddress> = service.status.not_ready_endpoints.iter().map(address).collect();
     let ports = service
         .spec
         .ports
@@ -498,8 +557,8 @@ pub fn endpoints(service: &Service) -> core::Endpoints {
             app_protocol: None,
         })
         .collect();
-    let subsets = (!addresses.is_empty())
-        .then(|| vec![core::EndpointSubset { addresses: Some(addresses), ports: Some(ports), not_ready_addresses: None }]);
+    let subsets = (!addresses.is_empty() || !not_ready.is_empty())
+        .then(|| vec![core::EndpointSubset { addresses: list(addresses), ports: Some(ports), not_ready_addresses: list(not_ready) }]);
     core::Endpoints { metadata, subsets }
 }
 
@@ -509,6 +568,96 @@ mod tests {
 
     use super::super::strict::decode;
     use super::*;
+
+    fn pod_with(container: serde_json::Value) -> serde_json::Value {
+        serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"}, "spec": {"containers": [container]}})
+    }
+
+    #[test]
+    fn probes_convert_both_ways_and_a_get_shows_kubernetes_defaults() {
+        let body = pod_with(serde_json::json!({"name": "web", "image": "minimal",
+            "ports": [{"name": "http", "containerPort": 8080}],
+            "livenessProbe": {"exec": {"command": ["cat", "/tmp/healthy"]}, "initialDelaySeconds": 5},
+            "readinessProbe": {"httpGet": {"path": "/ready", "port": "http", "httpHeaders": [{"name": "X-Probe", "value": "1"}]},
+                "periodSeconds": 2, "successThreshold": 2},
+            "startupProbe": {"tcpSocket": {"port": 8080}, "failureThreshold": 30}}));
+        let mut pod: Pod = decode(&body).expect("a pod with three probes is taken");
+        let container = &pod.spec.containers[0];
+        assert_eq!(container.readiness_probe.as_ref().unwrap().http_get.as_ref().unwrap().port, ProbePort::Name("http".into()));
+        assert_eq!(container.startup_probe.as_ref().unwrap().failure_threshold, 30);
+        pod.spec.set_defaults();
+        let out = serde_json::to_value(pod.to_k8s()).unwrap();
+        let container = &out["spec"]["containers"][0];
+        assert_eq!(
+            container["livenessProbe"],
+            serde_json::json!({"exec": {"command": ["cat", "/tmp/healthy"]}, "initialDelaySeconds": 5, "timeoutSeconds": 1,
+                "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3})
+        );
+        assert_eq!(container["readinessProbe"]["httpGet"]["scheme"], "HTTP");
+        assert_eq!(container["readinessProbe"]["httpGet"]["port"], "http");
+        assert_eq!(container["readinessProbe"]["successThreshold"], 2);
+        assert_eq!(container["startupProbe"]["tcpSocket"]["port"], 8080);
+        let again: Pod = decode(&out).expect("what a GET shows is taken back");
+        assert_eq!(again.spec, pod.spec, "and means the same");
+    }
+
+    fn refused(container: serde_json::Value) -> Vec<String> {
+        match decode::<Pod>(&pod_with(container)) {
+            Err(super::super::strict::Error::Refused { causes, .. }) => causes.iter().map(ToString::to_string).collect(),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_probe_needs_exactly_one_handler_and_liveness_one_success() {
+        let container = |probe: serde_json::Value| serde_json::json!({"name": "web", "image": "minimal", "livenessProbe": probe});
+        assert_eq!(
+            refused(container(serde_json::json!({"periodSeconds": 1}))),
+            vec!["spec.containers[0].livenessProbe: Invalid value: must specify a handler type"]
+        );
+        assert_eq!(
+            refused(container(serde_json::json!({"exec": {"command": ["true"]}, "tcpSocket": {"port": 80}}))),
+            vec!["spec.containers[0].livenessProbe.tcpSocket: Invalid value: may not specify more than 1 handler type"]
+        );
+        assert_eq!(
+            refused(container(serde_json::json!({"exec": {"command": ["true"]}, "successThreshold": 2, "periodSeconds": -1}))),
+            vec![
+                "spec.containers[0].livenessProbe.periodSeconds: Invalid value: must be greater than or equal to 0",
+                "spec.containers[0].livenessProbe.successThreshold: Invalid value: must be 1",
+            ]
+        );
+        let host = refused(container(serde_json::json!({"httpGet": {"port": 80, "host": "10.1.2.3"}})));
+        assert_eq!(host.len(), 1, "{host:?}");
+        assert!(host[0].starts_with("spec.containers[0].livenessProbe.httpGet.host: Invalid value: must be empty, 127.0.0.1 or localhost"));
+        let unnamed = refused(container(serde_json::json!({"tcpSocket": {"port": "http"}})));
+        assert!(unnamed[0].starts_with("spec.containers[0].livenessProbe.tcpSocket.port: Invalid value: must be a number or the name"));
+        let grpc = refused(container(serde_json::json!({"grpc": {"port": 80}})));
+        assert!(
+            grpc.contains(&"spec.containers[0].livenessProbe.grpc: Unsupported: Shepherd does not support this field".to_string()),
+            "{grpc:?}"
+        );
+    }
+
+    #[test]
+    fn a_container_status_says_whether_it_started() {
+        let mut pod = Pod::default();
+        pod.status.container_statuses = vec![ContainerStatus { name: "web".into(), started: false, ..Default::default() }];
+        assert_eq!(pod.to_k8s().status.unwrap().container_statuses.unwrap()[0].started, Some(false));
+        pod.status.container_statuses[0].started = true;
+        assert_eq!(pod.to_k8s().status.unwrap().container_statuses.unwrap()[0].started, Some(true));
+    }
+
+    #[test]
+    fn not_ready_endpoints_are_not_ready_addresses() {
+        let mut service = Service { metadata: ObjectMeta::named("default", "web"), ..Service::default() };
+        service.spec.ports = vec![ServicePort { port: 80, target_port: 8080, ..Default::default() }];
+        service.status.not_ready_endpoints = vec![Endpoint { ip: "10.77.0.9".into(), pod: "web-1".into(), node_name: "n1".into() }];
+        let subsets = endpoints(&service).subsets.expect("a subset for the not ready pod");
+        assert_eq!(subsets[0].addresses, None);
+        let not_ready = subsets[0].not_ready_addresses.as_ref().unwrap();
+        assert_eq!(not_ready[0].ip, "10.77.0.9");
+        assert_eq!(not_ready[0].target_ref.as_ref().unwrap().name.as_deref(), Some("web-1"));
+    }
 
     #[test]
     fn a_nodes_pod_network_shows_as_an_annotation_that_an_edit_does_not_keep() {

@@ -284,8 +284,9 @@ pub(super) fn unkept(sent: &Value, kept: &Value) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use shared::model::{
-        Container, ContainerPort, Deployment, EnvVar, Event, Namespace, Node, NodeResources, Object, ObjectMeta, Pod, PodSpec,
-        PodTemplateSpec, Resource as _, ResourceRequirements, Service, ServicePort, ServiceSpec, Taint, Toleration,
+        Container, ContainerPort, Deployment, EnvVar, Event, ExecAction, HttpGetAction, HttpHeader, Namespace, Node, NodeResources, Object,
+        ObjectMeta, Pod, PodSpec, PodTemplateSpec, Probe, ProbePort, Resource as _, ResourceRequirements, Service, ServicePort,
+        ServiceSpec, Taint, TcpSocketAction, Toleration,
     };
     use shared::selector::{LabelSelector, Operator, Requirement};
 
@@ -331,9 +332,18 @@ mod tests {
         serde_json::to_value(object.to_k8s()).unwrap()
     }
 
+    /// A probe with every handler (one too many: a reference, not a valid probe) and timing.
+    fn probe_json() -> Value {
+        serde_json::json!({"exec": {"command": ["true"]},
+            "httpGet": {"path": "/", "port": 1, "host": "localhost", "scheme": "HTTP", "httpHeaders": [{"name": "a", "value": "b"}]},
+            "tcpSocket": {"port": "p", "host": "127.0.0.1"}, "initialDelaySeconds": 1, "timeoutSeconds": 1, "periodSeconds": 1,
+            "successThreshold": 1, "failureThreshold": 1})
+    }
+
     fn pod_spec_json() -> Value {
         serde_json::json!({"containers": [{"name": "c", "image": "i", "env": [{"name": "A", "value": "1"}],
             "ports": [{"name": "p", "containerPort": 1, "hostPort": 1, "protocol": "TCP"}],
+            "livenessProbe": probe_json(), "readinessProbe": probe_json(), "startupProbe": probe_json(),
             "resources": {"requests": {"cpu": "1", "memory": "1Mi"}}}],
             "restartPolicy": "Always", "nodeSelector": {"a": "b"}, "nodeName": "n", "terminationGracePeriodSeconds": 1,
             "tolerations": [{"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"}]})
@@ -354,6 +364,9 @@ mod tests {
             env: vec![env(""), env("A"), env("A")],
             ports: vec![port("Bad_Name", 70000), port("p", 70000)],
             resources: ResourceRequirements { cpu: -1, memory: -1 },
+            liveness_probe: Some(broken_probe()),
+            readiness_probe: Some(Probe::default()),
+            startup_probe: Some(broken_probe()),
             ..Default::default()
         };
         PodSpec {
@@ -367,6 +380,27 @@ mod tests {
             ],
             node_name: "n".into(),
             termination_grace_period_seconds: Some(-1),
+        }
+    }
+
+    /// A probe with every rule broken: three handlers, bad ports, hosts, scheme, path,
+    /// headers and timing.
+    fn broken_probe() -> Probe {
+        Probe {
+            exec: Some(ExecAction { command: vec![] }),
+            http_get: Some(HttpGetAction {
+                path: "no slash".into(),
+                port: ProbePort::Number(0),
+                host: "10.0.0.1".into(),
+                scheme: "HTTPS".into(),
+                http_headers: vec![HttpHeader { name: String::new(), value: "\n".into() }],
+            }),
+            tcp_socket: Some(TcpSocketAction { port: ProbePort::Name("nope".into()), host: "example.com".into() }),
+            initial_delay_seconds: -1,
+            timeout_seconds: -1,
+            period_seconds: -1,
+            success_threshold: 2,
+            failure_threshold: -1,
         }
     }
 
@@ -459,7 +493,7 @@ mod tests {
         }
         // Every field shared::validation and the server's pod rule name, of every kind
         // this API serves.
-        assert_eq!(named.len(), 77, "{named:#?}");
+        assert_eq!(named.len(), 139, "{named:#?}");
         assert_eq!(k8s_field(Kind::Pod, "spec.containers[1].ports[0].host_port"), "spec.containers[1].ports[0].hostPort");
         assert_eq!(k8s_field(Kind::Pod, "spec.containers[0].resources.cpu"), "spec.containers[0].resources.requests.cpu");
         assert_eq!(k8s_field(Kind::Node, "status.taints[0].key"), "spec.taints[0].key");

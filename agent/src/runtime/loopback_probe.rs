@@ -1,0 +1,100 @@
+//! `httpGet` and `tcpSocket` probes from inside a container's network namespace to
+//! 127.0.0.1, so that no probe packet is ever sent to a pod address. A dedicated OS thread
+//! enters the namespace (`setns`), connects with the probe's timeout, and ends: no thread
+//! that anything else runs on ever leaves the host's namespace.
+
+use std::fs::File;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use super::seam::{ProbeAction, ProbeOutcome};
+
+/// The most of a response read to find its status line.
+const STATUS_LINE_LIMIT: usize = 4096;
+
+/// Runs an `HttpGet` or `TcpSocket` probe in the network namespace of the process `pid`.
+/// `Err` says why the namespace could not be entered (or the action is not one for here).
+pub async fn probe(pid: i64, action: ProbeAction, timeout: Duration) -> Result<ProbeOutcome, String> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("probe-netns".into())
+        .spawn(move || {
+            // The receiver may have given up; nothing to tell then.
+            let _ = tx.send(probe_inside(pid, &action, timeout));
+        })
+        .map_err(|e| format!("cannot start a probe thread: {e}"))?;
+    rx.await.map_err(|_| "the probe thread ended without an answer".to_string())?
+}
+
+/// On this thread: enters the namespace for good (the thread ends after), then probes.
+fn probe_inside(pid: i64, action: &ProbeAction, timeout: Duration) -> Result<ProbeOutcome, String> {
+    let path = format!("/proc/{pid}/ns/net");
+    let namespace = File::open(&path).map_err(|e| format!("cannot open the container's network namespace {path}: {e}"))?;
+    // SAFETY: a valid open descriptor of a network namespace; only this thread moves into it.
+    if unsafe { libc::setns(namespace.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        return Err(format!("cannot enter the container's network namespace {path}: {}", std::io::Error::last_os_error()));
+    }
+    let deadline = Instant::now() + timeout;
+    Ok(match action {
+        ProbeAction::TcpSocket { port } => {
+            let address = loopback(*port);
+            match TcpStream::connect_timeout(&address, timeout) {
+                Ok(_) => ProbeOutcome::Success,
+                Err(e) => ProbeOutcome::Failure(format!("dial tcp {address}: connect: {}", words(&e))),
+            }
+        }
+        ProbeAction::HttpGet { port, path, headers } => http_get(loopback(*port), path, headers, deadline),
+        ProbeAction::Exec { .. } => return Err("an exec probe does not connect".into()),
+    })
+}
+
+fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+/// Go's words for the errors a probe meets, as the kubelet's messages have them.
+fn words(e: &std::io::Error) -> String {
+    match e.kind() {
+        ErrorKind::TimedOut | ErrorKind::WouldBlock => "i/o timeout".into(),
+        kind => kind.to_string(),
+    }
+}
+
+/// A minimal HTTP/1.1 GET, as the kubelet's: success is a status from 200 to 399.
+fn http_get(address: SocketAddr, path: &str, headers: &[(String, String)], deadline: Instant) -> ProbeOutcome {
+    let url = format!("http://{address}{path}");
+    let left = || deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+    let status = (|| -> std::io::Result<String> {
+        let mut stream = TcpStream::connect_timeout(&address, left())?;
+        stream.set_write_timeout(Some(left()))?;
+        let mut request =
+            format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nUser-Agent: kube-probe/shepherd\r\nAccept: */*\r\nConnection: close\r\n");
+        for (name, value) in headers {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+        request.push_str("\r\n");
+        stream.write_all(request.as_bytes())?;
+        let mut received = Vec::new();
+        let mut buffer = [0u8; 512];
+        while !received.windows(2).any(|w| w == b"\r\n") && received.len() < STATUS_LINE_LIMIT {
+            stream.set_read_timeout(Some(left()))?;
+            let n = stream.read(&mut buffer)?;
+            if n == 0 {
+                break;
+            }
+            received.extend_from_slice(&buffer[..n]);
+        }
+        let text = String::from_utf8_lossy(&received);
+        Ok(text.lines().next().unwrap_or_default().to_string())
+    })();
+    match status {
+        Err(e) => ProbeOutcome::Failure(format!("Get {url:?}: {}", words(&e))),
+        Ok(line) => match line.split_whitespace().nth(1).and_then(|code| code.parse::<u16>().ok()) {
+            Some(code) if (200..400).contains(&code) => ProbeOutcome::Success,
+            Some(code) => ProbeOutcome::Failure(format!("HTTP probe failed with statuscode: {code}")),
+            None => ProbeOutcome::Failure(format!("Get {url:?}: malformed HTTP response {line:?}")),
+        },
+    }
+}
