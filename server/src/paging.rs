@@ -125,11 +125,11 @@ pub fn selected_now(state: &AppState, kind: Kind, filter: &Filter) -> (u64, Vec<
 /// The page of the objects of `kind` that `filter` selects that `request` asks for.
 pub async fn page(state: &AppState, kind: Kind, filter: &Filter, request: Request<'_>) -> Result<Page, Error> {
     let from = request.continue_.filter(|t| !t.is_empty()).map(Continue::decode).transpose()?;
-    let (revision, objects) = match from.as_ref().map_or(request.at, |c| c.revision) {
+    let (revision, mut objects) = match from.as_ref().map_or(request.at, |c| c.revision) {
         Some(revision) => {
             crate::api::watch::catch_up(state, revision).await;
             match (state.store.list_at(kind, filter.namespace.as_deref(), revision), &from) {
-                (Ok(objects), _) => (revision, objects),
+                (Ok(objects), _) => (revision, objects.into_iter().filter(|o| filter.matches(o)).collect()),
                 (Err(StoreError::Gone { .. }), Some(from)) => {
                     return Err(Error::Expired { inconsistent: Continue::encode(from.start.clone(), None) });
                 }
@@ -138,7 +138,6 @@ pub async fn page(state: &AppState, kind: Kind, filter: &Filter, request: Reques
         }
         None => selected_now(state, kind, filter),
     };
-    let mut objects: Vec<Arc<Object>> = objects.into_iter().filter(|o| filter.matches(o)).collect();
     // The store answers in key order, every kind's list order but the events'.
     if kind == Kind::Event {
         objects.sort_by_cached_key(|o| list_order(o));
