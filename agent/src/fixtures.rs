@@ -112,7 +112,7 @@ impl ApiClient for RecordingApi {
         Ok(())
     }
     async fn list_pods(&self, _: &str) -> ClientResult<List<Pod>> {
-        Ok(List { kind: "PodList".into(), resource_version: 0, items: vec![] })
+        Ok(List::whole("PodList", 0, vec![]))
     }
     async fn watch_pods(&self, _: &str, _: u64) -> ClientResult<WatchStream> {
         Ok(Box::pin(futures::stream::empty()))

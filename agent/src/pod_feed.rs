@@ -59,7 +59,7 @@ impl Source for NodePods {
         let (api, node) = (self.api.clone(), self.node.clone());
         async move {
             let list = api.list_pods(&node).await?;
-            Ok(List { kind: list.kind, resource_version: list.resource_version, items: list.items.into_iter().map(Object::Pod).collect() })
+            Ok(List::whole(list.kind, list.resource_version, list.items.into_iter().map(Object::Pod).collect()))
         }
     }
 

@@ -372,14 +372,26 @@ impl Client {
             .map(|item| object_from_value(kind, item))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|message| Error::Decode { action, message })?;
-        Ok(List { kind: list.kind, resource_version: list.resource_version, items })
+        Ok(List {
+            kind: list.kind,
+            resource_version: list.resource_version,
+            continue_: list.continue_,
+            remaining_item_count: list.remaining_item_count,
+            items,
+        })
     }
 
     pub async fn list<R: Resource>(&self, selection: &Selection) -> Result<List<R>> {
         let list = self.list_objects(R::KIND, selection).await?;
         let action = format!("list {}", selection.describe(R::KIND));
         let items = list.items.into_iter().map(|o| typed(o, &action)).collect::<Result<_>>()?;
-        Ok(List { kind: list.kind, resource_version: list.resource_version, items })
+        Ok(List {
+            kind: list.kind,
+            resource_version: list.resource_version,
+            continue_: list.continue_,
+            remaining_item_count: list.remaining_item_count,
+            items,
+        })
     }
 
     /// Creates an object in its namespace; the server answers with what it stored.

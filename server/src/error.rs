@@ -158,6 +158,20 @@ impl From<StoreError> for ApiError {
     }
 }
 
+impl From<crate::paging::Error> for ApiError {
+    fn from(e: crate::paging::Error) -> Self {
+        use crate::paging::Error;
+        match e {
+            Error::Malformed { .. } => ApiError::bad_request(e.to_string()),
+            // Kubernetes puts the token in the Status' metadata; this shape has only the message.
+            Error::Expired { ref inconsistent } => {
+                ApiError::new(StatusCode::GONE, "Expired", format!("{e} The token to go on with: {inconsistent}"))
+            }
+            Error::Store(e) => ApiError::from(e),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

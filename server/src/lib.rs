@@ -16,8 +16,9 @@
 //!   the guard against web pages, authentication, metrics, the body limit and a timeout;
 //! - [`api`]: the native API under `/api/v1`: its routes, watch over SSE, OpenAPI;
 //! - [`k8s`]: the Kubernetes-compatible API under `/k8s`, for kubectl, in front of the same writes;
-//! - [`state`], [`extract`], [`query`]: what both APIs' handlers share: the state they hold,
-//!   bodies and query parameters read strictly, and the filter of a list, watch or delete;
+//! - [`state`], [`extract`], [`query`], [`paging`]: what both APIs' handlers share: the state
+//!   they hold, bodies and query parameters read strictly, the filter of a list, watch or
+//!   delete, and a list's pages, each at the first page's revision;
 //! - [`error`]: the one error every handler returns, in one JSON shape;
 //! - [`auth`]: bearer tokens with the roles admin, node and viewer;
 //! - [`agent_client`]: the client the server asks agents with, which reaches no refused address;
@@ -49,6 +50,7 @@ pub mod k8s;
 pub mod leader_election;
 pub mod metrics;
 pub mod ops;
+pub mod paging;
 pub mod query;
 pub mod registry;
 pub mod resources;

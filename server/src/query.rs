@@ -10,7 +10,7 @@ use shared::selector::LabelSelector;
 use crate::error::{ApiError, ApiResult};
 use crate::store::{EventType, Interest, StoreEvent};
 
-/// `?label_selector=…&field_selector=…&watch=true&resource_version=N`.
+/// `?label_selector=…&field_selector=…&watch=true&resource_version=N&limit=N&continue=…`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub struct ListParams {
@@ -20,6 +20,11 @@ pub struct ListParams {
     pub watch: Option<bool>,
     #[serde(deserialize_with = "shared::parse::deserialize_revision")]
     pub resource_version: Option<u64>,
+    /// The most objects a page holds; 0 or none: all.
+    pub limit: Option<usize>,
+    /// The previous page's `continue` token.
+    #[serde(rename = "continue")]
+    pub continue_: Option<String>,
 }
 
 /// One `field=value` or `field!=value` term of a field selector.
@@ -156,6 +161,11 @@ impl Filter {
         }
         self.labels.matches(&meta.labels)
             && self.fields.iter().all(|t| field_value(object, &t.field).is_some_and(|v| (v == t.value) == t.equal))
+    }
+
+    /// Whether this filter selects every object in its scope: no label or field selector.
+    pub fn selects_all(&self) -> bool {
+        self.labels.is_empty() && self.fields.is_empty()
     }
 
     /// Whether an object this filter selects stays selected until it is deleted: names and

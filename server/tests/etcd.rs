@@ -1,6 +1,7 @@
 //! The etcd store against real etcd members (Debian's etcd-server): several servers on one
 //! etcd see each other's writes, writes race through compare-and-swap, a prefix that is not
-//! Shepherd's is refused, and losing etcd, or one member of three, loses no acknowledged write.
+//! Shepherd's is refused, a list paged through one server goes on through another at its
+//! revision, and losing etcd, or one member of three, loses no acknowledged write.
 //! The rest of the server's suite runs on etcd too, when `SHEPHERD_TEST_ETCD` names a member
 //! (scripts/test.sh does).
 
@@ -234,6 +235,28 @@ async fn a_watch_from_a_revision_another_server_gave_waits_for_it() {
     assert_eq!(status, StatusCode::GONE, "{error}");
     assert!(error.to_string().contains("newer than the store"), "{error}");
     assert!(asked.elapsed() >= limit, "refused only after the wait: {:?}", asked.elapsed());
+    first.stop().await;
+    second.stop().await;
+}
+
+/// A list paged through one server goes on through another at the first page's revision:
+/// the token holds etcd's revision, which every server's cache shares.
+#[tokio::test]
+async fn a_list_paged_through_one_server_goes_on_through_another_at_its_revision() {
+    let etcd = Etcd::start(1).await;
+    let first = TestServer::start(on_etcd(&etcd, "/pages")).await;
+    let second = TestServer::start(on_etcd(&etcd, "/pages")).await;
+    for name in ["a", "b", "c", "d"] {
+        assert_eq!(first.post("/api/v1/pods", pod(name, 1, 1)).await.0, StatusCode::CREATED);
+    }
+    let (_, page) = first.get("/api/v1/namespaces/default/pods?limit=2").await;
+    let token = page["continue"].as_str().expect("a continue token");
+    assert_eq!(second.delete("/api/v1/namespaces/default/pods/c?grace_period_seconds=0").await.0, StatusCode::OK);
+    assert_eq!(second.post("/api/v1/pods", pod("bb", 1, 1)).await.0, StatusCode::CREATED);
+    let (_, rest) = second.get(&format!("/api/v1/namespaces/default/pods?limit=2&continue={token}")).await;
+    let names: Vec<&str> = rest["items"].as_array().unwrap().iter().map(|p| p["metadata"]["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["c", "d"], "{rest}");
+    assert_eq!(rest["resource_version"], page["resource_version"]);
     first.stop().await;
     second.stop().await;
 }

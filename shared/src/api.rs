@@ -63,13 +63,26 @@ impl std::fmt::Display for FieldError {
 }
 
 /// The answer of a list endpoint. `resource_version` is the store revision the list was
-/// read at: a watch from it misses nothing.
+/// read at: a watch from it misses nothing. A list asked for with `limit` is paged: while
+/// more follow, `continue` is the next page's token and `remaining_item_count` (for a list
+/// with no selector) how many objects remain; every page is read at the first's revision.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(rename = "{T}List"))]
 pub struct List<T> {
     pub kind: String,
     pub resource_version: u64,
+    #[serde(rename = "continue", default, skip_serializing_if = "Option::is_none")]
+    pub continue_: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remaining_item_count: Option<usize>,
     pub items: Vec<T>,
+}
+
+impl<T> List<T> {
+    /// A whole list (one page with nothing after it).
+    pub fn whole(kind: impl Into<String>, resource_version: u64, items: Vec<T>) -> List<T> {
+        List { kind: kind.into(), resource_version, continue_: None, remaining_item_count: None, items }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

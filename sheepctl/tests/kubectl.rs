@@ -1,7 +1,8 @@
 //! The real kubectl (v1.32, on PATH) against Shepherd's Kubernetes-compatible API, with a
 //! real Docker node: the kubeconfig comes from `sheepctl kubeconfig --save`, and the
-//! manifests are plain Kubernetes ones (`apiVersion: v1`, `resources.requests`). Fails,
-//! never skips, when kubectl or Docker is missing.
+//! manifests are plain Kubernetes ones (`apiVersion: v1`, `resources.requests`); and its
+//! paged lists (`--chunk-size`), which need no node. Fails, never skips, when kubectl or
+//! Docker is missing.
 
 mod support;
 
@@ -167,4 +168,32 @@ fn kubectl_drives_a_docker_node_through_the_compatible_api() {
 
     shutdown.cancel();
     node.join().expect("the node thread ends");
+}
+
+/// `kubectl get --chunk-size` pages the list (kubectl's default is 500 a page); the pages,
+/// each at the first page's revision, come back as one list and one table.
+#[test]
+fn kubectl_pages_a_list_with_chunk_size() {
+    let server = TestServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    server.sheepctl().args(["kubeconfig", "--save", kubeconfig.to_str().unwrap()]).assert().success();
+    let kubectl = Kubectl { kubeconfig };
+    let names: Vec<String> = (0..5).map(|i| format!("chunk-{i}")).collect();
+    for name in &names {
+        let pod = serde_json::json!({"kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "minimal", "resources": {"cpu": 100, "memory": 1 << 20}}]}});
+        assert_eq!(server.request(support::Method::POST, "/api/v1/pods", Some(pod)).0, 201);
+    }
+
+    let listed = kubectl.output(&["get", "pods", "--chunk-size=2", "-o", "name", "-v=6"]);
+    assert!(listed.status.success(), "{listed:?}");
+    let expected: Vec<String> = names.iter().map(|n| format!("pod/{n}")).collect();
+    assert_eq!(String::from_utf8_lossy(&listed.stdout).lines().collect::<Vec<_>>(), expected);
+    // Three GETs of two pods at most: kubectl followed the continue tokens.
+    let pages = String::from_utf8_lossy(&listed.stderr).lines().filter(|l| l.contains("GET") && l.contains("limit=2")).count();
+    assert_eq!(pages, 3, "{}", String::from_utf8_lossy(&listed.stderr));
+    let table = kubectl.run(&["get", "pods", "--chunk-size=2"]);
+    assert_eq!(table.lines().filter(|l| l.starts_with("chunk-")).count(), 5, "{table}");
+    assert_eq!(table.lines().filter(|l| l.starts_with("NAME")).count(), 1, "one header for all pages: {table}");
 }

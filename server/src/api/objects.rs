@@ -16,19 +16,11 @@ use crate::error::{ApiError, ApiResult};
 use crate::events::{self, SOURCE_API};
 use crate::extract::{BodyBytes, ObjectBody, Params, parse_json, parse_object};
 use crate::ops;
+use crate::paging;
 use crate::query::{DeleteParams, Filter, ListParams};
 use crate::resources::{Resource, stamp_new};
 use crate::state::AppState;
 use crate::store::{Key, Outcome, Txn, Write, commit_one};
-
-pub(crate) fn list<R: Resource>(state: &AppState, filter: &Filter) -> List<R> {
-    let (revision, objects) = match filter.bound_node() {
-        Some(node) if R::KIND == Kind::Pod => state.store.pods_on_node(node),
-        _ => state.store.list(R::KIND, filter.namespace.as_deref()),
-    };
-    let items = objects.iter().filter(|o| filter.matches(o)).filter_map(|o| R::from_object(o).cloned()).collect();
-    List { kind: format!("{}List", R::KIND.as_str()), resource_version: revision, items }
-}
 
 async fn list_or_watch<R: Resource>(
     state: AppState,
@@ -37,10 +29,24 @@ async fn list_or_watch<R: Resource>(
     headers: &HeaderMap,
 ) -> ApiResult<Response> {
     let filter = Filter::new(R::KIND, namespace, &params)?;
+    let continue_ = params.continue_.as_deref().filter(|c| !c.is_empty());
     if params.watch.unwrap_or(false) {
+        if continue_.is_some() {
+            return Err(ApiError::bad_request("a watch takes no continue token: watch from the resource_version of the list"));
+        }
         return super::watch::watch(state, R::KIND, filter, super::watch::resume_from(headers, params.resource_version)?).await;
     }
-    Ok(Json(list::<R>(&state, &filter)).into_response())
+    let request = paging::Request { limit: params.limit.unwrap_or(0), continue_, at: None };
+    let page = paging::page(&state, R::KIND, &filter, request).await?;
+    let items = page.objects.iter().filter_map(|o| R::from_object(o).cloned()).collect();
+    let list = List {
+        kind: format!("{}List", R::KIND.as_str()),
+        resource_version: page.revision,
+        continue_: page.next,
+        remaining_item_count: page.remaining,
+        items,
+    };
+    Ok(Json(list).into_response())
 }
 
 pub async fn list_all<R: Resource>(

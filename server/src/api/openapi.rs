@@ -299,6 +299,11 @@ fn list_parameters() -> Vec<Value> {
                "description": "stream changes as Server-Sent Events (ADDED, MODIFIED, DELETED, BOOKMARK)"}),
         json!({"name": "resource_version", "in": "query", "schema": revision_schema(),
                "description": "with watch: replay every change after this revision; 410 Gone when it is older than the history"}),
+        json!({"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": usize::MAX},
+               "description": "the most objects a page holds (0: all); while more follow, the list's continue is the next page's token"}),
+        json!({"name": "continue", "in": "query", "schema": {"type": "string"},
+               "description": "the previous page's continue token: the page is read at the first page's resource_version; \
+                               410 Expired once the history no longer reaches it, 400 for a token this server did not issue"}),
     ]
 }
 

@@ -22,6 +22,8 @@ pub struct Failure {
     pub kind: Option<String>,
     pub name: Option<String>,
     pub causes: Vec<(FieldError, &'static str)>,
+    /// The token an expired list's answer offers to go on from the current state.
+    pub continue_: Option<String>,
 }
 
 pub type Result<T, E = Status> = std::result::Result<T, E>;
@@ -42,7 +44,15 @@ impl std::ops::DerefMut for Status {
 
 impl Status {
     pub fn new(code: StatusCode, reason: &str, message: impl Into<String>) -> Self {
-        Status(Box::new(Failure { code, reason: reason.into(), message: message.into(), kind: None, name: None, causes: Vec::new() }))
+        Status(Box::new(Failure {
+            code,
+            reason: reason.into(),
+            message: message.into(),
+            kind: None,
+            name: None,
+            causes: Vec::new(),
+            continue_: None,
+        }))
     }
 
     pub(super) fn with_causes(mut self, causes: Vec<(FieldError, &'static str)>) -> Self {
@@ -95,7 +105,7 @@ impl Status {
             reason: Some(self.reason.clone()),
             message: Some(self.message.clone()),
             details,
-            metadata: Default::default(),
+            metadata: meta::ListMeta { continue_: self.continue_.clone(), ..Default::default() },
         }
     }
 }
@@ -134,6 +144,21 @@ impl From<crate::store::StoreError> for Status {
                 format!("too large resource version: {requested}, current: {current}; watch from the resourceVersion of a list"),
             ),
             other => Status::from(ApiError::from(other)),
+        }
+    }
+}
+
+impl From<crate::paging::Error> for Status {
+    fn from(e: crate::paging::Error) -> Self {
+        use crate::paging::Error;
+        match e {
+            Error::Malformed { .. } => Status::bad_request(e.to_string()),
+            Error::Expired { ref inconsistent } => {
+                let mut status = Status::new(StatusCode::GONE, "Expired", e.to_string());
+                status.continue_ = Some(inconsistent.clone());
+                status
+            }
+            Error::Store(e) => Status::from(e),
         }
     }
 }

@@ -192,8 +192,8 @@ fn up_to_date(deployment: &shared::model::Deployment, state: &AppState) -> usize
         .count()
 }
 
-/// A Table of `objects`; `page` is the list's revision and `continue` token.
-pub fn table(kind: Served, objects: &[Object], state: &AppState, include: Include, page: Option<(u64, Option<String>)>) -> Value {
+/// A Table of `objects`; `page` is the list they are a page of.
+pub fn table(kind: Served, objects: &[Object], state: &AppState, include: Include, page: Option<&crate::paging::Page>) -> Value {
     let now = chrono::Utc::now();
     let definitions: Vec<Value> = columns(kind)
         .iter()
@@ -217,13 +217,7 @@ pub fn table(kind: Served, objects: &[Object], state: &AppState, include: Includ
             row
         })
         .collect();
-    let mut metadata = json!({});
-    if let Some((revision, next)) = page {
-        metadata["resourceVersion"] = revision.to_string().into();
-        if let Some(next) = next {
-            metadata["continue"] = next.into();
-        }
-    }
+    let metadata = page.map_or_else(|| json!({}), crate::k8s::objects::list_meta);
     json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": metadata, "columnDefinitions": definitions, "rows": rows})
 }
 

@@ -71,6 +71,10 @@ impl<B: CacheBackend> Store for B {
         self.cache().state().list(kind, namespace)
     }
 
+    fn list_at(&self, kind: Kind, namespace: Option<&str>, revision: u64) -> Result<Vec<Arc<Object>>> {
+        self.cache().state().list_at(kind, namespace, revision)
+    }
+
     fn pods_on_node(&self, node: &str) -> (u64, Vec<Arc<Object>>) {
         self.cache().state().pods_on_node(node)
     }

@@ -22,6 +22,12 @@ pub trait Store: Send + Sync + 'static {
     fn get(&self, key: &Key) -> Option<Arc<Object>>;
     /// Objects of a kind, in one namespace or all, with the revision they were read at.
     fn list(&self, kind: Kind, namespace: Option<&str>) -> (u64, Vec<Arc<Object>>);
+    /// Objects of a kind, in one namespace or all, in key order, as they were at `revision`
+    /// (one a list was read at), so that every page of a paged list shows one state: the
+    /// current ones with the history's later changes undone. Fails with
+    /// [`StoreError::Gone`] once the history no longer reaches back to `revision`, and with
+    /// [`StoreError::Future`] when the store has not reached it.
+    fn list_at(&self, kind: Kind, namespace: Option<&str>, revision: u64) -> Result<Vec<Arc<Object>>>;
     /// Pods bound to a node, read through the `spec.node_name` index.
     fn pods_on_node(&self, node: &str) -> (u64, Vec<Arc<Object>>);
     /// Pods whose controller is `owner` (see [`pod_owner`](super::pod_owner)), read through

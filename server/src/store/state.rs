@@ -158,15 +158,53 @@ impl State {
 
     /// Objects of a kind, in one namespace or all, with the revision they were read at.
     pub(super) fn list(&self, kind: Kind, namespace: Option<&str>) -> (u64, Vec<Arc<Object>>) {
-        let Some(map) = self.objects.get(&kind) else { return (self.revision, Vec::new()) };
-        let items = match namespace.filter(|_| kind.namespaced()) {
+        (self.revision, self.in_scope(kind, namespace).map(|(_, object)| object.clone()).collect())
+    }
+
+    /// Objects of a kind, in one namespace or all, by key in key order.
+    fn in_scope(&self, kind: Kind, namespace: Option<&str>) -> Box<dyn Iterator<Item = (&String, &Arc<Object>)> + '_> {
+        let Some(map) = self.objects.get(&kind) else { return Box::new(std::iter::empty()) };
+        match namespace.filter(|_| kind.namespaced()) {
             Some(ns) => {
                 let prefix = format!("{ns}/");
-                map.range(prefix.clone()..).take_while(|(k, _)| k.starts_with(&prefix)).map(|(_, v)| v.clone()).collect()
+                Box::new(map.range(prefix.clone()..).take_while(move |(k, _)| k.starts_with(&prefix)))
             }
-            None => map.values().cloned().collect(),
-        };
-        (self.revision, items)
+            None => Box::new(map.iter()),
+        }
+    }
+
+    /// Objects of a kind, in one namespace or all, in key order, as they were at `revision`:
+    /// the current ones with every later change in the history undone (the state each change
+    /// replaced). Gone once the history no longer reaches back to `revision`.
+    pub(super) fn list_at(&self, kind: Kind, namespace: Option<&str>, revision: u64) -> Result<Vec<Arc<Object>>> {
+        if revision > self.revision {
+            return Err(StoreError::Future { requested: revision, current: self.revision });
+        }
+        if revision < self.history_start {
+            return Err(StoreError::Gone { requested: revision, oldest: self.history_start });
+        }
+        let namespace = namespace.filter(|_| kind.namespaced());
+        // Each key changed since, with its state before the first change: newest first, so
+        // that the oldest change's is the one kept.
+        let mut undone: BTreeMap<String, Option<Arc<Object>>> = BTreeMap::new();
+        let later = self.history.iter().rev().map(|(_, e)| e).take_while(|e| e.revision > revision);
+        for event in later.filter(|e| e.object.kind() == kind && namespace.is_none_or(|ns| e.object.metadata().namespace == ns)) {
+            undone.insert(Key::of(&event.object).key, event.prev.clone());
+        }
+        // Both in key order: merged, a key changed since takes its state before.
+        let mut undone = undone.into_iter().peekable();
+        let mut then = Vec::new();
+        for (key, object) in self.in_scope(kind, namespace) {
+            while let Some((_, deleted)) = undone.next_if(|(k, _)| k < key) {
+                then.extend(deleted);
+            }
+            match undone.next_if(|(k, _)| k == key) {
+                Some((_, before)) => then.extend(before),
+                None => then.push(object.clone()),
+            }
+        }
+        then.extend(undone.filter_map(|(_, deleted)| deleted));
+        Ok(then)
     }
 
     pub(super) fn count(&self, kind: Kind) -> usize {
@@ -463,6 +501,32 @@ mod tests {
         store.expire_history();
         assert_eq!(store.oldest_revision(), 1);
         assert!(store.watch(&[Kind::Pod], 1).is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_list_at_a_past_revision_undoes_the_creates_updates_and_deletes_since() {
+        let store = CachedStore::in_memory(History { changes: 8, deletions: 8, age: None });
+        for name in ["a", "b", "c"] {
+            store.commit(Txn::new().with(put(pod(name, "")))).await.unwrap();
+        }
+        let (at, before) = store.list(Kind::Pod, Some("default"));
+        store.commit(Txn::new().with(put(pod("b", "n1")))).await.unwrap();
+        store.commit(Txn::new().with(put(pod("b", "n2")))).await.unwrap();
+        store.commit(Txn::new().with(delete("c"))).await.unwrap();
+        store.commit(Txn::new().with(put(pod("d", "")))).await.unwrap();
+        store.commit(Txn::new().with(put(node("n1")))).await.unwrap();
+        let then = store.list_at(Kind::Pod, Some("default"), at).unwrap();
+        assert_eq!(names_of(&then), ["a", "b", "c"], "d not yet made, c not yet deleted");
+        assert!(then.iter().zip(&before).all(|(then, before)| Arc::ptr_eq(then, before)), "each as it was, b before both updates");
+        assert!(store.list_at(Kind::Pod, Some("other"), at).unwrap().is_empty());
+        assert_eq!(names_of(&store.list_at(Kind::Node, None, at).unwrap()), Vec::<String>::new());
+        assert_eq!(names_of(&store.list_at(Kind::Pod, None, store.revision()).unwrap()), ["a", "b", "d"]);
+
+        for name in ["e", "f", "g", "h"] {
+            store.commit(Txn::new().with(put(pod(name, "")))).await.unwrap();
+        }
+        assert_eq!(store.list_at(Kind::Pod, None, at).err(), Some(StoreError::Gone { requested: 3, oldest: 4 }));
+        assert_eq!(store.list_at(Kind::Pod, None, 99).err(), Some(StoreError::Future { requested: 99, current: 12 }));
     }
 
     #[tokio::test]

@@ -55,7 +55,7 @@ pub async fn run(context: &Context, args: &EventsArgs) -> Result<()> {
         None | Some(OutputFormat::Wide) => print(&table.render())?,
         Some(OutputFormat::Name) => print(&events.iter().map(|o| view::object_name(o) + "\n").collect::<String>())?,
         Some(format) if !args.watch => {
-            let list = List { kind: "EventList".to_string(), resource_version: watcher.resource_version(), items: events };
+            let list = List::whole("EventList", watcher.resource_version(), events);
             return print(&serialized(&list, format)?);
         }
         Some(format) => {

@@ -129,7 +129,7 @@ pub async fn show(context: &Context, query: Query, output: Option<OutputFormat>,
             Vec::new()
         }
         Some(format @ (OutputFormat::Json | OutputFormat::Yaml)) if !watch => {
-            print(&serialized(&List { kind: list_kind, resource_version, items: objects }, format)?)?;
+            print(&serialized(&List::whole(list_kind, resource_version, objects), format)?)?;
             Vec::new()
         }
         Some(format) => {

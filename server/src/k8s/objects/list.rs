@@ -6,15 +6,13 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use shared::model::{Kind, Object};
 
-use super::request::{Req, by_kind, flag, parse_version, wants_table};
-use crate::api::objects as native;
+use super::request::{Req, flag, parse_version, wants_table};
 use crate::api::watch as native_watch;
 use crate::k8s::convert::{self, to_json};
 use crate::k8s::status::{Result, Status};
 use crate::k8s::{table, watch};
+use crate::paging::{self, Page};
 use crate::query::{Filter, ListParams};
-use crate::resources::Resource;
-use crate::state::AppState;
 
 /// A field selector in Kubernetes' field labels (`spec.nodeName`, each the translation of a
 /// native field `kind` can be selected by), in the native API's spelling; any other label,
@@ -51,38 +49,17 @@ fn native_field_selector(kind: Kind, text: &str) -> Result<String> {
     Ok(terms.join(","))
 }
 
-/// The order a list answers in, which `continue` resumes after: events by when they last
-/// happened, then first (the order `kubectl describe` sorts them in, and a time-ordered
-/// `kubectl get events`), everything else by namespace and name.
-fn list_order(object: &Object) -> String {
-    match object {
-        Object::Event(event) => {
-            let at = |time: &Option<shared::model::Time>| time.map(|t| t.format("%Y-%m-%dT%H:%M:%S%.9fZ").to_string()).unwrap_or_default();
-            format!("{} {} {}", at(&event.last_timestamp), at(&event.first_timestamp), event.metadata.key())
-        }
-        other => other.metadata().key(),
+/// A list's `metadata`, as Kubernetes' `ListMeta`: the revision it was read at and, when
+/// more pages follow, the next one's token and, with no selector, how many objects remain.
+pub fn list_meta(page: &Page) -> Value {
+    let mut metadata = json!({"resourceVersion": page.revision.to_string()});
+    if let Some(next) = &page.next {
+        metadata["continue"] = next.as_str().into();
     }
-}
-
-/// The `continue` token of a page that ends at the list order key `after`: versioned, and
-/// hex so that it is opaque and safe in a URL.
-fn continue_token(after: &str) -> String {
-    let hex: String = after.bytes().map(|b| format!("{b:02x}")).collect();
-    format!("{CONTINUE_VERSION}{hex}")
-}
-
-const CONTINUE_VERSION: &str = "v1.";
-
-/// The list order key a [`continue_token`] holds; anything else is Kubernetes' 400.
-fn continue_after(token: &str) -> Result<String> {
-    let bytes = token.strip_prefix(CONTINUE_VERSION).filter(|hex| hex.len() % 2 == 0).and_then(|hex| {
-        (0..hex.len()).step_by(2).map(|i| hex.get(i..i + 2).and_then(|pair| u8::from_str_radix(pair, 16).ok())).collect::<Option<Vec<u8>>>()
-    });
-    bytes.and_then(|b| String::from_utf8(b).ok()).ok_or_else(|| {
-        Status::bad_request(format!(
-            "invalid continue token: {token:?} is not one this server issued; pass the previous page's metadata.continue as it came, or leave continue out to list from the start"
-        ))
-    })
+    if let Some(remaining) = page.remaining {
+        metadata["remainingItemCount"] = remaining.into();
+    }
+    metadata
 }
 
 impl Req {
@@ -93,8 +70,7 @@ impl Req {
                 Some(text) => Some(native_field_selector(self.target.kind.stored(), text)?),
                 None => None,
             },
-            watch: None,
-            resource_version: None,
+            ..ListParams::default()
         };
         Ok(Filter::new(self.target.kind.stored(), self.target.namespace.clone(), &params)?)
     }
@@ -107,51 +83,47 @@ impl Req {
             }
             return self.watch(filter).await;
         }
-        // Any state at least as new is served (Kubernetes' "NotOlderThan"); junk is refused.
-        parse_version(self.query.resource_version.as_deref())?;
-        if self.query.resource_version_match.as_deref().is_some_and(|m| m == "Exact") {
-            return Err(Status::bad_request("Shepherd keeps no old states: resourceVersionMatch=Exact is not supported"));
+        // Any state at least as new is served (Kubernetes' "NotOlderThan"), unless the page
+        // is to be one at an exact revision; junk is refused.
+        let version = parse_version(self.query.resource_version.as_deref())?;
+        let continue_ = self.query.continue_.as_deref().filter(|c| !c.is_empty());
+        if continue_.is_some() && version != 0 {
+            return Err(Status::bad_request("specifying resource version is not allowed when using continue"));
         }
-        let (revision, mut objects) = self.listed(&filter);
-        objects.sort_by_cached_key(list_order);
-        // `continue` holds the order key of the last object of the previous page.
-        if let Some(token) = self.query.continue_.as_deref().filter(|c| !c.is_empty()) {
-            let after = continue_after(token)?;
-            objects.retain(|o| list_order(o) > after);
-        }
-        let mut next = None;
-        let mut remaining = None;
-        if let Some(limit) = self.query.limit.filter(|l| *l > 0 && *l < objects.len()) {
-            remaining = Some(objects.len() - limit);
-            objects.truncate(limit);
-            next = objects.last().map(|o| continue_token(&list_order(o)));
-        }
+        let limit = self.query.limit.unwrap_or(0);
+        let at = match self.query.resource_version_match.as_deref().filter(|m| !m.is_empty()) {
+            Some("Exact") if version == 0 => {
+                return Err(Status::bad_request("resourceVersionMatch=Exact needs a resourceVersion other than 0"));
+            }
+            Some("Exact") => Some(version),
+            Some("NotOlderThan") => None,
+            Some(other) => {
+                return Err(Status::bad_request(format!("resourceVersionMatch {other:?} is not Exact or NotOlderThan")));
+            }
+            // Kubernetes' legacy meaning: a first page at a revision is one at that revision.
+            None => (limit > 0 && version > 0).then_some(version),
+        };
+        let request = paging::Request { limit, continue_, at };
+        let page = paging::page(&self.state, self.target.kind.stored(), &filter, request).await?;
+        let objects: Vec<Object> = page.objects.iter().map(|o| Object::clone(o)).collect();
         if wants_table(&self.headers) {
-            let page = Some((revision, next));
-            return Ok(Json(table::table(self.target.kind, &objects, &self.state, self.include_object(), page)).into_response());
+            let table = table::table(self.target.kind, &objects, &self.state, self.include_object(), Some(&page));
+            return Ok(Json(table).into_response());
         }
         let items: Vec<Value> = objects.iter().map(|o| to_json(self.target.kind, o)).collect();
-        let mut metadata = json!({"resourceVersion": revision.to_string()});
-        if let Some(next) = next {
-            metadata["continue"] = next.into();
-            metadata["remainingItemCount"] = remaining.unwrap_or_default().into();
-        }
         Ok(Json(json!({
             "apiVersion": self.target.kind.api_version(),
             "kind": format!("{}List", self.kind_name()),
-            "metadata": metadata,
+            "metadata": list_meta(&page),
             "items": items,
         }))
         .into_response())
     }
 
-    /// The objects the filter selects, read through the native list, and the revision.
+    /// The objects the filter selects now, and the revision they were read at.
     fn listed(&self, filter: &Filter) -> (u64, Vec<Object>) {
-        fn read<R: Resource>(state: &AppState, filter: &Filter) -> (u64, Vec<Object>) {
-            let list = native::list::<R>(state, filter);
-            (list.resource_version, list.items.into_iter().map(|o| o.into_object()).collect())
-        }
-        by_kind!(self.target.kind.stored(), read(&self.state, filter))
+        let (revision, objects) = paging::selected_now(&self.state, self.target.kind.stored(), filter);
+        (revision, objects.iter().map(|o| Object::clone(o)).collect())
     }
 
     async fn watch(&self, filter: Filter) -> Result<Response> {

@@ -6,6 +6,8 @@ mod list;
 mod request;
 mod verbs;
 
+pub use list::list_meta;
+
 use std::collections::HashMap;
 
 use axum::Extension;
