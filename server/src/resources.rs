@@ -5,7 +5,7 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use shared::api::FieldError;
-use shared::model::{Deployment, Event, Lease, Namespace, Node, ObjectMeta, Pod, PodStatus, Service, Time};
+use shared::model::{Deployment, Event, Lease, Namespace, Node, ObjectMeta, Pod, PodStatus, ReplicaSet, Service, Time};
 use shared::registration::with_own_hostname;
 use shared::validation;
 
@@ -105,6 +105,7 @@ impl Resource for Deployment {
         if self.spec.template.spec.restart_policy.is_empty() {
             self.spec.template.spec.restart_policy = "Always".into();
         }
+        self.set_defaults();
     }
 
     fn merge_update(stored: &Self, new: Self) -> Result<Self, Vec<FieldError>> {
@@ -117,7 +118,9 @@ impl Resource for Deployment {
         }
         let mut merged = stored.clone();
         merged.metadata = merged_meta(&stored.metadata, &new.metadata);
-        let mut spec = new.spec;
+        let mut defaulted = Deployment { spec: new.spec, ..Deployment::default() };
+        defaulted.set_defaults();
+        let mut spec = defaulted.spec;
         if spec.template.spec.restart_policy.is_empty() {
             spec.template.spec.restart_policy = "Always".into();
         }
@@ -126,6 +129,44 @@ impl Resource for Deployment {
             merged.metadata.generation += 1;
         }
         validation::validate_deployment(&merged)?;
+        Ok(merged)
+    }
+}
+
+impl Resource for ReplicaSet {
+    kind_field!();
+
+    fn validate(&self) -> Result<(), Vec<FieldError>> {
+        validation::validate_replicaset(self)
+    }
+
+    fn prepare_create(&mut self) {
+        self.kind = "ReplicaSet".into();
+        self.status = Default::default();
+        if self.spec.template.spec.restart_policy.is_empty() {
+            self.spec.template.spec.restart_policy = "Always".into();
+        }
+    }
+
+    fn merge_update(stored: &Self, new: Self) -> Result<Self, Vec<FieldError>> {
+        if new.spec.selector != stored.spec.selector {
+            // As in apps/v1: a new selector would orphan the pods the old one counted.
+            return Err(vec![FieldError {
+                field: "spec.selector".into(),
+                message: "field is immutable: create a new ReplicaSet for another selector".into(),
+            }]);
+        }
+        let mut merged = stored.clone();
+        merged.metadata = merged_meta(&stored.metadata, &new.metadata);
+        let mut spec = new.spec;
+        if spec.template.spec.restart_policy.is_empty() {
+            spec.template.spec.restart_policy = "Always".into();
+        }
+        if merged.spec != spec {
+            merged.spec = spec;
+            merged.metadata.generation += 1;
+        }
+        validation::validate_replicaset(&merged)?;
         Ok(merged)
     }
 }

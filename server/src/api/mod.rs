@@ -26,7 +26,7 @@ use axum::Router;
 use axum::http::Method;
 use axum::routing::{MethodRouter, get, post};
 use shared::api::paths;
-use shared::model::{Deployment, Event, Kind, Lease, Namespace, Node, Pod, Service};
+use shared::model::{Deployment, Event, Kind, Lease, Namespace, Node, Pod, ReplicaSet, Service};
 
 use crate::state::AppState;
 
@@ -92,6 +92,7 @@ fn routes() -> Routes {
         .add(paths::MANIFESTS_PARSE, &[Method::POST], post(manifests::parse))
         .namespaced::<Pod>()
         .namespaced::<Deployment>()
+        .namespaced::<ReplicaSet>()
         .namespaced::<Service>()
         .namespaced::<Event>()
         .cluster_scoped::<Node>()

@@ -113,6 +113,7 @@ pub const KINDS: &[Entry] = &[
         ],
     )
     .in_all(),
+    Entry::stored::<apps::ReplicaSet>(Kind::ReplicaSet, ALL_VERBS, &[sub("status", GET)]).in_all(),
 ];
 
 /// The groups served, each once, the core group (`""`) first.
