@@ -21,6 +21,38 @@ pub trait Resource: shared::model::Resource + Serialize + DeserializeOwned + Par
     fn merge_update(stored: &Self, new: Self) -> Result<Self, Vec<FieldError>>;
 }
 
+/// A kind with a `scale` subresource (deployments and ReplicaSets): the replicas it wants
+/// and the pods it counts now.
+pub trait Scalable: Resource {
+    fn replicas(&self) -> i32;
+    fn set_replicas(&mut self, replicas: i32);
+    /// `status.replicas`.
+    fn counted(&self) -> i32;
+    fn selector(&self) -> &shared::selector::LabelSelector;
+}
+
+macro_rules! scalable {
+    ($kind:ty) => {
+        impl Scalable for $kind {
+            fn replicas(&self) -> i32 {
+                self.spec.replicas
+            }
+            fn set_replicas(&mut self, replicas: i32) {
+                self.spec.replicas = replicas;
+            }
+            fn counted(&self) -> i32 {
+                self.status.replicas
+            }
+            fn selector(&self) -> &shared::selector::LabelSelector {
+                &self.spec.selector
+            }
+        }
+    };
+}
+
+scalable!(Deployment);
+scalable!(ReplicaSet);
+
 /// Stamps identity on a new object: kind, uid, created_at, generation 1.
 pub fn stamp_new<R: Resource>(object: &mut R, now: Time) {
     object.prepare_create();

@@ -107,7 +107,12 @@ fn routes() -> Routes {
         .add(
             "/api/v1/namespaces/{namespace}/deployments/{name}/scale",
             &[Method::GET, Method::PUT],
-            get(objects::get_scale).put(objects::put_scale),
+            get(objects::get_scale::<Deployment>).put(objects::put_scale::<Deployment>),
+        )
+        .add(
+            "/api/v1/namespaces/{namespace}/replicasets/{name}/scale",
+            &[Method::GET, Method::PUT],
+            get(objects::get_scale::<ReplicaSet>).put(objects::put_scale::<ReplicaSet>),
         )
         .add("/api/v1/nodes/{name}/heartbeat", &[Method::POST], post(nodes::heartbeat))
         .add("/api/v1/nodes/{name}/status", &[Method::GET, Method::PUT], get(nodes::get_status).put(nodes::put_status))

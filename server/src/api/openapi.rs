@@ -236,6 +236,22 @@ fn operations(generator: &mut SchemaGenerator) -> Vec<Op> {
             "Set a deployment's replicas.".into(),
             Some(scale.clone()),
             &["200"],
+            Answer::Json(scale.clone()),
+        ),
+        op(
+            "get",
+            "/api/v1/namespaces/{namespace}/replicasets/{name}/scale",
+            "Read a ReplicaSet's scale.".into(),
+            None,
+            &["200"],
+            Answer::Json(scale.clone()),
+        ),
+        op(
+            "put",
+            "/api/v1/namespaces/{namespace}/replicasets/{name}/scale",
+            "Set a ReplicaSet's replicas.".into(),
+            Some(scale.clone()),
+            &["200"],
             Answer::Json(scale),
         ),
         op(

@@ -1,5 +1,5 @@
 //! The apps group's kinds (`apps/v1`): Deployment and ReplicaSet, and the `autoscaling/v1`
-//! Scale a deployment's `scale` subresource reads and writes.
+//! Scale their `scale` subresources read and write.
 
 use k8s_openapi::api::apps::v1 as apps;
 use k8s_openapi::api::autoscaling::v1 as autoscaling;
@@ -15,6 +15,7 @@ use shared::model::{
 use super::core::{pod_spec_in, pod_spec_out};
 use super::meta::{kubernetes_condition, list, meta_in, meta_out, selector_in, selector_out, some, time};
 use super::strict::{Cause, Convert, Error, Result, unkept};
+use crate::resources::Scalable;
 
 impl Convert for Deployment {
     type K8s = apps::Deployment;
@@ -158,8 +159,8 @@ fn int_or_string_out(value: IntOrString) -> K8sIntOrString {
     }
 }
 
-pub fn scale_out(d: &Deployment) -> autoscaling::Scale {
-    let m = &d.metadata;
+pub fn scale_out<R: Scalable>(object: &R) -> autoscaling::Scale {
+    let m = object.meta();
     autoscaling::Scale {
         metadata: meta::ObjectMeta {
             name: some(&m.name),
@@ -169,8 +170,8 @@ pub fn scale_out(d: &Deployment) -> autoscaling::Scale {
             creation_timestamp: m.created_at.map(time),
             ..Default::default()
         },
-        spec: Some(autoscaling::ScaleSpec { replicas: Some(d.spec.replicas) }),
-        status: Some(autoscaling::ScaleStatus { replicas: d.status.replicas, selector: Some(d.spec.selector.to_string()) }),
+        spec: Some(autoscaling::ScaleSpec { replicas: Some(object.replicas()) }),
+        status: Some(autoscaling::ScaleStatus { replicas: object.counted(), selector: Some(object.selector().to_string()) }),
     }
 }
 
