@@ -1089,9 +1089,11 @@ mod tests {
     /// One deployment sync, then one sync of each set, at `now`; the deployment's action.
     async fn step(ctx: &Context, now: Time) -> Action {
         let action = DeploymentController.reconcile(&key(), ctx, now).await.unwrap();
+        let sets_controller = ReplicaSetController::default();
+        sets_controller.all_keys(&*ctx.store);
         for rs in sets(ctx) {
             let rs_key = Key::new(Kind::ReplicaSet, &rs.metadata.namespace, &rs.metadata.name);
-            ReplicaSetController.reconcile(&rs_key, ctx, now).await.unwrap();
+            sets_controller.reconcile(&rs_key, ctx, now).await.unwrap();
         }
         action
     }
@@ -1138,7 +1140,7 @@ mod tests {
         let ctx = fixtures::context().await;
         let shutdown = tokio_util::sync::CancellationToken::new();
         tokio::spawn(super::super::run(DeploymentController, ctx.clone(), Duration::from_secs(30), shutdown.clone()));
-        tokio::spawn(super::super::run(ReplicaSetController, ctx.clone(), Duration::from_secs(30), shutdown.clone()));
+        tokio::spawn(super::super::run(ReplicaSetController::default(), ctx.clone(), Duration::from_secs(30), shutdown.clone()));
         fixtures::put(&ctx, Object::Deployment(Box::new(deployment(30_000)))).await;
         let began = std::time::Instant::now();
         loop {
@@ -1412,7 +1414,7 @@ mod tests {
         assert_eq!(DeploymentController.all_keys(&*ctx.store), vec![key()], "the owner of orphaned sets is still visited");
         DeploymentController.reconcile(&key(), &ctx, now).await.unwrap();
         assert!(sets(&ctx).is_empty());
-        ReplicaSetController.reconcile(&rs_key, &ctx, now).await.unwrap();
+        ReplicaSetController::default().reconcile(&rs_key, &ctx, now).await.unwrap();
         let left: Vec<String> = fixtures::pods(&ctx).iter().map(|p| p.metadata.name.clone()).collect();
         assert_eq!(left, vec!["unowned".to_string()]);
     }

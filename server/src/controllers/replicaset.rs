@@ -8,7 +8,8 @@
 //! batches that grow (1, 2, 4, …, at most [`BURST_REPLICAS`] a reconcile), each pod in its
 //! own write, so that a set of any size fills and one failure stops only what comes after it.
 
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use shared::model::{
@@ -21,9 +22,25 @@ use super::{Action, Context, Controller, Result, store_error};
 use crate::events::{self, SOURCE_REPLICASET_CONTROLLER};
 use crate::ops;
 use crate::resources::stamp_new;
-use crate::store::{Key, Store, StoreError, StoreEvent, Txn, Write, pod_owner};
+use crate::store::{EventType, Key, Store, StoreError, StoreEvent, Txn, Write, pod_owner};
 
-pub struct ReplicaSetController;
+#[derive(Default)]
+pub struct ReplicaSetController {
+    /// Orphan pods (no controller, not terminating) by namespace, as the watch and each
+    /// resync's full list show them (an informer's index): what a set may adopt, found
+    /// without reading every pod of its namespace in each reconcile.
+    orphans: Mutex<HashMap<String, BTreeSet<String>>>,
+}
+
+impl ReplicaSetController {
+    fn orphans(&self) -> MutexGuard<'_, HashMap<String, BTreeSet<String>>> {
+        self.orphans.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+fn is_orphan(pod: &Pod) -> bool {
+    pod.metadata.controller().is_none() && pod.metadata.deletion_timestamp.is_none()
+}
 
 /// Pods one reconcile creates or deletes at most (Kubernetes' `burstReplicas`); the changes
 /// it makes bring the next reconcile, which goes on.
@@ -118,7 +135,19 @@ impl Controller for ReplicaSetController {
                 {
                     keys.push(before);
                 }
-                if pod.metadata.controller().is_none() && pod.metadata.deletion_timestamp.is_none() {
+                let (namespace, name) = (&pod.metadata.namespace, &pod.metadata.name);
+                let orphan = event.type_ != EventType::Deleted && is_orphan(pod);
+                let mut orphans = self.orphans();
+                if orphan {
+                    orphans.entry(namespace.clone()).or_default().insert(name.clone());
+                } else if let Some(names) = orphans.get_mut(namespace) {
+                    names.remove(name);
+                    if names.is_empty() {
+                        orphans.remove(namespace);
+                    }
+                }
+                drop(orphans);
+                if orphan {
                     let sets = store.list(Kind::ReplicaSet, Some(&pod.metadata.namespace)).1;
                     keys.extend(sets.iter().filter_map(|o| match &**o {
                         Object::ReplicaSet(rs) if rs.spec.selector.matches(&pod.metadata.labels) => Some(Key::of(o)),
@@ -133,14 +162,22 @@ impl Controller for ReplicaSetController {
 
     fn all_keys(&self, store: &dyn Store) -> Vec<Key> {
         let mut keys: Vec<Key> = store.list(Kind::ReplicaSet, None).1.iter().map(|rs| Key::of(rs)).collect();
-        // Owners of pods whose ReplicaSet is gone: the cascade after a crash or a missed event.
+        // Owners of pods whose ReplicaSet is gone: the cascade after a crash or a missed
+        // event. The orphans are learnt afresh from the same list.
+        let mut orphans: HashMap<String, BTreeSet<String>> = HashMap::new();
         for pod in store.list(Kind::Pod, None).1 {
             if let Some(owner) = replicaset_of(&pod)
                 && store.get(&owner).is_none()
             {
                 keys.push(owner);
             }
+            if let Object::Pod(p) = &*pod
+                && is_orphan(p)
+            {
+                orphans.entry(p.metadata.namespace.clone()).or_default().insert(p.metadata.name.clone());
+            }
         }
+        *self.orphans() = orphans;
         keys.sort();
         keys.dedup();
         keys
@@ -178,7 +215,8 @@ impl Controller for ReplicaSetController {
             owned.into_iter().partition(|p| p.metadata.controller().is_some_and(|r| r.uid == rs.metadata.uid));
         let (mine, unmatched): (Vec<&Pod>, Vec<&Pod>) = mine.into_iter().partition(|p| rs.spec.selector.matches(&p.metadata.labels));
         release(store, &rs, &unmatched).await.map_err(err)?;
-        let adopted = adopt(store, &rs).await.map_err(err)?;
+        let candidates: Vec<String> = self.orphans().get(namespace).map(|names| names.iter().cloned().collect()).unwrap_or_default();
+        let adopted = adopt(store, &rs, &candidates).await.map_err(err)?;
         let (mut active, finished): (Vec<&Pod>, Vec<&Pod>) =
             mine.into_iter().chain(adopted.iter()).partition(|p| !p.status.phase.is_terminal());
         let want = rs.spec.replicas.max(0) as usize;
@@ -313,14 +351,14 @@ async fn release(store: &Arc<dyn Store>, rs: &ReplicaSet, pods: &[&Pod]) -> Resu
     Ok(())
 }
 
-/// Makes `rs` the controller of the orphan pods in its namespace that its selector matches
-/// and that are not terminating; returns them as adopted.
-async fn adopt(store: &Arc<dyn Store>, rs: &ReplicaSet) -> Result<Vec<Pod>, StoreError> {
-    let in_namespace = store.list(Kind::Pod, Some(&rs.metadata.namespace)).1;
+/// Makes `rs` the controller of the orphan pods among `candidates` (names in its namespace)
+/// that its selector matches; returns them as adopted.
+async fn adopt(store: &Arc<dyn Store>, rs: &ReplicaSet, candidates: &[String]) -> Result<Vec<Pod>, StoreError> {
+    let namespace = &rs.metadata.namespace;
     let selector = &rs.spec.selector;
-    let adoptable =
-        |p: &Pod| p.metadata.controller().is_none() && p.metadata.deletion_timestamp.is_none() && selector.matches(&p.metadata.labels);
-    let orphans: Vec<&Pod> = in_namespace.iter().filter_map(|o| as_pod(o)).filter(|p| adoptable(p)).collect();
+    let found: Vec<Arc<Object>> = candidates.iter().filter_map(|name| store.get(&Key::new(Kind::Pod, namespace, name))).collect();
+    let orphans: Vec<&Pod> =
+        found.iter().filter_map(|o| as_pod(o)).filter(|p| is_orphan(p) && selector.matches(&p.metadata.labels)).collect();
     let writes = orphans.iter().map(|pod| {
         let (reference, selector) = (controller_reference(Kind::ReplicaSet, &rs.metadata), selector.clone());
         let write = ops::modify::<Pod>(Key::new(Kind::Pod, &pod.metadata.namespace, &pod.metadata.name), move |_, p| {
@@ -469,8 +507,11 @@ pub(crate) mod tests {
         Key::new(Kind::ReplicaSet, "default", "web-abc")
     }
 
+    /// A reconcile by a controller that has listed the store, as the runner's first resync.
     async fn reconcile(ctx: &Context, now: Time) -> Action {
-        ReplicaSetController.reconcile(&key(), ctx, now).await.unwrap()
+        let controller = ReplicaSetController::default();
+        controller.all_keys(&*ctx.store);
+        controller.reconcile(&key(), ctx, now).await.unwrap()
     }
 
     fn stored(ctx: &Context) -> ReplicaSet {
@@ -529,7 +570,9 @@ pub(crate) mod tests {
             fixtures::put(&ctx, Object::Pod(pod.clone())).await;
         }
         let event = crate::store::StoreEvent::new(crate::store::EventType::Added, 1, Arc::new(Object::Pod(orphan.clone())), None);
-        assert_eq!(ReplicaSetController.keys_for(&*ctx.store, &event), vec![key()], "an orphan wakes the sets that may adopt it");
+        let controller = ReplicaSetController::default();
+        assert_eq!(controller.keys_for(&*ctx.store, &event), vec![key()], "an orphan wakes the sets that may adopt it");
+        assert_eq!(controller.orphans().get("default").map(|names| names.len()), Some(1), "and is noted as one");
         reconcile(&ctx, chrono::Utc::now()).await;
         let owned = fixtures::pods(&ctx).iter().filter(|p| p.metadata.controller().is_some()).count();
         assert_eq!(owned, 2, "the orphan counts as one of the two");
@@ -557,7 +600,7 @@ pub(crate) mod tests {
         let other = fixtures::pod("unowned", &[("app", "web")], "", PodPhase::Pending);
         fixtures::put(&ctx, Object::Pod(other)).await;
         ctx.store.commit(Txn::new().with(ops::delete(key(), 0))).await.unwrap();
-        assert_eq!(ReplicaSetController.all_keys(&*ctx.store), vec![key()], "the owner of orphaned pods is still visited");
+        assert_eq!(ReplicaSetController::default().all_keys(&*ctx.store), vec![key()], "the owner of orphaned pods is still visited");
         reconcile(&ctx, chrono::Utc::now()).await;
         let left: Vec<String> = fixtures::pods(&ctx).iter().map(|p| p.metadata.name.clone()).collect();
         assert_eq!(left, vec!["unowned".to_string()]);
@@ -570,7 +613,7 @@ pub(crate) mod tests {
         rs.metadata.namespace = "gone".into();
         fixtures::put(&ctx, Object::ReplicaSet(Box::new(rs))).await;
         let key = Key::new(Kind::ReplicaSet, "gone", "web-abc");
-        let err = ReplicaSetController.reconcile(&key, &ctx, chrono::Utc::now()).await.unwrap_err();
+        let err = ReplicaSetController::default().reconcile(&key, &ctx, chrono::Utc::now()).await.unwrap_err();
         assert!(err.to_string().contains("gone"), "{err}");
         let Some(Object::ReplicaSet(rs)) = ctx.store.get(&key).as_deref().cloned() else { panic!("replica set missing") };
         let failure = find_condition(&rs.status.conditions, reasons::REPLICA_FAILURE).expect("a ReplicaFailure condition");
