@@ -134,8 +134,9 @@ impl Cluster {
             Kind::Deployment => self.deployments.resource_version,
             Kind::Service => self.services.resource_version,
             Kind::Event => self.events.resource_version,
-            // Not watched: the dashboard reads node readiness from the Ready condition.
-            Kind::Namespace | Kind::Lease => 0,
+            // Not watched: the dashboard reads node readiness from the Ready condition, and
+            // deployments from their status.
+            Kind::ReplicaSet | Kind::Namespace | Kind::Lease => 0,
         }
     }
 
@@ -149,7 +150,7 @@ impl Cluster {
                     Kind::Deployment => self.deployments.replace(resource_version, items),
                     Kind::Service => self.services.replace(resource_version, items),
                     Kind::Event => self.events.replace(resource_version, items),
-                    Kind::Namespace | Kind::Lease => return false,
+                    Kind::ReplicaSet | Kind::Namespace | Kind::Lease => return false,
                 }
                 true
             }
@@ -159,7 +160,7 @@ impl Cluster {
                 Kind::Deployment => self.deployments.apply(events),
                 Kind::Service => self.services.apply(events),
                 Kind::Event => self.events.apply(events),
-                Kind::Namespace | Kind::Lease => false,
+                Kind::ReplicaSet | Kind::Namespace | Kind::Lease => false,
             },
             ClusterAction::Sync { kind, sync } => {
                 let slot = match kind {
@@ -168,7 +169,7 @@ impl Cluster {
                     Kind::Deployment => &mut self.deployments.sync,
                     Kind::Service => &mut self.services.sync,
                     Kind::Event => &mut self.events.sync,
-                    Kind::Namespace | Kind::Lease => return false,
+                    Kind::ReplicaSet | Kind::Namespace | Kind::Lease => return false,
                 };
                 if *slot == sync {
                     return false;

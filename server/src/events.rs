@@ -11,6 +11,7 @@ pub const SOURCE_API: &str = "api-server";
 pub const SOURCE_SCHEDULER: &str = "scheduler";
 pub const SOURCE_NODE_CONTROLLER: &str = "node-controller";
 pub const SOURCE_DEPLOYMENT_CONTROLLER: &str = "deployment-controller";
+pub const SOURCE_REPLICASET_CONTROLLER: &str = "replicaset-controller";
 pub const SOURCE_POD_GC: &str = "pod-gc-controller";
 
 /// Where events about cluster-scoped objects (nodes, namespaces) are kept.

@@ -75,7 +75,7 @@ pub use state::AppState;
 
 use crate::controllers::{
     Context, deployment::DeploymentController, endpoints::EndpointsController, node_lifecycle::NodeLifecycleController,
-    pod_gc::PodGcController,
+    pod_gc::PodGcController, replicaset::ReplicaSetController,
 };
 use crate::leader_election::Elector;
 use crate::metrics::Metrics;
@@ -227,6 +227,7 @@ impl Loops {
         let ctx = Context { store: store.clone(), config: config.clone() };
         tasks.spawn(controllers::run(NodeLifecycleController, ctx.clone(), config.node_monitor_period, token.clone()));
         tasks.spawn(controllers::run(DeploymentController, ctx.clone(), config.controller_resync, token.clone()));
+        tasks.spawn(controllers::run(ReplicaSetController::default(), ctx.clone(), config.controller_resync, token.clone()));
         tasks.spawn(controllers::run(PodGcController, ctx.clone(), config.pod_gc_period, token.clone()));
         tasks.spawn(controllers::run(EndpointsController, ctx, config.controller_resync, token.clone()));
         tasks.spawn(controllers::run_event_gc(store.clone(), config.event_ttl, config.event_limit, token));

@@ -5,7 +5,7 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use shared::api::FieldError;
-use shared::model::{Deployment, Event, Lease, Namespace, Node, ObjectMeta, Pod, PodStatus, Service, Time};
+use shared::model::{Deployment, Event, Lease, Namespace, Node, ObjectMeta, Pod, PodStatus, ReplicaSet, Service, Time};
 use shared::registration::with_own_hostname;
 use shared::validation;
 
@@ -20,6 +20,38 @@ pub trait Resource: shared::model::Resource + Serialize + DeserializeOwned + Par
     /// The stored object after a PUT of `new` onto `stored`.
     fn merge_update(stored: &Self, new: Self) -> Result<Self, Vec<FieldError>>;
 }
+
+/// A kind with a `scale` subresource (deployments and ReplicaSets): the replicas it wants
+/// and the pods it counts now.
+pub trait Scalable: Resource {
+    fn replicas(&self) -> i32;
+    fn set_replicas(&mut self, replicas: i32);
+    /// `status.replicas`.
+    fn counted(&self) -> i32;
+    fn selector(&self) -> &shared::selector::LabelSelector;
+}
+
+macro_rules! scalable {
+    ($kind:ty) => {
+        impl Scalable for $kind {
+            fn replicas(&self) -> i32 {
+                self.spec.replicas
+            }
+            fn set_replicas(&mut self, replicas: i32) {
+                self.spec.replicas = replicas;
+            }
+            fn counted(&self) -> i32 {
+                self.status.replicas
+            }
+            fn selector(&self) -> &shared::selector::LabelSelector {
+                &self.spec.selector
+            }
+        }
+    };
+}
+
+scalable!(Deployment);
+scalable!(ReplicaSet);
 
 /// Stamps identity on a new object: kind, uid, created_at, generation 1.
 pub fn stamp_new<R: Resource>(object: &mut R, now: Time) {
@@ -102,7 +134,7 @@ impl Resource for Deployment {
     fn prepare_create(&mut self) {
         self.kind = "Deployment".into();
         self.status = Default::default();
-        self.spec.template.spec.set_defaults();
+        self.set_defaults();
     }
 
     fn merge_update(stored: &Self, new: Self) -> Result<Self, Vec<FieldError>> {
@@ -115,13 +147,48 @@ impl Resource for Deployment {
         }
         let mut merged = stored.clone();
         merged.metadata = merged_meta(&stored.metadata, &new.metadata);
+        let mut defaulted = Deployment { spec: new.spec, ..Deployment::default() };
+        defaulted.set_defaults();
+        let spec = defaulted.spec;
+        if merged.spec != spec {
+            merged.spec = spec;
+            merged.metadata.generation += 1;
+        }
+        validation::validate_deployment(&merged)?;
+        Ok(merged)
+    }
+}
+
+impl Resource for ReplicaSet {
+    kind_field!();
+
+    fn validate(&self) -> Result<(), Vec<FieldError>> {
+        validation::validate_replicaset(self)
+    }
+
+    fn prepare_create(&mut self) {
+        self.kind = "ReplicaSet".into();
+        self.status = Default::default();
+        self.spec.template.spec.set_defaults();
+    }
+
+    fn merge_update(stored: &Self, new: Self) -> Result<Self, Vec<FieldError>> {
+        if new.spec.selector != stored.spec.selector {
+            // As in apps/v1: a new selector would orphan the pods the old one counted.
+            return Err(vec![FieldError {
+                field: "spec.selector".into(),
+                message: "field is immutable: create a new ReplicaSet for another selector".into(),
+            }]);
+        }
+        let mut merged = stored.clone();
+        merged.metadata = merged_meta(&stored.metadata, &new.metadata);
         let mut spec = new.spec;
         spec.template.spec.set_defaults();
         if merged.spec != spec {
             merged.spec = spec;
             merged.metadata.generation += 1;
         }
-        validation::validate_deployment(&merged)?;
+        validation::validate_replicaset(&merged)?;
         Ok(merged)
     }
 }

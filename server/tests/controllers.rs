@@ -1,4 +1,4 @@
-//! The controllers through the API: a deployment scales up and down and cascades on
+//! The controllers through the API: a deployment scales up and down (through its ReplicaSet) and cascades on
 //! delete (gracefully), replaces a terminating pod at once, a service's endpoints follow
 //! running pods, a silent node becomes NotReady and its pods are replaced elsewhere, and a
 //! terminating pod no agent will confirm is collected.
@@ -78,10 +78,18 @@ async fn a_deployment_scales_up_and_down_and_its_pods_go_with_it() {
     let uid = created["metadata"]["uid"].clone();
 
     let first = pod_count(&server, 3).await;
+    // Deployment → ReplicaSet `web-<pod-template-hash>` → pods `web-<hash>-<suffix>`.
+    let (_, sets) = server.get("/api/v1/namespaces/default/replicasets").await;
+    let rs = &sets["items"][0];
+    assert_eq!(rs["metadata"]["owner_references"][0]["uid"], uid);
+    let rs_name = rs["metadata"]["name"].as_str().unwrap();
+    let hash = rs["spec"]["template"]["metadata"]["labels"]["pod-template-hash"].as_str().unwrap();
+    assert_eq!(rs_name, format!("web-{hash}"));
     for p in &first {
-        assert!(p["metadata"]["name"].as_str().unwrap().starts_with("web-"));
-        assert_eq!(p["metadata"]["owner_references"][0]["uid"], uid);
+        assert!(p["metadata"]["name"].as_str().unwrap().starts_with(&format!("{rs_name}-")));
+        assert_eq!(p["metadata"]["owner_references"][0]["uid"], rs["metadata"]["uid"]);
         assert_eq!(p["metadata"]["owner_references"][0]["controller"], true);
+        assert_eq!(p["metadata"]["labels"]["pod-template-hash"], hash);
     }
     // Every pod gets bound, spread over both nodes.
     let bound = eventually(&server.client, Duration::from_secs(5), "3 bound pods", || async {
@@ -125,10 +133,17 @@ async fn a_deployment_scales_up_and_down_and_its_pods_go_with_it() {
     .await;
     assert_eq!(terminating.len(), 2, "the cascade deletes gracefully: the pods stay until their agent confirms");
     pod_count_after_confirming(&server, 0).await;
-    let (_, events) = server.get("/api/v1/namespaces/default/events?field_selector=involved_object.kind%3DDeployment").await;
-    let reasons: Vec<&str> = events["items"].as_array().unwrap().iter().map(|e| e["reason"].as_str().unwrap()).collect();
-    assert!(reasons.contains(&"SuccessfulCreate") && reasons.contains(&"SuccessfulDelete"), "{reasons:?}");
+    let (_, sets) = server.get("/api/v1/namespaces/default/replicasets").await;
+    assert_eq!(sets["items"], json!([]), "the cascade took the replica set too");
+    let of_set = event_reasons(&server, "ReplicaSet").await;
+    assert!(of_set.iter().any(|r| r == "SuccessfulCreate") && of_set.iter().any(|r| r == "SuccessfulDelete"), "{of_set:?}");
+    assert!(event_reasons(&server, "Deployment").await.iter().any(|r| r == "ScalingReplicaSet"));
     server.stop().await;
+}
+
+async fn event_reasons(server: &TestServer, kind: &str) -> Vec<String> {
+    let (_, events) = server.get(&format!("/api/v1/namespaces/default/events?field_selector=involved_object.kind%3D{kind}")).await;
+    events["items"].as_array().unwrap().iter().map(|e| e["reason"].as_str().unwrap().to_string()).collect()
 }
 
 #[tokio::test]

@@ -689,3 +689,87 @@ async fn tokens_and_roles_are_the_native_apis() {
     assert_eq!(as_admin.send().await.unwrap().status(), StatusCode::OK);
     server.stop().await;
 }
+
+fn k8s_deployment(name: &str) -> Value {
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "web", "image": "minimal"}]}}
+        }
+    })
+}
+
+/// The fields a 422 names.
+fn refused_fields(refused: &Value) -> Vec<String> {
+    refused["details"]["causes"].as_array().unwrap().iter().filter_map(|c| c["field"].as_str().map(str::to_string)).collect()
+}
+
+#[tokio::test]
+async fn a_deployment_gets_kubernetes_defaults_rolls_through_replicasets_and_bad_strategies_get_422() {
+    let server = TestServer::in_memory().await;
+    const DEPLOYMENTS: &str = "/k8s/apis/apps/v1/namespaces/default/deployments";
+    let (status, created) = post(&server, DEPLOYMENTS, k8s_deployment("web")).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let spec = &created["spec"];
+    assert_eq!(spec["strategy"], json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}));
+    assert_eq!((spec["revisionHistoryLimit"].as_i64(), spec["progressDeadlineSeconds"].as_i64()), (Some(10), Some(600)));
+
+    let (_, sets) = shepherd_testing::eventually(&server.client, Duration::from_secs(5), "a replica set", || async {
+        let (status, sets) = get(&server, "/k8s/apis/apps/v1/namespaces/default/replicasets").await;
+        (sets["items"].as_array().is_some_and(|items| items.len() == 1)).then_some((status, sets))
+    })
+    .await;
+    let rs = &sets["items"][0];
+    assert_eq!(rs["apiVersion"], "apps/v1");
+    assert_eq!(rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"], "1");
+    assert_eq!(rs["metadata"]["ownerReferences"][0]["kind"], "Deployment");
+    let (status, table) = call(
+        &server,
+        Method::GET,
+        "/k8s/apis/apps/v1/namespaces/default/replicasets",
+        None,
+        Some("application/json;as=Table;v=v1;g=meta.k8s.io"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let columns: Vec<&str> = table["columnDefinitions"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(columns[..5], ["Name", "Desired", "Current", "Ready", "Age"]);
+    assert_eq!(table["rows"][0]["cells"][1], 2);
+    let rs_name = rs["metadata"]["name"].as_str().unwrap();
+    let (status, scale) = get(&server, &format!("/k8s/apis/apps/v1/namespaces/default/replicasets/{rs_name}/scale")).await;
+    assert_eq!((status, &scale["kind"], &scale["spec"]["replicas"]), (StatusCode::OK, &json!("Scale"), &json!(2)), "{scale}");
+
+    // What `kubectl rollout pause` sends.
+    let pause = json!({"spec": {"paused": true}});
+    let path = format!("{DEPLOYMENTS}/web");
+    let (status, paused) = call(&server, Method::PATCH, &path, Some(("application/strategic-merge-patch+json", pause)), None).await;
+    assert_eq!((status, &paused["spec"]["paused"]), (StatusCode::OK, &json!(true)), "{paused}");
+    // A selector is immutable in apps/v1.
+    let reselect = json!({"spec": {"selector": {"matchLabels": {"app": "other"}}, "template": {"metadata": {"labels": {"app": "other"}}}}});
+    let (status, refused) = call(&server, Method::PATCH, &path, Some(("application/merge-patch+json", reselect)), None).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    assert_eq!(refused_fields(&refused), ["spec.selector"]);
+
+    for (strategy, field) in [
+        (json!({"rollingUpdate": {"maxSurge": 0, "maxUnavailable": "0%"}}), "spec.strategy.rollingUpdate.maxSurge"),
+        (json!({"rollingUpdate": {"maxUnavailable": "101%"}}), "spec.strategy.rollingUpdate.maxUnavailable"),
+        (json!({"type": "Recreate", "rollingUpdate": {"maxSurge": 1}}), "spec.strategy.rollingUpdate"),
+        (json!({"type": "Sideways"}), "spec.strategy.type"),
+    ] {
+        let mut body = k8s_deployment("bad");
+        body["spec"]["strategy"] = strategy.clone();
+        let (status, refused) = post(&server, DEPLOYMENTS, body).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{strategy}: {refused}");
+        assert_eq!(refused_fields(&refused), [field], "{strategy}: {refused}");
+    }
+    let mut unmatched = k8s_deployment("bad");
+    unmatched["spec"]["template"]["metadata"]["labels"] = json!({"app": "other"});
+    let (status, refused) = post(&server, DEPLOYMENTS, unmatched).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    assert_eq!(refused_fields(&refused), ["spec.template.metadata.labels"]);
+    server.stop().await;
+}

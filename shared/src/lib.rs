@@ -3,7 +3,7 @@
 //! for wasm32 and the dashboard runs the very scheduler the server runs.
 //!
 //! Layout:
-//! - [`model`]: the objects (Pod, Node, Lease, Deployment, Service, Event, Binding,
+//! - [`model`]: the objects (Pod, Node, Lease, Deployment, ReplicaSet, Service, Event, Binding,
 //!   Namespace) in the original project's JSON shape, a file per kind family
 //!   (`meta`, `condition`, `resources`, `pod`, `node`, `lease`, `apps`, `service`, `event`,
 //!   `namespace`, `kind`, `object`);
@@ -23,6 +23,8 @@
 //! - [`image`]: image references (registry, repository, tag), the default pull policy, and
 //!   the cluster registry's address and users;
 //! - [`readiness`]: whether a node is ready, the one judgement every part makes;
+//! - [`rollout`]: the pod-template hash, a rollout's labels, annotations and condition
+//!   reasons, the strategy's defaults and how maxSurge and maxUnavailable resolve;
 //! - [`registration`]: the node an agent registers and the heartbeat it sends;
 //! - [`backoff`]: the one exponential back-off curve;
 //! - [`listen`]: where an API may listen without a token (loopback only);
@@ -56,6 +58,7 @@ pub mod parse;
 pub mod quantity;
 pub mod readiness;
 pub mod registration;
+pub mod rollout;
 pub mod scheduler;
 #[cfg(feature = "schema")]
 mod schema;

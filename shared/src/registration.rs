@@ -60,6 +60,7 @@ fn ready_condition(now: Time) -> Condition {
         message: "shepherd-agent is posting ready status".to_string(),
         last_transition_time: Some(now),
         last_heartbeat_time: Some(now),
+        last_update_time: None,
     }
 }
 

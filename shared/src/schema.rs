@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 
-use crate::model::{Deployment, Event, Namespace, Node, Object, Pod, Service};
+use crate::model::{Deployment, Event, Namespace, Node, Object, Pod, ReplicaSet, Service};
 use crate::selector::{LabelSelector, StructuredSelector};
 
 impl JsonSchema for LabelSelector {
@@ -31,6 +31,7 @@ impl JsonSchema for Object {
         let kinds = [
             generator.subschema_for::<Pod>(),
             generator.subschema_for::<Deployment>(),
+            generator.subschema_for::<ReplicaSet>(),
             generator.subschema_for::<Service>(),
             generator.subschema_for::<Node>(),
             generator.subschema_for::<Event>(),

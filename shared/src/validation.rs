@@ -8,10 +8,12 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use crate::api::{FieldError, Heartbeat, agent_paths};
 use crate::limits::{MAX_CONTAINERS, MAX_CPU_MILLICORES, MAX_GRACE_SECONDS, MAX_MEMORY_BYTES, MAX_NODE_PODS, MAX_REPLICAS};
 use crate::model::{
-    Container, Deployment, Event, Labels, Lease, Namespace, Node, NodeResources, Object, ObjectMeta, PROBE_HOSTS, Pod, PodSpec, Probe,
-    ProbeKind, ProbePort, PullPolicy, RestartPolicy, Scale, Service, TAINT_EFFECTS,
+    Container, Deployment, Event, IntOrString, Labels, Lease, Namespace, Node, NodeResources, Object, ObjectMeta, PROBE_HOSTS, Pod,
+    PodSpec, PodTemplateSpec, Probe, ProbeKind, ProbePort, PullPolicy, ReplicaSet, RestartPolicy, Scale, Service, TAINT_EFFECTS,
 };
 use crate::quantity::{format_cpu, format_memory};
+use crate::rollout::{RECREATE, ROLLING_UPDATE, parse_percent};
+use crate::selector::LabelSelector;
 
 const MAX_NAME: usize = 253;
 const MAX_LABEL: usize = 63;
@@ -36,6 +38,7 @@ pub fn validate(object: &Object) -> Result<(), Vec<FieldError>> {
     match object {
         Object::Pod(o) => validate_pod(o),
         Object::Deployment(o) => validate_deployment(o),
+        Object::ReplicaSet(o) => validate_replicaset(o),
         Object::Service(o) => validate_service(o),
         Object::Node(o) => validate_node(o),
         Object::Event(o) => validate_event(o),
@@ -56,26 +59,100 @@ pub fn validate_deployment(deployment: &Deployment) -> Result<(), Vec<FieldError
     check_meta(&mut errors, &deployment.metadata, true);
     let spec = &deployment.spec;
     check_replicas(&mut errors, "spec.replicas", spec.replicas);
-    if spec.selector.is_empty() {
-        errors.add("spec.selector", "must not be empty: it says which pods the deployment owns");
-    } else if !spec.selector.matches(&spec.template.metadata.labels) {
-        errors.add("spec.template.metadata.labels", format!("must match the selector {:?}", spec.selector.to_string()));
+    check_pod_set(&mut errors, &spec.selector, &spec.template);
+    check_strategy(&mut errors, deployment);
+    if spec.min_ready_seconds < 0 {
+        errors.add("spec.min_ready_seconds", format!("must be greater than or equal to 0, got {}", spec.min_ready_seconds));
     }
-    for (i, requirement) in spec.selector.match_expressions.iter().enumerate() {
-        check_label_key(&mut errors, &format!("spec.selector.match_expressions[{i}].key"), &requirement.key);
+    if let Some(limit) = spec.revision_history_limit.filter(|l| *l < 0) {
+        errors.add("spec.revision_history_limit", format!("must be greater than or equal to 0, got {limit}"));
+    }
+    if let Some(deadline) = spec.progress_deadline_seconds {
+        if deadline <= 0 {
+            errors.add("spec.progress_deadline_seconds", format!("must be greater than 0, got {deadline}"));
+        } else if deadline <= spec.min_ready_seconds {
+            errors.add("spec.progress_deadline_seconds", "must be greater than min_ready_seconds");
+        }
+    }
+    errors.finish()
+}
+
+pub fn validate_replicaset(rs: &ReplicaSet) -> Result<(), Vec<FieldError>> {
+    let mut errors = Errors::default();
+    check_meta(&mut errors, &rs.metadata, true);
+    check_replicas(&mut errors, "spec.replicas", rs.spec.replicas);
+    check_pod_set(&mut errors, &rs.spec.selector, &rs.spec.template);
+    if rs.spec.min_ready_seconds < 0 {
+        errors.add("spec.min_ready_seconds", format!("must be greater than or equal to 0, got {}", rs.spec.min_ready_seconds));
+    }
+    errors.finish()
+}
+
+/// The selector and template of a set of pods (a deployment's, a ReplicaSet's): the selector
+/// selects something, and the template's labels match it.
+fn check_pod_set(errors: &mut Errors, selector: &LabelSelector, template: &PodTemplateSpec) {
+    if selector.is_empty() {
+        errors.add("spec.selector", "must not be empty: it says which pods are owned");
+    } else if !selector.matches(&template.metadata.labels) {
+        errors.add("spec.template.metadata.labels", format!("must match the selector {:?}", selector.to_string()));
+    }
+    for (i, requirement) in selector.match_expressions.iter().enumerate() {
+        check_label_key(errors, &format!("spec.selector.match_expressions[{i}].key"), &requirement.key);
         let needs_values = matches!(requirement.operator, crate::selector::Operator::In | crate::selector::Operator::NotIn);
         if needs_values == requirement.values.is_empty() {
             let message = if needs_values { "In and NotIn need at least one value" } else { "Exists and DoesNotExist take no values" };
             errors.add(format!("spec.selector.match_expressions[{i}].values"), message);
         }
     }
-    check_labels(&mut errors, "spec.selector.match_labels", &spec.selector.match_labels);
-    check_labels(&mut errors, "spec.template.metadata.labels", &spec.template.metadata.labels);
-    check_pod_spec(&mut errors, "spec.template.spec", &spec.template.spec);
-    if !spec.template.spec.node_name.is_empty() {
-        errors.add("spec.template.spec.node_name", "must be empty: the scheduler places a deployment's pods");
+    check_labels(errors, "spec.selector.match_labels", &selector.match_labels);
+    check_labels(errors, "spec.template.metadata.labels", &template.metadata.labels);
+    check_pod_spec(errors, "spec.template.spec", &template.spec);
+    if !template.spec.node_name.is_empty() {
+        errors.add("spec.template.spec.node_name", "must be empty: the scheduler places these pods");
     }
-    errors.finish()
+}
+
+/// The strategy, as `pkg/apis/apps/validation` holds it.
+fn check_strategy(errors: &mut Errors, deployment: &Deployment) {
+    let strategy = &deployment.spec.strategy;
+    match strategy.type_.as_str() {
+        "" | ROLLING_UPDATE => {}
+        RECREATE => {
+            if strategy.rolling_update.is_some() {
+                errors.add("spec.strategy.rolling_update", "may not be specified when strategy `type` is 'Recreate'");
+            }
+        }
+        other => errors.add("spec.strategy.type", format!("must be {ROLLING_UPDATE} or {RECREATE}, got {other:?}")),
+    }
+    let Some(rolling) = &strategy.rolling_update else { return };
+    let surge = check_int_or_percent(errors, "spec.strategy.rolling_update.max_surge", rolling.max_surge.as_ref());
+    let unavailable = check_int_or_percent(errors, "spec.strategy.rolling_update.max_unavailable", rolling.max_unavailable.as_ref());
+    if let Some(IntOrString::String(_)) = &rolling.max_unavailable
+        && unavailable.is_some_and(|n| n > 100)
+    {
+        errors.add("spec.strategy.rolling_update.max_unavailable", "must not be greater than 100%");
+    }
+    if unavailable == Some(0) && surge == Some(0) {
+        errors.add("spec.strategy.rolling_update.max_surge", "may not be 0 when `max_unavailable` is 0");
+    }
+}
+
+/// A count or percentage that is not negative; returns its number.
+fn check_int_or_percent(errors: &mut Errors, path: &str, value: Option<&IntOrString>) -> Option<i32> {
+    let n = match value? {
+        IntOrString::Int(n) => *n,
+        IntOrString::String(text) => match parse_percent(text) {
+            Ok(n) => n,
+            Err(message) => {
+                errors.add(path, message);
+                return None;
+            }
+        },
+    };
+    if n < 0 {
+        errors.add(path, format!("must be greater than or equal to 0, got {n}"));
+    }
+    Some(n)
 }
 
 pub fn validate_service(service: &Service) -> Result<(), Vec<FieldError>> {

@@ -140,6 +140,7 @@ pub fn state(object: &Object, now: Time, nodes: &NodeJudge) -> String {
     match object {
         Object::Pod(pod) => pod_state(pod),
         Object::Deployment(deployment) => deployment_state(deployment),
+        Object::ReplicaSet(rs) => format!("{}/{} ready", rs.status.ready_replicas, rs.spec.replicas),
         Object::Node(node) => nodes.status(node, now),
         Object::Service(service) => format!("{} endpoints", service.status.endpoints.len()),
         Object::Namespace(namespace) if namespace.status.phase.is_empty() => "Active".to_string(),

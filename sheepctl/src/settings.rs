@@ -151,6 +151,7 @@ pub fn kind_word(kind: Kind) -> &'static str {
     match kind {
         Kind::Pod => "pod",
         Kind::Deployment => "deployment",
+        Kind::ReplicaSet => "replicaset",
         Kind::Service => "service",
         Kind::Node => "node",
         Kind::Event => "event",

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use shared::model::{Deployment, Event, Kind, Lease, Namespace, Node, Object, Pod, PodPhase, Service, Time};
+use shared::model::{Deployment, Event, Kind, Lease, Namespace, Node, Object, Pod, PodPhase, ReplicaSet, Service, Time};
 use shared::quantity::{format_cpu, format_memory};
 use shared::readiness::NodeJudge;
 use shared::usage::Requested;
@@ -33,6 +33,7 @@ pub fn headers(kind: Kind, context: &RowContext) -> Vec<&'static str> {
     headers.extend_from_slice(match kind {
         Kind::Pod => &["NAME", "READY", "STATUS", "RESTARTS", "NODE", "AGE"],
         Kind::Deployment => &["NAME", "READY", "CURRENT", "AVAILABLE", "AGE"],
+        Kind::ReplicaSet => &["NAME", "DESIRED", "CURRENT", "READY", "AGE"],
         Kind::Service => &["NAME", "TYPE", "PORT(S)", "ENDPOINTS", "AGE"],
         Kind::Node if context.node_usage.is_some() => &["NAME", "STATUS", "PODS", "CPU", "MEMORY", "AGE"],
         Kind::Node => &["NAME", "STATUS", "CPU", "MEMORY", "AGE"],
@@ -43,7 +44,7 @@ pub fn headers(kind: Kind, context: &RowContext) -> Vec<&'static str> {
     if context.wide {
         headers.extend_from_slice(match kind {
             Kind::Pod => &["IP", "REASON"],
-            Kind::Deployment => &["IMAGES", "SELECTOR"],
+            Kind::Deployment | Kind::ReplicaSet => &["IMAGES", "SELECTOR"],
             Kind::Service => &["SELECTOR"],
             Kind::Node => &["RUNTIME", "ADDRESS", "TAINTS"],
             Kind::Event => &["SOURCE"],
@@ -61,6 +62,7 @@ pub fn row(object: &Object, context: &RowContext) -> Vec<String> {
     match object {
         Object::Pod(pod) => pod_row(pod, context, &mut cells),
         Object::Deployment(deployment) => deployment_row(deployment, context, &mut cells),
+        Object::ReplicaSet(rs) => replicaset_row(rs, context, &mut cells),
         Object::Service(service) => service_row(service, context, &mut cells),
         Object::Node(node) => node_row(node, context, &mut cells),
         Object::Event(event) => event_row(event, context, &mut cells),
@@ -132,6 +134,21 @@ fn deployment_row(deployment: &Deployment, context: &RowContext, cells: &mut Vec
         let images: Vec<&str> = deployment.spec.template.spec.containers.iter().map(|c| c.image.as_str()).collect();
         cells.push(or_none(&images.join(",")));
         cells.push(or_none(&deployment.spec.selector.to_string()));
+    }
+}
+
+fn replicaset_row(rs: &ReplicaSet, context: &RowContext, cells: &mut Vec<String>) {
+    cells.extend([
+        rs.metadata.name.clone(),
+        rs.spec.replicas.to_string(),
+        rs.status.replicas.to_string(),
+        rs.status.ready_replicas.to_string(),
+        age(context.now, rs.metadata.created_at),
+    ]);
+    if context.wide {
+        let images: Vec<&str> = rs.spec.template.spec.containers.iter().map(|c| c.image.as_str()).collect();
+        cells.push(or_none(&images.join(",")));
+        cells.push(or_none(&rs.spec.selector.to_string()));
     }
 }
 

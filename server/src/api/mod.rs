@@ -26,7 +26,7 @@ use axum::Router;
 use axum::http::Method;
 use axum::routing::{MethodRouter, get, post};
 use shared::api::paths;
-use shared::model::{Deployment, Event, Kind, Lease, Namespace, Node, Pod, Service};
+use shared::model::{Deployment, Event, Kind, Lease, Namespace, Node, Pod, ReplicaSet, Service};
 
 use crate::state::AppState;
 
@@ -92,6 +92,7 @@ fn routes() -> Routes {
         .add(paths::MANIFESTS_PARSE, &[Method::POST], post(manifests::parse))
         .namespaced::<Pod>()
         .namespaced::<Deployment>()
+        .namespaced::<ReplicaSet>()
         .namespaced::<Service>()
         .namespaced::<Event>()
         .cluster_scoped::<Node>()
@@ -106,7 +107,12 @@ fn routes() -> Routes {
         .add(
             "/api/v1/namespaces/{namespace}/deployments/{name}/scale",
             &[Method::GET, Method::PUT],
-            get(objects::get_scale).put(objects::put_scale),
+            get(objects::get_scale::<Deployment>).put(objects::put_scale::<Deployment>),
+        )
+        .add(
+            "/api/v1/namespaces/{namespace}/replicasets/{name}/scale",
+            &[Method::GET, Method::PUT],
+            get(objects::get_scale::<ReplicaSet>).put(objects::put_scale::<ReplicaSet>),
         )
         .add("/api/v1/nodes/{name}/heartbeat", &[Method::POST], post(nodes::heartbeat))
         .add("/api/v1/nodes/{name}/status", &[Method::GET, Method::PUT], get(nodes::get_status).put(nodes::put_status))

@@ -8,7 +8,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use shared::api::List;
-use shared::model::{Deployment, Kind, Object, Pod, Scale, ScaleSpec, ScaleStatus, event_types};
+use shared::model::{Kind, Object, Pod, Scale, ScaleSpec, ScaleStatus, event_types};
 use shared::registration::Registrant;
 
 use crate::auth::{Bearer, Principal, Role};
@@ -18,7 +18,7 @@ use crate::extract::{BodyBytes, ObjectBody, Params, parse_json, parse_object};
 use crate::ops;
 use crate::paging;
 use crate::query::{DeleteParams, Filter, ListParams};
-use crate::resources::{Resource, stamp_new};
+use crate::resources::{Resource, Scalable, stamp_new};
 use crate::state::AppState;
 use crate::store::{Key, Outcome, Txn, Write, commit_one};
 
@@ -144,6 +144,11 @@ pub(crate) async fn create<R: Resource>(state: &AppState, principal: &Principal,
             return Ok(outcome);
         }
         Object::Deployment(o) => {
+            let mut o = *o;
+            stamp_new(&mut o, now);
+            commit_one(&*state.store, ops::create(o)).await?
+        }
+        Object::ReplicaSet(o) => {
             let mut o = *o;
             stamp_new(&mut o, now);
             commit_one(&*state.store, ops::create(o)).await?
@@ -328,7 +333,7 @@ fn check_namespace_empty(state: &AppState, name: &str) -> ApiResult<()> {
         return Err(ApiError::forbidden("the default namespace cannot be deleted"));
     }
     let mut left = Vec::new();
-    for kind in [Kind::Pod, Kind::Deployment, Kind::Service] {
+    for kind in [Kind::Pod, Kind::Deployment, Kind::ReplicaSet, Kind::Service] {
         let n = state.store.list(kind, Some(name)).1.len();
         if n > 0 {
             let noun = if n == 1 { kind.as_str().to_ascii_lowercase() } else { kind.plural().to_string() };
@@ -362,54 +367,59 @@ pub async fn delete_cluster<R: Resource>(
     Ok(object_response(StatusCode::OK, outcome.object()))
 }
 
-fn scale_of(deployment: &Deployment) -> Scale {
+fn scale_of<R: Scalable>(object: &R) -> Scale {
+    let meta = object.meta();
     Scale {
         kind: "Scale".into(),
         metadata: shared::model::ObjectMeta {
-            name: deployment.metadata.name.clone(),
-            namespace: deployment.metadata.namespace.clone(),
-            uid: deployment.metadata.uid.clone(),
-            resource_version: deployment.metadata.resource_version,
+            name: meta.name.clone(),
+            namespace: meta.namespace.clone(),
+            uid: meta.uid.clone(),
+            resource_version: meta.resource_version,
             ..Default::default()
         },
-        spec: ScaleSpec { replicas: deployment.spec.replicas },
-        status: ScaleStatus { replicas: deployment.status.replicas },
+        spec: ScaleSpec { replicas: object.replicas() },
+        status: ScaleStatus { replicas: object.counted() },
     }
 }
 
-pub async fn get_scale(State(state): State<AppState>, Path((namespace, name)): Path<(String, String)>) -> ApiResult<Json<Scale>> {
-    let deployment = get_object::<Deployment>(&state, &namespace, &name)?;
-    Ok(Json(scale_of(&deployment)))
+pub async fn get_scale<R: Scalable>(
+    State(state): State<AppState>,
+    Path((namespace, name)): Path<(String, String)>,
+) -> ApiResult<Json<Scale>> {
+    let object = get_object::<R>(&state, &namespace, &name)?;
+    Ok(Json(scale_of(&object)))
 }
 
-pub async fn put_scale(
+pub async fn put_scale<R: Scalable>(
     State(state): State<AppState>,
     Path((namespace, name)): Path<(String, String)>,
     BodyBytes(body): BodyBytes,
 ) -> ApiResult<Json<Scale>> {
     let scale: Scale = parse_json(&body, "Scale")?;
-    scale_deployment(&state, &namespace, &name, scale).await.map(|d| Json(scale_of(&d)))
+    scale_object::<R>(&state, &namespace, &name, scale).await.map(|o| Json(scale_of(&o)))
 }
 
-/// Sets a deployment's replicas from a Scale (CAS on its resource_version when non-zero);
-/// both API dialects scale through it.
-pub(crate) async fn scale_deployment(state: &AppState, namespace: &str, name: &str, scale: Scale) -> ApiResult<Deployment> {
+/// Sets a deployment's or ReplicaSet's replicas from a Scale (CAS on its resource_version
+/// when non-zero); both API dialects scale through it.
+pub(crate) async fn scale_object<R: Scalable>(state: &AppState, namespace: &str, name: &str, scale: Scale) -> ApiResult<R> {
+    let noun = R::KIND.as_str().to_ascii_lowercase();
     shared::validation::validate_scale(&scale)
-        .map_err(|details| ApiError::invalid(&format!("the scale of deployment {namespace}/{name}"), details))?;
-    let key = Key::new(Kind::Deployment, namespace, name);
+        .map_err(|details| ApiError::invalid(&format!("the scale of {noun} {namespace}/{name}"), details))?;
+    let key = Key::new(R::KIND, namespace, name);
     let expected = scale.metadata.resource_version;
     let check_key = key.clone();
-    let write = ops::modify::<Deployment>(key, move |_, d| {
-        ops::check_version(&check_key, expected, &Object::Deployment(Box::new(d.clone())))?;
-        if d.spec.replicas != scale.spec.replicas {
-            d.spec.replicas = scale.spec.replicas;
-            d.metadata.generation += 1;
+    let write = ops::modify::<R>(key, move |_, object| {
+        ops::check_version(&check_key, expected, &object.clone().into_object())?;
+        if object.replicas() != scale.spec.replicas {
+            object.set_replicas(scale.spec.replicas);
+            object.meta_mut().generation += 1;
         }
         Ok(())
     });
     let outcome = commit_one(&*state.store, write).await?;
-    match outcome.object().map(|o| &**o) {
-        Some(Object::Deployment(d)) => Ok(Deployment::clone(d)),
-        _ => Err(ApiError::internal(format!("deployment {namespace}/{name} vanished during the scale"))),
+    match outcome.object().and_then(|o| R::from_object(o)) {
+        Some(object) => Ok(object.clone()),
+        _ => Err(ApiError::internal(format!("{noun} {namespace}/{name} vanished during the scale"))),
     }
 }

@@ -9,7 +9,7 @@ use schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Value, json};
 use shared::api::{ApiErrorBody, Heartbeat, Info, List, WatchEvent};
 use shared::limits::MAX_GRACE_SECONDS;
-use shared::model::{Binding, Deployment, Event, Kind, Lease, Namespace, Node, Pod, Scale, Service};
+use shared::model::{Binding, Deployment, Event, Kind, Lease, Namespace, Node, Pod, ReplicaSet, Scale, Service};
 
 /// One operation: method, path, summary, request body schema, success statuses and answer.
 struct Op {
@@ -40,7 +40,7 @@ enum Errors {
     Log,
 }
 
-const NAMESPACED: [Kind; 4] = [Kind::Pod, Kind::Deployment, Kind::Service, Kind::Event];
+const NAMESPACED: [Kind; 5] = [Kind::Pod, Kind::Deployment, Kind::ReplicaSet, Kind::Service, Kind::Event];
 const CLUSTER: [Kind; 2] = [Kind::Node, Kind::Namespace];
 
 /// The schema references of a kind: one object and its list.
@@ -51,6 +51,7 @@ fn kind_schemas(generator: &mut SchemaGenerator, kind: Kind) -> (Value, Value) {
     match kind {
         Kind::Pod => refs::<Pod>(generator),
         Kind::Deployment => refs::<Deployment>(generator),
+        Kind::ReplicaSet => refs::<ReplicaSet>(generator),
         Kind::Service => refs::<Service>(generator),
         Kind::Node => refs::<Node>(generator),
         Kind::Event => refs::<Event>(generator),
@@ -233,6 +234,22 @@ fn operations(generator: &mut SchemaGenerator) -> Vec<Op> {
             "put",
             "/api/v1/namespaces/{namespace}/deployments/{name}/scale",
             "Set a deployment's replicas.".into(),
+            Some(scale.clone()),
+            &["200"],
+            Answer::Json(scale.clone()),
+        ),
+        op(
+            "get",
+            "/api/v1/namespaces/{namespace}/replicasets/{name}/scale",
+            "Read a ReplicaSet's scale.".into(),
+            None,
+            &["200"],
+            Answer::Json(scale.clone()),
+        ),
+        op(
+            "put",
+            "/api/v1/namespaces/{namespace}/replicasets/{name}/scale",
+            "Set a ReplicaSet's replicas.".into(),
             Some(scale.clone()),
             &["200"],
             Answer::Json(scale),
@@ -478,7 +495,7 @@ mod tests {
             .flat_map(|methods| methods.as_object().unwrap().values())
             .filter(|op| op["requestBody"]["content"].get("application/yaml").is_some())
             .count();
-        assert_eq!(documented, 16, "four namespaced kinds' two creates and replace, two cluster kinds' create and replace");
+        assert_eq!(documented, 19, "five namespaced kinds' two creates and replace, two cluster kinds' create and replace");
     }
 
     #[test]
@@ -486,7 +503,7 @@ mod tests {
         let doc = document();
         let deletes: Vec<_> =
             doc["paths"].as_object().unwrap().iter().filter_map(|(path, entry)| Some((path, entry.get("delete")?))).collect();
-        assert_eq!(deletes.len(), 6, "one DELETE per kind");
+        assert_eq!(deletes.len(), 7, "one DELETE per kind");
         for (path, delete) in deletes {
             let names: Vec<_> = delete["parameters"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
             assert!(names.contains(&"resource_version"), "DELETE {path} lacks ?resource_version: {names:?}");

@@ -4,7 +4,10 @@
 //! rests a key whose reconciles are long ([`RECONCILE_PACE`]), and requeues on error with
 //! a delay from the shared back-off curve.
 //!
-//! - [`deployment`]: replicas up and down, replacement of failed pods, cascade delete, status;
+//! - [`deployment`]: rollouts over ReplicaSets (RollingUpdate, Recreate), proportional scaling,
+//!   revision history, progress deadline, cascade delete of its sets, status;
+//! - [`replicaset`]: replicas up and down, adoption and release, replacement of finished pods,
+//!   cascade delete of its pods, status;
 //! - [`endpoints`]: a service's endpoints from its running, ready pods;
 //! - [`node_lifecycle`]: NotReady after missed heartbeats (lease renewals), NodeLost pods past a grace period;
 //! - [`pod_gc`]: terminating pods no agent will confirm, or whose agent is overdue, are removed;
@@ -14,6 +17,7 @@ pub mod deployment;
 pub mod endpoints;
 pub mod node_lifecycle;
 pub mod pod_gc;
+pub mod replicaset;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;

@@ -113,6 +113,15 @@ pub const KINDS: &[Entry] = &[
         ],
     )
     .in_all(),
+    Entry::stored::<apps::ReplicaSet>(
+        Kind::ReplicaSet,
+        ALL_VERBS,
+        &[
+            Subresource { name: "scale", gvk: Some(Gvk::of::<autoscaling::Scale>()), verbs: &["get", "patch", "update"] },
+            sub("status", GET),
+        ],
+    )
+    .in_all(),
 ];
 
 /// The groups served, each once, the core group (`""`) first.

@@ -55,6 +55,16 @@ fn columns(kind: Served) -> &'static [(&'static str, &'static str, u8)] {
             ("Images", "string", 1),
             ("Selector", "string", 1),
         ],
+        Served::Stored(Kind::ReplicaSet) => &[
+            ("Name", "string", 0),
+            ("Desired", "integer", 0),
+            ("Current", "integer", 0),
+            ("Ready", "integer", 0),
+            ("Age", "string", 0),
+            ("Containers", "string", 1),
+            ("Images", "string", 1),
+            ("Selector", "string", 1),
+        ],
         Served::Stored(Kind::Service) => &[
             ("Name", "string", 0),
             ("Type", "string", 0),
@@ -135,12 +145,25 @@ fn cells(kind: Served, object: &Object, state: &AppState, now: shared::model::Ti
             vec![
                 meta.name.clone().into(),
                 format!("{}/{}", d.status.ready_replicas, d.spec.replicas).into(),
-                up_to_date(d, state).into(),
+                d.status.updated_replicas.into(),
                 d.status.available_replicas.into(),
                 age.into(),
                 join_or_none(containers.iter().map(|c| c.name.clone())),
                 join_or_none(containers.iter().map(|c| c.image.clone())),
                 none_if_empty(&d.spec.selector.to_string()),
+            ]
+        }
+        (_, Object::ReplicaSet(rs)) => {
+            let containers = &rs.spec.template.spec.containers;
+            vec![
+                meta.name.clone().into(),
+                rs.spec.replicas.into(),
+                rs.status.replicas.into(),
+                rs.status.ready_replicas.into(),
+                age.into(),
+                join_or_none(containers.iter().map(|c| c.name.clone())),
+                join_or_none(containers.iter().map(|c| c.image.clone())),
+                none_if_empty(&rs.spec.selector.to_string()),
             ]
         }
         (_, Object::Service(s)) => {
@@ -173,23 +196,6 @@ fn cells(kind: Served, object: &Object, state: &AppState, now: shared::model::Ti
         (_, Object::Namespace(n)) => vec![meta.name.clone().into(), none_if_empty(&n.status.phase), age.into()],
         (_, Object::Lease(_)) => unreachable!("{NO_LEASES}"),
     }
-}
-
-/// The deployment's live pods that run its current template: Shepherd rolls nothing out, so
-/// after a template change the older pods stay and this count says so.
-fn up_to_date(deployment: &shared::model::Deployment, state: &AppState) -> usize {
-    let meta = &deployment.metadata;
-    let (_, pods) = state.store.list(shared::model::Kind::Pod, Some(&meta.namespace));
-    pods.iter()
-        .filter(|o| match &***o {
-            Object::Pod(p) => {
-                p.metadata.deletion_timestamp.is_none()
-                    && p.metadata.controller().is_some_and(|c| c.kind == "Deployment" && c.name == meta.name)
-                    && p.spec.containers == deployment.spec.template.spec.containers
-            }
-            _ => false,
-        })
-        .count()
 }
 
 /// A Table of `objects`; `page` is the list they are a page of.

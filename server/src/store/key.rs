@@ -1,5 +1,5 @@
 //! Where an object lives ([`Key`]), and the pod fields the store indexes by: the node a pod
-//! is bound to and the deployment that controls it.
+//! is bound to and the ReplicaSet that controls it.
 
 use shared::model::{Kind, Object};
 
@@ -38,12 +38,15 @@ pub(super) fn pod_node(object: &Object) -> Option<&str> {
     }
 }
 
-/// The deployment that controls a pod, by its controller reference: the key of the store's
-/// owner index, and the deployment controller's work for the pod.
+/// The ReplicaSet (or, for pods made before ReplicaSets, the deployment) that controls a
+/// pod, by its controller reference: the key of the store's owner index, and its
+/// controller's work for the pod.
 pub fn pod_owner(object: &Object) -> Option<Key> {
     match object {
         Object::Pod(p) => {
-            p.metadata.controller().filter(|r| r.kind == "Deployment").map(|r| Key::new(Kind::Deployment, &p.metadata.namespace, &r.name))
+            let owner = p.metadata.controller()?;
+            let kind = [Kind::ReplicaSet, Kind::Deployment].into_iter().find(|kind| kind.as_str() == owner.kind)?;
+            Some(Key::new(kind, &p.metadata.namespace, &owner.name))
         }
         _ => None,
     }

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 pub enum Kind {
     Pod,
     Deployment,
+    ReplicaSet,
     Service,
     Node,
     Event,
@@ -17,12 +18,14 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 7] = [Kind::Pod, Kind::Deployment, Kind::Service, Kind::Node, Kind::Event, Kind::Namespace, Kind::Lease];
+    pub const ALL: [Kind; 8] =
+        [Kind::Pod, Kind::Deployment, Kind::ReplicaSet, Kind::Service, Kind::Node, Kind::Event, Kind::Namespace, Kind::Lease];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Pod => "Pod",
             Kind::Deployment => "Deployment",
+            Kind::ReplicaSet => "ReplicaSet",
             Kind::Service => "Service",
             Kind::Node => "Node",
             Kind::Event => "Event",
@@ -36,6 +39,7 @@ impl Kind {
         match self {
             Kind::Pod => "pods",
             Kind::Deployment => "deployments",
+            Kind::ReplicaSet => "replicasets",
             Kind::Service => "services",
             Kind::Node => "nodes",
             Kind::Event => "events",
@@ -48,11 +52,12 @@ impl Kind {
         !matches!(self, Kind::Node | Kind::Namespace | Kind::Lease)
     }
 
-    /// The short names kubectl users know: `po`, `deploy`, `svc`, `no`, `ev`, `ns`.
+    /// The short names kubectl users know: `po`, `deploy`, `rs`, `svc`, `no`, `ev`, `ns`.
     pub const fn short_names(self) -> &'static [&'static str] {
         match self {
             Kind::Pod => &["po"],
             Kind::Deployment => &["deploy"],
+            Kind::ReplicaSet => &["rs"],
             Kind::Service => &["svc"],
             Kind::Node => &["no"],
             Kind::Event => &["ev"],

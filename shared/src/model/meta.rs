@@ -18,6 +18,10 @@ pub(crate) fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+pub(crate) fn is_zero_i32(n: &i32) -> bool {
+    *n == 0
+}
+
 pub(crate) fn is_false(b: &bool) -> bool {
     !*b
 }

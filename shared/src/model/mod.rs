@@ -1,9 +1,9 @@
-//! The object model: Pod, Node, Lease, Deployment, Service, Event, Binding, Namespace, one
+//! The object model: Pod, Node, Lease, Deployment, ReplicaSet, Service, Event, Binding, Namespace, one
 //! file per kind family, every type re-exported here as `shared::model::X`.
 //!
 //! Layout:
 //! - [`meta`]: what every object carries (metadata, references, labels, time);
-//! - [`pod`], [`node`], [`lease`], [`apps`] (deployments and scale), [`service`], [`event`],
+//! - [`pod`], [`node`], [`lease`], [`apps`] (deployments and scale), [`replicaset`], [`service`], [`event`],
 //!   [`namespace`]: a kind family each;
 //! - [`condition`]: conditions of pods, nodes and deployments, their types and reasons;
 //! - [`resources`]: what a container asks for and a node offers;
@@ -24,10 +24,14 @@ pub mod namespace;
 pub mod node;
 pub mod object;
 pub mod pod;
+pub mod replicaset;
 pub mod resources;
 pub mod service;
 
-pub use apps::{Deployment, DeploymentSpec, DeploymentStatus, PodTemplateSpec, Scale, ScaleSpec, ScaleStatus};
+pub use apps::{
+    Deployment, DeploymentSpec, DeploymentStatus, DeploymentStrategy, IntOrString, PodTemplateSpec, RollingUpdateDeployment, Scale,
+    ScaleSpec, ScaleStatus,
+};
 pub use condition::{Condition, conditions, find_condition, set_condition};
 pub use event::{Event, NODE_SOURCE_PREFIX, event_types, node_event_source};
 pub use kind::Kind;
@@ -41,5 +45,6 @@ pub use pod::{
     HttpGetAction, HttpHeader, PROBE_HOSTS, Pod, PodPhase, PodSpec, PodStage, PodStatus, Probe, ProbeKind, ProbePort, PullPolicy,
     RestartPolicy, TcpSocketAction, Toleration,
 };
+pub use replicaset::{ReplicaSet, ReplicaSetSpec, ReplicaSetStatus};
 pub use resources::{NodeResources, ResourceRequirements};
 pub use service::{Endpoint, Service, ServicePort, ServiceSpec, ServiceStatus};

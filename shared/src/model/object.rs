@@ -11,6 +11,7 @@ use super::meta::ObjectMeta;
 use super::namespace::Namespace;
 use super::node::Node;
 use super::pod::Pod;
+use super::replicaset::ReplicaSet;
 use super::service::Service;
 
 /// One object of any kind, as a manifest or a watch stream carries it.
@@ -22,6 +23,7 @@ use super::service::Service;
 pub enum Object {
     Pod(Pod),
     Deployment(Box<Deployment>),
+    ReplicaSet(Box<ReplicaSet>),
     Service(Service),
     Node(Node),
     Event(Event),
@@ -34,6 +36,7 @@ impl Object {
         match self {
             Object::Pod(_) => Kind::Pod,
             Object::Deployment(_) => Kind::Deployment,
+            Object::ReplicaSet(_) => Kind::ReplicaSet,
             Object::Service(_) => Kind::Service,
             Object::Node(_) => Kind::Node,
             Object::Event(_) => Kind::Event,
@@ -46,6 +49,7 @@ impl Object {
         match self {
             Object::Pod(o) => &o.metadata,
             Object::Deployment(o) => &o.metadata,
+            Object::ReplicaSet(o) => &o.metadata,
             Object::Service(o) => &o.metadata,
             Object::Node(o) => &o.metadata,
             Object::Event(o) => &o.metadata,
@@ -58,6 +62,7 @@ impl Object {
         match self {
             Object::Pod(o) => &mut o.metadata,
             Object::Deployment(o) => &mut o.metadata,
+            Object::ReplicaSet(o) => &mut o.metadata,
             Object::Service(o) => &mut o.metadata,
             Object::Node(o) => &mut o.metadata,
             Object::Event(o) => &mut o.metadata,
@@ -73,6 +78,7 @@ impl Object {
         let kind = match kind_text {
             "Pod" => Kind::Pod,
             "Deployment" => Kind::Deployment,
+            "ReplicaSet" => Kind::ReplicaSet,
             "Service" => Kind::Service,
             "Node" => Kind::Node,
             "Event" => Kind::Event,
@@ -84,6 +90,7 @@ impl Object {
         Ok(match kind {
             Kind::Pod => Object::Pod(serde_json::from_value(value).map_err(bad)?),
             Kind::Deployment => Object::Deployment(Box::new(serde_json::from_value(value).map_err(bad)?)),
+            Kind::ReplicaSet => Object::ReplicaSet(Box::new(serde_json::from_value(value).map_err(bad)?)),
             Kind::Service => Object::Service(serde_json::from_value(value).map_err(bad)?),
             Kind::Node => Object::Node(serde_json::from_value(value).map_err(bad)?),
             Kind::Event => Object::Event(serde_json::from_value(value).map_err(bad)?),
@@ -142,6 +149,7 @@ macro_rules! resource {
 
 resource!(Pod);
 resource!(Deployment, o => *o);
+resource!(ReplicaSet, o => *o);
 resource!(Service);
 resource!(Node);
 resource!(Event);
@@ -153,6 +161,7 @@ impl Serialize for Object {
         match self {
             Object::Pod(o) => o.serialize(s),
             Object::Deployment(o) => o.serialize(s),
+            Object::ReplicaSet(o) => o.serialize(s),
             Object::Service(o) => o.serialize(s),
             Object::Node(o) => o.serialize(s),
             Object::Event(o) => o.serialize(s),
@@ -171,9 +180,9 @@ impl<'de> Deserialize<'de> for Object {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ObjectError {
-    #[error("the object has no \"kind\": say which it is (Pod, Deployment, Service, Node, Namespace)")]
+    #[error("the object has no \"kind\": say which it is (Pod, Deployment, ReplicaSet, Service, Node, Namespace)")]
     MissingKind,
-    #[error("unknown kind {0:?}: Shepherd serves Pod, Deployment, Service, Node, Event, Namespace and Lease")]
+    #[error("unknown kind {0:?}: Shepherd serves Pod, Deployment, ReplicaSet, Service, Node, Event, Namespace and Lease")]
     UnknownKind(String),
     #[error("invalid {kind}: {message}")]
     Invalid { kind: Kind, message: String },

@@ -117,6 +117,7 @@ pub fn resolve(settings: &Settings, loaded: Loaded) -> Result<Object> {
     match &mut object {
         Object::Pod(pod) => pod.status = Default::default(),
         Object::Deployment(deployment) => deployment.status = Default::default(),
+        Object::ReplicaSet(rs) => rs.status = Default::default(),
         Object::Service(service) => service.status = Default::default(),
         Object::Namespace(namespace) => namespace.status = Default::default(),
         // A node manifest registers capacity through its status.

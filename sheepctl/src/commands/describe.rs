@@ -4,8 +4,8 @@
 
 use anyhow::{Result, bail};
 use shared::model::{
-    Condition, Container, ContainerState, Deployment, Event, Kind, Labels, Lease, Namespace, Node, Object, Pod, PodSpec, Resource, Service,
-    Time,
+    Condition, Container, ContainerState, Deployment, Event, Kind, Labels, Lease, Namespace, Node, Object, Pod, PodSpec, ReplicaSet,
+    Resource, Service, Time,
 };
 use shared::quantity::{format_cpu, format_memory};
 use shared::scheduler::{Explanation, Verdict};
@@ -45,13 +45,34 @@ pub async fn run(context: &Context, args: &DescribeArgs) -> Result<()> {
             let selector = deployment.spec.selector.to_string();
             let selection = Selection { label_selector: Some(selector), ..Selection::namespace(Some(namespace)) };
             let pods = context.client.list_objects(Kind::Pod, &selection).await?;
-            // Only the pods this deployment manages, not every pod its selector happens to match.
+            let sets = context.client.list_objects(Kind::ReplicaSet, &selection).await?;
+            let controlled_by =
+                |o: &Object, kind: Kind, name: &str| o.metadata().controller().is_some_and(|r| r.kind == kind.as_str() && r.name == name);
+            let deployment_name = &deployment.metadata.name;
+            let set_names: Vec<&str> = sets
+                .items
+                .iter()
+                .filter(|rs| controlled_by(rs, Kind::Deployment, deployment_name))
+                .map(|rs| rs.metadata().name.as_str())
+                .collect();
+            // Only the pods this deployment manages (through its ReplicaSets), not every pod
+            // its selector happens to match.
             let owned: Vec<Object> = pods
                 .items
                 .into_iter()
-                .filter(|p| p.metadata().controller().is_some_and(|r| r.kind == "Deployment" && r.name == deployment.metadata.name))
+                .filter(|p| {
+                    set_names.iter().any(|set| controlled_by(p, Kind::ReplicaSet, set))
+                        || controlled_by(p, Kind::Deployment, deployment_name)
+                })
                 .collect();
             deployment_text(&mut text, deployment, &owned, now);
+        }
+        Object::ReplicaSet(rs) => {
+            let selection = Selection { label_selector: Some(rs.spec.selector.to_string()), ..Selection::namespace(Some(namespace)) };
+            let pods = context.client.list_objects(Kind::Pod, &selection).await?;
+            let owned: Vec<Object> =
+                pods.items.into_iter().filter(|p| p.metadata().controller().is_some_and(|r| r.uid == rs.metadata.uid)).collect();
+            replicaset_text(&mut text, rs, &owned, now);
         }
         Object::Service(service) => service_text(&mut text, service, now),
         Object::Node(node) => {
@@ -349,6 +370,24 @@ fn deployment_text(text: &mut Text, deployment: &Deployment, pods: &[Object], no
     );
     text.heading(0, "Pod Template");
     let template = &deployment.spec.template;
+    text.field(2, "Labels", labels_text(&template.metadata.labels));
+    spec_text(text, 2, &template.spec);
+    text.heading(2, "Containers");
+    for container in &template.spec.containers {
+        text.heading(4, &container.name);
+        container_text(text, 6, container);
+    }
+    conditions_text(text, &status.conditions, now);
+    pods_text(text, pods, now);
+}
+
+fn replicaset_text(text: &mut Text, rs: &ReplicaSet, pods: &[Object], now: Time) {
+    meta_text(text, &rs.metadata, now);
+    let status = &rs.status;
+    text.field(0, "Selector", rs.spec.selector.to_string());
+    text.field(0, "Replicas", format!("{} current / {} desired", status.replicas, rs.spec.replicas));
+    text.heading(0, "Pod Template");
+    let template = &rs.spec.template;
     text.field(2, "Labels", labels_text(&template.metadata.labels));
     spec_text(text, 2, &template.spec);
     text.heading(2, "Containers");

@@ -22,6 +22,7 @@ pub fn to_json(served: Served, object: &Object) -> Value {
         (_, Object::Pod(o)) => serde_json::to_value(o.to_k8s()),
         (_, Object::Node(o)) => serde_json::to_value(o.to_k8s()),
         (_, Object::Deployment(o)) => serde_json::to_value(o.to_k8s()),
+        (_, Object::ReplicaSet(o)) => serde_json::to_value(o.to_k8s()),
         (_, Object::Service(o)) => serde_json::to_value(o.to_k8s()),
         (_, Object::Event(o)) => serde_json::to_value(o.to_k8s()),
         (_, Object::Namespace(o)) => serde_json::to_value(o.to_k8s()),

@@ -76,6 +76,7 @@ macro_rules! by_kind {
             ::shared::model::Kind::Pod => $f::<::shared::model::Pod>($($arg),*)$(.$await)?,
             ::shared::model::Kind::Node => $f::<::shared::model::Node>($($arg),*)$(.$await)?,
             ::shared::model::Kind::Deployment => $f::<::shared::model::Deployment>($($arg),*)$(.$await)?,
+            ::shared::model::Kind::ReplicaSet => $f::<::shared::model::ReplicaSet>($($arg),*)$(.$await)?,
             ::shared::model::Kind::Service => $f::<::shared::model::Service>($($arg),*)$(.$await)?,
             ::shared::model::Kind::Event => $f::<::shared::model::Event>($($arg),*)$(.$await)?,
             ::shared::model::Kind::Namespace => $f::<::shared::model::Namespace>($($arg),*)$(.$await)?,

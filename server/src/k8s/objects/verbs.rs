@@ -8,7 +8,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use shared::model::{Deployment, Kind, Object};
+use shared::model::{Deployment, Kind, Object, ReplicaSet};
 
 use super::request::{Req, by_kind, flag, media_type, parse_body, parse_version};
 use crate::api::objects as native;
@@ -173,28 +173,31 @@ impl Req {
             .into_response())
     }
 
-    fn deployment(&self) -> Result<Deployment> {
-        match &*self.stored()? {
-            Object::Deployment(d) => Ok(Deployment::clone(d)),
-            _ => Err(Status::not_found("deployments", self.name(), "not a deployment")),
-        }
+    /// The Scale of the deployment or ReplicaSet the path names.
+    fn current_scale(&self) -> Result<Value> {
+        let scale = match &*self.stored()? {
+            Object::Deployment(d) => convert::scale_out(&**d),
+            Object::ReplicaSet(rs) => convert::scale_out(&**rs),
+            _ => return Err(Status::not_found(self.target.kind.plural(), self.name(), "it has no scale subresource")),
+        };
+        Ok(serde_json::to_value(scale).unwrap_or_default())
     }
 
     pub(super) fn get_scale(&self) -> Result<Response> {
-        Ok(Json(convert::scale_out(&self.deployment()?)).into_response())
+        Ok(Json(self.current_scale()?).into_response())
     }
 
     async fn scale_to(&self, value: &Value) -> Result<Response> {
         let scale = convert::scale_in(value)?;
         if !scale.metadata.name.is_empty() && scale.metadata.name != self.name() {
-            return Err(Status::bad_request(format!(
-                "the Scale names {:?}, but the path names deployment {:?}",
-                scale.metadata.name,
-                self.name()
-            )));
+            return Err(Status::bad_request(format!("the Scale names {:?}, but the path names {:?}", scale.metadata.name, self.name())));
         }
-        let deployment = native::scale_deployment(&self.state, self.namespace(), self.name(), scale).await?;
-        Ok(Json(convert::scale_out(&deployment)).into_response())
+        let (state, namespace, name) = (&self.state, self.namespace(), self.name());
+        let scaled = match self.target.kind.stored() {
+            Kind::ReplicaSet => convert::scale_out(&native::scale_object::<ReplicaSet>(state, namespace, name, scale).await?),
+            _ => convert::scale_out(&native::scale_object::<Deployment>(state, namespace, name, scale).await?),
+        };
+        Ok(Json(scaled).into_response())
     }
 
     pub(super) async fn put_scale(&self, body: &[u8]) -> Result<Response> {
@@ -206,7 +209,7 @@ impl Req {
 
     pub(super) async fn patch_scale(&self, body: &[u8]) -> Result<Response> {
         let kind = patch::PatchKind::from_media_type(&media_type(&self.headers))?;
-        let current = serde_json::to_value(convert::scale_out(&self.deployment()?)).unwrap_or_default();
+        let current = self.current_scale()?;
         let mut patched = patch::apply(kind, current, &parse_body(body)?)?;
         // The patch is against the state just read: no version check of its own.
         if let Some(meta) = patched.get_mut("metadata").and_then(Value::as_object_mut) {
