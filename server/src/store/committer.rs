@@ -242,7 +242,23 @@ struct Staged {
     revision: u64,
 }
 
+/// Closes the queue when the writer thread dies of a panic (a transaction's closure), so that
+/// callers hear `Closed` instead of waiting for ever.
+struct WriterAlive<'a>(&'a WriterQueue);
+
+impl Drop for WriterAlive<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let mut pending = self.0.pending.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            pending.closed = true;
+            pending.requests.clear();
+            self.0.room.close();
+        }
+    }
+}
+
 fn writer_loop(cache: Arc<Cache>, mut persistence: Box<dyn Persistence>, queue: Arc<WriterQueue>) {
+    let _alive = WriterAlive(&queue);
     while let Some(batch) = queue.next_batch() {
         commit_batch(&cache, persistence.as_mut(), batch);
     }
