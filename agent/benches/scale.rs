@@ -1,6 +1,6 @@
 //! The whole system at scale on this machine (issue 15): the release `shepherd` server (in
-//! memory) and one `shepherd-agent --runtime simulated --simulate-nodes N` process, both on
-//! 127.0.0.1. Each round:
+//! memory, or on the store `--store` names) and one `shepherd-agent --runtime simulated
+//! --simulate-nodes N` process, both on 127.0.0.1. Each round:
 //! 1. waits until all N nodes are Ready and the watch history has filled with their lease
 //!    renewals (`--settle`), then measures the idle server's CPU and RSS;
 //! 2. creates P replicas (deployments of at most `MAX_REPLICAS` each) while a reader GETs
@@ -13,7 +13,10 @@
 //!    nodes that went NotReady.
 //!
 //! `bench/scale/run.sh --nodes 1000 --replicas 10000 [--per-deployment N] [--rounds 3] [--server-arg FLAG]` (it builds the server
-//! first). Every loop is bounded in count and time; traffic stays on 127.0.0.1.
+//! first). `--server-bin PATH` runs another build of the server. `--store sqlite` runs the server on SQLite in a fresh data directory, `--store etcd`
+//! on a one-member etcd started for the round (Debian's etcd-server); `--replicas 0` measures
+//! the idle server alone (issue 33). Every loop is bounded in count and time; traffic stays on
+//! 127.0.0.1.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -30,7 +33,16 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::watch;
 
+/// Where the server keeps its objects.
+#[derive(Clone, Copy, PartialEq)]
+enum StoreChoice {
+    Memory,
+    Sqlite,
+    Etcd,
+}
+
 struct Options {
+    store: StoreChoice,
     nodes: usize,
     replicas: usize,
     rounds: usize,
@@ -45,6 +57,8 @@ struct Options {
     idle_window: Duration,
     /// Flags passed on to the server, such as `--event-limit=100`.
     server_args: Vec<String>,
+    /// Another `shepherd` binary than the one built beside the agent, to compare two builds.
+    server_bin: Option<PathBuf>,
 }
 
 /// When "RSS 2 min after" is read, from the moment the last pod is gone: past the server's
@@ -54,6 +68,7 @@ const LATER: Duration = Duration::from_secs(120);
 
 fn options() -> Options {
     let mut options = Options {
+        store: StoreChoice::Memory,
         nodes: 1000,
         replicas: 10_000,
         rounds: 1,
@@ -62,6 +77,7 @@ fn options() -> Options {
         settle: server::config::DEFAULT_WATCH_HISTORY_AGE + Duration::from_secs(5),
         idle_window: Duration::from_secs(20),
         server_args: Vec::new(),
+        server_bin: None,
     };
     let mut args = std::env::args().skip(1);
     let number = |name: &str, value: Option<String>| {
@@ -69,6 +85,14 @@ fn options() -> Options {
     };
     while let Some(arg) = args.next() {
         match arg.as_str() {
+            "--store" => {
+                options.store = match args.next().as_deref() {
+                    Some("memory") => StoreChoice::Memory,
+                    Some("sqlite") => StoreChoice::Sqlite,
+                    Some("etcd") => StoreChoice::Etcd,
+                    _ => panic!("--store memory|sqlite|etcd"),
+                }
+            }
             "--nodes" => options.nodes = number("--nodes", args.next()) as usize,
             "--replicas" => options.replicas = number("--replicas", args.next()) as usize,
             "--rounds" => options.rounds = number("--rounds", args.next()).max(1) as usize,
@@ -79,6 +103,7 @@ fn options() -> Options {
             "--settle" => options.settle = Duration::from_secs(number("--settle (seconds)", args.next())),
             "--idle-window" => options.idle_window = Duration::from_secs(number("--idle-window (seconds)", args.next())),
             "--server-arg" => options.server_args.push(args.next().expect("--server-arg FLAG")),
+            "--server-bin" => options.server_bin = Some(PathBuf::from(args.next().expect("--server-bin PATH"))),
             _ => {} // cargo bench passes --bench
         }
     }
@@ -252,6 +277,8 @@ fn start_latency(pod: &Pod) -> Option<f64> {
 struct Row {
     idle_cpu: f64,
     idle_rss: f64,
+    /// The etcd member's CPU over the same idle window, on `--store etcd`.
+    etcd_idle_cpu: Option<f64>,
     bound: Option<f64>,
     running: Option<f64>,
     start_p50: f64,
@@ -277,7 +304,12 @@ fn seconds(value: Option<f64>) -> String {
 }
 
 impl Row {
-    fn print(&self, label: &str) {
+    fn print(&self, label: &str, idle_only: bool) {
+        if idle_only {
+            let etcd = self.etcd_idle_cpu.map_or("-".to_string(), |cpu| format!("{cpu:.1} %"));
+            println!("| {label} | {:.1} % | {:.0} MiB | {etcd} | {} | {} |", self.idle_cpu, self.idle_rss, self.timeouts, self.not_ready);
+            return;
+        }
         println!(
             "| {label} | {:.1} % | {:.0} MiB | {} | {} | {:.0} / {:.0} ms | {:.1} / {:.1} ms | {:.0} % | {:.0} MiB | {} | {:.1} / {:.1} ms | {:.0} MiB | {:.0} MiB | {} ({}) | {} | {} | {:.0} MiB |",
             self.idle_cpu,
@@ -316,9 +348,22 @@ fn binaries() -> (PathBuf, PathBuf) {
 }
 
 async fn round(options: &Options) -> Row {
-    let (server_bin, agent_bin) = binaries();
+    let (built_server, agent_bin) = binaries();
+    let server_bin = options.server_bin.clone().unwrap_or(built_server);
+    // Kept until the round ends: the SQLite store's directory, and the etcd member.
+    let data_dir = tempfile::tempdir().expect("a data directory");
+    let etcd = match options.store {
+        StoreChoice::Etcd => Some(shepherd_testing::Etcd::start(1).await),
+        StoreChoice::Memory | StoreChoice::Sqlite => None,
+    };
     let mut command = Command::new(&server_bin);
-    command.args(["--addr", "127.0.0.1:0", "--in-memory"]).args(&options.server_args).env("RUST_LOG", "warn,server=info");
+    command.args(["--addr", "127.0.0.1:0"]);
+    match &etcd {
+        None if options.store == StoreChoice::Memory => command.arg("--in-memory"),
+        None => command.args(["--store", "sqlite", "--data-dir"]).arg(data_dir.path()),
+        Some(etcd) => command.args(["--store", "etcd", "--etcd-endpoints", &etcd.endpoints().join(","), "--data-dir"]).arg(data_dir.path()),
+    };
+    command.args(&options.server_args).env("RUST_LOG", "warn,server=info");
     let (server, line) = Process::start(command, "listening on ").await;
     let url = line.split("listening on ").nth(1).and_then(|rest| rest.split_whitespace().next()).expect("an address").to_string();
     let client = Client::new(&url, None).expect("a client").named("bench").with_timeout(Duration::from_secs(60));
@@ -344,10 +389,21 @@ async fn round(options: &Options) -> Row {
     // Let start-up work (registration events, first lists) settle, and the watch history
     // fill, before the idle window.
     tokio::time::sleep(options.settle).await;
-    let cpu_before = cpu_seconds(server.pid);
+    let etcd_pids = etcd.as_ref().map_or_else(Vec::new, |etcd| etcd.pids());
+    let etcd_cpu = || etcd_pids.iter().map(|pid| cpu_seconds(*pid)).sum::<f64>();
+    let (cpu_before, etcd_before) = (cpu_seconds(server.pid), etcd_cpu());
     tokio::time::sleep(options.idle_window).await;
-    row.idle_cpu = 100.0 * (cpu_seconds(server.pid) - cpu_before) / options.idle_window.as_secs_f64();
+    let window = options.idle_window.as_secs_f64();
+    row.idle_cpu = 100.0 * (cpu_seconds(server.pid) - cpu_before) / window;
     row.idle_rss = memory_mib(server.pid, "VmRSS");
+    row.etcd_idle_cpu = etcd.is_some().then(|| 100.0 * (etcd_cpu() - etcd_before) / window);
+    if options.replicas == 0 {
+        row.not_ready = options.nodes - ready_nodes(&client).await.0;
+        row.timeouts = agent.log_lines_with("no answer within");
+        agent.stop().await;
+        server.stop().await;
+        return row;
+    }
 
     // The burst: deployments of at most `per_deployment` each (at most the validation's limit).
     let chunk = options.per_deployment;
@@ -437,7 +493,8 @@ fn median_of(rows: &[Row], field: fn(&Row) -> f64) -> f64 {
     median(&mut rows.iter().map(field).collect::<Vec<_>>())
 }
 
-fn median_seconds(rows: &[Row], field: fn(&Row) -> Option<f64>) -> Option<f64> {
+/// The median of a value, if every round has it.
+fn median_if_every_round(rows: &[Row], field: fn(&Row) -> Option<f64>) -> Option<f64> {
     let mut finished: Vec<f64> = rows.iter().filter_map(field).collect();
     (finished.len() == rows.len()).then(|| median(&mut finished))
 }
@@ -454,29 +511,36 @@ async fn main() {
         std::thread::available_parallelism().map_or(1, |n| n.get()),
         load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
     );
-    println!(
-        "| round | idle CPU | idle RSS | all bound | all Running | start p50 / p99 | reader p50 / p99 (burst) | peak CPU | peak RSS | delete | reader p50 / p99 (delete) | RSS after | RSS 2 min after | 410s (watches ended for lag) | agent timeouts | NotReady | agent peak RSS |"
-    );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let idle_only = options.replicas == 0;
+    if idle_only {
+        println!("| round | idle CPU | idle RSS | etcd idle CPU | agent timeouts | NotReady |");
+        println!("|---|---:|---:|---:|---:|---:|");
+    } else {
+        println!(
+            "| round | idle CPU | idle RSS | all bound | all Running | start p50 / p99 | reader p50 / p99 (burst) | peak CPU | peak RSS | delete | reader p50 / p99 (delete) | RSS after | RSS 2 min after | 410s (watches ended for lag) | agent timeouts | NotReady | agent peak RSS |"
+        );
+        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    }
     let mut rows = Vec::new();
     for i in 1..=options.rounds {
         let row = round(&options).await;
-        row.print(&i.to_string());
+        row.print(&i.to_string(), idle_only);
         rows.push(row);
     }
     if rows.len() > 1 {
         let median = Row {
             idle_cpu: median_of(&rows, |r| r.idle_cpu),
             idle_rss: median_of(&rows, |r| r.idle_rss),
-            bound: median_seconds(&rows, |r| r.bound),
-            running: median_seconds(&rows, |r| r.running),
+            etcd_idle_cpu: median_if_every_round(&rows, |r| r.etcd_idle_cpu),
+            bound: median_if_every_round(&rows, |r| r.bound),
+            running: median_if_every_round(&rows, |r| r.running),
             start_p50: median_of(&rows, |r| r.start_p50),
             start_p99: median_of(&rows, |r| r.start_p99),
             burst_read_p50: median_of(&rows, |r| r.burst_read_p50),
             burst_read_p99: median_of(&rows, |r| r.burst_read_p99),
             peak_cpu: median_of(&rows, |r| r.peak_cpu),
             peak_rss: median_of(&rows, |r| r.peak_rss),
-            delete: median_seconds(&rows, |r| r.delete),
+            delete: median_if_every_round(&rows, |r| r.delete),
             delete_read_p50: median_of(&rows, |r| r.delete_read_p50),
             delete_read_p99: median_of(&rows, |r| r.delete_read_p99),
             rss_after: median_of(&rows, |r| r.rss_after),
@@ -487,7 +551,7 @@ async fn main() {
             not_ready: median_of(&rows, |r| r.not_ready as f64) as usize,
             agent_rss: median_of(&rows, |r| r.agent_rss),
         };
-        median.print("median");
+        median.print("median", idle_only);
     }
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("load after {}", load.split_whitespace().take(3).collect::<Vec<_>>().join(" "));

@@ -150,7 +150,7 @@ fn compacting_gives_back_the_pages_a_mass_deletion_left_thinly_used() {
                     };
                     events::record(events::new_event(involved, event_types::NORMAL, "Started", format!("{i:01000}"), "agent/node-1"), now)
                 });
-                store.commit(Txn { writes: writes.collect() }).await.unwrap();
+                store.commit(Txn { writes: writes.collect(), ..Txn::default() }).await.unwrap();
             }
             let made = resident_mib() - start;
             // As the event limit deletes a burst's older events: three in four, spread evenly.
@@ -158,7 +158,7 @@ fn compacting_gives_back_the_pages_a_mass_deletion_left_thinly_used() {
             for chunk in all.chunks(4_096) {
                 let deletes =
                     chunk.iter().enumerate().filter(|(i, _)| i % 4 != 0).map(|(_, e)| Write::new(Key::of(e), |_, _| Ok(Change::Delete)));
-                store.commit(Txn { writes: deletes.collect() }).await.unwrap();
+                store.commit(Txn { writes: deletes.collect(), ..Txn::default() }).await.unwrap();
             }
             drop(all);
             heaps::collect_parked_thread();

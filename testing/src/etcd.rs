@@ -60,6 +60,11 @@ impl Etcd {
         self.members.iter().map(|m| m.client.clone()).collect()
     }
 
+    /// The process id of every member still running.
+    pub fn pids(&self) -> Vec<u32> {
+        self.members.iter().filter_map(|m| m.child.as_ref().map(Child::id)).collect()
+    }
+
     /// Ends member `i` at once, as a crash would.
     pub fn kill(&mut self, i: usize) {
         if let Some(mut child) = self.members[i].child.take() {

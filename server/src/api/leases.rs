@@ -1,6 +1,8 @@
 //! A node's lease renewal, `PUT /api/v1/leases/{name}`: the agent's frequent heartbeat
 //! (KEP-589), one small write of the Lease alone, so that Node watchers see nothing.
 
+use std::time::Duration;
+
 use axum::Extension;
 use axum::Json;
 use axum::extract::{Path, State};
@@ -12,7 +14,14 @@ use crate::error::{ApiError, ApiResult};
 use crate::extract::{BodyBytes, parse_object};
 use crate::ops;
 use crate::state::AppState;
-use crate::store::commit_one;
+use crate::store::Txn;
+
+/// How long a renewal may wait for other writes to share its commit (see [`Txn::may_wait`]):
+/// at 5,000 nodes, renewals arrive about every 2 ms, so some ten share each disk sync, and an
+/// agent that renews every 10 s against a 40 s grace hears back at most 20 ms later. Short
+/// enough that a client renewing many nodes with 16 calls in flight (the simulated fleet)
+/// keeps up with 800 renewals a second.
+const RENEWAL_WAIT: Duration = Duration::from_millis(20);
 
 /// Renews the lease of node `name` (a node's token: only its own). The body may be empty or
 /// a Lease naming that node; the server's clock stamps `renew_time` and its node monitor
@@ -37,11 +46,12 @@ pub async fn renew(
         sent.metadata.name = name.clone();
         shared::validation::validate_lease(&sent).map_err(|details| ApiError::invalid(&format!("the lease of node {name}"), details))?;
     }
-    let outcome = commit_one(&*state.store, ops::renew_lease(&name, chrono::Utc::now(), state.config.node_monitor_grace)).await?;
+    let renewal = Txn::new().with(ops::renew_lease(&name, chrono::Utc::now(), state.config.node_monitor_grace)).may_wait(RENEWAL_WAIT);
+    let outcome = state.store.commit(renewal).await?.pop();
     if let Some(Extension(bearer)) = bearer {
         state.agent_keys.record(&name, &bearer);
     }
-    match outcome.object() {
+    match outcome.as_ref().and_then(|o| o.object()) {
         Some(o) => Ok(Json(&**o).into_response()),
         None => Err(ApiError::internal("the store returned no lease")),
     }

@@ -248,7 +248,7 @@ pub async fn collect_events(store: &dyn Store, ttl: Duration, limit: usize, now:
         .map(|(_, (_, object))| *object)
         .collect();
     for chunk in doomed.chunks(EVENT_GC_BATCH) {
-        let txn = Txn { writes: chunk.iter().map(|o| delete_unless_repeated(o)).collect() };
+        let txn = Txn { writes: chunk.iter().map(|o| delete_unless_repeated(o)).collect(), ..Txn::default() };
         store.commit(txn).await.map_err(|source| ControllerError::Store { controller: "event-gc", key: "events".into(), source })?;
     }
     Ok(doomed.len())

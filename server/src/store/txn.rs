@@ -2,6 +2,7 @@
 //! of every write before it ([`View`]) and decides a [`Change`]; the [`Outcome`] of each.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use shared::model::Object;
 
@@ -48,11 +49,23 @@ impl Write {
 #[derive(Default)]
 pub struct Txn {
     pub writes: Vec<Write>,
+    /// How long the transaction may wait for others to share its commit ([`Txn::may_wait`]).
+    pub may_wait: Duration,
 }
 
 impl Txn {
     pub fn new() -> Self {
         Txn::default()
+    }
+
+    /// Lets the transaction wait up to `limit` for others to share its commit: a write
+    /// nobody waits on closely (a node's lease renewal) then shares one disk sync with the
+    /// writes around it, and is committed at once with the next one that may not wait.
+    /// It is answered only once durable, as every transaction. A backend that commits
+    /// each transaction on its own (memory, etcd) commits it at once.
+    pub fn may_wait(mut self, limit: Duration) -> Self {
+        self.may_wait = limit;
+        self
     }
 
     pub fn with(mut self, write: Write) -> Self {

@@ -190,7 +190,7 @@ fn split(request: Request, waiting: &mut VecDeque<Request>) {
     let mut answers = Vec::new();
     while writes.peek().is_some() {
         let (reply, answer) = oneshot::channel();
-        waiting.push_back(Request::new(Txn { writes: writes.by_ref().take(MAX_TXN_OPS).collect() }, reply));
+        waiting.push_back(Request::new(Txn { writes: writes.by_ref().take(MAX_TXN_OPS).collect(), ..Txn::default() }, reply));
         answers.push(answer);
     }
     tokio::spawn(async move {
