@@ -190,6 +190,52 @@ pub fn controlled_sets<'a>(deployment: &Deployment, sets: &'a [ReplicaSet]) -> V
         .collect()
 }
 
+/// A deployment's new ReplicaSet (the oldest whose template is the deployment's) and its old
+/// ones, each oldest first.
+pub fn new_and_old_sets<'a>(deployment: &Deployment, sets: &'a [ReplicaSet]) -> (Option<&'a ReplicaSet>, Vec<&'a ReplicaSet>) {
+    let mut controlled = controlled_sets(deployment, sets);
+    controlled.sort_by(|a, b| (a.metadata.created_at, &a.metadata.name).cmp(&(b.metadata.created_at, &b.metadata.name)));
+    let new = controlled.iter().position(|rs| equal_ignoring_hash(&rs.spec.template, &deployment.spec.template));
+    let new = new.map(|i| controlled.remove(i));
+    (new, controlled)
+}
+
+/// Where a deployment's rollout stands, in `kubectl rollout status`'s words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RolloutStatus {
+    Waiting(String),
+    Done(String),
+}
+
+/// Why a rollout will not finish by itself.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("deployment {0:?} exceeded its progress deadline")]
+pub struct ProgressDeadlineExceeded(pub String);
+
+/// `kubectl rollout status`'s rule: done once the controller has seen the latest spec, every
+/// replica runs the new template, no old one remains and every updated one is available.
+pub fn rollout_status(deployment: &Deployment) -> Result<RolloutStatus, ProgressDeadlineExceeded> {
+    let (name, status, desired) = (&deployment.metadata.name, &deployment.status, deployment.spec.replicas);
+    let waiting = |what: String| Ok(RolloutStatus::Waiting(format!("Waiting for deployment {name:?} rollout to finish: {what}...")));
+    if deployment.metadata.generation > status.observed_generation {
+        return Ok(RolloutStatus::Waiting("Waiting for deployment spec update to be observed...".into()));
+    }
+    let progressing = status.conditions.iter().find(|c| c.type_ == reasons::PROGRESSING);
+    if progressing.is_some_and(|c| c.reason == reasons::TIMED_OUT) {
+        return Err(ProgressDeadlineExceeded(name.clone()));
+    }
+    if status.updated_replicas < desired {
+        return waiting(format!("{} out of {desired} new replicas have been updated", status.updated_replicas));
+    }
+    if status.replicas > status.updated_replicas {
+        return waiting(format!("{} old replicas are pending termination", status.replicas - status.updated_replicas));
+    }
+    if status.available_replicas < status.updated_replicas {
+        return waiting(format!("{} of {} updated replicas are available", status.available_replicas, status.updated_replicas));
+    }
+    Ok(RolloutStatus::Done(format!("deployment {name:?} successfully rolled out")))
+}
+
 /// One revision of a deployment: the ReplicaSet that holds its template.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Revision<'a> {
@@ -351,6 +397,7 @@ mod tests {
         rs.metadata.labels = d.spec.template.metadata.labels.clone();
         rs.metadata.labels.insert(POD_TEMPLATE_HASH_LABEL.into(), hash.clone());
         rs.metadata.annotations.insert(REVISION_ANNOTATION.into(), revision.to_string());
+        rs.metadata.created_at = chrono::DateTime::from_timestamp(revision as i64, 0);
         rs.metadata.owner_references.push(OwnerReference {
             kind: "Deployment".into(),
             name: "shop".into(),
@@ -378,6 +425,51 @@ mod tests {
 
     fn image_of(template: &PodTemplateSpec) -> &str {
         &template.spec.containers[0].image
+    }
+
+    #[test]
+    fn the_new_set_is_the_one_of_the_current_template() {
+        let (d, mut sets) = rolled_three_times();
+        sets.reverse();
+        let (new, old) = new_and_old_sets(&d, &sets);
+        assert_eq!(new.map(revision), Some(3));
+        assert_eq!(old.into_iter().map(revision).collect::<Vec<_>>(), [1, 2], "oldest first");
+        let (new, old) = new_and_old_sets(&deployment("nginx:4"), &sets);
+        assert_eq!((new, old.len()), (None, 3));
+    }
+
+    #[test]
+    fn rollout_status_follows_kubectl() {
+        let (mut d, _) = rolled_three_times();
+        d.spec.replicas = 3;
+        d.metadata.generation = 2;
+        d.status.observed_generation = 1;
+        let waiting = |d: &Deployment| match rollout_status(d) {
+            Ok(RolloutStatus::Waiting(line)) => line,
+            other => panic!("not waiting: {other:?}"),
+        };
+        assert_eq!(waiting(&d), "Waiting for deployment spec update to be observed...");
+        d.status.observed_generation = 2;
+        d.status.replicas = 4;
+        d.status.updated_replicas = 1;
+        assert_eq!(waiting(&d), "Waiting for deployment \"shop\" rollout to finish: 1 out of 3 new replicas have been updated...");
+        d.status.updated_replicas = 3;
+        assert_eq!(waiting(&d), "Waiting for deployment \"shop\" rollout to finish: 1 old replicas are pending termination...");
+        d.status.replicas = 3;
+        d.status.available_replicas = 1;
+        assert_eq!(waiting(&d), "Waiting for deployment \"shop\" rollout to finish: 1 of 3 updated replicas are available...");
+        d.status.available_replicas = 3;
+        assert_eq!(rollout_status(&d), Ok(RolloutStatus::Done("deployment \"shop\" successfully rolled out".into())));
+
+        d.status.updated_replicas = 1;
+        let timed_out = crate::model::Condition {
+            type_: reasons::PROGRESSING.into(),
+            status: "False".into(),
+            reason: reasons::TIMED_OUT.into(),
+            ..Default::default()
+        };
+        d.status.conditions.push(timed_out);
+        assert_eq!(rollout_status(&d).unwrap_err().to_string(), "deployment \"shop\" exceeded its progress deadline");
     }
 
     #[test]
