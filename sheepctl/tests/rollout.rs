@@ -6,7 +6,8 @@ mod support;
 use std::time::Duration;
 
 use agent::{AgentConfig, RuntimeChoice};
-use support::{TestServer, example};
+use serde_json::json;
+use support::{Method, TestServer, example};
 use tokio_util::sync::CancellationToken;
 
 const DEPLOYMENT: &str = "/api/v1/namespaces/default/deployments/web";
@@ -116,6 +117,32 @@ fn a_deployment_rolls_out_back_and_pauses() {
 
     ctl().args(["set", "image", "deploy/web", "db=minimal"]).assert().failure().stderr("error: unable to find container named \"db\"\n");
     ctl().args(["rollout", "status", "pod/web"]).assert().failure().stderr(predicates::str::contains("only deployments roll out"));
+
+    shutdown.cancel();
+    node.join().expect("the node thread ends");
+}
+
+#[test]
+fn rollout_status_fails_once_the_progress_deadline_passes() {
+    let server = TestServer::start();
+    let shutdown = CancellationToken::new();
+    let node = start_node(&server.url, shutdown.clone());
+    server.sheepctl().args(["apply", "-f"]).arg(example("deployment.json")).assert().success();
+    server.sheepctl().args(["rollout", "status", "deploy/web", "--timeout=60s"]).assert().success();
+
+    // A template no node can run: its first new pod stays Pending, and after 1 s without
+    // progress the controller reports ProgressDeadlineExceeded.
+    let mut deployment = server.get(DEPLOYMENT);
+    deployment["spec"]["progress_deadline_seconds"] = json!(1);
+    deployment["spec"]["template"]["spec"]["node_selector"] = json!({"disk": "nowhere"});
+    let (status, body) = server.request(Method::PUT, DEPLOYMENT, Some(deployment));
+    assert_eq!(status, 200, "{body}");
+    server
+        .sheepctl()
+        .args(["rollout", "status", "deploy/web", "--timeout=60s"])
+        .assert()
+        .failure()
+        .stderr("error: deployment \"web\" exceeded its progress deadline\n");
 
     shutdown.cancel();
     node.join().expect("the node thread ends");
