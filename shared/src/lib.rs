@@ -24,7 +24,8 @@
 //!   the cluster registry's address and users;
 //! - [`readiness`]: whether a node is ready, the one judgement every part makes;
 //! - [`rollout`]: the pod-template hash, a rollout's labels, annotations and condition
-//!   reasons, the strategy's defaults and how maxSurge and maxUnavailable resolve;
+//!   reasons, the strategy's defaults, how maxSurge and maxUnavailable resolve, and a
+//!   deployment's revision history and what `rollout undo` writes;
 //! - [`registration`]: the node an agent registers and the heartbeat it sends;
 //! - [`backoff`]: the one exponential back-off curve;
 //! - [`listen`]: where an API may listen without a token (loopback only);

@@ -54,6 +54,12 @@ pub enum Command {
     Delete(DeleteArgs),
     /// Set the number of replicas of a deployment
     Scale(ScaleArgs),
+    /// Follow, list, undo, pause, resume or restart a deployment's rollout
+    #[command(subcommand)]
+    Rollout(RolloutCommand),
+    /// Change a deployment's pod template
+    #[command(subcommand)]
+    Set(SetCommand),
     /// Print a container's output
     Logs(LogsArgs),
     /// List events, oldest first
@@ -215,6 +221,76 @@ pub struct ScaleArgs {
     pub replicas: i32,
 }
 
+#[derive(Debug, Subcommand)]
+pub enum RolloutCommand {
+    /// Follow the rollout until it is done; exit 1 when it exceeds its progress deadline
+    Status(RolloutStatusArgs),
+    /// List the revisions, or show one's pod template
+    History(RolloutHistoryArgs),
+    /// Roll back to the previous revision, or to --to-revision
+    Undo(RolloutUndoArgs),
+    /// Stop rolling out template changes until resumed
+    Pause(DeploymentArgs),
+    /// Roll out again what changed while paused
+    Resume(DeploymentArgs),
+    /// Replace every pod, by stamping the template with the time
+    Restart(DeploymentArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DeploymentArgs {
+    /// deployment/NAME, or deployment NAME
+    #[arg(value_name = "DEPLOYMENT", required = true, num_args = 1..=2)]
+    pub target: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RolloutStatusArgs {
+    #[command(flatten)]
+    pub deployment: DeploymentArgs,
+
+    /// Keep following until the rollout is done; --watch=false prints where it stands once
+    #[arg(short = 'w', long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_name = "BOOL")]
+    pub watch: bool,
+
+    /// Give up after this long, e.g. 30s, 2m; 0s (the default, as kubectl) means never
+    #[arg(long, default_value = "0s", value_name = "DURATION")]
+    pub timeout: String,
+}
+
+#[derive(Debug, Args)]
+pub struct RolloutHistoryArgs {
+    #[command(flatten)]
+    pub deployment: DeploymentArgs,
+
+    /// Show this revision's pod template
+    #[arg(long, value_name = "N")]
+    pub revision: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub struct RolloutUndoArgs {
+    #[command(flatten)]
+    pub deployment: DeploymentArgs,
+
+    /// The revision to go back to; 0 (the default) is the previous one
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub to_revision: u64,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SetCommand {
+    /// Set containers' images: deployment/NAME CONTAINER=IMAGE..., or *=IMAGE for every container
+    Image(SetImageArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SetImageArgs {
+    /// deployment/NAME (or deployment NAME), then CONTAINER=IMAGE...
+    #[arg(value_name = "DEPLOYMENT CONTAINER=IMAGE", required = true, num_args = 2..)]
+    pub words: Vec<String>,
+}
+
 #[derive(Debug, Args)]
 pub struct LogsArgs {
     /// The pod, as NAME or pod/NAME
@@ -330,6 +406,21 @@ mod tests {
         assert_eq!(cli.server.as_deref(), Some("h:1"));
         let Command::Get(get) = cli.command else { panic!("expected get") };
         assert_eq!(get.output, Some(OutputFormat::Wide));
+    }
+
+    #[test]
+    fn rollout_flags_default_as_kubectl() {
+        let cli = Cli::try_parse_from(["sheepctl", "rollout", "status", "deploy/shop"]).unwrap();
+        let Command::Rollout(RolloutCommand::Status(args)) = cli.command else { panic!("expected rollout status") };
+        assert_eq!((args.watch, args.timeout.as_str()), (true, "0s"));
+        let cli = Cli::try_parse_from(["sheepctl", "rollout", "status", "deployment", "shop", "--watch=false"]).unwrap();
+        let Command::Rollout(RolloutCommand::Status(args)) = cli.command else { panic!("expected rollout status") };
+        assert_eq!((args.deployment.target.len(), args.watch), (2, false));
+        let cli = Cli::try_parse_from(["sheepctl", "rollout", "undo", "deploy/shop"]).unwrap();
+        let Command::Rollout(RolloutCommand::Undo(args)) = cli.command else { panic!("expected rollout undo") };
+        assert_eq!(args.to_revision, 0);
+        assert!(Cli::try_parse_from(["sheepctl", "rollout", "undo", "deploy/shop", "--to-revision=-1"]).is_err());
+        assert!(Cli::try_parse_from(["sheepctl", "set", "image", "deploy/shop"]).is_err(), "an image is required");
     }
 
     #[test]

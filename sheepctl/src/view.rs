@@ -32,7 +32,7 @@ pub fn headers(kind: Kind, context: &RowContext) -> Vec<&'static str> {
     }
     headers.extend_from_slice(match kind {
         Kind::Pod => &["NAME", "READY", "STATUS", "RESTARTS", "NODE", "AGE"],
-        Kind::Deployment => &["NAME", "READY", "CURRENT", "AVAILABLE", "AGE"],
+        Kind::Deployment => &["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"],
         Kind::ReplicaSet => &["NAME", "DESIRED", "CURRENT", "READY", "AGE"],
         Kind::Service => &["NAME", "TYPE", "PORT(S)", "ENDPOINTS", "AGE"],
         Kind::Node if context.node_usage.is_some() => &["NAME", "STATUS", "PODS", "CPU", "MEMORY", "AGE"],
@@ -126,7 +126,7 @@ fn deployment_row(deployment: &Deployment, context: &RowContext, cells: &mut Vec
     cells.extend([
         deployment.metadata.name.clone(),
         format!("{}/{}", status.ready_replicas, deployment.spec.replicas),
-        status.replicas.to_string(),
+        status.updated_replicas.to_string(),
         status.available_replicas.to_string(),
         age(context.now, deployment.metadata.created_at),
     ]);

@@ -4,10 +4,11 @@
 
 use anyhow::{Result, bail};
 use shared::model::{
-    Condition, Container, ContainerState, Deployment, Event, Kind, Labels, Lease, Namespace, Node, Object, Pod, PodSpec, ReplicaSet,
-    Resource, Service, Time,
+    Condition, Container, ContainerState, Deployment, Event, IntOrString, Kind, Labels, Lease, Namespace, Node, Object, Pod, PodSpec,
+    PodTemplateSpec, ReplicaSet, Resource, Service, Time,
 };
 use shared::quantity::{format_cpu, format_memory};
+use shared::rollout::new_and_old_sets;
 use shared::scheduler::{Explanation, Verdict};
 use shared::usage::{self, requested_by_node};
 use shared::words::{age, last_seen, pending_reason};
@@ -45,27 +46,18 @@ pub async fn run(context: &Context, args: &DescribeArgs) -> Result<()> {
             let selector = deployment.spec.selector.to_string();
             let selection = Selection { label_selector: Some(selector), ..Selection::namespace(Some(namespace)) };
             let pods = context.client.list_objects(Kind::Pod, &selection).await?;
-            let sets = context.client.list_objects(Kind::ReplicaSet, &selection).await?;
-            let controlled_by =
-                |o: &Object, kind: Kind, name: &str| o.metadata().controller().is_some_and(|r| r.kind == kind.as_str() && r.name == name);
-            let deployment_name = &deployment.metadata.name;
-            let set_names: Vec<&str> = sets
-                .items
-                .iter()
-                .filter(|rs| controlled_by(rs, Kind::Deployment, deployment_name))
-                .map(|rs| rs.metadata().name.as_str())
-                .collect();
+            let sets = context.client.list::<ReplicaSet>(&selection).await?.items;
+            let (new, old) = new_and_old_sets(deployment, &sets);
             // Only the pods this deployment manages (through its ReplicaSets), not every pod
             // its selector happens to match.
+            let controllers: Vec<&str> =
+                new.iter().chain(&old).map(|rs| rs.metadata.uid.as_str()).chain([deployment.metadata.uid.as_str()]).collect();
             let owned: Vec<Object> = pods
                 .items
                 .into_iter()
-                .filter(|p| {
-                    set_names.iter().any(|set| controlled_by(p, Kind::ReplicaSet, set))
-                        || controlled_by(p, Kind::Deployment, deployment_name)
-                })
+                .filter(|p| p.metadata().controller().is_some_and(|r| controllers.contains(&r.uid.as_str())))
                 .collect();
-            deployment_text(&mut text, deployment, &owned, now);
+            deployment_text(&mut text, deployment, (new, &old), &owned, now);
         }
         Object::ReplicaSet(rs) => {
             let selection = Selection { label_selector: Some(rs.spec.selector.to_string()), ..Selection::namespace(Some(namespace)) };
@@ -117,10 +109,10 @@ async fn events_about(context: &Context, object: &Object) -> Result<Vec<Event>> 
 
 /// Lines of `Label:  value`, indented by section.
 #[derive(Default)]
-struct Text(String);
+pub(super) struct Text(pub(super) String);
 
 impl Text {
-    fn field(&mut self, indent: usize, label: &str, value: impl AsRef<str>) {
+    pub(super) fn field(&mut self, indent: usize, label: &str, value: impl AsRef<str>) {
         let total = if indent == 0 { TOP_WIDTH } else { NESTED_WIDTH };
         // At least one space between a long label and its value.
         let width = total.saturating_sub(indent).max(label.chars().count() + 2);
@@ -356,7 +348,15 @@ fn scheduling_text(text: &mut Text, pod: &Pod, explanation: Option<&Explanation>
     text.table(2, &table);
 }
 
-fn deployment_text(text: &mut Text, deployment: &Deployment, pods: &[Object], now: Time) {
+/// Kubernetes' lines: the replica counts of `status`, as `get deploy` shows them, the
+/// strategy, and the new and old ReplicaSets.
+fn deployment_text(
+    text: &mut Text,
+    deployment: &Deployment,
+    (new, old): (Option<&ReplicaSet>, &[&ReplicaSet]),
+    pods: &[Object],
+    now: Time,
+) {
     meta_text(text, &deployment.metadata, now);
     let status = &deployment.status;
     text.field(0, "Selector", deployment.spec.selector.to_string());
@@ -364,21 +364,49 @@ fn deployment_text(text: &mut Text, deployment: &Deployment, pods: &[Object], no
         0,
         "Replicas",
         format!(
-            "{} desired | {} current | {} ready | {} available",
-            deployment.spec.replicas, status.replicas, status.ready_replicas, status.available_replicas
+            "{} desired | {} updated | {} total | {} available | {} unavailable",
+            deployment.spec.replicas, status.updated_replicas, status.replicas, status.available_replicas, status.unavailable_replicas
         ),
     );
+    text.field(0, "StrategyType", &deployment.spec.strategy.type_);
+    text.field(0, "MinReadySeconds", deployment.spec.min_ready_seconds.to_string());
+    if let Some(rolling) = &deployment.spec.strategy.rolling_update {
+        let words = |v: &Option<IntOrString>| v.as_ref().map(IntOrString::to_string).unwrap_or_default();
+        text.field(
+            0,
+            "RollingUpdateStrategy",
+            format!("{} max unavailable, {} max surge", words(&rolling.max_unavailable), words(&rolling.max_surge)),
+        );
+    }
+    template_text(text, &deployment.spec.template);
+    conditions_text(text, &status.conditions, now);
+    if new.is_some() || !old.is_empty() {
+        let sets = |sets: &[&ReplicaSet]| {
+            sets.iter()
+                .map(|rs| format!("{} ({}/{} replicas created)", rs.metadata.name, rs.status.replicas, rs.spec.replicas))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        text.field(0, "OldReplicaSets", sets(old));
+        text.field(0, "NewReplicaSet", sets(new.as_slice()));
+    }
+    pods_text(text, pods, now);
+}
+
+/// A pod template's labels, annotations, spec and containers, as `describe` and `rollout
+/// history --revision` show it.
+pub(super) fn template_text(text: &mut Text, template: &PodTemplateSpec) {
     text.heading(0, "Pod Template");
-    let template = &deployment.spec.template;
     text.field(2, "Labels", labels_text(&template.metadata.labels));
+    if !template.metadata.annotations.is_empty() {
+        text.field(2, "Annotations", labels_text(&template.metadata.annotations));
+    }
     spec_text(text, 2, &template.spec);
     text.heading(2, "Containers");
     for container in &template.spec.containers {
         text.heading(4, &container.name);
         container_text(text, 6, container);
     }
-    conditions_text(text, &status.conditions, now);
-    pods_text(text, pods, now);
 }
 
 fn replicaset_text(text: &mut Text, rs: &ReplicaSet, pods: &[Object], now: Time) {
@@ -386,15 +414,7 @@ fn replicaset_text(text: &mut Text, rs: &ReplicaSet, pods: &[Object], now: Time)
     let status = &rs.status;
     text.field(0, "Selector", rs.spec.selector.to_string());
     text.field(0, "Replicas", format!("{} current / {} desired", status.replicas, rs.spec.replicas));
-    text.heading(0, "Pod Template");
-    let template = &rs.spec.template;
-    text.field(2, "Labels", labels_text(&template.metadata.labels));
-    spec_text(text, 2, &template.spec);
-    text.heading(2, "Containers");
-    for container in &template.spec.containers {
-        text.heading(4, &container.name);
-        container_text(text, 6, container);
-    }
+    template_text(text, &rs.spec.template);
     conditions_text(text, &status.conditions, now);
     pods_text(text, pods, now);
 }

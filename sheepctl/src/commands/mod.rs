@@ -5,7 +5,8 @@
 //! Layout:
 //! - `context`: the settings, client, clock and reconnecting watch every subcommand uses;
 //! - `output`: how subcommands write text, JSON and YAML;
-//! - a file per subcommand: `apply`, `get`, `describe`, `delete`, `scale`, `logs`,
+//! - a file per subcommand: `apply`, `get`, `describe`, `delete`, `scale`, `rollout`,
+//!   `set` (`set image`), `logs`,
 //!   `events`, `nodes` (with `cordon` and `uncordon`), `info`, `wait`, `completion`,
 //!   `kubeconfig`.
 
@@ -29,7 +30,9 @@ mod kubeconfig;
 mod logs;
 mod nodes;
 mod output;
+mod rollout;
 mod scale;
+mod set;
 mod wait;
 
 pub use context::Context;
@@ -57,6 +60,8 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Describe(args) => describe::run(&context, args).await,
         Command::Delete(args) => delete::run(&context, args).await,
         Command::Scale(args) => scale::run(&context, args).await,
+        Command::Rollout(command) => rollout::run(&context, command).await,
+        Command::Set(command) => set::run(&context, command).await,
         Command::Logs(args) => logs::run(&context, args).await,
         Command::Events(args) => events::run(&context, args).await,
         Command::Nodes(args) => nodes::run(&context, args).await,
