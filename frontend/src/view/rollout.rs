@@ -3,7 +3,7 @@
 //! strategy allows, laid out for the chart. The ReplicaSets a deployment has, their
 //! revisions and the band's rounding are `shared::rollout`'s.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::rc::Rc;
 
 use shared::model::{Deployment, Pod, ReplicaSet};
@@ -51,11 +51,13 @@ pub fn replica_set_columns<'a>(
         .iter()
         .filter(|r| is_new(r.replica_set) || busy(r.replica_set) || (!any_old_busy && Some(r.number) == previous))
         .collect();
-    let mut marks: BTreeMap<&str, Vec<PodMark>> = shown.iter().map(|r| (r.replica_set.metadata.uid.as_str(), Vec::new())).collect();
+    // A list per shown set, found by a scan: a deployment has a few sets, and a map here
+    // would add its own copy of the map's code to the bundle.
+    let mut marks: Vec<Vec<PodMark>> = vec![Vec::new(); shown.len()];
     for pod in pods {
         let owner = pod.metadata.controller().map(|o| o.uid.as_str());
-        if let Some(list) = owner.and_then(|uid| marks.get_mut(uid)) {
-            list.push(PodMark {
+        if let Some(i) = owner.and_then(|uid| shown.iter().position(|r| r.replica_set.metadata.uid == uid)) {
+            marks[i].push(PodMark {
                 namespace: pod.metadata.namespace.clone(),
                 name: pod.metadata.name.clone(),
                 ready: pod.is_ready(),
@@ -65,9 +67,9 @@ pub fn replica_set_columns<'a>(
     }
     shown
         .iter()
-        .map(|r| {
+        .zip(marks)
+        .map(|(r, pods)| {
             let rs = r.replica_set;
-            let pods = marks.remove(rs.metadata.uid.as_str()).unwrap_or_default();
             ReplicaSetColumn {
                 name: rs.metadata.name.clone(),
                 revision: r.number,
@@ -135,14 +137,16 @@ pub const MAX_SAMPLES: usize = 600;
 
 /// The samples of every deployment on the page, by uid (a deployment deleted and made again
 /// starts afresh); each series behind an `Rc` that changes exactly when a sample is added.
+/// A list, not a map: a page holds a few deployments, and each map type adds its own code to
+/// the bundle.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RolloutHistory {
-    series: BTreeMap<String, Rc<VecDeque<Sample>>>,
+    series: Vec<(String, Rc<VecDeque<Sample>>)>,
 }
 
 impl RolloutHistory {
     pub fn samples(&self, uid: &str) -> Option<&Rc<VecDeque<Sample>>> {
-        self.series.get(uid)
+        self.series.iter().find(|(id, _)| id == uid).map(|(_, samples)| samples)
     }
 
     /// Records each deployment's counts when they differ from its last sample, drops samples
@@ -150,11 +154,11 @@ impl RolloutHistory {
     /// and the series of deployments no longer listed. Returns whether anything changed.
     pub fn observe<'a>(&mut self, deployments: impl IntoIterator<Item = &'a Deployment>, now_ms: i64) -> bool {
         let mut changed = false;
-        let mut kept = BTreeMap::new();
+        let mut kept = Vec::new();
         for deployment in deployments {
             let uid = &deployment.metadata.uid;
             let sample = Sample::of(deployment, now_ms);
-            let mut series = self.series.remove(uid).unwrap_or_default();
+            let mut series = self.samples(uid).cloned().unwrap_or_default();
             if series.back().is_none_or(|last| !last.same_counts(&sample)) {
                 let samples = Rc::make_mut(&mut series);
                 samples.push_back(sample);
@@ -163,10 +167,10 @@ impl RolloutHistory {
                 }
                 changed = true;
             }
-            kept.insert(uid.clone(), series);
+            kept.push((uid.clone(), series));
         }
-        // What is left belongs to deployments no longer listed.
-        changed |= !self.series.is_empty();
+        // A deployment no longer listed takes its series along.
+        changed |= self.series.iter().any(|(uid, _)| !kept.iter().any(|(id, _)| id == uid));
         self.series = kept;
         changed
     }
