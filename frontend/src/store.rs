@@ -9,7 +9,7 @@ use shared::api::WatchEvent;
 use shared::cache::Cache;
 /// The kinds the dashboard caches are `shared`'s resources.
 pub use shared::model::Resource;
-use shared::model::{Deployment, Event, Kind, Node, Object, Pod, Service};
+use shared::model::{Deployment, Event, Kind, Node, Object, Pod, ReplicaSet, Service};
 use yew::Reducible;
 
 /// How a collection's stream is doing, shown as the connection light.
@@ -111,6 +111,7 @@ pub struct Cluster {
     pub pods: Collection<Pod>,
     pub nodes: Collection<Node>,
     pub deployments: Collection<Deployment>,
+    pub replica_sets: Collection<ReplicaSet>,
     pub services: Collection<Service>,
     pub events: Collection<Event>,
 }
@@ -132,11 +133,11 @@ impl Cluster {
             Kind::Pod => self.pods.resource_version,
             Kind::Node => self.nodes.resource_version,
             Kind::Deployment => self.deployments.resource_version,
+            Kind::ReplicaSet => self.replica_sets.resource_version,
             Kind::Service => self.services.resource_version,
             Kind::Event => self.events.resource_version,
-            // Not watched: the dashboard reads node readiness from the Ready condition, and
-            // deployments from their status.
-            Kind::ReplicaSet | Kind::Namespace | Kind::Lease => 0,
+            // Not watched: the dashboard reads node readiness from the Ready condition.
+            Kind::Namespace | Kind::Lease => 0,
         }
     }
 
@@ -148,9 +149,10 @@ impl Cluster {
                     Kind::Pod => self.pods.replace(resource_version, items),
                     Kind::Node => self.nodes.replace(resource_version, items),
                     Kind::Deployment => self.deployments.replace(resource_version, items),
+                    Kind::ReplicaSet => self.replica_sets.replace(resource_version, items),
                     Kind::Service => self.services.replace(resource_version, items),
                     Kind::Event => self.events.replace(resource_version, items),
-                    Kind::ReplicaSet | Kind::Namespace | Kind::Lease => return false,
+                    Kind::Namespace | Kind::Lease => return false,
                 }
                 true
             }
@@ -158,18 +160,20 @@ impl Cluster {
                 Kind::Pod => self.pods.apply(events),
                 Kind::Node => self.nodes.apply(events),
                 Kind::Deployment => self.deployments.apply(events),
+                Kind::ReplicaSet => self.replica_sets.apply(events),
                 Kind::Service => self.services.apply(events),
                 Kind::Event => self.events.apply(events),
-                Kind::ReplicaSet | Kind::Namespace | Kind::Lease => false,
+                Kind::Namespace | Kind::Lease => false,
             },
             ClusterAction::Sync { kind, sync } => {
                 let slot = match kind {
                     Kind::Pod => &mut self.pods.sync,
                     Kind::Node => &mut self.nodes.sync,
                     Kind::Deployment => &mut self.deployments.sync,
+                    Kind::ReplicaSet => &mut self.replica_sets.sync,
                     Kind::Service => &mut self.services.sync,
                     Kind::Event => &mut self.events.sync,
-                    Kind::ReplicaSet | Kind::Namespace | Kind::Lease => return false,
+                    Kind::Namespace | Kind::Lease => return false,
                 };
                 if *slot == sync {
                     return false;

@@ -1,8 +1,9 @@
 //! The real-browser end-to-end test: the `shepherd` server with its dashboard, a node agent
 //! on the real Docker engine, and headless chromium. A pod applied through the dashboard's
 //! form answers 201 Pending, reaches Running, and its detail page shows the scheduler's
-//! decision table. The simulator, side by side, shows both profiles' tables whole.
-//! Screenshots land in `target/e2e/`.
+//! decision table. The simulator, side by side, shows both profiles' tables whole. The
+//! Deployments page draws a rollout on a simulated node and its buttons pause, resume and
+//! undo it. Screenshots land in `target/e2e/`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -10,7 +11,7 @@ use std::time::Duration;
 use agent::runtime::{ContainerRuntime, LABEL_NODE, LABEL_POD};
 use agent::{AgentConfig, RuntimeChoice};
 use server::Config;
-use shared::model::Kind;
+use shared::model::{Deployment, Kind, Resource};
 use shepherd_client::DeleteOptions;
 use shepherd_testing::{TestServer, eventually};
 use tests::Browser;
@@ -31,6 +32,14 @@ fn manifest(name: &str) -> String {
     pod["metadata"]["name"] = name.into();
     pod["spec"]["termination_grace_period_seconds"] = 1.into();
     serde_json::to_string_pretty(&pod).unwrap()
+}
+
+/// The reference deployment (3 replicas of `minimal`), renamed.
+fn deployment(name: &str) -> Deployment {
+    let reference = std::fs::read_to_string(workspace().join("examples/deployment.json")).expect("examples/deployment.json");
+    let mut deployment: Deployment = serde_json::from_str(&reference).expect("examples/deployment.json is a Deployment");
+    deployment.metadata.name = name.into();
+    deployment
 }
 
 async fn text_of(browser: &Browser, css: &str, shot: &Path) -> String {
@@ -167,5 +176,107 @@ async fn side_by_side_the_simulators_tables_fit_their_panes() {
     assert_eq!(overflow.len(), 4, "two decision tables and two decision lists: {overflow:?}");
     assert!(overflow.iter().all(|(_, px)| *px == 0), "a table reaches past its pane (pixels): {overflow:?}");
     browser.close().await;
+    server.stop().await;
+}
+
+/// Clicks the button `css` once it is there (a button the page draws anew after each change).
+async fn click(browser: &Browser, css: &str, shot: &Path) {
+    browser.wait_for(css, Duration::from_secs(10), shot).await.click().await.unwrap_or_else(|e| panic!("cannot click {css}: {e}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_deployments_page_draws_a_rollout_and_pauses_resumes_and_undoes_it() {
+    let dist = workspace().join("dist");
+    assert!(dist.join("index.html").is_file(), "the dashboard is not built in {}: run `cargo xtask frontend` first", dist.display());
+    let shutdown = CancellationToken::new();
+    let server = TestServer::start(Config { dashboard_dir: Some(dist), ..Config::in_memory() }).await;
+    let mut agent_config = AgentConfig::new(&server.url);
+    agent_config.node_name = "rollout-node".into();
+    agent_config.runtime = RuntimeChoice::Simulated { start_delay: Duration::from_millis(300) };
+    agent_config.listen = "127.0.0.1:0".parse().unwrap();
+    let agent = tokio::spawn(agent::run(agent_config, shutdown.clone()));
+    let client = &server.client;
+    let created = client.create(&deployment("shop")).await.expect("the deployment is created");
+    let first_image = created.spec.template.spec.containers[0].image.clone();
+    eventually(client, Duration::from_secs(30), "3 available replicas of shop", || async {
+        client.get::<Deployment>("default", "shop").await.ok().filter(|d| d.status.available_replicas == 3)
+    })
+    .await;
+
+    let failure = shots().join("deployments-failure.png");
+    let browser = Browser::start().await;
+    browser.client.goto(&format!("{}/#/deployments", server.url)).await.expect("the dashboard opens");
+    let card = "[data-testid=deployment-row][data-name=shop]";
+    browser
+        .wait_for(
+            &format!("{card} [data-testid=replica-set][data-revision='1'][data-new=true][data-ready='3']"),
+            Duration::from_secs(30),
+            &failure,
+        )
+        .await;
+    browser.wait_for(&format!("{card} [data-testid=rollout-chart]"), Duration::from_secs(5), &failure).await;
+
+    // A new image: a second ReplicaSet takes over, and the chart follows, within the band
+    // 3 replicas at 25 %/25 % allow: at most 4 pods (surge rounded up), at least 3 available.
+    let mut d = client.get::<Deployment>("default", "shop").await.expect("read the deployment");
+    d.spec.template.spec.containers[0].image = "minimal:2".into();
+    client.replace_object(&d.into_object()).await.expect("the new image is written");
+    let new = format!("{card} [data-testid=replica-set][data-revision='2'][data-new=true][data-ready='3']");
+    browser.wait_for(&new, Duration::from_secs(30), &failure).await;
+    let old = browser
+        .wait_for(&format!("{card} [data-testid=replica-set][data-revision='1'][data-new=false]"), Duration::from_secs(5), &failure)
+        .await;
+    assert_eq!(
+        old.find_all(fantoccini::Locator::Css("[data-testid=rs-pod]")).await.expect("marks").len(),
+        0,
+        "the old set's pods are gone"
+    );
+    let marks =
+        browser.client.find_all(fantoccini::Locator::Css(&format!("{new} [data-testid=rs-pod][data-ready=true]"))).await.expect("marks");
+    assert_eq!(marks.len(), 3, "the new set's three pods, ready");
+    browser
+        .wait_for(&format!("{card} [data-testid=rollout-series][data-series=updated][data-value='3']"), Duration::from_secs(10), &failure)
+        .await;
+    let band = browser.wait_for(&format!("{card} [data-testid=rollout-band]"), Duration::from_secs(5), &failure).await;
+    assert_eq!(band.attr("data-ceiling").await.unwrap().as_deref(), Some("4"));
+    assert_eq!(band.attr("data-floor").await.unwrap().as_deref(), Some("3"));
+    let chart = browser.wait_for(&format!("{card} [data-testid=rollout-chart]"), Duration::from_secs(5), &failure).await;
+    let samples: usize = chart.attr("data-samples").await.unwrap().expect("data-samples").parse().expect("a count");
+    assert!(samples >= 2, "the chart sampled the rollout as it went: {samples} sample(s)");
+    browser.screenshot(&shots().join("deployments-rollout.png")).await;
+
+    // Pause: spec.paused is written; undo then refuses as kubectl does, on the page.
+    click(&browser, &format!("{card} [data-testid=rollout-pause]"), &failure).await;
+    eventually(client, Duration::from_secs(10), "shop paused", || async {
+        client.get::<Deployment>("default", "shop").await.ok().filter(|d| d.spec.paused)
+    })
+    .await;
+    click(&browser, &format!("{card}[data-paused=true] [data-testid=rollout-undo]"), &failure).await;
+    let refusal = text_of(&browser, "[data-testid=deployment-error]", &failure).await;
+    assert!(refusal.contains("resume it first"), "{refusal}");
+
+    // Resume, then undo: the deployment runs the first image again, as revision 3.
+    click(&browser, &format!("{card}[data-paused=true] [data-testid=rollout-resume]"), &failure).await;
+    eventually(client, Duration::from_secs(10), "shop resumed", || async {
+        client.get::<Deployment>("default", "shop").await.ok().filter(|d| !d.spec.paused)
+    })
+    .await;
+    click(&browser, &format!("{card}[data-paused=false] [data-testid=rollout-undo]"), &failure).await;
+    let undone = eventually(client, Duration::from_secs(10), "shop back on its first image", || async {
+        client.get::<Deployment>("default", "shop").await.ok().filter(|d| d.spec.template.spec.containers[0].image == first_image)
+    })
+    .await;
+    assert!(!undone.spec.paused);
+    browser
+        .wait_for(
+            &format!("{card} [data-testid=replica-set][data-revision='3'][data-new=true][data-ready='3']"),
+            Duration::from_secs(30),
+            &failure,
+        )
+        .await;
+    browser.screenshot(&shots().join("deployments-undone.png")).await;
+    browser.close().await;
+    shutdown.cancel();
+    agent.await.expect("the agent task").expect("the agent stops cleanly");
     server.stop().await;
 }

@@ -4,9 +4,11 @@ use std::rc::Rc;
 
 use chrono::{Duration, TimeZone, Utc};
 use shared::model::{
-    Container, Event, Node, NodeResources, Object, ObjectMeta, ObjectReference, Pod, PodPhase, ResourceRequirements, Time, conditions,
+    Container, Deployment, Event, Node, NodeResources, Object, ObjectMeta, ObjectReference, OwnerReference, Pod, PodPhase, ReplicaSet,
+    ReplicaSetSpec, ResourceRequirements, Time, conditions,
 };
 use shared::registration::NodeDescription;
+use shared::rollout::{POD_TEMPLATE_HASH_LABEL, REVISION_ANNOTATION, pod_template_hash};
 use shared::scheduler::{Explanation, FilterVerdict, NodeExplanation, ScoreEntry, Verdict};
 use yew::Reducible;
 
@@ -32,6 +34,45 @@ pub fn pod(ns: &str, name: &str, node: &str, phase: PodPhase, cpu: i64) -> Pod {
         ..Default::default()
     }];
     pod
+}
+
+/// A deployment of `replicas` pods labelled `app: name` running `image`, as stored.
+pub fn deployment(name: &str, replicas: i32, image: &str) -> Deployment {
+    let mut d = Deployment { kind: "Deployment".into(), metadata: ObjectMeta::named("default", name), ..Default::default() };
+    d.metadata.uid = format!("{name}-uid");
+    d.spec.replicas = replicas;
+    d.spec.selector.match_labels.insert("app".into(), name.into());
+    d.spec.template.metadata.labels.insert("app".into(), name.into());
+    d.spec.template.spec.containers = vec![Container { name: "c".into(), image: image.into(), ..Default::default() }];
+    d
+}
+
+/// The ReplicaSet the deployment controller makes of `d`'s template: named and labelled by
+/// the template's hash, controlled by `d`, at `revision`, sized `replicas` (all running).
+pub fn replica_set_of(d: &Deployment, revision: u64, replicas: i32) -> ReplicaSet {
+    let hash = pod_template_hash(&d.spec.template, None);
+    let mut template = d.spec.template.clone();
+    template.metadata.labels.insert(POD_TEMPLATE_HASH_LABEL.into(), hash.clone());
+    let mut selector = d.spec.selector.clone();
+    selector.match_labels.insert(POD_TEMPLATE_HASH_LABEL.into(), hash.clone());
+    let mut rs = ReplicaSet {
+        kind: "ReplicaSet".into(),
+        metadata: ObjectMeta::named("default", &format!("{}-{hash}", d.metadata.name)),
+        spec: ReplicaSetSpec { replicas, min_ready_seconds: 0, selector, template },
+        ..Default::default()
+    };
+    rs.metadata.uid = format!("{}-uid", rs.metadata.name);
+    rs.metadata.labels = rs.spec.template.metadata.labels.clone();
+    rs.metadata.annotations.insert(REVISION_ANNOTATION.into(), revision.to_string());
+    rs.metadata.owner_references = vec![owner_of_kind("Deployment", &d.metadata)];
+    rs.status.replicas = replicas;
+    rs.status.ready_replicas = replicas;
+    rs
+}
+
+/// The controller reference to the object of `meta`.
+pub fn owner_of_kind(kind: &str, meta: &ObjectMeta) -> OwnerReference {
+    OwnerReference { kind: kind.into(), name: meta.name.clone(), uid: meta.uid.clone(), controller: true }
 }
 
 /// A node as its agent registers it at [`t0`]; not `ready`: its Ready condition turned False.
