@@ -174,7 +174,9 @@ impl Elector {
     /// candidate's clock, counted from when it saw the lease change.
     fn held_by_another(&self, observed: &Observed) -> bool {
         let duration = Duration::from_secs(u64::try_from(observed.spec.lease_duration_seconds).unwrap_or(0));
-        !observed.spec.holder_identity.is_empty() && observed.spec.holder_identity != self.identity && observed.at + duration > Instant::now()
+        !observed.spec.holder_identity.is_empty()
+            && observed.spec.holder_identity != self.identity
+            && observed.at + duration > Instant::now()
     }
 
     fn lost(&self, why: &str) -> Ended {

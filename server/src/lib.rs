@@ -284,7 +284,9 @@ async fn serve_control_plane(
     // Said once the store is open, so that a server that cannot open it never says it serves.
     tracing::info!("shepherd API listening on {scheme}://{addr} ({} store)", server.state().store.backend());
     let trust = if tls.is_some() { " SHEPHERD_CA=<the authority's certificate>" } else { "" };
-    tracing::info!("dashboard and API at {scheme}://{addr}; try: SHEPHERD_API={scheme}://{addr}{trust} sheepctl apply -f examples/pod.json");
+    tracing::info!(
+        "dashboard and API at {scheme}://{addr}; try: SHEPHERD_API={scheme}://{addr}{trust} sheepctl apply -f examples/pod.json"
+    );
     let router = server.router();
     let header_timeout = server.state().config.header_read_timeout;
     let served = match tls {

@@ -110,7 +110,8 @@ async fn a_pod_applied_in_the_dashboard_runs_and_explains_its_node() {
     assert_eq!(rows[0].attr("data-selected").await.unwrap().as_deref(), Some("true"));
     // The drawn timeline: a bar for each of the five steps a running pod has reached, in order.
     browser.wait_for("[data-testid=timeline-chart] [data-testid=timeline-bar][data-step=Running]", Duration::from_secs(10), &failure).await;
-    let bars = browser.client.find_all(fantoccini::Locator::Css("[data-testid=timeline-chart] [data-testid=timeline-bar]")).await.expect("bars");
+    let bars =
+        browser.client.find_all(fantoccini::Locator::Css("[data-testid=timeline-chart] [data-testid=timeline-bar]")).await.expect("bars");
     let mut steps = Vec::new();
     for bar in &bars {
         steps.push(bar.attr("data-step").await.unwrap().unwrap_or_default());

@@ -22,8 +22,8 @@ use shared::model::{
     find_condition, set_condition,
 };
 use shared::rollout::{
-    DESIRED_REPLICAS_ANNOTATION, MAX_REPLICAS_ANNOTATION, POD_TEMPLATE_HASH_LABEL, REVISION_ANNOTATION, count_annotation,
-    equal_ignoring_hash, pod_template_hash, reasons, revision,
+    DEPLOYMENT_OWN_ANNOTATIONS, DESIRED_REPLICAS_ANNOTATION, MAX_REPLICAS_ANNOTATION, POD_TEMPLATE_HASH_LABEL, REVISION_ANNOTATION,
+    count_annotation, equal_ignoring_hash, pod_template_hash, reasons, revision,
 };
 
 use super::replicaset::{BURST_REPLICAS, controller_reference, delete_ignoring_gone};
@@ -43,15 +43,6 @@ use status::*;
 use sync::*;
 
 pub struct DeploymentController;
-
-/// Deployment annotations a ReplicaSet does not take from its deployment.
-const NOT_COPIED: [&str; 5] = [
-    "kubectl.kubernetes.io/last-applied-configuration",
-    REVISION_ANNOTATION,
-    "deployment.kubernetes.io/revision-history",
-    DESIRED_REPLICAS_ANNOTATION,
-    MAX_REPLICAS_ANNOTATION,
-];
 
 fn as_rs(object: &Object) -> Option<&ReplicaSet> {
     match object {

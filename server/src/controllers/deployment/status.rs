@@ -55,7 +55,6 @@ pub(super) fn deadline_of(d: &Deployment, progressing: &Condition) -> Option<Tim
     Some(from + chrono::Duration::seconds(i64::from(d.progress_deadline_seconds())))
 }
 
-
 impl Sync<'_> {
     /// `Progressing` says when a rollout is paused and resumed (a reported timeout stays).
     pub(super) fn note_pause(&mut self) {

@@ -25,7 +25,6 @@ pub(super) struct Sync<'a> {
     pub(super) old: Vec<ReplicaSet>,
 }
 
-
 impl Sync<'_> {
     pub(super) async fn run(&mut self) -> Result<Action, StoreError> {
         self.note_pause();
@@ -238,7 +237,7 @@ impl Sync<'_> {
     pub(super) fn annotate_new(&self, rs: &mut ReplicaSet, new_revision: u64) -> bool {
         let mut changed = false;
         for (k, v) in &self.d.metadata.annotations {
-            if !NOT_COPIED.contains(&k.as_str()) && rs.metadata.annotations.get(k) != Some(v) {
+            if !DEPLOYMENT_OWN_ANNOTATIONS.contains(&k.as_str()) && rs.metadata.annotations.get(k) != Some(v) {
                 rs.metadata.annotations.insert(k.clone(), v.clone());
                 changed = true;
             }
