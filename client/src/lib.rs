@@ -366,32 +366,13 @@ impl Client {
         let action = format!("list {}", selection.describe(kind));
         let path = paths::collection(kind, selection.namespace.as_deref());
         let list: List<serde_json::Value> = self.call(&action, self.request(Method::GET, &path).query(&selection.query())).await?;
-        let items = list
-            .items
-            .into_iter()
-            .map(|item| object_from_value(kind, item))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|message| Error::Decode { action, message })?;
-        Ok(List {
-            kind: list.kind,
-            resource_version: list.resource_version,
-            continue_: list.continue_,
-            remaining_item_count: list.remaining_item_count,
-            items,
-        })
+        list.try_map(|item| object_from_value(kind, item)).map_err(|message| Error::Decode { action, message })
     }
 
     pub async fn list<R: Resource>(&self, selection: &Selection) -> Result<List<R>> {
         let list = self.list_objects(R::KIND, selection).await?;
         let action = format!("list {}", selection.describe(R::KIND));
-        let items = list.items.into_iter().map(|o| typed(o, &action)).collect::<Result<_>>()?;
-        Ok(List {
-            kind: list.kind,
-            resource_version: list.resource_version,
-            continue_: list.continue_,
-            remaining_item_count: list.remaining_item_count,
-            items,
-        })
+        list.try_map(|o| typed(o, &action))
     }
 
     /// Creates an object in its namespace; the server answers with what it stored.

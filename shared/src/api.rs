@@ -83,6 +83,18 @@ impl<T> List<T> {
     pub fn whole(kind: impl Into<String>, resource_version: u64, items: Vec<T>) -> List<T> {
         List { kind: kind.into(), resource_version, continue_: None, remaining_item_count: None, items }
     }
+
+    /// The same page with each item turned by `turn`, or its first error.
+    pub fn try_map<U, E>(self, turn: impl FnMut(T) -> Result<U, E>) -> Result<List<U>, E> {
+        let items = self.items.into_iter().map(turn).collect::<Result<Vec<U>, E>>()?;
+        Ok(List {
+            kind: self.kind,
+            resource_version: self.resource_version,
+            continue_: self.continue_,
+            remaining_item_count: self.remaining_item_count,
+            items,
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
