@@ -42,11 +42,14 @@ fn fnv1a(parts: &[&str]) -> u64 {
 
 /// The namespace and name an event about `involved` with `reason` from `source` lives at.
 /// A node's agent reports each container apart ("Created container web"), as Kubernetes'
-/// `fieldPath` keeps them apart: its message is part of the key.
+/// `fieldPath` keeps them apart, and the deployment controller each scaling step ("Scaled
+/// up replica set web-5d… from 1 to 2"), the rollout `kubectl describe deploy` lists: for
+/// them the message is part of the key. Others fold by reason.
 pub fn event_key(involved: &ObjectReference, reason: &str, source: &str, message: &str) -> (String, String) {
     let namespace = if involved.namespace.is_empty() { CLUSTER_EVENTS_NAMESPACE.to_string() } else { involved.namespace.clone() };
-    let per_container = if source.starts_with(NODE_SOURCE_PREFIX) { message } else { "" };
-    let hash = fnv1a(&[&involved.kind, &involved.namespace, &involved.name, &involved.uid, reason, source, per_container]);
+    let apart = source.starts_with(NODE_SOURCE_PREFIX) || source == SOURCE_DEPLOYMENT_CONTROLLER;
+    let by_message = if apart { message } else { "" };
+    let hash = fnv1a(&[&involved.kind, &involved.namespace, &involved.name, &involved.uid, reason, source, by_message]);
     let prefix: String = involved.name.chars().take(200).collect();
     (namespace, format!("{prefix}.{hash:016x}"))
 }
@@ -176,7 +179,7 @@ mod tests {
     }
 
     #[test]
-    fn a_nodes_events_about_two_containers_stay_apart_and_others_fold_by_reason() {
+    fn a_nodes_events_about_two_containers_and_a_rollouts_steps_stay_apart_and_others_fold_by_reason() {
         let pod = ObjectReference { kind: "Pod".into(), namespace: "default".into(), name: "web".into(), uid: "u".into() };
         let agent = shared::model::node_event_source("n1");
         let created = |container: &str| event_key(&pod, "Created", &agent, &format!("Created container {container}"));
@@ -184,5 +187,8 @@ mod tests {
         assert_eq!(created("web"), created("web"));
         let scheduler = |message: &str| event_key(&pod, "FailedScheduling", SOURCE_SCHEDULER, message);
         assert_eq!(scheduler("0/1 nodes are available"), scheduler("0/2 nodes are available"));
+        let deployment = ObjectReference { kind: "Deployment".into(), ..pod.clone() };
+        let scaled = |message: &str| event_key(&deployment, "ScalingReplicaSet", SOURCE_DEPLOYMENT_CONTROLLER, message);
+        assert_ne!(scaled("Scaled up replica set web-a from 0 to 1"), scaled("Scaled down replica set web-b from 3 to 2"));
     }
 }
