@@ -102,8 +102,9 @@ pub fn parse_field_selector(kind: Kind, text: &str) -> ApiResult<Vec<FieldTerm>>
                 supported_fields(kind).join(", ")
             )));
         }
-        let value = unescape_field_value(value.trim()).map_err(|c| {
-            ApiError::bad_request(format!("invalid field selector term {part:?}: a value's {c:?} must be escaped as \\{c}"))
+        let value = value.trim();
+        let value = unescape_field_value(value).map_err(|c| {
+            ApiError::bad_request(format!("invalid field selector value {value:?}: a {c:?} in a value must be escaped as \\{c}"))
         })?;
         terms.push(FieldTerm { field: field.to_string(), value, equal });
     }

@@ -641,6 +641,15 @@ async fn lists_take_kubernetes_field_labels_and_their_own_continue_tokens() {
     assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
     assert!(refused["message"].as_str().unwrap().starts_with("field label not supported: spec.node_name ("), "{refused}");
     assert_eq!(get(&server, "/k8s/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1").await.0, StatusCode::OK);
+    // kubectl's spelling comes back in the errors, never the native one; a term without a
+    // field says so.
+    let (status, refused) = get(&server, "/k8s/api/v1/pods?fieldSelector=spec.nodeName%3D%3D%3D").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    let message = refused["message"].as_str().unwrap();
+    assert!(message.contains("value \"=\"") && !message.contains("node_name"), "{message}");
+    let (status, refused) = get(&server, "/k8s/api/v1/pods?fieldSelector=%21spec.nodeName").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    assert!(refused["message"].as_str().unwrap().contains("expected field=value"), "{refused}");
     let (status, refused) = get(&server, "/k8s/api/v1/events?fieldSelector=involvedObject.fieldPath%3Dspec.containers%7Bweb%7D").await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
     let message = refused["message"].as_str().unwrap();

@@ -26,6 +26,11 @@ fn native_field_selector(kind: Kind, text: &str) -> Result<String> {
         let at = term.find(['=', '!']).unwrap_or(term.len());
         let (field, rest) = term.split_at(at);
         let field = field.trim();
+        if field.is_empty() && !rest.is_empty() {
+            return Err(Status::bad_request(format!(
+                "invalid field selector term {term:?}: expected field=value, field==value or field!=value"
+            )));
+        }
         if rest.is_empty() {
             // Not `field=value`: the native parser says so.
             terms.push(term.to_string());
