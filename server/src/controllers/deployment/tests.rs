@@ -234,13 +234,19 @@ async fn scaling_during_a_rollout_spreads_the_change_in_proportion() {
     step(&ctx, now).await;
     // 20 + 5 allowed, each set sized for 13: the old 8 × 25/13 → 15, the new 5 × 25/13 → 10.
     assert_eq!(sizes(&ctx), [15, 10]);
+    // Each step is an event of its own, as `kubectl describe deploy` lists them.
     let events = ctx.store.list(Kind::Event, Some("default")).1;
-    let scaled = events.iter().find_map(|e| match &**e {
-        Object::Event(e) if e.reason == "ScalingReplicaSet" => Some(e.message.clone()),
-        _ => None,
-    });
-    let new = &sets(&ctx)[1].metadata.name;
-    assert_eq!(scaled, Some(format!("Scaled up replica set {new} from 5 to 10")), "the last of the scalings");
+    let scaled: Vec<String> = events
+        .iter()
+        .filter_map(|e| match &**e {
+            Object::Event(e) if e.reason == "ScalingReplicaSet" => Some(e.message.clone()),
+            _ => None,
+        })
+        .collect();
+    let [old, new] = [0, 1].map(|i| sets(&ctx)[i].metadata.name.clone());
+    for step in [format!("Scaled up replica set {old} from 8 to 15"), format!("Scaled up replica set {new} from 5 to 10")] {
+        assert!(scaled.contains(&step), "{step:?} in {scaled:?}");
+    }
 
     edit(&ctx, |d| d.spec.replicas = 5).await;
     step(&ctx, now).await;
