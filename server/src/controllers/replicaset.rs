@@ -187,7 +187,7 @@ impl Controller for ReplicaSetController {
         let err = |e| store_error(Self::NAME, key, e);
         let store = &ctx.store;
         let grace = ctx.config.node_monitor_grace;
-        let (namespace, name) = key.key.split_once('/').unwrap_or(("", &key.key));
+        let (namespace, name) = key.namespace_and_name();
         let rs = match store.get(key).as_deref() {
             Some(Object::ReplicaSet(rs)) if rs.metadata.deletion_timestamp.is_none() => Some(ReplicaSet::clone(rs)),
             _ => None,

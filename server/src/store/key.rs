@@ -22,6 +22,11 @@ impl Key {
     pub fn of(object: &Object) -> Self {
         Key::new(object.kind(), &object.metadata().namespace, &object.metadata().name)
     }
+
+    /// The namespace (empty for a cluster-scoped kind) and the name that [`Key::new`] joined.
+    pub fn namespace_and_name(&self) -> (&str, &str) {
+        self.key.split_once('/').unwrap_or(("", &self.key))
+    }
 }
 
 impl std::fmt::Display for Key {

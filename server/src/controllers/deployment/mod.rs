@@ -127,7 +127,7 @@ impl Controller for DeploymentController {
     async fn reconcile(&self, key: &Key, ctx: &Context, now: Time) -> Result<Action> {
         let err = |e| store_error(Self::NAME, key, e);
         let store = &ctx.store;
-        let (namespace, name) = key.key.split_once('/').unwrap_or(("", &key.key));
+        let (namespace, name) = key.namespace_and_name();
         let deployment = match store.get(key).as_deref() {
             Some(Object::Deployment(d)) if d.metadata.deletion_timestamp.is_none() => Some(Deployment::clone(d)),
             _ => None,

@@ -164,9 +164,7 @@ async fn a_rolling_update_surges_up_and_takes_down_within_the_limits() {
     d.set_defaults();
     fixtures::put(&ctx, Object::Deployment(Box::new(d))).await;
     let now = chrono::Utc::now();
-    settle(&ctx, now).await;
-    run_all(&ctx, now).await;
-    settle(&ctx, now).await;
+    roll_to_completion(&ctx, now).await;
 
     edit(&ctx, new_image).await;
     // 25 % of 10: a surge of 3 (rounded up), 2 unavailable (rounded down).
@@ -205,9 +203,7 @@ async fn surge_and_unavailability_resolve_from_counts_and_percentages() {
         let mut d = deployment(4);
         rolling(&mut d, surge.clone(), unavailable.clone());
         fixtures::put(&ctx, Object::Deployment(Box::new(d))).await;
-        settle(&ctx, now).await;
-        run_all(&ctx, now).await;
-        settle(&ctx, now).await;
+        roll_to_completion(&ctx, now).await;
         edit(&ctx, new_image).await;
         settle(&ctx, now).await;
         let mut sizes = sizes(&ctx);
@@ -223,9 +219,7 @@ async fn scaling_during_a_rollout_spreads_the_change_in_proportion() {
     let ctx = fixtures::context().await;
     fixtures::put(&ctx, Object::Deployment(Box::new(deployment(10)))).await;
     let now = chrono::Utc::now();
-    settle(&ctx, now).await;
-    run_all(&ctx, now).await;
-    settle(&ctx, now).await;
+    roll_to_completion(&ctx, now).await;
     edit(&ctx, new_image).await;
     settle(&ctx, now).await;
     assert_eq!(sizes(&ctx), [8, 5]);
@@ -266,9 +260,7 @@ async fn a_rollout_that_makes_no_progress_exceeds_its_deadline() {
     d.spec.progress_deadline_seconds = Some(60);
     fixtures::put(&ctx, Object::Deployment(Box::new(d))).await;
     let t0 = chrono::Utc::now();
-    settle(&ctx, t0).await;
-    run_all(&ctx, t0).await;
-    settle(&ctx, t0).await;
+    roll_to_completion(&ctx, t0).await;
     edit(&ctx, new_image).await;
     // The new pods never become ready (an image that crash-loops).
     let action = settle(&ctx, t0).await;
@@ -292,9 +284,7 @@ async fn recreate_scales_the_old_set_to_zero_and_waits_for_its_pods_to_go() {
     d.spec.strategy.type_ = shared::rollout::RECREATE.into();
     fixtures::put(&ctx, Object::Deployment(Box::new(d))).await;
     let now = chrono::Utc::now();
-    settle(&ctx, now).await;
-    run_all(&ctx, now).await;
-    settle(&ctx, now).await;
+    roll_to_completion(&ctx, now).await;
     edit(&ctx, new_image).await;
     settle(&ctx, now).await;
     assert_eq!(sizes(&ctx), [0], "no new set while old pods run");
