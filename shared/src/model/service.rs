@@ -20,9 +20,13 @@ pub struct Service {
 pub struct ServiceSpec {
     pub selector: Labels,
     pub ports: Vec<ServicePort>,
-    /// `ClusterIP`, the default and the only type.
+    /// `ClusterIP` (the default) or `NodePort`.
     #[serde(rename = "type")]
     pub type_: String,
+    /// The Service's virtual address from the service range, `None` for a headless
+    /// Service, empty until the server allocates one.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub cluster_ip: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,6 +37,9 @@ pub struct ServicePort {
     pub name: String,
     pub port: i32,
     pub target_port: i32,
+    /// The port every node serves the Service on (type `NodePort`), 0 until allocated.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub node_port: i32,
     /// `tcp`/`TCP` or `udp`/`UDP`: the reference writes it in lower case.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub protocol: String,
@@ -58,4 +65,8 @@ pub struct Endpoint {
     pub pod: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub node_name: String,
+}
+
+fn is_zero(port: &i32) -> bool {
+    *port == 0
 }

@@ -408,11 +408,14 @@ impl Convert for Service {
                             port: p.port,
                             target_port: Some(IntOrString::Int(p.target_port)),
                             protocol: some(&p.protocol),
+                            node_port: (p.node_port != 0).then_some(p.node_port),
                             ..Default::default()
                         })
                         .collect(),
                 ),
                 type_: some(&self.spec.type_),
+                cluster_ip: some(&self.spec.cluster_ip),
+                cluster_ips: (!self.spec.cluster_ip.is_empty()).then(|| vec![self.spec.cluster_ip.clone()]),
                 ..Default::default()
             }),
             status: None,
@@ -440,9 +443,15 @@ impl Convert for Service {
                 port: p.port,
                 target_port,
                 protocol: p.protocol.unwrap_or_default(),
+                node_port: p.node_port.unwrap_or_default(),
             });
         }
-        let spec = ServiceSpec { selector: spec.selector.unwrap_or_default(), ports, type_: spec.type_.unwrap_or_default() };
+        let spec = ServiceSpec {
+            selector: spec.selector.unwrap_or_default(),
+            ports,
+            type_: spec.type_.unwrap_or_default(),
+            cluster_ip: spec.cluster_ip.unwrap_or_default(),
+        };
         Service { kind: "Service".into(), metadata, spec, status: Default::default() }
     }
 }

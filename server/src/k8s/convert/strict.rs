@@ -432,9 +432,10 @@ mod tests {
             selector: [("bad key".to_string(), "v".to_string())].into(),
             type_: "LoadBalancer".into(),
             ports: vec![
-                ServicePort { name: "a".into(), port: 0, target_port: 70000, protocol: "icmp".into() },
-                ServicePort { name: "a".into(), port: 1, target_port: 1, protocol: String::new() },
+                ServicePort { name: "a".into(), port: 0, target_port: 70000, protocol: "icmp".into(), node_port: 0 },
+                ServicePort { name: "a".into(), port: 1, target_port: 1, protocol: String::new(), node_port: 0 },
             ],
+            cluster_ip: String::new(),
         };
         let mut node = Node { metadata: broken_meta(), ..Default::default() };
         node.status.capacity = NodeResources { cpu: -1, memory: -1, pods: -1 };
