@@ -12,7 +12,9 @@ use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use shared::api::{ApiErrorStatus, Heartbeat, List};
-use shared::model::{Container, ContainerPort, EnvVar, Event, Lease, Node, ObjectMeta, Pod, PodSpec, PodStatus, ResourceRequirements};
+use shared::model::{
+    Container, ContainerPort, EnvVar, Event, Lease, Node, ObjectMeta, Pod, PodSpec, PodStatus, ResourceRequirements, Service,
+};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -139,6 +141,12 @@ impl ApiClient for RecordingApi {
         }
         Ok(())
     }
+    async fn list_services(&self) -> ClientResult<List<Service>> {
+        Ok(List::whole("ServiceList", 0, vec![]))
+    }
+    async fn watch_services(&self, _: u64) -> ClientResult<WatchStream> {
+        Ok(Box::pin(futures::stream::empty()))
+    }
 }
 
 /// The simulated runtime (containers start at once), with the faults a test switches on.
@@ -218,8 +226,8 @@ impl ContainerRuntime for FaultyRuntime {
     }
 }
 
-/// Node `n1` of cluster `c1` on `runtime`, talking to `api`, with the default back-off and
-/// no sandboxes.
+/// Node `n1` of cluster `c1` on `runtime`, talking to `api`, with the default back-off, no
+/// sandboxes, no Services and no DNS.
 pub fn context(api: Arc<RecordingApi>, runtime: Arc<dyn ContainerRuntime>) -> NodeContext {
     NodeContext {
         node_name: "n1".into(),
@@ -231,6 +239,8 @@ pub fn context(api: Arc<RecordingApi>, runtime: Arc<dyn ContainerRuntime>) -> No
         events: api,
         backoff: crate::DEFAULT_BACKOFF,
         sandboxes: None,
+        services: crate::services::Services::none(),
+        resolv_confs: None,
     }
 }
 

@@ -15,6 +15,8 @@
 //!   [`iptables`]: the node-wide masquerade and FORWARD rules the CNI network needs;
 //!   [`hostport`]: the host ports of CNI sandboxes, held open for each sandbox's life;
 //!   [`subnet`]: IPv4 subnets, parsed and compared;
+//! - [`services`]: the cluster's Services as the node watches them; [`dns`]: the node's cluster
+//!   DNS (hickory-server) answering for them, and pods' resolv.conf naming it;
 //! - [`retry`]: retrying until shutdown, with back-off;
 //! - [`node`]: the node object (capacity from the host), registration, lease renewals and status heartbeats;
 //! - [`fleet`]: N simulated nodes in one process on one API client, one pod watch and one
@@ -32,6 +34,7 @@
 
 pub mod client;
 pub mod cni;
+pub mod dns;
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub mod fleet;
@@ -47,6 +50,7 @@ pub mod retry;
 pub mod runtime;
 pub mod runtime_events;
 pub mod sandbox;
+pub mod services;
 pub mod subnet;
 pub mod workers;
 
@@ -107,6 +111,8 @@ pub enum Error {
     FleetNotSimulated,
     #[error(transparent)]
     PodNetwork(#[from] network::Error),
+    #[error(transparent)]
+    Dns(#[from] dns::Error),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -159,13 +165,16 @@ pub struct AgentConfig {
     pub pod_network: network::PodNetworkConfig,
     /// The cluster registry's sign-in (Docker): its pulls send it, no other registry's do.
     pub registry_login: Option<shepherd_image::RegistryLogin>,
+    /// The cluster domain and where other names go, for the node's DNS (CNI pod network).
+    pub dns: dns::DnsConfig,
 }
 
 impl AgentConfig {
     /// Defaults: the host name as node name, capacity detected from the host, Docker,
     /// address 127.0.0.1, API on 127.0.0.1:10250, lease renewal 10 s, status heartbeat at
     /// least every 5 min, resync 10 s, no warm pool (the binaries' flag defaults to
-    /// [`DEFAULT_WARM_SANDBOXES`]), and CNI pod networking when its plugins are installed.
+    /// [`DEFAULT_WARM_SANDBOXES`]), CNI pod networking when its plugins are installed, and
+    /// the cluster domain `cluster.local` with other names forwarded to the host's resolver.
     pub fn new(server: &str) -> Self {
         AgentConfig {
             server: server.to_string(),
@@ -185,6 +194,7 @@ impl AgentConfig {
             remove_containers_on_exit: false,
             pod_network: network::PodNetworkConfig::default(),
             registry_login: None,
+            dns: dns::DnsConfig::default(),
         }
     }
 }
@@ -254,12 +264,36 @@ pub async fn run_node(
         true => Some(network::PodNetwork::choose(&config.pod_network, runtime.as_ref()).await?),
         false => None,
     };
+    let cni = match &pod_network {
+        Some(network::PodNetwork::Cni(cni)) => Some(cni.clone()),
+        _ => None,
+    };
+    let (cluster_dns, resolv_confs) = match &cni {
+        Some(cni) => {
+            let (server, files) = dns::on_pod_network(cni.clone(), &config.dns, &config.node_name, &config.pod_network.state_dir).await?;
+            (Some(server), Some(files))
+        }
+        None => (None, None),
+    };
     let Some(cluster) = node::cluster_id(api.as_ref(), &shutdown).await else { return Ok(()) };
     let endpoint = api_url(local, &config.address);
-    let node = NodeAgent::with_pod_network(&config, runtime, api.clone(), &cluster, endpoint, pod_network).await;
+    let services = services::Services::watched();
+    let node = NodeAgent::with_pod_network(&config, runtime, api.clone(), &cluster, endpoint, pod_network)
+        .await
+        .with_services(services.clone(), resolv_confs);
     let serve = http::run(listener, node.http_state(shutdown.clone()), config.token.as_deref());
-    let feed = pod_feed::NodeWatch::new(api, &config.node_name, config.resync_interval);
-    let (served, ()) = tokio::join!(serve, node.run(feed, shutdown.clone()));
+    let feed = pod_feed::NodeWatch::new(api.clone(), &config.node_name, config.resync_interval);
+    let answer = async {
+        if let Some(server) = cluster_dns {
+            server.run(services.clone(), shutdown.clone()).await;
+        }
+    };
+    let (served, (), (), ()) = tokio::join!(serve, node.run(feed, shutdown.clone()), services.follow(api, shutdown.clone()), answer);
+    if let Some(cni) = cni.filter(|_| config.remove_containers_on_exit)
+        && let Err(e) = tokio::task::spawn_blocking(move || dns::release(&cni, &config.node_name)).await.expect("no panic")
+    {
+        tracing::warn!(error = %e, "cannot let the address of the node's DNS go");
+    }
     served.map_err(Error::Serve)
 }
 
@@ -334,6 +368,8 @@ impl NodeAgent {
             events: api.clone(),
             backoff: config.backoff,
             sandboxes,
+            services: services::Services::none(),
+            resolv_confs: None,
         });
         NodeAgent {
             description,
@@ -358,6 +394,15 @@ impl NodeAgent {
         self
     }
 
+    /// Gives the node's containers the variables of `services` (after their first list) and,
+    /// with `resolv_confs`, the node's DNS.
+    pub fn with_services(mut self, services: Arc<services::Services>, resolv_confs: Option<dns::resolv::ResolvConfs>) -> NodeAgent {
+        let ctx = Arc::get_mut(&mut self.ctx).expect("a new agent's context is not shared yet");
+        ctx.services = services;
+        ctx.resolv_confs = resolv_confs;
+        self
+    }
+
     /// What the agent API needs to answer for this node.
     pub fn http_state(&self, shutdown: CancellationToken) -> http::AppState {
         http::AppState {
@@ -376,6 +421,7 @@ impl NodeAgent {
         tracing::info!(node = %description.name, runtime = ctx.runtime.kind(), endpoint = %description.agent_endpoint, "agent starting");
         let sandboxes = ctx.sandboxes.clone();
         let sandboxes_left = sandboxes.clone();
+        let ctx_services = ctx.services.clone();
         let manager = workers::PodManager::new(ctx, shutdown.clone());
         let lifecycle = async {
             if node::register(heartbeat_api.as_ref(), &description, &shutdown).await {
@@ -387,12 +433,15 @@ impl NodeAgent {
                 sandboxes.run(shutdown.clone()).await;
             }
         };
-        tokio::join!(
-            lifecycle,
-            pod_feed::follow_pods(manager.clone(), feed, shutdown.clone()),
-            runtime_events::follow_runtime_events(manager, shutdown.clone()),
-            pool,
-        );
+        // As the kubelet, no container starts before the Services were read once: it would
+        // miss their variables.
+        let (services, pod_manager) = (ctx_services, manager.clone());
+        let pods = async {
+            if services.synced(&shutdown).await.is_some() {
+                pod_feed::follow_pods(pod_manager, feed, shutdown.clone()).await;
+            }
+        };
+        tokio::join!(lifecycle, pods, runtime_events::follow_runtime_events(manager, shutdown.clone()), pool,);
         if !remove_containers_on_exit {
             let warm = sandboxes_left.as_ref().map_or(0, |sandboxes| sandboxes.available());
             tracing::info!(node = %description.name, "{}", kept_running(warm));

@@ -110,6 +110,20 @@ struct Cli {
     /// node (--node-name) with --token; images from other registries are pulled without them.
     #[arg(long, env = REGISTRY_ENV, value_name = "HOST:PORT")]
     registry: Option<String>,
+    /// The cluster's DNS domain: the node's DNS answers `<service>.<namespace>.svc.<domain>`
+    /// for its pods (CNI pod network), and their resolv.conf searches it.
+    #[arg(long, default_value = agent::dns::records::DEFAULT_DOMAIN)]
+    cluster_domain: String,
+    /// Where the node's DNS sends names outside the cluster domain: to the host's resolver
+    /// (its /etc/resolv.conf), or nowhere (answered REFUSED).
+    #[arg(long, value_enum, default_value_t = DnsForward::Host)]
+    dns_forward: DnsForward,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum DnsForward {
+    Host,
+    None,
 }
 
 #[derive(Subcommand, Debug)]
@@ -212,6 +226,14 @@ fn config(cli: &Cli, listen_variable: Option<&str>) -> anyhow::Result<AgentConfi
         bail!("--pod-subnet {:?} is not an IPv4 subnet such as {}", cli.pod_subnet, agent::network::DEFAULT_SUBNET);
     }
     config.pod_network.subnet = cli.pod_subnet.clone();
+    config.dns = agent::dns::DnsConfig {
+        domain: cli.cluster_domain.clone(),
+        forward: match cli.dns_forward {
+            DnsForward::Host => agent::dns::Forward::Host,
+            DnsForward::None => agent::dns::Forward::None,
+        },
+    };
+    config.dns.origin()?;
     config.pod_network.state_dir = cli.state_dir.clone();
     if !cli.cni_bin_dirs.is_empty() {
         config.pod_network.plugin_dirs = cli.cni_bin_dirs.clone();
@@ -368,6 +390,11 @@ mod tests {
         assert_eq!(defaults.heartbeats, agent::node::Heartbeats::default());
         let zero = Cli::parse_from(["shepherd-agent", "--lease-renew-interval", "0s"]);
         assert!(super::config(&zero, None).unwrap_err().to_string().contains("--lease-renew-interval must be more than 0s"));
+        assert_eq!(defaults.dns, agent::dns::DnsConfig { domain: "cluster.local".into(), forward: agent::dns::Forward::Host });
+        let dns = config_of(&["shepherd-agent", "--cluster-domain", "corp.example", "--dns-forward", "none"]);
+        assert_eq!(dns.dns, agent::dns::DnsConfig { domain: "corp.example".into(), forward: agent::dns::Forward::None });
+        let bad_domain = Cli::parse_from(["shepherd-agent", "--cluster-domain", "a..b"]);
+        assert!(super::config(&bad_domain, None).unwrap_err().to_string().contains("--cluster-domain \"a..b\" is not a domain name"));
     }
 
     #[tokio::test]

@@ -8,6 +8,7 @@
 //! ADD ran and its result: the pod's address and host ports after an agent restart, and
 //! what DEL needs. With Docker, sandboxes join the engine's `shepherd` bridge.
 
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -58,6 +59,8 @@ pub enum Error {
     NoAddress(String),
     #[error("the pod network's node-wide rules: {0}")]
     Rules(#[from] iptables::Error),
+    #[error("`ip {command}` failed: {message}")]
+    Ip { command: String, message: String },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -370,6 +373,55 @@ impl CniNetwork {
         let Ok(entries) = std::fs::read_dir(self.state_dir.join("sandboxes")) else { return Vec::new() };
         entries.filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".json").map(String::from)).collect()
     }
+
+    /// An address of `owner`'s own from the pod subnet, on the host's loopback interface:
+    /// pods reach it across the bridge (the host answers ARP for any of its addresses), and
+    /// each agent on a host has its own. host-local leases it under the id `shepherd-<owner>`,
+    /// and `<state-dir>/addresses/<owner>` keeps it across restarts, so that running pods
+    /// keep reaching it. The node's DNS listens there.
+    pub fn own_address(&self, owner: &str) -> Result<IpAddr> {
+        let record = self.state_dir.join("addresses").join(owner);
+        let kept = std::fs::read_to_string(&record).ok().and_then(|text| text.trim().parse::<IpAddr>().ok());
+        let address = match kept {
+            Some(address) => address,
+            None => {
+                // A lease left without its record (a crash between the two) is let go first.
+                self.lease(cni::Operation::Del, owner)?;
+                let result = self.lease(cni::Operation::Add, owner)?;
+                let address = result["ips"][0]["address"].as_str().and_then(|a| a.split('/').next()?.parse::<IpAddr>().ok());
+                let address = address.ok_or_else(|| Error::NoAddress(format!("shepherd-{owner}")))?;
+                let dir = record.parent().expect("a record has a directory");
+                std::fs::create_dir_all(dir).map_err(Self::io("create", dir))?;
+                std::fs::write(&record, address.to_string()).map_err(Self::io("write", &record))?;
+                address
+            }
+        };
+        ip(&["address", "replace", &format!("{address}/32"), "dev", "lo"])?;
+        Ok(address)
+    }
+
+    /// Lets `owner`'s own address go: off the loopback interface, its lease and its record.
+    pub fn release_own_address(&self, owner: &str) -> Result<()> {
+        let record = self.state_dir.join("addresses").join(owner);
+        if let Some(address) = std::fs::read_to_string(&record).ok().and_then(|text| text.trim().parse::<IpAddr>().ok()) {
+            // Already gone is as good.
+            let _ = ip(&["address", "del", &format!("{address}/32"), "dev", "lo"]);
+        }
+        self.lease(cni::Operation::Del, owner)?;
+        match std::fs::remove_file(&record) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::Io { action: "remove", path: record, source: e }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Runs host-local alone on the pod subnet for `owner`.
+    fn lease(&self, operation: cni::Operation, owner: &str) -> Result<Value> {
+        let mut config = json!({"cniVersion": cni::VERSION, "name": NETWORK_NAME, "ipam": self.bridge["ipam"].clone()});
+        config["type"] = config["ipam"]["type"].clone();
+        let id = format!("shepherd-{owner}");
+        let at = Attachment { container_id: &id, netns: Path::new("/"), ifname: "own" };
+        cni::invoke(&self.path, operation, &at, &config).map_err(|source| Error::Cni { container: id.clone(), source })
+    }
 }
 
 /// portmap's `portMappings`: host ports only; an unspecified host address means every one.
@@ -402,6 +454,17 @@ fn port_mappings(runtime_config: &Map<String, Value>) -> Vec<PortMapping> {
             protocol: text(m, "protocol"),
         })
         .collect()
+}
+
+/// Runs `ip` (iproute2) with `args`.
+fn ip(args: &[&str]) -> Result<()> {
+    let command = args.join(" ");
+    let output =
+        std::process::Command::new("ip").args(args).output().map_err(|e| Error::Ip { command: command.clone(), message: e.to_string() })?;
+    match output.status.success() {
+        true => Ok(()),
+        false => Err(Error::Ip { command, message: String::from_utf8_lossy(&output.stderr).trim().to_string() }),
+    }
 }
 
 fn is_namespace(path: &Path) -> bool {

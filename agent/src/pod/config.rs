@@ -1,11 +1,12 @@
 //! What the runtime is told to create for one container of a pod: its engine-level name,
-//! labels, limits, environment and published ports.
+//! labels, limits, environment (with its namespace's service variables) and published ports.
 
 use std::collections::BTreeMap;
 
 use shared::model::{Container, Pod};
 
 use super::context::NodeContext;
+use super::service_env::{service_variables, with_service_variables};
 use super::termination::grace_period;
 use crate::runtime::{
     ContainerConfig, LABEL_CLUSTER, LABEL_CONTAINER, LABEL_GRACE, LABEL_NAMESPACE, LABEL_NODE, LABEL_POD, LABEL_POD_UID, PortMapping,
@@ -35,7 +36,10 @@ pub fn container_config(ctx: &NodeContext, pod: &Pod, container: &Container) -> 
         image: container.image.clone(),
         command: container.command.clone(),
         args: container.args.clone(),
-        env: container.env.iter().map(|e| (e.name.clone(), e.value.clone())).collect(),
+        env: with_service_variables(
+            container.env.iter().map(|e| (e.name.clone(), e.value.clone())).collect(),
+            service_variables(ctx.services.snapshot().in_namespace(&pod.metadata.namespace)),
+        ),
         labels,
         memory_limit: container.resources.memory.max(0),
         nano_cpus: container.resources.cpu.max(0) * 1_000_000,
@@ -43,6 +47,7 @@ pub fn container_config(ctx: &NodeContext, pod: &Pod, container: &Container) -> 
         network: ctx.network.clone(),
         network_disabled: false,
         sandbox: String::new(),
+        resolv_conf: String::new(),
     }
 }
 
@@ -84,5 +89,26 @@ mod tests {
             vec![PortMapping { container_port: 80, host_port: 8080, host_ip: "127.0.0.1".into(), protocol: "tcp".into() }]
         );
         assert_eq!(config.network, "shepherd");
+    }
+
+    #[test]
+    fn a_container_gets_the_variables_of_its_namespaces_services_after_its_own() {
+        use shared::model::{ObjectMeta, Service, ServicePort, ServiceSpec};
+        let service = |namespace: &str, name: &str| Service {
+            metadata: ObjectMeta::named(namespace, name),
+            spec: ServiceSpec {
+                cluster_ip: "10.96.0.10".into(),
+                ports: vec![ServicePort { port: 80, ..Default::default() }],
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let ctx =
+            NodeContext { services: crate::services::Services::of([service("default", "shop-api"), service("other", "db")]), ..ctx() };
+        let pod = pod();
+        let env = container_config(&ctx, &pod, &pod.spec.containers[0]).env;
+        assert_eq!(env[0], ("A".to_string(), "1".to_string()));
+        assert!(env.contains(&("SHOP_API_SERVICE_HOST".to_string(), "10.96.0.10".to_string())), "{env:?}");
+        assert!(!env.iter().any(|(name, _)| name.starts_with("DB_")), "another namespace's: {env:?}");
     }
 }

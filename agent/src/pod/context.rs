@@ -1,5 +1,6 @@
 //! What every pod worker of a node shares: the node's name, cluster and address, the runtime,
-//! the API clients, the back-off and the sandboxes; and how a worker records a pod's events.
+//! the API clients, the back-off, the sandboxes, the Services and the node's DNS; and how a
+//! worker records a pod's events.
 
 use std::sync::Arc;
 
@@ -8,8 +9,10 @@ use shared::backoff::Backoff;
 use shared::model::{Event, ObjectMeta, ObjectReference, Pod};
 
 use crate::client::ApiClient;
+use crate::dns::resolv::ResolvConfs;
 use crate::runtime::{ContainerInfo, ContainerRuntime, LABEL_CLUSTER, LABEL_NODE, LABEL_POD_UID};
 use crate::sandbox::Sandboxes;
+use crate::services::Services;
 
 /// What every pod worker of a node shares.
 pub struct NodeContext {
@@ -28,6 +31,10 @@ pub struct NodeContext {
     pub backoff: Backoff,
     /// Pod sandboxes, their network and their warm pool, when the runtime has sandboxes (Docker).
     pub sandboxes: Option<Arc<Sandboxes>>,
+    /// The cluster's Services: containers' service variables.
+    pub services: Arc<Services>,
+    /// The resolv.conf files naming the node's DNS, when it runs one (the CNI pod network).
+    pub resolv_confs: Option<ResolvConfs>,
 }
 
 impl NodeContext {

@@ -1,11 +1,13 @@
 //! One pod on its node: the worker's level-triggered reconcile ([`worker`]), what it asks the
-//! runtime to create ([`config`]), its containers' probes ([`prober`]), the status it
+//! runtime to create ([`config`]) with the variables of its namespace's Services
+//! ([`service_env`]), its containers' probes ([`prober`]), the status it
 //! reports ([`status`]) and how a deleted or terminating pod's containers stop
 //! ([`termination`]), around what every worker of a node shares ([`context`]).
 
 pub mod config;
 pub mod context;
 pub mod prober;
+pub mod service_env;
 pub mod status;
 pub mod termination;
 pub mod worker;

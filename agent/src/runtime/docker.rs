@@ -177,6 +177,7 @@ impl DockerRuntime {
                 nano_cpus: (config.nano_cpus > 0).then_some(config.nano_cpus),
                 port_bindings: (!bindings.is_empty()).then_some(bindings),
                 network_mode,
+                binds: (!config.resolv_conf.is_empty()).then(|| vec![format!("{}:/etc/resolv.conf:ro", config.resolv_conf)]),
                 ..Default::default()
             }),
             networking_config,
@@ -525,8 +526,18 @@ mod tests {
     fn a_container_in_a_sandbox_joins_its_namespace_without_network_or_ports() {
         let config = ContainerConfig { name: "x".into(), image: "minimal".into(), sandbox: "cafe01".into(), ..Default::default() };
         let body = DockerRuntime::create_body(&config, "");
-        assert_eq!(body.host_config.unwrap().network_mode.as_deref(), Some("container:cafe01"));
+        let host = body.host_config.unwrap();
+        assert_eq!(host.network_mode.as_deref(), Some("container:cafe01"));
+        assert_eq!(host.binds, None, "the engine's resolv.conf");
         assert!(body.networking_config.is_none());
         assert!(body.exposed_ports.is_none());
+    }
+
+    #[test]
+    fn the_pods_resolv_conf_is_mounted_read_only() {
+        let config =
+            ContainerConfig { sandbox: "cafe01".into(), resolv_conf: "/state/dns/n1/shop/resolv.conf".into(), ..Default::default() };
+        let host = DockerRuntime::create_body(&config, "").host_config.unwrap();
+        assert_eq!(host.binds, Some(vec!["/state/dns/n1/shop/resolv.conf:/etc/resolv.conf:ro".to_string()]));
     }
 }

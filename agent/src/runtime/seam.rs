@@ -81,6 +81,9 @@ pub struct ContainerConfig {
     /// The id of a running container whose network namespace this one joins (the pod's
     /// sandbox); then `network` and `ports` must be empty: they belong to the sandbox.
     pub sandbox: String,
+    /// A file of the host mounted read-only on `/etc/resolv.conf` (the pod's cluster DNS);
+    /// empty for the engine's own.
+    pub resolv_conf: String,
 }
 
 /// Where a container is in its life.

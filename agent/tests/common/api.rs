@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::json;
 use shared::api::{Heartbeat, List, WatchEventType};
-use shared::model::{Event, Kind, Lease, Node, Object, ObjectMeta, Pod, PodSpec};
+use shared::model::{Event, Kind, Labels, Lease, Node, Object, ObjectMeta, Pod, PodSpec, Service};
 use shared::registration::HOSTNAME_LABEL;
 use shepherd_client::{Client, DeleteOptions, Selection};
 use shepherd_testing::{TestServer, eventually, poll};
@@ -58,7 +58,7 @@ impl Api {
         Arc::new(Api { server, cluster, seen: Arc::default(), names: Mutex::default(), history })
     }
 
-    fn client(&self) -> &Client {
+    pub fn client(&self) -> &Client {
         &self.server.client
     }
 
@@ -73,9 +73,15 @@ impl Api {
 
     /// Creates a pod in `default` that only `node` can take, and binds it there as the
     /// scheduler would (which may bind it first), once `node` has registered.
-    pub async fn add_pod(&self, node: &str, name: &str, mut spec: PodSpec) -> Pod {
+    pub async fn add_pod(&self, node: &str, name: &str, spec: PodSpec) -> Pod {
+        self.add_labelled_pod(node, name, Labels::new(), spec).await
+    }
+
+    /// [`Api::add_pod`] with `labels`, for a Service to select.
+    pub async fn add_labelled_pod(&self, node: &str, name: &str, labels: Labels, mut spec: PodSpec) -> Pod {
         spec.node_selector.insert(HOSTNAME_LABEL.into(), node.into());
-        let pod = Pod { kind: "Pod".into(), metadata: ObjectMeta::named("default", name), spec, status: Default::default() };
+        let metadata = ObjectMeta { labels, ..ObjectMeta::named("default", name) };
+        let pod = Pod { kind: "Pod".into(), metadata, spec, status: Default::default() };
         let pod = self.client().create(&pod).await.unwrap_or_else(|e| panic!("cannot create pod {name}: {e}"));
         self.names.lock().unwrap().insert(pod.metadata.uid.clone(), name.to_string());
         eventually(self.client(), Duration::from_secs(30), &format!("node {node} to register"), || async {
@@ -232,5 +238,13 @@ impl ApiClient for AgentClient {
 
     async fn create_event(&self, event: &Event) -> ClientResult<()> {
         ApiClient::create_event(&self.client, event).await
+    }
+
+    async fn list_services(&self) -> ClientResult<List<Service>> {
+        ApiClient::list_services(&self.client).await
+    }
+
+    async fn watch_services(&self, resource_version: u64) -> ClientResult<WatchStream> {
+        ApiClient::watch_services(&self.client, resource_version).await
     }
 }

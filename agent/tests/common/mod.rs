@@ -66,7 +66,7 @@ pub fn pod_network(node: &str) -> PodNetworkConfig {
 /// Removes every container of a test node (its warm pool too), even when the test panics;
 /// then it first stops the node's agents, which would otherwise keep creating containers.
 /// Then it takes down the networks its sandboxes had (veths, host port rules,
-/// address leases, kept namespaces) and removes its state directory.
+/// address leases, kept namespaces), lets its DNS address go and removes its state directory.
 pub struct Cleanup(pub String);
 
 impl Cleanup {
@@ -85,6 +85,9 @@ impl Cleanup {
             if let Err(e) = network.detach(&sandbox) {
                 eprintln!("cannot take down the network of test sandbox {sandbox}: {e}");
             }
+        }
+        if let Err(e) = agent::dns::release(&network, &self.0) {
+            eprintln!("cannot let the DNS address of test node {} go: {e}", self.0);
         }
         if network.attached().is_empty() {
             let _ = std::fs::remove_dir_all(&config.state_dir);
@@ -173,6 +176,8 @@ impl TestAgent {
         config.runtime = RuntimeChoice::Docker;
         config.warm_sandboxes = warm;
         config.pod_network = pod_network(node);
+        // Tests never resolve a name outside the cluster: the node's DNS forwards nothing.
+        config.dns.forward = agent::dns::Forward::None;
         adjust(&mut config);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let endpoint = format!("http://{}", listener.local_addr().unwrap());

@@ -1,0 +1,243 @@
+//! The node's cluster DNS, as CoreDNS serves a cluster's, built on hickory-server (its
+//! catalog, its UDP and TCP serving and its forwarder; no DNS codec here): the cluster
+//! domain from the Services the node watches ([`records`], [`handler`]), other names
+//! forwarded to the host's resolver or refused (`--dns-forward host|none`). On the CNI pod
+//! network it listens on port 53 of an address of the node's own ([`crate::network::CniNetwork::own_address`]),
+//! and pods get a resolv.conf naming it ([`resolv`]).
+
+pub mod handler;
+pub mod records;
+pub mod resolv;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hickory_server::Server;
+use hickory_server::proto::rr::{LowerName, Name};
+use hickory_server::store::forwarder::{ForwardConfig, ForwardZoneHandler};
+use hickory_server::zone_handler::{Catalog, ZoneHandler};
+use tokio::net::{TcpListener, UdpSocket};
+use tokio_util::sync::CancellationToken;
+
+use self::handler::ClusterDomain;
+use self::records::ClusterZone;
+use self::resolv::ResolvConfs;
+use crate::network::CniNetwork;
+use crate::services::Services;
+
+/// The port pods ask on.
+pub const PORT: u16 = 53;
+/// How long a TCP client may stay silent before its connection is closed.
+const TCP_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("--cluster-domain {0:?} is not a domain name such as {default}", default = records::DEFAULT_DOMAIN)]
+    BadDomain(String),
+    #[error("cannot listen for DNS on {addr}: {source}")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error("--dns-forward host: cannot read the host's resolver configuration (/etc/resolv.conf): {0}")]
+    HostResolver(String),
+    #[error("no address for the node's DNS on the pod network: {0}")]
+    Address(#[from] crate::network::Error),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `--dns-forward`: where names outside the cluster domain go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forward {
+    /// To the nameservers of the host's `/etc/resolv.conf`, as CoreDNS's `forward . /etc/resolv.conf`.
+    Host,
+    /// Nowhere: answered REFUSED, so that nothing leaves the machine (tests).
+    None,
+}
+
+/// The DNS settings of a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DnsConfig {
+    /// `--cluster-domain`, such as `cluster.local`.
+    pub domain: String,
+    pub forward: Forward,
+}
+
+impl Default for DnsConfig {
+    fn default() -> Self {
+        DnsConfig { domain: records::DEFAULT_DOMAIN.to_string(), forward: Forward::Host }
+    }
+}
+
+impl DnsConfig {
+    /// The cluster domain as a fully qualified name.
+    pub fn origin(&self) -> Result<Name> {
+        let mut name = Name::from_ascii(&self.domain).map_err(|_| Error::BadDomain(self.domain.clone()))?;
+        if name.num_labels() == 0 {
+            return Err(Error::BadDomain(self.domain.clone()));
+        }
+        name.set_fqdn(true);
+        Ok(name)
+    }
+}
+
+/// A DNS server answering for the cluster, bound and ready to run.
+pub struct ClusterDns {
+    server: Server<Catalog>,
+    domain: Arc<ClusterDomain>,
+    origin: Name,
+    local: SocketAddr,
+}
+
+impl ClusterDns {
+    /// Binds UDP and TCP on `addr` (port 0 picks a free one, the same for both).
+    pub async fn bind(config: &DnsConfig, addr: SocketAddr) -> Result<ClusterDns> {
+        let origin = config.origin()?;
+        let bind_error = |source| Error::Bind { addr, source };
+        let udp = UdpSocket::bind(addr).await.map_err(bind_error)?;
+        let local = udp.local_addr().map_err(bind_error)?;
+        let tcp = TcpListener::bind(local).await.map_err(|source| Error::Bind { addr: local, source })?;
+        let domain = Arc::new(ClusterDomain::new(ClusterZone::new(&origin, [], 0)));
+        let mut catalog = Catalog::new();
+        catalog.upsert(LowerName::from(origin.clone()), vec![domain.clone() as Arc<dyn ZoneHandler>]);
+        if config.forward == Forward::Host {
+            catalog.upsert(LowerName::from(Name::root()), vec![Arc::new(host_forwarder()?) as Arc<dyn ZoneHandler>]);
+        }
+        let mut server = Server::new(catalog);
+        server.register_socket(udp);
+        server.register_listener(tcp, TCP_TIMEOUT, 64 * 1024);
+        Ok(ClusterDns { server, domain, origin, local })
+    }
+
+    /// Where it listens.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Answers from `services`, rebuilding the zone at each change, until `shutdown`.
+    pub async fn run(mut self, services: Arc<Services>, shutdown: CancellationToken) {
+        let mut updates = services.subscribe();
+        let mut serial: u32 = 0;
+        loop {
+            let snapshot = updates.borrow_and_update().clone();
+            serial = serial.wrapping_add(1);
+            self.domain.replace(ClusterZone::new(&self.origin, snapshot.services.values(), serial));
+            tokio::select! {
+                changed = updates.changed() => if changed.is_err() { break },
+                _ = shutdown.cancelled() => break,
+            }
+        }
+        if let Err(e) = self.server.shutdown_gracefully().await {
+            tracing::warn!(error = %e, "the DNS server stopped with an error");
+        }
+    }
+}
+
+/// The DNS of `node` on the CNI pod network: bound on port 53 of the node's own address, and
+/// the resolv.conf files that name it, under `state_dir`.
+pub async fn on_pod_network(cni: Arc<CniNetwork>, config: &DnsConfig, node: &str, state_dir: &Path) -> Result<(ClusterDns, ResolvConfs)> {
+    let owner = format!("dns-{node}");
+    let address = tokio::task::spawn_blocking(move || cni.own_address(&owner)).await.expect("the address lease does not panic")?;
+    let dns = ClusterDns::bind(config, SocketAddr::new(address, PORT)).await?;
+    tracing::info!(address = %dns.local_addr(), domain = %config.domain, forward = ?config.forward, "cluster DNS listening for the node's pods");
+    Ok((dns, ResolvConfs::new(&state_dir.join("dns").join(node), address, &config.domain)))
+}
+
+/// Lets the address of `node`'s DNS go (with its containers, on exit).
+pub fn release(cni: &CniNetwork, node: &str) -> Result<()> {
+    Ok(cni.release_own_address(&format!("dns-{node}"))?)
+}
+
+/// hickory's forwarder to the nameservers of the host's resolv.conf, for every name.
+fn host_forwarder() -> Result<ForwardZoneHandler> {
+    let (resolver, options) = hickory_resolver::system_conf::read_system_conf().map_err(|e| Error::HostResolver(e.to_string()))?;
+    let config = ForwardConfig { name_servers: resolver.name_servers().to_vec(), options: Some(options) };
+    ForwardZoneHandler::builder_tokio(config).with_origin(Name::root()).build().map_err(Error::HostResolver)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::str::FromStr;
+
+    use hickory_server::proto::op::{Message, Query, ResponseCode};
+    use hickory_server::proto::rr::{Record, RecordType};
+    use shared::model::{Endpoint, ObjectMeta, Service, ServicePort, ServiceSpec, ServiceStatus};
+
+    use super::*;
+
+    fn service(name: &str, cluster_ip: &str, endpoints: &[&str]) -> Service {
+        let port = ServicePort { name: "http".into(), port: 80, target_port: 8080, ..Default::default() };
+        Service {
+            kind: "Service".into(),
+            metadata: ObjectMeta::named("default", name),
+            spec: ServiceSpec { ports: vec![port], cluster_ip: cluster_ip.into(), ..Default::default() },
+            status: ServiceStatus {
+                endpoints: endpoints.iter().map(|ip| Endpoint { ip: ip.to_string(), pod: "p".into(), node_name: "n1".into() }).collect(),
+                ..Default::default()
+            },
+        }
+    }
+
+    /// One question over UDP, as a pod's resolver asks it.
+    async fn ask(server: SocketAddr, name: &str, type_: RecordType) -> Message {
+        let mut query = Message::query();
+        query.metadata.recursion_desired = true;
+        query.add_query(Query::query(Name::from_str(name).unwrap(), type_));
+        let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        socket.send_to(&query.to_vec().unwrap(), server).await.unwrap();
+        let mut buffer = vec![0; 4096];
+        let (length, _) = tokio::time::timeout(Duration::from_secs(10), socket.recv_from(&mut buffer)).await.expect("an answer").unwrap();
+        let answer = Message::from_vec(&buffer[..length]).unwrap();
+        assert_eq!(answer.metadata.id, query.metadata.id);
+        answer
+    }
+
+    fn addresses(records: &[Record]) -> Vec<String> {
+        let mut addresses: Vec<String> = records.iter().map(|r| r.data.to_string()).collect();
+        addresses.sort();
+        addresses
+    }
+
+    #[tokio::test]
+    async fn the_server_answers_services_on_udp_and_refuses_other_names_when_it_may_not_forward() {
+        let services = Services::of([service("web", "10.96.0.10", &[]), service("db", records::HEADLESS, &["10.77.0.7", "10.77.0.8"])]);
+        let config = DnsConfig { forward: Forward::None, ..DnsConfig::default() };
+        let dns = ClusterDns::bind(&config, "127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let at = dns.local_addr();
+        let shutdown = CancellationToken::new();
+        let running = tokio::spawn(dns.run(services.clone(), shutdown.clone()));
+
+        let web = shepherd_testing::poll(Duration::from_secs(10), "the zone holds web", || async {
+            let answer = ask(at, "web.default.svc.cluster.local.", RecordType::A).await;
+            if answer.answers.is_empty() { Err(format!("{answer:?}")) } else { Ok(answer) }
+        })
+        .await;
+        assert_eq!(web.metadata.response_code, ResponseCode::NoError);
+        assert!(web.metadata.authoritative);
+        assert_eq!(addresses(&web.answers), ["10.96.0.10"]);
+        assert_eq!(addresses(&ask(at, "db.default.svc.cluster.local.", RecordType::A).await.answers), ["10.77.0.7", "10.77.0.8"]);
+        let srv = ask(at, "_http._tcp.web.default.svc.cluster.local.", RecordType::SRV).await;
+        assert_eq!(addresses(&srv.answers), ["0 100 80 web.default.svc.cluster.local."]);
+        assert_eq!(addresses(&srv.additionals), ["10.96.0.10"]);
+
+        let unknown = ask(at, "nope.default.svc.cluster.local.", RecordType::A).await;
+        assert_eq!(unknown.metadata.response_code, ResponseCode::NXDomain);
+        assert!(unknown.answers.is_empty());
+        assert_eq!(unknown.authorities.first().map(|r| r.record_type()), Some(RecordType::SOA), "the SOA says how long to remember");
+        assert_eq!(ask(at, "web.default.svc.cluster.local.", RecordType::AAAA).await.metadata.response_code, ResponseCode::NoError);
+        let outside = ask(at, "example.com.", RecordType::A).await;
+        assert_eq!(outside.metadata.response_code, ResponseCode::Refused, "nothing is forwarded");
+
+        shutdown.cancel();
+        running.await.unwrap();
+    }
+
+    #[test]
+    fn the_cluster_domain_must_be_a_domain_name() {
+        assert_eq!(DnsConfig::default().origin().unwrap().to_string(), "cluster.local.");
+        for bad in [".", "", "a..b"] {
+            let config = DnsConfig { domain: bad.into(), ..DnsConfig::default() };
+            assert!(matches!(config.origin(), Err(Error::BadDomain(_))), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! The node's cluster DNS and service variables, seen from inside real Docker pods on the
+//! CNI pod network: busybox's `nslookup` asks the node's DNS across the pod bridge, and `env`
+//! shows the variables. The node forwards nothing (tests never resolve a name outside the
+//! cluster), and nothing but the test's own pods sends a packet.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::{DockerNode, container, docker_node, spec};
+use shared::model::{ContainerState, ObjectMeta, PodPhase, Service, ServicePort, ServiceSpec};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn service(name: &str, cluster_ip: &str, selector: &str, port: ServicePort) -> Service {
+    Service {
+        kind: "Service".into(),
+        metadata: ObjectMeta::named("default", name),
+        spec: ServiceSpec {
+            selector: BTreeMap::from([("app".to_string(), selector.to_string())]),
+            ports: vec![port],
+            cluster_ip: cluster_ip.into(),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// What the script printed after the line `== <name>`, up to the next such line.
+fn section<'a>(output: &'a str, name: &str) -> &'a str {
+    let start = output.find(&format!("== {name}\n")).unwrap_or_else(|| panic!("no section {name} in:\n{output}")) + name.len() + 4;
+    let rest = &output[start..];
+    &rest[..rest.find("\n== ").map_or(rest.len(), |end| end + 1)]
+}
+
+/// The addresses `nslookup` printed as answers (not the server's own `Address:` line).
+fn answers(section: &str) -> Vec<String> {
+    let mut addresses: Vec<String> = section
+        .lines()
+        .filter_map(|line| line.strip_prefix("Address:"))
+        .map(str::trim)
+        .filter(|address| !address.contains(':'))
+        .map(String::from)
+        .collect();
+    addresses.sort();
+    addresses
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_find_a_service_a_headless_service_and_not_an_unknown_name_through_the_nodes_dns() {
+    let DockerNode { node, api, agent, cleanup: _cleanup, .. } = docker_node().await;
+    let client = api.client();
+    let http = ServicePort { name: "http".into(), port: 80, target_port: 8080, ..Default::default() };
+    client.create(&service("web-api", "10.96.77.7", "web", http)).await.expect("the Service web-api");
+    let pg = ServicePort { name: "pg".into(), port: 5432, target_port: 5432, ..Default::default() };
+    client.create(&service("db", "None", "db", pg)).await.expect("the headless Service db");
+
+    let labels = BTreeMap::from([("app".to_string(), "db".to_string())]);
+    let mut db_ips = Vec::new();
+    for name in ["db-0", "db-1"] {
+        let pod = api.add_labelled_pod(&node, name, labels.clone(), spec(vec![container("db", &["sleep", "3600"])], "Always")).await;
+        let running = api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
+        db_ips.push(running.status.pod_ip);
+    }
+    db_ips.sort();
+
+    // The headless Service's answer follows its endpoints, which the controller fills once
+    // both pods are ready: the client asks until it has both.
+    let script = format!(
+        "for i in $(seq 100); do [ $(nslookup -type=a db | grep -c '^Address: 10\\.') = 2 ] && break; sleep 0.2; done; \
+         echo '== short'; nslookup -type=a web-api; \
+         echo '== full'; nslookup -type=a web-api.default.svc.cluster.local; \
+         echo '== headless'; nslookup -type=a db; \
+         echo '== unknown'; nslookup -type=a nope.default.svc.cluster.local.; \
+         echo '== env'; env | grep '^WEB_API_' | sort; \
+         echo '== resolv'; cat /etc/resolv.conf; echo '== end'"
+    );
+    let asker = api.add_pod(&node, "asker", spec(vec![container("asker", &["sh", "-c", &script])], "Never")).await;
+    let done = api
+        .wait_for(&asker.metadata.uid, "the asker done", WAIT, |p| {
+            p.status.container_statuses.iter().any(|c| matches!(c.state, ContainerState::Terminated { .. }))
+        })
+        .await;
+    let output = reqwest::get(format!("{}/logs/default/asker", agent.endpoint)).await.unwrap().text().await.unwrap();
+    assert!(done.status.phase != PodPhase::Pending, "{output}");
+
+    assert_eq!(answers(section(&output, "short")), ["10.96.77.7"], "the short name, through the search list:\n{output}");
+    assert_eq!(answers(section(&output, "full")), ["10.96.77.7"], "the full name:\n{output}");
+    assert_eq!(answers(section(&output, "headless")), db_ips, "one address per ready pod:\n{output}");
+    assert!(section(&output, "unknown").contains("NXDOMAIN"), "an unknown name:\n{output}");
+
+    let env = section(&output, "env");
+    for variable in [
+        "WEB_API_SERVICE_HOST=10.96.77.7",
+        "WEB_API_SERVICE_PORT=80",
+        "WEB_API_SERVICE_PORT_HTTP=80",
+        "WEB_API_PORT=tcp://10.96.77.7:80",
+        "WEB_API_PORT_80_TCP_ADDR=10.96.77.7",
+    ] {
+        assert!(env.lines().any(|line| line == variable), "{variable} missing from the container's environment:\n{env}");
+    }
+    assert!(!output.contains("DB_SERVICE_HOST"), "a headless Service has no variables");
+
+    let resolv = section(&output, "resolv");
+    let nameserver = resolv.lines().find_map(|l| l.strip_prefix("nameserver ")).unwrap_or_else(|| panic!("no nameserver in:\n{resolv}"));
+    let pod_subnet = agent::network::Subnet::parse(agent::network::DEFAULT_SUBNET).unwrap();
+    assert!(pod_subnet.overlaps(&agent::network::Subnet::parse(&format!("{nameserver}/32")).unwrap()), "on the pod bridge: {resolv}");
+    assert!(resolv.contains("search default.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n"), "{resolv}");
+    agent.stop().await;
+}
