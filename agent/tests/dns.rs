@@ -107,5 +107,19 @@ async fn pods_find_a_service_a_headless_service_and_not_an_unknown_name_through_
     let pod_subnet = agent::network::Subnet::parse(agent::network::DEFAULT_SUBNET).unwrap();
     assert!(pod_subnet.overlaps(&agent::network::Subnet::parse(&format!("{nameserver}/32")).unwrap()), "on the pod bridge: {resolv}");
     assert!(resolv.contains("search default.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n"), "{resolv}");
+
+    // `dnsPolicy: Default` keeps the engine's resolv.conf; `enableServiceLinks: false` no variables.
+    let mut plain = spec(vec![container("plain", &["sh", "-c", "cat /etc/resolv.conf; env"])], "Never");
+    plain.dns_policy = "Default".into();
+    plain.enable_service_links = Some(false);
+    let plain = api.add_pod(&node, "plain", plain).await;
+    api.wait_for(&plain.metadata.uid, "plain done", WAIT, |p| {
+        p.status.container_statuses.iter().any(|c| matches!(c.state, ContainerState::Terminated { .. }))
+    })
+    .await;
+    let output = reqwest::get(format!("{}/logs/default/plain", agent.endpoint)).await.unwrap().text().await.unwrap();
+    assert!(output.contains("PATH="), "the container ran: {output}");
+    assert!(!output.contains(nameserver) && !output.contains("svc.cluster.local"), "not the cluster's DNS:\n{output}");
+    assert!(!output.contains("WEB_API_"), "no service variables:\n{output}");
     agent.stop().await;
 }

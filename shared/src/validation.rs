@@ -8,8 +8,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use crate::api::{FieldError, Heartbeat, agent_paths};
 use crate::limits::{MAX_CONTAINERS, MAX_CPU_MILLICORES, MAX_GRACE_SECONDS, MAX_MEMORY_BYTES, MAX_NODE_PODS, MAX_REPLICAS};
 use crate::model::{
-    Container, Deployment, Event, IntOrString, Labels, Lease, Namespace, Node, NodeResources, Object, ObjectMeta, PROBE_HOSTS, Pod,
-    PodSpec, PodTemplateSpec, Probe, ProbeKind, ProbePort, PullPolicy, ReplicaSet, RestartPolicy, Scale, Service, TAINT_EFFECTS,
+    Container, DNS_POLICIES, Deployment, Event, IntOrString, Labels, Lease, Namespace, Node, NodeResources, Object, ObjectMeta,
+    PROBE_HOSTS, Pod, PodSpec, PodTemplateSpec, Probe, ProbeKind, ProbePort, PullPolicy, ReplicaSet, RestartPolicy, Scale, Service,
+    TAINT_EFFECTS,
 };
 use crate::quantity::{format_cpu, format_memory};
 use crate::rollout::{RECREATE, ROLLING_UPDATE, parse_percent};
@@ -433,6 +434,9 @@ fn check_pod_spec(errors: &mut Errors, path: &str, spec: &PodSpec) {
             format!("must be one of {}, got {:?}", RestartPolicy::ALL.join(", "), spec.restart_policy),
         );
     }
+    if !spec.dns_policy.is_empty() && !DNS_POLICIES.contains(&spec.dns_policy.as_str()) {
+        errors.add(format!("{path}.dns_policy"), format!("must be one of {}, got {:?}", DNS_POLICIES.join(", "), spec.dns_policy));
+    }
     check_labels(errors, &format!("{path}.node_selector"), &spec.node_selector);
     for (i, toleration) in spec.tolerations.iter().enumerate() {
         let toleration_path = format!("{path}.tolerations[{i}]");
@@ -744,6 +748,7 @@ mod tests {
         let mut p = pod();
         p.metadata.name = "Web_Server".into();
         p.spec.restart_policy = "Sometimes".into();
+        p.spec.dns_policy = "None".into();
         let mut second = p.spec.containers[0].clone();
         second.image = String::new();
         second.image_pull_policy = "Sometimes".into();
@@ -763,8 +768,14 @@ mod tests {
                 "spec.containers[1].ports[0].container_port",
                 "spec.containers[1].name",
                 "spec.restart_policy",
+                "spec.dns_policy",
             ]
         );
+        for policy in ["", "ClusterFirst", "ClusterFirstWithHostNet", "Default"] {
+            let mut good = pod();
+            good.spec.dns_policy = policy.into();
+            assert_eq!(validate_pod(&good), Ok(()), "{policy:?}");
+        }
     }
 
     #[test]

@@ -165,7 +165,7 @@ fn address_data(address: IpAddr) -> RData {
 
 /// An endpoint's name under its headless Service: its address with dashes, as CoreDNS names
 /// an endpoint without a hostname.
-pub fn endpoint_label(endpoint: &Endpoint) -> String {
+fn endpoint_label(endpoint: &Endpoint) -> String {
     endpoint.ip.replace(['.', ':'], "-")
 }
 

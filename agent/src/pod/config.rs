@@ -38,7 +38,10 @@ pub fn container_config(ctx: &NodeContext, pod: &Pod, container: &Container) -> 
         args: container.args.clone(),
         env: with_service_variables(
             container.env.iter().map(|e| (e.name.clone(), e.value.clone())).collect(),
-            service_variables(ctx.services.snapshot().in_namespace(&pod.metadata.namespace)),
+            match pod.spec.service_links() {
+                true => service_variables(ctx.services.snapshot().in_namespace(&pod.metadata.namespace)),
+                false => Vec::new(),
+            },
         ),
         labels,
         memory_limit: container.resources.memory.max(0),
@@ -105,10 +108,12 @@ mod tests {
         };
         let ctx =
             NodeContext { services: crate::services::Services::of([service("default", "shop-api"), service("other", "db")]), ..ctx() };
-        let pod = pod();
+        let mut pod = pod();
         let env = container_config(&ctx, &pod, &pod.spec.containers[0]).env;
         assert_eq!(env[0], ("A".to_string(), "1".to_string()));
         assert!(env.contains(&("SHOP_API_SERVICE_HOST".to_string(), "10.96.0.10".to_string())), "{env:?}");
         assert!(!env.iter().any(|(name, _)| name.starts_with("DB_")), "another namespace's: {env:?}");
+        pod.spec.enable_service_links = Some(false);
+        assert_eq!(container_config(&ctx, &pod, &pod.spec.containers[0]).env, [("A".to_string(), "1".to_string())], "links turned off");
     }
 }

@@ -1,5 +1,5 @@
 //! The variables the kubelet gives every container about the Services of its pod's namespace
-//! that exist when it starts (`enableServiceLinks`, on unless the pod turns it off), named as
+//! that exist when it starts (unless the pod sets `enable_service_links: false`), named as
 //! its `envvars` package names them: `<NAME>_SERVICE_HOST`, `<NAME>_SERVICE_PORT` (the first
 //! port), `<NAME>_SERVICE_PORT_<PORT NAME>`, and Docker's link variables `<NAME>_PORT`,
 //! `<NAME>_PORT_<port>_<PROTOCOL>` with `_PROTO`, `_PORT` and `_ADDR`. A headless Service, or

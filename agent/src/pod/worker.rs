@@ -391,7 +391,7 @@ impl PodWorker {
             config.ports.clear();
             config.labels.insert(LABEL_SANDBOX_ID.to_string(), sandbox.id.clone());
         }
-        if let Some(files) = &self.ctx.resolv_confs {
+        if let Some(files) = self.ctx.resolv_confs.as_ref().filter(|_| pod.spec.uses_cluster_dns()) {
             match files.for_namespace(&pod.metadata.namespace) {
                 Ok(path) => config.resolv_conf = path.display().to_string(),
                 Err(e) => tracing::warn!(pod = %pod.metadata.key(), error = %e, "cannot write the pod's resolv.conf; it keeps the image's"),

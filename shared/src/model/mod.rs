@@ -41,9 +41,9 @@ pub use namespace::{DEFAULT_NAMESPACE, Namespace, NamespaceStatus};
 pub use node::{Node, NodeInfo, NodeStatus, POD_NETWORK_ANNOTATION, TAINT_EFFECTS, Taint};
 pub use object::{Object, ObjectError, Resource};
 pub use pod::{
-    Binding, CONTAINER_CREATING, Container, ContainerPort, ContainerState, ContainerStatus, DEFAULT_GRACE_SECONDS, EnvVar, ExecAction,
-    HttpGetAction, HttpHeader, PROBE_HOSTS, Pod, PodPhase, PodSpec, PodStage, PodStatus, Probe, ProbeKind, ProbePort, PullPolicy,
-    RestartPolicy, TcpSocketAction, Toleration,
+    Binding, CONTAINER_CREATING, Container, ContainerPort, ContainerState, ContainerStatus, DEFAULT_GRACE_SECONDS, DNS_POLICIES, EnvVar,
+    ExecAction, HttpGetAction, HttpHeader, PROBE_HOSTS, Pod, PodPhase, PodSpec, PodStage, PodStatus, Probe, ProbeKind, ProbePort,
+    PullPolicy, RestartPolicy, TcpSocketAction, Toleration,
 };
 pub use replicaset::{ReplicaSet, ReplicaSetSpec, ReplicaSetStatus};
 pub use resources::{NodeResources, ResourceRequirements};

@@ -36,11 +36,33 @@ pub struct PodSpec {
     /// Seconds an agent waits after SIGTERM before it kills the containers.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub termination_grace_period_seconds: Option<i64>,
+    /// `ClusterFirst` (empty means it too: the node's cluster DNS, which forwards other names)
+    /// or `Default` (the node's own resolver, as the engine gives it); `ClusterFirstWithHostNet`
+    /// means `ClusterFirst` for a pod without the host's network, as in Kubernetes.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub dns_policy: String,
+    /// Whether containers get the variables of the Services of the pod's namespace (unset
+    /// means yes, as in Kubernetes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enable_service_links: Option<bool>,
 }
+
+/// The `dns_policy` values a pod may have.
+pub const DNS_POLICIES: [&str; 3] = ["ClusterFirst", "ClusterFirstWithHostNet", "Default"];
 
 impl PodSpec {
     pub fn restart_policy(&self) -> Option<RestartPolicy> {
         RestartPolicy::parse(&self.restart_policy)
+    }
+
+    /// Whether the pod's resolver is the cluster's DNS (every policy but `Default`).
+    pub fn uses_cluster_dns(&self) -> bool {
+        self.dns_policy != "Default"
+    }
+
+    /// Whether its containers get the service variables of its namespace.
+    pub fn service_links(&self) -> bool {
+        self.enable_service_links != Some(false)
     }
 
     /// What Kubernetes fills in when an object is created: the restart policy and every

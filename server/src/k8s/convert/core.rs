@@ -221,6 +221,8 @@ pub(super) fn pod_spec_out(s: &PodSpec) -> core::PodSpec {
         ),
         node_name: some(&s.node_name),
         termination_grace_period_seconds: s.termination_grace_period_seconds,
+        dns_policy: some(&s.dns_policy),
+        enable_service_links: s.enable_service_links,
         ..Default::default()
     }
 }
@@ -248,6 +250,8 @@ pub(super) fn pod_spec_in(s: core::PodSpec, path: &str, errors: &mut Vec<Cause>)
             .collect(),
         node_name: s.node_name.unwrap_or_default(),
         termination_grace_period_seconds: s.termination_grace_period_seconds,
+        dns_policy: s.dns_policy.unwrap_or_default(),
+        enable_service_links: s.enable_service_links,
     }
 }
 

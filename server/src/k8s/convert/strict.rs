@@ -238,17 +238,15 @@ fn camel_case(field: &str) -> String {
 }
 
 /// A `false` that asks for more than Shepherd does where Kubernetes' default is `true`:
-/// `hostUsers: false` asks for a user namespace. (`enableServiceLinks: false` and
-/// `automountServiceAccountToken: false` ask for what Shepherd does anyway: it injects no
-/// service variables and mounts no token.)
+/// `hostUsers: false` asks for a user namespace. (`automountServiceAccountToken: false` asks
+/// for what Shepherd does anyway: it mounts no token.)
 fn false_asks_for_something(path: &str, value: &Value) -> bool {
     *value == Value::Bool(false) && path.rsplit('.').next() == Some("hostUsers")
 }
 
 /// Fields Shepherd does not store whose value names what it does anyway, so a manifest (or
-/// `kubectl run`) that spells them out means nothing else: its containers use the node's
-/// DNS (there is no cluster DNS, so `ClusterFirst` resolves as `Default` does), and its one
-/// scheduler is the default one.
+/// `kubectl run`) that spells them out means nothing else: its one scheduler is the default
+/// one.
 fn is_what_shepherd_does(path: &str, value: &Value) -> bool {
     let mut shape = String::with_capacity(path.len());
     let mut in_index = false;
@@ -265,7 +263,7 @@ fn is_what_shepherd_does(path: &str, value: &Value) -> bool {
     }
     let spec = shape.strip_prefix("spec.template.spec.").or_else(|| shape.strip_prefix("spec."));
     let value = value.as_str().unwrap_or_default();
-    matches!((spec, value), (Some("dnsPolicy"), "ClusterFirst" | "Default") | (Some("schedulerName"), "default-scheduler"))
+    matches!((spec, value), (Some("schedulerName"), "default-scheduler"))
 }
 
 /// Fields of a body that say nothing Shepherd must keep: empty ones (except a `false` that
@@ -346,6 +344,7 @@ mod tests {
             "livenessProbe": probe_json(), "readinessProbe": probe_json(), "startupProbe": probe_json(),
             "resources": {"requests": {"cpu": "1", "memory": "1Mi"}}}],
             "restartPolicy": "Always", "nodeSelector": {"a": "b"}, "nodeName": "n", "terminationGracePeriodSeconds": 1,
+            "dnsPolicy": "Default", "enableServiceLinks": false,
             "tolerations": [{"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"}]})
     }
 
@@ -380,6 +379,8 @@ mod tests {
             ],
             node_name: "n".into(),
             termination_grace_period_seconds: Some(-1),
+            dns_policy: "None".into(),
+            enable_service_links: None,
         }
     }
 
@@ -494,7 +495,7 @@ mod tests {
         }
         // Every field shared::validation and the server's pod rule name, of every kind
         // this API serves.
-        assert_eq!(named.len(), 139, "{named:#?}");
+        assert_eq!(named.len(), 141, "{named:#?}");
         assert_eq!(k8s_field(Kind::Pod, "spec.containers[1].ports[0].host_port"), "spec.containers[1].ports[0].hostPort");
         assert_eq!(k8s_field(Kind::Pod, "spec.containers[0].resources.cpu"), "spec.containers[0].resources.requests.cpu");
         assert_eq!(k8s_field(Kind::Node, "status.taints[0].key"), "spec.taints[0].key");
@@ -517,6 +518,13 @@ mod tests {
         let out = serde_json::to_value(pod.to_k8s()).unwrap();
         assert_eq!(out["spec"]["containers"][0]["resources"]["requests"]["cpu"], "250m");
         assert_eq!(out["apiVersion"], "v1");
+        let mut resolving = body.clone();
+        resolving["spec"]["dnsPolicy"] = "Default".into();
+        resolving["spec"]["enableServiceLinks"] = false.into();
+        let pod: Pod = decode(&resolving).unwrap();
+        assert_eq!((pod.spec.dns_policy.as_str(), pod.spec.enable_service_links), ("Default", Some(false)));
+        let out = serde_json::to_value(pod.to_k8s()).unwrap();
+        assert_eq!((&out["spec"]["dnsPolicy"], &out["spec"]["enableServiceLinks"]), (&"Default".into(), &false.into()));
 
         let mut bad = body.clone();
         bad["spec"]["containers"][0]["imagePullPolicy"] = "Always".into();
