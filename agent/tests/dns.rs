@@ -8,7 +8,8 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{DockerNode, container, docker_node, spec};
+use agent::network::{CniNetwork, DEFAULT_SUBNET, Subnet};
+use common::{DockerNode, container, docker_node, pod_network, spec, state_dir, unique};
 use shared::model::{ContainerState, ObjectMeta, PodPhase, Service, ServicePort, ServiceSpec};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -122,4 +123,35 @@ async fn pods_find_a_service_a_headless_service_and_not_an_unknown_name_through_
     assert!(!output.contains(nameserver) && !output.contains("svc.cluster.local"), "not the cluster's DNS:\n{output}");
     assert!(!output.contains("WEB_API_"), "no service variables:\n{output}");
     agent.stop().await;
+}
+
+/// The addresses on the host's loopback interface.
+fn loopback_addresses() -> String {
+    let out = std::process::Command::new("ip").args(["-o", "address", "show", "dev", "lo"]).output().expect("ip runs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn each_node_has_a_dns_address_of_its_own_kept_across_restarts_until_it_lets_it_go() {
+    let (first, second) = (unique("node"), unique("node"));
+    let network = |node: &str| {
+        let config = pod_network(node);
+        CniNetwork::new(Subnet::parse(DEFAULT_SUBNET).unwrap(), &config.state_dir, &config.plugin_dirs)
+    };
+    let (one, two) = (network(&first), network(&second));
+    let address = one.own_address(&first).unwrap();
+    assert!(Subnet::parse(DEFAULT_SUBNET).unwrap().overlaps(&Subnet::parse(&format!("{address}/32")).unwrap()), "{address}");
+    assert!(loopback_addresses().contains(&format!(" {address}/32 ")), "on the loopback: {}", loopback_addresses());
+    assert_eq!(network(&first).own_address(&first).unwrap(), address, "the same after a restart");
+    let other = two.own_address(&second).unwrap();
+    assert_ne!(other, address, "another node on the host has its own");
+
+    one.release_own_address(&first).unwrap();
+    two.release_own_address(&second).unwrap();
+    let left = loopback_addresses();
+    assert!(!left.contains(&format!(" {address}/32 ")) && !left.contains(&format!(" {other}/32 ")), "let go: {left}");
+    one.release_own_address(&first).expect("letting go again is fine");
+    for node in [first, second] {
+        let _ = std::fs::remove_dir_all(state_dir(&node));
+    }
 }

@@ -232,6 +232,35 @@ mod tests {
         running.await.unwrap();
     }
 
+    #[tokio::test]
+    async fn the_server_answers_over_tcp_too() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let config = DnsConfig { domain: "corp.example".into(), forward: Forward::None };
+        let dns = ClusterDns::bind(&config, "127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let at = dns.local_addr();
+        let shutdown = CancellationToken::new();
+        let running = tokio::spawn(dns.run(Services::of([service("web", "10.96.0.10", &[])]), shutdown.clone()));
+        let answer = shepherd_testing::poll(Duration::from_secs(10), "a TCP answer for web", || async {
+            let mut query = Message::query();
+            query.metadata.recursion_desired = true;
+            query.add_query(Query::query(Name::from_str("web.default.svc.corp.example.").unwrap(), RecordType::A));
+            let bytes = query.to_vec().unwrap();
+            let mut stream = tokio::net::TcpStream::connect(at).await.unwrap();
+            // DNS over TCP: each message after its length in two bytes.
+            stream.write_all(&u16::try_from(bytes.len()).unwrap().to_be_bytes()).await.unwrap();
+            stream.write_all(&bytes).await.unwrap();
+            let length = stream.read_u16().await.unwrap();
+            let mut buffer = vec![0; usize::from(length)];
+            stream.read_exact(&mut buffer).await.unwrap();
+            let answer = Message::from_vec(&buffer).unwrap();
+            if answer.answers.is_empty() { Err(format!("{answer:?}")) } else { Ok(answer) }
+        })
+        .await;
+        assert_eq!(addresses(&answer.answers), ["10.96.0.10"], "under the configured domain");
+        shutdown.cancel();
+        running.await.unwrap();
+    }
+
     #[test]
     fn the_cluster_domain_must_be_a_domain_name() {
         assert_eq!(DnsConfig::default().origin().unwrap().to_string(), "cluster.local.");
