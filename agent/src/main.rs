@@ -114,16 +114,14 @@ struct Cli {
     /// for its pods (CNI pod network), and their resolv.conf searches it.
     #[arg(long, default_value = agent::dns::records::DEFAULT_DOMAIN)]
     cluster_domain: String,
-    /// Where the node's DNS sends names outside the cluster domain: to the host's resolver
-    /// (its /etc/resolv.conf), or nowhere (answered REFUSED).
-    #[arg(long, value_enum, default_value_t = DnsForward::Host)]
-    dns_forward: DnsForward,
+    /// Where the node's DNS sends names outside the cluster domain: `host` (the nameservers
+    /// of the host's /etc/resolv.conf), nameservers `IP[:PORT],…`, or `none` (answered REFUSED).
+    #[arg(long, default_value = "host", value_parser = parse_forward)]
+    dns_forward: agent::dns::Forward,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum DnsForward {
-    Host,
-    None,
+fn parse_forward(text: &str) -> Result<agent::dns::Forward, String> {
+    agent::dns::Forward::parse(text).ok_or_else(|| format!("{text:?} is not host, none, or nameservers IP[:PORT] separated by commas"))
 }
 
 #[derive(Subcommand, Debug)]
@@ -226,13 +224,7 @@ fn config(cli: &Cli, listen_variable: Option<&str>) -> anyhow::Result<AgentConfi
         bail!("--pod-subnet {:?} is not an IPv4 subnet such as {}", cli.pod_subnet, agent::network::DEFAULT_SUBNET);
     }
     config.pod_network.subnet = cli.pod_subnet.clone();
-    config.dns = agent::dns::DnsConfig {
-        domain: cli.cluster_domain.clone(),
-        forward: match cli.dns_forward {
-            DnsForward::Host => agent::dns::Forward::Host,
-            DnsForward::None => agent::dns::Forward::None,
-        },
-    };
+    config.dns = agent::dns::DnsConfig { domain: cli.cluster_domain.clone(), forward: cli.dns_forward.clone() };
     config.dns.origin()?;
     config.pod_network.state_dir = cli.state_dir.clone();
     if !cli.cni_bin_dirs.is_empty() {
@@ -393,6 +385,9 @@ mod tests {
         assert_eq!(defaults.dns, agent::dns::DnsConfig { domain: "cluster.local".into(), forward: agent::dns::Forward::Host });
         let dns = config_of(&["shepherd-agent", "--cluster-domain", "corp.example", "--dns-forward", "none"]);
         assert_eq!(dns.dns, agent::dns::DnsConfig { domain: "corp.example".into(), forward: agent::dns::Forward::None });
+        let upstream = config_of(&["shepherd-agent", "--dns-forward", "127.0.0.1:5353"]);
+        assert_eq!(upstream.dns.forward, agent::dns::Forward::To(vec!["127.0.0.1:5353".parse().unwrap()]));
+        assert!(Cli::try_parse_from(["shepherd-agent", "--dns-forward", "somewhere"]).is_err());
         let bad_domain = Cli::parse_from(["shepherd-agent", "--cluster-domain", "a..b"]);
         assert!(super::config(&bad_domain, None).unwrap_err().to_string().contains("--cluster-domain \"a..b\" is not a domain name"));
     }

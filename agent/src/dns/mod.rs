@@ -1,7 +1,8 @@
 //! The node's cluster DNS, as CoreDNS serves a cluster's, built on hickory-server (its
 //! catalog, its UDP and TCP serving and its forwarder; no DNS codec here): the cluster
 //! domain from the Services the node watches ([`records`], [`handler`]), other names
-//! forwarded to the host's resolver or refused (`--dns-forward host|none`). On the CNI pod
+//! forwarded to the host's resolver or given nameservers, or refused
+//! (`--dns-forward host|none|IP[:PORT],…`). On the CNI pod
 //! network it listens on port 53 of an address of the node's own ([`crate::network::CniNetwork::own_address`]),
 //! and pods get a resolv.conf naming it ([`resolv`]).
 
@@ -14,6 +15,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use hickory_resolver::config::{NameServerConfig, ResolverOpts};
 use hickory_server::Server;
 use hickory_server::proto::rr::{LowerName, Name};
 use hickory_server::store::forwarder::{ForwardConfig, ForwardZoneHandler};
@@ -40,6 +42,8 @@ pub enum Error {
     Bind { addr: SocketAddr, source: std::io::Error },
     #[error("--dns-forward host: cannot read the host's resolver configuration (/etc/resolv.conf): {0}")]
     HostResolver(String),
+    #[error("cannot make the DNS forwarder: {0}")]
+    Forwarder(String),
     #[error("no address for the node's DNS on the pod network: {0}")]
     Address(#[from] crate::network::Error),
 }
@@ -47,12 +51,33 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// `--dns-forward`: where names outside the cluster domain go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Forward {
     /// To the nameservers of the host's `/etc/resolv.conf`, as CoreDNS's `forward . /etc/resolv.conf`.
     Host,
+    /// To these nameservers, as CoreDNS's `forward . 192.0.2.53`.
+    To(Vec<SocketAddr>),
     /// Nowhere: answered REFUSED, so that nothing leaves the machine (tests).
     None,
+}
+
+impl Forward {
+    /// `host`, `none`, or nameservers as `IP` or `IP:PORT` (port 53 by default) separated by
+    /// commas; `None` for anything else.
+    pub fn parse(text: &str) -> Option<Forward> {
+        match text.trim() {
+            "host" => Some(Forward::Host),
+            "none" => Some(Forward::None),
+            servers => servers
+                .split(',')
+                .map(|server| {
+                    let server = server.trim();
+                    server.parse::<SocketAddr>().ok().or_else(|| Some(SocketAddr::new(server.parse().ok()?, PORT)))
+                })
+                .collect::<Option<Vec<_>>>()
+                .map(Forward::To),
+        }
+    }
 }
 
 /// The DNS settings of a node.
@@ -100,8 +125,14 @@ impl ClusterDns {
         let domain = Arc::new(ClusterDomain::new(ClusterZone::new(&origin, [], 0)));
         let mut catalog = Catalog::new();
         catalog.upsert(LowerName::from(origin.clone()), vec![domain.clone() as Arc<dyn ZoneHandler>]);
-        if config.forward == Forward::Host {
-            catalog.upsert(LowerName::from(Name::root()), vec![Arc::new(host_forwarder()?) as Arc<dyn ZoneHandler>]);
+        let forwarder = match &config.forward {
+            Forward::None => None,
+            // A node whose own resolver cannot be read still serves the cluster's names.
+            Forward::Host => host_forwarder().inspect_err(|e| tracing::warn!("{e}; names outside the cluster domain are refused")).ok(),
+            Forward::To(servers) => Some(forwarder(servers.iter().map(name_server).collect(), ResolverOpts::default())?),
+        };
+        if let Some(forwarder) = forwarder {
+            catalog.upsert(LowerName::from(Name::root()), vec![Arc::new(forwarder) as Arc<dyn ZoneHandler>]);
         }
         let mut server = Server::new(catalog);
         server.register_socket(udp);
@@ -151,8 +182,22 @@ pub fn release(cni: &CniNetwork, node: &str) -> Result<()> {
 /// hickory's forwarder to the nameservers of the host's resolv.conf, for every name.
 fn host_forwarder() -> Result<ForwardZoneHandler> {
     let (resolver, options) = hickory_resolver::system_conf::read_system_conf().map_err(|e| Error::HostResolver(e.to_string()))?;
-    let config = ForwardConfig { name_servers: resolver.name_servers().to_vec(), options: Some(options) };
-    ForwardZoneHandler::builder_tokio(config).with_origin(Name::root()).build().map_err(Error::HostResolver)
+    forwarder(resolver.name_servers().to_vec(), options)
+}
+
+/// hickory's forwarder to `name_servers`, for every name.
+fn forwarder(name_servers: Vec<NameServerConfig>, options: ResolverOpts) -> Result<ForwardZoneHandler> {
+    let config = ForwardConfig { name_servers, options: Some(options) };
+    ForwardZoneHandler::builder_tokio(config).with_origin(Name::root()).build().map_err(Error::Forwarder)
+}
+
+/// A nameserver asked over UDP, and TCP for long answers, on its port.
+fn name_server(server: &SocketAddr) -> NameServerConfig {
+    let mut config = NameServerConfig::udp_and_tcp(server.ip());
+    for connection in &mut config.connections {
+        connection.port = server.port();
+    }
+    config
 }
 
 #[cfg(test)]
@@ -259,6 +304,51 @@ mod tests {
         assert_eq!(addresses(&answer.answers), ["10.96.0.10"], "under the configured domain");
         shutdown.cancel();
         running.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn other_names_go_to_the_nameservers_it_forwards_to() {
+        // The upstream: another cluster's DNS, on loopback.
+        let outside = DnsConfig { domain: "outside.test".into(), forward: Forward::None };
+        let upstream = ClusterDns::bind(&outside, "127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let upstream_at = upstream.local_addr();
+        let shutdown = CancellationToken::new();
+        let upstream = tokio::spawn(upstream.run(Services::of([service("far", "10.96.9.9", &[])]), shutdown.clone()));
+        let config = DnsConfig { forward: Forward::To(vec![upstream_at]), ..DnsConfig::default() };
+        let dns = ClusterDns::bind(&config, "127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let at = dns.local_addr();
+        let node = tokio::spawn(dns.run(Services::of([service("web", "10.96.0.10", &[])]), shutdown.clone()));
+
+        let far = shepherd_testing::poll(Duration::from_secs(10), "a forwarded answer", || async {
+            let answer = ask(at, "far.default.svc.outside.test.", RecordType::A).await;
+            if answer.answers.is_empty() { Err(format!("{answer:?}")) } else { Ok(answer) }
+        })
+        .await;
+        assert_eq!(addresses(&far.answers), ["10.96.9.9"]);
+        assert!(!far.metadata.authoritative && far.metadata.recursion_available, "forwarded, not its own: {far:?}");
+        let gone = ask(at, "gone.default.svc.outside.test.", RecordType::A).await;
+        assert_eq!(gone.metadata.response_code, ResponseCode::NXDomain, "the upstream's NXDOMAIN");
+        assert_eq!(
+            addresses(&ask(at, "web.default.svc.cluster.local.", RecordType::A).await.answers),
+            ["10.96.0.10"],
+            "its own names stay"
+        );
+        shutdown.cancel();
+        upstream.await.unwrap();
+        node.await.unwrap();
+    }
+
+    #[test]
+    fn forward_is_host_none_or_nameservers() {
+        assert_eq!(Forward::parse("host"), Some(Forward::Host));
+        assert_eq!(Forward::parse("none"), Some(Forward::None));
+        assert_eq!(
+            Forward::parse("192.0.2.53, 127.0.0.1:5353"),
+            Some(Forward::To(vec!["192.0.2.53:53".parse().unwrap(), "127.0.0.1:5353".parse().unwrap()]))
+        );
+        for bad in ["", "hosts", "192.0.2.53,", "example.com:53"] {
+            assert_eq!(Forward::parse(bad), None, "{bad:?}");
+        }
     }
 
     #[test]
