@@ -30,7 +30,7 @@ pub enum LocalRuntime {
 }
 
 /// The local node's flags.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
     pub runtime: LocalRuntime,
     /// Pod sandboxes to keep ready.
@@ -38,6 +38,8 @@ pub struct Settings {
     pub remove_containers_on_exit: bool,
     /// Where its agent API listens.
     pub listen: SocketAddr,
+    /// Its DNS's cluster domain and forwarding.
+    pub dns: agent::dns::DnsConfig,
 }
 
 /// Picks the runtime: `Auto` falls back to simulated pods with a warning.
@@ -94,6 +96,8 @@ pub fn agent_config(api: &str, runtime: RuntimeChoice, settings: &Settings, conf
     agent.warm_sandboxes = settings.warm_sandboxes;
     agent.remove_containers_on_exit = settings.remove_containers_on_exit;
     agent.listen = settings.listen;
+    settings.dns.origin()?;
+    agent.dns = settings.dns.clone();
     let renew = &mut agent.heartbeats.lease_renew_interval;
     *renew = (*renew).min(config.node_monitor_grace / 4).max(Duration::from_millis(100));
     agent.certificate_authority = config.tls.as_ref().map(|tls| tls.trust.clone());
@@ -125,7 +129,13 @@ mod tests {
     use super::*;
 
     fn settings(listen: &str) -> Settings {
-        Settings { runtime: LocalRuntime::Simulated, warm_sandboxes: 2, remove_containers_on_exit: true, listen: listen.parse().unwrap() }
+        Settings {
+            runtime: LocalRuntime::Simulated,
+            warm_sandboxes: 2,
+            remove_containers_on_exit: true,
+            listen: listen.parse().unwrap(),
+            dns: agent::dns::DnsConfig::default(),
+        }
     }
 
     #[test]
@@ -137,6 +147,12 @@ mod tests {
         assert_eq!((agent.warm_sandboxes, agent.remove_containers_on_exit), (2, true));
         assert_eq!(agent.server, "http://127.0.0.1:19000");
         assert!(agent.token.is_none(), "a server without tokens gives its node none");
+        let refusing = agent::dns::DnsConfig { domain: "corp.example".into(), forward: agent::dns::Forward::None };
+        let quiet = Settings { dns: refusing.clone(), ..settings("127.0.0.1:19001") };
+        assert_eq!(agent_config("http://127.0.0.1:19000", simulated, &quiet, &mut config).unwrap().dns, refusing);
+        let bad = Settings { dns: agent::dns::DnsConfig { domain: "a..b".into(), ..refusing }, ..settings("127.0.0.1:19001") };
+        let refused = agent_config("http://127.0.0.1:19000", simulated, &bad, &mut config).unwrap_err().to_string();
+        assert!(refused.contains("--cluster-domain \"a..b\""), "{refused}");
     }
 
     #[test]

@@ -120,6 +120,14 @@ struct Args {
     /// else 127.0.0.1:0, a free port]. The same setting as shepherd-agent's --listen. Only with --local-node.
     #[arg(long, value_name = "ADDR")]
     local_node_listen: Option<SocketAddr>,
+    /// The cluster's DNS domain, which the local node's DNS answers for its pods (CNI pod
+    /// network). The same setting as shepherd-agent's --cluster-domain.
+    #[arg(long, default_value = agent::dns::records::DEFAULT_DOMAIN, requires = "local_node")]
+    cluster_domain: String,
+    /// Where the local node's DNS sends other names: `host` (the host's resolv.conf),
+    /// nameservers `IP[:PORT],…`, or `none` (refused). The same as shepherd-agent's --dns-forward.
+    #[arg(long, default_value = "host", value_parser = parse_dns_forward, requires = "local_node")]
+    dns_forward: agent::dns::Forward,
     /// Run the scheduler and the controllers only while this server holds the leader's lease
     /// (kube-system/shepherd-control-plane), so that servers sharing a store never both act.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
@@ -179,6 +187,10 @@ fn server_id(text: &str) -> Result<String, String> {
     Ok(text.to_string())
 }
 
+fn parse_dns_forward(text: &str) -> Result<agent::dns::Forward, String> {
+    agent::dns::Forward::parse(text).ok_or_else(|| format!("{text:?} is not host, none, or nameservers IP[:PORT] separated by commas"))
+}
+
 fn duration(text: &str) -> Result<Duration, String> {
     shared::parse::duration(text).map_err(|e| e.to_string())
 }
@@ -220,6 +232,7 @@ impl Args {
             warm_sandboxes: self.warm_sandboxes,
             remove_containers_on_exit: self.remove_containers_on_exit,
             listen,
+            dns: agent::dns::DnsConfig { domain: self.cluster_domain.clone(), forward: self.dns_forward.clone() },
         }))
     }
 
@@ -389,6 +402,16 @@ mod tests {
         assert_eq!(listen(&["--local-node"], Some("")).unwrap(), Some(default), "an empty variable is no setting");
         let junk = listen(&["--local-node"], Some("junk")).unwrap_err().to_string();
         assert!(junk.contains(agent::LISTEN_ENV) && junk.contains("junk"), "{junk}");
+    }
+
+    #[test]
+    fn the_local_nodes_dns_flags_reach_its_settings() {
+        let dns = |flags: &[&str]| parse(flags).unwrap().local_node_settings(None).unwrap().map(|s| s.dns);
+        assert_eq!(dns(&["--local-node"]), Some(agent::dns::DnsConfig::default()));
+        let set = dns(&["--local-node", "--cluster-domain", "corp.example", "--dns-forward", "none"]);
+        assert_eq!(set, Some(agent::dns::DnsConfig { domain: "corp.example".into(), forward: agent::dns::Forward::None }));
+        assert!(parse(&["--dns-forward", "none"]).is_err(), "the local node's: without it, refused");
+        assert!(parse(&["--local-node", "--dns-forward", "elsewhere"]).is_err());
     }
 
     #[test]
