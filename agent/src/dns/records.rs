@@ -9,11 +9,13 @@
 //! - `_<port>._<protocol>.<service>.<namespace>.svc.<domain>` for each named port: SRV at the
 //!   port to the Service's name, or, headless, at the target port to each endpoint's name,
 //!   each with an equal share of the weight 100; the targets' addresses go along.
+//! - `<a-b-c-d>.<namespace>.pod.<domain>`: A of the address the name spells, as CoreDNS's
+//!   `pods insecure` (the default of kubeadm's Corefile) answers it, without looking for the pod.
 //! - A name under the domain that holds no record but names one that does (`svc.<domain>`,
 //!   `<namespace>.svc.<domain>`) exists with no data; any other is NXDOMAIN.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 
 use hickory_server::proto::rr::rdata::{A, AAAA, SOA, SRV};
 use hickory_server::proto::rr::{LowerName, Name, RData, Record, RecordType};
@@ -88,6 +90,15 @@ impl ClusterZone {
         if type_ == RecordType::SOA && *name == LowerName::from(self.origin.clone()) {
             return Answer::Records { answers: vec![self.soa()], additionals: Vec::new() };
         }
+        if let Some(address) = self.pod_address(name) {
+            return match type_ {
+                RecordType::A | RecordType::ANY => Answer::Records {
+                    answers: vec![Record::from_rdata(Name::from(name.clone()), TTL, RData::A(A(address)))],
+                    additionals: Vec::new(),
+                },
+                _ => Answer::NoData,
+            };
+        }
         let Some(records) = self.records.get(name) else {
             return if self.between.contains(name) { Answer::NoData } else { Answer::NxDomain };
         };
@@ -105,6 +116,19 @@ impl ClusterZone {
             .cloned()
             .collect::<Vec<_>>();
         Answer::Records { answers, additionals: dedup(additionals) }
+    }
+
+    /// The address a pod name `<a-b-c-d>.<namespace>.pod.<domain>` spells.
+    fn pod_address(&self, name: &LowerName) -> Option<Ipv4Addr> {
+        let name = Name::from(name.clone());
+        if name.num_labels() != self.origin.num_labels() + 3 || !self.origin.zone_of(&name) {
+            return None;
+        }
+        let labels: Vec<String> = name.iter().take(3).map(|label| String::from_utf8_lossy(label).to_ascii_lowercase()).collect();
+        if labels[2] != "pod" {
+            return None;
+        }
+        labels[0].replace('-', ".").parse().ok()
     }
 
     fn name(&self, labels: &[&str]) -> Option<Name> {
@@ -296,6 +320,16 @@ mod tests {
             data(&ask(&zone, "cluster.local.", RecordType::SOA)),
             ["cluster.local. ns.dns.cluster.local. hostmaster.cluster.local. 7 7200 1800 86400 5"]
         );
+    }
+
+    #[test]
+    fn a_pod_name_spells_its_address() {
+        let zone = zone();
+        assert_eq!(data(&ask(&zone, "10-77-0-4.shop.pod.cluster.local.", RecordType::A)), ["10-77-0-4.shop.pod.cluster.local. 10.77.0.4"]);
+        assert_eq!(ask(&zone, "10-77-0-4.shop.pod.cluster.local.", RecordType::AAAA), Answer::NoData);
+        for not_a_pod in ["10-77-0-999.shop.pod.cluster.local.", "web.shop.pod.cluster.local.", "x.10-77-0-4.shop.pod.cluster.local."] {
+            assert_eq!(ask(&zone, not_a_pod, RecordType::A), Answer::NxDomain, "{not_a_pod}");
+        }
     }
 
     #[test]
