@@ -23,7 +23,7 @@ use hickory_server::zone_handler::{Catalog, ZoneHandler};
 use tokio::net::{TcpListener, UdpSocket};
 use tokio_util::sync::CancellationToken;
 
-use self::handler::ClusterDomain;
+use self::handler::{ClusterDomain, ClusterReverse};
 use self::records::ClusterZone;
 use self::resolv::ResolvConfs;
 use crate::network::CniNetwork;
@@ -131,8 +131,14 @@ impl ClusterDns {
             Forward::Host => host_forwarder().inspect_err(|e| tracing::warn!("{e}; names outside the cluster domain are refused")).ok(),
             Forward::To(servers) => Some(forwarder(servers.iter().map(name_server).collect(), ResolverOpts::default())?),
         };
+        let forwarder: Option<Arc<dyn ZoneHandler>> = forwarder.map(|f| Arc::new(f) as Arc<dyn ZoneHandler>);
+        for reverse_zone in ["in-addr.arpa.", "ip6.arpa."] {
+            let origin = Name::from_ascii(reverse_zone).expect("a valid name");
+            let reverse = Arc::new(ClusterReverse::new(origin.clone(), domain.clone(), forwarder.is_some())) as Arc<dyn ZoneHandler>;
+            catalog.upsert(LowerName::from(origin), [Some(reverse), forwarder.clone()].into_iter().flatten().collect());
+        }
         if let Some(forwarder) = forwarder {
-            catalog.upsert(LowerName::from(Name::root()), vec![Arc::new(forwarder) as Arc<dyn ZoneHandler>]);
+            catalog.upsert(LowerName::from(Name::root()), vec![forwarder]);
         }
         let mut server = Server::new(catalog);
         server.register_socket(udp);
@@ -272,6 +278,10 @@ mod tests {
         assert_eq!(ask(at, "web.default.svc.cluster.local.", RecordType::AAAA).await.metadata.response_code, ResponseCode::NoError);
         let outside = ask(at, "example.com.", RecordType::A).await;
         assert_eq!(outside.metadata.response_code, ResponseCode::Refused, "nothing is forwarded");
+        let ptr = ask(at, "10.0.96.10.in-addr.arpa.", RecordType::PTR).await;
+        assert_eq!(addresses(&ptr.answers), ["web.default.svc.cluster.local."], "a cluster IP's name");
+        let other = ask(at, "1.2.0.192.in-addr.arpa.", RecordType::PTR).await;
+        assert_eq!(other.metadata.response_code, ResponseCode::Refused, "not the cluster's, and not forwarded");
 
         shutdown.cancel();
         running.await.unwrap();
@@ -333,6 +343,9 @@ mod tests {
             ["10.96.0.10"],
             "its own names stay"
         );
+        let far_ptr = ask(at, "9.9.96.10.in-addr.arpa.", RecordType::PTR).await;
+        assert_eq!(addresses(&far_ptr.answers), ["far.default.svc.outside.test."], "a reverse name not the cluster's goes on");
+        assert_eq!(addresses(&ask(at, "10.0.96.10.in-addr.arpa.", RecordType::PTR).await.answers), ["web.default.svc.cluster.local."]);
         shutdown.cancel();
         upstream.await.unwrap();
         node.await.unwrap();

@@ -11,13 +11,15 @@
 //!   each with an equal share of the weight 100; the targets' addresses go along.
 //! - `<a-b-c-d>.<namespace>.pod.<domain>`: A of the address the name spells, as CoreDNS's
 //!   `pods insecure` (the default of kubeadm's Corefile) answers it, without looking for the pod.
+//! - The reverse names (`in-addr.arpa`, `ip6.arpa`) of cluster IPs and headless endpoints:
+//!   PTR to the names above; other reverse names are not the cluster's ([`ClusterZone::reverse`]).
 //! - A name under the domain that holds no record but names one that does (`svc.<domain>`,
 //!   `<namespace>.svc.<domain>`) exists with no data; any other is NXDOMAIN.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr};
 
-use hickory_server::proto::rr::rdata::{A, AAAA, SOA, SRV};
+use hickory_server::proto::rr::rdata::{A, AAAA, PTR, SOA, SRV};
 use hickory_server::proto::rr::{LowerName, Name, RData, Record, RecordType};
 use shared::model::{Endpoint, Service, ServicePort};
 
@@ -46,6 +48,8 @@ pub struct ClusterZone {
     records: BTreeMap<LowerName, Vec<Record>>,
     /// The names that hold no record but lead to one that does.
     between: BTreeSet<LowerName>,
+    /// PTR records by reverse name.
+    reverse: BTreeMap<LowerName, Vec<Record>>,
     serial: u32,
 }
 
@@ -55,7 +59,7 @@ impl ClusterZone {
     pub fn new<'a>(domain: &Name, services: impl IntoIterator<Item = &'a Service>, serial: u32) -> ClusterZone {
         let mut origin = domain.clone();
         origin.set_fqdn(true);
-        let mut zone = ClusterZone { origin, records: BTreeMap::new(), between: BTreeSet::new(), serial };
+        let mut zone = ClusterZone { origin, records: BTreeMap::new(), between: BTreeSet::new(), reverse: BTreeMap::new(), serial };
         for service in services {
             zone.add_service(service);
         }
@@ -118,6 +122,21 @@ impl ClusterZone {
         Answer::Records { answers, additionals: dedup(additionals) }
     }
 
+    /// The answer for a reverse name of a cluster IP or a headless endpoint; `None` for any
+    /// other reverse name, which the cluster does not own (CoreDNS's `fallthrough`).
+    pub fn reverse(&self, name: &LowerName, type_: RecordType) -> Option<Answer> {
+        let records = self.reverse.get(name)?;
+        Some(match type_ {
+            RecordType::PTR | RecordType::ANY => Answer::Records { answers: records.clone(), additionals: Vec::new() },
+            _ => Answer::NoData,
+        })
+    }
+
+    fn add_reverse(&mut self, address: IpAddr, target: &Name) {
+        let name = Name::from(address);
+        self.reverse.entry(LowerName::from(name.clone())).or_default().push(Record::from_rdata(name, TTL, RData::PTR(PTR(target.clone()))));
+    }
+
     /// The address a pod name `<a-b-c-d>.<namespace>.pod.<domain>` spells.
     fn pod_address(&self, name: &LowerName) -> Option<Ipv4Addr> {
         let name = Name::from(name.clone());
@@ -155,6 +174,7 @@ impl ClusterZone {
                 self.add(&name, address_data(*address));
                 let Ok(host) = Name::from_ascii(endpoint_label(endpoint)).and_then(|h| h.append_domain(&name)) else { continue };
                 self.add(&host, address_data(*address));
+                self.add_reverse(*address, &host);
                 for port in &named_ports {
                     let target_port = if port.target_port > 0 { port.target_port } else { port.port };
                     if let Some(srv_name) = self.srv_name(port, service_name, namespace) {
@@ -166,6 +186,7 @@ impl ClusterZone {
         }
         let Ok(address) = service.spec.cluster_ip.parse::<IpAddr>() else { return };
         self.add(&name, address_data(address));
+        self.add_reverse(address, &name);
         for port in named_ports {
             if let Some(srv_name) = self.srv_name(port, service_name, namespace) {
                 self.add(&srv_name, RData::SRV(SRV::new(0, share(1), u16::try_from(port.port).unwrap_or(0), name.clone())));
@@ -320,6 +341,17 @@ mod tests {
             data(&ask(&zone, "cluster.local.", RecordType::SOA)),
             ["cluster.local. ns.dns.cluster.local. hostmaster.cluster.local. 7 7200 1800 86400 5"]
         );
+    }
+
+    #[test]
+    fn cluster_ips_and_headless_endpoints_have_reverse_names_and_other_addresses_are_not_the_clusters() {
+        let zone = zone();
+        let reverse = |address: &str, type_| zone.reverse(&LowerName::from(Name::from(address.parse::<IpAddr>().unwrap())), type_);
+        assert_eq!(data(&reverse("10.96.0.10", RecordType::PTR).unwrap()), ["10.0.96.10.in-addr.arpa. web.shop.svc.cluster.local."]);
+        assert_eq!(data(&reverse("10.77.0.8", RecordType::PTR).unwrap()), ["8.0.77.10.in-addr.arpa. 10-77-0-8.db.shop.svc.cluster.local."]);
+        assert_eq!(reverse("10.96.0.10", RecordType::A), Some(Answer::NoData));
+        assert_eq!(reverse("10.77.0.99", RecordType::PTR), None, "not ready: no name");
+        assert_eq!(reverse("192.0.2.1", RecordType::PTR), None);
     }
 
     #[test]
