@@ -12,6 +12,13 @@
 //!    ended for lagging, which resume without a 410), agent requests that timed out, and
 //!    nodes that went NotReady.
 //!
+//! With `--rollout` (issue 34), the P replicas are one deployment (maxSurge and maxUnavailable
+//! 25 %), and between 2 and 3 its image changes: a watcher of every pod (list + watch, as a
+//! user's) counts at each event the pods that exist (terminating ones too) and the replicas
+//! unavailable, while the bench times the fresh create and the rollout to completion, each
+//! with the server's peak RSS, and the reader's latency during the rollout; each figure is
+//! printed against its goal.
+//!
 //! `bench/scale/run.sh --nodes 1000 --replicas 10000 [--per-deployment N] [--rounds 3] [--server-arg FLAG]` (it builds the server
 //! first). `--server-bin PATH` runs another build of the server. `--store sqlite` runs the server on SQLite in a fresh data directory, `--store etcd`
 //! on a one-member etcd started for the round (Debian's etcd-server); `--replicas 0` measures
@@ -26,8 +33,11 @@ use std::time::{Duration, Instant};
 
 use reqwest::Method;
 use serde_json::json;
+use shared::api::{WatchEvent, WatchEventType};
 use shared::limits::MAX_REPLICAS;
-use shared::model::{Event, Kind, Pod, conditions, find_condition};
+use shared::model::{Deployment, Event, Kind, Object, Pod, ReplicaSet, Resource, conditions, find_condition};
+use shared::rollout::{POD_TEMPLATE_HASH_LABEL, RolloutStatus, new_and_old_sets, rollout_status};
+use shepherd_client::watcher::{Collection, Event as WatcherEvent, Watcher};
 use shepherd_client::{Client, DeleteOptions, Selection};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -59,6 +69,8 @@ struct Options {
     server_args: Vec<String>,
     /// Another `shepherd` binary than the one built beside the agent, to compare two builds.
     server_bin: Option<PathBuf>,
+    /// Roll the deployment out to a new image once it is available (issue 34).
+    rollout: bool,
 }
 
 /// When "RSS 2 min after" is read, from the moment the last pod is gone: past the server's
@@ -78,6 +90,7 @@ fn options() -> Options {
         idle_window: Duration::from_secs(20),
         server_args: Vec::new(),
         server_bin: None,
+        rollout: false,
     };
     let mut args = std::env::args().skip(1);
     let number = |name: &str, value: Option<String>| {
@@ -104,9 +117,15 @@ fn options() -> Options {
             "--idle-window" => options.idle_window = Duration::from_secs(number("--idle-window (seconds)", args.next())),
             "--server-arg" => options.server_args.push(args.next().expect("--server-arg FLAG")),
             "--server-bin" => options.server_bin = Some(PathBuf::from(args.next().expect("--server-bin PATH"))),
+            "--rollout" => options.rollout = true,
             _ => {} // cargo bench passes --bench
         }
     }
+    assert!(
+        !options.rollout || (options.replicas > 0 && options.replicas <= options.per_deployment),
+        "--rollout rolls one deployment out: --replicas must be between 1 and --per-deployment ({})",
+        options.per_deployment
+    );
     options
 }
 
@@ -180,6 +199,12 @@ fn memory_mib(pid: u32, field: &str) -> f64 {
     let kib: f64 =
         status.lines().find(|l| l.starts_with(field)).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()).unwrap_or(0.0);
     kib / 1024.0
+}
+
+/// Starts the process's `VmHWM` afresh from its current RSS (`clear_refs` 5), so that the
+/// next read of it is the peak of one phase.
+fn reset_peak_rss(pid: u32) {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").expect("reset the server's peak RSS");
 }
 
 /// Samples a process's CPU (% of one core, per second) and RSS until told to stop, or for
@@ -273,6 +298,241 @@ fn start_latency(pod: &Pod) -> Option<f64> {
     Some((ready.last_transition_time? - created).num_microseconds()? as f64 / 1000.0)
 }
 
+/// One pod as the rollout's watcher keeps it.
+struct WatchedPod {
+    hash: String,
+    terminating: bool,
+    /// Ready and not terminating: available, as the deployment's pods have no minReadySeconds.
+    available: bool,
+}
+
+impl WatchedPod {
+    fn of(pod: &Pod) -> WatchedPod {
+        let terminating = pod.metadata.deletion_timestamp.is_some();
+        WatchedPod {
+            hash: pod.metadata.labels.get(POD_TEMPLATE_HASH_LABEL).cloned().unwrap_or_default(),
+            terminating,
+            available: !terminating && pod.is_ready(),
+        }
+    }
+}
+
+/// What a watcher of every pod of the deployment sees, kept at each event: the pods that
+/// exist (terminating ones too), by template hash, and from the moment the rollout begins the
+/// most that existed at once and the most replicas unavailable at once, as `maxUnavailable`
+/// counts them: `replicas` minus the available pods.
+#[derive(Default)]
+struct PodCounts {
+    desired: usize,
+    pods: HashMap<String, WatchedPod>,
+    by_hash: HashMap<String, usize>,
+    terminating: usize,
+    available: usize,
+    /// Set as the image changes: the maxima and `events` count from then.
+    rolling: bool,
+    max_existing: usize,
+    /// Existing and not terminating: what Kubernetes holds within `replicas + maxSurge`.
+    max_active: usize,
+    max_unavailable: usize,
+    /// Existing pods that are not available, terminating ones too.
+    max_not_available: usize,
+    events: usize,
+    /// The first list and each one after the watch fell behind.
+    lists: usize,
+}
+
+impl PodCounts {
+    fn remove(&mut self, name: &str) {
+        let Some(pod) = self.pods.remove(name) else { return };
+        self.terminating -= usize::from(pod.terminating);
+        self.available -= usize::from(pod.available);
+        if let Some(n) = self.by_hash.get_mut(&pod.hash) {
+            *n -= 1;
+            if *n == 0 {
+                self.by_hash.remove(&pod.hash);
+            }
+        }
+    }
+
+    fn insert(&mut self, pod: &Pod) {
+        let watched = WatchedPod::of(pod);
+        self.terminating += usize::from(watched.terminating);
+        self.available += usize::from(watched.available);
+        *self.by_hash.entry(watched.hash.clone()).or_default() += 1;
+        self.pods.insert(pod.metadata.name.clone(), watched);
+    }
+
+    /// Takes a full list (the first, or one after the watch fell behind) in place of what was known.
+    fn listed(&mut self, objects: &[Object]) {
+        *self = PodCounts { desired: self.desired, rolling: self.rolling, events: self.events, lists: self.lists + 1, ..self.maxima() };
+        for object in objects {
+            if let Object::Pod(pod) = object {
+                self.insert(pod);
+            }
+        }
+        self.note();
+    }
+
+    fn changed(&mut self, event: WatchEvent) {
+        let Some(Object::Pod(pod)) = event.object else { return };
+        self.remove(&pod.metadata.name);
+        if event.type_ != WatchEventType::Deleted {
+            self.insert(&pod);
+        }
+        self.events += usize::from(self.rolling);
+        self.note();
+    }
+
+    fn note(&mut self) {
+        if !self.rolling {
+            return;
+        }
+        let existing = self.pods.len();
+        self.max_existing = self.max_existing.max(existing);
+        self.max_active = self.max_active.max(existing - self.terminating);
+        self.max_unavailable = self.max_unavailable.max(self.desired.saturating_sub(self.available));
+        self.max_not_available = self.max_not_available.max(existing - self.available);
+    }
+
+    /// The maxima alone, on an empty view.
+    fn maxima(&self) -> PodCounts {
+        PodCounts {
+            max_existing: self.max_existing,
+            max_active: self.max_active,
+            max_unavailable: self.max_unavailable,
+            max_not_available: self.max_not_available,
+            ..PodCounts::default()
+        }
+    }
+
+    /// Every pod that exists runs the template of `hash`, and there are `desired` of them.
+    fn only(&self, hash: &str) -> bool {
+        self.pods.len() == self.desired && self.by_hash.len() == 1 && self.by_hash.contains_key(hash)
+    }
+}
+
+/// Watches every pod of the bench's deployments through the client's watcher (a list, then
+/// changes from its revision, a list again if it falls behind), counting at each event.
+fn watch_pods(client: Client, desired: usize) -> (Arc<Mutex<PodCounts>>, tokio::task::JoinHandle<()>) {
+    let counts = Arc::new(Mutex::new(PodCounts { desired, ..PodCounts::default() }));
+    let kept = counts.clone();
+    let selection = Selection { label_selector: Some("app=scale".into()), ..Selection::namespace(Some("default")) };
+    let mut watcher = Watcher::new(Collection { client, kind: Kind::Pod, selection }, shared::watch::DEFAULT_BACKOFF);
+    let task = tokio::spawn(async move {
+        while let Ok(event) = watcher.next().await {
+            match event {
+                WatcherEvent::Listed { objects, .. } => kept.lock().unwrap().listed(&objects),
+                WatcherEvent::Changed(event) => kept.lock().unwrap().changed(*event),
+            }
+        }
+    });
+    (counts, task)
+}
+
+/// Whether the deployment has rolled out completely: `kubectl rollout status`'s rule (the
+/// controller has seen the latest spec, every replica is updated and available, none old is
+/// left), `replicas`, `updatedReplicas` and `availableReplicas` all at `desired`, its old
+/// ReplicaSets at 0, and in the watcher's view only the new set's pods, `desired` of them.
+async fn rolled_out(client: &Client, name: &str, desired: usize, counts: &Mutex<PodCounts>) -> bool {
+    let Ok(d) = client.get::<Deployment>("default", name).await else { return false };
+    let status = &d.status;
+    let desired = desired as i32;
+    if !matches!(rollout_status(&d), Ok(RolloutStatus::Done(_)))
+        || [status.replicas, status.updated_replicas, status.available_replicas] != [desired; 3]
+    {
+        return false;
+    }
+    let Ok(sets) = client.list::<ReplicaSet>(&Selection::namespace(Some("default"))).await else { return false };
+    let (new, old) = new_and_old_sets(&d, &sets.items);
+    let Some(hash) = new.and_then(|rs| rs.spec.template.metadata.labels.get(POD_TEMPLATE_HASH_LABEL)) else { return false };
+    old.iter().all(|rs| rs.spec.replicas == 0 && rs.status.replicas == 0) && counts.lock().unwrap().only(hash)
+}
+
+/// Polls [`rolled_out`] every 250 ms until it holds or `limit` passes; how long that took.
+async fn until_rolled_out(client: &Client, name: &str, desired: usize, counts: &Mutex<PodCounts>, limit: Duration) -> Option<Duration> {
+    let began = Instant::now();
+    while began.elapsed() < limit {
+        if rolled_out(client, name, desired, counts).await {
+            return Some(began.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    None
+}
+
+/// A rollout's figures (`--rollout`).
+#[derive(Debug, Default, Clone)]
+struct RolloutRow {
+    max_surge: usize,
+    max_unavailable: usize,
+    /// From the create until the fresh deployment has rolled out, and the server's peak RSS then.
+    create: Option<f64>,
+    create_peak_rss: f64,
+    /// From the image's change until the deployment has rolled out again, and the peak then.
+    rollout: Option<f64>,
+    rollout_peak_rss: f64,
+    read_p50: f64,
+    read_p99: f64,
+    seen_existing: usize,
+    seen_active: usize,
+    seen_unavailable: usize,
+    seen_not_available: usize,
+    events: usize,
+    relists: usize,
+}
+
+fn verdict(pass: bool) -> &'static str {
+    if pass { "PASS" } else { "FAIL" }
+}
+
+impl RolloutRow {
+    fn print(&self, replicas: usize) {
+        let limit_existing = replicas + self.max_surge;
+        let ratio = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a / b);
+        let time_ratio = ratio(self.rollout, self.create);
+        let rss_ratio = self.rollout_peak_rss / self.create_peak_rss;
+        println!();
+        println!(
+            "| rollout of {replicas} replicas (maxSurge {}, maxUnavailable {}) | measured | goal | |",
+            self.max_surge, self.max_unavailable
+        );
+        println!("|---|---:|---:|---|");
+        println!(
+            "| pods existing at once, terminating ones too | {} | ≤ {limit_existing} | {} |",
+            self.seen_existing,
+            verdict(self.seen_existing <= limit_existing)
+        );
+        println!(
+            "| replicas unavailable at once (replicas − available) | {} | ≤ {} | {} |",
+            self.seen_unavailable,
+            self.max_unavailable,
+            verdict(self.seen_unavailable <= self.max_unavailable)
+        );
+        println!(
+            "| rollout / fresh create, until rolled out | {} / {} = {} | ≤ 2× | {} |",
+            seconds(self.rollout),
+            seconds(self.create),
+            time_ratio.map_or("-".to_string(), |r| format!("{r:.2}×")),
+            verdict(time_ratio.is_some_and(|r| r <= 2.0))
+        );
+        println!(
+            "| reader p50 / p99 during the rollout | {:.1} / {:.1} ms | p99 < 100 ms | {} |",
+            self.read_p50,
+            self.read_p99,
+            verdict(self.read_p99 < 100.0)
+        );
+        println!(
+            "| server peak RSS, rollout / fresh create | {:.0} / {:.0} MiB = {rss_ratio:.2}× | ≤ 2× | {} |",
+            self.rollout_peak_rss,
+            self.create_peak_rss,
+            verdict(rss_ratio <= 2.0)
+        );
+        println!("| pods existing and not terminating at once (Kubernetes' surge count) | {} | | |", self.seen_active);
+        println!("| pods not available at once, terminating ones too | {} | | |", self.seen_not_available);
+        println!("| watch events during the rollout; lists after falling behind (whole round) | {}; {} | | |", self.events, self.relists);
+    }
+}
+
 #[derive(Debug, Default, Clone)]
 struct Row {
     idle_cpu: f64,
@@ -297,6 +557,7 @@ struct Row {
     timeouts: usize,
     not_ready: usize,
     agent_rss: f64,
+    rollout: Option<RolloutRow>,
 }
 
 fn seconds(value: Option<f64>) -> String {
@@ -405,6 +666,21 @@ async fn round(options: &Options) -> Row {
         return row;
     }
 
+    // The watcher of every pod, from before the burst, so that both phases of a rollout round
+    // bear its load.
+    let watching = match options.rollout {
+        true => {
+            let (counts, task) = watch_pods(client.clone(), options.replicas);
+            let began = Instant::now();
+            while counts.lock().unwrap().lists == 0 {
+                assert!(began.elapsed() < Duration::from_secs(60), "the watcher of pods has not listed within 60 s");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Some((counts, task))
+        }
+        false => None,
+    };
+
     // The burst: deployments of at most `per_deployment` each (at most the validation's limit).
     let chunk = options.per_deployment;
     let deployments: Vec<(String, usize)> =
@@ -417,6 +693,7 @@ async fn round(options: &Options) -> Row {
             "metadata": {"name": name, "namespace": "default"},
             "spec": {
                 "replicas": replicas,
+                "strategy": {"type": "RollingUpdate", "rolling_update": {"max_surge": "25%", "max_unavailable": "25%"}},
                 "selector": {"app": "scale", "deployment": name},
                 "template": {
                     "metadata": {"labels": {"app": "scale", "deployment": name}},
@@ -437,6 +714,13 @@ async fn round(options: &Options) -> Row {
     row.running = until(&client, left, |m| m.get("shepherd_pod_create_to_running_seconds_count").copied().unwrap_or(0.0) >= target)
         .await
         .map(|_| burst.elapsed().as_secs_f64());
+    let mut rollout = RolloutRow::default();
+    if let Some((counts, _)) = &watching {
+        let left = options.timeout.saturating_sub(burst.elapsed());
+        rollout.create =
+            until_rolled_out(&client, &deployments[0].0, options.replicas, counts, left).await.map(|_| burst.elapsed().as_secs_f64());
+        rollout.create_peak_rss = memory_mib(server.pid, "VmHWM");
+    }
     let _ = stop_reading.send(true);
     let mut reads = reading.await.expect("the reader");
     (row.burst_read_p50, row.burst_read_p99) = (percentile(&mut reads, 50.0), percentile(&mut reads, 99.0));
@@ -446,6 +730,12 @@ async fn round(options: &Options) -> Row {
         (row.start_p50, row.start_p99) = (percentile(&mut latencies, 50.0), percentile(&mut latencies, 99.0));
     }
     row.agent_rss = memory_mib(agent.pid, "VmHWM");
+
+    if let Some((counts, task)) = watching {
+        roll_out(&client, server.pid, &deployments[0].0, options, &counts, &mut rollout).await;
+        task.abort();
+        row.rollout = Some(rollout);
+    }
 
     // The delete.
     let (stop_reading, reading) = read_loop(client.clone(), options.timeout);
@@ -477,6 +767,36 @@ async fn round(options: &Options) -> Row {
     agent.stop().await;
     server.stop().await;
     row
+}
+
+/// Changes the deployment's image and times its rollout to completion, with the server's peak
+/// RSS over it, the reader's latency, and the watcher's maxima from the change on.
+async fn roll_out(client: &Client, pid: u32, name: &str, options: &Options, counts: &Mutex<PodCounts>, row: &mut RolloutRow) {
+    reset_peak_rss(pid);
+    let (stop_reading, reading) = read_loop(client.clone(), options.timeout);
+    counts.lock().unwrap().rolling = true;
+    let began = Instant::now();
+    // A status write between the read and the write is a conflict: read again (a few times).
+    for attempt in 1.. {
+        let mut deployment: Deployment = client.get("default", name).await.expect("the deployment");
+        (row.max_surge, row.max_unavailable) = (deployment.max_surge() as usize, deployment.max_unavailable() as usize);
+        deployment.spec.template.spec.containers[0].image = "minimal:v2".into();
+        match client.replace_object(&deployment.into_object()).await {
+            Ok(_) => break,
+            Err(e) if e.is_conflict() && attempt < 5 => continue,
+            Err(e) => panic!("the deployment's image is not changed: {e}"),
+        }
+    }
+    row.rollout = until_rolled_out(client, name, options.replicas, counts, options.timeout).await.map(|d| d.as_secs_f64());
+    let _ = stop_reading.send(true);
+    row.rollout_peak_rss = memory_mib(pid, "VmHWM");
+    eprintln!("rollout finished after {:.1} s", began.elapsed().as_secs_f64());
+    let mut reads = reading.await.expect("the reader");
+    (row.read_p50, row.read_p99) = (percentile(&mut reads, 50.0), percentile(&mut reads, 99.0));
+    let counts = counts.lock().unwrap();
+    (row.seen_existing, row.seen_active, row.seen_unavailable, row.seen_not_available) =
+        (counts.max_existing, counts.max_active, counts.max_unavailable, counts.max_not_available);
+    (row.events, row.relists) = (counts.events, counts.lists.saturating_sub(1));
 }
 
 /// The middle value, or the mean of the two middle ones.
@@ -525,6 +845,9 @@ async fn main() {
     for i in 1..=options.rounds {
         let row = round(&options).await;
         row.print(&i.to_string(), idle_only);
+        if let Some(rollout) = &row.rollout {
+            rollout.print(options.replicas);
+        }
         rows.push(row);
     }
     if rows.len() > 1 {
@@ -550,6 +873,7 @@ async fn main() {
             timeouts: median_of(&rows, |r| r.timeouts as f64) as usize,
             not_ready: median_of(&rows, |r| r.not_ready as f64) as usize,
             agent_rss: median_of(&rows, |r| r.agent_rss),
+            rollout: None,
         };
         median.print("median", idle_only);
     }

@@ -6,6 +6,7 @@
 #   bench/scale/run.sh --nodes 1000 --replicas 10000 [--per-deployment 10000] [--rounds 3] [--timeout 600] [--settle 80] [--idle-window 20]
 #                        [--server-arg --event-limit=100 ...] [--store memory|sqlite|etcd] [--server-bin PATH]
 #   bench/scale/run.sh --store sqlite --nodes 5000 --replicas 0 --idle-window 60 --rounds 3   # the idle server alone
+#   bench/scale/run.sh --store sqlite --nodes 1000 --replicas 10000 --rollout   # and a rolling update of the deployment (issue 34)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cargo build --release -p server --bin shepherd
