@@ -15,6 +15,8 @@ use crate::quantity::{format_cpu, format_memory};
 use crate::rollout::{RECREATE, ROLLING_UPDATE, parse_percent};
 use crate::selector::LabelSelector;
 
+mod volumes;
+
 const MAX_NAME: usize = 253;
 const MAX_LABEL: usize = 63;
 const MAX_PORT_NAME: usize = 15;
@@ -462,6 +464,7 @@ fn check_pod_spec(errors: &mut Errors, path: &str, spec: &PodSpec) {
     if let Some(message) = spec.termination_grace_period_seconds.and_then(grace_seconds_error) {
         errors.add(format!("{path}.termination_grace_period_seconds"), message);
     }
+    volumes::check_volumes(errors, path, spec);
 }
 
 fn check_container(errors: &mut Errors, path: &str, container: &Container) {

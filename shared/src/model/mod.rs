@@ -4,7 +4,7 @@
 //! Layout:
 //! - [`meta`]: what every object carries (metadata, references, labels, time);
 //! - [`pod`], [`node`], [`lease`], [`apps`] (deployments and scale), [`replicaset`], [`service`], [`event`],
-//!   [`namespace`]: a kind family each;
+//!   [`namespace`]: a kind family each; [`volume`]: a pod's volumes and its containers' mounts;
 //! - [`condition`]: conditions of pods, nodes and deployments, their types and reasons;
 //! - [`resources`]: what a container asks for and a node offers;
 //! - [`kind`]: the kinds the API serves, with plurals and aliases; [`object`]: one object of
@@ -27,6 +27,7 @@ pub mod pod;
 pub mod replicaset;
 pub mod resources;
 pub mod service;
+pub mod volume;
 
 pub use apps::{
     Deployment, DeploymentSpec, DeploymentStatus, DeploymentStrategy, IntOrString, PodTemplateSpec, RollingUpdateDeployment, Scale,
@@ -48,3 +49,7 @@ pub use pod::{
 pub use replicaset::{ReplicaSet, ReplicaSetSpec, ReplicaSetStatus};
 pub use resources::{NodeResources, ResourceRequirements};
 pub use service::{Endpoint, Service, ServicePort, ServiceSpec, ServiceStatus};
+pub use volume::{
+    ConfigMapVolumeSource, DEFAULT_FILE_MODE, EmptyDirVolumeSource, HOST_PATH_TYPES, HostPathVolumeSource, KeyToPath, MAX_FILE_MODE,
+    MEDIUM_MEMORY, SecretVolumeSource, Volume, VolumeMount, VolumeSource,
+};

@@ -1,11 +1,13 @@
 //! The one translation between Kubernetes' shapes (`k8s-openapi`) and `shared::model`, both
 //! ways: [`strict`] holds the rules for refusing fields, [`meta`] the pieces every kind shares,
-//! and one file per API group maps its kinds ([`core`] for `v1`, [`apps`] for `apps/v1`).
+//! and one file per API group maps its kinds ([`core`] for `v1`, [`apps`] for `apps/v1`), with a
+//! pod's volumes and mounts in [`volumes`].
 
 mod apps;
 mod core;
 mod meta;
 mod strict;
+mod volumes;
 
 use serde_json::Value;
 use shared::model::Object;

@@ -380,6 +380,7 @@ mod tests {
             ],
             node_name: "n".into(),
             termination_grace_period_seconds: Some(-1),
+            ..Default::default()
         }
     }
 
@@ -521,20 +522,25 @@ mod tests {
         let mut bad = body.clone();
         bad["spec"]["containers"][0]["imagePullPolicy"] = "Always".into();
         bad["spec"]["dnsPolicy"] = "ClusterFirst".into();
-        bad["spec"]["volumes"] = serde_json::json!([{"name": "v"}]);
+        bad["spec"]["volumes"] =
+            serde_json::json!([{"name": "v", "emptyDir": {}}, {"name": "w", "persistentVolumeClaim": {"claimName": "c"}}]);
         bad["spec"]["madeUp"] = 1.into();
         bad["spec"]["hostUsers"] = false.into();
         bad["spec"]["enableServiceLinks"] = false.into();
         let Err(Error::Refused { causes, .. }) = decode::<Pod>(&bad) else { panic!("refused") };
         let names: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
-        assert_eq!(names, ["spec.hostUsers", "spec.madeUp", "spec.volumes"], "imagePullPolicy is kept");
+        assert_eq!(
+            names,
+            ["spec.hostUsers", "spec.madeUp", "spec.volumes[1]", "spec.volumes[1].persistentVolumeClaim"],
+            "imagePullPolicy and the emptyDir are kept; the claim is unsupported, which leaves its volume without a type"
+        );
         let unknown: Vec<&str> = causes.iter().filter(|c| c.problem == Problem::Unknown).map(|c| c.field.as_str()).collect();
         assert_eq!(unknown, ["spec.madeUp"], "a typo is not told as a field Kubernetes has");
     }
 
     #[test]
     fn every_refused_field_is_named_at_once_each_unsupported_or_invalid() {
-        let body = serde_json::json!({"metadata": {"name": "p"}, "spec": {"volumes": [{"name": "v"}], "containers": [{"name": "c", "image": "i",
+        let body = serde_json::json!({"metadata": {"name": "p"}, "spec": {"volumes": [{"name": "v", "nfs": {"server": "s", "path": "/"}}], "containers": [{"name": "c", "image": "i",
             "resources": {"requests": {"cpu": "100m", "memory": "lots"}, "limits": {"cpu": "200m", "memory": "1Gi"}}}]}});
         let Err(error @ Error::Refused { .. }) = decode::<Pod>(&body) else { panic!("refused") };
         let Error::Refused { causes, .. } = &error else { unreachable!() };
@@ -544,7 +550,8 @@ mod tests {
             [
                 ("spec.containers[0].resources.limits.cpu", Problem::Unsupported),
                 ("spec.containers[0].resources.requests.memory", Problem::Invalid),
-                ("spec.volumes", Problem::Unsupported),
+                ("spec.volumes[0]", Problem::Invalid),
+                ("spec.volumes[0].nfs", Problem::Unsupported),
             ],
             "a limit other than the request hides nothing else"
         );
@@ -555,8 +562,8 @@ mod tests {
             "{message}"
         );
         assert!(message.contains("requests.memory: Invalid value: invalid memory quantity \"lots\""), "{message}");
-        assert!(message.ends_with(", spec.volumes: Unsupported: Shepherd does not support this field]"), "{message}");
+        assert!(message.ends_with(", spec.volumes[0].nfs: Unsupported: Shepherd does not support this field]"), "{message}");
         assert_eq!(causes[1].reason(), "FieldValueInvalid");
-        assert_eq!(causes[2].reason(), "FieldValueNotSupported");
+        assert_eq!(causes[3].reason(), "FieldValueNotSupported");
     }
 }
