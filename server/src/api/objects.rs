@@ -116,6 +116,7 @@ pub(crate) async fn create<R: Resource>(state: &AppState, principal: &Principal,
     }
     validate(&object)?;
     let object = object.into_object();
+    crate::admission::check(&object, state.config.allow_host_path)?;
     let outcome = match object {
         Object::Node(node) => {
             let registrant = if principal.role == Role::Node { Registrant::OwnNode } else { Registrant::Admin };
@@ -251,6 +252,7 @@ pub(crate) async fn replace_object<R: Resource>(
     if R::KIND == Kind::Node {
         principal.may_write_node(name)?;
     }
+    crate::admission::check(&object.clone().into_object(), state.config.allow_host_path)?;
     Ok(commit_one(&*state.store, ops::update(object)).await?)
 }
 
