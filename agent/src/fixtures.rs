@@ -231,6 +231,7 @@ pub fn context(api: Arc<RecordingApi>, runtime: Arc<dyn ContainerRuntime>) -> No
         events: api,
         backoff: crate::DEFAULT_BACKOFF,
         sandboxes: None,
+        volumes: crate::pod::volumes::PodVolumes::new(&std::env::temp_dir().join("shepherd-agent-unit-tests"), "n1"),
     }
 }
 

@@ -334,6 +334,7 @@ impl NodeAgent {
             events: api.clone(),
             backoff: config.backoff,
             sandboxes,
+            volumes: pod::volumes::PodVolumes::new(&config.pod_network.state_dir, &config.node_name),
         });
         NodeAgent {
             description,

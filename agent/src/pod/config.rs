@@ -43,6 +43,8 @@ pub fn container_config(ctx: &NodeContext, pod: &Pod, container: &Container) -> 
         network: ctx.network.clone(),
         network_disabled: false,
         sandbox: String::new(),
+        // The worker's, once the pod's volumes are ready.
+        mounts: Vec::new(),
     }
 }
 

@@ -1,5 +1,5 @@
 //! What every pod worker of a node shares: the node's name, cluster and address, the runtime,
-//! the API clients, the back-off and the sandboxes; and how a worker records a pod's events.
+//! the API clients, the back-off, the sandboxes and the volumes; and how a worker records a pod's events.
 
 use std::sync::Arc;
 
@@ -7,6 +7,7 @@ use chrono::Utc;
 use shared::backoff::Backoff;
 use shared::model::{Event, ObjectMeta, ObjectReference, Pod};
 
+use super::volumes::PodVolumes;
 use crate::client::ApiClient;
 use crate::runtime::{ContainerInfo, ContainerRuntime, LABEL_CLUSTER, LABEL_NODE, LABEL_POD_UID};
 use crate::sandbox::Sandboxes;
@@ -28,6 +29,8 @@ pub struct NodeContext {
     pub backoff: Backoff,
     /// Pod sandboxes, their network and their warm pool, when the runtime has sandboxes (Docker).
     pub sandboxes: Option<Arc<Sandboxes>>,
+    /// The pods' volumes on this node.
+    pub volumes: PodVolumes,
 }
 
 impl NodeContext {
