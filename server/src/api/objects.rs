@@ -162,6 +162,16 @@ pub(crate) async fn create<R: Resource>(state: &AppState, principal: &Principal,
             stamp_new(&mut o, now);
             commit_one(&*state.store, ops::create(o)).await?
         }
+        Object::ConfigMap(o) => {
+            let mut o = *o;
+            stamp_new(&mut o, now);
+            commit_one(&*state.store, ops::create(o)).await?
+        }
+        Object::Secret(o) => {
+            let mut o = *o;
+            stamp_new(&mut o, now);
+            commit_one(&*state.store, ops::create(o)).await?
+        }
         Object::Lease(_) => return Err(ApiError::bad_request("leases are written by node registration and renewal, not created")),
     };
     Ok(outcome)
@@ -335,7 +345,7 @@ fn check_namespace_empty(state: &AppState, name: &str) -> ApiResult<()> {
         return Err(ApiError::forbidden("the default namespace cannot be deleted"));
     }
     let mut left = Vec::new();
-    for kind in [Kind::Pod, Kind::Deployment, Kind::ReplicaSet, Kind::Service] {
+    for kind in [Kind::Pod, Kind::Deployment, Kind::ReplicaSet, Kind::Service, Kind::ConfigMap, Kind::Secret] {
         let n = state.store.list(kind, Some(name)).1.len();
         if n > 0 {
             let noun = if n == 1 { kind.as_str().to_ascii_lowercase() } else { kind.plural().to_string() };

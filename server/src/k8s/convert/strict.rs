@@ -98,6 +98,9 @@ pub trait Convert: crate::resources::Resource {
     /// Annotations that `to_k8s` shows from the object's own fields: a body that sends them
     /// back (an edit, a patch of what was read) changes nothing by them, and they are not kept.
     const SHOWN_ANNOTATIONS: &'static [&'static str] = &[];
+    /// Top-level fields that `from_k8s` folds into others (a Secret's `stringData` into
+    /// `data`): a read never shows them, so the round trip does not judge them.
+    const WRITE_ONLY: &'static [&'static str] = &[];
 }
 
 /// `value` without `annotations`; an emptied map goes too.
@@ -152,6 +155,7 @@ pub fn decode<R: Convert>(value: &Value) -> Result<R> {
     // and what did translate is validated too, so a bad quantity hides no bad port.
     let back = serde_json::to_value(object.to_k8s()).unwrap_or(Value::Null);
     let mut dropped = unkept(value, &back);
+    dropped.retain(|field| !R::WRITE_ONLY.iter().any(|written| within(field, written)));
     if let Err(errors) = shared::validation::validate(&object.clone().into_object()) {
         causes.extend(invalid_causes(R::KIND, errors));
     }
@@ -209,7 +213,8 @@ pub fn k8s_field(kind: Kind, native: &str) -> String {
         out.push_str(&spelled);
         out.push_str(index);
         let is_map = matches!(name, "labels" | "annotations" | "node_selector" | "match_labels")
-            || (kind == Kind::Service && shape == "spec.selector");
+            || (kind == Kind::Service && shape == "spec.selector")
+            || (matches!(kind, Kind::ConfigMap | Kind::Secret) && matches!(name, "data" | "binary_data" | "string_data"));
         if is_map && !tail.is_empty() {
             out.push('.');
             out.push_str(tail);
