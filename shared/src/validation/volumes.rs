@@ -4,10 +4,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{Errors, dns_label_error};
+use super::{Errors, config_key_error, dns_label_error};
 use crate::model::{HOST_PATH_TYPES, KeyToPath, MAX_FILE_MODE, MEDIUM_MEMORY, PodSpec, VolumeSource};
-
-const MAX_CONFIG_KEY: usize = 253;
 
 /// The volumes of `spec` (at `path`) and every container's mounts of them.
 pub(super) fn check_volumes(errors: &mut Errors, path: &str, spec: &PodSpec) {
@@ -145,23 +143,6 @@ fn descending_path_error(path: &str) -> Option<String> {
     } else {
         None
     }
-}
-
-/// A key of a ConfigMap or Secret: at most 253 of `[-._a-zA-Z0-9]`, and not `.`, `..` or
-/// starting with `..`, so that it can be a file's name.
-fn config_key_error(key: &str) -> Option<String> {
-    let problem = if key.is_empty() {
-        "must not be empty"
-    } else if key.len() > MAX_CONFIG_KEY {
-        "must be no more than 253 characters"
-    } else if !key.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) {
-        "must consist of alphanumeric characters, '-', '_' or '.'"
-    } else if key == "." || key.starts_with("..") {
-        "must not be '.' or '..', or start with '..'"
-    } else {
-        return None;
-    };
-    Some(format!("a valid config key {problem}, got {key:?}"))
 }
 
 #[cfg(test)]
