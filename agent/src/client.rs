@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 use shared::api::{Heartbeat, List};
-use shared::model::{Event, Kind, Lease, Node, Pod};
+use shared::model::{ConfigMap, Event, Kind, Lease, Node, Pod, Secret};
 use shepherd_client::{Client, DeleteOptions, Selection};
 pub use shepherd_client::{Error, Result, WatchStream};
 
@@ -30,6 +30,19 @@ pub trait ApiClient: Send + Sync + 'static {
     /// both mean that pod is gone already.
     async fn delete_pod_now(&self, pod: &Pod) -> Result<()>;
     async fn create_event(&self, event: &Event) -> Result<()>;
+    /// The ConfigMap a pod's volume names; `None` when there is none.
+    async fn config_map(&self, namespace: &str, name: &str) -> Result<Option<ConfigMap>>;
+    /// The Secret a pod's volume names; `None` when there is none.
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Secret>>;
+}
+
+/// A not-found answer as `None`.
+fn found<T>(answer: Result<T>) -> Result<Option<T>> {
+    match answer {
+        Ok(object) => Ok(Some(object)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 #[async_trait]
@@ -69,5 +82,13 @@ impl ApiClient for Client {
 
     async fn create_event(&self, event: &Event) -> Result<()> {
         Client::create_event(self, event).await
+    }
+
+    async fn config_map(&self, namespace: &str, name: &str) -> Result<Option<ConfigMap>> {
+        found(self.get::<ConfigMap>(namespace, name).await)
+    }
+
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Secret>> {
+        found(self.get::<Secret>(namespace, name).await)
     }
 }

@@ -3,6 +3,7 @@
 //! switches on ([`FaultyRuntime`]); and a node context on them. Tests that can reach a real
 //! server use `shepherd_testing::TestServer` instead.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -46,6 +47,8 @@ pub struct RecordingApi {
     pub too_many_events: CancellationToken,
     /// Bumped by every status and confirmation, for a test to wait on what the agent did.
     calls: watch::Sender<usize>,
+    /// The ConfigMaps the server holds, by name (namespace `default`).
+    pub config_maps: Mutex<HashMap<String, shared::model::ConfigMap>>,
 }
 
 impl Default for RecordingApi {
@@ -64,6 +67,7 @@ impl RecordingApi {
             events: Mutex::new(vec![]),
             too_many_events: CancellationToken::new(),
             calls: watch::Sender::new(0),
+            config_maps: Mutex::new(HashMap::new()),
         }
     }
 
@@ -131,6 +135,14 @@ impl ApiClient for RecordingApi {
         }
         (self.then)().map_or(Ok(()), Err)
     }
+    async fn config_map(&self, _namespace: &str, name: &str) -> ClientResult<Option<shared::model::ConfigMap>> {
+        Ok(self.config_maps.lock().unwrap().get(name).cloned())
+    }
+
+    async fn secret(&self, _namespace: &str, _name: &str) -> ClientResult<Option<shared::model::Secret>> {
+        Ok(None)
+    }
+
     async fn create_event(&self, event: &Event) -> ClientResult<()> {
         let mut events = self.events.lock().unwrap();
         events.push((Instant::now(), event.clone()));

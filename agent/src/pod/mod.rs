@@ -1,10 +1,13 @@
 //! One pod on its node: the worker's level-triggered reconcile ([`worker`]), what it asks the
 //! runtime to create ([`config`]), its containers' probes ([`prober`]), the status it
 //! reports ([`status`]), how a deleted or terminating pod's containers stop
-//! ([`termination`]) and its volumes on the node ([`volumes`]), around what every worker of
+//! ([`termination`]) and its volumes on the node ([`volumes`]; ConfigMaps' and Secrets' files
+//! in [`config_volumes`], written by [`atomic_writer`]), around what every worker of
 //! a node shares ([`context`]).
 
+pub mod atomic_writer;
 pub mod config;
+pub mod config_volumes;
 pub mod context;
 pub mod prober;
 pub mod status;

@@ -2,7 +2,8 @@
 //! (`<state dir>/nodes/<node>/pods/<uid>/volumes/<plugin>/<name>`; agents of several nodes
 //! may share a state directory): an emptyDir is a directory there (a
 //! tmpfs mounted on it for medium `Memory`), a hostPath is the node's own path, checked
-//! against its `type`. The directory belongs to the pod, not to a container, so a restarted
+//! against its `type`, and a configMap or secret volume a directory of files that
+//! [`super::config_volumes`] writes. The directory belongs to the pod, not to a container, so a restarted
 //! container finds it as it was; it goes when the pod is torn down, or, for a pod the agent
 //! no longer knows (it restarted meanwhile), with the orphan sweep.
 
@@ -73,7 +74,9 @@ impl PodVolumes {
                     set_up_empty_dir(&path, empty_dir.medium == MEDIUM_MEMORY, size).map_err(|e| set_up(e.to_string()))?
                 }
                 Some(VolumeSource::HostPath(host_path)) => check_host_path(host_path).map_err(set_up)?,
-                _ => return Err(set_up("only emptyDir and hostPath volumes are set up by this node".into())),
+                // Written by `config_volumes::sync` before any container is made.
+                Some(VolumeSource::ConfigMap(_) | VolumeSource::Secret(_)) => {}
+                None => return Err(set_up("the volume has no source".into())),
             }
             let source = match mount.sub_path.as_str() {
                 "" => path,
@@ -109,12 +112,12 @@ impl PodVolumes {
 /// half the node's memory).
 fn set_up_empty_dir(path: &Path, memory: bool, size: Option<i64>) -> Result<()> {
     std::fs::create_dir_all(path).map_err(io_error("create the directory", path))?;
-    if memory && !mounted_under(path).iter().any(|m| m == path) {
+    if memory {
         let options = match size {
             Some(bytes) => format!("mode=0777,size={bytes}"),
             None => "mode=0777".to_string(),
         };
-        mount_tmpfs(path, &options)?;
+        mount_tmpfs_once(path, &options)?;
     }
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777)).map_err(io_error("open up the directory", path))
 }
@@ -191,7 +194,12 @@ fn c_path(path: &Path) -> Result<CString> {
     })
 }
 
-fn mount_tmpfs(path: &Path, options: &str) -> Result<()> {
+/// Makes `path` a directory with a tmpfs on it, unless one is there already.
+pub(super) fn mount_tmpfs_once(path: &Path, options: &str) -> Result<()> {
+    std::fs::create_dir_all(path).map_err(io_error("create the directory", path))?;
+    if mounted_under(path).iter().any(|m| m == path) {
+        return Ok(());
+    }
     let target = c_path(path)?;
     let options = CString::new(options).expect("mount options hold no NUL");
     // SAFETY: every pointer is a NUL-terminated string that outlives the call.

@@ -14,6 +14,7 @@ use shared::model::{
 use tokio::time::Instant;
 
 use super::config::{container_config, port_mappings};
+use super::config_volumes;
 use super::context::NodeContext;
 use super::prober::{Check, ContainerProbes, Observer, Report};
 use super::status::{Step, pod_status, terminated, waiting};
@@ -66,6 +67,9 @@ pub struct PodWorker {
     /// Containers stopped for failing a liveness or startup probe: restarted under any
     /// policy but Never, whatever their exit code, as the kubelet does.
     probe_killed: HashSet<String>,
+    /// Why this pass could not write the pod's ConfigMap or Secret volumes: no new container
+    /// starts until it can.
+    config_volumes_failing: Option<String>,
 }
 
 impl PodWorker {
@@ -84,6 +88,7 @@ impl PodWorker {
             replaced: HashMap::new(),
             removed: HashSet::new(),
             probe_killed: HashSet::new(),
+            config_volumes_failing: None,
         }
     }
 
@@ -138,6 +143,11 @@ impl PodWorker {
         let policy = pod.spec.restart_policy().unwrap_or(RestartPolicy::Always);
         let terminal = pod.status.phase.is_terminal();
         self.sandbox = self.sync_sandbox(pod, &mut by_name, policy, terminal).await.map_err(runtime_error)?;
+        let config_volumes = !terminal && config_volumes::has_config_volumes(pod);
+        self.config_volumes_failing = match config_volumes {
+            true => config_volumes::sync(&self.ctx, pod).await.err().map(|e| e.to_string()),
+            false => None,
+        };
         let mut steps = Vec::with_capacity(pod.spec.containers.len());
         for container in &pod.spec.containers {
             let found = by_name.get(&container.name).and_then(|v| v.first()).cloned();
@@ -148,7 +158,11 @@ impl PodWorker {
             };
             steps.push(step);
         }
-        let requeue = steps.iter().filter_map(|s| s.requeue).min();
+        let mut requeue = steps.iter().filter_map(|s| s.requeue).min();
+        if config_volumes {
+            // The files follow the server's objects: look again within the refresh period.
+            requeue = Some(requeue.map_or(config_volumes::REFRESH, |r| r.min(config_volumes::REFRESH)));
+        }
         let status = pod_status(pod, &steps, &self.ctx.address, self.sandbox.as_ref().map(|s| s.ip.as_str()));
         if status.phase.is_terminal() {
             // Nothing runs in it any more: free its address and its volumes, as the kubelet does.
@@ -386,11 +400,14 @@ impl PodWorker {
             }
         };
         let mut config = container_config(&self.ctx, pod, container);
-        config.mounts = match self.ctx.volumes.mounts(pod, container) {
+        let mounts = match &self.config_volumes_failing {
+            Some(message) => Err(message.clone()),
+            None => self.ctx.volumes.mounts(pod, container).map_err(|e| e.to_string()),
+        };
+        config.mounts = match mounts {
             Ok(mounts) => mounts,
-            Err(e) => {
+            Err(message) => {
                 // As the kubelet: the container is still being created, and an event says why.
-                let message = e.to_string();
                 self.ctx.event(pod, event_types::WARNING, "FailedMount", message.clone());
                 let delay = self.bump_delay(&container.name);
                 let status = self.base_status(container, waiting(CONTAINER_CREATING, message));
@@ -811,6 +828,42 @@ mod tests {
             async move { (!events.is_empty()).then_some(()) }
         })
         .await;
+    }
+
+    #[tokio::test]
+    async fn a_pod_waits_for_its_configmap_then_its_files_follow_it() {
+        use shared::model::{ConfigMap, ConfigMapVolumeSource, Volume, VolumeMount};
+
+        let state = tempfile::tempdir().unwrap();
+        let api = Arc::new(RecordingApi::default());
+        let runtime = Arc::new(SimulatedRuntime::new(Duration::ZERO));
+        let ctx =
+            Arc::new(NodeContext { volumes: super::super::volumes::PodVolumes::new(state.path(), "n1"), ..context(api.clone(), runtime) });
+        let mut worker = PodWorker::new(ctx.clone(), Arc::new(|| {}));
+        let mut pod = pod();
+        let source = ConfigMapVolumeSource { name: "site".into(), default_mode: Some(0o644), ..Default::default() };
+        pod.spec.volumes = vec![Volume { name: "conf".into(), config_map: Some(source), ..Volume::default() }];
+        pod.spec.containers[0].volume_mounts = vec![VolumeMount { name: "conf".into(), mount_path: "/conf".into(), ..Default::default() }];
+        let requeue = worker.reconcile(&pod).await.unwrap();
+        assert!(requeue.is_some_and(|r| r <= super::config_volumes::REFRESH), "{requeue:?}");
+        let ContainerState::Waiting { reason, message } = &api.last_status().unwrap().container_statuses[0].state else { panic!() };
+        assert_eq!(
+            (reason.as_str(), message.as_str()),
+            (CONTAINER_CREATING, "MountVolume.SetUp failed for volume \"conf\": configmap \"site\" not found")
+        );
+
+        let site = |page: &str| ConfigMap { data: [("index.html".to_string(), page.to_string())].into(), ..ConfigMap::default() };
+        api.config_maps.lock().unwrap().insert("site".into(), site("v1"));
+        worker.reconcile(&pod).await.unwrap();
+        assert_eq!(api.last_status().unwrap().phase, PodPhase::Running, "it starts by itself once the ConfigMap is there");
+        let file = state.path().join("nodes/n1/pods/1234-abcd-5678/volumes/configmap/conf/index.html");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "v1");
+        api.config_maps.lock().unwrap().insert("site".into(), site("v2"));
+        pod.status = api.last_status().unwrap();
+        worker.reconcile(&pod).await.unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "v2", "the next pass writes the new version");
+        worker.terminate(&pod).await.unwrap();
+        assert!(!file.exists());
     }
 
     #[tokio::test]

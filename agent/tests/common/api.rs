@@ -233,4 +233,12 @@ impl ApiClient for AgentClient {
     async fn create_event(&self, event: &Event) -> ClientResult<()> {
         ApiClient::create_event(&self.client, event).await
     }
+
+    async fn config_map(&self, namespace: &str, name: &str) -> ClientResult<Option<shared::model::ConfigMap>> {
+        ApiClient::config_map(&self.client, namespace, name).await
+    }
+
+    async fn secret(&self, namespace: &str, name: &str) -> ClientResult<Option<shared::model::Secret>> {
+        ApiClient::secret(&self.client, namespace, name).await
+    }
 }
