@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 use shared::api::{Heartbeat, List};
-use shared::model::{Event, Kind, Lease, Node, Pod, Service};
+use shared::model::{ConfigMap, Event, Kind, Lease, Node, Pod, Secret, Service};
 use shepherd_client::{Client, DeleteOptions, Selection};
 pub use shepherd_client::{Error, Result, WatchStream};
 
@@ -34,6 +34,19 @@ pub trait ApiClient: Send + Sync + 'static {
     async fn list_services(&self) -> Result<List<Service>>;
     /// Changes to the Services strictly after `resource_version`.
     async fn watch_services(&self, resource_version: u64) -> Result<WatchStream>;
+    /// The ConfigMap a pod's volume names; `None` when there is none.
+    async fn config_map(&self, namespace: &str, name: &str) -> Result<Option<ConfigMap>>;
+    /// The Secret a pod's volume names; `None` when there is none.
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Secret>>;
+}
+
+/// A not-found answer as `None`.
+fn found<T>(answer: Result<T>) -> Result<Option<T>> {
+    match answer {
+        Ok(object) => Ok(Some(object)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 #[async_trait]
@@ -81,5 +94,13 @@ impl ApiClient for Client {
 
     async fn watch_services(&self, resource_version: u64) -> Result<WatchStream> {
         self.watch(Kind::Service, &Selection::default(), resource_version).await
+    }
+
+    async fn config_map(&self, namespace: &str, name: &str) -> Result<Option<ConfigMap>> {
+        found(self.get::<ConfigMap>(namespace, name).await)
+    }
+
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Secret>> {
+        found(self.get::<Secret>(namespace, name).await)
     }
 }

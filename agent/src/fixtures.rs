@@ -3,6 +3,7 @@
 //! switches on ([`FaultyRuntime`]); and a node context on them. Tests that can reach a real
 //! server use `shepherd_testing::TestServer` instead.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -48,6 +49,8 @@ pub struct RecordingApi {
     pub too_many_events: CancellationToken,
     /// Bumped by every status and confirmation, for a test to wait on what the agent did.
     calls: watch::Sender<usize>,
+    /// The ConfigMaps the server holds, by name (namespace `default`).
+    pub config_maps: Mutex<HashMap<String, shared::model::ConfigMap>>,
 }
 
 impl Default for RecordingApi {
@@ -66,6 +69,7 @@ impl RecordingApi {
             events: Mutex::new(vec![]),
             too_many_events: CancellationToken::new(),
             calls: watch::Sender::new(0),
+            config_maps: Mutex::new(HashMap::new()),
         }
     }
 
@@ -133,6 +137,14 @@ impl ApiClient for RecordingApi {
         }
         (self.then)().map_or(Ok(()), Err)
     }
+    async fn config_map(&self, _namespace: &str, name: &str) -> ClientResult<Option<shared::model::ConfigMap>> {
+        Ok(self.config_maps.lock().unwrap().get(name).cloned())
+    }
+
+    async fn secret(&self, _namespace: &str, _name: &str) -> ClientResult<Option<shared::model::Secret>> {
+        Ok(None)
+    }
+
     async fn create_event(&self, event: &Event) -> ClientResult<()> {
         let mut events = self.events.lock().unwrap();
         events.push((Instant::now(), event.clone()));
@@ -241,6 +253,7 @@ pub fn context(api: Arc<RecordingApi>, runtime: Arc<dyn ContainerRuntime>) -> No
         sandboxes: None,
         services: crate::services::Services::none(),
         resolv_confs: None,
+        volumes: crate::pod::volumes::PodVolumes::new(&std::env::temp_dir().join("shepherd-agent-unit-tests"), "n1"),
     }
 }
 

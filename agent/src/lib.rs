@@ -370,6 +370,7 @@ impl NodeAgent {
             sandboxes,
             services: services::Services::none(),
             resolv_confs: None,
+            volumes: pod::volumes::PodVolumes::new(&config.pod_network.state_dir, &config.node_name),
         });
         NodeAgent {
             description,

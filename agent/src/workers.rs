@@ -1,6 +1,6 @@
 //! The node's pod workers: one per pod (one pod's operations serialized, pods in parallel),
 //! each handed its pod's latest state and woken to look again; a full list syncs them all,
-//! and the sweep that follows removes containers and sandboxes whose pod is gone.
+//! and the sweep that follows removes containers, sandboxes and volumes whose pod is gone.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -172,6 +172,17 @@ impl PodManager {
             }
         });
         futures::future::join_all(removals).await;
+        // Volumes of pods the agent does not know (gone while it was away): their
+        // containers went just above.
+        for uid in self.ctx.volumes.pods_with_volumes() {
+            if known_before.contains(&uid) || self.pod_uids().contains(&uid) {
+                continue;
+            }
+            tracing::info!(pod_uid = %uid, "removing the volumes of a pod that is gone");
+            if let Err(e) = self.ctx.volumes.tear_down(&uid) {
+                tracing::warn!(error = %e, "cannot remove the volumes of a pod that is gone");
+            }
+        }
         if let Some(sandboxes) = &self.ctx.sandboxes {
             sandboxes.reclaim(&present).await;
             sandboxes.keep_rules().await;

@@ -79,6 +79,14 @@ impl ApiClient for LeaseCalls {
         unreachable!("the lease loop only renews and reports")
     }
 
+    async fn config_map(&self, _: &str, _: &str) -> Result<Option<shared::model::ConfigMap>> {
+        unreachable!("the lease loop only renews and reports")
+    }
+
+    async fn secret(&self, _: &str, _: &str) -> Result<Option<shared::model::Secret>> {
+        unreachable!("the lease loop only renews and reports")
+    }
+
     async fn create_event(&self, _: &Event) -> Result<()> {
         unreachable!("the lease loop only renews and reports")
     }

@@ -136,8 +136,9 @@ impl Cluster {
             Kind::ReplicaSet => self.replica_sets.resource_version,
             Kind::Service => self.services.resource_version,
             Kind::Event => self.events.resource_version,
-            // Not watched: the dashboard reads node readiness from the Ready condition.
-            Kind::Namespace | Kind::Lease => 0,
+            // Not watched: the dashboard reads node readiness from the Ready condition, and
+            // shows no configuration.
+            Kind::Namespace | Kind::Lease | Kind::ConfigMap | Kind::Secret => 0,
         }
     }
 
@@ -152,7 +153,7 @@ impl Cluster {
                     Kind::ReplicaSet => self.replica_sets.replace(resource_version, items),
                     Kind::Service => self.services.replace(resource_version, items),
                     Kind::Event => self.events.replace(resource_version, items),
-                    Kind::Namespace | Kind::Lease => return false,
+                    Kind::Namespace | Kind::Lease | Kind::ConfigMap | Kind::Secret => return false,
                 }
                 true
             }
@@ -163,7 +164,7 @@ impl Cluster {
                 Kind::ReplicaSet => self.replica_sets.apply(events),
                 Kind::Service => self.services.apply(events),
                 Kind::Event => self.events.apply(events),
-                Kind::Namespace | Kind::Lease => false,
+                Kind::Namespace | Kind::Lease | Kind::ConfigMap | Kind::Secret => false,
             },
             ClusterAction::Sync { kind, sync } => {
                 let slot = match kind {
@@ -173,7 +174,7 @@ impl Cluster {
                     Kind::ReplicaSet => &mut self.replica_sets.sync,
                     Kind::Service => &mut self.services.sync,
                     Kind::Event => &mut self.events.sync,
-                    Kind::Namespace | Kind::Lease => return false,
+                    Kind::Namespace | Kind::Lease | Kind::ConfigMap | Kind::Secret => return false,
                 };
                 if *slot == sync {
                     return false;

@@ -74,6 +74,8 @@ pub struct Config {
     /// Where clients reach this server, announced in its identity lease; `None` is the
     /// address it listens on.
     pub advertise_url: Option<String>,
+    /// Whether pods may have `hostPath` volumes (`--allow-host-path`; see [`crate::admission`]).
+    pub allow_host_path: bool,
 }
 
 /// client-go's leader election settings (`--leader-elect*` of kube-scheduler and
@@ -156,6 +158,7 @@ impl Default for Config {
             leader_election: LeaderElection::default(),
             server_id: None,
             advertise_url: None,
+            allow_host_path: false,
         }
     }
 }

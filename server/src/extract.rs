@@ -200,7 +200,7 @@ pub fn parse_object<R: Resource>(bytes: &[u8]) -> ApiResult<R> {
                     shared::api::paths::collection(*other, None)
                 )),
                 None => ApiError::bad_request(format!(
-                    "unknown kind {k:?}: Shepherd serves Pod, Deployment, ReplicaSet, Service, Node, Event, Namespace and Lease"
+                    "unknown kind {k:?}: Shepherd serves Pod, Deployment, ReplicaSet, Service, ConfigMap, Secret, Node, Event, Namespace and Lease"
                 )),
             });
         }

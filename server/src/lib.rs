@@ -11,6 +11,8 @@
 //! - [`ops`]: the writes of the API as store mutations (create, CAS update, graceful pod
 //!   delete, bind, status);
 //! - [`resources`]: per kind, what create defaults and what a PUT may change;
+//! - [`admission`]: what is refused for what it would do on a node (a `hostPath` volume
+//!   without `--allow-host-path`);
 //! - [`events`]: events deduplicated by (involved object, reason, source);
 //! - [`app`](mod@app): the whole HTTP app: both APIs and the dashboard's files under one router, with
 //!   the guard against web pages, authentication, metrics, the body limit and a timeout;
@@ -35,6 +37,7 @@
 //! The `shepherd` binary adds `local_node`, the agent that `--local-node` runs in-process,
 //! and `registry_command`, the flags of `shepherd registry`.
 
+pub mod admission;
 pub mod agent_client;
 pub mod api;
 pub mod app;

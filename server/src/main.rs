@@ -148,6 +148,10 @@ struct Args {
     /// Where clients reach this server, announced to the others [default: the address it listens on].
     #[arg(long, value_name = "URL", value_parser = advertise_url)]
     advertise_url: Option<String>,
+    /// Allow pods with hostPath volumes, which read and write this machine's files (a node's,
+    /// for every node's agent): without it such a pod, deployment or ReplicaSet gets 403.
+    #[arg(long)]
+    allow_host_path: bool,
     /// Threads that serve HTTP and run the loops [default: one per CPU core]. The store's
     /// writer has its own thread either way.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -294,6 +298,7 @@ impl Args {
             leader_election,
             server_id: self.server_id,
             advertise_url: self.advertise_url,
+            allow_host_path: self.allow_host_path,
             ..Config::default()
         })
     }

@@ -5,7 +5,7 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use shared::api::FieldError;
-use shared::model::{Deployment, Event, Lease, Namespace, Node, ObjectMeta, Pod, PodStatus, ReplicaSet, Service, Time};
+use shared::model::{ConfigMap, Deployment, Event, Lease, Namespace, Node, ObjectMeta, Pod, PodStatus, ReplicaSet, Secret, Service, Time};
 use shared::registration::with_own_hostname;
 use shared::validation;
 
@@ -324,6 +324,81 @@ impl Resource for Lease {
         let mut merged = stored.clone();
         merged.metadata = merged_meta(&stored.metadata, &new.metadata);
         validation::validate_lease(&merged)?;
+        Ok(merged)
+    }
+}
+
+/// What Kubernetes answers when an immutable ConfigMap's or Secret's data would change.
+const IMMUTABLE_DATA: &str = "field is immutable when `immutable` is set";
+
+/// The errors of an update of an object whose `immutable` is set: its data may not change,
+/// nor may `immutable` be unset.
+fn immutable_errors(stored_immutable: bool, new_immutable: bool, changed: &[(&str, bool)]) -> Vec<FieldError> {
+    if !stored_immutable {
+        return Vec::new();
+    }
+    let mut errors: Vec<FieldError> = changed
+        .iter()
+        .filter(|(_, changed)| *changed)
+        .map(|(field, _)| FieldError { field: field.to_string(), message: IMMUTABLE_DATA.into() })
+        .collect();
+    if !new_immutable {
+        errors.push(FieldError { field: "immutable".into(), message: IMMUTABLE_DATA.into() });
+    }
+    errors
+}
+
+impl Resource for ConfigMap {
+    kind_field!();
+
+    fn validate(&self) -> Result<(), Vec<FieldError>> {
+        validation::validate_config_map(self)
+    }
+
+    fn prepare_create(&mut self) {
+        self.kind = "ConfigMap".into();
+    }
+
+    fn merge_update(stored: &Self, new: Self) -> Result<Self, Vec<FieldError>> {
+        let errors = immutable_errors(
+            stored.immutable,
+            new.immutable,
+            &[("data", new.data != stored.data), ("binary_data", new.binary_data != stored.binary_data)],
+        );
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        let merged = ConfigMap { metadata: merged_meta(&stored.metadata, &new.metadata), kind: stored.kind.clone(), ..new };
+        validation::validate_config_map(&merged)?;
+        Ok(merged)
+    }
+}
+
+/// `string_data` is merged into `data` on every write, as kube-apiserver does, so that
+/// what is stored (and read back) holds `data` alone.
+impl Resource for Secret {
+    kind_field!();
+
+    fn validate(&self) -> Result<(), Vec<FieldError>> {
+        validation::validate_secret(self)
+    }
+
+    fn prepare_create(&mut self) {
+        self.kind = "Secret".into();
+        self.merge_string_data();
+    }
+
+    fn merge_update(stored: &Self, mut new: Self) -> Result<Self, Vec<FieldError>> {
+        new.merge_string_data();
+        let mut errors = immutable_errors(stored.immutable, new.immutable, &[("data", new.data != stored.data)]);
+        if new.type_ != stored.type_ {
+            errors.push(FieldError { field: "type".into(), message: format!("field is immutable (it is {})", stored.type_) });
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        let merged = Secret { metadata: merged_meta(&stored.metadata, &new.metadata), kind: stored.kind.clone(), ..new };
+        validation::validate_secret(&merged)?;
         Ok(merged)
     }
 }

@@ -232,13 +232,14 @@ async fn fields_shepherd_does_not_hold_are_refused_by_name() {
     let server = TestServer::in_memory().await;
     let mut body = k8s_pod("web");
     body["spec"]["volumes"] = json!([{"name": "data", "emptyDir": {}}]);
+    body["spec"]["containers"][0]["volumeMounts"] = json!([{"name": "data", "mountPath": "/data", "mountPropagation": "Bidirectional"}]);
     body["metadata"]["annotations"] = json!({"kubectl.kubernetes.io/last-applied-configuration": "{}"});
     let (status, refused) = post(&server, "/k8s/api/v1/namespaces/default/pods", body).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
     assert_status(&refused, 422, "Invalid");
     assert_eq!(refused["details"]["name"], "web");
     let fields: Vec<&str> = refused["details"]["causes"].as_array().unwrap().iter().filter_map(|c| c["field"].as_str()).collect();
-    assert_eq!(fields, ["spec.volumes"]);
+    assert_eq!(fields, ["spec.containers[0].volumeMounts[0].mountPropagation"]);
     assert_eq!(get(&server, "/k8s/api/v1/namespaces/default/pods/web").await.0, StatusCode::NOT_FOUND);
 
     // What kubectl itself sets is kept.

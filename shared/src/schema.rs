@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 
-use crate::model::{Deployment, Event, Namespace, Node, Object, Pod, ReplicaSet, Service};
+use crate::model::{ConfigMap, Deployment, Event, Namespace, Node, Object, Pod, ReplicaSet, Secret, Service};
 use crate::selector::{LabelSelector, StructuredSelector};
 
 impl JsonSchema for LabelSelector {
@@ -33,6 +33,8 @@ impl JsonSchema for Object {
             generator.subschema_for::<Deployment>(),
             generator.subschema_for::<ReplicaSet>(),
             generator.subschema_for::<Service>(),
+            generator.subschema_for::<ConfigMap>(),
+            generator.subschema_for::<Secret>(),
             generator.subschema_for::<Node>(),
             generator.subschema_for::<Event>(),
             generator.subschema_for::<Namespace>(),

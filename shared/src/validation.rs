@@ -8,13 +8,15 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use crate::api::{FieldError, Heartbeat, agent_paths};
 use crate::limits::{MAX_CONTAINERS, MAX_CPU_MILLICORES, MAX_GRACE_SECONDS, MAX_MEMORY_BYTES, MAX_NODE_PODS, MAX_REPLICAS};
 use crate::model::{
-    Container, DNS_POLICIES, Deployment, Event, IntOrString, Labels, Lease, Namespace, Node, NodeResources, Object, ObjectMeta,
-    PROBE_HOSTS, Pod, PodSpec, PodTemplateSpec, Probe, ProbeKind, ProbePort, PullPolicy, ReplicaSet, RestartPolicy, Scale, Service,
-    TAINT_EFFECTS,
+    BinaryData, ConfigMap, Container, DNS_POLICIES, Deployment, Event, IntOrString, Labels, Lease, MAX_CONFIG_BYTES, Namespace, Node,
+    NodeResources, Object, ObjectMeta, PROBE_HOSTS, Pod, PodSpec, PodTemplateSpec, Probe, ProbeKind, ProbePort, PullPolicy, ReplicaSet,
+    RestartPolicy, Scale, Secret, Service, StringData, TAINT_EFFECTS,
 };
 use crate::quantity::{format_cpu, format_memory};
 use crate::rollout::{RECREATE, ROLLING_UPDATE, parse_percent};
 use crate::selector::LabelSelector;
+
+mod volumes;
 
 const MAX_NAME: usize = 253;
 const MAX_LABEL: usize = 63;
@@ -45,6 +47,8 @@ pub fn validate(object: &Object) -> Result<(), Vec<FieldError>> {
         Object::Event(o) => validate_event(o),
         Object::Namespace(o) => validate_namespace(o),
         Object::Lease(o) => validate_lease(o),
+        Object::ConfigMap(o) => validate_config_map(o),
+        Object::Secret(o) => validate_secret(o),
     }
 }
 
@@ -391,6 +395,91 @@ pub fn validate_namespace(namespace: &Namespace) -> Result<(), Vec<FieldError>> 
     errors.finish()
 }
 
+/// A ConfigMap as Kubernetes' `ValidateConfigMap`: each key a [config key](config_key_error),
+/// no key in both maps, at most 1 MiB of keys and values together.
+pub fn validate_config_map(map: &ConfigMap) -> Result<(), Vec<FieldError>> {
+    let mut errors = Errors::default();
+    check_meta(&mut errors, &map.metadata, true);
+    check_config_keys(&mut errors, "data", map.data.keys());
+    check_config_keys(&mut errors, "binary_data", map.binary_data.keys());
+    for key in map.binary_data.keys().filter(|key| map.data.contains_key(*key)) {
+        errors.add(format!("binary_data[{key}]"), "duplicate of key present in data");
+    }
+    check_config_size(&mut errors, config_size(&map.data) + binary_size(&map.binary_data));
+    errors.finish()
+}
+
+/// A Secret as Kubernetes' `ValidateSecret`, with `string_data` counted as merged into
+/// `data`: config keys, at most 1 MiB, and the keys its type requires. No message holds a
+/// value.
+pub fn validate_secret(secret: &Secret) -> Result<(), Vec<FieldError>> {
+    let mut errors = Errors::default();
+    check_meta(&mut errors, &secret.metadata, true);
+    check_config_keys(&mut errors, "data", secret.data.keys());
+    check_config_keys(&mut errors, "string_data", secret.string_data.keys());
+    let mut merged = secret.clone();
+    merged.merge_string_data();
+    check_config_size(&mut errors, binary_size(&merged.data));
+    let required: &[&str] = match merged.type_.as_str() {
+        "kubernetes.io/tls" => &["tls.crt", "tls.key"],
+        "kubernetes.io/ssh-auth" => &["ssh-privatekey"],
+        "kubernetes.io/dockercfg" => &[".dockercfg"],
+        "kubernetes.io/dockerconfigjson" => &[".dockerconfigjson"],
+        _ => &[],
+    };
+    for key in required.iter().filter(|key| !merged.data.contains_key(**key)) {
+        errors.add(format!("data[{key}]"), format!("must be set for a Secret of type {}", merged.type_));
+    }
+    if merged.type_ == "kubernetes.io/basic-auth" && !merged.data.contains_key("username") && !merged.data.contains_key("password") {
+        errors.add("data[username]", "a Secret of type kubernetes.io/basic-auth must set username or password");
+    }
+    errors.finish()
+}
+
+fn check_config_keys<'a>(errors: &mut Errors, path: &str, keys: impl Iterator<Item = &'a String>) {
+    for key in keys {
+        if let Some(message) = config_key_error(key) {
+            errors.add(format!("{path}[{key}]"), message);
+        }
+    }
+}
+
+fn config_size(data: &StringData) -> usize {
+    data.iter().map(|(k, v)| k.len() + v.len()).sum()
+}
+
+fn binary_size(data: &BinaryData) -> usize {
+    data.iter().map(|(k, v)| k.len() + v.len()).sum()
+}
+
+fn check_config_size(errors: &mut Errors, size: usize) {
+    if size > MAX_CONFIG_BYTES {
+        errors.add("data", format!("the keys and values together must be at most {MAX_CONFIG_BYTES} bytes (1 MiB), got {size}"));
+    }
+}
+
+/// A key of a ConfigMap or Secret (Kubernetes' `IsConfigMapKey`): at most 253 of
+/// `[-._a-zA-Z0-9]`, and not `.`, `..` or anything starting with `..`, since a volume makes
+/// each key a file name.
+pub fn config_key_error(key: &str) -> Option<String> {
+    if key.len() > MAX_NAME {
+        return Some(format!("must be no more than {MAX_NAME} characters"));
+    }
+    if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_')) {
+        return Some(
+            "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name', or 'KEY_NAME', or \
+             'key-name', regex used for validation is '[-._a-zA-Z0-9]+')"
+                .into(),
+        );
+    }
+    match key {
+        "." => Some("must not be '.'".into()),
+        ".." => Some("must not be '..'".into()),
+        _ if key.starts_with("..") => Some("must not start with '..'".into()),
+        _ => None,
+    }
+}
+
 fn check_meta(errors: &mut Errors, meta: &ObjectMeta, namespaced: bool) {
     if let Some(message) = dns_subdomain_error(&meta.name) {
         errors.add("metadata.name", message);
@@ -466,6 +555,7 @@ fn check_pod_spec(errors: &mut Errors, path: &str, spec: &PodSpec) {
     if let Some(message) = spec.termination_grace_period_seconds.and_then(grace_seconds_error) {
         errors.add(format!("{path}.termination_grace_period_seconds"), message);
     }
+    volumes::check_volumes(errors, path, spec);
 }
 
 fn check_container(errors: &mut Errors, path: &str, container: &Container) {
@@ -1019,5 +1109,46 @@ mod tests {
         let mut n: Node = serde_json::from_str(r#"{"kind":"Node","metadata":{"name":"node-1"}}"#).unwrap();
         n.status.agent_endpoint = "http://169.254.169.254:80/latest/meta-data".into();
         assert_eq!(fields(validate_node(&n)), vec!["status.agent_endpoint"]);
+    }
+
+    #[test]
+    fn config_keys_sizes_and_duplicates_are_checked_as_kubernetes_does() {
+        for good in ["a", "KEY_NAME", "key.name", "key-name", ".hidden", "a..b"] {
+            assert_eq!(config_key_error(good), None, "{good}");
+        }
+        for (bad, words) in [
+            ("", "a valid config key"),
+            ("has space", "a valid config key"),
+            ("a/b", "a valid config key"),
+            (".", "must not be '.'"),
+            ("..", "must not be '..'"),
+            ("..data", "must not start with '..'"),
+        ] {
+            assert!(config_key_error(bad).is_some_and(|m| m.contains(words)), "{bad:?}");
+        }
+        assert!(config_key_error(&"k".repeat(254)).unwrap().contains("253"));
+
+        let mut map = ConfigMap { kind: "ConfigMap".into(), metadata: ObjectMeta::named("default", "cfg"), ..Default::default() };
+        map.data.insert("a".into(), "1".into());
+        map.binary_data.insert("a".into(), vec![0]);
+        map.binary_data.insert("bad key".into(), vec![0]);
+        assert_eq!(fields(validate_config_map(&map)), vec!["binary_data[bad key]", "binary_data[a]"]);
+        map.binary_data.clear();
+        map.data.insert("big".into(), "x".repeat(MAX_CONFIG_BYTES));
+        assert_eq!(fields(validate_config_map(&map)), vec!["data"], "1 MiB of value and its keys is over");
+    }
+
+    #[test]
+    fn a_secrets_errors_name_keys_and_never_values() {
+        let mut secret = Secret { kind: "Secret".into(), metadata: ObjectMeta::named("default", "s"), ..Default::default() };
+        secret.string_data.insert("bad key".into(), "hunter2".into());
+        secret.type_ = "kubernetes.io/tls".into();
+        let errors = validate_secret(&secret).unwrap_err();
+        let text = format!("{errors:?}");
+        assert!(!text.contains("hunter2"), "{text}");
+        assert_eq!(errors.iter().map(|e| e.field.as_str()).collect::<Vec<_>>(), ["string_data[bad key]", "data[tls.crt]", "data[tls.key]"]);
+        secret.string_data = [("big".to_string(), "x".repeat(MAX_CONFIG_BYTES))].into();
+        secret.type_.clear();
+        assert_eq!(fields(validate_secret(&secret)), vec!["data"], "string_data counts as merged");
     }
 }

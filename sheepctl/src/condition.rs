@@ -147,6 +147,8 @@ pub fn state(object: &Object, now: Time, nodes: &NodeJudge) -> String {
         Object::Namespace(namespace) => namespace.status.phase.clone(),
         Object::Event(event) => event.reason.clone(),
         Object::Lease(lease) => format!("held by {}", lease.spec.holder_identity),
+        Object::ConfigMap(map) => format!("{} keys", map.len()),
+        Object::Secret(secret) => format!("{} keys", secret.data.len()),
     }
 }
 

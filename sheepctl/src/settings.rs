@@ -157,6 +157,8 @@ pub fn kind_word(kind: Kind) -> &'static str {
         Kind::Event => "event",
         Kind::Namespace => "namespace",
         Kind::Lease => "lease",
+        Kind::ConfigMap => "configmap",
+        Kind::Secret => "secret",
     }
 }
 

@@ -40,6 +40,8 @@ pub fn headers(kind: Kind, context: &RowContext) -> Vec<&'static str> {
         Kind::Event => &["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
         Kind::Namespace => &["NAME", "STATUS", "AGE"],
         Kind::Lease => &["NAME", "HOLDER", "RENEWED", "AGE"],
+        Kind::ConfigMap => &["NAME", "DATA", "AGE"],
+        Kind::Secret => &["NAME", "TYPE", "DATA", "AGE"],
     });
     if context.wide {
         headers.extend_from_slice(match kind {
@@ -48,7 +50,7 @@ pub fn headers(kind: Kind, context: &RowContext) -> Vec<&'static str> {
             Kind::Service => &["SELECTOR"],
             Kind::Node => &["RUNTIME", "ADDRESS", "TAINTS"],
             Kind::Event => &["SOURCE"],
-            Kind::Namespace | Kind::Lease => &[],
+            Kind::Namespace | Kind::Lease | Kind::ConfigMap | Kind::Secret => &[],
         });
     }
     headers
@@ -68,6 +70,15 @@ pub fn row(object: &Object, context: &RowContext) -> Vec<String> {
         Object::Event(event) => event_row(event, context, &mut cells),
         Object::Namespace(namespace) => namespace_row(namespace, context, &mut cells),
         Object::Lease(lease) => lease_row(lease, context, &mut cells),
+        Object::ConfigMap(map) => {
+            cells.extend([map.metadata.name.clone(), map.len().to_string(), age(context.now, map.metadata.created_at)])
+        }
+        Object::Secret(secret) => cells.extend([
+            secret.metadata.name.clone(),
+            secret.type_.clone(),
+            secret.data.len().to_string(),
+            age(context.now, secret.metadata.created_at),
+        ]),
     }
     cells
 }

@@ -51,6 +51,8 @@ pub fn container_config(ctx: &NodeContext, pod: &Pod, container: &Container) -> 
         network_disabled: false,
         sandbox: String::new(),
         resolv_conf: String::new(),
+        // The worker's, once the pod's volumes are ready.
+        mounts: Vec::new(),
     }
 }
 

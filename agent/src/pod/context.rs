@@ -1,6 +1,6 @@
 //! What every pod worker of a node shares: the node's name, cluster and address, the runtime,
-//! the API clients, the back-off, the sandboxes, the Services and the node's DNS; and how a
-//! worker records a pod's events.
+//! the API clients, the back-off, the sandboxes, the volumes, the Services and the node's
+//! DNS; and how a worker records a pod's events.
 
 use std::sync::Arc;
 
@@ -8,6 +8,7 @@ use chrono::Utc;
 use shared::backoff::Backoff;
 use shared::model::{Event, ObjectMeta, ObjectReference, Pod};
 
+use super::volumes::PodVolumes;
 use crate::client::ApiClient;
 use crate::dns::resolv::ResolvConfs;
 use crate::runtime::{ContainerInfo, ContainerRuntime, LABEL_CLUSTER, LABEL_NODE, LABEL_POD_UID};
@@ -35,6 +36,8 @@ pub struct NodeContext {
     pub services: Arc<Services>,
     /// The resolv.conf files naming the node's DNS, when it runs one (the CNI pod network).
     pub resolv_confs: Option<ResolvConfs>,
+    /// The pods' volumes on this node.
+    pub volumes: PodVolumes,
 }
 
 impl NodeContext {

@@ -18,7 +18,8 @@ pub fn grace_period(pod: &Pod) -> Duration {
     Duration::from_secs(seconds.max(0) as u64)
 }
 
-/// Stops every container of the pod within its grace period, then removes them.
+/// Stops every container of the pod within its grace period, then removes them, its
+/// sandbox and its volumes.
 pub async fn terminate(ctx: &NodeContext, pod: &Pod) -> Result<()> {
     let key = pod.metadata.key();
     let runtime_error = |source| Error::Runtime { pod: key.clone(), source };
@@ -44,7 +45,7 @@ pub async fn terminate(ctx: &NodeContext, pod: &Pod) -> Result<()> {
     {
         sandboxes.remove(&sandbox.id).await.map_err(runtime_error)?;
     }
-    Ok(())
+    ctx.volumes.tear_down(&pod.metadata.uid).map_err(|source| Error::Volumes { pod: key.clone(), source })
 }
 
 /// Stops the pod's running containers again with a shorter grace period, while an earlier

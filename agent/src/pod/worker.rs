@@ -14,6 +14,7 @@ use shared::model::{
 use tokio::time::Instant;
 
 use super::config::{container_config, port_mappings};
+use super::config_volumes;
 use super::context::NodeContext;
 use super::prober::{Check, ContainerProbes, Observer, Report};
 use super::status::{Step, pod_status, terminated, waiting};
@@ -66,6 +67,9 @@ pub struct PodWorker {
     /// Containers stopped for failing a liveness or startup probe: restarted under any
     /// policy but Never, whatever their exit code, as the kubelet does.
     probe_killed: HashSet<String>,
+    /// Why this pass could not write the pod's ConfigMap or Secret volumes: no new container
+    /// starts until it can.
+    config_volumes_failing: Option<String>,
 }
 
 impl PodWorker {
@@ -84,6 +88,7 @@ impl PodWorker {
             replaced: HashMap::new(),
             removed: HashSet::new(),
             probe_killed: HashSet::new(),
+            config_volumes_failing: None,
         }
     }
 
@@ -138,6 +143,11 @@ impl PodWorker {
         let policy = pod.spec.restart_policy().unwrap_or(RestartPolicy::Always);
         let terminal = pod.status.phase.is_terminal();
         self.sandbox = self.sync_sandbox(pod, &mut by_name, policy, terminal).await.map_err(runtime_error)?;
+        let config_volumes = !terminal && config_volumes::has_config_volumes(pod);
+        self.config_volumes_failing = match config_volumes {
+            true => config_volumes::sync(&self.ctx, pod).await.err().map(|e| e.to_string()),
+            false => None,
+        };
         let mut steps = Vec::with_capacity(pod.spec.containers.len());
         for container in &pod.spec.containers {
             let found = by_name.get(&container.name).and_then(|v| v.first()).cloned();
@@ -148,13 +158,18 @@ impl PodWorker {
             };
             steps.push(step);
         }
-        let requeue = steps.iter().filter_map(|s| s.requeue).min();
+        let mut requeue = steps.iter().filter_map(|s| s.requeue).min();
+        if config_volumes {
+            // The files follow the server's objects: look again within the refresh period.
+            requeue = Some(requeue.map_or(config_volumes::REFRESH, |r| r.min(config_volumes::REFRESH)));
+        }
         let status = pod_status(pod, &steps, &self.ctx.address, self.sandbox.as_ref().map(|s| s.ip.as_str()));
         if status.phase.is_terminal() {
-            // Nothing runs in it any more: free its address, as the kubelet does.
+            // Nothing runs in it any more: free its address and its volumes, as the kubelet does.
             if let (Some(sandbox), Some(sandboxes)) = (self.sandbox.take(), &self.ctx.sandboxes) {
                 sandboxes.remove(&sandbox.id).await.map_err(runtime_error)?;
             }
+            self.ctx.volumes.tear_down(uid).map_err(|source| Error::Volumes { pod: key.clone(), source })?;
         }
         self.report(pod, status).await?;
         Ok(requeue)
@@ -385,6 +400,20 @@ impl PodWorker {
             }
         };
         let mut config = container_config(&self.ctx, pod, container);
+        let mounts = match &self.config_volumes_failing {
+            Some(message) => Err(message.clone()),
+            None => self.ctx.volumes.mounts(pod, container).map_err(|e| e.to_string()),
+        };
+        config.mounts = match mounts {
+            Ok(mounts) => mounts,
+            Err(message) => {
+                // As the kubelet: the container is still being created, and an event says why.
+                self.ctx.event(pod, event_types::WARNING, "FailedMount", message.clone());
+                let delay = self.bump_delay(&container.name);
+                let status = self.base_status(container, waiting(CONTAINER_CREATING, message));
+                return Ok(Step::new(status, Some(delay), String::new()));
+            }
+        };
         if let Some(sandbox) = &sandbox {
             config.sandbox = sandbox.id.clone();
             config.network.clear();
@@ -740,6 +769,107 @@ mod tests {
         assert!(matches!(&container.state, ContainerState::Waiting { reason, .. } if reason == "CrashLoopBackOff"), "{container:?}");
         assert!(!container.ready);
         assert_eq!(ready(&status).as_deref(), Some(conditions::FALSE));
+    }
+
+    #[tokio::test]
+    async fn containers_get_the_pods_volumes_which_outlive_a_restart_and_go_with_the_pod() {
+        use shared::model::{EmptyDirVolumeSource, Volume, VolumeMount};
+
+        let state = tempfile::tempdir().unwrap();
+        // No back-off: the stopped container starts again on the next pass.
+        let backoff = shared::backoff::Backoff { base: Duration::ZERO, max: Duration::ZERO };
+        let ctx = Arc::new(NodeContext { volumes: super::super::volumes::PodVolumes::new(state.path(), "n1"), backoff, ..ctx() });
+        let mut worker = PodWorker::new(ctx.clone(), Arc::new(|| {}));
+        let mut pod = pod();
+        pod.spec.volumes = vec![Volume { name: "shared".into(), empty_dir: Some(EmptyDirVolumeSource::default()), ..Volume::default() }];
+        let mount =
+            |path: &str, read_only| VolumeMount { name: "shared".into(), mount_path: path.into(), read_only, sub_path: String::new() };
+        pod.spec.containers[0].volume_mounts = vec![mount("/data", false)];
+        let sidecar = Container { name: "reader".into(), volume_mounts: vec![mount("/in", true)], ..pod.spec.containers[0].clone() };
+        pod.spec.containers.push(sidecar);
+        worker.reconcile(&pod).await.unwrap();
+        let dir = state.path().join("nodes/n1/pods/1234-abcd-5678/volumes/empty-dir/shared");
+        let containers = ctx.runtime.list(&[(LABEL_POD_UID, "1234-abcd-5678")]).await.unwrap();
+        let mut plan: Vec<(String, Vec<crate::runtime::Mount>)> =
+            containers.iter().map(|c| (c.label(crate::runtime::LABEL_CONTAINER).to_string(), c.mounts.clone())).collect();
+        plan.sort_by(|a, b| a.0.cmp(&b.0));
+        let bound = |target: &str, read_only| crate::runtime::Mount { source: dir.clone(), target: target.into(), read_only };
+        assert_eq!(plan, [("reader".to_string(), vec![bound("/in", true)]), ("web".to_string(), vec![bound("/data", false)])]);
+        std::fs::write(dir.join("note"), "kept").unwrap();
+
+        // A container that ends and starts again finds the volume as it was.
+        let web = containers.iter().find(|c| c.label(crate::runtime::LABEL_CONTAINER) == "web").unwrap();
+        ctx.runtime.stop(&web.id, Duration::ZERO).await.unwrap();
+        pod.status = worker.last_reported.clone().unwrap();
+        worker.reconcile(&pod).await.unwrap();
+        assert_eq!(ctx.runtime.inspect(&web.id).await.unwrap().unwrap().state, RunState::Running, "restarted");
+        assert_eq!(std::fs::read_to_string(dir.join("note")).unwrap(), "kept");
+
+        worker.terminate(&pod).await.unwrap();
+        assert!(!state.path().join("nodes/n1/pods/1234-abcd-5678").exists(), "the volume goes with the pod");
+    }
+
+    #[tokio::test]
+    async fn a_volume_that_cannot_be_set_up_keeps_the_container_creating_with_a_failed_mount_event() {
+        use shared::model::{HostPathVolumeSource, Volume, VolumeMount};
+
+        let api = Arc::new(RecordingApi::default());
+        let ctx = Arc::new(context(api.clone(), Arc::new(SimulatedRuntime::new(Duration::ZERO))));
+        let mut worker = PodWorker::new(ctx.clone(), Arc::new(|| {}));
+        let mut pod = pod();
+        let host_path = HostPathVolumeSource { path: "/nonexistent/shepherd-test".into(), type_: "Directory".into() };
+        pod.spec.volumes = vec![Volume { name: "host".into(), host_path: Some(host_path), ..Volume::default() }];
+        pod.spec.containers[0].volume_mounts =
+            vec![VolumeMount { name: "host".into(), mount_path: "/host".into(), ..VolumeMount::default() }];
+        assert!(worker.reconcile(&pod).await.unwrap().is_some(), "it looks again after a back-off");
+        let status = api.last_status().unwrap();
+        assert_eq!(status.phase, PodPhase::Pending);
+        let ContainerState::Waiting { reason, message } = &status.container_statuses[0].state else { panic!("{status:?}") };
+        assert_eq!(reason, CONTAINER_CREATING);
+        assert!(message.starts_with("MountVolume.SetUp failed for volume \"host\": hostPath type check failed"), "{message}");
+        assert!(ctx.runtime.list(&[(LABEL_POD_UID, "1234-abcd-5678")]).await.unwrap().is_empty(), "no container is made");
+        tokio::task::yield_now().await;
+        shepherd_testing::poll(Duration::from_secs(5), "the FailedMount event", || {
+            let events = api.messages_of("FailedMount");
+            async move { (!events.is_empty()).then_some(()) }
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn a_pod_waits_for_its_configmap_then_its_files_follow_it() {
+        use shared::model::{ConfigMap, ConfigMapVolumeSource, Volume, VolumeMount};
+
+        let state = tempfile::tempdir().unwrap();
+        let api = Arc::new(RecordingApi::default());
+        let runtime = Arc::new(SimulatedRuntime::new(Duration::ZERO));
+        let ctx =
+            Arc::new(NodeContext { volumes: super::super::volumes::PodVolumes::new(state.path(), "n1"), ..context(api.clone(), runtime) });
+        let mut worker = PodWorker::new(ctx.clone(), Arc::new(|| {}));
+        let mut pod = pod();
+        let source = ConfigMapVolumeSource { name: "site".into(), default_mode: Some(0o644), ..Default::default() };
+        pod.spec.volumes = vec![Volume { name: "conf".into(), config_map: Some(source), ..Volume::default() }];
+        pod.spec.containers[0].volume_mounts = vec![VolumeMount { name: "conf".into(), mount_path: "/conf".into(), ..Default::default() }];
+        let requeue = worker.reconcile(&pod).await.unwrap();
+        assert!(requeue.is_some_and(|r| r <= super::config_volumes::REFRESH), "{requeue:?}");
+        let ContainerState::Waiting { reason, message } = &api.last_status().unwrap().container_statuses[0].state else { panic!() };
+        assert_eq!(
+            (reason.as_str(), message.as_str()),
+            (CONTAINER_CREATING, "MountVolume.SetUp failed for volume \"conf\": configmap \"site\" not found")
+        );
+
+        let site = |page: &str| ConfigMap { data: [("index.html".to_string(), page.to_string())].into(), ..ConfigMap::default() };
+        api.config_maps.lock().unwrap().insert("site".into(), site("v1"));
+        worker.reconcile(&pod).await.unwrap();
+        assert_eq!(api.last_status().unwrap().phase, PodPhase::Running, "it starts by itself once the ConfigMap is there");
+        let file = state.path().join("nodes/n1/pods/1234-abcd-5678/volumes/configmap/conf/index.html");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "v1");
+        api.config_maps.lock().unwrap().insert("site".into(), site("v2"));
+        pod.status = api.last_status().unwrap();
+        worker.reconcile(&pod).await.unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "v2", "the next pass writes the new version");
+        worker.terminate(&pod).await.unwrap();
+        assert!(!file.exists());
     }
 
     #[tokio::test]

@@ -11,7 +11,8 @@ use bollard::errors::Error as BollardError;
 use bollard::exec::StartExecResults;
 use bollard::models::{
     ContainerCreateBody, ContainerInspectResponse, ContainerStateStatusEnum, EndpointSettings, EventMessage, ExecConfig, HostConfig,
-    NetworkCreateRequest, NetworkingConfig, PortBinding,
+    Mount as DockerMount, MountBindOptions, MountBindOptionsPropagationEnum, MountType, NetworkCreateRequest, NetworkingConfig,
+    PortBinding,
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, CreateImageOptionsBuilder, EventsOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
@@ -25,7 +26,9 @@ use futures::{StreamExt, TryStreamExt};
 use shepherd_image::RegistryLogin;
 
 use super::loopback_probe;
-use super::seam::{ContainerConfig, ContainerInfo, ContainerRuntime, Error, ProbeAction, ProbeOutcome, Result, RunState, RuntimeEvent};
+use super::seam::{
+    ContainerConfig, ContainerInfo, ContainerRuntime, Error, Mount, ProbeAction, ProbeOutcome, Result, RunState, RuntimeEvent,
+};
 
 /// The most of an exec probe's output kept for its event, as the kubelet's 10 KiB.
 const PROBE_OUTPUT_LIMIT: usize = 10 * 1024;
@@ -178,11 +181,25 @@ impl DockerRuntime {
                 port_bindings: (!bindings.is_empty()).then_some(bindings),
                 network_mode,
                 binds: (!config.resolv_conf.is_empty()).then(|| vec![format!("{}:/etc/resolv.conf:ro", config.resolv_conf)]),
+                mounts: (!config.mounts.is_empty()).then(|| config.mounts.iter().map(bind_mount).collect()),
                 ..Default::default()
             }),
             networking_config,
             ..Default::default()
         }
+    }
+}
+
+/// A volume as a bind mount. Private propagation: what the node mounts later under the
+/// source (a volume's tmpfs is mounted before the container is made) stays out of sight.
+fn bind_mount(mount: &Mount) -> DockerMount {
+    DockerMount {
+        target: Some(mount.target.clone()),
+        source: Some(mount.source.to_string_lossy().into_owned()),
+        typ: Some(MountType::BIND),
+        read_only: Some(mount.read_only),
+        bind_options: Some(MountBindOptions { propagation: Some(MountBindOptionsPropagationEnum::RPRIVATE), ..Default::default() }),
+        ..Default::default()
     }
 }
 
@@ -240,6 +257,16 @@ fn info_from_inspect(inspect: ContainerInspectResponse) -> ContainerInfo {
         memory_limit: host.memory.unwrap_or(0),
         nano_cpus: host.nano_cpus.unwrap_or(0),
         command,
+        mounts: inspect
+            .mounts
+            .unwrap_or_default()
+            .into_iter()
+            .map(|m| Mount {
+                source: m.source.unwrap_or_default().into(),
+                target: m.destination.unwrap_or_default(),
+                read_only: m.rw == Some(false),
+            })
+            .collect(),
     }
 }
 
@@ -520,6 +547,21 @@ mod tests {
         assert_eq!(body.entrypoint, Some(vec!["/bin/sh".to_string()]));
         assert_eq!(body.cmd, None);
         assert_eq!(host.network_mode.as_deref(), Some("0123abcd"));
+        assert_eq!(host.mounts, None);
+    }
+
+    #[test]
+    fn a_volume_is_a_bind_mount_read_only_when_asked() {
+        let mounts = vec![
+            Mount { source: "/var/lib/shepherd-agent/pods/u/volumes/empty-dir/data".into(), target: "/data".into(), read_only: false },
+            Mount { source: "/etc/ssl".into(), target: "/ssl".into(), read_only: true },
+        ];
+        let config = ContainerConfig { name: "x".into(), image: "minimal".into(), mounts, ..Default::default() };
+        let mounts = DockerRuntime::create_body(&config, "").host_config.unwrap().mounts.unwrap();
+        assert_eq!(mounts[0].typ, Some(MountType::BIND));
+        assert_eq!(mounts[0].source.as_deref(), Some("/var/lib/shepherd-agent/pods/u/volumes/empty-dir/data"));
+        assert_eq!(mounts[0].target.as_deref(), Some("/data"));
+        assert_eq!((mounts[0].read_only, mounts[1].read_only), (Some(false), Some(true)));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! labels by which the agent finds its containers again. Docker and the simulator implement it.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -56,6 +57,16 @@ pub struct PortMapping {
     pub protocol: String,
 }
 
+/// A file or directory of the node bind-mounted into a container (a pod's volume).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    /// On the node.
+    pub source: PathBuf,
+    /// In the container: an absolute path.
+    pub target: String,
+    pub read_only: bool,
+}
+
 /// Everything needed to create one container of a pod.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ContainerConfig {
@@ -84,6 +95,8 @@ pub struct ContainerConfig {
     /// A file of the host mounted read-only on `/etc/resolv.conf` (the pod's cluster DNS);
     /// empty for the engine's own.
     pub resolv_conf: String,
+    /// The pod's volumes as this container sees them.
+    pub mounts: Vec<Mount>,
 }
 
 /// Where a container is in its life.
@@ -120,6 +133,8 @@ pub struct ContainerInfo {
     pub nano_cpus: i64,
     /// Entrypoint followed by arguments, as the container runs them.
     pub command: Vec<String>,
+    /// What is bind-mounted into it.
+    pub mounts: Vec<Mount>,
 }
 
 impl ContainerInfo {

@@ -2,6 +2,7 @@
 //! configurable delay, for scale tests (many nodes in one process, like KWOK) and laptops
 //! without Docker. Every image is "present"; nothing is executed. Each node's pods get
 //! addresses of their own from the node's block of the shared address space (RFC 6598).
+//! Mounts are recorded, not made: a container's info lists what it would see.
 //! Probes succeed, except every probe of a container whose environment sets
 //! [`UNHEALTHY_ENV`] to `true`: so a rollout to an unhealthy version can be watched at scale.
 
@@ -172,6 +173,7 @@ impl ContainerRuntime for SimulatedRuntime {
             memory_limit: config.memory_limit,
             nano_cpus: config.nano_cpus,
             command: config.command.iter().chain(&config.args).cloned().collect(),
+            mounts: config.mounts.clone(),
         };
         containers.insert(id.clone(), info);
         if config.env.iter().any(|(name, value)| name == UNHEALTHY_ENV && value == "true") {

@@ -247,4 +247,12 @@ impl ApiClient for AgentClient {
     async fn watch_services(&self, resource_version: u64) -> ClientResult<WatchStream> {
         ApiClient::watch_services(&self.client, resource_version).await
     }
+
+    async fn config_map(&self, namespace: &str, name: &str) -> ClientResult<Option<shared::model::ConfigMap>> {
+        ApiClient::config_map(&self.client, namespace, name).await
+    }
+
+    async fn secret(&self, namespace: &str, name: &str) -> ClientResult<Option<shared::model::Secret>> {
+        ApiClient::secret(&self.client, namespace, name).await
+    }
 }

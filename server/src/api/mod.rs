@@ -26,7 +26,7 @@ use axum::Router;
 use axum::http::Method;
 use axum::routing::{MethodRouter, get, post};
 use shared::api::paths;
-use shared::model::{Deployment, Event, Kind, Lease, Namespace, Node, Pod, ReplicaSet, Service};
+use shared::model::{ConfigMap, Deployment, Event, Kind, Lease, Namespace, Node, Pod, ReplicaSet, Secret, Service};
 
 use crate::state::AppState;
 
@@ -94,6 +94,8 @@ fn routes() -> Routes {
         .namespaced::<Deployment>()
         .namespaced::<ReplicaSet>()
         .namespaced::<Service>()
+        .namespaced::<ConfigMap>()
+        .namespaced::<Secret>()
         .namespaced::<Event>()
         .cluster_scoped::<Node>()
         .cluster_scoped::<Namespace>()

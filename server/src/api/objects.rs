@@ -116,6 +116,7 @@ pub(crate) async fn create<R: Resource>(state: &AppState, principal: &Principal,
     }
     validate(&object)?;
     let object = object.into_object();
+    crate::admission::check(&object, state.config.allow_host_path)?;
     let outcome = match object {
         Object::Node(node) => {
             let registrant = if principal.role == Role::Node { Registrant::OwnNode } else { Registrant::Admin };
@@ -158,6 +159,16 @@ pub(crate) async fn create<R: Resource>(state: &AppState, principal: &Principal,
             commit_one(&*state.store, ops::create(o)).await?
         }
         Object::Namespace(mut o) => {
+            stamp_new(&mut o, now);
+            commit_one(&*state.store, ops::create(o)).await?
+        }
+        Object::ConfigMap(o) => {
+            let mut o = *o;
+            stamp_new(&mut o, now);
+            commit_one(&*state.store, ops::create(o)).await?
+        }
+        Object::Secret(o) => {
+            let mut o = *o;
             stamp_new(&mut o, now);
             commit_one(&*state.store, ops::create(o)).await?
         }
@@ -251,6 +262,7 @@ pub(crate) async fn replace_object<R: Resource>(
     if R::KIND == Kind::Node {
         principal.may_write_node(name)?;
     }
+    crate::admission::check(&object.clone().into_object(), state.config.allow_host_path)?;
     Ok(commit_one(&*state.store, ops::update(object)).await?)
 }
 
@@ -333,7 +345,7 @@ fn check_namespace_empty(state: &AppState, name: &str) -> ApiResult<()> {
         return Err(ApiError::forbidden("the default namespace cannot be deleted"));
     }
     let mut left = Vec::new();
-    for kind in [Kind::Pod, Kind::Deployment, Kind::ReplicaSet, Kind::Service] {
+    for kind in [Kind::Pod, Kind::Deployment, Kind::ReplicaSet, Kind::Service, Kind::ConfigMap, Kind::Secret] {
         let n = state.store.list(kind, Some(name)).1.len();
         if n > 0 {
             let noun = if n == 1 { kind.as_str().to_ascii_lowercase() } else { kind.plural().to_string() };

@@ -9,7 +9,7 @@ use schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Value, json};
 use shared::api::{ApiErrorBody, Heartbeat, Info, List, WatchEvent};
 use shared::limits::MAX_GRACE_SECONDS;
-use shared::model::{Binding, Deployment, Event, Kind, Lease, Namespace, Node, Pod, ReplicaSet, Scale, Service};
+use shared::model::{Binding, ConfigMap, Deployment, Event, Kind, Lease, Namespace, Node, Pod, ReplicaSet, Scale, Secret, Service};
 
 /// One operation: method, path, summary, request body schema, success statuses and answer.
 struct Op {
@@ -40,7 +40,7 @@ enum Errors {
     Log,
 }
 
-const NAMESPACED: [Kind; 5] = [Kind::Pod, Kind::Deployment, Kind::ReplicaSet, Kind::Service, Kind::Event];
+const NAMESPACED: [Kind; 7] = [Kind::Pod, Kind::Deployment, Kind::ReplicaSet, Kind::Service, Kind::ConfigMap, Kind::Secret, Kind::Event];
 const CLUSTER: [Kind; 2] = [Kind::Node, Kind::Namespace];
 
 /// The schema references of a kind: one object and its list.
@@ -57,6 +57,8 @@ fn kind_schemas(generator: &mut SchemaGenerator, kind: Kind) -> (Value, Value) {
         Kind::Event => refs::<Event>(generator),
         Kind::Namespace => refs::<Namespace>(generator),
         Kind::Lease => refs::<Lease>(generator),
+        Kind::ConfigMap => refs::<ConfigMap>(generator),
+        Kind::Secret => refs::<Secret>(generator),
     }
 }
 
@@ -495,7 +497,7 @@ mod tests {
             .flat_map(|methods| methods.as_object().unwrap().values())
             .filter(|op| op["requestBody"]["content"].get("application/yaml").is_some())
             .count();
-        assert_eq!(documented, 19, "five namespaced kinds' two creates and replace, two cluster kinds' create and replace");
+        assert_eq!(documented, 25, "seven namespaced kinds' two creates and replace, two cluster kinds' create and replace");
     }
 
     #[test]
@@ -503,7 +505,7 @@ mod tests {
         let doc = document();
         let deletes: Vec<_> =
             doc["paths"].as_object().unwrap().iter().filter_map(|(path, entry)| Some((path, entry.get("delete")?))).collect();
-        assert_eq!(deletes.len(), 7, "one DELETE per kind");
+        assert_eq!(deletes.len(), 9, "one DELETE per kind");
         for (path, delete) in deletes {
             let names: Vec<_> = delete["parameters"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
             assert!(names.contains(&"resource_version"), "DELETE {path} lacks ?resource_version: {names:?}");

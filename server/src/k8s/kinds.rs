@@ -94,6 +94,8 @@ pub const KINDS: &[Entry] = &[
     Entry::stored::<core::Node>(Kind::Node, ALL_VERBS, &[sub("status", GET)]),
     Entry::stored::<core::Namespace>(Kind::Namespace, ALL_VERBS, &[]),
     Entry::stored::<core::Service>(Kind::Service, ALL_VERBS, &[]).in_all(),
+    Entry::stored::<core::ConfigMap>(Kind::ConfigMap, ALL_VERBS, &[]),
+    Entry::stored::<core::Secret>(Kind::Secret, ALL_VERBS, &[]),
     Entry {
         served: Served::Endpoints,
         gvk: Gvk::of::<core::Endpoints>(),
@@ -216,7 +218,7 @@ mod tests {
     fn the_model_reads_the_short_names_discovery_lists() {
         for entry in KINDS {
             let Served::Stored(kind) = entry.served else { continue };
-            assert!(!entry.short.is_empty(), "{kind}");
+            assert!(!entry.short.is_empty() || kind == Kind::Secret, "{kind}: only Secrets have no short name in Kubernetes");
             for name in entry.short.iter().chain([&entry.gvk.kind, &entry.plural]) {
                 assert_eq!(Kind::from_alias(name), Some(kind), "{name}");
                 assert_eq!(Kind::from_alias(&name.to_ascii_uppercase()), Some(kind), "{name}");

@@ -86,6 +86,8 @@ fn columns(kind: Served) -> &'static [(&'static str, &'static str, u8)] {
             ("Name", "string", 1),
         ],
         Served::Stored(Kind::Namespace) => &[("Name", "string", 0), ("Status", "string", 0), ("Age", "string", 0)],
+        Served::Stored(Kind::ConfigMap) => &[("Name", "string", 0), ("Data", "integer", 0), ("Age", "string", 0)],
+        Served::Stored(Kind::Secret) => &[("Name", "string", 0), ("Type", "string", 0), ("Data", "integer", 0), ("Age", "string", 0)],
         Served::Endpoints => &[("Name", "string", 0), ("Endpoints", "string", 0), ("Age", "string", 0)],
         Served::Stored(Kind::Lease) => unreachable!("{NO_LEASES}"),
     }
@@ -194,6 +196,8 @@ fn cells(kind: Served, object: &Object, state: &AppState, now: shared::model::Ti
             meta.name.clone().into(),
         ],
         (_, Object::Namespace(n)) => vec![meta.name.clone().into(), none_if_empty(&n.status.phase), age.into()],
+        (_, Object::ConfigMap(c)) => vec![meta.name.clone().into(), c.len().into(), age.into()],
+        (_, Object::Secret(s)) => vec![meta.name.clone().into(), s.type_.clone().into(), s.data.len().into(), age.into()],
         (_, Object::Lease(_)) => unreachable!("{NO_LEASES}"),
     }
 }

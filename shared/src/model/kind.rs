@@ -15,11 +15,23 @@ pub enum Kind {
     Event,
     Namespace,
     Lease,
+    ConfigMap,
+    Secret,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 8] =
-        [Kind::Pod, Kind::Deployment, Kind::ReplicaSet, Kind::Service, Kind::Node, Kind::Event, Kind::Namespace, Kind::Lease];
+    pub const ALL: [Kind; 10] = [
+        Kind::Pod,
+        Kind::Deployment,
+        Kind::ReplicaSet,
+        Kind::Service,
+        Kind::Node,
+        Kind::Event,
+        Kind::Namespace,
+        Kind::Lease,
+        Kind::ConfigMap,
+        Kind::Secret,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -31,6 +43,8 @@ impl Kind {
             Kind::Event => "Event",
             Kind::Namespace => "Namespace",
             Kind::Lease => "Lease",
+            Kind::ConfigMap => "ConfigMap",
+            Kind::Secret => "Secret",
         }
     }
 
@@ -45,6 +59,8 @@ impl Kind {
             Kind::Event => "events",
             Kind::Namespace => "namespaces",
             Kind::Lease => "leases",
+            Kind::ConfigMap => "configmaps",
+            Kind::Secret => "secrets",
         }
     }
 
@@ -52,7 +68,8 @@ impl Kind {
         !matches!(self, Kind::Node | Kind::Namespace | Kind::Lease)
     }
 
-    /// The short names kubectl users know: `po`, `deploy`, `rs`, `svc`, `no`, `ev`, `ns`.
+    /// The short names kubectl users know: `po`, `deploy`, `rs`, `svc`, `no`, `ev`, `ns`, `cm`
+    /// (Secrets have none).
     pub const fn short_names(self) -> &'static [&'static str] {
         match self {
             Kind::Pod => &["po"],
@@ -62,7 +79,8 @@ impl Kind {
             Kind::Node => &["no"],
             Kind::Event => &["ev"],
             Kind::Namespace => &["ns"],
-            Kind::Lease => &[],
+            Kind::Lease | Kind::Secret => &[],
+            Kind::ConfigMap => &["cm"],
         }
     }
 

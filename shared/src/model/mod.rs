@@ -1,10 +1,11 @@
-//! The object model: Pod, Node, Lease, Deployment, ReplicaSet, Service, Event, Binding, Namespace, one
+//! The object model: Pod, Node, Lease, Deployment, ReplicaSet, Service, ConfigMap, Secret, Event, Binding, Namespace, one
 //! file per kind family, every type re-exported here as `shared::model::X`.
 //!
 //! Layout:
 //! - [`meta`]: what every object carries (metadata, references, labels, time);
 //! - [`pod`], [`node`], [`lease`], [`apps`] (deployments and scale), [`replicaset`], [`service`], [`event`],
-//!   [`namespace`]: a kind family each;
+//!   [`namespace`], [`config`] (ConfigMaps and Secrets): a kind family each; [`volume`]: a pod's
+//!   volumes and its containers' mounts;
 //! - [`condition`]: conditions of pods, nodes and deployments, their types and reasons;
 //! - [`resources`]: what a container asks for and a node offers;
 //! - [`kind`]: the kinds the API serves, with plurals and aliases; [`object`]: one object of
@@ -16,6 +17,7 @@
 
 pub mod apps;
 pub mod condition;
+pub mod config;
 pub mod event;
 pub mod kind;
 pub mod lease;
@@ -27,12 +29,14 @@ pub mod pod;
 pub mod replicaset;
 pub mod resources;
 pub mod service;
+pub mod volume;
 
 pub use apps::{
     Deployment, DeploymentSpec, DeploymentStatus, DeploymentStrategy, IntOrString, PodTemplateSpec, RollingUpdateDeployment, Scale,
     ScaleSpec, ScaleStatus,
 };
 pub use condition::{Condition, conditions, find_condition, set_condition};
+pub use config::{BinaryData, ConfigMap, MAX_CONFIG_BYTES, SECRET_TYPE_OPAQUE, Secret, StringData};
 pub use event::{Event, NODE_SOURCE_PREFIX, event_types, node_event_source};
 pub use kind::Kind;
 pub use lease::{ADVERTISE_URL_ANNOTATION, IDENTITY_COMPONENT, IDENTITY_LABEL, Lease, LeaseSpec, SYSTEM_NAMESPACE};
@@ -48,3 +52,7 @@ pub use pod::{
 pub use replicaset::{ReplicaSet, ReplicaSetSpec, ReplicaSetStatus};
 pub use resources::{NodeResources, ResourceRequirements};
 pub use service::{Endpoint, Service, ServicePort, ServiceSpec, ServiceStatus};
+pub use volume::{
+    ConfigMapVolumeSource, DEFAULT_FILE_MODE, EmptyDirVolumeSource, HOST_PATH_TYPES, HostPathVolumeSource, KeyToPath, MAX_FILE_MODE,
+    MEDIUM_MEMORY, SecretVolumeSource, Volume, VolumeMount, VolumeSource,
+};

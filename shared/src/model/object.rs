@@ -4,6 +4,7 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::apps::Deployment;
+use super::config::{ConfigMap, Secret};
 use super::event::Event;
 use super::kind::Kind;
 use super::lease::Lease;
@@ -29,6 +30,8 @@ pub enum Object {
     Event(Event),
     Namespace(Namespace),
     Lease(Lease),
+    ConfigMap(Box<ConfigMap>),
+    Secret(Box<Secret>),
 }
 
 impl Object {
@@ -42,6 +45,8 @@ impl Object {
             Object::Event(_) => Kind::Event,
             Object::Namespace(_) => Kind::Namespace,
             Object::Lease(_) => Kind::Lease,
+            Object::ConfigMap(_) => Kind::ConfigMap,
+            Object::Secret(_) => Kind::Secret,
         }
     }
 
@@ -55,6 +60,8 @@ impl Object {
             Object::Event(o) => &o.metadata,
             Object::Namespace(o) => &o.metadata,
             Object::Lease(o) => &o.metadata,
+            Object::ConfigMap(o) => &o.metadata,
+            Object::Secret(o) => &o.metadata,
         }
     }
 
@@ -68,6 +75,8 @@ impl Object {
             Object::Event(o) => &mut o.metadata,
             Object::Namespace(o) => &mut o.metadata,
             Object::Lease(o) => &mut o.metadata,
+            Object::ConfigMap(o) => &mut o.metadata,
+            Object::Secret(o) => &mut o.metadata,
         }
     }
 
@@ -84,6 +93,8 @@ impl Object {
             "Event" => Kind::Event,
             "Namespace" => Kind::Namespace,
             "Lease" => Kind::Lease,
+            "ConfigMap" => Kind::ConfigMap,
+            "Secret" => Kind::Secret,
             other => return Err(ObjectError::UnknownKind(other.to_string())),
         };
         let bad = |e: serde_json::Error| ObjectError::Invalid { kind, message: e.to_string() };
@@ -96,6 +107,8 @@ impl Object {
             Kind::Event => Object::Event(serde_json::from_value(value).map_err(bad)?),
             Kind::Namespace => Object::Namespace(serde_json::from_value(value).map_err(bad)?),
             Kind::Lease => Object::Lease(serde_json::from_value(value).map_err(bad)?),
+            Kind::ConfigMap => Object::ConfigMap(Box::new(serde_json::from_value(value).map_err(bad)?)),
+            Kind::Secret => Object::Secret(Box::new(serde_json::from_value(value).map_err(bad)?)),
         })
     }
 }
@@ -155,6 +168,8 @@ resource!(Node);
 resource!(Event);
 resource!(Namespace);
 resource!(Lease);
+resource!(ConfigMap, o => *o);
+resource!(Secret, o => *o);
 
 impl Serialize for Object {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -167,6 +182,8 @@ impl Serialize for Object {
             Object::Event(o) => o.serialize(s),
             Object::Namespace(o) => o.serialize(s),
             Object::Lease(o) => o.serialize(s),
+            Object::ConfigMap(o) => o.serialize(s),
+            Object::Secret(o) => o.serialize(s),
         }
     }
 }
@@ -180,9 +197,11 @@ impl<'de> Deserialize<'de> for Object {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ObjectError {
-    #[error("the object has no \"kind\": say which it is (Pod, Deployment, ReplicaSet, Service, Node, Namespace)")]
+    #[error("the object has no \"kind\": say which it is (Pod, Deployment, ReplicaSet, Service, ConfigMap, Secret, Node, Namespace)")]
     MissingKind,
-    #[error("unknown kind {0:?}: Shepherd serves Pod, Deployment, ReplicaSet, Service, Node, Event, Namespace and Lease")]
+    #[error(
+        "unknown kind {0:?}: Shepherd serves Pod, Deployment, ReplicaSet, Service, ConfigMap, Secret, Node, Event, Namespace and Lease"
+    )]
     UnknownKind(String),
     #[error("invalid {kind}: {message}")]
     Invalid { kind: Kind, message: String },

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::condition::{Condition, conditions, find_condition};
 use super::meta::{Labels, ObjectMeta, ObjectReference, Time};
 use super::resources::ResourceRequirements;
+use super::volume::{Volume, VolumeMount};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -45,6 +46,9 @@ pub struct PodSpec {
     /// means yes, as in Kubernetes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enable_service_links: Option<bool>,
+    /// What the containers may mount ([`Container::volume_mounts`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<Volume>,
 }
 
 /// The `dns_policy` values a pod may have.
@@ -65,12 +69,13 @@ impl PodSpec {
         self.enable_service_links != Some(false)
     }
 
-    /// What Kubernetes fills in when an object is created: the restart policy and every
-    /// probe's timing defaults.
+    /// What Kubernetes fills in when an object is created: the restart policy, every
+    /// probe's timing defaults and the volumes' file modes.
     pub fn set_defaults(&mut self) {
         if self.restart_policy.is_empty() {
             self.restart_policy = "Always".into();
         }
+        self.volumes.iter_mut().for_each(Volume::set_defaults);
         for container in &mut self.containers {
             for probe in [&mut container.liveness_probe, &mut container.readiness_probe, &mut container.startup_probe].into_iter().flatten()
             {
@@ -158,6 +163,9 @@ pub struct Container {
     /// Holds the other two probes back until it succeeds once.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub startup_probe: Option<Probe>,
+    /// The pod's volumes this container sees, and where.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub volume_mounts: Vec<VolumeMount>,
 }
 
 impl Container {

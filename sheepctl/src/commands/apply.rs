@@ -121,7 +121,7 @@ pub fn resolve(settings: &Settings, loaded: Loaded) -> Result<Object> {
         Object::Service(service) => service.status = Default::default(),
         Object::Namespace(namespace) => namespace.status = Default::default(),
         // A node manifest registers capacity through its status.
-        Object::Node(_) | Object::Event(_) | Object::Lease(_) => {}
+        Object::Node(_) | Object::Event(_) | Object::Lease(_) | Object::ConfigMap(_) | Object::Secret(_) => {}
     }
     object.metadata_mut().annotations.remove(LAST_APPLIED);
     let record = serde_json::to_string(&object)?;

@@ -4,8 +4,8 @@
 
 use anyhow::{Result, bail};
 use shared::model::{
-    Condition, Container, ContainerState, Deployment, Event, IntOrString, Kind, Labels, Lease, Namespace, Node, Object, Pod, PodSpec,
-    PodTemplateSpec, ReplicaSet, Resource, Service, Time,
+    Condition, ConfigMap, Container, ContainerState, Deployment, Event, IntOrString, Kind, Labels, Lease, Namespace, Node, Object, Pod,
+    PodSpec, PodTemplateSpec, ReplicaSet, Resource, Secret, Service, Time,
 };
 use shared::quantity::{format_cpu, format_memory};
 use shared::rollout::new_and_old_sets;
@@ -74,6 +74,8 @@ pub async fn run(context: &Context, args: &DescribeArgs) -> Result<()> {
         Object::Namespace(namespace) => namespace_text(&mut text, namespace, now),
         Object::Event(event) => event_text(&mut text, event, now),
         Object::Lease(lease) => lease_text(&mut text, lease, now),
+        Object::ConfigMap(map) => config_map_text(&mut text, map, now),
+        Object::Secret(secret) => secret_text(&mut text, secret, now),
     }
     if *kind != Kind::Event {
         let events = events_about(context, &object).await?;
@@ -526,6 +528,42 @@ fn lease_text(text: &mut Text, lease: &Lease, now: Time) {
     text.field(0, "Holder", &lease.spec.holder_identity);
     text.field(0, "Duration", format!("{}s", lease.spec.lease_duration_seconds));
     text.field(0, "Renewed", when(now, lease.spec.renew_time));
+}
+
+/// As `kubectl describe configmap`: each text value under its key, binary values by size.
+fn config_map_text(text: &mut Text, map: &ConfigMap, now: Time) {
+    meta_text(text, &map.metadata, now);
+    text.line(0, "");
+    text.line(0, "Data");
+    text.line(0, "====");
+    for (key, value) in &map.data {
+        text.line(0, &format!("{key}:"));
+        text.line(0, "----");
+        text.0.push_str(value);
+        text.line(0, "");
+        text.line(0, "");
+    }
+    text.line(0, "");
+    text.line(0, "BinaryData");
+    text.line(0, "====");
+    for (key, value) in &map.binary_data {
+        text.line(0, &format!("{key}: {} bytes", value.len()));
+    }
+    text.line(0, "");
+}
+
+/// As `kubectl describe secret`: each key with its size, never its value.
+fn secret_text(text: &mut Text, secret: &Secret, now: Time) {
+    meta_text(text, &secret.metadata, now);
+    text.line(0, "");
+    text.field(0, "Type", &secret.type_);
+    text.line(0, "");
+    text.line(0, "Data");
+    text.line(0, "====");
+    for (key, value) in &secret.data {
+        text.line(0, &format!("{key}:  {} bytes", value.len()));
+    }
+    text.line(0, "");
 }
 
 fn event_text(text: &mut Text, event: &Event, now: Time) {

@@ -16,6 +16,7 @@ use shared::quantity::{exact_memory, format_cpu, parse_cpu, parse_memory};
 
 use super::meta::{kubernetes_condition, list, map, meta_in, meta_out, some, time, time_in};
 use super::strict::{Cause, Convert};
+use super::volumes::{mounts_in, mounts_out, volumes_in, volumes_out};
 use crate::k8s::kinds::api_version_of;
 
 fn condition_out(c: &Condition) -> core::PodCondition {
@@ -116,6 +117,7 @@ fn container_out(c: &Container) -> core::Container {
         liveness_probe: c.liveness_probe.as_ref().map(probe_out),
         readiness_probe: c.readiness_probe.as_ref().map(probe_out),
         startup_probe: c.startup_probe.as_ref().map(probe_out),
+        volume_mounts: mounts_out(&c.volume_mounts),
         ..Default::default()
     }
 }
@@ -199,6 +201,7 @@ fn container_in(c: core::Container, path: &str, errors: &mut Vec<Cause>) -> Cont
         liveness_probe: c.liveness_probe.map(probe_in),
         readiness_probe: c.readiness_probe.map(probe_in),
         startup_probe: c.startup_probe.map(probe_in),
+        volume_mounts: mounts_in(c.volume_mounts),
     }
 }
 
@@ -223,6 +226,7 @@ pub(super) fn pod_spec_out(s: &PodSpec) -> core::PodSpec {
         termination_grace_period_seconds: s.termination_grace_period_seconds,
         dns_policy: some(&s.dns_policy),
         enable_service_links: s.enable_service_links,
+        volumes: volumes_out(&s.volumes),
         ..Default::default()
     }
 }
@@ -252,6 +256,7 @@ pub(super) fn pod_spec_in(s: core::PodSpec, path: &str, errors: &mut Vec<Cause>)
         termination_grace_period_seconds: s.termination_grace_period_seconds,
         dns_policy: s.dns_policy.unwrap_or_default(),
         enable_service_links: s.enable_service_links,
+        volumes: volumes_in(s.volumes, path, errors),
     }
 }
 

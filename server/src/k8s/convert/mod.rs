@@ -1,11 +1,15 @@
 //! The one translation between Kubernetes' shapes (`k8s-openapi`) and `shared::model`, both
 //! ways: [`strict`] holds the rules for refusing fields, [`meta`] the pieces every kind shares,
-//! and one file per API group maps its kinds ([`core`] for `v1`, [`apps`] for `apps/v1`).
+//! and one file per API group maps its kinds ([`core`] for `v1`, [`apps`] for `apps/v1`),
+//! but for `v1`'s ConfigMap and Secret, which have [`config`], and a pod's volumes and
+//! mounts, which have [`volumes`].
 
 mod apps;
+mod config;
 mod core;
 mod meta;
 mod strict;
+mod volumes;
 
 use serde_json::Value;
 use shared::model::Object;
@@ -26,6 +30,8 @@ pub fn to_json(served: Served, object: &Object) -> Value {
         (_, Object::Service(o)) => serde_json::to_value(o.to_k8s()),
         (_, Object::Event(o)) => serde_json::to_value(o.to_k8s()),
         (_, Object::Namespace(o)) => serde_json::to_value(o.to_k8s()),
+        (_, Object::ConfigMap(o)) => serde_json::to_value(o.to_k8s()),
+        (_, Object::Secret(o)) => serde_json::to_value(o.to_k8s()),
         (_, Object::Lease(_)) => unreachable!("{NO_LEASES}"),
     };
     value.unwrap_or(Value::Null)

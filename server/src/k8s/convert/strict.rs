@@ -98,6 +98,9 @@ pub trait Convert: crate::resources::Resource {
     /// Annotations that `to_k8s` shows from the object's own fields: a body that sends them
     /// back (an edit, a patch of what was read) changes nothing by them, and they are not kept.
     const SHOWN_ANNOTATIONS: &'static [&'static str] = &[];
+    /// Top-level fields that `from_k8s` folds into others (a Secret's `stringData` into
+    /// `data`): a read never shows them, so the round trip does not judge them.
+    const WRITE_ONLY: &'static [&'static str] = &[];
 }
 
 /// `value` without `annotations`; an emptied map goes too.
@@ -152,6 +155,7 @@ pub fn decode<R: Convert>(value: &Value) -> Result<R> {
     // and what did translate is validated too, so a bad quantity hides no bad port.
     let back = serde_json::to_value(object.to_k8s()).unwrap_or(Value::Null);
     let mut dropped = unkept(value, &back);
+    dropped.retain(|field| !R::WRITE_ONLY.iter().any(|written| within(field, written)));
     if let Err(errors) = shared::validation::validate(&object.clone().into_object()) {
         causes.extend(invalid_causes(R::KIND, errors));
     }
@@ -209,7 +213,8 @@ pub fn k8s_field(kind: Kind, native: &str) -> String {
         out.push_str(&spelled);
         out.push_str(index);
         let is_map = matches!(name, "labels" | "annotations" | "node_selector" | "match_labels")
-            || (kind == Kind::Service && shape == "spec.selector");
+            || (kind == Kind::Service && shape == "spec.selector")
+            || (matches!(kind, Kind::ConfigMap | Kind::Secret) && matches!(name, "data" | "binary_data" | "string_data"));
         if is_map && !tail.is_empty() {
             out.push('.');
             out.push_str(tail);
@@ -381,6 +386,7 @@ mod tests {
             termination_grace_period_seconds: Some(-1),
             dns_policy: "None".into(),
             enable_service_links: None,
+            ..Default::default()
         }
     }
 
@@ -529,20 +535,25 @@ mod tests {
         let mut bad = body.clone();
         bad["spec"]["containers"][0]["imagePullPolicy"] = "Always".into();
         bad["spec"]["dnsPolicy"] = "ClusterFirst".into();
-        bad["spec"]["volumes"] = serde_json::json!([{"name": "v"}]);
+        bad["spec"]["volumes"] =
+            serde_json::json!([{"name": "v", "emptyDir": {}}, {"name": "w", "persistentVolumeClaim": {"claimName": "c"}}]);
         bad["spec"]["madeUp"] = 1.into();
         bad["spec"]["hostUsers"] = false.into();
         bad["spec"]["enableServiceLinks"] = false.into();
         let Err(Error::Refused { causes, .. }) = decode::<Pod>(&bad) else { panic!("refused") };
         let names: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
-        assert_eq!(names, ["spec.hostUsers", "spec.madeUp", "spec.volumes"], "imagePullPolicy is kept");
+        assert_eq!(
+            names,
+            ["spec.hostUsers", "spec.madeUp", "spec.volumes[1]", "spec.volumes[1].persistentVolumeClaim"],
+            "imagePullPolicy and the emptyDir are kept; the claim is unsupported, which leaves its volume without a type"
+        );
         let unknown: Vec<&str> = causes.iter().filter(|c| c.problem == Problem::Unknown).map(|c| c.field.as_str()).collect();
         assert_eq!(unknown, ["spec.madeUp"], "a typo is not told as a field Kubernetes has");
     }
 
     #[test]
     fn every_refused_field_is_named_at_once_each_unsupported_or_invalid() {
-        let body = serde_json::json!({"metadata": {"name": "p"}, "spec": {"volumes": [{"name": "v"}], "containers": [{"name": "c", "image": "i",
+        let body = serde_json::json!({"metadata": {"name": "p"}, "spec": {"volumes": [{"name": "v", "nfs": {"server": "s", "path": "/"}}], "containers": [{"name": "c", "image": "i",
             "resources": {"requests": {"cpu": "100m", "memory": "lots"}, "limits": {"cpu": "200m", "memory": "1Gi"}}}]}});
         let Err(error @ Error::Refused { .. }) = decode::<Pod>(&body) else { panic!("refused") };
         let Error::Refused { causes, .. } = &error else { unreachable!() };
@@ -552,7 +563,8 @@ mod tests {
             [
                 ("spec.containers[0].resources.limits.cpu", Problem::Unsupported),
                 ("spec.containers[0].resources.requests.memory", Problem::Invalid),
-                ("spec.volumes", Problem::Unsupported),
+                ("spec.volumes[0]", Problem::Invalid),
+                ("spec.volumes[0].nfs", Problem::Unsupported),
             ],
             "a limit other than the request hides nothing else"
         );
@@ -563,8 +575,8 @@ mod tests {
             "{message}"
         );
         assert!(message.contains("requests.memory: Invalid value: invalid memory quantity \"lots\""), "{message}");
-        assert!(message.ends_with(", spec.volumes: Unsupported: Shepherd does not support this field]"), "{message}");
+        assert!(message.ends_with(", spec.volumes[0].nfs: Unsupported: Shepherd does not support this field]"), "{message}");
         assert_eq!(causes[1].reason(), "FieldValueInvalid");
-        assert_eq!(causes[2].reason(), "FieldValueNotSupported");
+        assert_eq!(causes[3].reason(), "FieldValueNotSupported");
     }
 }

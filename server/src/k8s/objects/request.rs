@@ -80,6 +80,8 @@ macro_rules! by_kind {
             ::shared::model::Kind::Service => $f::<::shared::model::Service>($($arg),*)$(.$await)?,
             ::shared::model::Kind::Event => $f::<::shared::model::Event>($($arg),*)$(.$await)?,
             ::shared::model::Kind::Namespace => $f::<::shared::model::Namespace>($($arg),*)$(.$await)?,
+            ::shared::model::Kind::ConfigMap => $f::<::shared::model::ConfigMap>($($arg),*)$(.$await)?,
+            ::shared::model::Kind::Secret => $f::<::shared::model::Secret>($($arg),*)$(.$await)?,
             ::shared::model::Kind::Lease => unreachable!("{}", $crate::k8s::kinds::NO_LEASES),
         }
     };

@@ -1,0 +1,119 @@
+//! ConfigMaps and Secrets against a real server on 127.0.0.1:0 (on etcd when
+//! `SHEPHERD_TEST_ETCD` is set): both dialects over one stored object, base64 bytes,
+//! `stringData` merged and never read back, immutability, and the 422s of bad keys, whose
+//! messages never hold a value.
+
+mod common;
+
+use common::TestServer;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+
+/// A `/k8s` call as kubectl makes it; its answer is Kubernetes', not the native document's.
+async fn k8s_call(server: &TestServer, method: Method, path: &str, body: Option<Value>, accept: Option<&str>) -> (StatusCode, Value) {
+    let mut request = server.bare(method, &format!("/k8s{path}")).header("user-agent", "kubectl/v1.32.0");
+    if let Some(body) = body {
+        request = request.header("content-type", "application/json").body(body.to_string());
+    }
+    if let Some(accept) = accept {
+        request = request.header("accept", accept);
+    }
+    let response = request.send().await.expect("the server answers");
+    let status = response.status();
+    (status, response.json().await.expect("a JSON answer"))
+}
+
+async fn k8s(server: &TestServer, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+    k8s_call(server, method, path, body, None).await
+}
+
+#[tokio::test]
+async fn a_config_map_is_one_object_in_both_dialects_with_binary_data_in_base64() {
+    let server = TestServer::in_memory().await;
+    let native = json!({"kind": "ConfigMap", "metadata": {"name": "app"},
+        "data": {"greeting": "hello"}, "binary_data": {"logo.bin": "AAEC"}});
+    let (status, created) = server.post("/api/v1/namespaces/default/configmaps", native).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["binary_data"]["logo.bin"], "AAEC");
+
+    let (status, read) = k8s(&server, Method::GET, "/api/v1/namespaces/default/configmaps/app", None).await;
+    assert_eq!(status, StatusCode::OK, "{read}");
+    assert_eq!((read["apiVersion"].as_str(), read["kind"].as_str()), (Some("v1"), Some("ConfigMap")));
+    assert_eq!(read["data"], json!({"greeting": "hello"}));
+    assert_eq!(read["binaryData"], json!({"logo.bin": "AAEC"}));
+
+    let table = k8s_call(&server, Method::GET, "/api/v1/namespaces/default/configmaps", None, Some(TABLE)).await.1;
+    let columns: Vec<&str> = table["columnDefinitions"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(columns, ["Name", "Data", "Age"]);
+    assert_eq!(table["rows"][0]["cells"][1], 2, "two keys");
+
+    let (status, listed) = k8s(&server, Method::GET, "/api/v1/configmaps", None).await;
+    assert_eq!((status, listed["kind"].as_str()), (StatusCode::OK, Some("ConfigMapList")));
+    let (status, _) = k8s(&server, Method::DELETE, "/api/v1/namespaces/default/configmaps/app", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(server.get("/api/v1/namespaces/default/configmaps/app").await.0, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn string_data_is_merged_on_every_write_and_never_read_back() {
+    let server = TestServer::in_memory().await;
+    let body = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"},
+        "data": {"user": "YWRtaW4="}, "stringData": {"password": "s3cret"}});
+    let (status, created) = k8s(&server, Method::POST, "/api/v1/namespaces/default/secrets", Some(body)).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["type"], "Opaque");
+    assert_eq!(created["data"], json!({"password": "czNjcmV0", "user": "YWRtaW4="}));
+    assert!(created.get("stringData").is_none(), "{created}");
+
+    let (_, mut native) = server.get("/api/v1/namespaces/default/secrets/db").await;
+    assert!(native.get("string_data").is_none(), "{native}");
+    native["string_data"] = json!({"password": "n3w"});
+    let (status, replaced) = server.put("/api/v1/namespaces/default/secrets/db", native.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{replaced}");
+    assert_eq!(replaced["data"]["password"], "bjN3");
+
+    let table = k8s_call(&server, Method::GET, "/api/v1/namespaces/default/secrets", None, Some(TABLE)).await.1;
+    assert_eq!(table["rows"][0]["cells"], json!(["db", "Opaque", 2, table["rows"][0]["cells"][3]]));
+
+    let mut retyped = replaced.clone();
+    retyped["type"] = "kubernetes.io/basic-auth".into();
+    let (status, refused) = server.put("/api/v1/namespaces/default/secrets/db", retyped).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    assert!(refused.to_string().contains("type"), "{refused}");
+}
+
+#[tokio::test]
+async fn an_immutable_config_map_keeps_its_data_and_stays_immutable() {
+    let server = TestServer::in_memory().await;
+    let map = json!({"kind": "ConfigMap", "metadata": {"name": "fixed"}, "data": {"a": "1"}, "immutable": true});
+    let (_, created) = server.post("/api/v1/namespaces/default/configmaps", map).await;
+    let mut changed = created.clone();
+    changed["data"]["a"] = "2".into();
+    changed["immutable"] = false.into();
+    let (status, refused) = server.put("/api/v1/namespaces/default/configmaps/fixed", changed).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    let text = refused.to_string();
+    assert!(text.contains("data") && text.contains("immutable") && text.contains("field is immutable when `immutable` is set"), "{text}");
+    let mut relabelled = created.clone();
+    relabelled["metadata"]["labels"] = json!({"team": "a"});
+    assert_eq!(server.put("/api/v1/namespaces/default/configmaps/fixed", relabelled).await.0, StatusCode::OK, "labels may change");
+}
+
+#[tokio::test]
+async fn bad_keys_are_422_naming_keys_and_never_values() {
+    let server = TestServer::in_memory().await;
+    let body = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bad"},
+        "stringData": {"bad key": "hunter2", "..": "hunter3"}});
+    let (status, refused) = k8s(&server, Method::POST, "/api/v1/namespaces/default/secrets", Some(body)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    let text = refused.to_string();
+    assert!(text.contains("data[bad key]") && text.contains("data[..]"), "{text}");
+    assert!(!text.contains("hunter"), "a value in {text}");
+
+    let native = json!({"kind": "Secret", "metadata": {"name": "bad"}, "string_data": {"a/b": "hunter2"}});
+    let (status, refused) = server.post("/api/v1/namespaces/default/secrets", native).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    assert!(refused.to_string().contains("string_data[a/b]") && !refused.to_string().contains("hunter2"), "{refused}");
+}
