@@ -14,7 +14,7 @@
 //!   the sandboxes' namespaces, or Docker's bridge; [`cni`]: the CNI protocol it speaks;
 //!   [`iptables`]: the node-wide masquerade and FORWARD rules the CNI network needs;
 //!   [`hostport`]: the host ports of CNI sandboxes, held open for each sandbox's life;
-//!   [`subnet`]: IPv4 subnets, parsed and compared;
+//!   [`subnet`]: IPv4 subnets, `shared`'s;
 //! - [`retry`]: retrying until shutdown, with back-off;
 //! - [`node`]: the node object (capacity from the host), registration, lease renewals and status heartbeats;
 //! - [`fleet`]: N simulated nodes in one process on one API client, one pod watch and one
@@ -47,7 +47,7 @@ pub mod retry;
 pub mod runtime;
 pub mod runtime_events;
 pub mod sandbox;
-pub mod subnet;
+pub use shared::subnet;
 pub mod workers;
 
 use std::net::SocketAddr;

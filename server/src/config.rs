@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::auth::Tokens;
+use crate::service_addresses::ServiceRanges;
 use crate::store::{EtcdSettings, History};
 use crate::tls::Identity;
 
@@ -74,6 +75,8 @@ pub struct Config {
     /// Where clients reach this server, announced in its identity lease; `None` is the
     /// address it listens on.
     pub advertise_url: Option<String>,
+    /// Where Services' cluster IPs and node ports come from.
+    pub service_ranges: ServiceRanges,
 }
 
 /// client-go's leader election settings (`--leader-elect*` of kube-scheduler and
@@ -156,6 +159,7 @@ impl Default for Config {
             leader_election: LeaderElection::default(),
             server_id: None,
             advertise_url: None,
+            service_ranges: ServiceRanges::default(),
         }
     }
 }

@@ -11,6 +11,8 @@
 //! - [`ops`]: the writes of the API as store mutations (create, CAS update, graceful pod
 //!   delete, bind, status);
 //! - [`resources`]: per kind, what create defaults and what a PUT may change;
+//! - [`service_addresses`]: Services' cluster IPs and node ports, taken from their ranges
+//!   within the write's transaction;
 //! - [`events`]: events deduplicated by (involved object, reason, source);
 //! - [`app`](mod@app): the whole HTTP app: both APIs and the dashboard's files under one router, with
 //!   the guard against web pages, authentication, metrics, the body limit and a timeout;
@@ -55,6 +57,7 @@ pub mod query;
 pub mod registry;
 pub mod resources;
 pub mod scheduler;
+pub mod service_addresses;
 pub mod state;
 pub mod store;
 pub mod tls;

@@ -1,9 +1,11 @@
 //! The one translation between Kubernetes' shapes (`k8s-openapi`) and `shared::model`, both
 //! ways: [`strict`] holds the rules for refusing fields, [`meta`] the pieces every kind shares,
-//! and one file per API group maps its kinds ([`core`] for `v1`, [`apps`] for `apps/v1`).
+//! and one file per API group maps its kinds ([`core`] for `v1`, [`apps`] for `apps/v1`,
+//! [`discovery`] for the EndpointSlices of `discovery.k8s.io/v1`).
 
 mod apps;
 mod core;
+mod discovery;
 mod meta;
 mod strict;
 
@@ -12,6 +14,7 @@ use shared::model::Object;
 
 pub use self::apps::{scale_in, scale_out};
 pub use self::core::endpoints;
+pub use self::discovery::{endpoint_slice, select_slices};
 pub use self::strict::{Cause, Convert, Error, decode, invalid_causes, k8s_field};
 use super::kinds::{NO_LEASES, Served};
 
@@ -19,6 +22,7 @@ use super::kinds::{NO_LEASES, Served};
 pub fn to_json(served: Served, object: &Object) -> Value {
     let value = match (served, object) {
         (Served::Endpoints, Object::Service(s)) => serde_json::to_value(endpoints(s)),
+        (Served::EndpointSlices, Object::Service(s)) => serde_json::to_value(endpoint_slice(s)),
         (_, Object::Pod(o)) => serde_json::to_value(o.to_k8s()),
         (_, Object::Node(o)) => serde_json::to_value(o.to_k8s()),
         (_, Object::Deployment(o)) => serde_json::to_value(o.to_k8s()),
