@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 use shared::api::{Heartbeat, List};
-use shared::model::{Event, Kind, Lease, Node, Pod};
+use shared::model::{Event, Kind, Lease, Node, Pod, Service};
 use shepherd_client::{Client, DeleteOptions, Selection};
 pub use shepherd_client::{Error, Result, WatchStream};
 
@@ -30,6 +30,10 @@ pub trait ApiClient: Send + Sync + 'static {
     /// both mean that pod is gone already.
     async fn delete_pod_now(&self, pod: &Pod) -> Result<()>;
     async fn create_event(&self, event: &Event) -> Result<()>;
+    /// Every Service of the cluster (for the node's DNS and pods' service variables).
+    async fn list_services(&self) -> Result<List<Service>>;
+    /// Changes to the Services strictly after `resource_version`.
+    async fn watch_services(&self, resource_version: u64) -> Result<WatchStream>;
 }
 
 #[async_trait]
@@ -69,5 +73,13 @@ impl ApiClient for Client {
 
     async fn create_event(&self, event: &Event) -> Result<()> {
         Client::create_event(self, event).await
+    }
+
+    async fn list_services(&self) -> Result<List<Service>> {
+        self.list(&Selection::default()).await
+    }
+
+    async fn watch_services(&self, resource_version: u64) -> Result<WatchStream> {
+        self.watch(Kind::Service, &Selection::default(), resource_version).await
     }
 }

@@ -12,7 +12,9 @@ use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use shared::api::{ApiErrorStatus, Heartbeat, List};
-use shared::model::{Container, ContainerPort, EnvVar, Event, Lease, Node, ObjectMeta, Pod, PodSpec, PodStatus, ResourceRequirements};
+use shared::model::{
+    Container, ContainerPort, EnvVar, Event, Lease, Node, ObjectMeta, Pod, PodSpec, PodStatus, ResourceRequirements, Service,
+};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -138,6 +140,12 @@ impl ApiClient for RecordingApi {
             self.too_many_events.cancel();
         }
         Ok(())
+    }
+    async fn list_services(&self) -> ClientResult<List<Service>> {
+        Ok(List::whole("ServiceList", 0, vec![]))
+    }
+    async fn watch_services(&self, _: u64) -> ClientResult<WatchStream> {
+        Ok(Box::pin(futures::stream::empty()))
     }
 }
 

@@ -15,6 +15,8 @@
 //!   [`iptables`]: the node-wide masquerade and FORWARD rules the CNI network needs;
 //!   [`hostport`]: the host ports of CNI sandboxes, held open for each sandbox's life;
 //!   [`subnet`]: IPv4 subnets, `shared`'s;
+//! - [`services`]: the cluster's Services as the node watches them; [`proxy`]: the service
+//!   proxy, kube-proxy's iptables mode, programming the nat rules of cluster IPs and NodePorts;
 //! - [`retry`]: retrying until shutdown, with back-off;
 //! - [`node`]: the node object (capacity from the host), registration, lease renewals and status heartbeats;
 //! - [`fleet`]: N simulated nodes in one process on one API client, one pod watch and one
@@ -43,10 +45,12 @@ pub mod network;
 pub mod node;
 pub mod pod;
 pub mod pod_feed;
+pub mod proxy;
 pub mod retry;
 pub mod runtime;
 pub mod runtime_events;
 pub mod sandbox;
+pub mod services;
 pub use shared::subnet;
 pub mod workers;
 
@@ -63,6 +67,7 @@ use tokio_util::sync::CancellationToken;
 use crate::client::ApiClient;
 use crate::pod::context::NodeContext;
 use crate::runtime::{ContainerRuntime, DockerRuntime, SimulatedRuntime};
+use crate::subnet::Subnet;
 
 /// The default address of the agent's HTTP API, the kubelet's port.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:10250";
@@ -254,12 +259,24 @@ pub async fn run_node(
         true => Some(network::PodNetwork::choose(&config.pod_network, runtime.as_ref()).await?),
         false => None,
     };
+    let proxied_subnet = match &pod_network {
+        Some(network::PodNetwork::Cni(_)) => Subnet::parse(&config.pod_network.subnet),
+        _ => None,
+    };
     let Some(cluster) = node::cluster_id(api.as_ref(), &shutdown).await else { return Ok(()) };
     let endpoint = api_url(local, &config.address);
     let node = NodeAgent::with_pod_network(&config, runtime, api.clone(), &cluster, endpoint, pod_network).await;
     let serve = http::run(listener, node.http_state(shutdown.clone()), config.token.as_deref());
-    let feed = pod_feed::NodeWatch::new(api, &config.node_name, config.resync_interval);
-    let (served, ()) = tokio::join!(serve, node.run(feed, shutdown.clone()));
+    let feed = pod_feed::NodeWatch::new(api.clone(), &config.node_name, config.resync_interval);
+    let proxy = async {
+        if let Some(subnet) = proxied_subnet {
+            let services = services::Services::watched();
+            let scope = proxy::rules::Scope::new(&cluster, subnet);
+            let run_proxy = proxy::run(services.clone(), scope, config.remove_containers_on_exit, shutdown.clone());
+            tokio::join!(services.follow(api, shutdown.clone()), run_proxy);
+        }
+    };
+    let (served, (), ()) = tokio::join!(serve, node.run(feed, shutdown.clone()), proxy);
     served.map_err(Error::Serve)
 }
 

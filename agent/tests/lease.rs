@@ -10,7 +10,7 @@ use agent::client::{ApiClient, Error, Result, WatchStream};
 use agent::node::{Heartbeats, lease_loop};
 use async_trait::async_trait;
 use shared::api::{Heartbeat, List};
-use shared::model::{Event, Lease, LeaseSpec, Node, ObjectMeta, Pod};
+use shared::model::{Event, Lease, LeaseSpec, Node, ObjectMeta, Pod, Service};
 use tokio_util::sync::CancellationToken;
 
 /// The two calls of the lease loop, counted, and a switch that makes the server unreachable.
@@ -80,6 +80,14 @@ impl ApiClient for LeaseCalls {
     }
 
     async fn create_event(&self, _: &Event) -> Result<()> {
+        unreachable!("the lease loop only renews and reports")
+    }
+
+    async fn list_services(&self) -> Result<List<Service>> {
+        unreachable!("the lease loop only renews and reports")
+    }
+
+    async fn watch_services(&self, _: u64) -> Result<WatchStream> {
         unreachable!("the lease loop only renews and reports")
     }
 }

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::json;
 use shared::api::{Heartbeat, List, WatchEventType};
-use shared::model::{Event, Kind, Lease, Node, Object, ObjectMeta, Pod, PodSpec};
+use shared::model::{Event, Kind, Labels, Lease, Node, Object, ObjectMeta, Pod, PodSpec, Service};
 use shared::registration::HOSTNAME_LABEL;
 use shepherd_client::{Client, DeleteOptions, Selection};
 use shepherd_testing::{TestServer, eventually, poll};
@@ -41,7 +41,12 @@ pub struct Api {
 
 impl Api {
     pub async fn start() -> Arc<Api> {
-        let server = TestServer::start(server::Config::in_memory()).await;
+        Api::start_with(server::Config::in_memory()).await
+    }
+
+    /// [`Api::start`] with a server of this configuration.
+    pub async fn start_with(config: server::Config) -> Arc<Api> {
+        let server = TestServer::start(config).await;
         let cluster = server.client.info().await.expect("the server's info").cluster_id;
         let history = Arc::new(Mutex::new(Vec::new()));
         let everything = Selection::default();
@@ -58,7 +63,7 @@ impl Api {
         Arc::new(Api { server, cluster, seen: Arc::default(), names: Mutex::default(), history })
     }
 
-    fn client(&self) -> &Client {
+    pub fn client(&self) -> &Client {
         &self.server.client
     }
 
@@ -73,9 +78,15 @@ impl Api {
 
     /// Creates a pod in `default` that only `node` can take, and binds it there as the
     /// scheduler would (which may bind it first), once `node` has registered.
-    pub async fn add_pod(&self, node: &str, name: &str, mut spec: PodSpec) -> Pod {
+    pub async fn add_pod(&self, node: &str, name: &str, spec: PodSpec) -> Pod {
+        self.add_labelled_pod(node, name, Labels::new(), spec).await
+    }
+
+    /// [`Api::add_pod`] with `labels`, for a Service to select.
+    pub async fn add_labelled_pod(&self, node: &str, name: &str, labels: Labels, mut spec: PodSpec) -> Pod {
         spec.node_selector.insert(HOSTNAME_LABEL.into(), node.into());
-        let pod = Pod { kind: "Pod".into(), metadata: ObjectMeta::named("default", name), spec, status: Default::default() };
+        let metadata = ObjectMeta { labels, ..ObjectMeta::named("default", name) };
+        let pod = Pod { kind: "Pod".into(), metadata, spec, status: Default::default() };
         let pod = self.client().create(&pod).await.unwrap_or_else(|e| panic!("cannot create pod {name}: {e}"));
         self.names.lock().unwrap().insert(pod.metadata.uid.clone(), name.to_string());
         eventually(self.client(), Duration::from_secs(30), &format!("node {node} to register"), || async {
@@ -232,5 +243,13 @@ impl ApiClient for AgentClient {
 
     async fn create_event(&self, event: &Event) -> ClientResult<()> {
         ApiClient::create_event(&self.client, event).await
+    }
+
+    async fn list_services(&self) -> ClientResult<List<Service>> {
+        ApiClient::list_services(&self.client).await
+    }
+
+    async fn watch_services(&self, resource_version: u64) -> ClientResult<WatchStream> {
+        ApiClient::watch_services(&self.client, resource_version).await
     }
 }
