@@ -59,8 +59,10 @@ pub fn endpoint_slice(service: &Service) -> discovery::EndpointSlice {
         .spec
         .ports
         .iter()
+        // An unnamed port's name is "", never absent, as the EndpointSlice controller
+        // writes it: kubectl's describe reads it without a check.
         .map(|p| discovery::EndpointPort {
-            name: some(&p.name),
+            name: Some(p.name.clone()),
             port: Some(p.target_port),
             protocol: Some(p.protocol_name()),
             app_protocol: None,
