@@ -20,8 +20,8 @@ const COMMENT: &str = "shepherd pod network";
 pub enum Error {
     #[error("cannot run iptables (the CNI pod network needs it; Debian: apt-get install iptables): {0}")]
     Spawn(std::io::Error),
-    #[error("cannot lock {LOCK}: {0}")]
-    Lock(std::io::Error),
+    #[error("cannot lock {}: {source}", .path.display())]
+    Lock { path: std::path::PathBuf, source: std::io::Error },
     #[error("iptables cannot add the rule `{rule}`: {message}")]
     Add { rule: String, message: String },
 }
@@ -104,18 +104,32 @@ pub fn ensure(rules: &[Rule]) -> Result<usize> {
 }
 
 /// An exclusive `flock` on a file, released when the file closes (dropped, or the process dies).
-struct Lock {
+pub(crate) struct Lock {
     _held: std::fs::File,
 }
 
 impl Lock {
+    /// Waits until the lock is ours.
     fn take(path: &Path) -> Result<Lock> {
-        let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(path).map_err(Error::Lock)?;
-        // SAFETY: a valid descriptor; flock blocks until the lock is ours.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-            return Err(Error::Lock(std::io::Error::last_os_error()));
+        Self::flock(path, libc::LOCK_EX).map(|lock| lock.expect("a blocking flock returns only once taken"))
+    }
+
+    /// The lock if no one holds it, else `None`.
+    pub(crate) fn try_take(path: &Path) -> Result<Option<Lock>> {
+        Self::flock(path, libc::LOCK_EX | libc::LOCK_NB)
+    }
+
+    fn flock(path: &Path, operation: libc::c_int) -> Result<Option<Lock>> {
+        let failed = |source| Error::Lock { path: path.to_path_buf(), source };
+        let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(path).map_err(failed)?;
+        // SAFETY: a valid descriptor; without LOCK_NB, flock blocks until the lock is ours.
+        if unsafe { libc::flock(file.as_raw_fd(), operation) } == 0 {
+            return Ok(Some(Lock { _held: file }));
         }
-        Ok(Lock { _held: file })
+        match std::io::Error::last_os_error() {
+            busy if busy.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
+            error => Err(failed(error)),
+        }
     }
 }
 

@@ -14,9 +14,11 @@
 //!   the sandboxes' namespaces, or Docker's bridge; [`cni`]: the CNI protocol it speaks;
 //!   [`iptables`]: the node-wide masquerade and FORWARD rules the CNI network needs;
 //!   [`hostport`]: the host ports of CNI sandboxes, held open for each sandbox's life;
-//!   [`subnet`]: IPv4 subnets, parsed and compared;
+//!   [`subnet`]: IPv4 subnets, `shared`'s;
 //! - [`services`]: the cluster's Services as the node watches them; [`dns`]: the node's cluster
-//!   DNS (hickory-server) answering for them, and pods' resolv.conf naming it;
+//!   DNS (hickory-server) answering for them, and pods' resolv.conf naming it; [`proxy`]: the
+//!   service proxy, kube-proxy's iptables mode, programming the nat rules of cluster IPs and
+//!   NodePorts;
 //! - [`retry`]: retrying until shutdown, with back-off;
 //! - [`node`]: the node object (capacity from the host), registration, lease renewals and status heartbeats;
 //! - [`fleet`]: N simulated nodes in one process on one API client, one pod watch and one
@@ -46,12 +48,13 @@ pub mod network;
 pub mod node;
 pub mod pod;
 pub mod pod_feed;
+pub mod proxy;
 pub mod retry;
 pub mod runtime;
 pub mod runtime_events;
 pub mod sandbox;
 pub mod services;
-pub mod subnet;
+pub use shared::subnet;
 pub mod workers;
 
 use std::net::SocketAddr;
@@ -67,6 +70,7 @@ use tokio_util::sync::CancellationToken;
 use crate::client::ApiClient;
 use crate::pod::context::NodeContext;
 use crate::runtime::{ContainerRuntime, DockerRuntime, SimulatedRuntime};
+use crate::subnet::Subnet;
 
 /// The default address of the agent's HTTP API, the kubelet's port.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:10250";
@@ -275,6 +279,10 @@ pub async fn run_node(
         }
         None => (None, None),
     };
+    let proxied_subnet = match &pod_network {
+        Some(network::PodNetwork::Cni(_)) => Subnet::parse(&config.pod_network.subnet),
+        _ => None,
+    };
     let Some(cluster) = node::cluster_id(api.as_ref(), &shutdown).await else { return Ok(()) };
     let endpoint = api_url(local, &config.address);
     let services = services::Services::watched();
@@ -288,7 +296,14 @@ pub async fn run_node(
             server.run(services.clone(), shutdown.clone()).await;
         }
     };
-    let (served, (), (), ()) = tokio::join!(serve, node.run(feed, shutdown.clone()), services.follow(api, shutdown.clone()), answer);
+    let proxy = async {
+        if let Some(subnet) = proxied_subnet {
+            let scope = proxy::rules::Scope::new(&cluster, subnet);
+            proxy::run(services.clone(), scope, config.remove_containers_on_exit, shutdown.clone()).await;
+        }
+    };
+    let (served, (), (), (), ()) =
+        tokio::join!(serve, node.run(feed, shutdown.clone()), services.follow(api, shutdown.clone()), answer, proxy);
     if let Some(cni) = cni.filter(|_| config.remove_containers_on_exit)
         && let Err(e) = tokio::task::spawn_blocking(move || dns::release(&cni, &config.node_name)).await.expect("no panic")
     {

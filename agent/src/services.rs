@@ -48,8 +48,7 @@ impl Services {
         Arc::new(Services { snapshot: watch::Sender::new(Arc::new(Snapshot { synced: true, ..Snapshot::default() })) })
     }
 
-    /// A view holding these Services, listed.
-    #[cfg(test)]
+    /// A view holding these Services, listed (tests).
     pub fn of(services: impl IntoIterator<Item = Service>) -> Arc<Services> {
         let services = services.into_iter().map(|s| (s.metadata.key(), s)).collect();
         Arc::new(Services { snapshot: watch::Sender::new(Arc::new(Snapshot { services, synced: true })) })

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::auth::Tokens;
+use crate::service_addresses::ServiceRanges;
 use crate::store::{EtcdSettings, History};
 use crate::tls::Identity;
 
@@ -76,6 +77,8 @@ pub struct Config {
     pub advertise_url: Option<String>,
     /// Whether pods may have `hostPath` volumes (`--allow-host-path`; see [`crate::admission`]).
     pub allow_host_path: bool,
+    /// Where Services' cluster IPs and node ports come from.
+    pub service_ranges: ServiceRanges,
 }
 
 /// client-go's leader election settings (`--leader-elect*` of kube-scheduler and
@@ -159,6 +162,7 @@ impl Default for Config {
             server_id: None,
             advertise_url: None,
             allow_host_path: false,
+            service_ranges: ServiceRanges::default(),
         }
     }
 }

@@ -13,6 +13,8 @@
 //! - [`resources`]: per kind, what create defaults and what a PUT may change;
 //! - [`admission`]: what is refused for what it would do on a node (a `hostPath` volume
 //!   without `--allow-host-path`);
+//! - [`service_addresses`]: Services' cluster IPs and node ports, taken from their ranges
+//!   within the write's transaction;
 //! - [`events`]: events deduplicated by (involved object, reason, source);
 //! - [`app`](mod@app): the whole HTTP app: both APIs and the dashboard's files under one router, with
 //!   the guard against web pages, authentication, metrics, the body limit and a timeout;
@@ -58,6 +60,7 @@ pub mod query;
 pub mod registry;
 pub mod resources;
 pub mod scheduler;
+pub mod service_addresses;
 pub mod state;
 pub mod store;
 pub mod tls;

@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use server::config::{Config, default_data_dir};
+use server::service_addresses::ServiceRanges;
 use server::store::EtcdSettings;
 use server::tls::Identity;
 use tokio_util::sync::CancellationToken;
@@ -152,6 +153,13 @@ struct Args {
     /// for every node's agent): without it such a pod, deployment or ReplicaSet gets 403.
     #[arg(long)]
     allow_host_path: bool,
+    /// The range Services' cluster IPs come from, as kube-apiserver's flag; it must stay
+    /// apart from the pod subnet (agents' --pod-subnet, 10.77.0.0/16 by default).
+    #[arg(long, value_name = "CIDR", default_value = server::service_addresses::DEFAULT_SERVICE_CIDR)]
+    service_cidr: String,
+    /// The ports NodePort Services are served on, on every node's address.
+    #[arg(long, value_name = "FIRST-LAST", default_value = server::service_addresses::DEFAULT_NODE_PORT_RANGE)]
+    service_node_port_range: String,
     /// Threads that serve HTTP and run the loops [default: one per CPU core]. The store's
     /// writer has its own thread either way.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -281,6 +289,9 @@ impl Args {
         if leader_election.leader_elect {
             leader_election.validate().map_err(anyhow::Error::msg)?;
         }
+        let pods = shared::subnet::Subnet::parse(agent::network::DEFAULT_SUBNET).expect("the default pod subnet is valid");
+        let service_ranges =
+            ServiceRanges::parse(&self.service_cidr, &self.service_node_port_range, &[pods]).map_err(anyhow::Error::msg)?;
         Ok(Config {
             data_dir,
             etcd,
@@ -299,6 +310,7 @@ impl Args {
             server_id: self.server_id,
             advertise_url: self.advertise_url,
             allow_host_path: self.allow_host_path,
+            service_ranges,
             ..Config::default()
         })
     }

@@ -8,8 +8,8 @@ use std::time::Duration;
 use shared::api::Heartbeat;
 use shared::model::DEFAULT_GRACE_SECONDS;
 use shared::model::{
-    Condition, Kind, Lease, LeaseSpec, Node, Object, ObjectMeta, Pod, PodPhase, PodStatus, Time, conditions, event_types, find_condition,
-    set_condition,
+    Condition, Kind, Lease, LeaseSpec, Node, Object, ObjectMeta, Pod, PodPhase, PodStatus, Service, Time, conditions, event_types,
+    find_condition, set_condition,
 };
 
 use shared::readiness::Readiness;
@@ -18,17 +18,30 @@ use shared::scheduler::check_room;
 
 use crate::events::{self, SOURCE_SCHEDULER};
 use crate::resources::{Resource, default_allocatable};
+use crate::service_addresses::{self, ServiceRanges};
 use crate::store::{Change, Key, StoreError, Txn, View, Write};
 
 /// Creates `object`, which must not exist yet, in a namespace that must exist.
 pub fn create<R: Resource>(object: R) -> Write {
+    create_claiming(object, |_, _| Ok(()))
+}
+
+/// Creates a Service with its cluster IP and node ports from `ranges`, taken in the same
+/// transaction that reads what the other Services hold.
+pub fn create_service(service: Service, ranges: ServiceRanges) -> Write {
+    create_claiming(service, move |service, view| service_addresses::claim(service, None, view, &ranges))
+}
+
+fn create_claiming<R: Resource>(object: R, claim: impl Fn(&mut R, &dyn View) -> Result<(), StoreError> + Send + Sync + 'static) -> Write {
     let key = Key::new(R::KIND, &object.meta().namespace, &object.meta().name);
     Write::new(key.clone(), move |view, current| {
         if current.is_some() {
             return Err(StoreError::AlreadyExists { kind: key.kind, key: key.key.clone() });
         }
         check_namespace(view, R::KIND, &object.meta().namespace)?;
-        Ok(Change::Put(object.clone().into_object()))
+        let mut created = object.clone();
+        claim(&mut created, view)?;
+        Ok(Change::Put(created.into_object()))
     })
 }
 
@@ -53,14 +66,25 @@ pub fn check_version(key: &Key, expected: u64, stored: &Object) -> Result<(), St
 
 /// Replaces the user-editable fields of an existing object (see [`Resource::merge_update`]).
 pub fn update<R: Resource>(new: R) -> Write {
+    update_claiming(new, |_, _, _| Ok(()))
+}
+
+/// Updates a Service: what it newly asks of the ranges (a node port when it becomes
+/// `NodePort`) is taken as [`create_service`] takes it.
+pub fn update_service(new: Service, ranges: ServiceRanges) -> Write {
+    update_claiming(new, move |service, stored, view| service_addresses::claim(service, Some(stored), view, &ranges))
+}
+
+fn update_claiming<R: Resource>(new: R, claim: impl Fn(&mut R, &R, &dyn View) -> Result<(), StoreError> + Send + Sync + 'static) -> Write {
     let key = Key::new(R::KIND, &new.meta().namespace, &new.meta().name);
     let expected = new.meta().resource_version;
-    Write::new(key.clone(), move |_, current| {
+    Write::new(key.clone(), move |view, current| {
         let current = current.ok_or_else(|| StoreError::NotFound { kind: key.kind, key: key.key.clone() })?;
         check_version(&key, expected, current)?;
         let stored = R::from_object(current).ok_or_else(|| StoreError::Backend(format!("{key} holds another kind")))?;
-        let merged = R::merge_update(stored, new.clone())
+        let mut merged = R::merge_update(stored, new.clone())
             .map_err(|details| StoreError::Invalid { message: format!("{key} cannot be updated that way"), details })?;
+        claim(&mut merged, stored, view)?;
         if &merged == stored { Ok(Change::Keep) } else { Ok(Change::Put(merged.into_object())) }
     })
 }

@@ -5,9 +5,13 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use shared::api::FieldError;
-use shared::model::{ConfigMap, Deployment, Event, Lease, Namespace, Node, ObjectMeta, Pod, PodStatus, ReplicaSet, Secret, Service, Time};
+use shared::model::{
+    ConfigMap, Deployment, Event, Lease, Namespace, Node, ObjectMeta, Pod, PodStatus, ReplicaSet, Secret, Service, Time, service,
+};
 use shared::registration::with_own_hostname;
 use shared::validation;
+
+use crate::service_addresses::carry_allocations;
 
 /// What the API adds to `shared`'s [`shared::model::Resource`] (kind, metadata, the way in
 /// and out of `Object`): the wire form, validation, and what a create and an update may set.
@@ -204,24 +208,20 @@ impl Resource for Service {
         self.kind = "Service".into();
         self.status = Default::default();
         if self.spec.type_.is_empty() {
-            self.spec.type_ = "ClusterIP".into();
+            self.spec.type_ = service::CLUSTER_IP.into();
         }
     }
 
+    /// The selector may change, as in Kubernetes (the endpoints follow it); the cluster IP
+    /// may not, and what the server allocated stays when a client leaves it out.
     fn merge_update(stored: &Self, new: Self) -> Result<Self, Vec<FieldError>> {
-        if new.spec.selector != stored.spec.selector {
-            // As in apps/v1: a new selector would orphan the pods the old one counted.
-            return Err(vec![FieldError {
-                field: "spec.selector".into(),
-                message: "field is immutable: create a new deployment for another selector".into(),
-            }]);
-        }
         let mut merged = stored.clone();
         merged.metadata = merged_meta(&stored.metadata, &new.metadata);
         let mut spec = new.spec;
         if spec.type_.is_empty() {
-            spec.type_ = "ClusterIP".into();
+            spec.type_ = service::CLUSTER_IP.into();
         }
+        carry_allocations(&stored.spec, &mut spec)?;
         if merged.spec != spec {
             merged.spec = spec;
             merged.metadata.generation += 1;

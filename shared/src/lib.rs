@@ -29,6 +29,7 @@
 //! - [`registration`]: the node an agent registers and the heartbeat it sends;
 //! - [`backoff`]: the one exponential back-off curve;
 //! - [`listen`]: where an API may listen without a token (loopback only);
+//! - [`subnet`]: IPv4 subnets, parsed, compared and counted (the pod network, the service range);
 //! - [`capacity`]: when a collection that emptied gives its room back;
 //! - [`sse`]: the Server-Sent Events decoder watch streams are read through;
 //! - [`watch`]: the watcher's state machine (list → watch → resume or re-list, back-off,
@@ -66,6 +67,7 @@ mod schema;
 pub mod selector;
 pub mod sse;
 pub mod strict;
+pub mod subnet;
 pub mod usage;
 pub mod validation;
 pub mod watch;

@@ -10,7 +10,7 @@ use crate::limits::{MAX_CONTAINERS, MAX_CPU_MILLICORES, MAX_GRACE_SECONDS, MAX_M
 use crate::model::{
     BinaryData, ConfigMap, Container, DNS_POLICIES, Deployment, Event, IntOrString, Labels, Lease, MAX_CONFIG_BYTES, Namespace, Node,
     NodeResources, Object, ObjectMeta, PROBE_HOSTS, Pod, PodSpec, PodTemplateSpec, Probe, ProbeKind, ProbePort, PullPolicy, ReplicaSet,
-    RestartPolicy, Scale, Secret, Service, StringData, TAINT_EFFECTS,
+    RestartPolicy, Scale, Secret, Service, StringData, TAINT_EFFECTS, service,
 };
 use crate::quantity::{format_cpu, format_memory};
 use crate::rollout::{RECREATE, ROLLING_UPDATE, parse_percent};
@@ -164,16 +164,27 @@ pub fn validate_service(service: &Service) -> Result<(), Vec<FieldError>> {
     let mut errors = Errors::default();
     check_meta(&mut errors, &service.metadata, true);
     check_labels(&mut errors, "spec.selector", &service.spec.selector);
-    // A node port would need a proxy on every node; Shepherd's services are endpoint lists.
-    if !matches!(service.spec.type_.as_str(), "" | "ClusterIP") {
-        errors.add("spec.type", format!("must be ClusterIP (Shepherd opens no node ports), got {:?}", service.spec.type_));
+    let spec = &service.spec;
+    if !matches!(spec.type_.as_str(), "" | service::CLUSTER_IP | service::NODE_PORT) {
+        errors.add("spec.type", format!("must be {} or {}, got {:?}", service::CLUSTER_IP, service::NODE_PORT, spec.type_));
+    }
+    if !matches!(spec.cluster_ip.as_str(), "" | service::HEADLESS) && spec.cluster_ip.parse::<Ipv4Addr>().is_err() {
+        errors.add("spec.cluster_ip", format!("must be empty, {} or an IPv4 address, got {:?}", service::HEADLESS, spec.cluster_ip));
+    }
+    if spec.is_node_port() && spec.cluster_ip == service::HEADLESS {
+        errors.add("spec.cluster_ip", format!("may not be set to '{}' for {} services", service::HEADLESS, service::NODE_PORT));
     }
     let mut names = BTreeSet::new();
-    for (i, port) in service.spec.ports.iter().enumerate() {
+    for (i, port) in spec.ports.iter().enumerate() {
         let path = format!("spec.ports[{i}]");
         check_port(&mut errors, &format!("{path}.port"), port.port);
         if port.target_port != 0 {
             check_port(&mut errors, &format!("{path}.target_port"), port.target_port);
+        }
+        if port.node_port != 0 && !spec.is_node_port() {
+            errors.add(format!("{path}.node_port"), format!("may not be used when `type` is '{}'", service::CLUSTER_IP));
+        } else if port.node_port != 0 {
+            check_port(&mut errors, &format!("{path}.node_port"), port.node_port);
         }
         check_protocol(&mut errors, &format!("{path}.protocol"), &port.protocol);
         if !port.name.is_empty() && !names.insert(port.name.as_str()) {

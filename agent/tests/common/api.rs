@@ -41,7 +41,12 @@ pub struct Api {
 
 impl Api {
     pub async fn start() -> Arc<Api> {
-        let server = TestServer::start(server::Config::in_memory()).await;
+        Api::start_with(server::Config::in_memory()).await
+    }
+
+    /// [`Api::start`] with a server of this configuration.
+    pub async fn start_with(config: server::Config) -> Arc<Api> {
+        let server = TestServer::start(config).await;
         let cluster = server.client.info().await.expect("the server's info").cluster_id;
         let history = Arc::new(Mutex::new(Vec::new()));
         let everything = Selection::default();

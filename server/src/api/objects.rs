@@ -156,7 +156,7 @@ pub(crate) async fn create<R: Resource>(state: &AppState, principal: &Principal,
         }
         Object::Service(mut o) => {
             stamp_new(&mut o, now);
-            commit_one(&*state.store, ops::create(o)).await?
+            commit_one(&*state.store, ops::create_service(o, state.config.service_ranges)).await?
         }
         Object::Namespace(mut o) => {
             stamp_new(&mut o, now);
@@ -263,7 +263,11 @@ pub(crate) async fn replace_object<R: Resource>(
         principal.may_write_node(name)?;
     }
     crate::admission::check(&object.clone().into_object(), state.config.allow_host_path)?;
-    Ok(commit_one(&*state.store, ops::update(object)).await?)
+    let write = match object.into_object() {
+        Object::Service(service) => ops::update_service(service, state.config.service_ranges),
+        other => ops::update(R::from_object(&other).expect("an object of its own kind").clone()),
+    };
+    Ok(commit_one(&*state.store, write).await?)
 }
 
 pub async fn replace_namespaced<R: Resource>(

@@ -7,16 +7,19 @@ use k8s_openapi::Resource;
 use k8s_openapi::api::apps::v1 as apps;
 use k8s_openapi::api::autoscaling::v1 as autoscaling;
 use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::discovery::v1 as discovery;
 use shared::model::Kind;
 
 /// Leases are the native API's alone (`/api/v1/leases`): [`KINDS`] names none.
 pub const NO_LEASES: &str = "the Kubernetes-compatible API serves no leases";
 
-/// What a plural names: a stored kind, or the endpoints derived from services.
+/// What a plural names: a stored kind, or the endpoints (as Endpoints or as EndpointSlices)
+/// derived from services.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Served {
     Stored(Kind),
     Endpoints,
+    EndpointSlices,
 }
 
 /// A group, version and kind, read from the `k8s-openapi` type.
@@ -124,6 +127,15 @@ pub const KINDS: &[Entry] = &[
         ],
     )
     .in_all(),
+    Entry {
+        served: Served::EndpointSlices,
+        gvk: Gvk::of::<discovery::EndpointSlice>(),
+        plural: <discovery::EndpointSlice as Resource>::URL_PATH_SEGMENT,
+        short: &[],
+        verbs: READ,
+        categories: &[],
+        subresources: &[],
+    },
 ];
 
 /// The groups served, each once, the core group (`""`) first.
@@ -173,7 +185,7 @@ impl Served {
     pub fn stored(self) -> Kind {
         match self {
             Served::Stored(kind) => kind,
-            Served::Endpoints => Kind::Service,
+            Served::Endpoints | Served::EndpointSlices => Kind::Service,
         }
     }
 
@@ -207,10 +219,11 @@ mod tests {
             }
             assert_eq!(Served::parse(entry.gvk.group, entry.plural), Some(entry.served));
         }
-        assert_eq!(groups(), ["", "apps"]);
+        assert_eq!(groups(), ["", "apps", "discovery.k8s.io"]);
         assert_eq!(api_version_of("Deployment"), "apps/v1");
         assert_eq!(api_version_of("Pod"), "v1");
         assert_eq!(Served::Endpoints.kind_name(), "Endpoints");
+        assert_eq!((Served::EndpointSlices.api_version(), Served::EndpointSlices.plural()), ("discovery.k8s.io/v1", "endpointslices"));
     }
 
     /// sheepctl accepts what discovery tells kubectl: each kind, plural and short name.

@@ -89,6 +89,9 @@ fn columns(kind: Served) -> &'static [(&'static str, &'static str, u8)] {
         Served::Stored(Kind::ConfigMap) => &[("Name", "string", 0), ("Data", "integer", 0), ("Age", "string", 0)],
         Served::Stored(Kind::Secret) => &[("Name", "string", 0), ("Type", "string", 0), ("Data", "integer", 0), ("Age", "string", 0)],
         Served::Endpoints => &[("Name", "string", 0), ("Endpoints", "string", 0), ("Age", "string", 0)],
+        Served::EndpointSlices => {
+            &[("Name", "string", 0), ("AddressType", "string", 0), ("Ports", "string", 0), ("Endpoints", "string", 0), ("Age", "string", 0)]
+        }
         Served::Stored(Kind::Lease) => unreachable!("{NO_LEASES}"),
     }
 }
@@ -110,6 +113,11 @@ fn cells(kind: Served, object: &Object, state: &AppState, now: shared::model::Ti
             let ports: Vec<i32> = s.spec.ports.iter().map(|p| p.target_port).collect();
             let addresses = s.status.endpoints.iter().flat_map(|e| ports.iter().map(move |p| format!("{}:{p}", e.ip)));
             vec![meta.name.clone().into(), join_or_none(addresses), age.into()]
+        }
+        (Served::EndpointSlices, Object::Service(s)) => {
+            let ports = s.spec.ports.iter().map(|p| p.target_port.to_string());
+            let addresses = s.status.endpoints.iter().chain(&s.status.not_ready_endpoints).map(|e| e.ip.clone());
+            vec![meta.name.clone().into(), "IPv4".into(), join_or_none(ports), join_or_none(addresses), age.into()]
         }
         (_, Object::Pod(p)) => {
             let (ready, total) = p.ready_count();
@@ -169,15 +177,16 @@ fn cells(kind: Served, object: &Object, state: &AppState, now: shared::model::Ti
             ]
         }
         (_, Object::Service(s)) => {
-            let ports = s.spec.ports.iter().map(|p| {
-                let protocol = if p.protocol.is_empty() { "TCP".to_string() } else { p.protocol.to_ascii_uppercase() };
-                format!("{}/{protocol}", p.port)
+            // kubectl's form: `80/TCP`, or `80:30086/TCP` with a node port.
+            let ports = s.spec.ports.iter().map(|p| match p.node_port {
+                0 => format!("{}/{}", p.port, p.protocol_name()),
+                node_port => format!("{}:{node_port}/{}", p.port, p.protocol_name()),
             });
             let selector = s.spec.selector.iter().map(|(k, v)| format!("{k}={v}"));
             vec![
                 meta.name.clone().into(),
                 none_if_empty(&s.spec.type_),
-                "<none>".into(),
+                none_if_empty(&s.spec.cluster_ip),
                 "<none>".into(),
                 join_or_none(ports),
                 age.into(),

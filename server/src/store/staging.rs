@@ -20,11 +20,13 @@ pub(super) struct Staging<'a> {
     reads: Option<RefCell<Reads>>,
 }
 
-/// The keys a transaction's writes read, and the nodes whose pods they listed.
+/// The keys a transaction's writes read, the nodes whose pods they listed, and the kinds
+/// they listed whole.
 #[derive(Debug, Default)]
 pub(super) struct Reads {
     pub(super) keys: HashSet<Key>,
     pub(super) nodes: HashSet<String>,
+    pub(super) kinds: HashSet<Kind>,
 }
 
 impl<'a> Staging<'a> {
@@ -91,5 +93,14 @@ impl View for Staging<'_> {
             }
         }
         pods
+    }
+
+    fn list(&self, kind: Kind) -> Vec<&Object> {
+        if let Some(reads) = &self.reads {
+            reads.borrow_mut().kinds.insert(kind);
+        }
+        let stored = self.state.in_scope(kind, None).filter(|(key, _)| !self.overlay.contains_key(&Key { kind, key: (*key).clone() }));
+        let staged = self.overlay.iter().filter(|(key, _)| key.kind == kind).filter_map(|(_, object)| object.as_deref());
+        stored.map(|(_, object)| &**object).chain(staged).collect()
     }
 }

@@ -162,7 +162,7 @@ impl State {
     }
 
     /// Objects of a kind, in one namespace or all, by key in key order.
-    fn in_scope(&self, kind: Kind, namespace: Option<&str>) -> Box<dyn Iterator<Item = (&String, &Arc<Object>)> + '_> {
+    pub(super) fn in_scope(&self, kind: Kind, namespace: Option<&str>) -> Box<dyn Iterator<Item = (&String, &Arc<Object>)> + '_> {
         let Some(map) = self.objects.get(&kind) else { return Box::new(std::iter::empty()) };
         match namespace.filter(|_| kind.namespaced()) {
             Some(ns) => {

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shared::model::Object;
+use shared::model::{Kind, Object};
 
 use super::error::Result;
 use super::key::Key;
@@ -26,6 +26,10 @@ pub trait View {
     fn get(&self, key: &Key) -> Option<&Object>;
     /// Every pod whose `spec.node_name` is `node` (the field index a bind checks room with).
     fn pods_on_node(&self, node: &str) -> Vec<&Object>;
+    /// Every object of `kind` in every namespace: what a write that allocates from a pool
+    /// all of them share (a Service's cluster IP and node ports) checks against. On etcd the
+    /// transaction then commits only if no other server wrote a listing writer of the kind since.
+    fn list(&self, kind: Kind) -> Vec<&Object>;
 }
 
 /// A read-modify-write of one object, run by the store's single writer against the latest

@@ -20,10 +20,10 @@ pub struct Service {
 pub struct ServiceSpec {
     pub selector: Labels,
     pub ports: Vec<ServicePort>,
-    /// `ClusterIP` (the default) or `NodePort`.
+    /// [`CLUSTER_IP`] (the default) or [`NODE_PORT`].
     #[serde(rename = "type")]
     pub type_: String,
-    /// The Service's virtual address from the service range, `None` for a headless
+    /// The Service's virtual address from the service range, [`HEADLESS`] for a headless
     /// Service, empty until the server allocates one.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub cluster_ip: String,
@@ -65,6 +65,31 @@ pub struct Endpoint {
     pub pod: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub node_name: String,
+}
+
+/// The type of a Service reached on its cluster IP only, the default.
+pub const CLUSTER_IP: &str = "ClusterIP";
+/// The type of a Service also served on a port of every node's address.
+pub const NODE_PORT: &str = "NodePort";
+/// The `cluster_ip` of a headless Service: no virtual address, its name resolves to the pods.
+pub const HEADLESS: &str = "None";
+
+impl ServiceSpec {
+    pub fn is_node_port(&self) -> bool {
+        self.type_ == NODE_PORT
+    }
+
+    /// The virtual address the proxy serves, once allocated (none for a headless Service).
+    pub fn virtual_ip(&self) -> Option<&str> {
+        (!self.cluster_ip.is_empty() && self.cluster_ip != HEADLESS).then_some(self.cluster_ip.as_str())
+    }
+}
+
+impl ServicePort {
+    /// The protocol as Kubernetes and iptables name it: `TCP` (the default) or `UDP`.
+    pub fn protocol_name(&self) -> String {
+        if self.protocol.is_empty() { "TCP".into() } else { self.protocol.to_ascii_uppercase() }
+    }
 }
 
 fn is_zero(port: &i32) -> bool {

@@ -1,12 +1,13 @@
 //! The one translation between Kubernetes' shapes (`k8s-openapi`) and `shared::model`, both
 //! ways: [`strict`] holds the rules for refusing fields, [`meta`] the pieces every kind shares,
-//! and one file per API group maps its kinds ([`core`] for `v1`, [`apps`] for `apps/v1`),
-//! but for `v1`'s ConfigMap and Secret, which have [`config`], and a pod's volumes and
-//! mounts, which have [`volumes`].
+//! and one file per API group maps its kinds ([`core`] for `v1`, [`apps`] for `apps/v1`,
+//! [`discovery`] for the EndpointSlices of `discovery.k8s.io/v1`), but for `v1`'s ConfigMap
+//! and Secret, which have [`config`], and a pod's volumes and mounts, which have [`volumes`].
 
 mod apps;
 mod config;
 mod core;
+mod discovery;
 mod meta;
 mod strict;
 mod volumes;
@@ -16,6 +17,7 @@ use shared::model::Object;
 
 pub use self::apps::{scale_in, scale_out};
 pub use self::core::endpoints;
+pub use self::discovery::{endpoint_slice, select_slices};
 pub use self::strict::{Cause, Convert, Error, decode, invalid_causes, k8s_field};
 use super::kinds::{NO_LEASES, Served};
 
@@ -23,6 +25,7 @@ use super::kinds::{NO_LEASES, Served};
 pub fn to_json(served: Served, object: &Object) -> Value {
     let value = match (served, object) {
         (Served::Endpoints, Object::Service(s)) => serde_json::to_value(endpoints(s)),
+        (Served::EndpointSlices, Object::Service(s)) => serde_json::to_value(endpoint_slice(s)),
         (_, Object::Pod(o)) => serde_json::to_value(o.to_k8s()),
         (_, Object::Node(o)) => serde_json::to_value(o.to_k8s()),
         (_, Object::Deployment(o)) => serde_json::to_value(o.to_k8s()),

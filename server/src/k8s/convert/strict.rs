@@ -202,6 +202,7 @@ pub fn k8s_field(kind: Kind, native: &str) -> String {
         shape.push_str(name);
         let spelled = match (kind, shape.as_str()) {
             (Kind::Node, "status") if tail.starts_with("taints") || tail == "unschedulable" => "spec".to_string(),
+            (Kind::Service, "spec.cluster_ip") => "clusterIP".to_string(),
             (_, path) if path.ends_with("containers.resources.cpu") || path.ends_with("containers.resources.memory") => {
                 format!("requests.{name}")
             }

@@ -9,6 +9,7 @@ use shared::model::{Kind, Object};
 use super::request::{Req, flag, parse_version, wants_table};
 use crate::api::watch as native_watch;
 use crate::k8s::convert::{self, to_json};
+use crate::k8s::kinds::Served;
 use crate::k8s::status::{Result, Status};
 use crate::k8s::{table, watch};
 use crate::paging::{self, Page};
@@ -77,7 +78,11 @@ impl Req {
             },
             ..ListParams::default()
         };
-        Ok(Filter::new(self.target.kind.stored(), self.target.namespace.clone(), &params)?)
+        let mut filter = Filter::new(self.target.kind.stored(), self.target.namespace.clone(), &params)?;
+        if self.target.kind == Served::EndpointSlices {
+            convert::select_slices(&mut filter);
+        }
+        Ok(filter)
     }
 
     pub(super) async fn list(&self) -> Result<Response> {

@@ -25,10 +25,11 @@ impl Req {
     }
 
     fn refuse_endpoints(&self) -> Result<()> {
-        if self.target.kind == Served::Endpoints {
-            return Err(Status::method_not_allowed(
-                "endpoints are derived from services and their ready pods by the endpoints controller; they cannot be written",
-            ));
+        if matches!(self.target.kind, Served::Endpoints | Served::EndpointSlices) {
+            return Err(Status::method_not_allowed(format!(
+                "{} are derived from services and their ready pods by the endpoints controller; they cannot be written",
+                self.target.kind.plural()
+            )));
         }
         Ok(())
     }

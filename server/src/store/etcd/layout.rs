@@ -54,6 +54,13 @@ impl Layout {
         format!("{}/.binds/{node}", self.prefix)
     }
 
+    /// The key every write that lists `kind` whole writes (a Service that takes a cluster IP
+    /// or a node port from the pool all Services share): two servers allocating at once both
+    /// compare it, so that one of them allocates again on the other's result.
+    pub(crate) fn list_guard(&self, kind: Kind) -> String {
+        format!("{}/.lists/{}", self.prefix, kind.plural())
+    }
+
     /// The key a writer touches to learn that the cache has every change up to now: its
     /// change comes through the watch after every change before it. (etcd 3.4's progress
     /// notifications can overtake changes still on their way, etcd issue 15220.)
@@ -109,6 +116,7 @@ mod tests {
         assert_eq!(layout.key(&Key::new(Kind::Node, "", "n1")), "/registry/nodes/n1");
         assert_eq!(layout.parse(layout.marker().as_bytes()), None);
         assert_eq!(layout.parse(layout.node_guard("n1").as_bytes()), None);
+        assert_eq!(layout.parse(layout.list_guard(Kind::Service).as_bytes()), None);
         assert_eq!(layout.parse(b"/registry/minions/n1"), None, "no kind of Shepherd's");
         assert_eq!(layout.parse(b"/registryx/pods/default/web"), None);
         for bad in ["", "/", "registry", "/registry/", "//registry"] {

@@ -5,8 +5,9 @@
 //! and a watcher that resumes after revision r misses nothing of r.
 //!
 //! Several transactions are in flight at once, each staged on the cache alone: one that
-//! reads or writes what another still in flight writes (the same object, or pods of the
-//! same node, which a bind's room check counts) waits for it. A compare that fails means
+//! reads or writes what another still in flight writes (the same object, pods of the
+//! same node, which a bind's room check counts, or any object of a kind it listed whole, as
+//! a Service's allocation does) waits for it. A compare that fails means
 //! another server wrote first: the transaction waits until the cache has that write and is
 //! staged again, as kube-apiserver's GuaranteedUpdate tries its update again on fresh
 //! state. A write is answered once the cache holds it, so that this server never serves a
@@ -17,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use etcd_client::{Compare, CompareOp, GetOptions, TxnOp, TxnOpResponse};
-use shared::model::Object;
+use shared::model::{Kind, Object};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -55,10 +56,11 @@ impl Request {
     }
 }
 
-/// What an in-flight transaction writes: the keys, and the nodes of the pods among them.
+/// What an in-flight transaction writes: the keys, their kinds, and the nodes of the pods among them.
 #[derive(Default)]
 struct Footprint {
     keys: HashSet<Key>,
+    kinds: HashSet<Kind>,
     nodes: HashSet<String>,
 }
 
@@ -67,6 +69,7 @@ impl Footprint {
         let mut footprint = Footprint::default();
         for change in changes {
             footprint.keys.insert(change.key.clone());
+            footprint.kinds.insert(change.key.kind);
             for object in [&change.object, &change.before].into_iter().flatten() {
                 footprint.nodes.extend(pod_node(object).map(str::to_string));
             }
@@ -77,6 +80,7 @@ impl Footprint {
     fn meets(&self, reads: &Reads, writes: &Footprint) -> bool {
         reads.keys.iter().chain(&writes.keys).any(|key| self.keys.contains(key))
             || reads.nodes.iter().chain(&writes.nodes).any(|node| self.nodes.contains(node))
+            || reads.kinds.iter().any(|kind| self.kinds.contains(kind))
     }
 }
 
@@ -97,9 +101,10 @@ struct Staged {
 }
 
 /// What a transaction checks besides its own keys: the guards of the nodes whose pods it
-/// counted, unchanged since the revision it was staged at.
+/// counted and of the kinds it listed whole, unchanged since the revision it was staged at.
 struct Guards {
     nodes: Vec<String>,
+    kinds: Vec<Kind>,
     seen: u64,
 }
 
@@ -173,7 +178,11 @@ pub(super) async fn run(inner: Arc<Inner>, mut queue: mpsc::Receiver<Request>) {
                 Ok((outcomes, changes)) => {
                     next_id += 1;
                     in_flight.insert(next_id, writes);
-                    let guards = Guards { nodes: staged.reads.nodes.into_iter().collect(), seen: staged.seen };
+                    let guards = Guards {
+                        nodes: staged.reads.nodes.into_iter().collect(),
+                        kinds: staged.reads.kinds.into_iter().collect(),
+                        seen: staged.seen,
+                    };
                     tokio::spawn(send(inner.clone(), next_id, request, (outcomes, changes, guards), done.clone()));
                 }
             }
@@ -316,8 +325,9 @@ enum Sent {
 /// Sends the changes as one etcd transaction that compares every key with the state it was
 /// staged on, and the guards of the nodes it counted pods of with the revision it was staged at.
 async fn commit(inner: &Inner, changes: &[Changed], guards: &Guards) -> Result<Sent> {
-    let mut compares = Vec::with_capacity(changes.len() + guards.nodes.len());
-    let mut operations = Vec::with_capacity(changes.len() + guards.nodes.len());
+    let guarded = guards.nodes.len() + guards.kinds.len();
+    let mut compares = Vec::with_capacity(changes.len() + guarded);
+    let mut operations = Vec::with_capacity(changes.len() + guarded);
     let mut reads = Vec::with_capacity(changes.len());
     for change in changes {
         let etcd_key = inner.layout.key(&change.key);
@@ -333,10 +343,11 @@ async fn commit(inner: &Inner, changes: &[Changed], guards: &Guards) -> Result<S
             None => {}
         }
     }
-    // Another server that bound to the same node since `seen` wrote its guard: judge again.
+    // Another server that bound to the same node, or allocated from a kind's shared pool,
+    // since `seen` wrote its guard: judge again.
     let seen = i64::try_from(guards.seen).unwrap_or(i64::MAX);
-    for node in &guards.nodes {
-        let guard = inner.layout.node_guard(node);
+    let node_guards = guards.nodes.iter().map(|node| inner.layout.node_guard(node));
+    for guard in node_guards.chain(guards.kinds.iter().map(|kind| inner.layout.list_guard(*kind))) {
         compares.push(Compare::mod_revision(guard.clone(), CompareOp::Less, seen.saturating_add(1)));
         operations.push(TxnOp::put(guard, "", None));
     }

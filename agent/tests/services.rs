@@ -1,0 +1,179 @@
+//! The service proxy against the real Docker engine, the CNI pod network and the host's
+//! iptables: a busybox httpd Deployment behind a NodePort Service answers on 127.0.0.1 from
+//! the host and on its cluster IP from a pod on the bridge, and keeps answering, request
+//! after request, while the agent restarts and writes its rules again; its rules go when
+//! the agent leaves with its containers. The host sends only to 127.0.0.1; the pod only to
+//! the Service, on the pod bridge.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use agent::proxy::rules::{Scope, Table};
+use common::{Api, Cleanup, TestAgent, container, docker, minimal_image, spec, unique};
+use serde_json::json;
+use server::service_addresses::ServiceRanges;
+use shared::model::{Deployment, PodPhase, Service};
+use shared::registration::HOSTNAME_LABEL;
+use shepherd_testing::{eventually, poll};
+
+const WAIT: Duration = Duration::from_secs(60);
+/// At most this many requests go through the NodePort across the restart.
+const MAX_REQUESTS: usize = 3000;
+
+/// A range no other test's cluster allocates from, so that their rules never meet ours.
+fn ranges() -> ServiceRanges {
+    ServiceRanges::parse("10.96.251.0/24", "32700-32767", &[]).unwrap()
+}
+
+fn nat_table() -> String {
+    let output = std::process::Command::new("iptables-save").args(["-t", "nat"]).output().expect("iptables-save runs");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+async fn service(api: &Api, name: &str, type_: &str) -> Service {
+    let service: Service = serde_json::from_value(json!({
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"type": type_, "selector": {"app": "shop"}, "ports": [{"name": "http", "port": 80, "target_port": 8080}]}
+    }))
+    .unwrap();
+    api.client().create(&service).await.expect("the service is created")
+}
+
+/// The page of one request to `url` on a new connection, so that each goes through the rules.
+async fn fetch(http: &reqwest::Client, url: &str) -> Result<String, String> {
+    let response = http.get(url).send().await.map_err(|e| e.to_string())?;
+    if !response.status().is_success() {
+        return Err(format!("status {}", response.status()));
+    }
+    response.text().await.map_err(|e| e.to_string())
+}
+
+/// Takes the cluster's rules away when the test ends, also when it fails half-way.
+struct RemoveRules(Scope);
+
+impl Drop for RemoveRules {
+    fn drop(&mut self) {
+        if let Err(e) = agent::proxy::host::apply(&self.0, &Table::default()) {
+            eprintln!("cannot remove the test cluster's rules: {e}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_port_and_a_cluster_ip_reach_the_pods_and_keep_doing_so_across_an_agent_restart() {
+    let docker = docker().await;
+    minimal_image(&docker).await;
+    let node = unique("node");
+    let _cleanup = Cleanup(node.clone());
+    let api = Api::start_with(server::Config { service_ranges: ranges(), ..server::Config::in_memory() }).await;
+    let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
+    let scope = Scope::new(&api.cluster, agent::network::Subnet::parse(agent::network::DEFAULT_SUBNET).unwrap());
+    let _remove_rules = RemoveRules(scope.clone());
+
+    let deployment: Deployment = serde_json::from_value(json!({
+        "kind": "Deployment",
+        "metadata": {"name": "shop", "namespace": "default"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"app": "shop"},
+            "template": {
+                "metadata": {"labels": {"app": "shop"}},
+                "spec": {
+                    "node_selector": {(HOSTNAME_LABEL): node},
+                    "termination_grace_period_seconds": 1,
+                    "containers": [{
+                        "name": "httpd",
+                        "image": "minimal",
+                        "command": ["/bin/sh", "-c", "mkdir -p /www && echo \"the shop on $(hostname)\" > /www/index.html && exec httpd -f -p 8080 -h /www"]
+                    }]
+                }
+            }
+        }
+    }))
+    .unwrap();
+    api.client().create(&deployment).await.expect("the deployment is created");
+    let shop = service(&api, "shop", "NodePort").await;
+    let (cluster_ip, node_port) = (shop.spec.cluster_ip.clone(), shop.spec.ports[0].node_port);
+    assert!(cluster_ip.starts_with("10.96.251.") && (32700..=32767).contains(&node_port), "{:?}", shop.spec);
+    eventually(api.client(), WAIT, "two ready endpoints", || async {
+        let shop: Service = api.client().get("default", "shop").await.map_err(|e| e.to_string())?;
+        (shop.status.endpoints.len() == 2).then_some(()).ok_or(format!("{:?}", shop.status))
+    })
+    .await;
+
+    // From the host, on 127.0.0.1, each request on a connection of its own.
+    let http = reqwest::Client::builder().pool_max_idle_per_host(0).timeout(Duration::from_secs(5)).build().unwrap();
+    let url = format!("http://127.0.0.1:{node_port}/");
+    let pages = poll(WAIT, "the NodePort on 127.0.0.1 to answer", || async { fetch(&http, &url).await.ok() }).await;
+    assert!(pages.starts_with("the shop on "), "{pages}");
+    let mut served_by = std::collections::HashSet::new();
+    for _ in 0..40 {
+        served_by.insert(fetch(&http, &url).await.expect("the NodePort answers"));
+    }
+    assert_eq!(served_by.len(), 2, "the random pick reaches both pods: {served_by:?}");
+
+    // From a pod on the bridge, to the cluster IP.
+    // busybox's wget crashes in the static `minimal` image; its nc speaks the request.
+    let request = format!("printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 5 {cluster_ip} 80 2>&1 | grep 'the shop on '");
+    let fetcher = container("fetch", &["/bin/sh", "-c", &request]);
+    let pod = api.add_pod(&node, "fetcher", spec(vec![fetcher], "Never")).await;
+    let done = api.wait_for(&pod.metadata.uid, "Succeeded or Failed", WAIT, |p| p.status.phase.is_terminal()).await;
+    if done.status.phase != PodPhase::Succeeded {
+        let id = &done.status.container_statuses[0].container_id;
+        let logs = std::process::Command::new("docker").args(["logs", id]).output().expect("docker logs");
+        panic!(
+            "a request to the cluster IP from a pod: {:?}\n{}{}",
+            done.status.message,
+            String::from_utf8_lossy(&logs.stdout),
+            String::from_utf8_lossy(&logs.stderr)
+        );
+    }
+
+    // A loop of requests through the NodePort while the agent stops and another starts and
+    // writes the rules again: a Service made in between tells when the new rules are in.
+    let (stop, sent, failures) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let requests = {
+        let (stop, sent, failures, http, url) = (stop.clone(), sent.clone(), failures.clone(), http.clone(), url.clone());
+        tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) && sent.load(Ordering::SeqCst) < MAX_REQUESTS {
+                if let Err(e) = fetch(&http, &url).await {
+                    eprintln!("request {} failed: {e}", sent.load(Ordering::SeqCst));
+                    failures.fetch_add(1, Ordering::SeqCst);
+                }
+                sent.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+    };
+    agent.stop().await;
+    let marker = service(&api, "marker", "ClusterIP").await;
+    let restarted =
+        TestAgent::start_configured(&node, docker.clone(), api.clone(), 0, |config| config.remove_containers_on_exit = true).await;
+    poll(WAIT, "the restarted agent's rules", || async {
+        nat_table().contains(&format!("-d {}/32", marker.spec.cluster_ip)).then_some(())
+    })
+    .await;
+    let rewritten_at = sent.load(Ordering::SeqCst);
+    poll(WAIT, "requests after the rewrite", || async { (sent.load(Ordering::SeqCst) >= rewritten_at + 50).then_some(()) }).await;
+    stop.store(true, Ordering::SeqCst);
+    requests.await.unwrap();
+    let (sent, failures) = (sent.load(Ordering::SeqCst), failures.load(Ordering::SeqCst));
+    eprintln!("{sent} requests through the NodePort across the restart, {failures} failed");
+    assert!(sent < MAX_REQUESTS, "the rewrite came before the loop's bound");
+    assert_eq!(failures, 0, "of {sent} requests");
+
+    // A Service that goes takes its chains along; an agent that leaves with its containers, the rest.
+    let chains_with_marker = nat_table().lines().filter(|l| l.starts_with(":SHEP-SVC-") && scope.owns(&l[1..l.find(' ').unwrap()])).count();
+    api.client().delete(shared::model::Kind::Service, "default", "marker", &Default::default()).await.unwrap();
+    poll(WAIT, "the marker's chain to go", || async {
+        let left = nat_table().lines().filter(|l| l.starts_with(":SHEP-SVC-") && scope.owns(&l[1..l.find(' ').unwrap()])).count();
+        (left == chains_with_marker - 1).then_some(())
+    })
+    .await;
+    restarted.stop().await;
+    let table = nat_table();
+    assert!(!table.contains(&scope.services_chain()), "no chain of the cluster is left:\n{table}");
+}
