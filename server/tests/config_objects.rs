@@ -117,3 +117,37 @@ async fn bad_keys_are_422_naming_keys_and_never_values() {
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
     assert!(refused.to_string().contains("string_data[a/b]") && !refused.to_string().contains("hunter2"), "{refused}");
 }
+
+#[tokio::test]
+async fn a_viewer_token_reads_config_maps_but_no_secrets_and_a_node_token_reads_both() {
+    use server::Config;
+    use server::auth::{Principal, Role, Tokens};
+    let mut tokens = Tokens::default();
+    tokens.add("admin-token", Principal { role: Role::Admin, node: None });
+    tokens.add("node-token", Principal { role: Role::Node, node: Some("node-1".into()) });
+    tokens.add("viewer-token", Principal { role: Role::Viewer, node: None });
+    let server = TestServer::start(Config { tokens, run_scheduler: false, ..Config::in_memory() }).await;
+    let admin = server.with_token("admin-token");
+    let secret = json!({"kind": "Secret", "metadata": {"name": "db"}, "string_data": {"password": "s3cret"}});
+    assert_eq!(admin.post("/api/v1/namespaces/default/secrets", secret).await.0, StatusCode::CREATED);
+    let map = json!({"kind": "ConfigMap", "metadata": {"name": "app"}, "data": {"a": "b"}});
+    assert_eq!(admin.post("/api/v1/namespaces/default/configmaps", map).await.0, StatusCode::CREATED);
+
+    let viewer = server.with_token("viewer-token");
+    for path in [
+        "/api/v1/secrets",
+        "/api/v1/namespaces/default/secrets",
+        "/api/v1/namespaces/default/secrets/db",
+        "/api/v1/namespaces/default/secrets?watch=true",
+        "/k8s/api/v1/namespaces/default/secrets/db",
+        "/k8s/api/v1/secrets?watch=true",
+    ] {
+        let response = viewer.bare(Method::GET, path).bearer_auth("viewer-token").send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::FORBIDDEN, "{path}");
+        let text = response.text().await.unwrap();
+        assert!(text.contains("may not read secrets") && !text.contains("s3cret"), "{path}: {text}");
+    }
+    assert_eq!(viewer.get("/api/v1/namespaces/default/configmaps/app").await.0, StatusCode::OK);
+    let (status, read) = server.with_token("node-token").get("/api/v1/namespaces/default/secrets/db").await;
+    assert_eq!((status, &read["data"]["password"]), (StatusCode::OK, &json!("czNjcmV0")), "a node reads what its pods need");
+}

@@ -95,3 +95,18 @@ fn yaml_maps_to_the_same_types() {
         assert_eq!(manifest::parse(&yaml).unwrap(), manifest::parse(&read(file)).unwrap(), "{file} as YAML");
     }
 }
+
+/// The original project's demo writes `env` as a map (`{"POSTGRES_HOST": "db"}`): the
+/// reference pod with such an env parses in JSON and in YAML, and means the list.
+#[test]
+fn env_as_a_map_parses_in_json_and_yaml_as_the_list() {
+    let mut pod: serde_json::Value = serde_json::from_str(&read("pod.json")).unwrap();
+    pod["spec"]["containers"][0]["env"] = serde_json::json!({"POSTGRES_HOST": "db", "POSTGRES_PORT": "5432"});
+    let yaml = serde_norway::to_string(&pod).unwrap();
+    assert!(yaml.contains("POSTGRES_HOST: db"), "{yaml}");
+    for text in [pod.to_string(), yaml] {
+        let Object::Pod(parsed) = manifest::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}")).remove(0) else { panic!("not a Pod") };
+        let env: Vec<(&str, &str)> = parsed.spec.containers[0].env.iter().map(|e| (e.name.as_str(), e.value.as_str())).collect();
+        assert_eq!(env, [("POSTGRES_HOST", "db"), ("POSTGRES_PORT", "5432")]);
+    }
+}

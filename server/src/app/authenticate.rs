@@ -36,6 +36,14 @@ fn node_may_attempt(method: &Method, path: &str) -> bool {
     )
 }
 
+/// Whether a path names Secrets, in either dialect: what Kubernetes' `view` role may not
+/// read, since a Secret's values are the keys to other systems.
+fn names_secrets(path: &str) -> bool {
+    let path = path.strip_prefix(k8s::PREFIX).unwrap_or(path);
+    let parts: Vec<&str> = path.trim_end_matches('/').split('/').collect();
+    matches!(parts.as_slice(), ["", "api", "v1", "secrets", ..] | ["", "api", "v1", "namespaces", _, "secrets", ..])
+}
+
 /// Authenticates the bearer token, applies each role's coarse rules and leaves the
 /// [`Principal`] in the request's extensions for the handlers' finer checks.
 pub async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
@@ -65,6 +73,13 @@ pub async fn authenticate(State(state): State<AppState>, mut request: Request, n
         Role::Viewer if !read => {
             return ApiError::forbidden(format!("a viewer token is read-only: {method} {} is not allowed", request.uri().path()))
                 .into_response();
+        }
+        Role::Viewer if names_secrets(request.uri().path()) => {
+            return ApiError::forbidden(format!(
+                "a viewer token may not read secrets (as Kubernetes' view role): {method} {} is not allowed",
+                request.uri().path()
+            ))
+            .into_response();
         }
         Role::Node if !read && k8s::owns(request.uri().path()) => {
             return ApiError::forbidden(format!(
@@ -104,5 +119,16 @@ mod tests {
         assert!(node_may_attempt(&Method::PUT, "/api/v1/leases/n1"), "the handler checks which lease");
         assert!(!node_may_attempt(&Method::DELETE, "/api/v1/leases/n1"));
         assert!(!node_may_attempt(&Method::POST, "/api/v1/namespaces/default/pods"));
+    }
+
+    #[test]
+    fn secrets_are_named_in_either_dialect_and_nothing_else_is() {
+        for path in ["/api/v1/secrets", "/api/v1/namespaces/default/secrets/db", "/k8s/api/v1/namespaces/a/secrets", "/k8s/api/v1/secrets/"]
+        {
+            assert!(names_secrets(path), "{path}");
+        }
+        for path in ["/api/v1/configmaps", "/api/v1/namespaces/secrets/pods", "/api/v1/namespaces/default/pods/secrets"] {
+            assert!(!names_secrets(path), "{path}");
+        }
     }
 }

@@ -1,8 +1,11 @@
 //! The little of Kubernetes' protobuf encoding that kubectl's typed commands send: the
-//! `k8s\0` envelope (`runtime.Unknown`) around a `DeleteOptions` (`kubectl drain`) or a
-//! `Namespace` (`kubectl create namespace`). Each is read into the JSON the other bodies
+//! `k8s\0` envelope (`runtime.Unknown`) around a `DeleteOptions` (`kubectl drain`), a
+//! `Namespace` (`kubectl create namespace`), a `ConfigMap` (`kubectl create configmap`) or a
+//! `Secret` (`kubectl create secret generic`). Each is read into the JSON the other bodies
 //! are, so the same checks see it; a field this reader does not know is refused by number.
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value, json};
 
 use super::status::{Result, Status};
@@ -112,20 +115,27 @@ fn unwrap(body: &[u8]) -> Result<(String, &[u8])> {
     Ok((kind, raw))
 }
 
-fn string_map(entries: &[&[u8]]) -> Result<Value> {
+/// A protobuf `map<string, string>` (or `map<string, bytes>` when `bytes`, whose values
+/// become base64 as JSON writes them): each entry a message of key 1 and value 2.
+fn map_entries(entries: &[&[u8]], bytes: bool) -> Result<Value> {
     let mut map = Map::new();
     for entry in entries {
-        let (mut key, mut value) = (String::new(), String::new());
+        let (mut key, mut value) = (String::new(), Value::String(String::new()));
         for (n, f) in fields(entry)? {
             match n {
                 1 => key = text(&f)?,
-                2 => value = text(&f)?,
+                2 if bytes => value = STANDARD.encode(message(&f)?).into(),
+                2 => value = text(&f)?.into(),
                 _ => {}
             }
         }
-        map.insert(key, value.into());
+        map.insert(key, value);
     }
     Ok(Value::Object(map))
+}
+
+fn string_map(entries: &[&[u8]]) -> Result<Value> {
+    map_entries(entries, false)
 }
 
 fn object_meta(bytes: &[u8]) -> Result<Value> {
@@ -152,15 +162,22 @@ fn object_meta(bytes: &[u8]) -> Result<Value> {
     Ok(Value::Object(meta))
 }
 
-/// A Namespace body as JSON.
-pub fn namespace(body: &[u8]) -> Result<Value> {
+/// The body of a kubectl `create namespace`, `create configmap` or `create secret` as JSON.
+pub fn object(body: &[u8]) -> Result<Value> {
     let (kind, raw) = unwrap(body)?;
-    if kind != "Namespace" {
-        return Err(Status::unsupported_media_type(format!(
-            "Shepherd reads protobuf only for namespaces and delete options, not a {kind:?}: write the object as YAML and use \
-             `kubectl apply -f` (for example `kubectl create deployment web --image=nginx --dry-run=client -o yaml | kubectl apply -f -`)"
-        )));
+    match kind.as_str() {
+        "Namespace" => namespace(raw),
+        "ConfigMap" => config_map(raw),
+        "Secret" => secret(raw),
+        _ => Err(Status::unsupported_media_type(format!(
+            "Shepherd reads protobuf only for namespaces, ConfigMaps, Secrets and delete options, not a {kind:?}: write the \
+             object as YAML and use `kubectl apply -f` (for example `kubectl create deployment web --image=nginx --dry-run=client \
+             -o yaml | kubectl apply -f -`)"
+        ))),
     }
+}
+
+fn namespace(raw: &[u8]) -> Result<Value> {
     let mut out = json!({"apiVersion": "v1", "kind": "Namespace"});
     for (number, field) in fields(raw)?.into_iter().filter(|(_, f)| !is_unset(f)) {
         match number {
@@ -169,6 +186,55 @@ pub fn namespace(body: &[u8]) -> Result<Value> {
             2 | 3 if says_nothing(message(&field)?) => {}
             other => return Err(unknown("Namespace", other)),
         }
+    }
+    Ok(out)
+}
+
+/// The entries of a map field, gathered from its repeated occurrences.
+fn push_entry<'a>(entries: &mut Vec<&'a [u8]>, field: &Field<'a>) -> Result<()> {
+    entries.push(message(field)?);
+    Ok(())
+}
+
+fn config_map(raw: &[u8]) -> Result<Value> {
+    let mut out = json!({"apiVersion": "v1", "kind": "ConfigMap"});
+    let (mut data, mut binary) = (Vec::new(), Vec::new());
+    for (number, field) in fields(raw)?.into_iter().filter(|(_, f)| !is_unset(f)) {
+        match number {
+            1 => out["metadata"] = object_meta(message(&field)?)?,
+            2 => push_entry(&mut data, &field)?,
+            3 => push_entry(&mut binary, &field)?,
+            4 => out["immutable"] = matches!(field, Field::Varint(1)).into(),
+            other => return Err(unknown("ConfigMap", other)),
+        }
+    }
+    if !data.is_empty() {
+        out["data"] = map_entries(&data, false)?;
+    }
+    if !binary.is_empty() {
+        out["binaryData"] = map_entries(&binary, true)?;
+    }
+    Ok(out)
+}
+
+fn secret(raw: &[u8]) -> Result<Value> {
+    let mut out = json!({"apiVersion": "v1", "kind": "Secret"});
+    let (mut data, mut string_data) = (Vec::new(), Vec::new());
+    for (number, field) in fields(raw)?.into_iter().filter(|(_, f)| !is_unset(f)) {
+        match number {
+            1 => out["metadata"] = object_meta(message(&field)?)?,
+            2 => push_entry(&mut data, &field)?,
+            3 => out["type"] = text(&field)?.into(),
+            4 => push_entry(&mut string_data, &field)?,
+            5 => out["immutable"] = matches!(field, Field::Varint(1)).into(),
+            other => return Err(unknown("Secret", other)),
+        }
+    }
+    if !data.is_empty() {
+        out["data"] = map_entries(&data, true)?;
+    }
+    if !string_data.is_empty() {
+        out["stringData"] = map_entries(&string_data, false)?;
     }
     Ok(out)
 }
@@ -221,12 +287,34 @@ mod tests {
         let label = [bytes_field(1, b"team"), bytes_field(2, b"a")].concat();
         let meta = [bytes_field(1, b"team-a"), bytes_field(11, &label), bytes_field(8, b"\x08\x01")].concat();
         let raw = [bytes_field(1, &meta), bytes_field(2, b""), bytes_field(3, &bytes_field(1, b""))].concat();
-        let value = namespace(&envelope("Namespace", &raw)).unwrap();
+        let value = object(&envelope("Namespace", &raw)).unwrap();
         assert_eq!(value, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": {"team": "a"}}}));
 
         let raw = [vec![1 << 3, 0], bytes_field(4, b"Background")].concat();
         let options = delete_options(&envelope("DeleteOptions", &raw)).unwrap();
         assert_eq!(options, json!({"gracePeriodSeconds": 0, "propagationPolicy": "Background"}));
-        assert_eq!(namespace(&envelope("Deployment", b"")).unwrap_err().code, axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE);
+        assert_eq!(object(&envelope("Deployment", b"")).unwrap_err().code, axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    }
+
+    #[test]
+    fn a_config_map_and_a_secret_read_as_json_with_bytes_in_base64() {
+        let meta = bytes_field(1, &bytes_field(1, b"app"));
+        let entry = |key: &[u8], value: &[u8]| [bytes_field(1, key), bytes_field(2, value)].concat();
+        let raw = [meta.clone(), bytes_field(2, &entry(b"a", b"b")), bytes_field(3, &entry(b"bin", b"\x00\x01")), vec![4 << 3, 1]].concat();
+        let value = object(&envelope("ConfigMap", &raw)).unwrap();
+        assert_eq!(
+            value,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "app"}, "data": {"a": "b"},
+                "binaryData": {"bin": "AAE="}, "immutable": true})
+        );
+        let raw = [meta, bytes_field(2, &entry(b"p", b"q")), bytes_field(3, b"Opaque"), bytes_field(4, &entry(b"s", b"t"))].concat();
+        let value = object(&envelope("Secret", &raw)).unwrap();
+        assert_eq!(
+            value,
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "app"}, "data": {"p": "cQ=="}, "type": "Opaque",
+                "stringData": {"s": "t"}})
+        );
+        let unknown_field = [bytes_field(9, b"x")].concat();
+        assert_eq!(object(&envelope("Secret", &unknown_field)).unwrap_err().code, axum::http::StatusCode::UNPROCESSABLE_ENTITY);
     }
 }

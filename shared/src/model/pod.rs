@@ -145,7 +145,9 @@ pub struct Container {
     pub command: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// A list of `{name, value}`, or, as the original project's manifests write it, a map
+    /// of names to values (taken in name order); stored and shown as the list.
+    #[serde(skip_serializing_if = "Vec::is_empty", deserialize_with = "env_list_or_map")]
     pub env: Vec<EnvVar>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<ContainerPort>,
@@ -433,6 +435,34 @@ pub struct EnvVar {
     pub value: String,
 }
 
+/// `env` as a list of [`EnvVar`], or as a map of names to scalar values (`{"PORT": 5432}`
+/// in YAML is the text `5432`).
+fn env_list_or_map<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<EnvVar>, D::Error> {
+    use serde::de::Error;
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Env {
+        List(Vec<EnvVar>),
+        Map(BTreeMap<String, serde_json::Value>),
+    }
+    let map = match Env::deserialize(d) {
+        Ok(Env::List(list)) => return Ok(list),
+        Ok(Env::Map(map)) => map,
+        Err(_) => return Err(D::Error::custom("env must be a list of {name, value} or a map of names to values")),
+    };
+    map.into_iter()
+        .map(|(name, value)| {
+            let value = match value {
+                serde_json::Value::String(text) => text,
+                serde_json::Value::Number(n) => n.to_string(),
+                serde_json::Value::Bool(b) => b.to_string(),
+                _ => return Err(D::Error::custom(format!("env {name:?}: a value in the map form must be a string, number or boolean"))),
+            };
+            Ok(EnvVar { name, value })
+        })
+        .collect()
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
@@ -678,6 +708,22 @@ pub struct Binding {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn env_written_as_a_map_means_the_same_as_the_list() {
+        let container =
+            |env: serde_json::Value| -> Container { serde_json::from_value(serde_json::json!({"name": "db", "env": env})).unwrap() };
+        let listed = container(serde_json::json!([{"name": "PORT", "value": "5432"}, {"name": "POSTGRES_HOST", "value": "db"}]));
+        let mapped = container(serde_json::json!({"PORT": 5432, "POSTGRES_HOST": "db"}));
+        assert_eq!(mapped, listed);
+        assert_eq!(
+            serde_json::to_value(&mapped).unwrap()["env"][0],
+            serde_json::json!({"name": "PORT", "value": "5432"}),
+            "shown as the list"
+        );
+        let refused = serde_json::from_value::<Container>(serde_json::json!({"env": {"A": ["x"]}})).unwrap_err().to_string();
+        assert!(refused.contains("env \"A\""), "{refused}");
+    }
 
     #[test]
     fn a_pods_requests_saturate_instead_of_wrapping() {

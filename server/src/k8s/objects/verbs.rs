@@ -35,11 +35,11 @@ impl Req {
     }
 
     /// A whole object's body as JSON: JSON itself, or the protobuf kubectl's typed commands
-    /// send (`create namespace`).
+    /// send (`create namespace`, `create configmap`, `create secret`).
     fn object_body(&self, body: &[u8]) -> Result<Value> {
         match media_type(&self.headers).as_str() {
             "application/json" | "" => parse_body(body),
-            protobuf::MEDIA_TYPE => protobuf::namespace(body),
+            protobuf::MEDIA_TYPE => protobuf::object(body),
             other => Err(Status::unsupported_media_type(format!("send the body as application/json (got {other})"))),
         }
     }
