@@ -782,3 +782,41 @@ async fn a_deployment_gets_kubernetes_defaults_rolls_through_replicasets_and_bad
     assert_eq!(refused_fields(&refused), ["spec.template.metadata.labels"]);
     server.stop().await;
 }
+
+/// A resourceVersion the store has not reached, on a get, a list (either match) and a watch:
+/// kube-apiserver waits for it a moment, then answers storage's too-large error, a 504
+/// `Timeout` to retry after a second, never a 410 (which would make client-go re-list).
+#[tokio::test]
+async fn a_resource_version_the_store_has_not_reached_is_a_504_timeout_to_retry() {
+    let config = Config { watch_catch_up: Duration::from_millis(50), ..Config::in_memory() };
+    let server = TestServer::start(config).await;
+    post(&server, "/k8s/api/v1/namespaces/default/pods", k8s_pod("web")).await;
+    let (_, list) = get(&server, "/k8s/api/v1/namespaces/default/pods").await;
+    let current: u64 = list["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
+    let ahead = current + 1000;
+    for query in [
+        format!("pods/web?resourceVersion={ahead}"),
+        format!("pods?resourceVersion={ahead}"),
+        format!("pods?resourceVersion={ahead}&resourceVersionMatch=NotOlderThan"),
+        format!("pods?resourceVersion={ahead}&resourceVersionMatch=Exact&limit=10"),
+        format!("pods?watch=true&resourceVersion={ahead}"),
+    ] {
+        let response = reqwest::get(format!("{}/k8s/api/v1/namespaces/default/{query}", server.url)).await.unwrap();
+        assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT, "{query}");
+        assert_eq!(response.headers().get("retry-after").map(|v| v.to_str().unwrap()), Some("1"), "{query}");
+        let body: Value = response.json().await.unwrap();
+        assert_status(&body, 504, "Timeout");
+        let message = body["message"].as_str().unwrap();
+        assert!(message.starts_with(&format!("Timeout: Too large resource version: {ahead}, current: ")), "{query}: {message}");
+        assert_eq!(body["details"]["retryAfterSeconds"], 1, "{query}: {body}");
+        assert_eq!(
+            body["details"]["causes"],
+            json!([{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]),
+            "{query}: {body}"
+        );
+    }
+    // The version itself is served.
+    let (status, _) = get(&server, &format!("/k8s/api/v1/namespaces/default/pods/web?resourceVersion={current}")).await;
+    assert_eq!(status, StatusCode::OK);
+    server.stop().await;
+}
