@@ -134,8 +134,9 @@ pub async fn scheduling(State(state): State<AppState>, Path((namespace, name)): 
     }
 }
 
+/// `?container=…&tail=N&follow=true`; any other parameter is refused by name.
 #[derive(Debug, Default, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct LogParams {
     pub container: Option<String>,
     pub tail: Option<u64>,
