@@ -122,6 +122,7 @@ pub fn refuse_unknown_fields<T: DeserializeOwned + Serialize + PartialEq>(bytes:
         .map(|field| shared::api::FieldError {
             field: field.path,
             message: format!("unknown field: a {what} has no such field (a typo, or at the wrong level?)"),
+            ..Default::default()
         })
         .collect();
     Err(error)

@@ -87,6 +87,7 @@ impl Resource for Pod {
             errors.push(FieldError {
                 field: "spec.node_name".into(),
                 message: "must be empty when a pod is created: the scheduler assigns it through the binding subresource".into(),
+                ..Default::default()
             });
         }
         if errors.is_empty() { Ok(()) } else { Err(errors) }
@@ -115,6 +116,7 @@ impl Resource for Pod {
             return Err(vec![FieldError {
                 field: "spec".into(),
                 message: "a pod's spec cannot change after creation (not even an image: no container is restarted for it); delete the pod and create it again".into(),
+                ..Default::default()
             }]);
         }
         let mut merged = stored.clone();
@@ -143,6 +145,7 @@ impl Resource for Deployment {
             return Err(vec![FieldError {
                 field: "spec.selector".into(),
                 message: "field is immutable: create a new deployment for another selector".into(),
+                ..Default::default()
             }]);
         }
         let mut merged = stored.clone();
@@ -178,6 +181,7 @@ impl Resource for ReplicaSet {
             return Err(vec![FieldError {
                 field: "spec.selector".into(),
                 message: "field is immutable: create a new ReplicaSet for another selector".into(),
+                ..Default::default()
             }]);
         }
         let mut merged = stored.clone();
@@ -214,6 +218,7 @@ impl Resource for Service {
             return Err(vec![FieldError {
                 field: "spec.selector".into(),
                 message: "field is immutable: create a new deployment for another selector".into(),
+                ..Default::default()
             }]);
         }
         let mut merged = stored.clone();

@@ -279,7 +279,7 @@ async fn an_invalid_object_is_one_422_with_every_cause_in_kubernetes_fields() {
     let message = refused["message"].as_str().unwrap();
     assert!(
         message.starts_with(
-            "Pod \"web\" is invalid: [spec.containers[0].ports[0].hostPort: Invalid value: must be between 1 and 65535, got 70000, "
+            "Pod \"web\" is invalid: [spec.containers[0].ports[0].hostPort: Invalid value: 70000: must be between 1 and 65535, inclusive, "
         ),
         "{message}"
     );
@@ -763,18 +763,43 @@ async fn a_deployment_gets_kubernetes_defaults_rolls_through_replicasets_and_bad
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
     assert_eq!(refused_fields(&refused), ["spec.selector"]);
 
-    for (strategy, field) in [
-        (json!({"rollingUpdate": {"maxSurge": 0, "maxUnavailable": "0%"}}), "spec.strategy.rollingUpdate.maxSurge"),
-        (json!({"rollingUpdate": {"maxUnavailable": "101%"}}), "spec.strategy.rollingUpdate.maxUnavailable"),
-        (json!({"type": "Recreate", "rollingUpdate": {"maxSurge": 1}}), "spec.strategy.rollingUpdate"),
-        (json!({"type": "Sideways"}), "spec.strategy.type"),
+    // Kubernetes' fields, in the causes and in their words, with the bad value.
+    for (strategy, field, words) in [
+        (
+            json!({"rollingUpdate": {"maxSurge": 0, "maxUnavailable": "0%"}}),
+            "spec.strategy.rollingUpdate.maxSurge",
+            "Invalid value: 0: may not be 0 when `maxUnavailable` is 0",
+        ),
+        (
+            json!({"rollingUpdate": {"maxUnavailable": "101%"}}),
+            "spec.strategy.rollingUpdate.maxUnavailable",
+            "Invalid value: \"101%\": must not be greater than 100%",
+        ),
+        (
+            json!({"type": "Recreate", "rollingUpdate": {"maxSurge": 1}}),
+            "spec.strategy.rollingUpdate",
+            "Forbidden: may not be specified when strategy `type` is 'Recreate'",
+        ),
+        (json!({"type": "Sideways"}), "spec.strategy.type", "Invalid value: must be RollingUpdate or Recreate, got \"Sideways\""),
     ] {
         let mut body = k8s_deployment("bad");
         body["spec"]["strategy"] = strategy.clone();
         let (status, refused) = post(&server, DEPLOYMENTS, body).await;
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{strategy}: {refused}");
         assert_eq!(refused_fields(&refused), [field], "{strategy}: {refused}");
+        assert_eq!(refused["details"]["causes"][0]["message"], words, "{strategy}: {refused}");
     }
+    let mut late = k8s_deployment("bad");
+    late["spec"]["minReadySeconds"] = json!(10);
+    late["spec"]["progressDeadlineSeconds"] = json!(5);
+    let (status, refused) = post(&server, DEPLOYMENTS, late).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    assert_eq!(
+        refused["details"]["causes"][0],
+        json!({"field": "spec.progressDeadlineSeconds", "reason": "FieldValueInvalid",
+            "message": "Invalid value: 5: must be greater than `minReadySeconds`"}),
+        "{refused}"
+    );
     let mut unmatched = k8s_deployment("bad");
     unmatched["spec"]["template"]["metadata"]["labels"] = json!({"app": "other"});
     let (status, refused) = post(&server, DEPLOYMENTS, unmatched).await;

@@ -156,7 +156,7 @@ impl From<crate::store::StoreError> for Status {
                     format!("Timeout: Too large resource version: {requested}, current: {current}"),
                 );
                 status.retry_after_seconds = Some(TOO_LARGE_RETRY_SECONDS);
-                let cause = FieldError { field: String::new(), message: "Too large resource version".into() };
+                let cause = FieldError::new(String::new(), "Too large resource version");
                 status.with_causes(vec![(cause, "ResourceVersionTooLarge")])
             }
             other => Status::from(ApiError::from(other)),
@@ -186,7 +186,7 @@ impl From<convert::Error> for Status {
             convert::Error::Malformed { kind, .. } => Status::bad_request(message).about(kind, ""),
             convert::Error::Refused { kind, name, causes } => Status::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", message)
                 .about(kind, &name)
-                .with_causes(causes.into_iter().map(|c| (FieldError { message: c.words(), field: c.field.clone() }, c.reason())).collect()),
+                .with_causes(causes.into_iter().map(|c| (FieldError::new(c.field.clone(), c.words()), c.reason())).collect()),
         }
     }
 }
