@@ -124,7 +124,7 @@ mod tests {
 
     /// A 422 with `message` and these field errors.
     fn invalid(message: &str, fields: &[(&str, &str)]) -> Error {
-        let details = fields.iter().map(|(field, message)| FieldError { field: field.to_string(), message: message.to_string() }).collect();
+        let details = fields.iter().map(|(field, message)| FieldError::new(field.to_string(), message.to_string())).collect();
         api(ApiErrorStatus { code: 422, reason: "Invalid".into(), message: message.into(), details })
     }
 

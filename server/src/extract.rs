@@ -122,6 +122,7 @@ pub fn refuse_unknown_fields<T: DeserializeOwned + Serialize + PartialEq>(bytes:
         .map(|field| shared::api::FieldError {
             field: field.path,
             message: format!("unknown field: a {what} has no such field (a typo, or at the wrong level?)"),
+            ..Default::default()
         })
         .collect();
     Err(error)
@@ -160,17 +161,20 @@ fn strip_position(e: &serde_json::Error) -> String {
     }
 }
 
-/// Query parameters whose parse errors are 400s in the JSON shape.
+/// Query parameters whose parse errors are 400s in the JSON shape. The parameter types
+/// deny unknown fields, so a parameter a route does not take is refused by name, as serde
+/// words it: ``labelSelector: unknown field `labelSelector`, expected one of `label_selector`, …``.
 pub struct Params<T>(pub T);
 
 impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for Params<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        Query::<T>::from_request_parts(parts, state)
-            .await
-            .map(|Query(v)| Params(v))
-            .map_err(|e| ApiError::bad_request(format!("invalid query parameters: {}", e.body_text())))
+        Query::<T>::from_request_parts(parts, state).await.map(|Query(v)| Params(v)).map_err(|e| {
+            let text = e.body_text();
+            let said = text.strip_prefix("Failed to deserialize query string: ").unwrap_or(&text);
+            ApiError::bad_request(format!("invalid query parameters: {said}"))
+        })
     }
 }
 

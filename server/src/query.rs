@@ -10,9 +10,11 @@ use shared::selector::LabelSelector;
 use crate::error::{ApiError, ApiResult};
 use crate::store::{EventType, Interest, StoreEvent};
 
-/// `?label_selector=…&field_selector=…&watch=true&resource_version=N&limit=N&continue=…`.
+/// `?label_selector=…&field_selector=…&watch=true&resource_version=N&limit=N&continue=…`;
+/// any other parameter is refused by name (a misspelt `labelSelector` would otherwise list
+/// everything).
 #[derive(Debug, Default, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct ListParams {
     pub label_selector: Option<String>,
     pub field_selector: Option<String>,
@@ -200,9 +202,9 @@ impl Filter {
 
 /// `?resource_version=N` makes a delete conditional. For pods, `grace_period_seconds=N`
 /// sets how long the containers get to stop (0 removes the pod at once) and `uid=U`
-/// deletes only the pod with that uid.
+/// deletes only the pod with that uid. Any other parameter is refused by name.
 #[derive(Debug, Default, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct DeleteParams {
     #[serde(deserialize_with = "shared::parse::deserialize_revision")]
     pub resource_version: Option<u64>,

@@ -91,6 +91,7 @@ impl Resource for Pod {
             errors.push(FieldError {
                 field: "spec.node_name".into(),
                 message: "must be empty when a pod is created: the scheduler assigns it through the binding subresource".into(),
+                ..Default::default()
             });
         }
         if errors.is_empty() { Ok(()) } else { Err(errors) }
@@ -119,6 +120,7 @@ impl Resource for Pod {
             return Err(vec![FieldError {
                 field: "spec".into(),
                 message: "a pod's spec cannot change after creation (not even an image: no container is restarted for it); delete the pod and create it again".into(),
+                ..Default::default()
             }]);
         }
         let mut merged = stored.clone();
@@ -147,6 +149,7 @@ impl Resource for Deployment {
             return Err(vec![FieldError {
                 field: "spec.selector".into(),
                 message: "field is immutable: create a new deployment for another selector".into(),
+                ..Default::default()
             }]);
         }
         let mut merged = stored.clone();
@@ -182,6 +185,7 @@ impl Resource for ReplicaSet {
             return Err(vec![FieldError {
                 field: "spec.selector".into(),
                 message: "field is immutable: create a new ReplicaSet for another selector".into(),
+                ..Default::default()
             }]);
         }
         let mut merged = stored.clone();
@@ -340,10 +344,10 @@ fn immutable_errors(stored_immutable: bool, new_immutable: bool, changed: &[(&st
     let mut errors: Vec<FieldError> = changed
         .iter()
         .filter(|(_, changed)| *changed)
-        .map(|(field, _)| FieldError { field: field.to_string(), message: IMMUTABLE_DATA.into() })
+        .map(|(field, _)| FieldError { field: field.to_string(), message: IMMUTABLE_DATA.into(), ..Default::default() })
         .collect();
     if !new_immutable {
-        errors.push(FieldError { field: "immutable".into(), message: IMMUTABLE_DATA.into() });
+        errors.push(FieldError { field: "immutable".into(), message: IMMUTABLE_DATA.into(), ..Default::default() });
     }
     errors
 }
@@ -392,7 +396,11 @@ impl Resource for Secret {
         new.merge_string_data();
         let mut errors = immutable_errors(stored.immutable, new.immutable, &[("data", new.data != stored.data)]);
         if new.type_ != stored.type_ {
-            errors.push(FieldError { field: "type".into(), message: format!("field is immutable (it is {})", stored.type_) });
+            errors.push(FieldError {
+                field: "type".into(),
+                message: format!("field is immutable (it is {})", stored.type_),
+                ..Default::default()
+            });
         }
         if !errors.is_empty() {
             return Err(errors);

@@ -161,7 +161,11 @@ fn claim_ip(spec: &mut ServiceSpec, kept: Option<&ServiceSpec>, taken: &Taken, r
     if spec.cluster_ip.is_empty() {
         match next_ip(range, &taken.ips) {
             Some(ip) => spec.cluster_ip = ip.to_string(),
-            None => errors.push(FieldError { field, message: format!("failed to allocate a cluster IP: the range {range} is full") }),
+            None => errors.push(FieldError {
+                field,
+                message: format!("failed to allocate a cluster IP: the range {range} is full"),
+                ..Default::default()
+            }),
         }
         return;
     }
@@ -173,7 +177,7 @@ fn claim_ip(spec: &mut ServiceSpec, kept: Option<&ServiceSpec>, taken: &Taken, r
     } else {
         return;
     };
-    errors.push(FieldError { field, message: format!("failed to allocate IP {ip}: {why}") });
+    errors.push(FieldError { field, message: format!("failed to allocate IP {ip}: {why}"), ..Default::default() });
 }
 
 fn claim_node_ports(
@@ -194,9 +198,9 @@ fn claim_node_ports(
         let node_port = port.node_port;
         if !held.contains(&node_port) && !ranges.node_ports.contains(node_port) {
             let message = format!("provided port is not in the valid range. The range of valid ports is {}", ranges.node_ports);
-            errors.push(FieldError { field, message });
+            errors.push(FieldError { field, message, ..Default::default() });
         } else if !used.insert(node_port) {
-            errors.push(FieldError { field, message: "provided port is already allocated".into() });
+            errors.push(FieldError { field, message: "provided port is already allocated".into(), ..Default::default() });
         }
     }
     for (i, port) in spec.ports.iter_mut().enumerate().filter(|(_, p)| p.node_port == 0) {
@@ -208,6 +212,7 @@ fn claim_node_ports(
             None => errors.push(FieldError {
                 field: format!("spec.ports[{i}].node_port"),
                 message: format!("failed to allocate a node port: the range {} is full", ranges.node_ports),
+                ..Default::default()
             }),
         }
     }
@@ -222,7 +227,7 @@ pub fn carry_allocations(stored: &ServiceSpec, new: &mut ServiceSpec) -> Result<
         new.cluster_ip = stored.cluster_ip.clone();
     }
     if !stored.cluster_ip.is_empty() && new.cluster_ip != stored.cluster_ip {
-        return Err(vec![FieldError { field: "spec.cluster_ip".into(), message: "field is immutable".into() }]);
+        return Err(vec![FieldError { field: "spec.cluster_ip".into(), message: "field is immutable".into(), ..Default::default() }]);
     }
     match (stored.is_node_port(), new.is_node_port()) {
         (true, true) => {

@@ -572,3 +572,28 @@ async fn every_write_with_a_body_refuses_unknown_fields_by_their_paths() {
     assert_eq!((status, unknown(&answer)), (StatusCode::BAD_REQUEST, vec!["spec.replica".to_string()]), "{answer}");
     server.stop().await;
 }
+
+/// A query parameter the route does not take is a 400 that names it, as a field of a body
+/// is: `labelSelector` (kubectl's spelling) must not silently list every pod, nor
+/// `grace_period` delete with the default grace.
+#[tokio::test]
+async fn an_unknown_query_parameter_is_refused_by_name() {
+    let server = TestServer::in_memory().await;
+    server.post("/api/v1/pods", pod("web", 1, 1)).await;
+    for (method, path, unknown) in [
+        (Method::GET, "/api/v1/pods?labelSelector=app%3Dother", "labelSelector"),
+        (Method::GET, "/api/v1/namespaces/default/pods?watch=false&colour=red", "colour"),
+        (Method::DELETE, "/api/v1/namespaces/default/pods/web?grace_period=1", "grace_period"),
+        (Method::GET, "/api/v1/namespaces/default/pods/web/log?lines=5", "lines"),
+    ] {
+        let (status, err) = server.request(method.clone(), path, None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{method} {path}: {err}");
+        let message = err["error"]["message"].as_str().unwrap();
+        assert!(message.starts_with("invalid query parameters: "), "{message}");
+        assert!(message.contains(&format!("unknown field `{unknown}`, expected one of")), "{message}");
+    }
+    // Nothing was deleted by the refused request; the known parameters still work.
+    let (status, list) = server.get("/api/v1/pods?label_selector=app%3Dweb&limit=5").await;
+    assert_eq!((status, list["items"].as_array().map(Vec::len)), (StatusCode::OK, Some(1)), "{list}");
+    server.stop().await;
+}

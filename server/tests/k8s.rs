@@ -280,7 +280,7 @@ async fn an_invalid_object_is_one_422_with_every_cause_in_kubernetes_fields() {
     let message = refused["message"].as_str().unwrap();
     assert!(
         message.starts_with(
-            "Pod \"web\" is invalid: [spec.containers[0].ports[0].hostPort: Invalid value: must be between 1 and 65535, got 70000, "
+            "Pod \"web\" is invalid: [spec.containers[0].ports[0].hostPort: Invalid value: 70000: must be between 1 and 65535, inclusive, "
         ),
         "{message}"
     );
@@ -764,22 +764,85 @@ async fn a_deployment_gets_kubernetes_defaults_rolls_through_replicasets_and_bad
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
     assert_eq!(refused_fields(&refused), ["spec.selector"]);
 
-    for (strategy, field) in [
-        (json!({"rollingUpdate": {"maxSurge": 0, "maxUnavailable": "0%"}}), "spec.strategy.rollingUpdate.maxSurge"),
-        (json!({"rollingUpdate": {"maxUnavailable": "101%"}}), "spec.strategy.rollingUpdate.maxUnavailable"),
-        (json!({"type": "Recreate", "rollingUpdate": {"maxSurge": 1}}), "spec.strategy.rollingUpdate"),
-        (json!({"type": "Sideways"}), "spec.strategy.type"),
+    // Kubernetes' fields, in the causes and in their words, with the bad value.
+    for (strategy, field, words) in [
+        (
+            json!({"rollingUpdate": {"maxSurge": 0, "maxUnavailable": "0%"}}),
+            "spec.strategy.rollingUpdate.maxSurge",
+            "Invalid value: 0: may not be 0 when `maxUnavailable` is 0",
+        ),
+        (
+            json!({"rollingUpdate": {"maxUnavailable": "101%"}}),
+            "spec.strategy.rollingUpdate.maxUnavailable",
+            "Invalid value: \"101%\": must not be greater than 100%",
+        ),
+        (
+            json!({"type": "Recreate", "rollingUpdate": {"maxSurge": 1}}),
+            "spec.strategy.rollingUpdate",
+            "Forbidden: may not be specified when strategy `type` is 'Recreate'",
+        ),
+        (json!({"type": "Sideways"}), "spec.strategy.type", "Invalid value: must be RollingUpdate or Recreate, got \"Sideways\""),
     ] {
         let mut body = k8s_deployment("bad");
         body["spec"]["strategy"] = strategy.clone();
         let (status, refused) = post(&server, DEPLOYMENTS, body).await;
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{strategy}: {refused}");
         assert_eq!(refused_fields(&refused), [field], "{strategy}: {refused}");
+        assert_eq!(refused["details"]["causes"][0]["message"], words, "{strategy}: {refused}");
     }
+    let mut late = k8s_deployment("bad");
+    late["spec"]["minReadySeconds"] = json!(10);
+    late["spec"]["progressDeadlineSeconds"] = json!(5);
+    let (status, refused) = post(&server, DEPLOYMENTS, late).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    assert_eq!(
+        refused["details"]["causes"][0],
+        json!({"field": "spec.progressDeadlineSeconds", "reason": "FieldValueInvalid",
+            "message": "Invalid value: 5: must be greater than `minReadySeconds`"}),
+        "{refused}"
+    );
     let mut unmatched = k8s_deployment("bad");
     unmatched["spec"]["template"]["metadata"]["labels"] = json!({"app": "other"});
     let (status, refused) = post(&server, DEPLOYMENTS, unmatched).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
     assert_eq!(refused_fields(&refused), ["spec.template.metadata.labels"]);
+    server.stop().await;
+}
+
+/// A resourceVersion the store has not reached, on a get, a list (either match) and a watch:
+/// kube-apiserver waits for it a moment, then answers storage's too-large error, a 504
+/// `Timeout` to retry after a second, never a 410 (which would make client-go re-list).
+#[tokio::test]
+async fn a_resource_version_the_store_has_not_reached_is_a_504_timeout_to_retry() {
+    let config = Config { watch_catch_up: Duration::from_millis(50), ..Config::in_memory() };
+    let server = TestServer::start(config).await;
+    post(&server, "/k8s/api/v1/namespaces/default/pods", k8s_pod("web")).await;
+    let (_, list) = get(&server, "/k8s/api/v1/namespaces/default/pods").await;
+    let current: u64 = list["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
+    let ahead = current + 1000;
+    for query in [
+        format!("pods/web?resourceVersion={ahead}"),
+        format!("pods?resourceVersion={ahead}"),
+        format!("pods?resourceVersion={ahead}&resourceVersionMatch=NotOlderThan"),
+        format!("pods?resourceVersion={ahead}&resourceVersionMatch=Exact&limit=10"),
+        format!("pods?watch=true&resourceVersion={ahead}"),
+    ] {
+        let response = reqwest::get(format!("{}/k8s/api/v1/namespaces/default/{query}", server.url)).await.unwrap();
+        assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT, "{query}");
+        assert_eq!(response.headers().get("retry-after").map(|v| v.to_str().unwrap()), Some("1"), "{query}");
+        let body: Value = response.json().await.unwrap();
+        assert_status(&body, 504, "Timeout");
+        let message = body["message"].as_str().unwrap();
+        assert!(message.starts_with(&format!("Timeout: Too large resource version: {ahead}, current: ")), "{query}: {message}");
+        assert_eq!(body["details"]["retryAfterSeconds"], 1, "{query}: {body}");
+        assert_eq!(
+            body["details"]["causes"],
+            json!([{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]),
+            "{query}: {body}"
+        );
+    }
+    // The version itself is served.
+    let (status, _) = get(&server, &format!("/k8s/api/v1/namespaces/default/pods/web?resourceVersion={current}")).await;
+    assert_eq!(status, StatusCode::OK);
     server.stop().await;
 }

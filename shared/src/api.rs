@@ -48,17 +48,53 @@ pub struct ApiErrorStatus {
     pub details: Vec<FieldError>,
 }
 
-/// One invalid field: `{"field": "spec.containers[0].image", "message": "must not be empty"}`.
+/// One invalid field: `{"field": "spec.containers[0].image", "message": "must not be empty"}`,
+/// with the refused value apart when the message is about one
+/// (`{"field": "….port", "message": "must be between 1 and 65535, inclusive", "value": "70000"}`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FieldError {
     pub field: String,
     pub message: String,
+    /// `Invalid` (a bad value) unless the field is missing (`Required`) or may not be set at
+    /// all (`Forbidden`): Kubernetes' `field.ErrorType`, by which `/k8s` words the cause.
+    #[serde(rename = "type", default, skip_serializing_if = "FieldErrorType::is_invalid")]
+    pub type_: FieldErrorType,
+    /// The refused value as JSON (`"http"`, `-1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+}
+
+/// What is wrong with a field, in Kubernetes' classes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub enum FieldErrorType {
+    #[default]
+    Invalid,
+    Required,
+    Forbidden,
+}
+
+impl FieldErrorType {
+    pub fn is_invalid(&self) -> bool {
+        *self == FieldErrorType::Invalid
+    }
+}
+
+impl FieldError {
+    /// A bad value, said in `message` alone.
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> FieldError {
+        FieldError { field: field.into(), message: message.into(), ..FieldError::default() }
+    }
 }
 
 impl std::fmt::Display for FieldError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.field, self.message)
+        write!(f, "{}: {}", self.field, self.message)?;
+        match &self.value {
+            Some(value) => write!(f, ", got {value}"),
+            None => Ok(()),
+        }
     }
 }
 

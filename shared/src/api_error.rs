@@ -149,7 +149,7 @@ mod tests {
             code: 422,
             reason: "Invalid".into(),
             message: "Pod \"web\" is invalid: spec.replicas: must be 0 or more; metadata.name: bad".into(),
-            details: vec![FieldError { field: "spec.replicas".into(), message: "must be 0 or more".into() }],
+            details: vec![FieldError::new("spec.replicas", "must be 0 or more")],
         };
         assert_eq!(headline(&status), "Pod \"web\" is invalid");
         let silent = ApiErrorStatus { code: 403, reason: "Forbidden".into(), ..Default::default() };

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use crate::api::{FieldError, Heartbeat, agent_paths};
+use crate::api::{FieldError, FieldErrorType, Heartbeat, agent_paths};
 use crate::limits::{MAX_CONTAINERS, MAX_CPU_MILLICORES, MAX_GRACE_SECONDS, MAX_MEMORY_BYTES, MAX_NODE_PODS, MAX_REPLICAS};
 use crate::model::{
     BinaryData, ConfigMap, Container, DNS_POLICIES, Deployment, Event, IntOrString, Labels, Lease, MAX_CONFIG_BYTES, Namespace, Node,
@@ -28,7 +28,22 @@ struct Errors(Vec<FieldError>);
 
 impl Errors {
     fn add(&mut self, field: impl Into<String>, message: impl Into<String>) {
-        self.0.push(FieldError { field: field.into(), message: message.into() });
+        self.0.push(FieldError::new(field, message));
+    }
+
+    /// A bad value, kept apart from the message as Kubernetes' `field.Invalid` keeps it.
+    fn invalid(&mut self, field: impl Into<String>, value: &impl serde::Serialize, message: impl Into<String>) {
+        self.0.push(FieldError { value: serde_json::to_string(value).ok(), ..FieldError::new(field, message) });
+    }
+
+    /// A field that must be set and is not (`field.Required`).
+    fn required(&mut self, field: impl Into<String>, message: impl Into<String>) {
+        self.0.push(FieldError { type_: FieldErrorType::Required, ..FieldError::new(field, message) });
+    }
+
+    /// A field that may not be set here at all (`field.Forbidden`).
+    fn forbidden(&mut self, field: impl Into<String>, message: impl Into<String>) {
+        self.0.push(FieldError { type_: FieldErrorType::Forbidden, ..FieldError::new(field, message) });
     }
 
     fn finish(self) -> Result<(), Vec<FieldError>> {
@@ -76,7 +91,7 @@ pub fn validate_deployment(deployment: &Deployment) -> Result<(), Vec<FieldError
         if deadline <= 0 {
             errors.add("spec.progress_deadline_seconds", format!("must be greater than 0, got {deadline}"));
         } else if deadline <= spec.min_ready_seconds {
-            errors.add("spec.progress_deadline_seconds", "must be greater than min_ready_seconds");
+            errors.invalid("spec.progress_deadline_seconds", &deadline, "must be greater than `min_ready_seconds`");
         }
     }
     errors.finish()
@@ -124,7 +139,7 @@ fn check_strategy(errors: &mut Errors, deployment: &Deployment) {
         "" | ROLLING_UPDATE => {}
         RECREATE => {
             if strategy.rolling_update.is_some() {
-                errors.add("spec.strategy.rolling_update", "may not be specified when strategy `type` is 'Recreate'");
+                errors.forbidden("spec.strategy.rolling_update", "may not be specified when strategy `type` is 'Recreate'");
             }
         }
         other => errors.add("spec.strategy.type", format!("must be {ROLLING_UPDATE} or {RECREATE}, got {other:?}")),
@@ -135,10 +150,10 @@ fn check_strategy(errors: &mut Errors, deployment: &Deployment) {
     if let Some(IntOrString::String(_)) = &rolling.max_unavailable
         && unavailable.is_some_and(|n| n > 100)
     {
-        errors.add("spec.strategy.rolling_update.max_unavailable", "must not be greater than 100%");
+        errors.invalid("spec.strategy.rolling_update.max_unavailable", &rolling.max_unavailable, "must not be greater than 100%");
     }
     if unavailable == Some(0) && surge == Some(0) {
-        errors.add("spec.strategy.rolling_update.max_surge", "may not be 0 when `max_unavailable` is 0");
+        errors.invalid("spec.strategy.rolling_update.max_surge", &rolling.max_surge, "may not be 0 when `max_unavailable` is 0");
     }
 }
 
@@ -613,7 +628,7 @@ fn check_container(errors: &mut Errors, path: &str, container: &Container) {
 /// runs it: from inside the pod, over plain HTTP.
 fn check_probe(errors: &mut Errors, path: &str, kind: ProbeKind, probe: &Probe, container: &Container) {
     match probe.handlers() {
-        0 => errors.add(path, "must specify a handler type"),
+        0 => errors.required(path, "must specify a handler type"),
         1 => {}
         _ => {
             let second =
@@ -622,7 +637,7 @@ fn check_probe(errors: &mut Errors, path: &str, kind: ProbeKind, probe: &Probe, 
                     .filter(|(_, set)| *set)
                     .nth(1)
                     .map_or("", |(name, _)| name);
-            errors.add(format!("{path}.{second}"), "may not specify more than 1 handler type");
+            errors.forbidden(format!("{path}.{second}"), "may not specify more than 1 handler type");
         }
     }
     let timing = [
@@ -634,48 +649,45 @@ fn check_probe(errors: &mut Errors, path: &str, kind: ProbeKind, probe: &Probe, 
     ];
     for (field, value) in timing {
         if value < 0 {
-            errors.add(format!("{path}.{field}"), "must be greater than or equal to 0");
+            errors.invalid(format!("{path}.{field}"), &value, "must be greater than or equal to 0");
         }
     }
     if kind.kills() && probe.success_threshold > 1 {
-        errors.add(format!("{path}.success_threshold"), "must be 1");
+        errors.invalid(format!("{path}.success_threshold"), &probe.success_threshold, "must be 1");
     }
     if let Some(exec) = &probe.exec
         && exec.command.is_empty()
     {
-        errors.add(format!("{path}.exec.command"), "must not be empty");
+        errors.required(format!("{path}.exec.command"), "must not be empty");
     }
     let check_target = |errors: &mut Errors, handler: &str, port: &ProbePort, host: &str| {
         match container.probe_port(port) {
             Some(number) => check_port(errors, &format!("{path}.{handler}.port"), number),
-            None => errors.add(
-                format!("{path}.{handler}.port"),
-                format!("must be a number or the name of one of the container's ports, got {port:?}"),
-            ),
+            None => errors.invalid(format!("{path}.{handler}.port"), port, "must be a number or the name of one of the container's ports"),
         }
         if !PROBE_HOSTS.contains(&host) {
-            errors.add(
+            errors.invalid(
                 format!("{path}.{handler}.host"),
-                format!("must be empty, 127.0.0.1 or localhost: the node probes from inside the pod's network namespace, got {host:?}"),
+                &host,
+                "must be empty, 127.0.0.1 or localhost: the node probes from inside the pod's network namespace",
             );
         }
     };
     if let Some(http) = &probe.http_get {
         check_target(errors, "http_get", &http.port, &http.host);
         if !matches!(http.scheme.as_str(), "" | "HTTP") {
-            errors.add(format!("{path}.http_get.scheme"), format!("must be HTTP (HTTPS probes are not supported), got {:?}", http.scheme));
+            errors.invalid(format!("{path}.http_get.scheme"), &http.scheme, "must be HTTP (HTTPS probes are not supported)");
         }
         if (!http.path.is_empty() && !http.path.starts_with('/')) || http.path.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            errors.add(format!("{path}.http_get.path"), format!("must start with '/' and hold no spaces, got {:?}", http.path));
+            errors.invalid(format!("{path}.http_get.path"), &http.path, "must start with '/' and hold no spaces");
         }
         for (i, header) in http.http_headers.iter().enumerate() {
             let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
             if header.name.is_empty() || !header.name.chars().all(token) {
-                errors
-                    .add(format!("{path}.http_get.http_headers[{i}].name"), format!("must be an HTTP header name, got {:?}", header.name));
+                errors.invalid(format!("{path}.http_get.http_headers[{i}].name"), &header.name, "must be an HTTP header name");
             }
             if header.value.chars().any(|c| c.is_control() && c != '\t') {
-                errors.add(format!("{path}.http_get.http_headers[{i}].value"), "must not hold control characters");
+                errors.invalid(format!("{path}.http_get.http_headers[{i}].value"), &header.value, "must not hold control characters");
             }
         }
     }
@@ -708,7 +720,7 @@ fn port_name_error(name: &str) -> Option<String> {
 
 fn check_port(errors: &mut Errors, path: &str, port: i32) {
     if !(1..=65535).contains(&port) {
-        errors.add(path, format!("must be between 1 and 65535, got {port}"));
+        errors.invalid(path, &port, "must be between 1 and 65535, inclusive");
     }
 }
 

@@ -86,7 +86,7 @@ fn kubectl_drives_a_docker_node_through_the_compatible_api() {
     assert!(!refused.status.success(), "{stderr}");
     assert!(stderr.contains("The Pod \"bad-ports\" is invalid"), "{stderr}");
     for cause in [
-        "* spec.containers[0].ports[0].hostPort: Invalid value: must be between 1 and 65535, got 70000",
+        "* spec.containers[0].ports[0].hostPort: Invalid value: 70000: must be between 1 and 65535, inclusive",
         "* spec.containers[0].ports[0].name: Invalid value: port name \"Bad_Name\"",
         "* spec.containers[0].resources.requests.cpu: Invalid value:",
         "* spec.terminationGracePeriodSeconds: Invalid value:",

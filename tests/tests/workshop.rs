@@ -165,6 +165,11 @@ impl Facts {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
+    /// The outputs of every command so far that started with `command`, in order.
+    fn outputs_of(&self, command: &str) -> Vec<&str> {
+        self.history.iter().filter(|(c, _)| c.starts_with(command)).map(|(_, o)| o.as_str()).collect()
+    }
+
     /// The output of the last command that started with `command`.
     fn output_of(&self, command: &str) -> &str {
         self.history.iter().rev().find(|(c, _)| c.starts_with(command)).map_or("", |(_, o)| o.as_str())
@@ -189,6 +194,27 @@ fn pods_where(table: &str, wanted: impl Fn(&[&str]) -> bool) -> Vec<String> {
 /// The deployment's pods: web-… but not web-server.
 fn is_replica(row: &[&str]) -> bool {
     row[0].starts_with("web-") && row[0] != "web-server"
+}
+
+/// The rows of `kubectl get rs`: each ReplicaSet's name, and its DESIRED, CURRENT and READY.
+fn replica_sets(table: &str) -> Vec<(String, [u32; 3])> {
+    let count = |word: Option<&&str>| word.and_then(|w| w.parse().ok());
+    rows(table).into_iter().filter_map(|r| Some((r[0].to_string(), [count(r.get(1))?, count(r.get(2))?, count(r.get(3))?]))).collect()
+}
+
+/// The ReplicaSet of `kubectl get rs` that has its 3 replicas, all ready.
+fn full_replica_set(table: &str) -> Option<String> {
+    replica_sets(table).into_iter().find(|(_, counts)| *counts == [3, 3, 3]).map(|(name, _)| name)
+}
+
+/// The ReplicaSet of version 2 of `shop`: the one at 3 once `set image` rolled out.
+fn version_2(facts: &Facts) -> Option<String> {
+    facts.outputs_of("kubectl get rs -l app=shop").get(1).and_then(|out| full_replica_set(out))
+}
+
+/// The REVISION column of `rollout history`.
+fn revisions(history: &str) -> Vec<&str> {
+    history.lines().skip_while(|l| !l.starts_with("REVISION")).skip(1).filter_map(|l| l.split_whitespace().next()).collect()
 }
 
 /// An event line (`sheepctl events`) with `reason`.
@@ -379,14 +405,81 @@ fn claims() -> Vec<Claim> {
         claim("sheepctl delete pod too-big web-server", Once, "both deleted", |out, _| {
             out.contains("pod \"too-big\" deleted") && out.contains("pod \"web-server\" deleted")
         }),
+        // 6. Rollouts.
+        claim("kubectl apply -f /tmp/shop.yaml", Once, "created", |out, _| out.contains("deployment.apps/shop created")),
+        claim("kubectl rollout status deployment/shop", Once, "successfully rolled out", |out, _| {
+            out.trim_end().ends_with("deployment \"shop\" successfully rolled out")
+        }),
+        claim(
+            "kubectl get rs -l app=shop",
+            Once,
+            "one ReplicaSet, shop-<hash>, DESIRED 3, READY 3",
+            |out, _| matches!(replica_sets(out).as_slice(), [(name, [3, 3, 3])] if name.starts_with("shop-")),
+        ),
+        claim("kubectl set image deployment/shop front=minimal:v2", Once, "image updated", |out, _| {
+            out.contains("deployment.apps/shop image updated")
+        }),
+        claim("sheepctl rollout status deployment/shop", Once, "until: deployment \"shop\" successfully rolled out", |out, _| {
+            out.trim_end().ends_with("deployment \"shop\" successfully rolled out")
+        }),
+        claim(
+            "kubectl get rs -l app=shop",
+            Eventually(Duration::from_secs(30)),
+            "the new ReplicaSet at 3, the old one at 0",
+            |out, facts| {
+                let first = facts.outputs_of("kubectl get rs -l app=shop")[0];
+                let Some(old) = full_replica_set(first) else { return false };
+                let sets = replica_sets(out);
+                sets.len() == 2 && full_replica_set(out).is_some_and(|new| new != old) && sets.contains(&(old, [0, 0, 0]))
+            },
+        ),
+        claim("kubectl patch deployment shop", Once, "patched", |out, _| out.contains("deployment.apps/shop patched")),
+        claim("kubectl get deployment shop", Eventually(minute), "READY 2/3, UP-TO-DATE 2, AVAILABLE 2", |out, _| {
+            rows(out).iter().any(|r| r.get(..4) == Some(&["shop", "2/3", "2", "2"]))
+        }),
+        claim(
+            "kubectl get pods -l app=shop",
+            Eventually(minute),
+            "two v2 pods Running 1/1, two v3 pods 0/1 Error or CrashLoopBackOff",
+            |out, facts| {
+                let Some(v2) = version_2(facts) else { return false };
+                let rows = rows(out);
+                let serving = rows.iter().filter(|r| r[0].starts_with(&format!("{v2}-")) && r[1..3] == ["1/1", "Running"]).count();
+                let crashing = rows.iter().filter(|r| r[1] == "0/1" && ["Error", "CrashLoopBackOff"].contains(&r[2])).count();
+                rows.len() == 4 && serving == 2 && crashing == 2
+            },
+        ),
+        claim("kubectl rollout status deployment/shop", Fails, "error: deployment \"shop\" exceeded its progress deadline", |out, _| {
+            out.contains("error: deployment \"shop\" exceeded its progress deadline")
+        }),
+        claim("kubectl get deployment shop -o jsonpath=", Once, "ProgressDeadlineExceeded", |out, _| {
+            out.trim() == "ProgressDeadlineExceeded"
+        }),
+        claim("kubectl rollout undo deployment/shop", Once, "rolled back", |out, _| out.contains("deployment.apps/shop rolled back")),
+        claim("kubectl rollout status deployment/shop", Once, "successfully rolled out", |out, _| {
+            out.trim_end().ends_with("deployment \"shop\" successfully rolled out")
+        }),
+        claim("kubectl get rs -l app=shop", Eventually(minute), "v2's ReplicaSet back at 3, v3's at 0", |out, facts| {
+            let sets = replica_sets(out);
+            version_2(facts).is_some_and(|v2| sets.contains(&(v2, [3, 3, 3])))
+                && sets.len() == 3
+                && sets.iter().filter(|(_, counts)| *counts == [0, 0, 0]).count() == 2
+        }),
+        claim("kubectl rollout history deployment/shop", Once, "revisions 1, 3, 4", |out, _| revisions(out) == ["1", "3", "4"]),
+        claim("kubectl rollout history deployment/shop --revision=3", Once, "the bad release's template", |out, _| {
+            out.contains("v3 cannot read its config")
+        }),
+        claim("sheepctl rollout history deployment/shop", Once, "revisions 1, 3, 4", |out, _| revisions(out) == ["1", "3", "4"]),
         // Wrap-up.
         claim("cluster=$(", Once, "the cluster's id", |_, _| true),
-        claim("sheepctl delete deployment web", Once, "deleted", |out, _| out.contains("deployment \"web\" deleted")),
+        claim("sheepctl delete deployment web shop", Once, "both deleted", |out, _| {
+            out.contains("deployment \"web\" deleted") && out.contains("deployment \"shop\" deleted")
+        }),
         claim("sheepctl delete pod web-server --grace-period=1", Once, "part 5's pod, deleted", |out, _| {
             out.contains("pod \"web-server\" deleted")
         }),
-        claim("sheepctl get pods", Once, "no web-server, only the deployment's pods, Terminating", |out, _| {
-            rows(out).iter().all(|r| is_replica(r) && r[2] == "Terminating")
+        claim("sheepctl get pods", Once, "no web-server, only the deployments' pods, Terminating", |out, _| {
+            rows(out).iter().all(|r| (is_replica(r) || r[0].starts_with("shop-")) && r[2] == "Terminating")
         }),
         claim("docker ps -a --filter label=shepherd.cluster=$cluster", Once, "lists none", |out, _| {
             out.lines().count() == 1 && out.starts_with("CONTAINER ID")

@@ -37,10 +37,10 @@ pub async fn bind(
     let binding: Binding = parse_json(&body, "Binding")?;
     let mut details = Vec::new();
     if !binding.target.kind.is_empty() && binding.target.kind != "Node" {
-        details.push(FieldError { field: "target.kind".into(), message: format!("must be Node, got {:?}", binding.target.kind) });
+        details.push(FieldError::new("target.kind", format!("must be Node, got {:?}", binding.target.kind)));
     }
     if binding.target.name.is_empty() {
-        details.push(FieldError { field: "target.name".into(), message: "must name the node to bind the pod to".into() });
+        details.push(FieldError::new("target.name", "must name the node to bind the pod to"));
     }
     if !details.is_empty() {
         return Err(ApiError::invalid(&format!("the binding of pod {namespace}/{name}"), details));
@@ -134,8 +134,9 @@ pub async fn scheduling(State(state): State<AppState>, Path((namespace, name)): 
     }
 }
 
+/// `?container=…&tail=N&follow=true`; any other parameter is refused by name.
 #[derive(Debug, Default, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct LogParams {
     pub container: Option<String>,
     pub tail: Option<u64>,

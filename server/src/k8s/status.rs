@@ -24,6 +24,8 @@ pub struct Failure {
     pub causes: Vec<(FieldError, &'static str)>,
     /// The token an expired list's answer offers to go on from the current state.
     pub continue_: Option<String>,
+    /// When to try again: `details.retryAfterSeconds` and the `Retry-After` header.
+    pub retry_after_seconds: Option<i32>,
 }
 
 pub type Result<T, E = Status> = std::result::Result<T, E>;
@@ -52,6 +54,7 @@ impl Status {
             name: None,
             causes: Vec::new(),
             continue_: None,
+            retry_after_seconds: None,
         }))
     }
 
@@ -88,16 +91,19 @@ impl Status {
             .causes
             .iter()
             .map(|(f, reason)| meta::StatusCause {
-                field: Some(f.field.clone()),
+                field: (!f.field.is_empty()).then(|| f.field.clone()),
                 message: Some(f.message.clone()),
                 reason: Some((*reason).to_string()),
             })
             .collect();
-        let details = (self.kind.is_some() || self.name.is_some() || !causes.is_empty()).then(|| meta::StatusDetails {
-            kind: self.kind.clone(),
-            name: self.name.clone(),
-            causes: (!causes.is_empty()).then_some(causes),
-            ..Default::default()
+        let details = (self.kind.is_some() || self.name.is_some() || !causes.is_empty() || self.retry_after_seconds.is_some()).then(|| {
+            meta::StatusDetails {
+                kind: self.kind.clone(),
+                name: self.name.clone(),
+                causes: (!causes.is_empty()).then_some(causes),
+                retry_after_seconds: self.retry_after_seconds,
+                ..Default::default()
+            }
         });
         meta::Status {
             status: Some("Failure".into()),
@@ -129,20 +135,30 @@ pub(super) fn kubernetes_reason(code: StatusCode, native: &str) -> &str {
     }
 }
 
+/// How long a client is told to wait before it asks again for a resourceVersion the store
+/// has not reached: kube-apiserver's watch cache says 1 s.
+const TOO_LARGE_RETRY_SECONDS: i32 = 1;
+
 impl From<crate::store::StoreError> for Status {
-    /// A watch from outside the history in kube-apiserver's words: client-go and kubectl
-    /// know its `Expired` and list again.
+    /// A resourceVersion outside the history in kube-apiserver's words: too old is `Expired`
+    /// (client-go and kubectl list again), too large (the store did not reach it in time) is
+    /// storage's `NewTooLargeResourceVersionError`, a 504 `Timeout` to retry after a second.
     fn from(e: crate::store::StoreError) -> Self {
         use crate::store::StoreError;
         match e {
             StoreError::Gone { requested, oldest } => {
                 Status::new(StatusCode::GONE, "Expired", format!("too old resource version: {requested} ({oldest})"))
             }
-            StoreError::Future { requested, current } => Status::new(
-                StatusCode::GONE,
-                "Expired",
-                format!("too large resource version: {requested}, current: {current}; watch from the resourceVersion of a list"),
-            ),
+            StoreError::Future { requested, current } => {
+                let mut status = Status::new(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "Timeout",
+                    format!("Timeout: Too large resource version: {requested}, current: {current}"),
+                );
+                status.retry_after_seconds = Some(TOO_LARGE_RETRY_SECONDS);
+                let cause = FieldError::new(String::new(), "Too large resource version");
+                status.with_causes(vec![(cause, "ResourceVersionTooLarge")])
+            }
             other => Status::from(ApiError::from(other)),
         }
     }
@@ -170,13 +186,17 @@ impl From<convert::Error> for Status {
             convert::Error::Malformed { kind, .. } => Status::bad_request(message).about(kind, ""),
             convert::Error::Refused { kind, name, causes } => Status::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", message)
                 .about(kind, &name)
-                .with_causes(causes.into_iter().map(|c| (FieldError { message: c.words(), field: c.field.clone() }, c.reason())).collect()),
+                .with_causes(causes.into_iter().map(|c| (FieldError::new(c.field.clone(), c.words()), c.reason())).collect()),
         }
     }
 }
 
 impl IntoResponse for Status {
     fn into_response(self) -> Response {
-        (self.code, axum::Json(self.body())).into_response()
+        let mut response = (self.code, axum::Json(self.body())).into_response();
+        if let Some(seconds) = self.retry_after_seconds {
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, seconds.into());
+        }
+        response
     }
 }

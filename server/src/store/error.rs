@@ -45,6 +45,6 @@ impl StoreError {
 
     pub fn invalid(field: &str, message: impl Into<String>) -> Self {
         let message = message.into();
-        StoreError::Invalid { message: format!("{field}: {message}"), details: vec![FieldError { field: field.to_string(), message }] }
+        StoreError::Invalid { message: format!("{field}: {message}"), details: vec![FieldError::new(field, message)] }
     }
 }

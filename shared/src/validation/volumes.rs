@@ -159,7 +159,7 @@ mod tests {
     }
 
     fn errors(pod: &Pod) -> Vec<(String, String)> {
-        validate_pod(pod).err().unwrap_or_default().into_iter().map(|FieldError { field, message }| (field, message)).collect()
+        validate_pod(pod).err().unwrap_or_default().into_iter().map(|FieldError { field, message, .. }| (field, message)).collect()
     }
 
     fn fields(pod: &Pod) -> Vec<String> {

@@ -627,28 +627,46 @@ mod tests {
     }
 
     #[test]
-    fn a_probe_needs_exactly_one_handler_and_liveness_one_success() {
+    fn a_probes_causes_are_worded_as_kubernetes_words_them_with_the_bad_value() {
         let container = |probe: serde_json::Value| serde_json::json!({"name": "web", "image": "minimal", "livenessProbe": probe});
         assert_eq!(
             refused(container(serde_json::json!({"periodSeconds": 1}))),
-            vec!["spec.containers[0].livenessProbe: Invalid value: must specify a handler type"]
+            vec!["spec.containers[0].livenessProbe: Required value: must specify a handler type"]
         );
         assert_eq!(
             refused(container(serde_json::json!({"exec": {"command": ["true"]}, "tcpSocket": {"port": 80}}))),
-            vec!["spec.containers[0].livenessProbe.tcpSocket: Invalid value: may not specify more than 1 handler type"]
+            vec!["spec.containers[0].livenessProbe.tcpSocket: Forbidden: may not specify more than 1 handler type"]
         );
         assert_eq!(
             refused(container(serde_json::json!({"exec": {"command": ["true"]}, "successThreshold": 2, "periodSeconds": -1}))),
             vec![
-                "spec.containers[0].livenessProbe.periodSeconds: Invalid value: must be greater than or equal to 0",
-                "spec.containers[0].livenessProbe.successThreshold: Invalid value: must be 1",
+                "spec.containers[0].livenessProbe.periodSeconds: Invalid value: -1: must be greater than or equal to 0",
+                "spec.containers[0].livenessProbe.successThreshold: Invalid value: 2: must be 1",
             ]
         );
-        let host = refused(container(serde_json::json!({"httpGet": {"port": 80, "host": "10.1.2.3"}})));
-        assert_eq!(host.len(), 1, "{host:?}");
-        assert!(host[0].starts_with("spec.containers[0].livenessProbe.httpGet.host: Invalid value: must be empty, 127.0.0.1 or localhost"));
-        let unnamed = refused(container(serde_json::json!({"tcpSocket": {"port": "http"}})));
-        assert!(unnamed[0].starts_with("spec.containers[0].livenessProbe.tcpSocket.port: Invalid value: must be a number or the name"));
+        assert_eq!(
+            refused(container(serde_json::json!({"exec": {"command": []}}))),
+            vec!["spec.containers[0].livenessProbe.exec.command: Required value: must not be empty"]
+        );
+        assert_eq!(
+            refused(container(serde_json::json!({"httpGet": {"port": 80, "host": "10.1.2.3"}}))),
+            vec![
+                "spec.containers[0].livenessProbe.httpGet.host: Invalid value: \"10.1.2.3\": must be empty, 127.0.0.1 or localhost: \
+                 the node probes from inside the pod's network namespace"
+            ]
+        );
+        // A name is the value as written, never a Rust Debug string such as `Name("http")`.
+        assert_eq!(
+            refused(container(serde_json::json!({"tcpSocket": {"port": "http"}}))),
+            vec![
+                "spec.containers[0].livenessProbe.tcpSocket.port: Invalid value: \"http\": \
+                 must be a number or the name of one of the container's ports"
+            ]
+        );
+        assert_eq!(
+            refused(container(serde_json::json!({"tcpSocket": {"port": 70000}}))),
+            vec!["spec.containers[0].livenessProbe.tcpSocket.port: Invalid value: 70000: must be between 1 and 65535, inclusive"]
+        );
         let grpc = refused(container(serde_json::json!({"grpc": {"port": 80}})));
         assert!(
             grpc.contains(&"spec.containers[0].livenessProbe.grpc: Unsupported: Shepherd does not support this field".to_string()),

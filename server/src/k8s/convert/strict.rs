@@ -5,7 +5,7 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use shared::api::FieldError;
+use shared::api::{FieldError, FieldErrorType};
 use shared::model::Kind;
 use shared::strict::is_empty;
 
@@ -38,6 +38,10 @@ pub enum Problem {
     Unsupported,
     /// A value that is wrong in Kubernetes too.
     Invalid,
+    /// A field Kubernetes requires, left out.
+    Required,
+    /// A field that may not be set here at all.
+    Forbidden,
     /// A field Kubernetes does not have either: a typo, most likely.
     Unknown,
 }
@@ -59,6 +63,20 @@ impl Cause {
         Cause { problem: Problem::Invalid, field: field.into(), message: message.into() }
     }
 
+    /// A native field error in Kubernetes' words: its class, the bad value before the
+    /// message (`Invalid value: "http": …`), and the fields the message names in backticks
+    /// spelled as Kubernetes' (`` `max_unavailable` `` is `` `maxUnavailable` ``).
+    fn from_native(kind: Kind, error: FieldError) -> Cause {
+        let field = k8s_field(kind, &error.field);
+        let message = backticked_fields_in_camel_case(&error.message);
+        match (error.type_, error.value) {
+            (FieldErrorType::Required, _) => Cause { problem: Problem::Required, field, message },
+            (FieldErrorType::Forbidden, _) => Cause { problem: Problem::Forbidden, field, message },
+            (FieldErrorType::Invalid, Some(value)) => Cause::invalid(field, format!("{value}: {message}")),
+            (FieldErrorType::Invalid, None) => Cause::invalid(field, message),
+        }
+    }
+
     pub fn unknown(field: impl Into<String>) -> Cause {
         Cause { problem: Problem::Unknown, field: field.into(), message: "Kubernetes' schema has no such field (a typo?)".into() }
     }
@@ -68,15 +86,21 @@ impl Cause {
         match self.problem {
             Problem::Unsupported => "FieldValueNotSupported",
             Problem::Invalid => "FieldValueInvalid",
+            Problem::Required => "FieldValueRequired",
+            Problem::Forbidden => "FieldValueForbidden",
             Problem::Unknown => "FieldValueUnknown",
         }
     }
 
-    /// `Unsupported: ...` or `Invalid value: ...`, the words Kubernetes' causes start with.
+    /// `Unsupported: ...`, `Invalid value: ...`, `Required value: ...` or `Forbidden: ...`,
+    /// the words Kubernetes' causes start with.
     pub fn words(&self) -> String {
         match self.problem {
             Problem::Unsupported => format!("Unsupported: {}", self.message),
             Problem::Invalid => format!("Invalid value: {}", self.message),
+            Problem::Required if self.message.is_empty() => "Required value".to_string(),
+            Problem::Required => format!("Required value: {}", self.message),
+            Problem::Forbidden => format!("Forbidden: {}", self.message),
             Problem::Unknown => format!("unknown field: {}", self.message),
         }
     }
@@ -182,7 +206,17 @@ fn within(field: &str, path: &str) -> bool {
 /// The native validation's field errors of an object of `kind`, as causes named in
 /// Kubernetes' fields.
 pub fn invalid_causes(kind: Kind, errors: Vec<FieldError>) -> Vec<Cause> {
-    errors.into_iter().map(|e| Cause::invalid(k8s_field(kind, &e.field), e.message)).collect()
+    errors.into_iter().map(|e| Cause::from_native(kind, e)).collect()
+}
+
+/// `message` with each field it names in backticks in camelCase, as Kubernetes names it.
+fn backticked_fields_in_camel_case(message: &str) -> String {
+    message
+        .split('`')
+        .enumerate()
+        .map(|(i, part)| if i % 2 == 1 { camel_case(part) } else { part.to_string() })
+        .collect::<Vec<_>>()
+        .join("`")
 }
 
 /// The field of the Kubernetes object of `kind` that a native field path names:
@@ -328,7 +362,7 @@ mod tests {
         let object: R = match decode(&body) {
             Ok(object) => object,
             Err(Error::Refused { causes, .. }) => {
-                assert!(causes.iter().all(|c| c.problem == Problem::Invalid), "{causes:?}");
+                assert!(causes.iter().all(|c| matches!(c.problem, Problem::Invalid | Problem::Forbidden)), "{causes:?}");
                 R::from_k8s(serde_json::from_value(body).unwrap(), &mut Vec::new())
             }
             Err(e) => panic!("{e}"),

@@ -7,7 +7,6 @@ use serde_json::{Value, json};
 use shared::model::{Kind, Object};
 
 use super::request::{Req, flag, parse_version, wants_table};
-use crate::api::watch as native_watch;
 use crate::k8s::convert::{self, to_json};
 use crate::k8s::kinds::Served;
 use crate::k8s::status::{Result, Status};
@@ -96,6 +95,7 @@ impl Req {
         // Any state at least as new is served (Kubernetes' "NotOlderThan"), unless the page
         // is to be one at an exact revision; junk is refused.
         let version = parse_version(self.query.resource_version.as_deref())?;
+        self.reach(version).await?;
         let continue_ = self.query.continue_.as_deref().filter(|c| !c.is_empty());
         if continue_.is_some() && version != 0 {
             return Err(Status::bad_request("specifying resource version is not allowed when using continue"));
@@ -143,7 +143,7 @@ impl Req {
             ));
         }
         let from = parse_version(self.query.resource_version.as_deref())?;
-        native_watch::catch_up(&self.state, from).await;
+        self.reach(from).await?;
         let initial = if from == 0 { Some(self.listed(&filter)) } else { None };
         let shape = watch::Shape {
             kind: self.target.kind,

@@ -112,6 +112,17 @@ pub(super) fn parse_version(text: Option<&str>) -> Result<u64> {
 }
 
 impl Req {
+    /// Waits, as kube-apiserver's watch cache waits, until the store has `version` (0: any);
+    /// a version it does not reach in time is storage's too-large error, a 504.
+    pub(super) async fn reach(&self, version: u64) -> Result<()> {
+        crate::api::watch::catch_up(&self.state, version).await;
+        let current = self.state.store.revision();
+        if version > current {
+            return Err(Status::from(crate::store::StoreError::Future { requested: version, current }));
+        }
+        Ok(())
+    }
+
     pub(super) fn kind_name(&self) -> &'static str {
         self.target.kind.kind_name()
     }

@@ -20,7 +20,8 @@ use crate::k8s::{patch, protobuf};
 use crate::query::DeleteParams;
 
 impl Req {
-    pub(super) fn get(&self) -> Result<Response> {
+    pub(super) async fn get(&self) -> Result<Response> {
+        self.reach(parse_version(self.query.resource_version.as_deref())?).await?;
         Ok(self.answer(StatusCode::OK, &*self.stored()?))
     }
 
