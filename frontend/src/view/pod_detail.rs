@@ -7,8 +7,8 @@ use shared::model::{Condition, ContainerState, Event, Kind, Node, Pod, PodPhase,
 use shared::scheduler::{Explanation, Verdict, reasons};
 use shared::words::{PendingReason, first_seen, pending_reason as pending};
 
-use crate::sort;
 use crate::view::time::millis_between;
+use shared::sort;
 
 /// Events about one pod, oldest first. A recreated pod of the same name has a new uid: its
 /// predecessor's events are left out when both carry one.
