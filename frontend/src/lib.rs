@@ -14,7 +14,6 @@
 //! - [`plan`]: a manifest checked and validated before it is applied;
 //! - [`sim`]: the simulator: its form inputs ([`sim::input`]), one scheduler over a made-up
 //!   cluster ([`sim::engine`]), and both schedulers side by side as yew state ([`sim::lab`]);
-//! - [`sort`]: stable sorting with one copy of the sort code in the bundle;
 //! - [`route`]: pages and their `#/…` URLs;
 //! - [`context`], [`browser`], [`components`]: the yew side.
 
@@ -26,7 +25,6 @@ pub mod plan;
 pub mod route;
 pub mod session;
 pub mod sim;
-pub mod sort;
 pub mod store;
 pub mod view;
 

@@ -176,6 +176,7 @@ pub struct Heartbeat {
 pub struct Info {
     pub name: String,
     pub version: String,
+    #[serde(deserialize_with = "crate::model::de_time")]
     pub started_at: Option<Time>,
     /// The store's current revision.
     pub resource_version: u64,

@@ -43,6 +43,7 @@
 //!   header;
 //! - [`api_error`]: how a client reads an error answer and what its status tells it to do;
 //! - [`cache`]: the objects of a watch, kept by lists and events under one staleness rule;
+//! - [`sort`]: stable sorting with one copy of the sort code in the dashboard's wasm;
 //! - `schema` (feature `schema`, for the server's OpenAPI document): JSON Schemas of the
 //!   types whose serde is written by hand.
 
@@ -65,6 +66,7 @@ pub mod scheduler;
 #[cfg(feature = "schema")]
 mod schema;
 pub mod selector;
+pub mod sort;
 pub mod sse;
 pub mod strict;
 pub mod subnet;

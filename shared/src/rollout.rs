@@ -340,7 +340,12 @@ pub fn undo(deployment: &Deployment, sets: &[ReplicaSet], to_revision: u64) -> R
     let own = |name: &str| DEPLOYMENT_OWN_ANNOTATIONS.contains(&name);
     let kept = deployment.metadata.annotations.iter().filter(|(name, _)| own(name));
     let taken = target.replica_set.metadata.annotations.iter().filter(|(name, _)| !own(name));
-    let annotations = kept.chain(taken).map(|(k, v)| (k.clone(), v.clone())).collect();
+    // Filled by insertion: collecting into a map sorts first, and that sort would be one more
+    // copy of the standard library's sort in the dashboard's wasm.
+    let mut annotations = Labels::new();
+    for (name, value) in kept.chain(taken) {
+        annotations.insert(name.clone(), value.clone());
+    }
     Ok(Undo::RollBack(Box::new(Rollback { revision: target.number, template, annotations })))
 }
 

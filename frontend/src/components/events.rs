@@ -10,8 +10,8 @@ use crate::browser;
 use crate::components::table_head::table_head;
 use crate::context::{use_cluster, use_session, use_watch};
 use crate::route::Route;
-use crate::sort;
 use crate::view::stages::in_namespace;
+use shared::sort;
 
 /// The table shows at most this many rows.
 const MAX_ROWS: usize = 500;

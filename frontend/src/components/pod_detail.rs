@@ -20,7 +20,9 @@ use crate::components::table_head::table_head;
 use crate::context::{use_cluster, use_session, use_watch};
 use crate::route::Route;
 use crate::session::SessionAction;
-use crate::view::pod_detail::{NodeAt, Step, TimelineBar, pending_reason, pod_events, sorted_conditions, timeline, timeline_bars};
+use crate::view::pod_detail::{
+    NodeAt, Step, TIMELINE_SCALE, TimelineBar, pending_reason, pod_events, sorted_conditions, timeline, timeline_bars,
+};
 use crate::view::stages::stage_id;
 use crate::view::time::{clock, delta, t_plus};
 
@@ -220,26 +222,26 @@ pub fn PodDetail(props: &PodDetailProps) -> Html {
 
 /// The timeline drawn: a bar a step, as long as the wait before it, each on its row.
 fn timeline_chart(bars: &[TimelineBar]) -> Html {
-    const ROW: f64 = 22.0;
-    const LABEL: f64 = 80.0;
-    const PLOT: f64 = 420.0;
-    let height = ROW * Step::ALL.len() as f64;
-    let row_of = |step: Step| Step::ALL.iter().position(|&s| s == step).unwrap_or_default() as f64;
+    const ROW: i64 = 22;
+    const LABEL: i64 = 80;
+    const PLOT: i64 = 420;
+    let height = ROW * Step::ALL.len() as i64;
+    let row_of = |step: Step| Step::ALL.iter().position(|&s| s == step).unwrap_or_default() as i64;
     html! {
-        <svg class="timeline-chart" data-testid="timeline-chart" viewBox={format!("0 0 {} {height}", LABEL + PLOT + 90.0)}
+        <svg class="timeline-chart" data-testid="timeline-chart" viewBox={format!("0 0 {} {height}", LABEL + PLOT + 90)}
             role="img" aria-label="The pod's steps on one time scale">
             { for Step::ALL.iter().map(|&step| html! {
-                <text x="0" y={(row_of(step) * ROW + 15.0).to_string()} class="timeline-step">{ step.name() }</text>
+                <text x="0" y={(row_of(step) * ROW + 15).to_string()} class="timeline-step">{ step.name() }</text>
             }) }
             { for bars.iter().map(|bar| {
-                let (x, y) = (LABEL + bar.from * PLOT, row_of(bar.step) * ROW + 4.0);
+                let (x, y) = (LABEL + bar.from * PLOT / TIMELINE_SCALE, row_of(bar.step) * ROW + 4);
                 // A step with no wait still gets a visible mark.
-                let width = ((bar.to - bar.from) * PLOT).max(2.0);
+                let width = ((bar.to - bar.from) * PLOT / TIMELINE_SCALE).max(2);
                 html! {
                     <g data-testid="timeline-bar" data-step={bar.step.name()} data-t-plus-ms={bar.t_plus_ms.to_string()}>
                         <rect class={format!("bar-{}", bar.step.name())} x={x.to_string()} y={y.to_string()}
-                            width={width.to_string()} height={(ROW - 8.0).to_string()} rx="3" />
-                        <text x={(x + width + 6.0).to_string()} y={(y + 11.0).to_string()} class="timeline-t">{ t_plus(bar.t_plus_ms) }</text>
+                            width={width.to_string()} height={(ROW - 8).to_string()} rx="3" />
+                        <text x={(x + width + 6).to_string()} y={(y + 11).to_string()} class="timeline-t">{ t_plus(bar.t_plus_ms) }</text>
                     </g>
                 }
             }) }

@@ -3,7 +3,7 @@
 
 use shared::scheduler::{Explanation, NodeExplanation, Verdict};
 
-use crate::sort;
+use shared::sort;
 
 /// One filter's cell: the verdict and the words behind it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,8 +7,8 @@ use shared::model::{Condition, ContainerState, Event, Kind, Node, Pod, PodPhase,
 use shared::scheduler::{Explanation, Verdict, reasons};
 use shared::words::{PendingReason, first_seen, pending_reason as pending};
 
-use crate::sort;
 use crate::view::time::millis_between;
+use shared::sort;
 
 /// Events about one pod, oldest first. A recreated pod of the same name has a new uid: its
 /// predecessor's events are left out when both carry one.
@@ -122,19 +122,23 @@ pub fn timeline(pod: &Pod, events: &[Rc<Event>]) -> Vec<TimelineRow> {
 }
 
 /// One bar of the drawn timeline: a step reached, spanning the wait since the step reached
-/// before it, on a scale from Created (0) to the last step reached (1).
+/// before it, on a scale from Created (0) to the last step reached ([`TIMELINE_SCALE`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TimelineBar {
     pub step: Step,
-    pub from: f64,
-    pub to: f64,
+    pub from: i64,
+    pub to: i64,
     pub t_plus_ms: i64,
 }
+
+/// The timeline's scale in integers: formatting floats would bring core's float printing
+/// (Grisu, Dragon and their tables) into the wasm bundle.
+pub const TIMELINE_SCALE: i64 = 1000;
 
 /// The bars of the steps `rows` reached, in order.
 pub fn timeline_bars(rows: &[TimelineRow]) -> Vec<TimelineBar> {
     let reached: Vec<(Step, i64)> = rows.iter().filter_map(|row| row.t_plus_ms.map(|ms| (row.step, ms.max(0)))).collect();
-    let span = reached.iter().map(|&(_, ms)| ms).max().unwrap_or(0).max(1) as f64;
+    let span = reached.iter().map(|&(_, ms)| ms).max().unwrap_or(0).max(1);
     let mut previous = 0;
     reached
         .into_iter()
@@ -142,7 +146,7 @@ pub fn timeline_bars(rows: &[TimelineRow]) -> Vec<TimelineBar> {
             // A step logged before the one before it (clocks of two machines) is drawn as a mark.
             let start = previous.min(ms);
             previous = ms;
-            TimelineBar { step, from: start as f64 / span, to: ms as f64 / span, t_plus_ms: ms }
+            TimelineBar { step, from: start * TIMELINE_SCALE / span, to: ms * TIMELINE_SCALE / span, t_plus_ms: ms }
         })
         .collect()
 }
@@ -297,9 +301,9 @@ mod tests {
         let p = pod("default", "web", "n1", PodPhase::Pending, 0);
         let events = vec![event("Scheduled", 100, "web", "scheduler"), event("Started", 400, "web", "agent/n1")];
         let bars = timeline_bars(&timeline(&p, &pod_events(&p, &events)));
-        let spans: Vec<(&str, f64, f64, i64)> = bars.iter().map(|b| (b.step.name(), b.from, b.to, b.t_plus_ms)).collect();
-        assert_eq!(spans, vec![("Created", 0.0, 0.0, 0), ("Scheduled", 0.0, 0.25, 100), ("Started", 0.25, 1.0, 400)]);
-        assert_eq!(timeline_bars(&timeline(&p, &[]))[0].to, 0.0, "a pod only created is one mark at 0");
+        let spans: Vec<(&str, i64, i64, i64)> = bars.iter().map(|b| (b.step.name(), b.from, b.to, b.t_plus_ms)).collect();
+        assert_eq!(spans, vec![("Created", 0, 0, 0), ("Scheduled", 0, 250, 100), ("Started", 250, 1000, 400)]);
+        assert_eq!(timeline_bars(&timeline(&p, &[]))[0].to, 0, "a pod only created is one mark at 0");
     }
 
     #[test]

@@ -8,8 +8,8 @@ use std::rc::Rc;
 use shared::model::{Node, NodeResources, Pod, PodStage};
 use shared::usage::{self, Requested};
 
-use crate::sort;
 use crate::store::Collection;
+use shared::sort;
 
 /// The order stages are shown in: the seed's path of a pod, then the ends.
 pub const STAGES: [PodStage; 7] = [

@@ -31,14 +31,14 @@ pub struct Condition {
     pub reason: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub message: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "super::meta::de_time", skip_serializing_if = "Option::is_none")]
     pub last_transition_time: Option<Time>,
     /// Deployments only: when the condition was last written with news (a rollout's
     /// progress), from which the progress deadline counts.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "super::meta::de_time", skip_serializing_if = "Option::is_none")]
     pub last_update_time: Option<Time>,
     /// Nodes only: when the agent last confirmed this condition.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "super::meta::de_time", skip_serializing_if = "Option::is_none")]
     pub last_heartbeat_time: Option<Time>,
 }
 

@@ -21,9 +21,9 @@ pub struct Event {
     pub source: String,
     /// How many times this event happened; repeats update one event instead of adding more.
     pub count: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "super::meta::de_time", skip_serializing_if = "Option::is_none")]
     pub first_timestamp: Option<Time>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "super::meta::de_time", skip_serializing_if = "Option::is_none")]
     pub last_timestamp: Option<Time>,
 }
 

@@ -48,10 +48,10 @@ pub struct LeaseSpec {
     /// How long a renewal counts, in whole seconds: for a node, the server's node monitor grace.
     pub lease_duration_seconds: i64,
     /// When the current holder acquired it (leader election).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "super::meta::de_time", skip_serializing_if = "Option::is_none")]
     pub acquire_time: Option<Time>,
     /// The holder's clock at the last renewal (for a node, the server's).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "super::meta::de_time", skip_serializing_if = "Option::is_none")]
     pub renew_time: Option<Time>,
     /// How many times the lease changed holders (leader election).
     #[serde(skip_serializing_if = "Option::is_none")]

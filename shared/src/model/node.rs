@@ -28,7 +28,7 @@ pub struct NodeStatus {
     pub allocatable: NodeResources,
     /// When the agent last reported this status (registration or a status heartbeat). Its
     /// frequent proof of life is its [`Lease`](super::lease::Lease)'s renewal instead, which leaves the node alone.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "super::meta::de_time", skip_serializing_if = "Option::is_none")]
     pub last_heartbeat: Option<Time>,
     /// Cordoned: running pods stay, new pods are not scheduled here.
     #[serde(skip_serializing_if = "is_false")]

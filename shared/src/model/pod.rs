@@ -550,7 +550,7 @@ pub struct PodStatus {
     pub host_ip: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub pod_ip: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "super::meta::de_time", skip_serializing_if = "Option::is_none")]
     pub start_time: Option<Time>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub container_statuses: Vec<ContainerStatus>,
@@ -587,7 +587,7 @@ pub enum ContainerState {
         message: String,
     },
     Running {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(default, deserialize_with = "super::meta::de_time", skip_serializing_if = "Option::is_none")]
         started_at: Option<Time>,
     },
     Terminated {
@@ -597,9 +597,9 @@ pub enum ContainerState {
         reason: String,
         #[serde(default, skip_serializing_if = "String::is_empty")]
         message: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(default, deserialize_with = "super::meta::de_time", skip_serializing_if = "Option::is_none")]
         started_at: Option<Time>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(default, deserialize_with = "super::meta::de_time", skip_serializing_if = "Option::is_none")]
         finished_at: Option<Time>,
     },
 }

@@ -115,7 +115,7 @@ impl Decision {
             }
         }
         // Kubernetes formats each entry as "<count> <reason>" and sorts those strings.
-        counts.sort_by_cached_key(|(reason, n)| format!("{n} {reason}"));
+        crate::sort::by_cached_key(&mut counts, |(reason, n)| format!("{n} {reason}"));
         counts
     }
 

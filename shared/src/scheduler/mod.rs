@@ -397,7 +397,7 @@ impl Scheduler {
     /// node; slots without a node go after them. Every slot index held is renumbered.
     fn arrange_slots(&mut self) {
         let mut arranged: Vec<u32> = (0..self.slots.len() as u32).collect();
-        arranged.sort_by(|&a, &b| {
+        crate::sort::by(&mut arranged, |&a, &b| {
             let (a, b) = (&self.slots[a as usize], &self.slots[b as usize]);
             (a.node.is_none(), &a.name).cmp(&(b.node.is_none(), &b.name))
         });

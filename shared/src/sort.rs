@@ -1,6 +1,7 @@
 //! Stable sorting through one copy of the standard library's sort. Each `sort_by` on a new
 //! element type (or with a new closure) adds its own copy, about 4 KB of wasm; these sort
-//! positions with a single comparator type, then move the items into place.
+//! positions with a single comparator type, then move the items into place. The dashboard
+//! sorts only through here, and so does the shared code it runs.
 
 use std::cmp::Ordering;
 
