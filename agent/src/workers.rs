@@ -3,6 +3,7 @@
 //! and the sweep that follows removes containers, sandboxes and volumes whose pod is gone.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,6 +27,16 @@ enum PodUpdate {
 
 struct WorkerHandle {
     updates: watch::Sender<PodUpdate>,
+    /// Set by a poke: the next pass reconciles even if the pod it is handed is the echo of
+    /// the worker's own status write (the two arrive as one change of `updates`).
+    poked: Arc<AtomicBool>,
+}
+
+impl WorkerHandle {
+    fn poke(&self) {
+        self.poked.store(true, Ordering::Release);
+        self.updates.send_modify(|_| {});
+    }
 }
 
 /// The pods of one node and their workers.
@@ -62,10 +73,11 @@ impl PodManager {
             return;
         }
         let (tx, rx) = watch::channel(PodUpdate::Present(pod));
-        workers.insert(uid.clone(), WorkerHandle { updates: tx });
+        let poked = Arc::new(AtomicBool::new(false));
+        workers.insert(uid.clone(), WorkerHandle { updates: tx, poked: poked.clone() });
         drop(workers);
         let manager = self.clone();
-        tokio::spawn(async move { manager.run_worker(uid, rx).await });
+        tokio::spawn(async move { manager.run_worker(uid, rx, poked).await });
     }
 
     /// A pod was deleted: its worker stops and removes the containers, then ends. (A pod
@@ -80,7 +92,7 @@ impl PodManager {
     /// Wakes a pod's worker to look again (a container died, started, …).
     pub fn poke(&self, uid: &str) {
         if let Some(handle) = self.workers().get(uid) {
-            handle.updates.send_modify(|_| {});
+            handle.poke();
         }
     }
 
@@ -89,14 +101,14 @@ impl PodManager {
     pub(crate) fn poke_sandbox_owner(&self, clean_uid: &str) {
         for (uid, handle) in self.workers().iter() {
             if clean(uid) == clean_uid {
-                handle.updates.send_modify(|_| {});
+                handle.poke();
             }
         }
     }
 
     pub fn poke_all(&self) {
         for handle in self.workers().values() {
-            handle.updates.send_modify(|_| {});
+            handle.poke();
         }
     }
 
@@ -189,7 +201,7 @@ impl PodManager {
         }
     }
 
-    async fn run_worker(self: Arc<Self>, uid: String, mut updates: watch::Receiver<PodUpdate>) {
+    async fn run_worker(self: Arc<Self>, uid: String, mut updates: watch::Receiver<PodUpdate>, poked: Arc<AtomicBool>) {
         // A probe's changed result wakes this worker as a change to its pod does.
         let wake = {
             let (manager, uid) = (Arc::downgrade(&self), uid.clone());
@@ -207,10 +219,15 @@ impl PodManager {
         let mut confirm_delay = Duration::ZERO;
         loop {
             let update = updates.borrow_and_update().clone();
+            let poked = poked.swap(false, Ordering::AcqRel);
             let requeue = match &update {
-                // The echo of our own status write: nothing to do, keep the pending wake-up.
+                // The echo of our own status write, and nothing else woke us: nothing to do,
+                // keep the pending wake-up.
                 PodUpdate::Present(pod)
-                    if pod.metadata.deletion_timestamp.is_none() && pod.metadata.resource_version > seen_version && worker.is_echo(pod) =>
+                    if !poked
+                        && pod.metadata.deletion_timestamp.is_none()
+                        && pod.metadata.resource_version > seen_version
+                        && worker.is_echo(pod) =>
                 {
                     seen_version = pod.metadata.resource_version;
                     wake_at.map(|at| at.saturating_duration_since(Instant::now()))
@@ -372,6 +389,27 @@ mod tests {
         api.until("the worker's end", || manager.pod_uids().is_empty()).await;
         assert_eq!(containers(&runtime).await, 0, "confirmed before its containers were gone");
         assert_eq!(*api.confirmed.lock().unwrap(), vec!["uid-1".to_string()]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_poke_that_comes_with_the_echo_of_the_workers_own_status_is_not_lost() {
+        let (manager, api, runtime) = manager(0, || None);
+        manager.upsert(pod());
+        let running = || api.last_status().filter(|s| s.phase == PodPhase::Running);
+        api.until("Running", || running().is_some()).await;
+        let container = runtime.list(&[(LABEL_POD_UID, "uid-1")]).await.unwrap().remove(0);
+        runtime.stop(&container.id, Duration::ZERO).await.unwrap();
+        // The container's end pokes the worker, and the watch brings the echo of its last
+        // status write before the worker runs: one wake-up for both.
+        let mut echo = pod();
+        echo.metadata.resource_version = 2;
+        echo.status = running().unwrap();
+        manager.poke("uid-1");
+        manager.upsert(echo);
+        api.until("the restart reported", || {
+            api.last_status().is_some_and(|s| s.container_statuses.first().is_some_and(|c| c.restart_count == 1))
+        })
+        .await;
     }
 
     #[tokio::test(start_paused = true)]
