@@ -274,7 +274,10 @@ async fn a_deployment_of_5000_filling_while_its_leader_is_killed_still_fills_wit
         filled.as_secs_f64(),
         began.elapsed().as_secs_f64()
     );
-    assert!(since_kill(became) >= 4.0, "no takeover before the lease could have run out");
+    // The last renewal came up to a retry period (and its own round trip) before the kill,
+    // so the lease ran out from about 4 s after it: 3 s leaves that slack, and still catches
+    // a takeover that did not wait for the lease.
+    assert!(since_kill(became) >= 3.0, "no takeover before the lease could have run out");
     drop(seen);
     watcher.abort();
     shutdown.cancel();
