@@ -271,7 +271,7 @@ pub fn pod() -> Pod {
                 image: "minimal".into(),
                 command: vec!["sh".into()],
                 args: vec!["-c".into(), "sleep 1".into()],
-                env: vec![EnvVar { name: "A".into(), value: "1".into() }],
+                env: vec![EnvVar::literal("A", "1")],
                 ports: vec![ContainerPort { container_port: 80, host_port: Some(8080), ..Default::default() }],
                 resources: ResourceRequirements { memory: 64 << 20, cpu: 250 },
                 ..Default::default()

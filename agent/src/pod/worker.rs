@@ -752,7 +752,7 @@ mod tests {
         let mut worker = PodWorker::new(ctx, Arc::new(|| {}));
         pod.status = PodStatus::default();
         pod.spec.restart_policy = "OnFailure".into();
-        pod.spec.containers[0].env.push(EnvVar { name: UNHEALTHY_ENV.into(), value: "true".into() });
+        pod.spec.containers[0].env.push(EnvVar::literal(UNHEALTHY_ENV, "true"));
         worker.reconcile(&pod).await.unwrap();
         advance(3).await;
         worker.reconcile(&pod).await.unwrap();
