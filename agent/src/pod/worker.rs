@@ -407,12 +407,14 @@ impl PodWorker {
         let own_env = match env::environment(&*self.ctx.api, pod, container, pod_ip).await {
             Ok(own_env) => own_env,
             Err(e) => {
-                // As the kubelet: no container, a look again soon, and it starts by itself
-                // once the object or key appears.
+                // As the kubelet: no container, and it starts by itself once the object or key
+                // appears; looked for again on the back-off, as a volume that cannot be set up,
+                // so that a long wait is not an event a second.
                 let message = e.to_string();
                 self.ctx.event(pod, event_types::WARNING, "Failed", format!("Error: {message}"));
+                let delay = self.bump_delay(&container.name);
                 let status = self.base_status(container, waiting(CREATE_CONTAINER_CONFIG_ERROR, message));
-                return Ok(Step::new(status, Some(self.ctx.backoff.base), String::new()));
+                return Ok(Step::new(status, Some(delay), String::new()));
             }
         };
         for (source, keys) in &own_env.skipped {
@@ -914,7 +916,7 @@ mod tests {
         };
 
         let requeue = worker.reconcile(&pod).await.unwrap();
-        assert_eq!(requeue, Some(ctx.backoff.base), "it looks again soon");
+        assert_eq!(requeue, Some(ctx.backoff.base), "it looks again after the back-off");
         waiting_on("secret \"db\" not found");
         assert!(ctx.runtime.list(&[(LABEL_POD_UID, "1234-abcd-5678")]).await.unwrap().is_empty(), "no container is made");
 
