@@ -51,6 +51,8 @@ pub struct RecordingApi {
     calls: watch::Sender<usize>,
     /// The ConfigMaps the server holds, by name (namespace `default`).
     pub config_maps: Mutex<HashMap<String, shared::model::ConfigMap>>,
+    /// The Secrets the server holds, by name (namespace `default`).
+    pub secrets: Mutex<HashMap<String, shared::model::Secret>>,
 }
 
 impl Default for RecordingApi {
@@ -70,6 +72,7 @@ impl RecordingApi {
             too_many_events: CancellationToken::new(),
             calls: watch::Sender::new(0),
             config_maps: Mutex::new(HashMap::new()),
+            secrets: Mutex::new(HashMap::new()),
         }
     }
 
@@ -141,8 +144,8 @@ impl ApiClient for RecordingApi {
         Ok(self.config_maps.lock().unwrap().get(name).cloned())
     }
 
-    async fn secret(&self, _namespace: &str, _name: &str) -> ClientResult<Option<shared::model::Secret>> {
-        Ok(None)
+    async fn secret(&self, _namespace: &str, name: &str) -> ClientResult<Option<shared::model::Secret>> {
+        Ok(self.secrets.lock().unwrap().get(name).cloned())
     }
 
     async fn create_event(&self, event: &Event) -> ClientResult<()> {
@@ -271,7 +274,7 @@ pub fn pod() -> Pod {
                 image: "minimal".into(),
                 command: vec!["sh".into()],
                 args: vec!["-c".into(), "sleep 1".into()],
-                env: vec![EnvVar { name: "A".into(), value: "1".into() }],
+                env: vec![EnvVar::literal("A", "1")],
                 ports: vec![ContainerPort { container_port: 80, host_port: Some(8080), ..Default::default() }],
                 resources: ResourceRequirements { memory: 64 << 20, cpu: 250 },
                 ..Default::default()

@@ -16,7 +16,10 @@ use crate::quantity::{format_cpu, format_memory};
 use crate::rollout::{RECREATE, ROLLING_UPDATE, parse_percent};
 use crate::selector::LabelSelector;
 
+mod env;
 mod volumes;
+
+pub use env::env_name_error;
 
 const MAX_NAME: usize = 253;
 const MAX_LABEL: usize = 63;
@@ -601,14 +604,7 @@ fn check_container(errors: &mut Errors, path: &str, container: &Container) {
     }
     check_memory(errors, &format!("{path}.resources.memory"), container.resources.memory);
     check_cpu(errors, &format!("{path}.resources.cpu"), container.resources.cpu);
-    let mut env_names = BTreeSet::new();
-    for (i, env) in container.env.iter().enumerate() {
-        if env.name.is_empty() || env.name.contains('=') {
-            errors.add(format!("{path}.env[{i}].name"), "must be a non-empty name without '='");
-        } else if !env_names.insert(env.name.as_str()) {
-            errors.add(format!("{path}.env[{i}].name"), format!("duplicate variable {:?}", env.name));
-        }
-    }
+    env::check_env(errors, path, container);
     for (i, port) in container.ports.iter().enumerate() {
         if let Some(message) = port_name_error(&port.name) {
             errors.add(format!("{path}.ports[{i}].name"), message);

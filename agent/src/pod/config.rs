@@ -1,5 +1,6 @@
 //! What the runtime is told to create for one container of a pod: its engine-level name,
-//! labels, limits, environment (with its namespace's service variables) and published ports.
+//! labels, limits, environment (its own, then its namespace's service variables) and published
+//! ports.
 
 use std::collections::BTreeMap;
 
@@ -19,8 +20,9 @@ pub fn container_name(pod: &Pod, container: &str) -> String {
     format!("shepherd_{}_{}_{}_{uid}", clean(&pod.metadata.namespace), clean(&pod.metadata.name), clean(container))
 }
 
-/// What the runtime should be told to create for one container of a pod.
-pub fn container_config(ctx: &NodeContext, pod: &Pod, container: &Container) -> ContainerConfig {
+/// What the runtime should be told to create for one container of a pod, with its own
+/// variables as [`super::env`] resolved them.
+pub fn container_config(ctx: &NodeContext, pod: &Pod, container: &Container, own_env: Vec<(String, String)>) -> ContainerConfig {
     let labels = BTreeMap::from([
         (LABEL_POD_UID.to_string(), pod.metadata.uid.clone()),
         (LABEL_NAMESPACE.to_string(), pod.metadata.namespace.clone()),
@@ -37,7 +39,7 @@ pub fn container_config(ctx: &NodeContext, pod: &Pod, container: &Container) -> 
         command: container.command.clone(),
         args: container.args.clone(),
         env: with_service_variables(
-            container.env.iter().map(|e| (e.name.clone(), e.value.clone())).collect(),
+            own_env,
             match pod.spec.service_links() {
                 true => service_variables(ctx.services.snapshot().in_namespace(&pod.metadata.namespace)),
                 false => Vec::new(),
@@ -75,10 +77,15 @@ mod tests {
     use super::*;
     use crate::fixtures::{ctx, pod};
 
+    /// The literal variables of the pod's first container.
+    fn own(pod: &Pod) -> Vec<(String, String)> {
+        pod.spec.containers[0].env.iter().map(|e| (e.name.clone(), e.value.clone())).collect()
+    }
+
     #[test]
     fn container_config_carries_labels_limits_and_ports_on_the_node_address() {
         let pod = pod();
-        let config = container_config(&ctx(), &pod, &pod.spec.containers[0]);
+        let config = container_config(&ctx(), &pod, &pod.spec.containers[0], own(&pod));
         assert_eq!(config.name, "shepherd_default_web-1_web_1234abcd");
         assert_eq!(config.labels[LABEL_POD_UID], "1234-abcd-5678");
         assert_eq!(config.labels[LABEL_NAMESPACE], "default");
@@ -111,11 +118,15 @@ mod tests {
         let ctx =
             NodeContext { services: crate::services::Services::of([service("default", "shop-api"), service("other", "db")]), ..ctx() };
         let mut pod = pod();
-        let env = container_config(&ctx, &pod, &pod.spec.containers[0]).env;
+        let env = container_config(&ctx, &pod, &pod.spec.containers[0], own(&pod)).env;
         assert_eq!(env[0], ("A".to_string(), "1".to_string()));
         assert!(env.contains(&("SHOP_API_SERVICE_HOST".to_string(), "10.96.0.10".to_string())), "{env:?}");
         assert!(!env.iter().any(|(name, _)| name.starts_with("DB_")), "another namespace's: {env:?}");
         pod.spec.enable_service_links = Some(false);
-        assert_eq!(container_config(&ctx, &pod, &pod.spec.containers[0]).env, [("A".to_string(), "1".to_string())], "links turned off");
+        assert_eq!(
+            container_config(&ctx, &pod, &pod.spec.containers[0], own(&pod)).env,
+            [("A".to_string(), "1".to_string())],
+            "links turned off"
+        );
     }
 }

@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use super::config::{container_config, port_mappings};
 use super::config_volumes;
 use super::context::NodeContext;
+use super::env;
 use super::prober::{Check, ContainerProbes, Observer, Report};
 use super::status::{Step, pod_status, terminated, waiting};
 use super::termination::{grace_period, terminate};
@@ -30,6 +31,9 @@ struct Restarts {
     count: u32,
     delay: Duration,
 }
+
+/// The reason of a container held back by a missing ConfigMap, Secret or key.
+pub const CREATE_CONTAINER_CONFIG_ERROR: &str = "CreateContainerConfigError";
 
 /// A failing image pull or pod sandbox: retry only once `until` has passed.
 #[derive(Debug, Clone)]
@@ -399,7 +403,28 @@ impl PodWorker {
                 return Ok(Step::new(status, Some(delay), String::new()));
             }
         };
-        let mut config = container_config(&self.ctx, pod, container);
+        let pod_ip = sandbox.as_ref().map_or(pod.status.pod_ip.as_str(), |s| s.ip.as_str());
+        let own_env = match env::environment(&*self.ctx.api, pod, container, pod_ip).await {
+            Ok(own_env) => own_env,
+            Err(e) => {
+                // As the kubelet: no container, and it starts by itself once the object or key
+                // appears; looked for again on the back-off, as a volume that cannot be set up,
+                // so that a long wait is not an event a second.
+                let message = e.to_string();
+                self.ctx.event(pod, event_types::WARNING, "Failed", format!("Error: {message}"));
+                let delay = self.bump_delay(&container.name);
+                let status = self.base_status(container, waiting(CREATE_CONTAINER_CONFIG_ERROR, message));
+                return Ok(Step::new(status, Some(delay), String::new()));
+            }
+        };
+        for (source, keys) in &own_env.skipped {
+            let keys = keys.join(", ");
+            let message = format!(
+                "Keys [{keys}] from the EnvFrom {source} were skipped since they are considered invalid environment variable names."
+            );
+            self.ctx.event(pod, event_types::WARNING, "InvalidEnvironmentVariableNames", message);
+        }
+        let mut config = container_config(&self.ctx, pod, container, own_env.variables);
         let mounts = match &self.config_volumes_failing {
             Some(message) => Err(message.clone()),
             None => self.ctx.volumes.mounts(pod, container).map_err(|e| e.to_string()),
@@ -752,7 +777,7 @@ mod tests {
         let mut worker = PodWorker::new(ctx, Arc::new(|| {}));
         pod.status = PodStatus::default();
         pod.spec.restart_policy = "OnFailure".into();
-        pod.spec.containers[0].env.push(EnvVar { name: UNHEALTHY_ENV.into(), value: "true".into() });
+        pod.spec.containers[0].env.push(EnvVar::literal(UNHEALTHY_ENV, "true"));
         worker.reconcile(&pod).await.unwrap();
         advance(3).await;
         worker.reconcile(&pod).await.unwrap();
@@ -870,6 +895,51 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "v2", "the next pass writes the new version");
         worker.terminate(&pod).await.unwrap();
         assert!(!file.exists());
+    }
+
+    #[tokio::test]
+    async fn a_container_waits_in_create_container_config_error_until_its_secret_has_the_key() {
+        use shared::model::{EnvVar, EnvVarSource, KeySelector, Secret};
+
+        let api = Arc::new(RecordingApi::default());
+        let ctx = Arc::new(context(api.clone(), Arc::new(SimulatedRuntime::new(Duration::ZERO))));
+        let mut worker = PodWorker::new(ctx.clone(), Arc::new(|| {}));
+        let mut pod = pod();
+        let key_ref = KeySelector { name: "db".into(), key: "password".into(), optional: None };
+        let value_from = Some(EnvVarSource { secret_key_ref: Some(key_ref), ..Default::default() });
+        pod.spec.containers[0].env.push(EnvVar { name: "PASSWORD".into(), value: String::new(), value_from });
+        let waiting_on = |expected: &str| {
+            let status = api.last_status().unwrap();
+            let ContainerState::Waiting { reason, message } = &status.container_statuses[0].state else { panic!("{status:?}") };
+            assert_eq!((reason.as_str(), message.as_str()), (CREATE_CONTAINER_CONFIG_ERROR, expected));
+            assert_eq!(status.phase, PodPhase::Pending);
+        };
+
+        let requeue = worker.reconcile(&pod).await.unwrap();
+        assert_eq!(requeue, Some(ctx.backoff.base), "it looks again after the back-off");
+        waiting_on("secret \"db\" not found");
+        assert!(ctx.runtime.list(&[(LABEL_POD_UID, "1234-abcd-5678")]).await.unwrap().is_empty(), "no container is made");
+
+        let secret = |pairs: &[(&str, &str)]| Secret {
+            data: pairs.iter().map(|(k, v)| (k.to_string(), v.as_bytes().to_vec())).collect(),
+            ..Secret::default()
+        };
+        api.secrets.lock().unwrap().insert("db".into(), secret(&[("user", "admin-value")]));
+        worker.reconcile(&pod).await.unwrap();
+        waiting_on("couldn't find key password in Secret default/db");
+
+        api.secrets.lock().unwrap().insert("db".into(), secret(&[("user", "admin-value"), ("password", "s3cret-value")]));
+        worker.reconcile(&pod).await.unwrap();
+        assert_eq!(api.last_status().unwrap().phase, PodPhase::Running, "it starts by itself once the key is there");
+        tokio::task::yield_now().await;
+        let failures = shepherd_testing::poll(Duration::from_secs(5), "the two Failed events", || {
+            let events = api.messages_of("Failed");
+            async move { (events.len() >= 2).then_some(events) }
+        })
+        .await;
+        assert_eq!(failures, ["Error: secret \"db\" not found", "Error: couldn't find key password in Secret default/db"]);
+        let every_event = ["Failed", "Pulled", "Created", "Started"].map(|reason| api.messages_of(reason)).concat();
+        assert!(!every_event.iter().any(|m| m.contains("-value")), "no value in an event: {every_event:?}");
     }
 
     #[tokio::test]

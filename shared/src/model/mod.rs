@@ -46,9 +46,10 @@ pub use namespace::{DEFAULT_NAMESPACE, Namespace, NamespaceStatus};
 pub use node::{Node, NodeInfo, NodeStatus, POD_NETWORK_ANNOTATION, TAINT_EFFECTS, Taint};
 pub use object::{Object, ObjectError, Resource};
 pub use pod::{
-    Binding, CONTAINER_CREATING, Container, ContainerPort, ContainerState, ContainerStatus, DEFAULT_GRACE_SECONDS, DNS_POLICIES, EnvVar,
-    ExecAction, HttpGetAction, HttpHeader, PROBE_HOSTS, Pod, PodPhase, PodSpec, PodStage, PodStatus, Probe, ProbeKind, ProbePort,
-    PullPolicy, RestartPolicy, TcpSocketAction, Toleration,
+    Binding, CONTAINER_CREATING, Container, ContainerPort, ContainerState, ContainerStatus, DEFAULT_GRACE_SECONDS, DNS_POLICIES,
+    ENV_FIELD_PATHS, EnvFromSource, EnvSourceRef, EnvVar, EnvVarSource, ExecAction, FieldSelector, HttpGetAction, HttpHeader, KeySelector,
+    PROBE_HOSTS, Pod, PodPhase, PodSpec, PodStage, PodStatus, Probe, ProbeKind, ProbePort, PullPolicy, RestartPolicy, TcpSocketAction,
+    Toleration,
 };
 pub use replicaset::{ReplicaSet, ReplicaSetSpec, ReplicaSetStatus};
 pub use resources::{NodeResources, ResourceRequirements};

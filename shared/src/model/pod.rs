@@ -149,6 +149,9 @@ pub struct Container {
     /// of names to values (taken in name order); stored and shown as the list.
     #[serde(skip_serializing_if = "Vec::is_empty", deserialize_with = "env_list_or_map")]
     pub env: Vec<EnvVar>,
+    /// Whole ConfigMaps and Secrets as variables; `env` wins over them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env_from: Vec<EnvFromSource>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<ContainerPort>,
     pub resources: ResourceRequirements,
@@ -433,6 +436,76 @@ impl PullPolicy {
 pub struct EnvVar {
     pub name: String,
     pub value: String,
+    /// Where the value comes from when it is not written here; exclusive with `value`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value_from: Option<EnvVarSource>,
+}
+
+impl EnvVar {
+    pub fn literal(name: impl Into<String>, value: impl Into<String>) -> Self {
+        EnvVar { name: name.into(), value: value.into(), value_from: None }
+    }
+}
+
+/// Exactly one source of a variable's value.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct EnvVarSource {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_map_key_ref: Option<KeySelector>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret_key_ref: Option<KeySelector>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field_ref: Option<FieldSelector>,
+}
+
+/// One key of a ConfigMap or Secret in the pod's namespace.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct KeySelector {
+    pub name: String,
+    pub key: String,
+    /// When true, a missing object or key leaves the variable out instead of holding the
+    /// container back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub optional: Option<bool>,
+}
+
+/// A field of the pod itself (one of [`ENV_FIELD_PATHS`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct FieldSelector {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub api_version: String,
+    pub field_path: String,
+}
+
+/// The pod fields a `fieldRef` may name.
+pub const ENV_FIELD_PATHS: [&str; 5] = ["metadata.name", "metadata.namespace", "metadata.uid", "spec.nodeName", "status.podIP"];
+
+/// Every key of one ConfigMap or Secret, each under `prefix` + its key.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct EnvFromSource {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub prefix: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_map_ref: Option<EnvSourceRef>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<EnvSourceRef>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct EnvSourceRef {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub optional: Option<bool>,
 }
 
 /// `env` as a list of [`EnvVar`], or as a map of names to scalar values (`{"PORT": 5432}`
@@ -458,7 +531,7 @@ fn env_list_or_map<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<EnvVar>
                 serde_json::Value::Bool(b) => b.to_string(),
                 _ => return Err(D::Error::custom(format!("env {name:?}: a value in the map form must be a string, number or boolean"))),
             };
-            Ok(EnvVar { name, value })
+            Ok(EnvVar::literal(name, value))
         })
         .collect()
 }

@@ -4,8 +4,8 @@
 
 use anyhow::{Result, bail};
 use shared::model::{
-    Condition, ConfigMap, Container, ContainerState, Deployment, Event, IntOrString, Kind, Labels, Lease, Namespace, Node, Object, Pod,
-    PodSpec, PodTemplateSpec, ReplicaSet, Resource, Secret, Service, Time,
+    Condition, ConfigMap, Container, ContainerState, Deployment, EnvFromSource, EnvVar, Event, IntOrString, Kind, Labels, Lease, Namespace,
+    Node, Object, Pod, PodSpec, PodTemplateSpec, ReplicaSet, Resource, Secret, Service, Time,
 };
 use shared::quantity::{format_cpu, format_memory};
 use shared::rollout::new_and_old_sets;
@@ -264,9 +264,35 @@ fn container_text(text: &mut Text, indent: usize, container: &Container) {
     for (kind, probe) in container.probes() {
         text.field(indent, kind.as_str(), probe.summary());
     }
-    if !container.env.is_empty() {
-        text.field(indent, "Environment", container.env.iter().map(|e| format!("{}={}", e.name, e.value)).collect::<Vec<_>>().join("\n"));
+    if !container.env_from.is_empty() {
+        text.field(indent, "Environment Variables from", container.env_from.iter().map(env_from_text).collect::<Vec<_>>().join("\n"));
     }
+    if !container.env.is_empty() {
+        text.field(indent, "Environment", container.env.iter().map(env_text).collect::<Vec<_>>().join("\n"));
+    }
+}
+
+/// A variable as kubectl describes it: the value, or where it comes from (never a Secret's value).
+fn env_text(env: &EnvVar) -> String {
+    let optional = |o: Option<bool>| o.unwrap_or(false);
+    let Some(source) = &env.value_from else { return format!("{}={}", env.name, env.value) };
+    let from = match (&source.config_map_key_ref, &source.secret_key_ref, &source.field_ref) {
+        (Some(k), _, _) => format!("<set to the key '{}' of config map '{}'>  Optional: {}", k.key, k.name, optional(k.optional)),
+        (_, Some(k), _) => format!("<set to the key '{}' in secret '{}'>  Optional: {}", k.key, k.name, optional(k.optional)),
+        (_, _, Some(f)) => format!("({}:{})", if f.api_version.is_empty() { "v1" } else { &f.api_version }, f.field_path),
+        (None, None, None) => String::new(),
+    };
+    format!("{}: {from}", env.name)
+}
+
+fn env_from_text(from: &EnvFromSource) -> String {
+    let (name, kind, optional) = match (&from.config_map_ref, &from.secret_ref) {
+        (Some(r), _) => (&r.name, "ConfigMap", r.optional),
+        (_, Some(r)) => (&r.name, "Secret", r.optional),
+        (None, None) => return String::new(),
+    };
+    let prefix = if from.prefix.is_empty() { String::new() } else { format!(" with prefix '{}'", from.prefix) };
+    format!("{name}  {kind}{prefix}  Optional: {}", optional.unwrap_or(false))
 }
 
 fn state_text(state: &ContainerState, now: Time) -> String {
@@ -709,6 +735,41 @@ mod tests {
         let mut pending = Text::default();
         scheduling_text(&mut pending, &pod, None);
         assert_eq!(pending.0, "Scheduling:\n  no decision yet: the scheduler has not looked at this pod\n");
+    }
+
+    #[test]
+    fn a_variable_from_a_source_says_where_it_comes_from_not_its_value() {
+        use shared::model::{EnvSourceRef, EnvVarSource, FieldSelector, KeySelector};
+        let from = |source: EnvVarSource| EnvVar { name: "V".into(), value: String::new(), value_from: Some(source) };
+        let key = KeySelector { name: "db".into(), key: "password".into(), optional: Some(true) };
+        let container = Container {
+            env: vec![
+                EnvVar::literal("A", "1"),
+                from(EnvVarSource { secret_key_ref: Some(key.clone()), ..Default::default() }),
+                from(EnvVarSource { config_map_key_ref: Some(key), ..Default::default() }),
+                from(EnvVarSource {
+                    field_ref: Some(FieldSelector { field_path: "status.podIP".into(), ..Default::default() }),
+                    ..Default::default()
+                }),
+            ],
+            env_from: vec![EnvFromSource {
+                prefix: "APP_".into(),
+                config_map_ref: Some(EnvSourceRef { name: "settings".into(), optional: None }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut text = Text::default();
+        container_text(&mut text, 0, &container);
+        let env = text.0.split_once("Environment Variables from").map(|(_, tail)| tail).unwrap_or_default();
+        assert_eq!(
+            env,
+            ": settings  ConfigMap with prefix 'APP_'  Optional: false\nEnvironment:    A=1\n                \
+             V: <set to the key 'password' in secret 'db'>  Optional: true\n                \
+             V: <set to the key 'password' of config map 'db'>  Optional: true\n                V: (v1:status.podIP)\n",
+            "{}",
+            text.0
+        );
     }
 
     #[test]

@@ -8,12 +8,13 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use shared::model::{
-    Condition, Container, ContainerPort, ContainerState, ContainerStatus, Endpoint, EnvVar, Event, ExecAction, HttpGetAction, HttpHeader,
+    Condition, Container, ContainerPort, ContainerState, ContainerStatus, Endpoint, Event, ExecAction, HttpGetAction, HttpHeader,
     Namespace, NamespaceStatus, Node, NodeResources, ObjectReference, POD_NETWORK_ANNOTATION, Pod, PodSpec, PodStatus, Probe, ProbePort,
     ResourceRequirements, Service, ServicePort, ServiceSpec, Taint, TcpSocketAction, Toleration,
 };
 use shared::quantity::{exact_memory, format_cpu, parse_cpu, parse_memory};
 
+use super::env::{env_from_in, env_from_out, env_in, env_out};
 use super::meta::{kubernetes_condition, list, map, meta_in, meta_out, some, time, time_in};
 use super::strict::{Cause, Convert};
 use super::volumes::{mounts_in, mounts_out, volumes_in, volumes_out};
@@ -98,7 +99,8 @@ fn container_out(c: &Container) -> core::Container {
         image: some(&c.image),
         command: list(c.command.clone()),
         args: list(c.args.clone()),
-        env: list(c.env.iter().map(|e| core::EnvVar { name: e.name.clone(), value: Some(e.value.clone()), value_from: None }).collect()),
+        env: env_out(&c.env),
+        env_from: env_from_out(&c.env_from),
         ports: list(
             c.ports
                 .iter()
@@ -183,7 +185,8 @@ fn container_in(c: core::Container, path: &str, errors: &mut Vec<Cause>) -> Cont
         image: c.image.unwrap_or_default(),
         command: c.command.unwrap_or_default(),
         args: c.args.unwrap_or_default(),
-        env: c.env.unwrap_or_default().into_iter().map(|e| EnvVar { name: e.name, value: e.value.unwrap_or_default() }).collect(),
+        env: env_in(c.env),
+        env_from: env_from_in(c.env_from),
         ports: c
             .ports
             .unwrap_or_default()

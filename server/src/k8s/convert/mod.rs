@@ -8,6 +8,7 @@ mod apps;
 mod config;
 mod core;
 mod discovery;
+mod env;
 mod meta;
 mod strict;
 mod volumes;

@@ -396,7 +396,7 @@ mod tests {
             protocol: "icmp".into(),
             ..Default::default()
         };
-        let env = |name: &str| EnvVar { name: name.into(), value: String::new() };
+        let env = |name: &str| EnvVar::literal(name, "");
         let container = Container {
             name: "Bad_Name".into(),
             image: String::new(),

@@ -1,0 +1,321 @@
+//! A container's own environment as the kubelet's `makeEnvironmentVariables` makes it: every
+//! `envFrom` source's keys first (under its prefix; a key that is no valid variable name is
+//! skipped), then `env`, later entries winning, with `valueFrom` read from the pod's
+//! ConfigMaps, Secrets and own fields. The Services' variables come after, lowest of all
+//! ([`super::service_env`]). Errors name objects and keys, never a value.
+
+use std::collections::BTreeMap;
+
+use shared::model::{ConfigMap, Container, EnvSourceRef, FieldSelector, KeySelector, Pod, Secret};
+use shared::validation::env_name_error;
+
+use crate::client::ApiClient;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The kubelet's words for a ConfigMap or Secret that is not there.
+    #[error("{kind} {name:?} not found")]
+    NotFound { kind: &'static str, name: String },
+    #[error("couldn't find key {key} in {kind} {namespace}/{name}")]
+    MissingKey { kind: &'static str, namespace: String, name: String, key: String },
+    #[error("reading {kind} {name:?}: {message}")]
+    Api { kind: &'static str, name: String, message: String },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The container's variables, and the `envFrom` keys skipped for their names.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Environment {
+    pub variables: Vec<(String, String)>,
+    /// Per source (`configMap default/x`), the keys left out.
+    pub skipped: Vec<(String, Vec<String>)>,
+}
+
+impl Environment {
+    /// Sets `name`, replacing an earlier value in its place.
+    fn set(&mut self, name: String, value: String) {
+        match self.variables.iter_mut().find(|(n, _)| *n == name) {
+            Some(slot) => slot.1 = value,
+            None => self.variables.push((name, value)),
+        }
+    }
+}
+
+/// One object's keys as text; a Secret's values are never formatted by this module.
+struct Keys(BTreeMap<String, String>);
+
+impl Keys {
+    fn of_config_map(c: ConfigMap) -> Keys {
+        let binary = c.binary_data.into_iter().filter_map(|(k, v)| String::from_utf8(v).ok().map(|v| (k, v)));
+        Keys(c.data.into_iter().chain(binary).collect())
+    }
+
+    fn of_secret(s: Secret) -> Keys {
+        Keys(s.data.into_iter().filter_map(|(k, v)| String::from_utf8(v).ok().map(|v| (k, v))).collect())
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Source {
+    ConfigMap,
+    Secret,
+}
+
+impl Source {
+    /// As the API's not-found message spells the kind.
+    fn lower(self) -> &'static str {
+        match self {
+            Source::ConfigMap => "configmap",
+            Source::Secret => "secret",
+        }
+    }
+
+    fn kind(self) -> &'static str {
+        match self {
+            Source::ConfigMap => "ConfigMap",
+            Source::Secret => "Secret",
+        }
+    }
+}
+
+/// Reads each named object once per container.
+struct Reader<'a> {
+    api: &'a dyn ApiClient,
+    namespace: &'a str,
+    read: BTreeMap<(u8, String), Option<Keys>>,
+}
+
+impl Reader<'_> {
+    async fn keys(&mut self, source: Source, name: &str) -> Result<Option<&Keys>> {
+        let slot = (source as u8, name.to_string());
+        if !self.read.contains_key(&slot) {
+            let api_error = |e: crate::client::Error| Error::Api { kind: source.lower(), name: name.to_string(), message: e.to_string() };
+            let keys = match source {
+                Source::ConfigMap => self.api.config_map(self.namespace, name).await.map_err(api_error)?.map(Keys::of_config_map),
+                Source::Secret => self.api.secret(self.namespace, name).await.map_err(api_error)?.map(Keys::of_secret),
+            };
+            self.read.insert(slot.clone(), keys);
+        }
+        Ok(self.read[&slot].as_ref())
+    }
+
+    /// One key, or `None` when it may be left out; an error when it may not.
+    async fn key(&mut self, source: Source, selector: &KeySelector) -> Result<Option<String>> {
+        let optional = selector.optional.unwrap_or(false);
+        let namespace = self.namespace.to_string();
+        match self.keys(source, &selector.name).await? {
+            Some(keys) => match keys.0.get(&selector.key) {
+                Some(value) => Ok(Some(value.clone())),
+                None if optional => Ok(None),
+                None => Err(Error::MissingKey { kind: source.kind(), namespace, name: selector.name.clone(), key: selector.key.clone() }),
+            },
+            None if optional => Ok(None),
+            None => Err(Error::NotFound { kind: source.lower(), name: selector.name.clone() }),
+        }
+    }
+
+    /// Every key of one `envFrom` object, prefixed.
+    async fn all(&mut self, source: Source, reference: &EnvSourceRef, prefix: &str, env: &mut Environment) -> Result<()> {
+        let namespace = self.namespace.to_string();
+        let Some(keys) = self.keys(source, &reference.name).await? else {
+            return match reference.optional.unwrap_or(false) {
+                true => Ok(()),
+                false => Err(Error::NotFound { kind: source.lower(), name: reference.name.clone() }),
+            };
+        };
+        let mut skipped = Vec::new();
+        for (key, value) in &keys.0 {
+            let name = format!("{prefix}{key}");
+            match env_name_error(&name) {
+                Some(_) => skipped.push(key.clone()),
+                None => env.set(name, value.clone()),
+            }
+        }
+        if !skipped.is_empty() {
+            env.skipped.push((format!("{} {namespace}/{}", source.lower(), reference.name), skipped));
+        }
+        Ok(())
+    }
+}
+
+/// The value of one of the pod's fields ([`shared::model::ENV_FIELD_PATHS`]); `pod_ip` is the
+/// sandbox's address when the pod has one.
+fn field(pod: &Pod, selector: &FieldSelector, pod_ip: &str) -> String {
+    match selector.field_path.as_str() {
+        "metadata.name" => pod.metadata.name.clone(),
+        "metadata.namespace" => pod.metadata.namespace.clone(),
+        "metadata.uid" => pod.metadata.uid.clone(),
+        "spec.nodeName" => pod.spec.node_name.clone(),
+        "status.podIP" => pod_ip.to_string(),
+        // Validation admits no other path.
+        _ => String::new(),
+    }
+}
+
+/// The container's own variables: `envFrom`, then `env`.
+pub async fn environment(api: &dyn ApiClient, pod: &Pod, container: &Container, pod_ip: &str) -> Result<Environment> {
+    let mut reader = Reader { api, namespace: &pod.metadata.namespace, read: BTreeMap::new() };
+    let mut env = Environment::default();
+    for from in &container.env_from {
+        if let Some(reference) = &from.config_map_ref {
+            reader.all(Source::ConfigMap, reference, &from.prefix, &mut env).await?;
+        }
+        if let Some(reference) = &from.secret_ref {
+            reader.all(Source::Secret, reference, &from.prefix, &mut env).await?;
+        }
+    }
+    for var in &container.env {
+        let value = match &var.value_from {
+            None => Some(var.value.clone()),
+            Some(source) => match (&source.config_map_key_ref, &source.secret_key_ref, &source.field_ref) {
+                (Some(selector), _, _) => reader.key(Source::ConfigMap, selector).await?,
+                (_, Some(selector), _) => reader.key(Source::Secret, selector).await?,
+                (_, _, Some(selector)) => Some(field(pod, selector, pod_ip)),
+                (None, None, None) => None,
+            },
+        };
+        if let Some(value) = value {
+            env.set(var.name.clone(), value);
+        }
+    }
+    Ok(env)
+}
+
+#[cfg(test)]
+mod tests {
+    use shared::model::{EnvFromSource, EnvVar, EnvVarSource};
+
+    use super::*;
+    use crate::fixtures::{RecordingApi, pod};
+
+    fn config_map(pairs: &[(&str, &str)]) -> ConfigMap {
+        ConfigMap { data: pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), ..ConfigMap::default() }
+    }
+
+    fn secret(pairs: &[(&str, &str)]) -> Secret {
+        Secret { data: pairs.iter().map(|(k, v)| (k.to_string(), v.as_bytes().to_vec())).collect(), ..Secret::default() }
+    }
+
+    fn key(name: &str, key: &str, optional: Option<bool>) -> KeySelector {
+        KeySelector { name: name.into(), key: key.into(), optional }
+    }
+
+    fn from_config_map(key_ref: KeySelector) -> Option<EnvVarSource> {
+        Some(EnvVarSource { config_map_key_ref: Some(key_ref), ..Default::default() })
+    }
+
+    fn from_secret(key_ref: KeySelector) -> Option<EnvVarSource> {
+        Some(EnvVarSource { secret_key_ref: Some(key_ref), ..Default::default() })
+    }
+
+    fn from_field(path: &str) -> Option<EnvVarSource> {
+        Some(EnvVarSource { field_ref: Some(FieldSelector { field_path: path.into(), ..Default::default() }), ..Default::default() })
+    }
+
+    fn var(name: &str, value_from: Option<EnvVarSource>) -> EnvVar {
+        EnvVar { name: name.into(), value: String::new(), value_from }
+    }
+
+    fn api() -> RecordingApi {
+        let api = RecordingApi::default();
+        api.config_maps.lock().unwrap().insert("settings".into(), config_map(&[("MODE", "fast"), ("LEVEL", "3"), ("bad-name=x", "y")]));
+        api.secrets.lock().unwrap().insert("db".into(), secret(&[("password", "s3cret"), ("MODE", "secret-mode")]));
+        api
+    }
+
+    async fn resolve(api: &RecordingApi, container: &Container) -> Result<Environment> {
+        let mut pod = pod();
+        pod.spec.node_name = "n1".into();
+        environment(api, &pod, container, "10.77.0.5").await
+    }
+
+    fn pairs(env: &Environment) -> Vec<(&str, &str)> {
+        env.variables.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect()
+    }
+
+    #[tokio::test]
+    async fn env_from_comes_first_then_env_in_order_later_winning() {
+        let api = api();
+        let container = Container {
+            env_from: vec![
+                EnvFromSource { config_map_ref: Some(EnvSourceRef { name: "settings".into(), optional: None }), ..Default::default() },
+                EnvFromSource {
+                    prefix: "DB_".into(),
+                    secret_ref: Some(EnvSourceRef { name: "db".into(), optional: None }),
+                    ..Default::default()
+                },
+            ],
+            env: vec![
+                EnvVar::literal("LEVEL", "9"),
+                var("PASSWORD", from_secret(key("db", "password", None))),
+                var("POD", from_field("metadata.name")),
+                var("IP", from_field("status.podIP")),
+                var("NODE", from_field("spec.nodeName")),
+                var("NS", from_field("metadata.namespace")),
+                var("UID", from_field("metadata.uid")),
+                EnvVar::literal("MODE", "env-wins"),
+            ],
+            ..Container::default()
+        };
+        let env = resolve(&api, &container).await.unwrap();
+        assert_eq!(
+            pairs(&env),
+            [
+                ("LEVEL", "9"),
+                ("MODE", "env-wins"),
+                ("DB_MODE", "secret-mode"),
+                ("DB_password", "s3cret"),
+                ("PASSWORD", "s3cret"),
+                ("POD", "web_1"),
+                ("IP", "10.77.0.5"),
+                ("NODE", "n1"),
+                ("NS", "default"),
+                ("UID", "1234-abcd-5678"),
+            ]
+        );
+        assert_eq!(env.skipped, [("configmap default/settings".to_string(), vec!["bad-name=x".to_string()])]);
+    }
+
+    #[tokio::test]
+    async fn an_optional_source_that_is_missing_is_left_out() {
+        let api = api();
+        let container = Container {
+            env_from: vec![EnvFromSource {
+                secret_ref: Some(EnvSourceRef { name: "absent".into(), optional: Some(true) }),
+                ..Default::default()
+            }],
+            env: vec![
+                var("A", from_config_map(key("absent", "k", Some(true)))),
+                var("B", from_config_map(key("settings", "absent", Some(true)))),
+                var("C", from_secret(key("db", "absent", Some(true)))),
+                EnvVar::literal("D", "1"),
+            ],
+            ..Container::default()
+        };
+        assert_eq!(pairs(&resolve(&api, &container).await.unwrap()), [("D", "1")]);
+    }
+
+    #[tokio::test]
+    async fn a_missing_object_or_key_is_an_error_in_the_kubelets_words_without_values() {
+        let api = api();
+        let cases = [
+            (var("A", from_config_map(key("absent", "k", None))), "configmap \"absent\" not found"),
+            (var("A", from_config_map(key("settings", "k", Some(false)))), "couldn't find key k in ConfigMap default/settings"),
+            (var("A", from_secret(key("absent", "password", None))), "secret \"absent\" not found"),
+            (var("A", from_secret(key("db", "user", None))), "couldn't find key user in Secret default/db"),
+        ];
+        for (env, message) in cases {
+            let container = Container { env: vec![env], ..Container::default() };
+            assert_eq!(resolve(&api, &container).await.unwrap_err().to_string(), message);
+        }
+        let container = Container {
+            env_from: vec![EnvFromSource {
+                config_map_ref: Some(EnvSourceRef { name: "absent".into(), optional: None }),
+                ..Default::default()
+            }],
+            ..Container::default()
+        };
+        assert_eq!(resolve(&api, &container).await.unwrap_err().to_string(), "configmap \"absent\" not found");
+    }
+}
