@@ -8,7 +8,6 @@ mod support;
 
 use std::time::Duration;
 
-use agent::{AgentConfig, RuntimeChoice};
 use support::{Kubectl, TestServer};
 use tokio_util::sync::CancellationToken;
 
@@ -44,14 +43,7 @@ spec:
 ";
 
 fn start_node(url: &str, shutdown: CancellationToken) -> std::thread::JoinHandle<()> {
-    let mut config = AgentConfig::new(url);
-    config.node_name = "kubectl-services-node".into();
-    config.runtime = RuntimeChoice::Simulated { start_delay: Duration::from_millis(200) };
-    config.listen = "127.0.0.1:0".parse().unwrap();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-        runtime.block_on(agent::run(config, shutdown)).expect("the node agent runs");
-    })
+    support::start_simulated_node(url, "kubectl-services-node", Duration::from_millis(200), shutdown)
 }
 
 /// The row of `name` in a kubectl table, split into its columns.
@@ -70,7 +62,7 @@ fn kubectl_exposes_a_deployment_on_a_cluster_ip_and_lists_its_endpoint_slices() 
     server.sheepctl().args(["kubeconfig", "--save", kubeconfig.to_str().unwrap()]).assert().success();
     let kubectl = Kubectl { kubeconfig };
 
-    // `kubectl create deployment` sends protobuf, which Shepherd reads only for namespaces.
+    // `kubectl create deployment` sends protobuf, which Shepherd reads only for namespaces, ConfigMaps and Secrets.
     let shop = dir.path().join("shop.yaml");
     std::fs::write(&shop, SHOP).unwrap();
     assert_eq!(kubectl.run(&["apply", "-f", shop.to_str().unwrap()]), "deployment.apps/shop created\n");

@@ -5,7 +5,6 @@ mod support;
 
 use std::time::Duration;
 
-use agent::{AgentConfig, RuntimeChoice};
 use serde_json::json;
 use support::{Method, TestServer, example};
 use tokio_util::sync::CancellationToken;
@@ -14,14 +13,7 @@ const DEPLOYMENT: &str = "/api/v1/namespaces/default/deployments/web";
 
 /// Runs a simulated node agent on a thread of its own until `shutdown`.
 fn start_node(url: &str, shutdown: CancellationToken) -> std::thread::JoinHandle<()> {
-    let mut config = AgentConfig::new(url);
-    config.node_name = "rollout-node".into();
-    config.runtime = RuntimeChoice::Simulated { start_delay: Duration::from_millis(200) };
-    config.listen = "127.0.0.1:0".parse().unwrap();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-        runtime.block_on(agent::run(config, shutdown)).expect("the node agent runs");
-    })
+    support::start_simulated_node(url, "rollout-node", Duration::from_millis(200), shutdown)
 }
 
 fn stdout(command: &mut assert_cmd::Command) -> String {

@@ -6,20 +6,12 @@ mod support;
 
 use std::time::Duration;
 
-use agent::{AgentConfig, RuntimeChoice};
 use support::TestServer;
 use tokio_util::sync::CancellationToken;
 
 /// Runs a simulated node agent on a thread of its own until `shutdown`.
 fn start_node(url: &str, shutdown: CancellationToken) -> std::thread::JoinHandle<()> {
-    let mut config = AgentConfig::new(url);
-    config.node_name = "try-it-node".into();
-    config.runtime = RuntimeChoice::Simulated { start_delay: Duration::from_millis(300) };
-    config.listen = "127.0.0.1:0".parse().unwrap();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-        runtime.block_on(agent::run(config, shutdown)).expect("the node agent runs");
-    })
+    support::start_simulated_node(url, "try-it-node", Duration::from_millis(300), shutdown)
 }
 
 #[test]

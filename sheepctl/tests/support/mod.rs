@@ -279,3 +279,15 @@ pub fn dead_address() -> String {
     drop(listener);
     format!("127.0.0.1:{}", address.port())
 }
+
+/// A node agent on the simulated runtime, on a thread of its own, until `shutdown`.
+pub fn start_simulated_node(url: &str, name: &str, start_delay: Duration, shutdown: tokio_util::sync::CancellationToken) -> JoinHandle<()> {
+    let mut config = agent::AgentConfig::new(url);
+    config.node_name = name.into();
+    config.runtime = agent::RuntimeChoice::Simulated { start_delay };
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        runtime.block_on(agent::run(config, shutdown)).expect("the node agent runs");
+    })
+}

@@ -557,12 +557,7 @@ pub fn endpoints(service: &Service) -> core::Endpoints {
     let address = |e: &Endpoint| core::EndpointAddress {
         ip: e.ip.clone(),
         node_name: some(&e.node_name),
-        target_ref: Some(core::ObjectReference {
-            kind: Some("Pod".into()),
-            namespace: some(&m.namespace),
-            name: some(&e.pod),
-            ..Default::default()
-        }),
+        target_ref: Some(pod_reference(&m.namespace, &e.pod)),
         hostname: None,
     };
     let addresses: Vec<core::EndpointAddress> = service.status.endpoints.iter().map(address).collect();
@@ -581,6 +576,11 @@ pub fn endpoints(service: &Service) -> core::Endpoints {
     let subsets = (!addresses.is_empty() || !not_ready.is_empty())
         .then(|| vec![core::EndpointSubset { addresses: list(addresses), ports: Some(ports), not_ready_addresses: list(not_ready) }]);
     core::Endpoints { metadata, subsets }
+}
+
+/// The pod behind an endpoint, as Endpoints and EndpointSlices name it.
+pub(super) fn pod_reference(namespace: &str, pod: &str) -> core::ObjectReference {
+    core::ObjectReference { kind: Some("Pod".into()), namespace: some(namespace), name: some(pod), ..Default::default() }
 }
 
 #[cfg(test)]

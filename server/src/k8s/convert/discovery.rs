@@ -2,7 +2,6 @@
 //! kubectl and other clients read, derived as the Endpoints object is, with the labels
 //! Kubernetes' EndpointSlice controller puts on the slices it manages.
 
-use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::discovery::v1 as discovery;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use shared::model::{Endpoint, Service};
@@ -45,12 +44,7 @@ pub fn endpoint_slice(service: &Service) -> discovery::EndpointSlice {
         addresses: vec![e.ip.clone()],
         conditions: Some(discovery::EndpointConditions { ready: Some(ready), serving: Some(ready), terminating: Some(false) }),
         node_name: some(&e.node_name),
-        target_ref: Some(core::ObjectReference {
-            kind: Some("Pod".into()),
-            namespace: some(&m.namespace),
-            name: some(&e.pod),
-            ..Default::default()
-        }),
+        target_ref: Some(super::core::pod_reference(&m.namespace, &e.pod)),
         ..Default::default()
     };
     let ready = service.status.endpoints.iter().map(|e| endpoint(e, true));
