@@ -59,8 +59,17 @@ async fn every_source_is_stored_and_read_back_in_both_dialects() {
         json!({"name": "creds", "mount_path": "/creds/password", "sub_path": "password"})
     );
 
-    // What a GET showed, sent back, is no change (kubectl apply, edit).
-    let (status, again) = server.put("/api/v1/namespaces/default/pods/web", native.clone()).await;
+    // What a GET showed, sent back, is no change (kubectl apply, edit). The scheduler may
+    // write the pod's status between the two, so a conflict reads it again, as kubectl does.
+    let mut shown = native.clone();
+    let (mut status, mut again) = server.put("/api/v1/namespaces/default/pods/web", shown.clone()).await;
+    for _ in 0..10 {
+        if status != StatusCode::CONFLICT {
+            break;
+        }
+        shown = server.get("/api/v1/namespaces/default/pods/web").await.1;
+        (status, again) = server.put("/api/v1/namespaces/default/pods/web", shown.clone()).await;
+    }
     assert_eq!(status, StatusCode::OK, "{again}");
     server.stop().await;
 }
