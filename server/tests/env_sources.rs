@@ -36,7 +36,16 @@ async fn every_source_is_stored_and_read_back_in_both_dialects() {
     let container = &native["spec"]["containers"][0];
     assert_eq!(container["env"][1]["value_from"], json!({"config_map_key_ref": {"name": "web", "key": "page"}}));
     assert_eq!(container["env_from"][0], json!({"prefix": "WEB_", "config_map_ref": {"name": "web"}}));
-    let (status, again) = server.put("/api/v1/namespaces/default/pods/web", native.clone()).await;
+    // The scheduler may write the pod's status between the GET and the PUT: a conflict reads
+    // it again, as kubectl does.
+    let (mut status, mut again) = server.put("/api/v1/namespaces/default/pods/web", native.clone()).await;
+    for _ in 0..10 {
+        if status != StatusCode::CONFLICT {
+            break;
+        }
+        let shown = server.get("/api/v1/namespaces/default/pods/web").await.1;
+        (status, again) = server.put("/api/v1/namespaces/default/pods/web", shown).await;
+    }
     assert_eq!(status, StatusCode::OK, "what a GET showed, sent back: {again}");
 
     let native_pod = json!({"kind": "Pod", "metadata": {"name": "native"}, "spec": {"containers": [{"name": "web", "image": "minimal",
