@@ -3,8 +3,6 @@
 //! spread and bin-pack side by side; with 5,000 nodes a heat map shows which nodes a
 //! decision evaluated (percentageOfNodesToScore).
 
-use std::collections::HashSet;
-
 use gloo_timers::callback::Interval;
 use shared::model::{DEFAULT_NAMESPACE, PodStage};
 use shared::scheduler::{QueueState, QueueStatus};
@@ -18,7 +16,7 @@ use crate::components::sheep::SheepCard;
 use crate::sim::engine::Sim;
 use crate::sim::input::{InputError, parse_count, parse_cpu_input, parse_labels, parse_memory_input, parse_taints, parse_tolerations};
 use crate::sim::lab::{BIG_CLUSTER, LabAction, LabState, NodeSpec, PodBatch};
-use crate::view::stages::{Layout, layout, percent};
+use crate::view::stages::{Layout, layout, pen_of, percent};
 use crate::view::time::one_decimal;
 
 /// Above this many nodes the pens give way to a heat map.
@@ -379,10 +377,13 @@ fn sim_column(sim: &Sim, on_cordon: &Callback<(String, bool)>) -> Html {
 /// and its winner marked. Shows how a decision covers only a window of a large cluster, and
 /// how that window rotates from one decision to the next.
 fn heat_map(sim: &Sim, view: &Layout) -> Html {
-    let (evaluated, winner): (HashSet<&str>, Option<&str>) = match &sim.last {
-        Some(e) => (e.nodes.iter().map(|n| n.node.as_str()).collect(), e.selected.as_deref()),
-        None => (HashSet::new(), None),
-    };
+    let mut evaluated = vec![false; view.pens.len()];
+    for node in sim.last.iter().flat_map(|e| &e.nodes) {
+        if let Some(i) = pen_of(&view.pens, &node.node) {
+            evaluated[i] = true;
+        }
+    }
+    let winner = sim.last.as_ref().and_then(|e| e.selected.as_deref());
     let coverage = sim.last.as_ref().map(|e| {
         format!(
             "Last decision: evaluated {} of {} nodes ({}%) from index {}, stopping once {} were feasible \
@@ -400,10 +401,10 @@ fn heat_map(sim: &Sim, view: &Layout) -> Html {
         <div class="heat">
             if let Some(text) = coverage { <p data-testid="sim-coverage">{ text }</p> }
             <div class="heat-grid" data-testid="sim-heat-map">
-                { for view.pens.iter().map(|pen| {
+                { for view.pens.iter().zip(evaluated).map(|(pen, evaluated)| {
                     let level = percent(pen.usage.requested.cpu, pen.usage.allocatable.cpu) / 25;
                     let name = pen.node.metadata.name.as_str();
-                    let mark = if Some(name) == winner { "win" } else if evaluated.contains(name) { "seen" } else { "" };
+                    let mark = if Some(name) == winner { "win" } else if evaluated { "seen" } else { "" };
                     html! { <i class={classes!("c", format!("l{level}"), (!mark.is_empty()).then_some(mark))}></i> }
                 }) }
             </div>

@@ -2,7 +2,6 @@
 //! words, pods grouped by stage, and the node pens with the requests of their pods against
 //! what each node can give.
 
-use std::collections::HashMap;
 use std::rc::Rc;
 
 use shared::model::{Node, NodeResources, Pod, PodStage};
@@ -102,6 +101,12 @@ pub struct Pen {
     pub pods: Vec<Rc<Pod>>,
 }
 
+/// Where the pen of the node named `node_name` is. Pens are in name order, as the cache
+/// keys a node by its name alone, so this is a binary search, with no hash map in the bundle.
+pub fn pen_of(pens: &[Pen], node_name: &str) -> Option<usize> {
+    pens.binary_search_by(|pen| pen.node.metadata.name.as_str().cmp(node_name)).ok()
+}
+
 /// The cluster view: pens, the meadow of pods without a node, and strays bound to a node
 /// the cache does not know (deleted, or not listed yet).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -122,12 +127,11 @@ pub fn layout(nodes: &Collection<Node>, pods: &Collection<Pod>, namespace: Optio
             pods: Vec::new(),
         })
         .collect();
-    let index: HashMap<&str, usize> = nodes.values().enumerate().map(|(i, n)| (n.metadata.name.as_str(), i)).collect();
     let mut layout = Layout::default();
     let mut counts = [0usize; STAGES.len()];
     for pod in pods.values() {
         let shown = in_namespace(&pod.metadata.namespace, namespace);
-        let pen = index.get(pod.spec.node_name.as_str()).copied();
+        let pen = pen_of(&pens, &pod.spec.node_name);
         if let Some(i) = pen
             && usage::counts_on_node(pod)
         {
