@@ -1,20 +1,317 @@
-//! The little of Kubernetes' protobuf encoding that kubectl's typed commands send: the
-//! `k8s\0` envelope (`runtime.Unknown`) around a `DeleteOptions` (`kubectl drain`), a
-//! `Namespace` (`kubectl create namespace`), a `ConfigMap` (`kubectl create configmap`) or a
-//! `Secret` (`kubectl create secret generic`). Each is read into the JSON the other bodies
-//! are, so the same checks see it; a field this reader does not know is refused by number.
+//! Kubernetes' protobuf bodies, which client-go's typed clients send (`kubectl create
+//! deployment|service|namespace|configmap|secret`, `kubectl drain`'s DeleteOptions): the
+//! `k8s\0` envelope (`runtime.Unknown`) around one message, read into the JSON the other
+//! bodies are, so the same checks see it and a field Shepherd refuses gets the same answer.
+//!
+//! Why not advertise JSON instead: client-go's typed clients are generated preferring
+//! protobuf (`gentype.PrefersProtobuf`) and use it whenever the config names no content
+//! type, which kubectl never does; the only answer that makes client-go change its content
+//! type is a 415 to CBOR. Why a table and not `k8s-pb`'s prost types: prost skips the fields
+//! it does not know, where this reader names them, and those types have no serde, so reaching
+//! the JSON would take a hand-written conversion of every field anyway. The table below holds
+//! each message's field numbers and JSON names (from Kubernetes' `generated.proto`); one
+//! walk reads any of them.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::status::{Result, Status};
 
 pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
 const MAGIC: &[u8] = b"k8s\0";
 
-/// One field of a message: its number and its varint or bytes.
-enum Field<'a> {
+/// How a field's value reads into JSON.
+#[derive(Clone, Copy)]
+enum Shape {
+    Text,
+    Int,
+    Bool,
+    Message(&'static Schema),
+    /// `map<string, string>`.
+    TextMap,
+    /// `map<string, bytes>`.
+    BytesMap,
+    /// `map<string, Quantity>`: each a string.
+    QuantityMap,
+    /// `IntOrString`: a number or a string.
+    IntOrString,
+    /// Set by the server (uid, timestamps, managedFields): left out, as a JSON body's are.
+    ServerSet,
+    /// A Kubernetes field whose message this reader has no table for: refused unless empty.
+    Unread,
+}
+
+struct Field {
+    number: u64,
+    name: &'static str,
+    shape: Shape,
+    repeated: bool,
+    /// A pointer in Go: its zero is sent only when set, and means what it says (`replicas: 0`).
+    zero_counts: bool,
+}
+
+const fn one(number: u64, name: &'static str, shape: Shape) -> Field {
+    Field { number, name, shape, repeated: false, zero_counts: false }
+}
+
+const fn many(number: u64, name: &'static str, shape: Shape) -> Field {
+    Field { number, name, shape, repeated: true, zero_counts: false }
+}
+
+const fn pointer(number: u64, name: &'static str, shape: Shape) -> Field {
+    Field { number, name, shape, repeated: false, zero_counts: true }
+}
+
+struct Schema {
+    name: &'static str,
+    fields: &'static [Field],
+}
+
+use Shape::{Bool, BytesMap, Int, IntOrString, Message, QuantityMap, ServerSet, Text, TextMap, Unread};
+
+static OBJECT_META: Schema = Schema {
+    name: "ObjectMeta",
+    fields: &[
+        one(1, "name", Text),
+        one(2, "generateName", Text),
+        one(3, "namespace", Text),
+        one(4, "selfLink", ServerSet),
+        one(5, "uid", ServerSet),
+        one(6, "resourceVersion", Text),
+        one(7, "generation", ServerSet),
+        one(8, "creationTimestamp", ServerSet),
+        one(9, "deletionTimestamp", ServerSet),
+        one(10, "deletionGracePeriodSeconds", ServerSet),
+        one(11, "labels", TextMap),
+        one(12, "annotations", TextMap),
+        many(13, "ownerReferences", Unread),
+        many(14, "finalizers", Text),
+        many(17, "managedFields", ServerSet),
+    ],
+};
+static LABEL_SELECTOR_REQUIREMENT: Schema =
+    Schema { name: "LabelSelectorRequirement", fields: &[one(1, "key", Text), one(2, "operator", Text), many(3, "values", Text)] };
+static LABEL_SELECTOR: Schema = Schema {
+    name: "LabelSelector",
+    fields: &[one(1, "matchLabels", TextMap), many(2, "matchExpressions", Message(&LABEL_SELECTOR_REQUIREMENT))],
+};
+static RESOURCES: Schema = Schema {
+    name: "ResourceRequirements",
+    fields: &[one(1, "limits", QuantityMap), one(2, "requests", QuantityMap), many(3, "claims", Unread)],
+};
+static CONTAINER_PORT: Schema = Schema {
+    name: "ContainerPort",
+    fields: &[
+        one(1, "name", Text),
+        one(2, "hostPort", Int),
+        one(3, "containerPort", Int),
+        one(4, "protocol", Text),
+        one(5, "hostIP", Text),
+    ],
+};
+static ENV_VAR: Schema = Schema { name: "EnvVar", fields: &[one(1, "name", Text), one(2, "value", Text), one(3, "valueFrom", Unread)] };
+static CONTAINER: Schema = Schema {
+    name: "Container",
+    fields: &[
+        one(1, "name", Text),
+        one(2, "image", Text),
+        many(3, "command", Text),
+        many(4, "args", Text),
+        one(5, "workingDir", Text),
+        many(6, "ports", Message(&CONTAINER_PORT)),
+        many(7, "env", Message(&ENV_VAR)),
+        one(8, "resources", Message(&RESOURCES)),
+        many(9, "volumeMounts", Unread),
+        one(10, "livenessProbe", Unread),
+        one(11, "readinessProbe", Unread),
+        one(12, "lifecycle", Unread),
+        one(13, "terminationMessagePath", Text),
+        one(14, "imagePullPolicy", Text),
+        one(15, "securityContext", Unread),
+        one(16, "stdin", Bool),
+        one(17, "stdinOnce", Bool),
+        one(18, "tty", Bool),
+        many(19, "envFrom", Unread),
+        one(20, "terminationMessagePolicy", Text),
+        many(21, "volumeDevices", Unread),
+        one(22, "startupProbe", Unread),
+        many(23, "resizePolicy", Unread),
+        one(24, "restartPolicy", Text),
+        many(25, "restartPolicyRules", Unread),
+    ],
+};
+static POD_SPEC: Schema = Schema {
+    name: "PodSpec",
+    fields: &[
+        many(1, "volumes", Unread),
+        many(2, "containers", Message(&CONTAINER)),
+        one(3, "restartPolicy", Text),
+        pointer(4, "terminationGracePeriodSeconds", Int),
+        pointer(5, "activeDeadlineSeconds", Int),
+        one(6, "dnsPolicy", Text),
+        one(7, "nodeSelector", TextMap),
+        one(8, "serviceAccountName", Text),
+        one(9, "serviceAccount", Text),
+        one(10, "nodeName", Text),
+        one(11, "hostNetwork", Bool),
+        one(12, "hostPID", Bool),
+        one(13, "hostIPC", Bool),
+        one(14, "securityContext", Unread),
+        many(15, "imagePullSecrets", Unread),
+        one(16, "hostname", Text),
+        one(17, "subdomain", Text),
+        one(18, "affinity", Unread),
+        one(19, "schedulerName", Text),
+        many(20, "initContainers", Message(&CONTAINER)),
+        pointer(21, "automountServiceAccountToken", Bool),
+        many(22, "tolerations", Unread),
+        many(23, "hostAliases", Unread),
+        one(24, "priorityClassName", Text),
+        pointer(25, "priority", Int),
+        one(26, "dnsConfig", Unread),
+        pointer(27, "shareProcessNamespace", Bool),
+        many(28, "readinessGates", Unread),
+        one(29, "runtimeClassName", Text),
+        pointer(30, "enableServiceLinks", Bool),
+        one(31, "preemptionPolicy", Text),
+        one(32, "overhead", QuantityMap),
+        many(33, "topologySpreadConstraints", Unread),
+        many(34, "ephemeralContainers", Unread),
+        pointer(35, "setHostnameAsFQDN", Bool),
+        one(36, "os", Unread),
+        pointer(37, "hostUsers", Bool),
+        many(38, "schedulingGates", Unread),
+        many(39, "resourceClaims", Unread),
+        one(40, "resources", Message(&RESOURCES)),
+        one(41, "hostnameOverride", Text),
+        one(42, "workloadRef", Unread),
+    ],
+};
+static POD_TEMPLATE: Schema =
+    Schema { name: "PodTemplateSpec", fields: &[one(1, "metadata", Message(&OBJECT_META)), one(2, "spec", Message(&POD_SPEC))] };
+static POD: Schema = Schema {
+    name: "Pod",
+    fields: &[one(1, "metadata", Message(&OBJECT_META)), one(2, "spec", Message(&POD_SPEC)), one(3, "status", Unread)],
+};
+static ROLLING_UPDATE: Schema =
+    Schema { name: "RollingUpdateDeployment", fields: &[one(1, "maxUnavailable", IntOrString), one(2, "maxSurge", IntOrString)] };
+static STRATEGY: Schema =
+    Schema { name: "DeploymentStrategy", fields: &[one(1, "type", Text), one(2, "rollingUpdate", Message(&ROLLING_UPDATE))] };
+static DEPLOYMENT_SPEC: Schema = Schema {
+    name: "DeploymentSpec",
+    fields: &[
+        pointer(1, "replicas", Int),
+        one(2, "selector", Message(&LABEL_SELECTOR)),
+        one(3, "template", Message(&POD_TEMPLATE)),
+        one(4, "strategy", Message(&STRATEGY)),
+        one(5, "minReadySeconds", Int),
+        pointer(6, "revisionHistoryLimit", Int),
+        one(7, "paused", Bool),
+        pointer(9, "progressDeadlineSeconds", Int),
+    ],
+};
+static DEPLOYMENT: Schema = Schema {
+    name: "Deployment",
+    fields: &[one(1, "metadata", Message(&OBJECT_META)), one(2, "spec", Message(&DEPLOYMENT_SPEC)), one(3, "status", Unread)],
+};
+static REPLICA_SET_SPEC: Schema = Schema {
+    name: "ReplicaSetSpec",
+    fields: &[
+        pointer(1, "replicas", Int),
+        one(2, "selector", Message(&LABEL_SELECTOR)),
+        one(3, "template", Message(&POD_TEMPLATE)),
+        one(4, "minReadySeconds", Int),
+    ],
+};
+static REPLICA_SET: Schema = Schema {
+    name: "ReplicaSet",
+    fields: &[one(1, "metadata", Message(&OBJECT_META)), one(2, "spec", Message(&REPLICA_SET_SPEC)), one(3, "status", Unread)],
+};
+static SERVICE_PORT: Schema = Schema {
+    name: "ServicePort",
+    fields: &[
+        one(1, "name", Text),
+        one(2, "protocol", Text),
+        one(3, "port", Int),
+        one(4, "targetPort", IntOrString),
+        one(5, "nodePort", Int),
+        one(6, "appProtocol", Text),
+    ],
+};
+static SERVICE_SPEC: Schema = Schema {
+    name: "ServiceSpec",
+    fields: &[
+        many(1, "ports", Message(&SERVICE_PORT)),
+        one(2, "selector", TextMap),
+        one(3, "clusterIP", Text),
+        one(4, "type", Text),
+        many(5, "externalIPs", Text),
+        one(7, "sessionAffinity", Text),
+        one(8, "loadBalancerIP", Text),
+        many(9, "loadBalancerSourceRanges", Text),
+        one(10, "externalName", Text),
+        one(11, "externalTrafficPolicy", Text),
+        one(12, "healthCheckNodePort", Int),
+        one(13, "publishNotReadyAddresses", Bool),
+        one(14, "sessionAffinityConfig", Unread),
+        one(17, "ipFamilyPolicy", Text),
+        many(18, "clusterIPs", Text),
+        many(19, "ipFamilies", Text),
+        pointer(20, "allocateLoadBalancerNodePorts", Bool),
+        one(21, "loadBalancerClass", Text),
+        one(22, "internalTrafficPolicy", Text),
+        one(23, "trafficDistribution", Text),
+    ],
+};
+static SERVICE: Schema = Schema {
+    name: "Service",
+    fields: &[one(1, "metadata", Message(&OBJECT_META)), one(2, "spec", Message(&SERVICE_SPEC)), one(3, "status", Unread)],
+};
+static NAMESPACE_SPEC: Schema = Schema { name: "NamespaceSpec", fields: &[many(1, "finalizers", Text)] };
+static NAMESPACE: Schema = Schema {
+    name: "Namespace",
+    fields: &[one(1, "metadata", Message(&OBJECT_META)), one(2, "spec", Message(&NAMESPACE_SPEC)), one(3, "status", Unread)],
+};
+static CONFIG_MAP: Schema = Schema {
+    name: "ConfigMap",
+    fields: &[
+        one(1, "metadata", Message(&OBJECT_META)),
+        one(2, "data", TextMap),
+        one(3, "binaryData", BytesMap),
+        pointer(4, "immutable", Bool),
+    ],
+};
+static SECRET: Schema = Schema {
+    name: "Secret",
+    fields: &[
+        one(1, "metadata", Message(&OBJECT_META)),
+        one(2, "data", BytesMap),
+        one(3, "type", Text),
+        one(4, "stringData", TextMap),
+        pointer(5, "immutable", Bool),
+    ],
+};
+static PRECONDITIONS: Schema = Schema { name: "Preconditions", fields: &[one(1, "uid", Text), one(2, "resourceVersion", Text)] };
+static DELETE_OPTIONS: Schema = Schema {
+    name: "DeleteOptions",
+    fields: &[
+        pointer(1, "gracePeriodSeconds", Int),
+        one(2, "preconditions", Message(&PRECONDITIONS)),
+        pointer(3, "orphanDependents", Bool),
+        one(4, "propagationPolicy", Text),
+        many(5, "dryRun", Text),
+        pointer(6, "ignoreStoreReadErrorWithClusterBreakingPotential", Bool),
+    ],
+};
+
+/// The kinds whose whole object this reader takes, by the envelope's kind.
+fn schema_of(kind: &str) -> Option<&'static Schema> {
+    [&POD, &DEPLOYMENT, &REPLICA_SET, &SERVICE, &NAMESPACE, &CONFIG_MAP, &SECRET].into_iter().find(|s| s.name == kind)
+}
+
+/// One field on the wire: its number and its varint or bytes.
+enum Wire<'a> {
     Varint(u64),
     Bytes(&'a [u8]),
 }
@@ -37,284 +334,353 @@ fn varint(bytes: &[u8], at: &mut usize) -> Result<u64> {
 }
 
 /// The fields of a message, in order.
-fn fields(bytes: &[u8]) -> Result<Vec<(u64, Field<'_>)>> {
+fn wire_fields(bytes: &[u8]) -> Result<Vec<(u64, Wire<'_>)>> {
     let mut at = 0;
     let mut out = Vec::new();
     while at < bytes.len() {
         let key = varint(bytes, &mut at)?;
         let field = match key & 7 {
-            0 => Field::Varint(varint(bytes, &mut at)?),
+            0 => Wire::Varint(varint(bytes, &mut at)?),
             2 => {
                 let len = usize::try_from(varint(bytes, &mut at)?).map_err(|_| refuse("a length is too large"))?;
                 let end = at.checked_add(len).filter(|end| *end <= bytes.len()).ok_or_else(|| refuse("a field runs past the end"))?;
                 let slice = &bytes[at..end];
                 at = end;
-                Field::Bytes(slice)
+                Wire::Bytes(slice)
             }
-            other => return Err(refuse(format!("wire type {other} is not used by the messages Shepherd reads"))),
+            other => return Err(refuse(format!("wire type {other} is used by no field of the messages Shepherd reads"))),
         };
         out.push((key >> 3, field));
     }
     Ok(out)
 }
 
-/// An empty string or message, or a zero: what Go's encoder writes for an unset field.
-fn is_unset(field: &Field<'_>) -> bool {
-    matches!(field, Field::Bytes([]) | Field::Varint(0))
-}
-
-/// A message whose fields are all unset, however deep.
+/// A message whose fields are all unset, however deep: what Go writes for an empty struct.
 fn says_nothing(bytes: &[u8]) -> bool {
-    fields(bytes).is_ok_and(|fields| {
+    wire_fields(bytes).is_ok_and(|fields| {
         fields.iter().all(|(_, f)| match f {
-            Field::Bytes(inner) => inner.is_empty() || says_nothing(inner),
-            Field::Varint(v) => *v == 0,
+            Wire::Bytes(inner) => inner.is_empty() || says_nothing(inner),
+            Wire::Varint(v) => *v == 0,
         })
     })
 }
 
-fn text(field: &Field<'_>) -> Result<String> {
-    match field {
-        Field::Bytes(b) => String::from_utf8(b.to_vec()).map_err(|_| refuse("a string is not UTF-8")),
-        Field::Varint(_) => Err(refuse("a string field holds a number")),
+fn bytes_of<'a>(wire: &Wire<'a>, path: &str) -> Result<&'a [u8]> {
+    match wire {
+        Wire::Bytes(b) => Ok(b),
+        Wire::Varint(_) => Err(refuse(format!("{path} holds a number where Kubernetes has a string or a message"))),
     }
 }
 
-fn message<'a>(field: &Field<'a>) -> Result<&'a [u8]> {
-    match field {
-        Field::Bytes(b) => Ok(b),
-        Field::Varint(_) => Err(refuse("a message field holds a number")),
+fn text(wire: &Wire<'_>, path: &str) -> Result<String> {
+    String::from_utf8(bytes_of(wire, path)?.to_vec()).map_err(|_| refuse(format!("{path} is not UTF-8")))
+}
+
+/// The value of a `Quantity` message, its field 1.
+fn quantity(bytes: &[u8], path: &str) -> Result<Value> {
+    let mut value = String::new();
+    for (number, wire) in wire_fields(bytes)? {
+        match number {
+            1 => value = text(&wire, path)?,
+            other => return Err(refuse(format!("Quantity has no field {other} (at {path})"))),
+        }
     }
+    Ok(Value::String(value))
 }
 
-fn unknown(what: &str, number: u64) -> Status {
-    Status::new(
-        axum::http::StatusCode::UNPROCESSABLE_ENTITY,
-        "Invalid",
-        format!("field {number} of the protobuf {what} is not one Shepherd supports; send the object as JSON (kubectl apply -f)"),
-    )
+/// An `IntOrString` (type 1, intVal 2, strVal 3) as JSON's number or string.
+fn int_or_string(bytes: &[u8], path: &str) -> Result<Value> {
+    let (mut is_string, mut int, mut string) = (false, 0i64, String::new());
+    for (number, wire) in wire_fields(bytes)? {
+        match (number, &wire) {
+            (1, Wire::Varint(kind)) => is_string = *kind == 1,
+            (2, Wire::Varint(v)) => int = i64::from(*v as i32),
+            (3, _) => string = text(&wire, path)?,
+            (other, _) => return Err(refuse(format!("IntOrString has no field {other} of that type (at {path})"))),
+        }
+    }
+    Ok(if is_string { Value::String(string) } else { Value::from(int) })
 }
 
-/// `(kind, raw)` from the envelope.
-fn unwrap(body: &[u8]) -> Result<(String, &[u8])> {
+/// A map entry (key 1, value 2) with its value read by `value`.
+fn map_entry(bytes: &[u8], path: &str, value: impl Fn(&Wire<'_>, &str) -> Result<Value>) -> Result<(String, Value)> {
+    let (mut key, mut read) = (String::new(), None);
+    for (number, wire) in wire_fields(bytes)? {
+        match number {
+            1 => key = text(&wire, path)?,
+            2 => read = Some(value(&wire, path)?),
+            other => return Err(refuse(format!("a map entry has no field {other} (at {path})"))),
+        }
+    }
+    let read = match read {
+        Some(read) => read,
+        None => value(&Wire::Bytes(&[]), path)?,
+    };
+    Ok((key, read))
+}
+
+/// One field's value as JSON, or `None` when it says nothing (an unset value, as Go's
+/// encoder writes for a field JSON would leave out).
+fn value(field: &Field, wire: &Wire<'_>, path: &str) -> Result<Option<Value>> {
+    let read = match (field.shape, wire) {
+        (ServerSet, _) => return Ok(None),
+        (Int, Wire::Varint(v)) => Value::from(*v as i64),
+        (Bool, Wire::Varint(v)) => Value::Bool(*v != 0),
+        (Int | Bool, Wire::Bytes(_)) => return Err(refuse(format!("{path} holds bytes where Kubernetes has a number"))),
+        (Text, _) => Value::String(text(wire, path)?),
+        (Message(schema), _) => Value::Object(message(schema, bytes_of(wire, path)?, path)?),
+        (IntOrString, _) => int_or_string(bytes_of(wire, path)?, path)?,
+        (Unread, _) if says_nothing(bytes_of(wire, path)?) => return Ok(None),
+        (Unread, _) => {
+            return Err(Status::new(
+                axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+                "Invalid",
+                format!("{path}: Shepherd reads this field from JSON bodies only; send the object as JSON (kubectl apply -f)"),
+            ));
+        }
+        (TextMap | BytesMap | QuantityMap, _) => {
+            let entry = map_entry(bytes_of(wire, path)?, path, |w, p| match field.shape {
+                TextMap => text(w, p).map(Value::String),
+                BytesMap => bytes_of(w, p).map(|b| Value::String(STANDARD.encode(b))),
+                _ => quantity(bytes_of(w, p)?, p),
+            })?;
+            return Ok(Some(Value::Object(Map::from_iter([entry]))));
+        }
+    };
+    let unset = match &read {
+        Value::String(s) => s.is_empty(),
+        Value::Number(n) => n.as_i64() == Some(0),
+        Value::Bool(b) => !b,
+        Value::Object(o) => o.is_empty(),
+        _ => false,
+    };
+    // A list keeps every item, empty ones too.
+    Ok((!unset || field.zero_counts || field.repeated).then_some(read))
+}
+
+/// A message of `schema` as a JSON object with Kubernetes' field names.
+fn message(schema: &Schema, bytes: &[u8], path: &str) -> Result<Map<String, Value>> {
+    let mut out = Map::new();
+    for (number, wire) in wire_fields(bytes)? {
+        let field = schema.fields.iter().find(|f| f.number == number).ok_or_else(|| {
+            refuse(format!("{} has no field {number} in Kubernetes (at {})", schema.name, if path.is_empty() { "the top" } else { path }))
+        })?;
+        let at = if path.is_empty() { field.name.to_string() } else { format!("{path}.{}", field.name) };
+        let at = match (field.repeated, out.get(field.name)) {
+            (true, Some(Value::Array(items))) => format!("{at}[{}]", items.len()),
+            (true, _) => format!("{at}[0]"),
+            (false, _) => at,
+        };
+        let Some(read) = value(field, &wire, &at)? else { continue };
+        match (field.repeated, field.shape) {
+            (true, _) => match out.entry(field.name).or_insert_with(|| Value::Array(Vec::new())) {
+                Value::Array(items) => items.push(read),
+                _ => unreachable!("a repeated field is an array"),
+            },
+            // A map's entries come one field each.
+            (false, TextMap | BytesMap | QuantityMap) => {
+                if let (Value::Object(map), Value::Object(entry)) =
+                    (out.entry(field.name).or_insert_with(|| Value::Object(Map::new())), read)
+                {
+                    map.extend(entry);
+                }
+            }
+            (false, _) => drop(out.insert(field.name.to_string(), read)),
+        }
+    }
+    Ok(out)
+}
+
+/// `(apiVersion, kind, raw)` from the envelope.
+fn unwrap(body: &[u8]) -> Result<(String, String, &[u8])> {
     let inner = body.strip_prefix(MAGIC).ok_or_else(|| refuse("it does not start with the k8s envelope"))?;
-    let (mut kind, mut raw) = (String::new(), &[][..]);
-    for (number, field) in fields(inner)? {
+    let (mut api_version, mut kind, mut raw) = (String::new(), String::new(), &[][..]);
+    for (number, wire) in wire_fields(inner)? {
         match number {
             1 => {
-                for (n, f) in fields(message(&field)?)? {
-                    if n == 2 {
-                        kind = text(&f)?;
+                for (n, w) in wire_fields(bytes_of(&wire, "typeMeta")?)? {
+                    match n {
+                        1 => api_version = text(&w, "apiVersion")?,
+                        2 => kind = text(&w, "kind")?,
+                        _ => {}
                     }
                 }
             }
-            2 => raw = message(&field)?,
-            _ => {}
+            2 => raw = bytes_of(&wire, "raw")?,
+            // contentEncoding and contentType: the body's own media type says it all.
+            3 | 4 => {}
+            other => return Err(refuse(format!("the envelope has no field {other} that Shepherd reads"))),
         }
     }
-    Ok((kind, raw))
+    Ok((api_version, kind, raw))
 }
 
-/// A protobuf `map<string, string>` (or `map<string, bytes>` when `bytes`, whose values
-/// become base64 as JSON writes them): each entry a message of key 1 and value 2.
-fn map_entries(entries: &[&[u8]], bytes: bool) -> Result<Value> {
-    let mut map = Map::new();
-    for entry in entries {
-        let (mut key, mut value) = (String::new(), Value::String(String::new()));
-        for (n, f) in fields(entry)? {
-            match n {
-                1 => key = text(&f)?,
-                2 if bytes => value = STANDARD.encode(message(&f)?).into(),
-                2 => value = text(&f)?.into(),
-                _ => {}
-            }
-        }
-        map.insert(key, value);
-    }
-    Ok(Value::Object(map))
-}
-
-fn string_map(entries: &[&[u8]]) -> Result<Value> {
-    map_entries(entries, false)
-}
-
-fn object_meta(bytes: &[u8]) -> Result<Value> {
-    let mut meta = Map::new();
-    let (mut labels, mut annotations) = (Vec::new(), Vec::new());
-    for (number, field) in fields(bytes)?.into_iter().filter(|(_, f)| !is_unset(f)) {
-        match number {
-            1 => drop(meta.insert("name".into(), text(&field)?.into())),
-            3 => drop(meta.insert("namespace".into(), text(&field)?.into())),
-            6 => drop(meta.insert("resourceVersion".into(), text(&field)?.into())),
-            // selfLink, uid, generation, the timestamps, managedFields: the server's, as in JSON.
-            4 | 5 | 7 | 8 | 9 | 17 => {}
-            11 => labels.push(message(&field)?),
-            12 => annotations.push(message(&field)?),
-            other => return Err(unknown("ObjectMeta", other)),
-        }
-    }
-    if !labels.is_empty() {
-        meta.insert("labels".into(), string_map(&labels)?);
-    }
-    if !annotations.is_empty() {
-        meta.insert("annotations".into(), string_map(&annotations)?);
-    }
-    Ok(Value::Object(meta))
-}
-
-/// The body of a kubectl `create namespace`, `create configmap` or `create secret` as JSON.
+/// A whole object's protobuf body (a Pod, Deployment, ReplicaSet, Service, Namespace,
+/// ConfigMap or Secret) as its JSON.
 pub fn object(body: &[u8]) -> Result<Value> {
-    let (kind, raw) = unwrap(body)?;
-    match kind.as_str() {
-        "Namespace" => namespace(raw),
-        "ConfigMap" => config_map(raw),
-        "Secret" => secret(raw),
-        _ => Err(Status::unsupported_media_type(format!(
-            "Shepherd reads protobuf only for namespaces, ConfigMaps, Secrets and delete options, not a {kind:?}: write the \
-             object as YAML and use `kubectl apply -f` (for example `kubectl create deployment web --image=nginx --dry-run=client \
-             -o yaml | kubectl apply -f -`)"
-        ))),
-    }
-}
-
-fn namespace(raw: &[u8]) -> Result<Value> {
-    let mut out = json!({"apiVersion": "v1", "kind": "Namespace"});
-    for (number, field) in fields(raw)?.into_iter().filter(|(_, f)| !is_unset(f)) {
-        match number {
-            1 => out["metadata"] = object_meta(message(&field)?)?,
-            // A spec or status whose every field is unset says nothing.
-            2 | 3 if says_nothing(message(&field)?) => {}
-            other => return Err(unknown("Namespace", other)),
-        }
-    }
-    Ok(out)
-}
-
-/// The entries of a map field, gathered from its repeated occurrences.
-fn push_entry<'a>(entries: &mut Vec<&'a [u8]>, field: &Field<'a>) -> Result<()> {
-    entries.push(message(field)?);
-    Ok(())
-}
-
-fn config_map(raw: &[u8]) -> Result<Value> {
-    let mut out = json!({"apiVersion": "v1", "kind": "ConfigMap"});
-    let (mut data, mut binary) = (Vec::new(), Vec::new());
-    for (number, field) in fields(raw)?.into_iter().filter(|(_, f)| !is_unset(f)) {
-        match number {
-            1 => out["metadata"] = object_meta(message(&field)?)?,
-            2 => push_entry(&mut data, &field)?,
-            3 => push_entry(&mut binary, &field)?,
-            4 => out["immutable"] = matches!(field, Field::Varint(1)).into(),
-            other => return Err(unknown("ConfigMap", other)),
-        }
-    }
-    if !data.is_empty() {
-        out["data"] = map_entries(&data, false)?;
-    }
-    if !binary.is_empty() {
-        out["binaryData"] = map_entries(&binary, true)?;
-    }
-    Ok(out)
-}
-
-fn secret(raw: &[u8]) -> Result<Value> {
-    let mut out = json!({"apiVersion": "v1", "kind": "Secret"});
-    let (mut data, mut string_data) = (Vec::new(), Vec::new());
-    for (number, field) in fields(raw)?.into_iter().filter(|(_, f)| !is_unset(f)) {
-        match number {
-            1 => out["metadata"] = object_meta(message(&field)?)?,
-            2 => push_entry(&mut data, &field)?,
-            3 => out["type"] = text(&field)?.into(),
-            4 => push_entry(&mut string_data, &field)?,
-            5 => out["immutable"] = matches!(field, Field::Varint(1)).into(),
-            other => return Err(unknown("Secret", other)),
-        }
-    }
-    if !data.is_empty() {
-        out["data"] = map_entries(&data, true)?;
-    }
-    if !string_data.is_empty() {
-        out["stringData"] = map_entries(&string_data, false)?;
-    }
-    Ok(out)
+    let (api_version, kind, raw) = unwrap(body)?;
+    let schema = schema_of(&kind).ok_or_else(|| {
+        Status::unsupported_media_type(format!(
+            "Shepherd reads protobuf only for the kinds it serves and DeleteOptions, not a {kind:?}: send it as application/json"
+        ))
+    })?;
+    let mut out = Map::from_iter([("apiVersion".to_string(), Value::String(api_version)), ("kind".to_string(), Value::String(kind))]);
+    out.extend(message(schema, raw, "")?);
+    Ok(Value::Object(out))
 }
 
 /// A DeleteOptions body as JSON.
 pub fn delete_options(body: &[u8]) -> Result<Value> {
-    let (_, raw) = unwrap(body)?;
-    let mut out = Map::new();
-    for (number, field) in fields(raw)? {
-        match (number, &field) {
-            // An int64 on the wire is its two's complement.
-            (1, Field::Varint(v)) => drop(out.insert("gracePeriodSeconds".into(), (*v as i64).into())),
-            (2, _) => {
-                let mut preconditions = Map::new();
-                for (n, f) in fields(message(&field)?)? {
-                    match n {
-                        1 => drop(preconditions.insert("uid".into(), text(&f)?.into())),
-                        2 => drop(preconditions.insert("resourceVersion".into(), text(&f)?.into())),
-                        other => return Err(unknown("Preconditions", other)),
-                    }
-                }
-                out.insert("preconditions".into(), Value::Object(preconditions));
-            }
-            (3, Field::Varint(v)) => drop(out.insert("orphanDependents".into(), (*v != 0).into())),
-            (4, _) => drop(out.insert("propagationPolicy".into(), text(&field)?.into())),
-            (5, _) => drop(out.insert("dryRun".into(), json!([text(&field)?]))),
-            (other, _) => return Err(unknown("DeleteOptions", other)),
-        }
-    }
-    Ok(Value::Object(out))
+    let (_, _, raw) = unwrap(body)?;
+    Ok(Value::Object(message(&DELETE_OPTIONS, raw, "")?))
 }
 
 #[cfg(test)]
 mod tests {
+    use axum::http::StatusCode;
+    use serde_json::json;
+
     use super::*;
 
-    fn bytes_field(number: u8, body: &[u8]) -> Vec<u8> {
-        let mut out = vec![(number << 3) | 2, body.len() as u8];
-        out.extend_from_slice(body);
+    fn varint(mut value: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        while value >= 0x80 {
+            out.push((value as u8) | 0x80);
+            value >>= 7;
+        }
+        out.push(value as u8);
         out
     }
 
-    fn envelope(kind: &str, raw: &[u8]) -> Vec<u8> {
-        let type_meta = [bytes_field(1, b"v1"), bytes_field(2, kind.as_bytes())].concat();
-        [MAGIC.to_vec(), bytes_field(1, &type_meta), bytes_field(2, raw)].concat()
+    fn bytes_field(number: u64, body: &[u8]) -> Vec<u8> {
+        [varint((number << 3) | 2), varint(body.len() as u64), body.to_vec()].concat()
+    }
+
+    fn varint_field(number: u64, value: u64) -> Vec<u8> {
+        [varint(number << 3), varint(value)].concat()
+    }
+
+    fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
+        let type_meta = [bytes_field(1, api_version.as_bytes()), bytes_field(2, kind.as_bytes())].concat();
+        [MAGIC.to_vec(), bytes_field(1, &type_meta), bytes_field(2, raw), bytes_field(3, b""), bytes_field(4, b"")].concat()
+    }
+
+    fn entry(key: &[u8], value: &[u8]) -> Vec<u8> {
+        [bytes_field(1, key), bytes_field(2, value)].concat()
     }
 
     #[test]
     fn a_namespace_and_delete_options_read_as_json() {
-        let label = [bytes_field(1, b"team"), bytes_field(2, b"a")].concat();
-        let meta = [bytes_field(1, b"team-a"), bytes_field(11, &label), bytes_field(8, b"\x08\x01")].concat();
+        let meta = [bytes_field(1, b"team-a"), bytes_field(11, &entry(b"team", b"a")), bytes_field(8, b"\x08\x01")].concat();
         let raw = [bytes_field(1, &meta), bytes_field(2, b""), bytes_field(3, &bytes_field(1, b""))].concat();
-        let value = object(&envelope("Namespace", &raw)).unwrap();
+        let value = object(&envelope("v1", "Namespace", &raw)).unwrap();
         assert_eq!(value, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": {"team": "a"}}}));
 
-        let raw = [vec![1 << 3, 0], bytes_field(4, b"Background")].concat();
-        let options = delete_options(&envelope("DeleteOptions", &raw)).unwrap();
-        assert_eq!(options, json!({"gracePeriodSeconds": 0, "propagationPolicy": "Background"}));
-        assert_eq!(object(&envelope("Deployment", b"")).unwrap_err().code, axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE);
+        let raw = [varint_field(1, 0), bytes_field(4, b"Background"), bytes_field(5, b"All")].concat();
+        let options = delete_options(&envelope("v1", "DeleteOptions", &raw)).unwrap();
+        assert_eq!(options, json!({"gracePeriodSeconds": 0, "propagationPolicy": "Background", "dryRun": ["All"]}));
+        assert_eq!(object(&envelope("v1", "Event", b"")).unwrap_err().code, StatusCode::UNSUPPORTED_MEDIA_TYPE);
     }
 
     #[test]
     fn a_config_map_and_a_secret_read_as_json_with_bytes_in_base64() {
         let meta = bytes_field(1, &bytes_field(1, b"app"));
-        let entry = |key: &[u8], value: &[u8]| [bytes_field(1, key), bytes_field(2, value)].concat();
-        let raw = [meta.clone(), bytes_field(2, &entry(b"a", b"b")), bytes_field(3, &entry(b"bin", b"\x00\x01")), vec![4 << 3, 1]].concat();
-        let value = object(&envelope("ConfigMap", &raw)).unwrap();
+        let raw =
+            [meta.clone(), bytes_field(2, &entry(b"a", b"b")), bytes_field(3, &entry(b"bin", b"\x00\x01")), varint_field(4, 1)].concat();
+        let value = object(&envelope("v1", "ConfigMap", &raw)).unwrap();
         assert_eq!(
             value,
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "app"}, "data": {"a": "b"},
                 "binaryData": {"bin": "AAE="}, "immutable": true})
         );
         let raw = [meta, bytes_field(2, &entry(b"p", b"q")), bytes_field(3, b"Opaque"), bytes_field(4, &entry(b"s", b"t"))].concat();
-        let value = object(&envelope("Secret", &raw)).unwrap();
+        let value = object(&envelope("v1", "Secret", &raw)).unwrap();
         assert_eq!(
             value,
             json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "app"}, "data": {"p": "cQ=="}, "type": "Opaque",
                 "stringData": {"s": "t"}})
         );
-        let unknown_field = [bytes_field(9, b"x")].concat();
-        assert_eq!(object(&envelope("Secret", &unknown_field)).unwrap_err().code, axum::http::StatusCode::UNPROCESSABLE_ENTITY);
+    }
+
+    /// What `kubectl create deployment d2 --image=minimal --replicas=0 --port=80` sends.
+    #[test]
+    fn a_deployment_reads_with_its_template_quantities_and_a_replica_count_of_zero() {
+        let labels = bytes_field(11, &entry(b"app", b"d2"));
+        let meta = [bytes_field(1, b"d2"), labels.clone()].concat();
+        let resources = bytes_field(2, &entry(b"cpu", &bytes_field(1, b"250m")));
+        let container = [
+            bytes_field(1, b"minimal"),
+            bytes_field(2, b"minimal"),
+            bytes_field(6, &[varint_field(3, 80), bytes_field(4, b"TCP")].concat()),
+            bytes_field(8, &resources),
+        ]
+        .concat();
+        let template = [bytes_field(1, &labels), bytes_field(2, &bytes_field(2, &container))].concat();
+        let surge = [varint_field(1, 1), bytes_field(3, b"25%")].concat();
+        let strategy = bytes_field(2, &bytes_field(2, &surge));
+        let spec = [
+            varint_field(1, 0),
+            bytes_field(2, &bytes_field(1, &entry(b"app", b"d2"))),
+            bytes_field(3, &template),
+            bytes_field(4, &strategy),
+        ]
+        .concat();
+        let raw = [bytes_field(1, &meta), bytes_field(2, &spec), bytes_field(3, b"")].concat();
+        let value = object(&envelope("apps/v1", "Deployment", &raw)).unwrap();
+        assert_eq!(
+            value,
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d2", "labels": {"app": "d2"}},
+                "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "d2"}},
+                    "template": {"metadata": {"labels": {"app": "d2"}}, "spec": {"containers": [{"name": "minimal", "image": "minimal",
+                        "ports": [{"containerPort": 80, "protocol": "TCP"}], "resources": {"requests": {"cpu": "250m"}}}]}},
+                    "strategy": {"rollingUpdate": {"maxSurge": "25%"}}}})
+        );
+    }
+
+    #[test]
+    fn a_service_port_targets_a_number_or_a_name() {
+        let port =
+            |target: &[u8]| [bytes_field(1, b"80-8080"), bytes_field(2, b"TCP"), varint_field(3, 80), bytes_field(4, target)].concat();
+        let spec = [
+            bytes_field(1, &port(&varint_field(2, 90))),
+            bytes_field(1, &port(&[varint_field(1, 1), bytes_field(3, b"http")].concat())),
+            bytes_field(4, b"NodePort"),
+        ]
+        .concat();
+        let raw = [bytes_field(1, &bytes_field(1, b"web")), bytes_field(2, &spec)].concat();
+        let value = object(&envelope("v1", "Service", &raw)).unwrap();
+        assert_eq!(value["spec"]["ports"][0]["targetPort"], 90);
+        assert_eq!(value["spec"]["ports"][1]["targetPort"], "http");
+        assert_eq!(value["spec"]["type"], "NodePort");
+    }
+
+    #[test]
+    fn hostile_bytes_are_a_400_that_says_what_is_wrong() {
+        let deployment = |raw: &[u8]| object(&envelope("apps/v1", "Deployment", raw)).unwrap_err();
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (b"\x0a".to_vec(), "it ends inside a number"),
+            (b"\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\x7f".to_vec(), "runs past the end"),
+            (b"\x0a\x80\x80\x80\x80\x80\x80\x80\x80\x80\x80\x01".to_vec(), "longer than 64 bits"),
+            (bytes_field(1, &bytes_field(99, b"x")), "ObjectMeta has no field 99 in Kubernetes (at metadata)"),
+            (vec![(2 << 3) | 5, 0, 0, 0, 0], "wire type 5"),
+            (bytes_field(1, &varint_field(1, 7)), "metadata.name holds a number"),
+        ];
+        for (raw, says) in cases {
+            let refused = deployment(&raw);
+            assert_eq!(refused.code, StatusCode::BAD_REQUEST, "{}", refused.message);
+            assert!(refused.message.contains(says), "{} should say {says:?}", refused.message);
+        }
+        assert_eq!(object(b"k8s").unwrap_err().code, StatusCode::BAD_REQUEST);
+        assert_eq!(object(b"{\"kind\": \"Pod\"}").unwrap_err().code, StatusCode::BAD_REQUEST);
+        // A Kubernetes field this reader has no table for is refused unless empty.
+        let affinity = bytes_field(2, &bytes_field(18, &bytes_field(1, b"x")));
+        let refused = object(&envelope("v1", "Pod", &affinity)).unwrap_err();
+        assert_eq!(
+            (refused.code, refused.message.starts_with("spec.affinity: ")),
+            (StatusCode::UNPROCESSABLE_ENTITY, true),
+            "{}",
+            refused.message
+        );
+        assert!(object(&envelope("v1", "Pod", &bytes_field(2, &bytes_field(18, b"")))).is_ok());
     }
 }

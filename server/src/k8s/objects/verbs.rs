@@ -35,7 +35,7 @@ impl Req {
     }
 
     /// A whole object's body as JSON: JSON itself, or the protobuf kubectl's typed commands
-    /// send (`create namespace`, `create configmap`, `create secret`).
+    /// send (`create deployment`, `create service`, `create namespace`, …).
     fn object_body(&self, body: &[u8]) -> Result<Value> {
         match media_type(&self.headers).as_str() {
             "application/json" | "" => parse_body(body),
