@@ -3,7 +3,7 @@
 //! that filter (a watch's ADDED, MODIFIED and DELETED).
 
 use serde::Deserialize;
-use shared::api::WatchEventType;
+use shared::api::{FieldError, WatchEventType};
 use shared::model::{Kind, Object};
 use shared::selector::LabelSelector;
 
@@ -210,6 +210,47 @@ pub struct DeleteParams {
     pub resource_version: Option<u64>,
     pub grace_period_seconds: Option<i64>,
     pub uid: Option<String>,
+    /// `All`: judge the delete, delete nothing ([`dry_run`]).
+    pub dry_run: Option<String>,
+}
+
+/// `?dry_run=All` on any other write: judged and answered as a real one, stored nowhere
+/// ([`dry_run`]). Any other parameter is refused by name.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WriteParams {
+    pub dry_run: Option<String>,
+}
+
+/// The one value of Kubernetes' `dryRun`: every stage of the write but its storage.
+pub const DRY_RUN_ALL: &str = "All";
+
+/// Whether a write's `dryRun` values ask for a dry run: none asks for a real write, and
+/// `All` (each of them) for a dry run. Any other value is refused with the detail
+/// kube-apiserver gives: `Unsupported value: []string{"Foo"}: supported values: "All"`.
+pub fn dry_run<S: AsRef<str>>(values: &[S]) -> Result<bool, String> {
+    if values.iter().all(|v| v.as_ref() == DRY_RUN_ALL) {
+        return Ok(!values.is_empty());
+    }
+    let quoted: Vec<String> = values.iter().map(|v| format!("{:?}", v.as_ref())).collect();
+    Err(format!("Unsupported value: []string{{{}}}: supported values: \"{DRY_RUN_ALL}\"", quoted.join(", ")))
+}
+
+impl WriteParams {
+    /// The native API's dry run: 422 for a value other than `All`.
+    pub fn is_dry_run(&self) -> ApiResult<bool> {
+        native_dry_run(self.dry_run.as_deref())
+    }
+}
+
+impl DeleteParams {
+    pub fn is_dry_run(&self) -> ApiResult<bool> {
+        native_dry_run(self.dry_run.as_deref())
+    }
+}
+
+fn native_dry_run(value: Option<&str>) -> ApiResult<bool> {
+    dry_run(value.as_slice()).map_err(|message| ApiError::invalid("the write's options", vec![FieldError::new("dry_run", message)]))
 }
 
 /// What a store change looks like through a filter: an object entering the filter is

@@ -299,3 +299,36 @@ async fn a_request_target_without_a_path_is_refused() {
     }
     server.stop().await;
 }
+
+/// Protobuf bodies as a typed client would send them, broken: cut short, a length past the
+/// end or past any memory, a field Kubernetes does not have. Each is a 400 that says what is
+/// wrong, and nothing is created.
+#[tokio::test]
+async fn hostile_protobuf_bodies_are_a_clear_400() {
+    let server = TestServer::in_memory().await;
+    let field = |number: u8, body: &[u8]| [vec![(number << 3) | 2, body.len() as u8], body.to_vec()].concat();
+    let envelope = |raw: &[u8]| {
+        let type_meta = [field(1, b"apps/v1"), field(2, b"Deployment")].concat();
+        [b"k8s\0".to_vec(), field(1, &type_meta), field(2, raw)].concat()
+    };
+    let named = field(1, &field(1, b"web"));
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (envelope(&named)[..20].to_vec(), "runs past the end"),
+        (envelope(&[0x0a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]), "runs past the end"),
+        (envelope(&[named.clone(), field(12, b"x")].concat()), "Deployment has no field 12 in Kubernetes"),
+        (b"k8s\0\x0a".to_vec(), "it ends inside a number"),
+        (b"not protobuf".to_vec(), "does not start with the k8s envelope"),
+    ];
+    for (body, says) in cases {
+        let request = server
+            .bare(Method::POST, "/k8s/apis/apps/v1/namespaces/default/deployments")
+            .header("content-type", "application/vnd.kubernetes.protobuf")
+            .body(body);
+        let response = request.send().await.expect("the server answers");
+        let status = response.status();
+        let answer: Value = response.json().await.expect("a Status");
+        assert_eq!((status, answer["reason"].as_str()), (StatusCode::BAD_REQUEST, Some("BadRequest")), "{answer}");
+        assert!(answer["message"].as_str().unwrap().contains(says), "{answer} should say {says:?}");
+    }
+    assert_eq!(server.get("/api/v1/namespaces/default/deployments").await.1["items"], json!([]));
+}

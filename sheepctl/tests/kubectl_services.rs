@@ -62,7 +62,6 @@ fn kubectl_exposes_a_deployment_on_a_cluster_ip_and_lists_its_endpoint_slices() 
     server.sheepctl().args(["kubeconfig", "--save", kubeconfig.to_str().unwrap()]).assert().success();
     let kubectl = Kubectl { kubeconfig };
 
-    // `kubectl create deployment` sends protobuf, which Shepherd reads only for namespaces, ConfigMaps and Secrets.
     let shop = dir.path().join("shop.yaml");
     std::fs::write(&shop, SHOP).unwrap();
     assert_eq!(kubectl.run(&["apply", "-f", shop.to_str().unwrap()]), "deployment.apps/shop created\n");

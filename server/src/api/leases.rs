@@ -11,8 +11,9 @@ use shared::model::Lease;
 
 use crate::auth::{Bearer, Principal};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{BodyBytes, parse_object};
+use crate::extract::{BodyBytes, Params, parse_object};
 use crate::ops;
+use crate::query::WriteParams;
 use crate::state::AppState;
 use crate::store::Txn;
 
@@ -32,9 +33,11 @@ pub async fn renew(
     Extension(principal): Extension<Principal>,
     bearer: Option<Extension<Bearer>>,
     Path(name): Path<String>,
+    Params(params): Params<WriteParams>,
     BodyBytes(body): BodyBytes,
 ) -> ApiResult<Response> {
     principal.may_write_node(&name)?;
+    let dry_run = params.is_dry_run()?;
     if !body.is_empty() {
         let mut sent: Lease = parse_object(&body)?;
         if !sent.metadata.name.is_empty() && sent.metadata.name != name {
@@ -47,8 +50,8 @@ pub async fn renew(
         shared::validation::validate_lease(&sent).map_err(|details| ApiError::invalid(&format!("the lease of node {name}"), details))?;
     }
     let renewal = Txn::new().with(ops::renew_lease(&name, chrono::Utc::now(), state.config.node_monitor_grace)).may_wait(RENEWAL_WAIT);
-    let outcome = state.store.commit(renewal).await?.pop();
-    if let Some(Extension(bearer)) = bearer {
+    let outcome = state.store.commit(renewal.dry_run(dry_run)).await?.pop();
+    if let Some(Extension(bearer)) = bearer.filter(|_| !dry_run) {
         state.agent_keys.record(&name, &bearer);
     }
     match outcome.as_ref().and_then(|o| o.object()) {

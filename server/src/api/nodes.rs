@@ -10,14 +10,17 @@ use shared::model::{Kind, Node, Object};
 
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{BodyBytes, parse_json, parse_object};
+use crate::extract::{BodyBytes, Params, parse_json, parse_object};
 use crate::ops;
+use crate::query::WriteParams;
 use crate::state::AppState;
-use crate::store::{Key, Outcome, Write, commit_one};
+use crate::store::{Key, Outcome, Txn, Write};
 
-async fn write_node(state: &AppState, write: Write) -> ApiResult<Response> {
-    let outcome: Outcome = commit_one(&*state.store, write).await?;
-    match outcome.object() {
+/// Commits a write of a node (none on a dry run) and answers the node.
+async fn write_node(state: &AppState, write: Write, params: &WriteParams) -> ApiResult<Response> {
+    let txn = Txn::new().with(write).dry_run(params.is_dry_run()?);
+    let outcome = state.store.commit(txn).await?.pop();
+    match outcome.as_ref().and_then(Outcome::object) {
         Some(o) => Ok(Json(&**o).into_response()),
         None => Err(ApiError::internal("the store returned no node")),
     }
@@ -27,13 +30,14 @@ pub async fn heartbeat(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(name): Path<String>,
+    Params(params): Params<WriteParams>,
     BodyBytes(body): BodyBytes,
 ) -> ApiResult<Response> {
     principal.may_write_node(&name)?;
     let beat: Heartbeat = if body.is_empty() { Heartbeat::default() } else { parse_json(&body, "Heartbeat")? };
     shared::validation::validate_heartbeat(&beat)
         .map_err(|details| ApiError::invalid(&format!("the heartbeat of node {name}"), details))?;
-    write_node(&state, ops::heartbeat(&name, beat, chrono::Utc::now())).await
+    write_node(&state, ops::heartbeat(&name, beat, chrono::Utc::now()), &params).await
 }
 
 pub async fn get_status(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Node>> {
@@ -49,6 +53,7 @@ pub async fn put_status(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(name): Path<String>,
+    Params(params): Params<WriteParams>,
     BodyBytes(body): BodyBytes,
 ) -> ApiResult<Response> {
     principal.may_write_node(&name)?;
@@ -67,7 +72,8 @@ pub async fn put_status(
     let mut check = node.clone();
     check.metadata.name = name.clone();
     shared::validation::validate_node(&check).map_err(|details| ApiError::invalid(&format!("the status of node {name}"), details))?;
-    write_node(&state, ops::set_node_status(&name, node.status, node.metadata.resource_version, chrono::Utc::now())).await
+    let write = ops::set_node_status(&name, node.status, node.metadata.resource_version, chrono::Utc::now());
+    write_node(&state, write, &params).await
 }
 
 /// Whether a JSON object has a top-level `status`: without it, a status update would clear
@@ -80,10 +86,10 @@ fn carries_status(body: &[u8]) -> bool {
     serde_json::from_slice::<Head>(body).is_ok_and(|head| head.status.is_some())
 }
 
-pub async fn cordon(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Response> {
-    write_node(&state, ops::set_cordon(&name, true)).await
+pub async fn cordon(State(state): State<AppState>, Path(name): Path<String>, Params(params): Params<WriteParams>) -> ApiResult<Response> {
+    write_node(&state, ops::set_cordon(&name, true), &params).await
 }
 
-pub async fn uncordon(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Response> {
-    write_node(&state, ops::set_cordon(&name, false)).await
+pub async fn uncordon(State(state): State<AppState>, Path(name): Path<String>, Params(params): Params<WriteParams>) -> ApiResult<Response> {
+    write_node(&state, ops::set_cordon(&name, false), &params).await
 }

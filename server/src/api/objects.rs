@@ -17,10 +17,10 @@ use crate::events::{self, SOURCE_API};
 use crate::extract::{BodyBytes, ObjectBody, Params, parse_json, parse_object};
 use crate::ops;
 use crate::paging;
-use crate::query::{DeleteParams, Filter, ListParams};
+use crate::query::{DeleteParams, Filter, ListParams, WriteParams};
 use crate::resources::{Resource, Scalable, stamp_new};
 use crate::state::AppState;
-use crate::store::{Key, Outcome, Txn, Write, commit_one};
+use crate::store::{Key, Outcome, Txn, Write};
 
 async fn list_or_watch<R: Resource>(
     state: AppState,
@@ -105,8 +105,9 @@ fn object_response(status: StatusCode, object: Option<&std::sync::Arc<Object>>) 
 }
 
 /// Creates an object whose namespace has been settled: nodes register, events dedup, pods
-/// get their `Created` event and a scheduler hint. Both API dialects create through it.
-pub(crate) async fn create<R: Resource>(state: &AppState, principal: &Principal, mut object: R) -> ApiResult<Outcome> {
+/// get their `Created` event and a scheduler hint. Both API dialects create through it. A dry
+/// run is judged as the create and stores nothing (no event, no hint).
+pub(crate) async fn create<R: Resource>(state: &AppState, principal: &Principal, mut object: R, dry_run: bool) -> ApiResult<Outcome> {
     let now = chrono::Utc::now();
     if R::KIND == Kind::Node {
         principal.may_write_node(&object.meta().name)?;
@@ -117,16 +118,16 @@ pub(crate) async fn create<R: Resource>(state: &AppState, principal: &Principal,
     validate(&object)?;
     let object = object.into_object();
     crate::admission::check(&object, state.config.allow_host_path)?;
-    let outcome = match object {
+    let mut hint = None;
+    // The first write of each transaction is the object asked for.
+    let txn = match object {
         Object::Node(node) => {
             let registrant = if principal.role == Role::Node { Registrant::OwnNode } else { Registrant::Admin };
-            let mut outcomes = state.store.commit(ops::register_node(node, registrant, now, state.config.node_monitor_grace)).await?;
-            outcomes.truncate(1);
-            outcomes.pop().ok_or_else(|| ApiError::internal("the store returned no outcome"))?
+            ops::register_node(node, registrant, now, state.config.node_monitor_grace)
         }
         Object::Event(event) => {
             principal.may_record_event_from(&event.source)?;
-            commit_one(&*state.store, events::record(event, now)).await?
+            Txn::new().with(events::record(event, now))
         }
         Object::Pod(mut pod) => {
             stamp_new(&mut pod, now);
@@ -137,48 +138,38 @@ pub(crate) async fn create<R: Resource>(state: &AppState, principal: &Principal,
                 format!("Pod {} created", pod.metadata.name),
                 SOURCE_API,
             );
-            let key = Key::new(Kind::Pod, &pod.metadata.namespace, &pod.metadata.name);
-            let mut outcomes = state.store.commit(Txn::new().with(ops::create(pod)).with(events::record(event, now))).await?;
-            outcomes.truncate(1);
-            let outcome = outcomes.pop().ok_or_else(|| ApiError::internal("the store returned no outcome"))?;
-            state.scheduler.hint(key);
-            return Ok(outcome);
+            hint = Some(Key::new(Kind::Pod, &pod.metadata.namespace, &pod.metadata.name));
+            Txn::new().with(ops::create(pod)).with(events::record(event, now))
         }
-        Object::Deployment(o) => {
-            let mut o = *o;
-            stamp_new(&mut o, now);
-            commit_one(&*state.store, ops::create(o)).await?
-        }
-        Object::ReplicaSet(o) => {
-            let mut o = *o;
-            stamp_new(&mut o, now);
-            commit_one(&*state.store, ops::create(o)).await?
-        }
-        Object::Service(mut o) => {
-            stamp_new(&mut o, now);
-            commit_one(&*state.store, ops::create_service(o, state.config.service_ranges)).await?
-        }
-        Object::Namespace(mut o) => {
-            stamp_new(&mut o, now);
-            commit_one(&*state.store, ops::create(o)).await?
-        }
-        Object::ConfigMap(o) => {
-            let mut o = *o;
-            stamp_new(&mut o, now);
-            commit_one(&*state.store, ops::create(o)).await?
-        }
-        Object::Secret(o) => {
-            let mut o = *o;
-            stamp_new(&mut o, now);
-            commit_one(&*state.store, ops::create(o)).await?
-        }
+        Object::Deployment(o) => Txn::new().with(ops::create(stamped(*o, now))),
+        Object::ReplicaSet(o) => Txn::new().with(ops::create(stamped(*o, now))),
+        Object::Service(o) => Txn::new().with(ops::create_service(stamped(o, now), state.config.service_ranges)),
+        Object::Namespace(o) => Txn::new().with(ops::create(stamped(o, now))),
+        Object::ConfigMap(o) => Txn::new().with(ops::create(stamped(*o, now))),
+        Object::Secret(o) => Txn::new().with(ops::create(stamped(*o, now))),
         Object::Lease(_) => return Err(ApiError::bad_request("leases are written by node registration and renewal, not created")),
     };
+    let outcome = first_outcome(state, txn.dry_run(dry_run)).await?;
+    if let Some(key) = hint.filter(|_| !dry_run) {
+        state.scheduler.hint(key);
+    }
     Ok(outcome)
 }
 
-async fn create_response<R: Resource>(state: AppState, principal: Principal, object: R) -> ApiResult<Response> {
-    let outcome = create(&state, &principal, object).await?;
+fn stamped<R: Resource>(mut object: R, now: shared::model::Time) -> R {
+    stamp_new(&mut object, now);
+    object
+}
+
+/// Commits `txn` and answers the outcome of its first write, the object asked for.
+async fn first_outcome(state: &AppState, txn: Txn) -> ApiResult<Outcome> {
+    let mut outcomes = state.store.commit(txn).await?;
+    outcomes.truncate(1);
+    outcomes.pop().ok_or_else(|| ApiError::internal("the store returned no outcome"))
+}
+
+async fn create_response<R: Resource>(state: AppState, principal: Principal, object: R, dry_run: bool) -> ApiResult<Response> {
+    let outcome = create(&state, &principal, object, dry_run).await?;
     Ok(object_response(created(&outcome), outcome.object()))
 }
 
@@ -208,16 +199,18 @@ pub async fn create_from_body<R: Resource>(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     bearer: Option<Extension<Bearer>>,
+    Params(params): Params<WriteParams>,
     ObjectBody(body): ObjectBody,
 ) -> ApiResult<Response> {
+    let dry_run = params.is_dry_run()?;
     let mut object = parse_object::<R>(&body)?;
     settle_namespace(&mut object, None)?;
     // A node registers with its agent's token, which the server signs that agent's requests with.
     let registration = match (R::KIND, bearer) {
-        (Kind::Node, Some(Extension(bearer))) => Some((object.meta().name.clone(), bearer)),
+        (Kind::Node, Some(Extension(bearer))) if !dry_run => Some((object.meta().name.clone(), bearer)),
         _ => None,
     };
-    let response = create_response(state.clone(), principal, object).await?;
+    let response = create_response(state.clone(), principal, object, dry_run).await?;
     if let Some((node, bearer)) = registration {
         state.agent_keys.record(&node, &bearer);
     }
@@ -228,27 +221,38 @@ pub async fn create_namespaced<R: Resource>(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(namespace): Path<String>,
+    Params(params): Params<WriteParams>,
     ObjectBody(body): ObjectBody,
 ) -> ApiResult<Response> {
+    let dry_run = params.is_dry_run()?;
     let mut object = parse_object::<R>(&body)?;
     settle_namespace(&mut object, Some(&namespace))?;
-    create_response(state, principal, object).await
+    create_response(state, principal, object, dry_run).await
 }
 
-async fn replace<R: Resource>(state: AppState, principal: Principal, namespace: &str, name: &str, body: &[u8]) -> ApiResult<Response> {
+async fn replace<R: Resource>(
+    state: AppState,
+    principal: Principal,
+    namespace: &str,
+    name: &str,
+    params: WriteParams,
+    body: &[u8],
+) -> ApiResult<Response> {
+    let dry_run = params.is_dry_run()?;
     let object = parse_object::<R>(body)?;
-    let outcome = replace_object(&state, &principal, namespace, name, object).await?;
+    let outcome = replace_object(&state, &principal, namespace, name, object, dry_run).await?;
     Ok(object_response(StatusCode::OK, outcome.object()))
 }
 
 /// A PUT of `object` onto `namespace/name`: the names must agree, and the update is a CAS
-/// on the body's resource_version. Both API dialects replace through it.
+/// on the body's resource_version. Both API dialects replace through it; a dry run stores nothing.
 pub(crate) async fn replace_object<R: Resource>(
     state: &AppState,
     principal: &Principal,
     namespace: &str,
     name: &str,
     mut object: R,
+    dry_run: bool,
 ) -> ApiResult<Outcome> {
     settle_namespace(&mut object, if R::KIND.namespaced() { Some(namespace) } else { None })?;
     if object.meta().name.is_empty() {
@@ -267,28 +271,30 @@ pub(crate) async fn replace_object<R: Resource>(
         Object::Service(service) => ops::update_service(service, state.config.service_ranges),
         other => ops::update(R::from_object(&other).expect("an object of its own kind").clone()),
     };
-    Ok(commit_one(&*state.store, write).await?)
+    first_outcome(state, Txn::new().with(write).dry_run(dry_run)).await
 }
 
 pub async fn replace_namespaced<R: Resource>(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path((namespace, name)): Path<(String, String)>,
+    Params(params): Params<WriteParams>,
     ObjectBody(body): ObjectBody,
 ) -> ApiResult<Response> {
-    replace::<R>(state, principal, &namespace, &name, &body).await
+    replace::<R>(state, principal, &namespace, &name, params, &body).await
 }
 
 pub async fn replace_cluster<R: Resource>(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(name): Path<String>,
+    Params(params): Params<WriteParams>,
     ObjectBody(body): ObjectBody,
 ) -> ApiResult<Response> {
-    replace::<R>(state, principal, "", &name, &body).await
+    replace::<R>(state, principal, "", &name, params, &body).await
 }
 
-/// Deletes an object; both API dialects delete through it.
+/// Deletes an object; both API dialects delete through it. A dry run deletes nothing.
 pub(crate) async fn delete<R: Resource>(
     state: &AppState,
     principal: &Principal,
@@ -296,6 +302,7 @@ pub(crate) async fn delete<R: Resource>(
     name: &str,
     params: DeleteParams,
 ) -> ApiResult<Outcome> {
+    let dry_run = params.is_dry_run()?;
     let key = Key::new(R::KIND, namespace, name);
     let expected = params.resource_version.unwrap_or(0);
     let txn = match R::KIND {
@@ -308,12 +315,11 @@ pub(crate) async fn delete<R: Resource>(
         _ => Txn::new().with(ops::delete(key, expected)),
     };
     // A node's delete takes its lease along: the first outcome is the object asked for.
-    let mut outcomes = state.store.commit(txn).await?;
-    if R::KIND == Kind::Node {
+    let outcome = first_outcome(state, txn.dry_run(dry_run)).await?;
+    if R::KIND == Kind::Node && !dry_run {
         state.agent_keys.forget(name);
     }
-    outcomes.truncate(1);
-    outcomes.pop().ok_or_else(|| ApiError::internal("the store returned no outcome"))
+    Ok(outcome)
 }
 
 /// The graceful delete of a pod (see [`ops::delete_pod`]); a node's token may delete only
@@ -410,15 +416,17 @@ pub async fn get_scale<R: Scalable>(
 pub async fn put_scale<R: Scalable>(
     State(state): State<AppState>,
     Path((namespace, name)): Path<(String, String)>,
+    Params(params): Params<WriteParams>,
     BodyBytes(body): BodyBytes,
 ) -> ApiResult<Json<Scale>> {
+    let dry_run = params.is_dry_run()?;
     let scale: Scale = parse_json(&body, "Scale")?;
-    scale_object::<R>(&state, &namespace, &name, scale).await.map(|o| Json(scale_of(&o)))
+    scale_object::<R>(&state, &namespace, &name, scale, dry_run).await.map(|o| Json(scale_of(&o)))
 }
 
 /// Sets a deployment's or ReplicaSet's replicas from a Scale (CAS on its resource_version
-/// when non-zero); both API dialects scale through it.
-pub(crate) async fn scale_object<R: Scalable>(state: &AppState, namespace: &str, name: &str, scale: Scale) -> ApiResult<R> {
+/// when non-zero); both API dialects scale through it. A dry run stores nothing.
+pub(crate) async fn scale_object<R: Scalable>(state: &AppState, namespace: &str, name: &str, scale: Scale, dry_run: bool) -> ApiResult<R> {
     let noun = R::KIND.as_str().to_ascii_lowercase();
     shared::validation::validate_scale(&scale)
         .map_err(|details| ApiError::invalid(&format!("the scale of {noun} {namespace}/{name}"), details))?;
@@ -433,7 +441,7 @@ pub(crate) async fn scale_object<R: Scalable>(state: &AppState, namespace: &str,
         }
         Ok(())
     });
-    let outcome = commit_one(&*state.store, write).await?;
+    let outcome = first_outcome(state, Txn::new().with(write).dry_run(dry_run)).await?;
     match outcome.object().and_then(|o| R::from_object(o)) {
         Some(object) => Ok(object.clone()),
         _ => Err(ApiError::internal(format!("{noun} {namespace}/{name} vanished during the scale"))),

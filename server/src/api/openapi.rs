@@ -7,9 +7,11 @@
 use axum::Json;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Value, json};
-use shared::api::{ApiErrorBody, Heartbeat, Info, List, WatchEvent};
+use shared::api::{ApiErrorBody, Heartbeat, Info, List, WatchEvent, paths};
 use shared::limits::MAX_GRACE_SECONDS;
 use shared::model::{Binding, ConfigMap, Deployment, Event, Kind, Lease, Namespace, Node, Pod, ReplicaSet, Scale, Secret, Service};
+
+use crate::query::DRY_RUN_ALL;
 
 /// One operation: method, path, summary, request body schema, success statuses and answer.
 struct Op {
@@ -377,6 +379,10 @@ pub fn document() -> Value {
             if op.path.starts_with("/api/v1/namespaces/{namespace}/pods/") {
                 parameters.extend(pod_delete_parameters());
             }
+        }
+        if op.method != "get" && op.path != paths::MANIFESTS_PARSE {
+            parameters.push(json!({"name": "dry_run", "in": "query", "schema": {"type": "string", "enum": [DRY_RUN_ALL]},
+                                   "description": "All: the write is checked and answered as a real one, and nothing is stored"}));
         }
         if op.path.ends_with("/log") {
             parameters.extend(log_parameters());

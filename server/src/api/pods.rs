@@ -2,6 +2,8 @@
 //! agent's reports), `scheduling` (the last decision's explanation) and `log` (streamed
 //! from the node's agent).
 
+use std::sync::Arc;
+
 use axum::Extension;
 use axum::Json;
 use axum::body::Body;
@@ -17,8 +19,9 @@ use crate::error::{ApiError, ApiResult};
 use crate::events::{self, SOURCE_SCHEDULER};
 use crate::extract::{BodyBytes, Params, parse_json, parse_object};
 use crate::ops;
+use crate::query::WriteParams;
 use crate::state::AppState;
-use crate::store::{Key, Txn, commit_one};
+use crate::store::{Key, Txn};
 
 fn stored_pod(state: &AppState, namespace: &str, name: &str) -> ApiResult<Pod> {
     match state.store.get(&Key::new(Kind::Pod, namespace, name)).as_deref() {
@@ -32,9 +35,26 @@ fn stored_pod(state: &AppState, namespace: &str, name: &str) -> ApiResult<Pod> {
 pub async fn bind(
     State(state): State<AppState>,
     Path((namespace, name)): Path<(String, String)>,
+    Params(params): Params<WriteParams>,
     BodyBytes(body): BodyBytes,
 ) -> ApiResult<Response> {
+    let dry_run = params.is_dry_run()?;
     let binding: Binding = parse_json(&body, "Binding")?;
+    let pod = bind_pod(&state, &namespace, &name, &binding, dry_run).await?;
+    Ok(match pod {
+        Some(p) => (StatusCode::CREATED, Json(&*p)).into_response(),
+        None => StatusCode::CREATED.into_response(),
+    })
+}
+
+/// Binds a pod as its binding asks; both API dialects bind through it. A dry run binds nothing.
+pub(crate) async fn bind_pod(
+    state: &AppState,
+    namespace: &str,
+    name: &str,
+    binding: &Binding,
+    dry_run: bool,
+) -> ApiResult<Option<Arc<Object>>> {
     let mut details = Vec::new();
     if !binding.target.kind.is_empty() && binding.target.kind != "Node" {
         details.push(FieldError::new("target.kind", format!("must be Node, got {:?}", binding.target.kind)));
@@ -45,18 +65,15 @@ pub async fn bind(
     if !details.is_empty() {
         return Err(ApiError::invalid(&format!("the binding of pod {namespace}/{name}"), details));
     }
-    let txn = ops::bind(&namespace, &name, &binding.target.name, &binding.metadata.uid, SOURCE_SCHEDULER, chrono::Utc::now());
-    let outcomes = state.store.commit(txn).await?;
+    let txn = ops::bind(namespace, name, &binding.target.name, &binding.metadata.uid, SOURCE_SCHEDULER, chrono::Utc::now());
+    let outcomes = state.store.commit(txn.dry_run(dry_run)).await?;
     let pod = outcomes.first().and_then(|o| o.object()).cloned();
-    if let Some(Object::Pod(p)) = pod.as_deref()
+    if let Some(Object::Pod(p)) = pod.as_deref().filter(|_| !dry_run)
         && let Some(created) = p.metadata.created_at
     {
         state.metrics.observe_create_to_bound((chrono::Utc::now() - created).to_std().unwrap_or_default());
     }
-    Ok(match pod {
-        Some(p) => (StatusCode::CREATED, Json(&*p)).into_response(),
-        None => StatusCode::CREATED.into_response(),
-    })
+    Ok(pod)
 }
 
 pub async fn get_status(State(state): State<AppState>, Path((namespace, name)): Path<(String, String)>) -> ApiResult<Json<Pod>> {
@@ -68,8 +85,10 @@ pub async fn put_status(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path((namespace, name)): Path<(String, String)>,
+    Params(params): Params<WriteParams>,
     BodyBytes(body): BodyBytes,
 ) -> ApiResult<Response> {
+    let dry_run = params.is_dry_run()?;
     let pod: Pod = parse_object(&body)?;
     if !pod.metadata.name.is_empty() && pod.metadata.name != name {
         return Err(ApiError::bad_request(format!(
@@ -80,9 +99,9 @@ pub async fn put_status(
     let before = stored_pod(&state, &namespace, &name)?;
     principal.may_write_pod_status(&format!("{namespace}/{name}"), &before.spec.node_name)?;
     let status: PodStatus = pod.status;
-    let outcome = commit_one(&*state.store, ops::set_pod_status(&namespace, &name, status, pod.metadata.resource_version)).await?;
-    let after = outcome.object().cloned();
-    if let Some(Object::Pod(p)) = after.as_deref()
+    let write = ops::set_pod_status(&namespace, &name, status, pod.metadata.resource_version);
+    let after = state.store.commit(Txn::new().with(write).dry_run(dry_run)).await?.pop().and_then(|o| o.object().cloned());
+    if let Some(Object::Pod(p)) = after.as_deref().filter(|_| !dry_run)
         && before.status.phase != PodPhase::Running
         && p.status.phase == PodPhase::Running
     {

@@ -5,6 +5,7 @@
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
+use futures::FutureExt;
 use futures::future::BoxFuture;
 use shared::model::{Kind, Object};
 use tokio::time::Instant;
@@ -14,6 +15,7 @@ use super::event::{Interest, WatchStream};
 use super::interface::Store;
 use super::key::Key;
 use super::persistence::Snapshot;
+use super::staging::Staging;
 use super::state::State;
 use super::subscription::Subscription;
 use super::txn::{Outcome, Txn};
@@ -91,7 +93,13 @@ impl<B: CacheBackend> Store for B {
         self.reach(revision, limit)
     }
 
+    /// The one place a dry run stops: judged on the state every read takes, never handed
+    /// to the backend.
     fn commit(&self, txn: Txn) -> BoxFuture<'static, Result<Vec<Outcome>>> {
+        if txn.dry_run {
+            let state = self.cache().state();
+            return futures::future::ready(Staging::new(&state).run(&txn.writes)).boxed();
+        }
         self.commit_txn(txn)
     }
 

@@ -8,9 +8,10 @@ use std::sync::Arc;
 
 use shared::model::{Kind, Object};
 
+use super::error::{Result, StoreError};
 use super::key::{Key, pod_node};
 use super::state::State;
-use super::txn::View;
+use super::txn::{Change, Outcome, View, Write};
 
 pub(super) struct Staging<'a> {
     pub(super) state: &'a State,
@@ -56,6 +57,33 @@ impl<'a> Staging<'a> {
             self.overlay_by_node.entry(node.to_string()).or_default().insert(key.key.clone());
         }
         self.overlay.insert(key.clone(), object)
+    }
+
+    /// Runs `writes` in order, each seeing those before it staged, and answers what each
+    /// decided, with no new revision stamped: the etcd writer's staging of a transaction,
+    /// and all a dry run does.
+    pub(super) fn run(&mut self, writes: &[Write]) -> Result<Vec<Outcome>> {
+        let mut outcomes = Vec::with_capacity(writes.len());
+        for write in writes {
+            let current = self.current(&write.key);
+            match (write.mutate)(self, current.as_deref())? {
+                Change::Keep => outcomes.push(Outcome::Kept(current)),
+                Change::Delete => {
+                    let prev = current.ok_or_else(|| StoreError::NotFound { kind: write.key.kind, key: write.key.key.clone() })?;
+                    self.stage(&write.key, None);
+                    outcomes.push(Outcome::Deleted(prev));
+                }
+                Change::Put(object) => {
+                    if Key::of(&object) != write.key {
+                        return Err(StoreError::Backend(format!("a write to {} tried to store {}", write.key, Key::of(&object))));
+                    }
+                    let object = Arc::new(object);
+                    self.stage(&write.key, Some(object.clone()));
+                    outcomes.push(Outcome::Put { object, created: current.is_none() });
+                }
+            }
+        }
+        Ok(outcomes)
     }
 }
 

@@ -55,6 +55,8 @@ pub struct Txn {
     pub writes: Vec<Write>,
     /// How long the transaction may wait for others to share its commit ([`Txn::may_wait`]).
     pub may_wait: Duration,
+    /// Judged but not written ([`Txn::dry_run`]).
+    pub dry_run: bool,
 }
 
 impl Txn {
@@ -69,6 +71,16 @@ impl Txn {
     /// each transaction on its own (memory, etcd) commits it at once.
     pub fn may_wait(mut self, limit: Duration) -> Self {
         self.may_wait = limit;
+        self
+    }
+
+    /// Makes the commit a dry run when `dry_run` (Kubernetes' `dryRun=All`): every write
+    /// runs against the current state, each seeing those before it, and its outcome is
+    /// answered as a commit's, but nothing is stored, no revision is taken and no watcher
+    /// hears of it. A `Put` keeps the resource_version its write gave it (none for a new
+    /// object, the stored one for a change), as kube-apiserver's dry-run storage answers.
+    pub fn dry_run(mut self, dry_run: bool) -> Self {
+        self.dry_run = dry_run;
         self
     }
 

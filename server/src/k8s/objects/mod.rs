@@ -108,12 +108,21 @@ async fn serve(
 ) -> Result<Response> {
     let target = target(group, path)?;
     let Query(query) = query.map_err(|e| Status::bad_request(format!("invalid query parameters: {}", e.body_text())))?;
-    if query.dry_run.as_deref().is_some_and(|d| !d.is_empty()) {
-        return Err(Status::bad_request("Shepherd does not support dryRun: every write it accepts is made"));
-    }
+    // Reads take no dryRun, as in Kubernetes.
+    let options = match method {
+        Method::POST => Some("CreateOptions"),
+        Method::PUT => Some("UpdateOptions"),
+        Method::PATCH => Some("PatchOptions"),
+        Method::DELETE => Some("DeleteOptions"),
+        _ => None,
+    };
+    let dry_run = match options {
+        Some(options) => request::dry_run(options, query.dry_run.as_slice())?,
+        None => false,
+    };
     // A failure about one object names it, as Kubernetes' `details` do, whichever layer failed.
     let named = target.name.clone().map(|name| (target.kind.plural(), name));
-    let req = Req { state, principal, headers, query, target };
+    let req = Req { state, principal, headers, query, target, dry_run };
     let answer = match (&method, req.target.name.is_some(), req.target.sub.as_deref()) {
         (&Method::GET, false, None) => req.list().await,
         (&Method::POST, false, None) => req.create(&body).await,

@@ -67,6 +67,21 @@ pub(super) struct Req {
     pub(super) headers: HeaderMap,
     pub(super) query: K8sQuery,
     pub(super) target: Target,
+    /// `dryRun=All`: the write is judged and answered, and stores nothing.
+    pub(super) dry_run: bool,
+}
+
+/// Whether `values` of `dryRun` ask for a dry run; another value than `All` is the 422
+/// kube-apiserver answers, about the write's options (`CreateOptions`, `DeleteOptions`, …).
+pub(super) fn dry_run<S: AsRef<str>>(options: &str, values: &[S]) -> Result<bool> {
+    crate::query::dry_run(values).map_err(|detail| {
+        let message = format!("{options}.meta.k8s.io \"\" is invalid: dryRun: {detail}");
+        let cause = shared::api::FieldError::new("dryRun", detail);
+        let mut status =
+            Status::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", message).with_causes(vec![(cause, "FieldValueNotSupported")]);
+        status.kind = Some(options.to_string());
+        status
+    })
 }
 
 /// Calls `$f::<R>` for the stored kind `$kind` (and awaits it when asked).

@@ -3,7 +3,6 @@
 //! the native API's own functions (`api::objects`, `api::pods`).
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -36,7 +35,7 @@ impl Req {
     }
 
     /// A whole object's body as JSON: JSON itself, or the protobuf kubectl's typed commands
-    /// send (`create namespace`, `create configmap`, `create secret`).
+    /// send (`create deployment`, `create service`, `create namespace`, …).
     fn object_body(&self, body: &[u8]) -> Result<Value> {
         match media_type(&self.headers).as_str() {
             "application/json" | "" => parse_body(body),
@@ -97,11 +96,16 @@ impl Req {
             // A form or text body is what a web page could send: DeleteOptions only as JSON.
             other => return Err(Status::unsupported_media_type(format!("send DeleteOptions as application/json (got {other})"))),
         };
-        if options.get("orphanDependents").and_then(Value::as_bool) == Some(true)
-            || options.get("dryRun").and_then(Value::as_array).is_some_and(|d| !d.is_empty())
-        {
-            return Err(Status::bad_request("orphanDependents and dryRun are not supported: Shepherd deletes in the background"));
+        if options.get("orphanDependents").and_then(Value::as_bool) == Some(true) {
+            return Err(Status::bad_request("orphanDependents is not supported: Shepherd deletes in the background"));
         }
+        // DeleteOptions carry `dryRun` in the body (kubectl's way) or the query.
+        let in_body: Vec<&str> = match options.get("dryRun") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(values)) => values.iter().map(|v| v.as_str().unwrap_or("")).collect(),
+            Some(other) => return Err(Status::bad_request(format!("DeleteOptions.dryRun must be a list of strings, not {other}"))),
+        };
+        let dry_run = self.dry_run || super::request::dry_run("DeleteOptions", &in_body)?;
         let grace = options.get("gracePeriodSeconds").and_then(Value::as_i64).or(self.query.grace_period_seconds);
         if let Some(message) = grace.and_then(shared::validation::grace_seconds_error) {
             let causes = vec![convert::Cause::invalid("gracePeriodSeconds", message)];
@@ -129,8 +133,12 @@ impl Req {
                 format!("the uid precondition {uid} does not match {} {}", self.kind_name(), self.name()),
             ));
         }
-        let params =
-            DeleteParams { resource_version: (resource_version > 0).then_some(resource_version), grace_period_seconds: grace, uid };
+        let params = DeleteParams {
+            resource_version: (resource_version > 0).then_some(resource_version),
+            grace_period_seconds: grace,
+            uid,
+            dry_run: dry_run.then(|| crate::query::DRY_RUN_ALL.to_string()),
+        };
         let outcome = by_kind!(self.target.kind.stored(), delete_as(self, params).await)?;
         match outcome {
             crate::store::Outcome::Put { object, .. } => Ok(self.answer(StatusCode::OK, &object)),
@@ -163,14 +171,20 @@ impl Req {
     pub(super) async fn bind(&self, body: &[u8]) -> Result<Response> {
         let binding: k8s_openapi::api::core::v1::Binding =
             serde_json::from_slice(body).map_err(|e| Status::bad_request(format!("the body is not a valid Binding: {e}")))?;
-        let native_binding = json!({
-            "kind": "Binding",
-            "metadata": {"name": binding.metadata.name.unwrap_or_default(), "uid": binding.metadata.uid.unwrap_or_default()},
-            "target": {"kind": binding.target.kind.unwrap_or_default(), "name": binding.target.name.unwrap_or_default()},
-        });
-        let path = Path((self.namespace().to_string(), self.name().to_string()));
-        let bytes = crate::extract::BodyBytes(Bytes::from(native_binding.to_string()));
-        crate::api::pods::bind(State(self.state.clone()), path, bytes).await?;
+        let native_binding = shared::model::Binding {
+            kind: "Binding".into(),
+            metadata: shared::model::ObjectMeta {
+                name: binding.metadata.name.unwrap_or_default(),
+                uid: binding.metadata.uid.unwrap_or_default(),
+                ..Default::default()
+            },
+            target: shared::model::ObjectReference {
+                kind: binding.target.kind.unwrap_or_default(),
+                name: binding.target.name.unwrap_or_default(),
+                ..Default::default()
+            },
+        };
+        crate::api::pods::bind_pod(&self.state, self.namespace(), self.name(), &native_binding, self.dry_run).await?;
         Ok((StatusCode::CREATED, Json(json!({"apiVersion": "v1", "kind": "Status", "status": "Success", "code": 201, "metadata": {}})))
             .into_response())
     }
@@ -196,8 +210,8 @@ impl Req {
         }
         let (state, namespace, name) = (&self.state, self.namespace(), self.name());
         let scaled = match self.target.kind.stored() {
-            Kind::ReplicaSet => convert::scale_out(&native::scale_object::<ReplicaSet>(state, namespace, name, scale).await?),
-            _ => convert::scale_out(&native::scale_object::<Deployment>(state, namespace, name, scale).await?),
+            Kind::ReplicaSet => convert::scale_out(&native::scale_object::<ReplicaSet>(state, namespace, name, scale, self.dry_run).await?),
+            _ => convert::scale_out(&native::scale_object::<Deployment>(state, namespace, name, scale, self.dry_run).await?),
         };
         Ok(Json(scaled).into_response())
     }
@@ -259,12 +273,12 @@ async fn create_as<R: Convert>(req: &Req, value: &Value) -> Result<crate::store:
     }
     native::settle_namespace(&mut object, req.target.namespace.as_deref())?;
     let name = object.meta().name.clone();
-    native::create(&req.state, &req.principal, object).await.map_err(refused(R::KIND, name))
+    native::create(&req.state, &req.principal, object, req.dry_run).await.map_err(refused(R::KIND, name))
 }
 
 async fn replace_as<R: Convert>(req: &Req, value: &Value) -> Result<crate::store::Outcome> {
     let object: R = decode_for(req, value)?;
-    native::replace_object(&req.state, &req.principal, req.namespace(), req.name(), object)
+    native::replace_object(&req.state, &req.principal, req.namespace(), req.name(), object, req.dry_run)
         .await
         .map_err(refused(R::KIND, req.name().to_string()))
 }

@@ -26,7 +26,7 @@ use super::super::error::{Result, StoreError};
 use super::super::key::{Key, pod_node};
 use super::super::staging::{Reads, Staging};
 use super::super::state::kept;
-use super::super::txn::{Change, Outcome, Txn};
+use super::super::txn::{Outcome, Txn};
 use super::Inner;
 use super::feed::{on_a_member, unavailable};
 use super::layout::Layout;
@@ -221,37 +221,7 @@ fn split(request: Request, waiting: &mut VecDeque<Request>) {
 fn stage(inner: &Inner, txn: &Txn) -> Staged {
     let state = inner.cache.state.read().expect("store state lock");
     let mut staging = Staging::tracking(&state);
-    let mut outcomes = Vec::with_capacity(txn.writes.len());
-    let mut failure = None;
-    for write in &txn.writes {
-        let current = staging.current(&write.key);
-        match (write.mutate)(&staging, current.as_deref()) {
-            Ok(Change::Keep) => outcomes.push(Outcome::Kept(current)),
-            Ok(Change::Delete) => match current {
-                Some(prev) => {
-                    staging.stage(&write.key, None);
-                    outcomes.push(Outcome::Deleted(prev));
-                }
-                None => {
-                    failure = Some(StoreError::NotFound { kind: write.key.kind, key: write.key.key.clone() });
-                    break;
-                }
-            },
-            Ok(Change::Put(object)) => {
-                if Key::of(&object) != write.key {
-                    failure = Some(StoreError::Backend(format!("a write to {} tried to store {}", write.key, Key::of(&object))));
-                    break;
-                }
-                let object = Arc::new(object);
-                staging.stage(&write.key, Some(object.clone()));
-                outcomes.push(Outcome::Put { object, created: current.is_none() });
-            }
-            Err(e) => {
-                failure = Some(e);
-                break;
-            }
-        }
-    }
+    let result = staging.run(&txn.writes);
     let changes: Vec<Changed> = staging
         .overlay
         .iter()
@@ -260,7 +230,7 @@ fn stage(inner: &Inner, txn: &Txn) -> Staged {
     let mut reads = staging.reads();
     // Writing a key is reading it too: a failed write waits for what is in flight on it.
     reads.keys.extend(txn.writes.iter().map(|write| write.key.clone()));
-    Staged { result: failure.map_or(Ok((outcomes, changes)), Err), reads, seen: state.revision() }
+    Staged { result: result.map(|outcomes| (outcomes, changes)), reads, seen: state.revision() }
 }
 
 /// Sends one staged transaction to etcd and answers it, or hands it back to be staged again.
