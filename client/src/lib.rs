@@ -16,6 +16,7 @@
 pub mod agent_auth;
 pub mod error;
 pub mod servers;
+pub mod spdy;
 pub mod watcher;
 
 use std::sync::Arc;
