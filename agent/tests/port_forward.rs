@@ -142,3 +142,117 @@ async fn hostile_or_wrong_requests_end_their_connection_with_a_reason_and_nothin
     assert!(get_page(&connect(&node).await).await.unwrap().ends_with(&page()));
     node.agent.stop().await;
 }
+
+/// Stands in for the API server's port-forward route (the server's proxy to agents is built
+/// apart): a connection whose first request is a pod's port-forward upgrade goes to the
+/// agent's path, byte for byte as the server proxies it; any other goes to the API server.
+async fn stand_in_proxy(api: &str, agent: &str) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let (api, agent) = (api.trim_start_matches("http://").to_string(), agent.trim_start_matches("http://").to_string());
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            let (api, agent) = (api.clone(), agent.clone());
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    let mut buffer = [0u8; 4096];
+                    match client.read(&mut buffer).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buffer[..n]),
+                    }
+                }
+                let text = String::from_utf8_lossy(&head).into_owned();
+                let path = text.split_whitespace().nth(1).unwrap_or_default().to_string();
+                let segments: Vec<&str> = path.split('?').next().unwrap_or_default().split('/').collect();
+                let (target, path_there) = match segments.as_slice() {
+                    ["", "k8s", "api", "v1", "namespaces", namespace, "pods", pod, "portforward"] => {
+                        (agent.clone(), agent_paths::port_forward(namespace, pod))
+                    }
+                    _ => (api, path.clone()),
+                };
+                // The request as it was, for the path and Host of where it goes; an API request
+                // closes its connection, so that the next one comes here again.
+                let upgrade = target == agent;
+                let head = text
+                    .replacen(&path, &path_there, 1)
+                    .split("\r\n")
+                    .map(|line| match line.to_ascii_lowercase() {
+                        lower if lower.starts_with("host:") => format!("Host: {target}"),
+                        lower if lower.starts_with("connection:") && !upgrade => "Connection: close".to_string(),
+                        _ => line.to_string(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\r\n");
+                let head = if upgrade || text.to_ascii_lowercase().contains("\r\nconnection:") {
+                    head
+                } else {
+                    head.replacen("\r\n", "\r\nConnection: close\r\n", 1)
+                };
+                let Ok(mut upstream) = tokio::net::TcpStream::connect(&target).await else { return };
+                if upstream.write_all(head.as_bytes()).await.is_ok() {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+                }
+            });
+        }
+    });
+    format!("http://{address}")
+}
+
+/// `kubectl port-forward pod/web :<port>` through [`stand_in_proxy`], once it listens: the
+/// child, its local port, and its output so far.
+async fn kubectl_port_forward(kubeconfig: &std::path::Path, port: u16) -> (tokio::process::Child, u16) {
+    let mut child = tokio::process::Command::new("kubectl")
+        .args(["--kubeconfig", kubeconfig.to_str().unwrap(), "port-forward", "pod/web", &format!(":{port}")])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("kubectl v1.32 on the PATH");
+    let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    tokio::time::timeout(WAIT, tokio::io::AsyncBufReadExt::read_line(&mut stdout, &mut line)).await.unwrap().unwrap();
+    // "Forwarding from 127.0.0.1:40123 -> 80"
+    let local = line.split_whitespace().nth(2).and_then(|a| a.rsplit(':').next()).and_then(|p| p.parse().ok());
+    let Some(local) = local else {
+        let mut stderr = String::new();
+        let _ = child.stderr.take().unwrap().read_to_string(&mut stderr).await;
+        panic!("kubectl said {line:?} {stderr}");
+    };
+    tokio::spawn(async move { tokio::io::copy(&mut stdout, &mut tokio::io::sink()).await });
+    (child, local)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_port_forward_reaches_the_pod_and_reports_a_refused_port() {
+    let node = docker_node().await;
+    web_pod(&node).await;
+    let proxy = stand_in_proxy(&node.api.server.url, &node.agent.endpoint).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {proxy}/k8s\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\n    namespace: default\ncurrent-context: c\nusers:\n- name: u\n  user: {{}}\n"
+        ),
+    )
+    .unwrap();
+
+    let (mut forward, local) = kubectl_port_forward(&kubeconfig, 80).await;
+    let url = format!("http://127.0.0.1:{local}/page");
+    let (first, second) = tokio::join!(reqwest::get(&url), reqwest::get(&url));
+    for answer in [first, second] {
+        assert_eq!(answer.unwrap().text().await.unwrap(), page());
+    }
+    assert_eq!(reqwest::get(&url).await.unwrap().text().await.unwrap(), page(), "a third connection on the same forward");
+    forward.kill().await.unwrap();
+
+    let (refused, local) = kubectl_port_forward(&kubeconfig, 9).await;
+    assert!(reqwest::get(format!("http://127.0.0.1:{local}/")).await.is_err(), "nothing answers on port 9");
+    let output = tokio::time::timeout(WAIT, refused.wait_with_output()).await.expect("kubectl ends after the error").unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("error forwarding port 9 to pod default/web"), "{stderr}");
+    assert!(stderr.contains("connect: connection refused"), "{stderr}");
+
+    node.agent.stop().await;
+}
