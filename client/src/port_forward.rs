@@ -28,7 +28,6 @@ pub enum ForwardError {
 pub struct PortForward {
     session: Session,
     next_request_id: AtomicU64,
-    connection: spdy::session::Connection,
 }
 
 /// One forwarded connection's streams, for a caller that moves the bytes itself.
@@ -55,8 +54,9 @@ impl PortForward {
             })
         });
         let outgoing = sink.with(|bytes: Bytes| future::ready(Ok::<_, tokio_tungstenite::tungstenite::Error>(Message::Binary(bytes))));
-        let (session, _, connection) = spdy::start(incoming, Box::pin(outgoing), Role::Client);
-        PortForward { session, next_request_id: AtomicU64::new(0), connection }
+        // The connection's tasks end with it; why it ended is logged by its reader.
+        let (session, _, _) = spdy::start(incoming, Box::pin(outgoing), Role::Client);
+        PortForward { session, next_request_id: AtomicU64::new(0) }
     }
 
     /// Opens the streams of one connection to the pod's `port`.
@@ -127,14 +127,5 @@ impl PortForward {
     /// Waits until the connection has ended.
     pub async fn closed(&self) {
         self.session.closed().await
-    }
-
-    /// Why the connection ended, once it has: `None` for a clean end.
-    pub async fn end(self) -> Option<String> {
-        match self.connection.reader.await {
-            Ok(Ok(())) => None,
-            Ok(Err(e)) => Some(e.to_string()),
-            Err(e) => Some(e.to_string()),
-        }
     }
 }

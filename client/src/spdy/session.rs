@@ -154,10 +154,16 @@ impl Session {
         }
         let frame =
             Frame::SynStream { stream_id: id, associated_to: 0, priority: 0, fin: false, unidirectional: false, headers: headers.clone() };
-        self.shared.send(frame).await?;
-        tokio::select! {
-            answer = replied_rx => answer.map_err(|_| StreamError::Reset)?,
-            _ = reset.cancelled() => return Err(StreamError::Reset),
+        let replied = async {
+            self.shared.send(frame).await?;
+            tokio::select! {
+                answer = replied_rx => answer.map_err(|_| StreamError::Reset),
+                _ = reset.cancelled() => Err(StreamError::Reset),
+            }
+        };
+        if let Err(e) = replied.await {
+            self.shared.forget(id);
+            return Err(e);
         }
         Ok(Stream {
             headers,
