@@ -1,10 +1,12 @@
 //! The agent's own small HTTP API, like the kubelet's: `GET /healthz`,
 //! `GET /logs/{namespace}/{pod}?container=&tail=&follow=`, which streams a container's output
-//! as plain text (the API server's pod log endpoint proxies to it), and `GET /sandboxes`, the
-//! warm pool's size and how many sandboxes in it are ready. A fleet serves each of its nodes'
+//! as plain text (the API server's pod log endpoint proxies to it),
+//! `GET /portforward/{namespace}/{pod}`, a WebSocket that forwards connections to the pod's
+//! ports ([`crate::port_forward`]), and `GET /sandboxes`, the warm pool's size and how many
+//! sandboxes in it are ready. A fleet serves each of its nodes'
 //! APIs under `/nodes/{node}` on one address ([`fleet_app`]).
 //!
-//! An agent with a token serves logs and sandboxes only to requests the API server signed
+//! An agent with a token serves logs, port-forward and sandboxes only to requests the API server signed
 //! with it (`shepherd_client::agent_auth`); one without listens on loopback only and serves
 //! them only to requests for its own loopback address with no Origin ([`Access`]).
 //! `/healthz` stays open, as the kubelet's does.
@@ -15,6 +17,8 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
@@ -25,6 +29,7 @@ use serde::Deserialize;
 use shared::api::{ApiErrorBody, ApiErrorStatus};
 use tokio_util::sync::CancellationToken;
 
+use crate::port_forward::{self, Target};
 use crate::runtime::{ContainerRuntime, LABEL_CONTAINER, LABEL_NAMESPACE, LABEL_NODE, LABEL_POD};
 use crate::sandbox::Sandboxes;
 
@@ -158,6 +163,41 @@ async fn logs_of(state: &AppState, namespace: String, pod: String, query: LogQue
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], Body::from_stream(stream)).into_response())
 }
 
+async fn port_forward(
+    State(state): State<AppState>,
+    Path((namespace, pod)): Path<(String, String)>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<Response, HttpError> {
+    port_forward_to(&state, namespace, pod, upgrade).await
+}
+
+/// Upgrades to a port-forward WebSocket once the request offers its subprotocol and the pod
+/// runs here; otherwise a JSON error says which is missing.
+async fn port_forward_to(
+    state: &AppState,
+    namespace: String,
+    pod: String,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<Response, HttpError> {
+    use shared::api::port_forward::SUBPROTOCOL;
+    let not_spoken = |why: String| {
+        HttpError::new(StatusCode::BAD_REQUEST, "BadRequest", format!("port-forward speaks {SUBPROTOCOL} over a WebSocket: {why}"))
+    };
+    let upgrade = upgrade
+        .map_err(|rejection| not_spoken(rejection.to_string()))?
+        .protocols([SUBPROTOCOL])
+        .max_message_size(port_forward::MAX_MESSAGE)
+        .max_frame_size(port_forward::MAX_MESSAGE);
+    if upgrade.selected_protocol().is_none() {
+        return Err(not_spoken("the request does not offer that subprotocol".into()));
+    }
+    let target = Target::find(state.runtime.as_ref(), &state.node_name, &namespace, &pod)
+        .await
+        .map_err(|message| HttpError::new(StatusCode::NOT_FOUND, "NotFound", message))?;
+    let (runtime, shutdown) = (state.runtime.clone(), state.shutdown.clone());
+    Ok(upgrade.on_upgrade(move |socket| port_forward::serve(socket, runtime, target, shutdown)))
+}
+
 async fn healthz() -> &'static str {
     "ok"
 }
@@ -225,6 +265,7 @@ fn sandboxes_of(state: &AppState) -> Result<axum::Json<crate::sandbox::PoolStatu
 pub fn app(state: AppState, access: Access) -> Router {
     Router::new()
         .route("/logs/{namespace}/{pod}", get(logs))
+        .route("/portforward/{namespace}/{pod}", get(port_forward))
         .route("/sandboxes", get(sandboxes))
         .route_layer(middleware::from_fn_with_state(access, require_access))
         .route("/healthz", get(healthz))
@@ -253,6 +294,14 @@ async fn fleet_logs(
     logs_of(node_of(&fleet, &node)?, namespace, pod, query).await
 }
 
+async fn fleet_port_forward(
+    State(fleet): State<Fleet>,
+    Path((node, namespace, pod)): Path<(String, String, String)>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<Response, HttpError> {
+    port_forward_to(node_of(&fleet, &node)?, namespace, pod, upgrade).await
+}
+
 async fn fleet_healthz(State(fleet): State<Fleet>, Path(node): Path<String>) -> Result<&'static str, HttpError> {
     node_of(&fleet, &node).map(|_| "ok")
 }
@@ -269,6 +318,7 @@ async fn fleet_sandboxes(
 pub fn fleet_app(fleet: Fleet, access: Access) -> Router {
     Router::new()
         .route("/nodes/{node}/logs/{namespace}/{pod}", get(fleet_logs))
+        .route("/nodes/{node}/portforward/{namespace}/{pod}", get(fleet_port_forward))
         .route("/nodes/{node}/sandboxes", get(fleet_sandboxes))
         .route_layer(middleware::from_fn_with_state(access, require_access))
         .route("/healthz", get(healthz))
@@ -359,6 +409,10 @@ mod tests {
         let (status, _) = call("/logs/default/web", Some("Bearer node-token-1".into())).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "the token itself is no signature");
         assert_eq!(call("/sandboxes", None).await.0, StatusCode::UNAUTHORIZED);
+        assert_eq!(call("/portforward/default/web", None).await.0, StatusCode::UNAUTHORIZED);
+        let (status, body) = call("/portforward/default/web", signed("node-token-1", "/portforward/default/web")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "signed, but no WebSocket: {body}");
+        assert!(body.contains("port-forward speaks SPDY/3.1+portforward.k8s.io over a WebSocket"), "{body}");
         assert_eq!(call("/healthz", None).await, (StatusCode::OK, "ok".to_string()), "health stays open");
 
         let fleet: Fleet = Arc::new(HashMap::from([("n1".to_string(), state.clone())]));

@@ -24,7 +24,8 @@
 //! - [`fleet`]: N simulated nodes in one process on one API client, one pod watch and one
 //!   agent API address;
 //! - [`client`]: what the agent asks of the API server (`ApiClient`), done by `shepherd-client`;
-//! - [`http`]: the agent's own HTTP API (logs, health);
+//! - [`http`]: the agent's own HTTP API (logs, port-forward, health); [`port_forward`]: the
+//!   port-forward protocol's server side, connecting inside the pod's network namespace;
 //! - [`image`]: `bootstrap-image`, the `minimal` image made from the host's busybox;
 //! - `fixtures` (unit tests only): the one fake API server, which records what the agent
 //!   wrote, and a node context on the simulated runtime.
@@ -48,6 +49,7 @@ pub mod network;
 pub mod node;
 pub mod pod;
 pub mod pod_feed;
+pub mod port_forward;
 pub mod proxy;
 pub mod retry;
 pub mod runtime;

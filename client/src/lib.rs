@@ -9,13 +9,17 @@
 //!   how the agent checks them;
 //! - [`error`]: the one error, naming what was being done and why it failed (error answers
 //!   are read and classified by `shared::api_error`, as the dashboard reads them);
+//! - [`spdy`] and [`port_forward`]: SPDY/3.1 and the port-forward protocol over it, which the
+//!   agent serves and sheepctl speaks, carried by the WebSocket [`Client::websocket`] opens;
 //! - [`watcher`]: the async watcher that drives `shared::watch`'s state machine over a watch
 //!   stream (decoded by `shared::sse`), and [`watcher::Changes`], the objects it keeps (in a
 //!   `shared::cache`) with the change each event makes.
 
 pub mod agent_auth;
 pub mod error;
+pub mod port_forward;
 pub mod servers;
+pub mod spdy;
 pub mod watcher;
 
 use std::sync::Arc;
@@ -24,7 +28,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
-use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue, USER_AGENT};
+use reqwest::header::{
+    ACCEPT, AUTHORIZATION, CONNECTION, CONTENT_TYPE, HeaderValue, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_PROTOCOL,
+    SEC_WEBSOCKET_VERSION, UPGRADE, USER_AGENT,
+};
 use reqwest::{Method, RequestBuilder, Response};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -33,6 +40,7 @@ use shared::api_error::ErrorAnswer;
 use shared::model::{Event, Kind, Lease, Node, Object, Pod, Resource, Scale, ScaleSpec};
 use shared::scheduler::Explanation;
 use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio_tungstenite::WebSocketStream;
 
 pub use crate::error::{Error, Result};
 use crate::servers::Servers;
@@ -491,6 +499,46 @@ impl Client {
         let (server, response) = self.send(&action, builder).await?;
         let client = self.clone();
         Ok(response.bytes_stream().map(move |chunk| chunk.map_err(|e| client.transport_error(&server, &action, &e))).boxed())
+    }
+
+    /// Forwards connections to a pod's ports (the server proxies them to the node's agent).
+    pub async fn port_forward(&self, namespace: &str, pod: &str) -> Result<port_forward::PortForward> {
+        let path = paths::pod_port_forward(namespace, pod);
+        let socket = self.websocket(&path, shared::api::port_forward::SUBPROTOCOL).await?;
+        Ok(port_forward::PortForward::over(socket))
+    }
+
+    /// Opens a WebSocket on `path` speaking `subprotocol`, through this client's transport (its
+    /// TLS trust and token) on the current server: a stream's upgrade is never sent twice.
+    pub async fn websocket(&self, path: &str, subprotocol: &str) -> Result<WebSocketStream<reqwest::Upgraded>> {
+        use tokio_tungstenite::tungstenite::handshake::{client::generate_key, derive_accept_key};
+        let action = format!("open a WebSocket for {subprotocol} on {path}");
+        let key = generate_key();
+        let builder = self
+            .request(Method::GET, path)
+            .header(CONNECTION, "Upgrade")
+            .header(UPGRADE, "websocket")
+            .header(SEC_WEBSOCKET_VERSION, "13")
+            .header(SEC_WEBSOCKET_KEY, &key)
+            .header(SEC_WEBSOCKET_PROTOCOL, subprotocol);
+        let server = self.servers.current().to_string();
+        let request = builder.build().map_err(|e| self.transport_error(&server, &action, &e))?;
+        let response = match tokio::time::timeout(self.timeout, self.http.execute(request)).await {
+            Ok(sent) => sent.map_err(|e| self.transport_error(&server, &action, &e))?,
+            Err(_) => return Err(Error::Timeout { action, after: self.timeout }),
+        };
+        let code = response.status().as_u16();
+        if code != 101 {
+            let body = response.text().await.unwrap_or_default();
+            return Err(error_answer(&action, code, &body));
+        }
+        let header = |name| response.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+        if header(SEC_WEBSOCKET_ACCEPT) != derive_accept_key(key.as_bytes()) || header(SEC_WEBSOCKET_PROTOCOL) != subprotocol {
+            let message = format!("the server switched protocols without accepting {subprotocol} over WebSocket");
+            return Err(Error::Decode { action, message });
+        }
+        let upgraded = response.upgrade().await.map_err(|e| self.transport_error(&server, &action, &e))?;
+        Ok(WebSocketStream::from_raw_socket(upgraded, tokio_tungstenite::tungstenite::protocol::Role::Client, None).await)
     }
 
     /// Opens a watch on a collection: every change strictly after `from`. A revision the

@@ -268,6 +268,11 @@ pub mod paths {
         format!("{}/log", object(Kind::Pod, namespace, pod))
     }
 
+    /// Forwards connections to a pod's ports ([`super::port_forward`]).
+    pub fn pod_port_forward(namespace: &str, pod: &str) -> String {
+        format!("{}/portforward", object(Kind::Pod, namespace, pod))
+    }
+
     /// The scheduler's last decision for a pod, with every node's verdict.
     pub fn pod_scheduling(namespace: &str, pod: &str) -> String {
         format!("{}/scheduling", object(Kind::Pod, namespace, pod))
@@ -306,11 +311,35 @@ pub mod agent_paths {
         format!("/logs/{namespace}/{pod}")
     }
 
+    /// Forwards connections to a pod's ports, from inside its network namespace
+    /// ([`super::port_forward`]).
+    pub fn port_forward(namespace: &str, pod: &str) -> String {
+        format!("/portforward/{namespace}/{pod}")
+    }
+
     /// Where, under a fleet's one agent API, node `node`'s API answers: the path its
     /// `agent_endpoint` ends with.
     pub fn fleet_node(node: &str) -> String {
         format!("/nodes/{node}")
     }
+}
+
+/// The words of the port-forward protocol, as Kubernetes has them: SPDY/3.1 carried in binary
+/// WebSocket messages (what kubectl 1.32 asks for first), where each forwarded connection is a
+/// pair of SPDY streams, one for its bytes and one for the error that ended it.
+pub mod port_forward {
+    /// The WebSocket subprotocol: SPDY tunneled over WebSocket, speaking `portforward.k8s.io`.
+    pub const SUBPROTOCOL: &str = "SPDY/3.1+portforward.k8s.io";
+    /// The stream header naming a stream's role: [`STREAM_DATA`] or [`STREAM_ERROR`].
+    pub const STREAM_TYPE_HEADER: &str = "streamtype";
+    /// The stream header naming the pod's port.
+    pub const PORT_HEADER: &str = "port";
+    /// The stream header pairing a connection's data and error streams.
+    pub const REQUEST_ID_HEADER: &str = "requestid";
+    /// The stream that carries a forwarded connection's bytes both ways.
+    pub const STREAM_DATA: &str = "data";
+    /// The stream on which the agent writes why a forwarded connection failed, then ends.
+    pub const STREAM_ERROR: &str = "error";
 }
 
 #[cfg(test)]

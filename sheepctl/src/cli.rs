@@ -62,6 +62,8 @@ pub enum Command {
     Set(SetCommand),
     /// Print a container's output
     Logs(LogsArgs),
+    /// Forward local ports on 127.0.0.1 to a pod's ports, or to a service's pod
+    PortForward(PortForwardArgs),
     /// List events, oldest first
     Events(EventsArgs),
     /// List nodes with their readiness and capacity
@@ -308,6 +310,17 @@ pub struct LogsArgs {
     /// Only the last N lines
     #[arg(long, value_name = "N")]
     pub tail: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub struct PortForwardArgs {
+    /// The pod, as NAME or pod/NAME, or a service as svc/NAME (forwarded to one of its pods)
+    #[arg(value_name = "TYPE/NAME")]
+    pub target: String,
+
+    /// [LOCAL:]REMOTE, e.g. 8080:80; REMOTE may be a named port; LOCAL empty (:80) picks a free one
+    #[arg(value_name = "[LOCAL:]REMOTE", required = true, num_args = 1..)]
+    pub ports: Vec<String>,
 }
 
 #[derive(Debug, Args)]

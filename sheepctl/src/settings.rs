@@ -123,7 +123,7 @@ pub fn targets(words: &[String]) -> Result<Vec<(Kind, String)>> {
         .collect()
 }
 
-fn slash_target(word: &str) -> Result<(Kind, String)> {
+pub fn slash_target(word: &str) -> Result<(Kind, String)> {
     match word.split_once('/') {
         Some((k, name)) if !name.is_empty() && !name.contains('/') => Ok((kind(k)?, name.to_string())),
         _ => Err(Error::MissingName(word.to_string())),

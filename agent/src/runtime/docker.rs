@@ -25,10 +25,10 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use shepherd_image::RegistryLogin;
 
-use super::loopback_probe;
 use super::seam::{
     ContainerConfig, ContainerInfo, ContainerRuntime, Error, Mount, ProbeAction, ProbeOutcome, Result, RunState, RuntimeEvent,
 };
+use super::{loopback_probe, netns};
 
 /// The most of an exec probe's output kept for its event, as the kubelet's 10 KiB.
 const PROBE_OUTPUT_LIMIT: usize = 10 * 1024;
@@ -439,6 +439,15 @@ impl ContainerRuntime for DockerRuntime {
             _ => return Err(failed("the container is not running".into())),
         };
         loopback_probe::probe(pid, action.clone(), timeout).await.map_err(failed)
+    }
+
+    async fn connect_inside(&self, id: &str, port: u16) -> Result<tokio::net::TcpStream> {
+        let failed = |message: String| Error::Container { action: "connect inside", container: id.to_string(), message };
+        let pid = match self.inspect(id).await? {
+            Some(info) if info.pid > 0 => info.pid,
+            _ => return Err(failed("the container is not running".into())),
+        };
+        netns::connect_loopback(pid, port).await.map_err(failed)
     }
 
     async fn list(&self, labels: &[(&str, &str)]) -> Result<Vec<ContainerInfo>> {

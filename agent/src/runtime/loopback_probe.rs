@@ -1,14 +1,11 @@
 //! `httpGet` and `tcpSocket` probes from inside a container's network namespace to
-//! 127.0.0.1, so that no probe packet is ever sent to a pod address. A dedicated OS thread
-//! enters the namespace (`setns`), connects with the probe's timeout, and ends: no thread
-//! that anything else runs on ever leaves the host's namespace.
+//! 127.0.0.1 ([`netns`]), so that no probe packet is ever sent to a pod address.
 
-use std::fs::File;
-use std::io::{ErrorKind, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
+use super::netns::{self, loopback, words};
 use super::seam::{ProbeAction, ProbeOutcome};
 
 /// The most of a response read to find its status line.
@@ -17,25 +14,11 @@ const STATUS_LINE_LIMIT: usize = 4096;
 /// Runs an `HttpGet` or `TcpSocket` probe in the network namespace of the process `pid`.
 /// `Err` says why the namespace could not be entered (or the action is not one for here).
 pub async fn probe(pid: i64, action: ProbeAction, timeout: Duration) -> Result<ProbeOutcome, String> {
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    std::thread::Builder::new()
-        .name("probe-netns".into())
-        .spawn(move || {
-            // The receiver may have given up; nothing to tell then.
-            let _ = tx.send(probe_inside(pid, &action, timeout));
-        })
-        .map_err(|e| format!("cannot start a probe thread: {e}"))?;
-    rx.await.map_err(|_| "the probe thread ended without an answer".to_string())?
+    netns::inside(pid, "probe-netns", move || probe_inside(&action, timeout)).await
 }
 
-/// On this thread: enters the namespace for good (the thread ends after), then probes.
-fn probe_inside(pid: i64, action: &ProbeAction, timeout: Duration) -> Result<ProbeOutcome, String> {
-    let path = format!("/proc/{pid}/ns/net");
-    let namespace = File::open(&path).map_err(|e| format!("cannot open the container's network namespace {path}: {e}"))?;
-    // SAFETY: a valid open descriptor of a network namespace; only this thread moves into it.
-    if unsafe { libc::setns(namespace.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-        return Err(format!("cannot enter the container's network namespace {path}: {}", std::io::Error::last_os_error()));
-    }
+/// Inside the namespace: probes.
+fn probe_inside(action: &ProbeAction, timeout: Duration) -> Result<ProbeOutcome, String> {
     let deadline = Instant::now() + timeout;
     Ok(match action {
         ProbeAction::TcpSocket { port } => {
@@ -48,18 +31,6 @@ fn probe_inside(pid: i64, action: &ProbeAction, timeout: Duration) -> Result<Pro
         ProbeAction::HttpGet { port, path, headers } => http_get(loopback(*port), path, headers, deadline),
         ProbeAction::Exec { .. } => return Err("an exec probe does not connect".into()),
     })
-}
-
-fn loopback(port: u16) -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], port))
-}
-
-/// Go's words for the errors a probe meets, as the kubelet's messages have them.
-fn words(e: &std::io::Error) -> String {
-    match e.kind() {
-        ErrorKind::TimedOut | ErrorKind::WouldBlock => "i/o timeout".into(),
-        kind => kind.to_string(),
-    }
 }
 
 /// A minimal HTTP/1.1 GET, as the kubelet's: success is a status from 200 to 399.

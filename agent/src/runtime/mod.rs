@@ -1,9 +1,11 @@
 //! The container runtimes: the seam the pod workers drive ([`seam`], re-exported here) and
 //! its two implementations, Docker through bollard ([`docker`]) and the simulator
-//! ([`simulated`]), and the probes that connect from inside a pod ([`loopback_probe`]).
+//! ([`simulated`]), and what connects from inside a pod: its probes ([`loopback_probe`]) and
+//! port-forward ([`netns`]).
 
 pub mod docker;
 pub mod loopback_probe;
+pub mod netns;
 mod seam;
 pub mod simulated;
 

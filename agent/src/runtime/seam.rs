@@ -240,6 +240,11 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     /// counts neither way; a probe that ran and failed is `Ok(ProbeOutcome::Failure)`.
     async fn probe(&self, id: &str, action: &ProbeAction, timeout: Duration) -> Result<ProbeOutcome>;
 
+    /// A TCP connection to `127.0.0.1:port` inside the network namespace of the running
+    /// container `id` (a pod's sandbox): what port-forward carries, so that nothing is sent
+    /// to a pod address.
+    async fn connect_inside(&self, id: &str, port: u16) -> Result<tokio::net::TcpStream>;
+
     /// The container's output (stdout and stderr): the last `tail` lines, or all of it, then
     /// new lines as they come when `follow` is set.
     fn logs(&self, id: &str, tail: Option<u64>, follow: bool) -> BoxStream<'static, Result<Bytes>>;

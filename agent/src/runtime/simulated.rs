@@ -5,6 +5,7 @@
 //! Mounts are recorded, not made: a container's info lists what it would see.
 //! Probes succeed, except every probe of a container whose environment sets
 //! [`UNHEALTHY_ENV`] to `true`: so a rollout to an unhealthy version can be watched at scale.
+//! Nothing listens in a simulated container: port-forward to one says so.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::Ipv4Addr;
@@ -231,6 +232,14 @@ impl ContainerRuntime for SimulatedRuntime {
     async fn inspect(&self, id: &str) -> Result<Option<ContainerInfo>> {
         let containers = self.containers();
         Ok(containers.get(id).or_else(|| containers.values().find(|c| c.name == id)).cloned())
+    }
+
+    async fn connect_inside(&self, id: &str, _port: u16) -> Result<tokio::net::TcpStream> {
+        Err(Error::Container {
+            action: "connect inside",
+            container: id.to_string(),
+            message: "a simulated container has no network namespace and nothing listening in it".into(),
+        })
     }
 
     async fn probe(&self, id: &str, _action: &ProbeAction, _timeout: Duration) -> Result<ProbeOutcome> {

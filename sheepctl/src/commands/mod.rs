@@ -6,7 +6,7 @@
 //! - `context`: the settings, client, clock and reconnecting watch every subcommand uses;
 //! - `output`: how subcommands write text, JSON and YAML;
 //! - a file per subcommand: `apply`, `get`, `describe`, `delete`, `scale`, `rollout`,
-//!   `set` (`set image`), `logs`,
+//!   `set` (`set image`), `logs`, `port_forward`,
 //!   `events`, `nodes` (with `cordon` and `uncordon`), `info`, `wait`, `completion`,
 //!   `kubeconfig`.
 
@@ -30,6 +30,7 @@ mod kubeconfig;
 mod logs;
 mod nodes;
 mod output;
+mod port_forward;
 mod rollout;
 mod scale;
 mod set;
@@ -63,6 +64,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Rollout(command) => rollout::run(&context, command).await,
         Command::Set(command) => set::run(&context, command).await,
         Command::Logs(args) => logs::run(&context, args).await,
+        Command::PortForward(args) => port_forward::run(&context, args).await,
         Command::Events(args) => events::run(&context, args).await,
         Command::Nodes(args) => nodes::run(&context, args).await,
         Command::Cordon(args) => nodes::cordon(&context, args, true).await,
