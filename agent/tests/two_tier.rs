@@ -129,6 +129,14 @@ async fn the_two_tier_example_serves_the_backends_page_through_dns_the_cluster_i
     let frontend: Service = api.client().get("default", "frontend").await.unwrap();
     assert_eq!(frontend.spec.ports[0].node_port, i32::from(NODE_PORT), "the example's NodePort is honoured");
 
+    // Nothing is sent to a cluster IP before its rules are in: without them it would leave
+    // the machine by the default route.
+    poll(WAIT, "the rules of both Services", || async {
+        let table = nat_table();
+        cluster_ips.iter().all(|ip| table.contains(&format!("-d {ip}/32"))).then_some(())
+    })
+    .await;
+
     // From the host, on 127.0.0.1: the frontend asked the backend by name, got its cluster
     // IP from the node's DNS, and was let in with the Secret's password.
     let http = reqwest::Client::builder().pool_max_idle_per_host(0).timeout(Duration::from_secs(15)).build().unwrap();
