@@ -44,7 +44,11 @@ impl fmt::Display for Outcome {
 pub async fn run(context: &Context, args: &crate::cli::ApplyArgs) -> Result<()> {
     let timeout = shared::parse::duration(&args.timeout)?;
     // Read and check every manifest before changing anything.
-    let objects = files::load(&args.files)?.into_iter().map(|loaded| resolve(&context.settings, loaded)).collect::<Result<Vec<_>>>()?;
+    let objects = files::load(&context.client, &args.files)
+        .await?
+        .into_iter()
+        .map(|loaded| resolve(&context.settings, loaded))
+        .collect::<Result<Vec<_>>>()?;
     let total = objects.len();
     let mut applied = Vec::new();
     let mut failed = 0;
