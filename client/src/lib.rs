@@ -392,6 +392,20 @@ impl Client {
         object_from_value(kind, value).map_err(|message| Error::Decode { action, message })
     }
 
+    /// The objects of a manifest, read by the server and stored nowhere: one written
+    /// Kubernetes' way comes back as a create through `/k8s` would store it.
+    pub async fn parse_manifest(&self, text: &str) -> Result<Vec<Object>> {
+        #[derive(serde::Deserialize)]
+        struct Parsed {
+            items: Vec<serde_json::Value>,
+        }
+        let action = "read the manifest";
+        let request = self.request(Method::POST, paths::MANIFESTS_PARSE).header(CONTENT_TYPE, "application/yaml").body(text.to_string());
+        let parsed: Parsed = self.call(action, request).await?;
+        let decode = |value| Object::from_value(value).map_err(|e| Error::Decode { action: action.to_string(), message: e.to_string() });
+        parsed.items.into_iter().map(decode).collect()
+    }
+
     /// Replaces an object (compare-and-swap on its `resource_version` when it is not 0).
     pub async fn replace_object(&self, object: &Object) -> Result<Object> {
         let (kind, meta) = (object.kind(), object.metadata());

@@ -167,6 +167,7 @@ impl Server {
             http: agent_client::client(),
             agent_keys: auth::AgentKeys::default(),
             identity: identity.clone(),
+            kubernetes_manifest: k8s::from_manifest,
         });
         let loops = Loops { store: store.clone(), config, metrics: metrics.clone(), scheduler: handle, profile };
         let mut tasks = JoinSet::new();

@@ -1,10 +1,11 @@
 //! What every handler of both API dialects shares: the store, the settings, the metrics,
-//! the scheduler's hint channel, the client for node agents and their signing keys, in one
+//! the scheduler's hint channel, the client for node agents and their signing keys, the
+//! reader of Kubernetes manifests, in one
 //! [`AppState`] that is cheap to clone per request.
 
 use std::sync::Arc;
 
-use shared::model::Time;
+use shared::model::{Object, Time};
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::AgentKeys;
@@ -44,4 +45,8 @@ pub struct Shared {
     pub agent_keys: AgentKeys,
     /// This server's identity in the leases (`<hostname>_<uuid>`, or `--server-id`).
     pub identity: String,
+    /// Reads a manifest's document written Kubernetes' way into the object a create through
+    /// `/k8s` would store, for `POST /api/v1/manifests/parse`: `k8s::from_manifest`, handed
+    /// in by `lib.rs`, since `api` sits below `k8s`.
+    pub kubernetes_manifest: fn(&serde_json::Value) -> Result<Object, String>,
 }

@@ -38,6 +38,40 @@ async fn yaml_documents_come_back_as_json_objects() {
 }
 
 #[tokio::test]
+async fn a_kubernetes_manifest_comes_back_as_a_create_through_k8s_would_store_it() {
+    let server = TestServer::in_memory().await;
+    let text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: page}\ndata: {index.html: hello}\n---\n\
+                apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  selector:\n    matchLabels: {app: web}\n  \
+                template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - name: c\n        image: minimal\n        \
+                env:\n        - name: NAME\n          valueFrom:\n            fieldRef: {fieldPath: metadata.name}\n";
+    let (status, answer) = send(&server, "application/yaml", text).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let items = answer["items"].as_array().unwrap();
+    assert_eq!((items[0]["kind"].as_str(), items[0]["data"]["index.html"].as_str()), (Some("ConfigMap"), Some("hello")));
+    assert_eq!(items[1]["kind"], "Deployment");
+    assert_eq!(items[1]["spec"]["selector"]["app"], "web", "matchLabels, in the native shape: {answer}");
+    assert_eq!(items[1]["spec"]["template"]["spec"]["containers"][0]["env"][0]["value_from"]["field_ref"]["field_path"], "metadata.name");
+
+    for (text, says) in [
+        (
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers:\n  - {name: c, image: minimal, bogus: 1}\n",
+            "document 1: Pod \"a\" is invalid: spec.containers[0].bogus",
+        ),
+        (
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\nkind: Pod\nmetadata: {name: b}\n",
+            "document 2: apiVersion \"\" and kind \"Pod\" name no kind",
+        ),
+        ("apiVersion: v1\nkind: Endpoints\nmetadata: {name: a}\n", "document 1: apiVersion \"v1\" and kind \"Endpoints\" name no kind"),
+    ] {
+        let (status, answer) = send(&server, "application/yaml", text).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.starts_with(says), "{message}");
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn problems_are_400s_with_line_and_column() {
     let server = TestServer::in_memory().await;
     for (text, starts) in [

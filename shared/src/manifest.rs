@@ -41,6 +41,15 @@ pub fn is_json(text: &str) -> bool {
     text.trim_start().starts_with(['{', '['])
 }
 
+/// The documents of a manifest written Kubernetes' way (`apiVersion`, camelCase fields), for
+/// the server to read as `/k8s` does (`POST /api/v1/manifests/parse`); `None` when no
+/// document names an `apiVersion`, or the text is not YAML (nor JSON, its flow style).
+pub fn kubernetes_documents(text: &str) -> Option<Vec<Value>> {
+    let documents = yaml::documents(text).ok()?;
+    let values: Vec<Value> = documents.into_iter().map(|d| d.root.to_value()).filter(|v| !v.is_null()).collect();
+    values.iter().any(|v| v.get("apiVersion").is_some()).then_some(values)
+}
+
 /// Reads every object in a manifest. Empty documents are skipped; a text with no object
 /// at all is an error, since applying it would do nothing the user meant.
 pub fn parse(text: &str) -> Result<Vec<Object>, ManifestError> {
@@ -372,6 +381,16 @@ mod tests {
         let err = parse(text).unwrap_err();
         assert!(err.message.contains(r#"unknown field "spec.containers[0].ports[0].containerPort""#), "{err}");
         assert!(err.message.contains("apply it with kubectl"), "{err}");
+    }
+
+    #[test]
+    fn kubernetes_documents_are_told_apart() {
+        let kubernetes = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\n---\napiVersion: apps/v1\nkind: Deployment\n";
+        let documents = kubernetes_documents(kubernetes).expect("a Kubernetes manifest");
+        assert_eq!(documents.len(), 2, "the empty document is left out");
+        assert_eq!(documents[1]["kind"], "Deployment");
+        assert_eq!(kubernetes_documents("kind: ConfigMap\nmetadata: {name: a}\n"), None);
+        assert_eq!(kubernetes_documents("{\"kind\": \"Pod\"} {\"kind\": \"Pod\"}"), None, "not YAML: read as Shepherd's own");
     }
 
     #[test]

@@ -1,12 +1,14 @@
 //! Reads manifests for `apply -f` and `delete -f`: a file, every `.json`/`.yaml`/`.yml`
 //! file of a directory (in name order), or standard input for `-`. Parsing itself is
-//! `shared::manifest`; this module adds which file a problem is in.
+//! `shared::manifest`; a manifest written Kubernetes' way goes to the server, which reads it
+//! as `/k8s` does. This module adds which file a problem is in.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use shared::manifest::{self, ManifestError};
 use shared::model::Object;
+use shepherd_client::Client;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -16,6 +18,12 @@ pub enum Error {
     Manifest { path: String, error: ManifestError },
     #[error("the directory {path} holds no .json, .yaml or .yml file")]
     EmptyDirectory { path: String },
+    /// The server refused a Kubernetes manifest: its message names the document and field.
+    #[error("invalid manifest {path}: {reason}")]
+    Refused { path: String, reason: String },
+    /// A Kubernetes manifest could not be sent to the server, which reads it.
+    #[error("cannot read the Kubernetes manifest {path}: {cause}")]
+    Unsent { path: String, cause: shepherd_client::Error },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -28,38 +36,51 @@ pub struct Loaded {
 }
 
 /// Reads every object of every path, in order; stops at the first bad file so that nothing
-/// is applied from a half-read set.
-pub fn load(paths: &[PathBuf]) -> Result<Vec<Loaded>> {
+/// is applied from a half-read set. `client` reads the manifests written Kubernetes' way.
+pub async fn load(client: &Client, paths: &[PathBuf]) -> Result<Vec<Loaded>> {
     let mut loaded = Vec::new();
+    for (source, text) in read(paths)? {
+        let objects = match manifest::kubernetes_documents(&text) {
+            Some(_) => client.parse_manifest(&text).await.map_err(|e| match e {
+                shepherd_client::Error::Api { status, .. } if status.code == 400 => {
+                    Error::Refused { path: source.clone(), reason: status.message }
+                }
+                e => Error::Unsent { path: source.clone(), cause: e },
+            })?,
+            None => manifest::parse(&text).map_err(|error| Error::Manifest { path: source.clone(), error })?,
+        };
+        loaded.extend(objects.into_iter().map(|object| Loaded { source: source.clone(), object }));
+    }
+    Ok(loaded)
+}
+
+/// The text of every manifest `paths` name, with where it came from.
+fn read(paths: &[PathBuf]) -> Result<Vec<(String, String)>> {
+    let mut texts = Vec::new();
     for path in paths {
         if path.as_os_str() == "-" {
             let mut text = String::new();
             std::io::stdin().read_to_string(&mut text).map_err(|e| Error::Read { path: "standard input".into(), reason: e.to_string() })?;
-            loaded.extend(parse("standard input", &text)?);
+            texts.push(("standard input".to_string(), text));
         } else if path.is_dir() {
             let files = manifests_in(path)?;
             if files.is_empty() {
                 return Err(Error::EmptyDirectory { path: path.display().to_string() });
             }
             for file in files {
-                loaded.extend(read_file(&file)?);
+                texts.push(read_file(&file)?);
             }
         } else {
-            loaded.extend(read_file(path)?);
+            texts.push(read_file(path)?);
         }
     }
-    Ok(loaded)
+    Ok(texts)
 }
 
-fn read_file(path: &Path) -> Result<Vec<Loaded>> {
+fn read_file(path: &Path) -> Result<(String, String)> {
     let name = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| Error::Read { path: name.clone(), reason: io_reason(&e) })?;
-    parse(&name, &text)
-}
-
-fn parse(source: &str, text: &str) -> Result<Vec<Loaded>> {
-    let objects = manifest::parse(text).map_err(|error| Error::Manifest { path: source.to_string(), error })?;
-    Ok(objects.into_iter().map(|object| Loaded { source: source.to_string(), object }).collect())
+    Ok((name, text))
 }
 
 fn manifests_in(dir: &Path) -> Result<Vec<PathBuf>> {
@@ -88,23 +109,28 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn a_directory_reads_manifests_in_name_order() {
+    /// A client of no server: Shepherd's own manifests never reach it.
+    fn offline() -> Client {
+        Client::new("http://127.0.0.1:1", None).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_directory_reads_manifests_in_name_order() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("b.yaml"), "kind: Service\nmetadata:\n  name: web\n").unwrap();
         std::fs::write(dir.path().join("a.json"), r#"{"kind": "Pod", "metadata": {"name": "p"}}"#).unwrap();
         std::fs::write(dir.path().join("notes.txt"), "not a manifest").unwrap();
-        let loaded = load(&[dir.path().to_path_buf()]).unwrap();
+        let loaded = load(&offline(), &[dir.path().to_path_buf()]).await.unwrap();
         let kinds: Vec<Kind> = loaded.iter().map(|l| l.object.kind()).collect();
         assert_eq!(kinds, vec![Kind::Pod, Kind::Service]);
         assert!(loaded[0].source.ends_with("a.json"));
     }
 
-    #[test]
-    fn problems_name_the_file_and_the_position() {
+    #[tokio::test]
+    async fn problems_name_the_file_and_the_position() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("nope.json");
-        let err = load(std::slice::from_ref(&missing)).unwrap_err();
+        let err = load(&offline(), std::slice::from_ref(&missing)).await.unwrap_err();
         assert_eq!(
             err.to_string(),
             format!("cannot read {}: no such file or directory (check the path, or pass - to read standard input)", missing.display())
@@ -112,11 +138,11 @@ mod tests {
 
         let bad = dir.path().join("bad.json");
         std::fs::write(&bad, "{\n  \"kind\": \"Pod\",\n  \"metadata\": {\"name\": \"p\"\n}\n").unwrap();
-        let err = load(std::slice::from_ref(&bad)).unwrap_err().to_string();
+        let err = load(&offline(), std::slice::from_ref(&bad)).await.unwrap_err().to_string();
         assert!(err.starts_with(&format!("invalid manifest {}: line ", bad.display())), "{err}");
         assert!(err.contains("column"), "{err}");
 
         let empty = tempfile::tempdir().unwrap();
-        assert!(matches!(load(&[empty.path().to_path_buf()]), Err(Error::EmptyDirectory { .. })));
+        assert!(matches!(load(&offline(), &[empty.path().to_path_buf()]).await, Err(Error::EmptyDirectory { .. })));
     }
 }

@@ -217,6 +217,12 @@ fn revisions(history: &str) -> Vec<&str> {
     history.lines().skip_while(|l| !l.starts_with("REVISION")).skip(1).filter_map(|l| l.split_whitespace().next()).collect()
 }
 
+/// The addresses in the ENDPOINTS column of `kubectl get endpoints` for `service`.
+fn endpoints<'a>(table: &'a str, service: &str) -> Vec<&'a str> {
+    let column = rows(table).into_iter().find(|r| r[0] == service).and_then(|r| r.get(1).copied()).unwrap_or("<none>");
+    column.split(',').filter(|a| *a != "<none>").collect()
+}
+
 /// An event line (`sheepctl events`) with `reason`.
 fn event<'a>(events: &'a str, reason: &str) -> Option<&'a str> {
     events.lines().find(|l| l.split_whitespace().any(|w| w == reason))
@@ -470,16 +476,78 @@ fn claims() -> Vec<Claim> {
             out.contains("v3 cannot read its config")
         }),
         claim("sheepctl rollout history deployment/shop", Once, "revisions 1, 3, 4", |out, _| revisions(out) == ["1", "3", "4"]),
+        // 7. Services.
+        claim("kubectl apply -f examples/kubernetes/two-tier.yaml", Once, "the app's objects, created", |out, _| {
+            ["configmap/backend-page", "secret/backend-auth", "service/backend", "deployment.apps/frontend", "service/frontend"]
+                .iter()
+                .all(|object| out.contains(&format!("{object} created")))
+        }),
+        claim("kubectl rollout status deployment/backend", Once, "successfully rolled out", |out, _| {
+            out.trim_end().ends_with("deployment \"backend\" successfully rolled out")
+        }),
+        claim("kubectl rollout status deployment/frontend", Once, "successfully rolled out", |out, _| {
+            out.trim_end().ends_with("deployment \"frontend\" successfully rolled out")
+        }),
+        claim("kubectl get svc backend frontend", Once, "backend ClusterIP 10.96.…; frontend NodePort 80:30080/TCP", |out, _| {
+            let rows = rows(out);
+            let row = |name: &str| rows.iter().find(|r| r[0] == name).cloned().unwrap_or_default();
+            let (backend, frontend) = (row("backend"), row("frontend"));
+            backend.get(1..5).is_some_and(|r| r[0] == "ClusterIP" && r[1].starts_with("10.96.") && r[3] == "80/TCP")
+                && frontend.get(1..5).is_some_and(|r| r[0] == "NodePort" && r[3] == "80:30080/TCP")
+        }),
+        claim("kubectl get endpoints backend", Eventually(minute), "the two backend pods' addresses, port 8080", |out, _| {
+            let addresses = endpoints(out, "backend");
+            addresses.len() == 2 && addresses.iter().all(|a| a.ends_with(":8080"))
+        }),
+        claim(
+            "curl -s http://127.0.0.1:30080/",
+            Eventually(minute),
+            "the backend's page, fetched by its DNS name through its cluster IP with the Secret's password",
+            |out, facts| {
+                let services = facts.output_of("kubectl get svc backend frontend");
+                let backend_ip = rows(services).into_iter().find(|r| r[0] == "backend").and_then(|r| r.get(2).map(|ip| ip.to_string()));
+                backend_ip.is_some_and(|ip| out.contains(&format!("backend.default.svc.cluster.local is {ip})")))
+                    && out.contains("The backend answered: HTTP/1.1 200 OK")
+                    && out.contains("<h1>Hello from the backend</h1>")
+                    && !out.contains("s3cret")
+            },
+        ),
+        claim("kubectl expose deployment backend --name=backend-direct", Once, "exposed", |out, _| {
+            out.contains("service/backend-direct exposed")
+        }),
+        claim("kubectl get svc backend-direct", Once, "NodePort 80:3…/TCP, a port from 30000-32767", |out, _| {
+            let port = |r: &Vec<&str>| r.get(4)?.strip_prefix("80:")?.strip_suffix("/TCP")?.parse::<u16>().ok();
+            rows(out)
+                .iter()
+                .any(|r| r[0] == "backend-direct" && r[1] == "NodePort" && port(r).is_some_and(|p| (30000..=32767).contains(&p)))
+        }),
+        claim("curl -s -o /dev/null -w", Eventually(Duration::from_secs(30)), "401: the backend wants the password", |out, _| {
+            out.trim() == "401"
+        }),
+        claim("kubectl get endpoints backend", Eventually(minute), "three addresses, once the new pod is ready", |out, _| {
+            endpoints(out, "backend").len() == 3
+        }),
+        claim("kubectl get endpoints backend", Eventually(minute), "one address", |out, _| endpoints(out, "backend").len() == 1),
+        claim("curl -s http://127.0.0.1:30080/ | tail -n 2", Eventually(Duration::from_secs(30)), "still the backend's page", |out, _| {
+            out.contains("<h1>Hello from the backend</h1>")
+        }),
+        claim("curl -s http://127.0.0.1:30080/ | tail -n 1", Eventually(minute), "<h1>Version 2</h1>, within a minute", |out, _| {
+            out.trim() == "<h1>Version 2</h1>"
+        }),
         // Wrap-up.
         claim("cluster=$(", Once, "the cluster's id", |_, _| true),
         claim("sheepctl delete deployment web shop", Once, "both deleted", |out, _| {
             out.contains("deployment \"web\" deleted") && out.contains("deployment \"shop\" deleted")
         }),
+        claim("kubectl delete -f examples/kubernetes/two-tier.yaml", Once, "part 7's app, deleted", |out, _| {
+            out.contains("deployment.apps \"frontend\" deleted") && out.contains("configmap \"backend-page\" deleted")
+        }),
         claim("sheepctl delete pod web-server --grace-period=1", Once, "part 5's pod, deleted", |out, _| {
             out.contains("pod \"web-server\" deleted")
         }),
         claim("sheepctl get pods", Once, "no web-server, only the deployments' pods, Terminating", |out, _| {
-            rows(out).iter().all(|r| (is_replica(r) || r[0].starts_with("shop-")) && r[2] == "Terminating")
+            let owned = |r: &[&str]| is_replica(r) || ["shop-", "frontend-", "backend-"].iter().any(|p| r[0].starts_with(p));
+            rows(out).iter().all(|r| owned(r) && r[2] == "Terminating")
         }),
         claim("docker ps -a --filter label=shepherd.cluster=$cluster", Once, "lists none", |out, _| {
             out.lines().count() == 1 && out.starts_with("CONTAINER ID")

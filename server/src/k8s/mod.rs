@@ -18,6 +18,7 @@ mod status;
 mod table;
 mod watch;
 
+pub use convert::from_manifest;
 pub use watch::WATCH_CONTENT_TYPE;
 
 use axum::Router;

@@ -44,7 +44,11 @@ impl fmt::Display for Outcome {
 pub async fn run(context: &Context, args: &crate::cli::ApplyArgs) -> Result<()> {
     let timeout = shared::parse::duration(&args.timeout)?;
     // Read and check every manifest before changing anything.
-    let objects = files::load(&args.files)?.into_iter().map(|loaded| resolve(&context.settings, loaded)).collect::<Result<Vec<_>>>()?;
+    let objects = files::load(&context.client, &args.files)
+        .await?
+        .into_iter()
+        .map(|loaded| resolve(&context.settings, loaded))
+        .collect::<Result<Vec<_>>>()?;
     let total = objects.len();
     let mut applied = Vec::new();
     let mut failed = 0;
@@ -165,8 +169,8 @@ fn last_applied(object: &Object) -> Option<&str> {
     object.metadata().annotations.get(LAST_APPLIED).map(String::as_str)
 }
 
-/// The stored object with the manifest's labels, annotations and spec: what a PUT sends.
-/// Status and the pod's node stay as the server has them.
+/// The stored object with the manifest's labels, annotations and spec (a ConfigMap's or a
+/// Secret's data): what a PUT sends. Status and the pod's node stay as the server has them.
 pub fn merged(existing: &Object, manifest: &Object) -> Object {
     let mut desired = existing.clone();
     let meta = desired.metadata_mut();
@@ -180,6 +184,18 @@ pub fn merged(existing: &Object, manifest: &Object) -> Object {
         }
         (Object::Deployment(stored), Object::Deployment(wanted)) => stored.spec = wanted.spec.clone(),
         (Object::Service(stored), Object::Service(wanted)) => stored.spec = wanted.spec.clone(),
+        (Object::ReplicaSet(stored), Object::ReplicaSet(wanted)) => stored.spec = wanted.spec.clone(),
+        (Object::ConfigMap(stored), Object::ConfigMap(wanted)) => {
+            stored.data = wanted.data.clone();
+            stored.binary_data = wanted.binary_data.clone();
+            stored.immutable = wanted.immutable;
+        }
+        (Object::Secret(stored), Object::Secret(wanted)) => {
+            stored.type_ = wanted.type_.clone();
+            stored.data = wanted.data.clone();
+            stored.string_data = wanted.string_data.clone();
+            stored.immutable = wanted.immutable;
+        }
         // Nodes and namespaces have no spec: only their metadata is applied.
         _ => {}
     }
@@ -239,6 +255,21 @@ mod tests {
         assert!(record["metadata"].get("annotations").is_none(), "the record does not contain itself");
         // Resolving the same manifest twice records the same thing.
         assert_eq!(last_applied(&resolve(&settings(None), loaded(json)).unwrap()), last_applied(&object));
+    }
+
+    #[test]
+    fn a_merge_takes_a_config_maps_and_a_secrets_data_from_the_manifest() {
+        let stored = shared::manifest::parse("kind: ConfigMap\nmetadata: {name: page, resource_version: 3}\ndata: {a: one, b: gone}\n");
+        let wanted = shared::manifest::parse("kind: ConfigMap\nmetadata: {name: page}\ndata: {a: two}\nimmutable: true\n");
+        let Object::ConfigMap(config) = merged(&stored.unwrap()[0], &wanted.unwrap()[0]) else { panic!() };
+        assert_eq!(config.metadata.resource_version, 3);
+        assert_eq!(config.data, [("a".to_string(), "two".to_string())].into());
+        assert!(config.immutable);
+        let stored = shared::manifest::parse("kind: Secret\nmetadata: {name: auth}\ndata: {password: b2xk}\n");
+        let wanted = shared::manifest::parse("kind: Secret\nmetadata: {name: auth}\ntype: Opaque\nstring_data: {password: new}\n");
+        let Object::Secret(secret) = merged(&stored.unwrap()[0], &wanted.unwrap()[0]) else { panic!() };
+        assert!(secret.data.is_empty(), "the old value goes: {:?}", secret.data);
+        assert_eq!(secret.string_data["password"], "new");
     }
 
     #[test]

@@ -31,7 +31,8 @@ pub async fn run(context: &Context, args: &DeleteArgs) -> Result<()> {
     let targets: Vec<(Kind, String, String)> = if args.files.is_empty() {
         settings::targets(&args.target)?.into_iter().map(|(kind, name)| (kind, context.settings.namespace.clone(), name)).collect()
     } else {
-        files::load(&args.files)?
+        files::load(&context.client, &args.files)
+            .await?
             .into_iter()
             .map(|loaded| {
                 let object = apply::resolve(&context.settings, loaded)?;

@@ -14,13 +14,13 @@ mod strict;
 mod volumes;
 
 use serde_json::Value;
-use shared::model::Object;
+use shared::model::{ConfigMap, Deployment, Event, Kind, Namespace, Node, Object, Pod, ReplicaSet, Resource, Secret, Service};
 
 pub use self::apps::{scale_in, scale_out};
 pub use self::core::endpoints;
 pub use self::discovery::{endpoint_slice, select_slices};
 pub use self::strict::{Cause, Convert, Error, decode, invalid_causes, k8s_field};
-use super::kinds::{NO_LEASES, Served};
+use super::kinds::{KINDS, NO_LEASES, Served};
 
 /// An object in Kubernetes' JSON shape.
 pub fn to_json(served: Served, object: &Object) -> Value {
@@ -39,4 +39,37 @@ pub fn to_json(served: Served, object: &Object) -> Value {
         (_, Object::Lease(_)) => unreachable!("{NO_LEASES}"),
     };
     value.unwrap_or(Value::Null)
+}
+
+/// A manifest's document written Kubernetes' way, as the native object a create through
+/// `/k8s` would store: its `apiVersion` and `kind` name a kind stored here, and its fields
+/// are read (and refused) as [`decode`] reads a body.
+pub fn from_manifest(value: &Value) -> std::result::Result<Object, String> {
+    let api_version = value.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+    let kind = value.get("kind").and_then(Value::as_str).unwrap_or_default();
+    let stored = KINDS.iter().find(|e| e.gvk.api_version == api_version && e.gvk.kind == kind).and_then(|e| match e.served {
+        Served::Stored(kind) => Some(kind),
+        Served::Endpoints | Served::EndpointSlices => None,
+    });
+    let Some(stored) = stored else {
+        return Err(format!(
+            "apiVersion {api_version:?} and kind {kind:?} name no kind this server stores: a manifest is written either Kubernetes' way, every document with its apiVersion, or Shepherd's"
+        ));
+    };
+    fn read<R: Convert>(value: &Value) -> Result<Object, Error> {
+        decode::<R>(value).map(Resource::into_object)
+    }
+    let object = match stored {
+        Kind::Pod => read::<Pod>(value),
+        Kind::Node => read::<Node>(value),
+        Kind::Namespace => read::<Namespace>(value),
+        Kind::Service => read::<Service>(value),
+        Kind::ConfigMap => read::<ConfigMap>(value),
+        Kind::Secret => read::<Secret>(value),
+        Kind::Event => read::<Event>(value),
+        Kind::Deployment => read::<Deployment>(value),
+        Kind::ReplicaSet => read::<ReplicaSet>(value),
+        Kind::Lease => unreachable!("{NO_LEASES}"),
+    };
+    object.map_err(|e| e.to_string())
 }
