@@ -24,7 +24,8 @@
 //! - [`fleet`]: N simulated nodes in one process on one API client, one pod watch and one
 //!   agent API address;
 //! - [`client`]: what the agent asks of the API server (`ApiClient`), done by `shepherd-client`;
-//! - [`http`]: the agent's own HTTP API (logs, health);
+//! - [`http`]: the agent's own HTTP API (logs, exec, attach, health); [`remote_command`]: one
+//!   exec or attach session over a WebSocket;
 //! - [`image`]: `bootstrap-image`, the `minimal` image made from the host's busybox;
 //! - `fixtures` (unit tests only): the one fake API server, which records what the agent
 //!   wrote, and a node context on the simulated runtime.
@@ -49,6 +50,7 @@ pub mod node;
 pub mod pod;
 pub mod pod_feed;
 pub mod proxy;
+pub mod remote_command;
 pub mod retry;
 pub mod runtime;
 pub mod runtime_events;

@@ -25,9 +25,10 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use shepherd_image::RegistryLogin;
 
+use super::docker_session;
 use super::loopback_probe;
 use super::seam::{
-    ContainerConfig, ContainerInfo, ContainerRuntime, Error, Mount, ProbeAction, ProbeOutcome, Result, RunState, RuntimeEvent,
+    Attached, ContainerConfig, ContainerInfo, ContainerRuntime, Error, Mount, ProbeAction, ProbeOutcome, Result, RunState, RuntimeEvent,
 };
 
 /// The most of an exec probe's output kept for its event, as the kubelet's 10 KiB.
@@ -472,6 +473,14 @@ impl ContainerRuntime for DockerRuntime {
                 _ => Error::Container { action: "read the logs of", container: container.clone(), message: e.to_string() },
             })
             .boxed()
+    }
+
+    async fn exec(&self, id: &str, options: &shared::remote_command::Options) -> Result<Attached> {
+        docker_session::exec(&self.docker, id, options).await
+    }
+
+    async fn attach(&self, id: &str, options: &shared::remote_command::Options) -> Result<Attached> {
+        docker_session::attach(&self.docker, id, options).await
     }
 
     fn events(&self, labels: &[(&str, &str)]) -> BoxStream<'static, Result<RuntimeEvent>> {
