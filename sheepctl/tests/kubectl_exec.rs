@@ -1,6 +1,6 @@
 //! The real kubectl (v1.32, on PATH) runs commands in a real Docker pod through Shepherd's
 //! `pods/exec` and `pods/attach`, over HTTPS with tokens as a cluster runs: exec with stdin
-//! and with an exit code, `cp` both ways, and the refusals: a viewer, another node's token,
+//! and with an exit code, `cp` both ways, `run -i --rm` (attach), and the refusals: a viewer, another node's token,
 //! a request to the agent the server did not sign, and a dropped session, which leaves no
 //! process behind. Fails, never skips, when kubectl or Docker is missing.
 
@@ -88,6 +88,22 @@ fn kubectl_execs_copies_and_is_refused_as_kubernetes_would() {
     let back = dir.path().join("back.txt");
     kubectl.run(&["cp", "shell:/tmp/notes.txt", back.to_str().unwrap()]);
     assert_eq!(std::fs::read_to_string(&back).unwrap(), contents);
+
+    // run -i --rm: the pod keeps its stdin open, kubectl attaches, feeds it to its end, then
+    // deletes the pod.
+    let mut run = kubectl
+        .command(&["run", "once", "--image=minimal", "--restart=Never", "--rm", "-i", "--", "tr", "a-z", "A-Z"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    run.stdin.take().unwrap().write_all(b"shout\n").unwrap();
+    let ran = run.wait_with_output().unwrap();
+    let (out, err) = (String::from_utf8_lossy(&ran.stdout), String::from_utf8_lossy(&ran.stderr));
+    assert!(ran.status.success(), "{out}\n{err}");
+    assert!(out.contains("SHOUT"), "{out}\n{err}");
+    assert!(format!("{out}{err}").contains("pod \"once\" deleted"), "{out}\n{err}");
 
     // A viewer may not, nor may another node; the pod's own node may, as its kubelet can.
     let viewer = kubectl.output(&["--token", "exec-viewer-token", "exec", "shell", "--", "true"]);

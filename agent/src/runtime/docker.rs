@@ -174,6 +174,9 @@ impl DockerRuntime {
             labels: Some(config.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
             exposed_ports: (!exposed.is_empty()).then_some(exposed),
             network_disabled: config.network_disabled.then_some(true),
+            open_stdin: config.stdin.then_some(true),
+            stdin_once: config.stdin_once.then_some(true),
+            tty: config.tty.then_some(true),
             host_config: Some(HostConfig {
                 memory: (config.memory_limit > 0).then_some(config.memory_limit),
                 // No swap beyond the limit, as Kubernetes: over the limit means OOM-killed.

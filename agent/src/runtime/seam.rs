@@ -100,6 +100,11 @@ pub struct ContainerConfig {
     pub resolv_conf: String,
     /// The pod's volumes as this container sees them.
     pub mounts: Vec<Mount>,
+    /// A stdin kept open for attach sessions, closed after the first one when `stdin_once`.
+    pub stdin: bool,
+    pub stdin_once: bool,
+    /// A terminal for the container's process.
+    pub tty: bool,
 }
 
 /// Where a container is in its life.
