@@ -235,6 +235,12 @@ impl ContainerRuntime for FaultyRuntime {
     fn logs(&self, id: &str, tail: Option<u64>, follow: bool) -> BoxStream<'static, RuntimeResult<Bytes>> {
         self.inner.logs(id, tail, follow)
     }
+    async fn exec(&self, id: &str, options: &shared::remote_command::Options) -> RuntimeResult<crate::runtime::Attached> {
+        self.inner.exec(id, options).await
+    }
+    async fn attach(&self, id: &str, options: &shared::remote_command::Options) -> RuntimeResult<crate::runtime::Attached> {
+        self.inner.attach(id, options).await
+    }
     fn events(&self, labels: &[(&str, &str)]) -> BoxStream<'static, RuntimeResult<RuntimeEvent>> {
         self.events_opened.lock().unwrap().push(Instant::now());
         if self.events_fail {

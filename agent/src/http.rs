@@ -1,12 +1,13 @@
 //! The agent's own small HTTP API, like the kubelet's: `GET /healthz`,
 //! `GET /logs/{namespace}/{pod}?container=&tail=&follow=`, which streams a container's output
-//! as plain text (the API server's pod log endpoint proxies to it),
-//! `GET /portforward/{namespace}/{pod}`, a WebSocket that forwards connections to the pod's
-//! ports ([`crate::port_forward`]), and `GET /sandboxes`, the warm pool's size and how many
-//! sandboxes in it are ready. A fleet serves each of its nodes'
-//! APIs under `/nodes/{node}` on one address ([`fleet_app`]).
+//! as plain text (the API server's pod log endpoint proxies to it), `GET /exec/{namespace}/{pod}`
+//! and `GET /attach/{namespace}/{pod}`, WebSocket sessions ([`crate::remote_command`]) that the
+//! API server's `pods/exec` and `pods/attach` proxy to, `GET /portforward/{namespace}/{pod}`, a
+//! WebSocket that forwards connections to the pod's ports ([`crate::port_forward`]), and
+//! `GET /sandboxes`, the warm pool's size and how many sandboxes in it are ready. A fleet
+//! serves each of its nodes' APIs under `/nodes/{node}` on one address ([`fleet_app`]).
 //!
-//! An agent with a token serves logs, port-forward and sandboxes only to requests the API server signed
+//! An agent with a token serves logs, sessions, port-forward and sandboxes only to requests the API server signed
 //! with it (`shepherd_client::agent_auth`); one without listens on loopback only and serves
 //! them only to requests for its own loopback address with no Origin ([`Access`]).
 //! `/healthz` stays open, as the kubelet's does.
@@ -30,7 +31,8 @@ use shared::api::{ApiErrorBody, ApiErrorStatus};
 use tokio_util::sync::CancellationToken;
 
 use crate::port_forward::{self, Target};
-use crate::runtime::{ContainerRuntime, LABEL_CONTAINER, LABEL_NAMESPACE, LABEL_NODE, LABEL_POD};
+use crate::remote_command::Session;
+use crate::runtime::{ContainerInfo, ContainerRuntime, LABEL_CONTAINER, LABEL_NAMESPACE, LABEL_NODE, LABEL_POD, RunState};
 use crate::sandbox::Sandboxes;
 
 /// Which requests the agent API answers, `/healthz` aside.
@@ -115,9 +117,21 @@ async fn logs_of(state: &AppState, namespace: String, pod: String, query: LogQue
                 HttpError::new(StatusCode::BAD_REQUEST, "BadRequest", format!("tail must be a number of lines, got {text:?}"))
             })?),
         };
+    let chosen = container_of(state, &namespace, &pod, &query.container).await?;
+    let stream = state
+        .runtime
+        .logs(&chosen.id, tail, follow)
+        .map(|chunk| chunk.map_err(std::io::Error::other))
+        .take_until(state.shutdown.clone().cancelled_owned());
+    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], Body::from_stream(stream)).into_response())
+}
+
+/// The container `container` of pod `namespace/pod` on this node, or its only container
+/// when `container` is empty.
+async fn container_of(state: &AppState, namespace: &str, pod: &str, container: &str) -> Result<ContainerInfo, HttpError> {
     let containers = state
         .runtime
-        .list(&[(LABEL_NODE, state.node_name.as_str()), (LABEL_NAMESPACE, namespace.as_str()), (LABEL_POD, pod.as_str())])
+        .list(&[(LABEL_NODE, state.node_name.as_str()), (LABEL_NAMESPACE, namespace), (LABEL_POD, pod)])
         .await
         .map_err(|e| HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", e.to_string()))?;
     if containers.is_empty() {
@@ -135,9 +149,9 @@ async fn logs_of(state: &AppState, namespace: String, pod: String, query: LogQue
     containers.retain(|c| seen.insert(c.label(LABEL_CONTAINER).to_string()));
     let mut names: Vec<&str> = containers.iter().map(|c| c.label(LABEL_CONTAINER)).collect();
     names.sort_unstable();
-    let chosen = if query.container.is_empty() {
+    if container.is_empty() {
         match containers.as_slice() {
-            [only] => only,
+            [only] => Ok(only.clone()),
             _ => {
                 return Err(HttpError::new(
                     StatusCode::BAD_REQUEST,
@@ -147,20 +161,74 @@ async fn logs_of(state: &AppState, namespace: String, pod: String, query: LogQue
             }
         }
     } else {
-        containers.iter().find(|c| c.label(LABEL_CONTAINER) == query.container).ok_or_else(|| {
+        containers.iter().find(|c| c.label(LABEL_CONTAINER) == container).cloned().ok_or_else(|| {
             HttpError::new(
                 StatusCode::NOT_FOUND,
                 "NotFound",
-                format!("pod {namespace}/{pod} has no container {:?} (it has {})", query.container, names.join(", ")),
+                format!("pod {namespace}/{pod} has no container {:?} (it has {})", container, names.join(", ")),
             )
-        })?
-    };
-    let stream = state
-        .runtime
-        .logs(&chosen.id, tail, follow)
-        .map(|chunk| chunk.map_err(std::io::Error::other))
-        .take_until(state.shutdown.clone().cancelled_owned());
-    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], Body::from_stream(stream)).into_response())
+        })
+    }
+}
+
+/// Which session a WebSocket request asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Join {
+    /// A new process: `command` runs beside the container's own.
+    Exec,
+    /// The container's own process.
+    Attach,
+}
+
+async fn exec(
+    State(state): State<AppState>,
+    Path((namespace, pod)): Path<(String, String)>,
+    Query(query): Query<Vec<(String, String)>>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<Response, HttpError> {
+    join(&state, Join::Exec, &namespace, &pod, &query, upgrade).await
+}
+
+async fn attach(
+    State(state): State<AppState>,
+    Path((namespace, pod)): Path<(String, String)>,
+    Query(query): Query<Vec<(String, String)>>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<Response, HttpError> {
+    join(&state, Join::Attach, &namespace, &pod, &query, upgrade).await
+}
+
+/// Starts the session `query` asks for in a running container of the pod, then upgrades:
+/// what fails before the upgrade is an HTTP error the API server passes on.
+async fn join(
+    state: &AppState,
+    join: Join,
+    namespace: &str,
+    pod: &str,
+    query: &[(String, String)],
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<Response, HttpError> {
+    let bad_request = |message: String| HttpError::new(StatusCode::BAD_REQUEST, "BadRequest", message);
+    let upgrade =
+        upgrade.map_err(|e| bad_request(format!("this is a WebSocket session ({}): {e}", shared::remote_command::PROTOCOLS.join(", "))))?;
+    let options = shared::remote_command::Options::from_query(query).map_err(bad_request)?;
+    if join == Join::Exec && options.command.is_empty() {
+        return Err(bad_request("exec needs the command to run: command=<program>&command=<argument>…".into()));
+    }
+    let container = container_of(state, namespace, pod, &options.container).await?;
+    if container.state != RunState::Running {
+        return Err(bad_request(format!("container {} of pod {namespace}/{pod} is not running", container.label(LABEL_CONTAINER))));
+    }
+    let attached = match join {
+        Join::Exec => state.runtime.exec(&container.id, &options).await,
+        Join::Attach => state.runtime.attach(&container.id, &options).await,
+    }
+    .map_err(|e| bad_request(e.to_string()))?;
+    let session = Session::from(attached);
+    let shutdown = state.shutdown.clone();
+    Ok(upgrade
+        .protocols(shared::remote_command::PROTOCOLS)
+        .on_upgrade(move |socket| crate::remote_command::serve(socket, session, shutdown)))
 }
 
 async fn port_forward(
@@ -261,11 +329,13 @@ fn sandboxes_of(state: &AppState) -> Result<axum::Json<crate::sandbox::PoolStatu
     }
 }
 
-/// The whole agent API, its logs and sandboxes as `access` allows.
+/// The whole agent API, its logs, sessions and sandboxes as `access` allows.
 pub fn app(state: AppState, access: Access) -> Router {
     Router::new()
         .route("/logs/{namespace}/{pod}", get(logs))
         .route("/portforward/{namespace}/{pod}", get(port_forward))
+        .route("/exec/{namespace}/{pod}", get(exec))
+        .route("/attach/{namespace}/{pod}", get(attach))
         .route("/sandboxes", get(sandboxes))
         .route_layer(middleware::from_fn_with_state(access, require_access))
         .route("/healthz", get(healthz))
@@ -302,6 +372,24 @@ async fn fleet_port_forward(
     port_forward_to(node_of(&fleet, &node)?, namespace, pod, upgrade).await
 }
 
+async fn fleet_exec(
+    State(fleet): State<Fleet>,
+    Path((node, namespace, pod)): Path<(String, String, String)>,
+    Query(query): Query<Vec<(String, String)>>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<Response, HttpError> {
+    join(node_of(&fleet, &node)?, Join::Exec, &namespace, &pod, &query, upgrade).await
+}
+
+async fn fleet_attach(
+    State(fleet): State<Fleet>,
+    Path((node, namespace, pod)): Path<(String, String, String)>,
+    Query(query): Query<Vec<(String, String)>>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<Response, HttpError> {
+    join(node_of(&fleet, &node)?, Join::Attach, &namespace, &pod, &query, upgrade).await
+}
+
 async fn fleet_healthz(State(fleet): State<Fleet>, Path(node): Path<String>) -> Result<&'static str, HttpError> {
     node_of(&fleet, &node).map(|_| "ok")
 }
@@ -319,6 +407,8 @@ pub fn fleet_app(fleet: Fleet, access: Access) -> Router {
     Router::new()
         .route("/nodes/{node}/logs/{namespace}/{pod}", get(fleet_logs))
         .route("/nodes/{node}/portforward/{namespace}/{pod}", get(fleet_port_forward))
+        .route("/nodes/{node}/exec/{namespace}/{pod}", get(fleet_exec))
+        .route("/nodes/{node}/attach/{namespace}/{pod}", get(fleet_attach))
         .route("/nodes/{node}/sandboxes", get(fleet_sandboxes))
         .route_layer(middleware::from_fn_with_state(access, require_access))
         .route("/healthz", get(healthz))

@@ -24,7 +24,8 @@
 //! - [`fleet`]: N simulated nodes in one process on one API client, one pod watch and one
 //!   agent API address;
 //! - [`client`]: what the agent asks of the API server (`ApiClient`), done by `shepherd-client`;
-//! - [`http`]: the agent's own HTTP API (logs, port-forward, health); [`port_forward`]: the
+//! - [`http`]: the agent's own HTTP API (logs, exec, attach, port-forward, health);
+//!   [`remote_command`]: one exec or attach session over a WebSocket; [`port_forward`]: the
 //!   port-forward protocol's server side, connecting inside the pod's network namespace;
 //! - [`image`]: `bootstrap-image`, the `minimal` image made from the host's busybox;
 //! - `fixtures` (unit tests only): the one fake API server, which records what the agent
@@ -51,6 +52,7 @@ pub mod pod;
 pub mod pod_feed;
 pub mod port_forward;
 pub mod proxy;
+pub mod remote_command;
 pub mod retry;
 pub mod runtime;
 pub mod runtime_events;

@@ -1,16 +1,26 @@
-//! The HTTP client the server asks nodes' agents with (pod logs): it follows no redirect, and
-//! connects to no address that `shared::validation::unproxyable_address` refuses, whatever
-//! an agent endpoint's host name resolves to.
+//! The HTTP client the server asks nodes' agents with (pod logs, exec, attach): it follows no
+//! redirect, and connects to no address that `shared::validation::unproxyable_address`
+//! refuses, whatever an agent endpoint's host name resolves to. Also the steps every request
+//! to a pod's agent shares: finding the pod's node and its checked endpoint ([`pod_agent`]),
+//! signing ([`sign`]), and what to answer when the agent refuses ([`refused`]).
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use axum::http::{HeaderValue, StatusCode, header};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use shared::model::{Kind, Object, Pod};
 use shared::validation::{UNPROXYABLE_KINDS, unproxyable_address};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+use crate::store::Key;
+
+/// The most of an agent's error body the server reads: enough for any message an agent
+/// writes, and no more of whatever else an endpoint might send.
+const AGENT_ERROR_LIMIT: usize = 16 * 1024;
 
 /// The addresses of a host name, once found.
 type Found = Pin<Box<dyn Future<Output = std::io::Result<Vec<SocketAddr>>> + Send>>;
@@ -86,6 +96,101 @@ pub fn unreachable(node: &str, url: &str, error: &reqwest::Error) -> ApiError {
         source = cause.source();
     }
     ApiError::bad_gateway(format!("cannot reach the agent of node {node}"), format!("GET {url}: {error}"))
+}
+
+/// The agent of a pod's node: the node's name and its checked agent endpoint.
+pub struct PodAgent {
+    pub node: String,
+    pub endpoint: String,
+}
+
+/// The agent that runs `pod`, which the client wants `wanted` (`logs`, `exec`) of.
+pub fn pod_agent(state: &AppState, pod: &Pod, wanted: &str) -> ApiResult<PodAgent> {
+    let (namespace, name) = (&pod.metadata.namespace, &pod.metadata.name);
+    if pod.spec.node_name.is_empty() {
+        return Err(ApiError::bad_request(format!("pod {namespace}/{name} is not scheduled yet, so it has no {wanted}")));
+    }
+    let node = match state.store.get(&Key::new(Kind::Node, "", &pod.spec.node_name)).as_deref() {
+        Some(Object::Node(n)) => n.clone(),
+        _ => return Err(ApiError::not_found(format!("node {} of pod {namespace}/{name} no longer exists", pod.spec.node_name))),
+    };
+    let endpoint = node.status.agent_endpoint.clone();
+    if endpoint.is_empty() {
+        return Err(ApiError::unavailable(format!("node {} does not report an agent endpoint to ask for {wanted}", node.metadata.name)));
+    }
+    // Checked as every node write is, again here for nodes stored before that check existed.
+    if let Some(why) = shared::validation::agent_endpoint_error(&endpoint, &node.metadata.name) {
+        return Err(ApiError::bad_gateway(
+            format!("node {} reports an agent endpoint this server does not send requests to: it {why}", node.metadata.name),
+            why.clone(),
+        ));
+    }
+    Ok(PodAgent { node: node.metadata.name.clone(), endpoint })
+}
+
+/// Signs `request` to node `node`'s agent with the token that agent speaks with, when the
+/// server knows it ([`AgentKeys`]); the token itself never travels (`agent_auth`). Returns
+/// whether it signed.
+///
+/// [`AgentKeys`]: crate::auth::AgentKeys
+pub fn sign(state: &AppState, node: &str, request: &mut reqwest::Request) -> bool {
+    let Some(token) = state.agent_keys.signing_key(node, &state.config.tokens) else {
+        return false;
+    };
+    let target = match request.url().query() {
+        Some(query) => format!("{}?{query}", request.url().path()),
+        None => request.url().path().to_string(),
+    };
+    let now = u64::try_from(chrono::Utc::now().timestamp()).unwrap_or(0);
+    let signature = shepherd_client::agent_auth::sign_now(&token, request.method().as_str(), &target, now);
+    let value = HeaderValue::from_str(&signature).expect("a signature is ASCII");
+    request.headers_mut().insert(header::AUTHORIZATION, value);
+    true
+}
+
+/// The error for node `node`'s agent's refusal `answer` of a request, `signed` or not.
+pub async fn refused(node: &str, mut answer: reqwest::Response, signed: bool) -> ApiError {
+    let text = String::from_utf8_lossy(&read_at_most(&mut answer, AGENT_ERROR_LIMIT).await).into_owned();
+    agent_error(node, answer.status(), &text, signed)
+}
+
+/// The first `limit` bytes of `response`'s body, or what arrived before it failed.
+async fn read_at_most(response: &mut reqwest::Response, limit: usize) -> Vec<u8> {
+    let mut body = Vec::new();
+    while body.len() < limit {
+        match response.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk[..chunk.len().min(limit - body.len())]),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    body
+}
+
+/// What the client hears when node `node`'s agent refuses a proxied request. The agent's
+/// 400 and 404 (no such container, a bad parameter) are the client's to fix and pass on with
+/// the agent's own message; anything else is the server's trouble with the agent, a 502: an
+/// agent's 401 means the server's signature failed (or, `signed` false, that the server had
+/// nothing to sign with), not that the client must log in.
+fn agent_error(node: &str, status: reqwest::StatusCode, text: &str, signed: bool) -> ApiError {
+    // The agent answers in the API's error shape: its message, not its JSON, is what to show.
+    let said = serde_json::from_str::<shared::api::ApiErrorBody>(text).map_or_else(|_| text.trim().to_string(), |body| body.error.message);
+    let answered = format!("the agent of node {node} answered {status}");
+    let passed_on = StatusCode::from_u16(status.as_u16()).ok().filter(|s| [StatusCode::BAD_REQUEST, StatusCode::NOT_FOUND].contains(s));
+    if let Some(status) = passed_on {
+        let mut error = ApiError::from_status(status, &said);
+        error.message = format!("{answered}: {}", error.message);
+        return error;
+    }
+    let message = match (status, signed) {
+        (reqwest::StatusCode::UNAUTHORIZED, true) => format!(
+            "{answered}: it does not accept this server's signature. Run node {node}'s agent with the token it registers with, and check that the two machines' clocks agree within 5 minutes"
+        ),
+        (reqwest::StatusCode::UNAUTHORIZED, false) => format!(
+            "the server could not sign its request to the agent of node {node}, so the agent refused it ({status}): the server has no token for node {node} yet, because its agent has not registered or renewed its lease since the server started and the tokens file has no `<token> node {node}` line. Retry after the agent's next lease renewal (every 10 s by default), or give node {node} a node token of its own in the tokens file and run its agent with it"
+        ),
+        _ => answered.clone(),
+    };
+    ApiError::bad_gateway(message, format!("{answered}: {said}"))
 }
 
 #[cfg(test)]

@@ -84,6 +84,23 @@ impl Principal {
         }
     }
 
+    /// Allows a session (`exec`, `attach`) in pod `pod`, bound to `node_name`: a write on the
+    /// pod, as Kubernetes asks `create` on `pods/exec`, so admins, and that node alone.
+    pub fn may_join_pod(&self, session: &str, pod: &str, node_name: &str) -> Result<(), ApiError> {
+        match self.role {
+            Role::Admin => Ok(()),
+            Role::Node if !node_name.is_empty() && self.node.as_deref() == Some(node_name) => Ok(()),
+            Role::Viewer => Err(ApiError::forbidden(format!(
+                "a viewer token is read-only, and {session} in pod {pod} needs write rights on it (Kubernetes asks create on pods/{session})"
+            ))),
+            Role::Node => Err(ApiError::forbidden(format!(
+                "{} may not {session} in pod {pod}, which is bound to {}",
+                self.describe(),
+                if node_name.is_empty() { "no node" } else { node_name }
+            ))),
+        }
+    }
+
     /// Allows a write to the status of a pod bound to `node_name`.
     pub fn may_write_pod_status(&self, pod: &str, node_name: &str) -> Result<(), ApiError> {
         match self.role {

@@ -26,6 +26,7 @@
 //! - [`error`]: the one error every handler returns, in one JSON shape;
 //! - [`auth`]: bearer tokens with the roles admin, node and viewer;
 //! - [`agent_client`]: the client the server asks agents with, which reaches no refused address;
+//!   [`agent_upgrade`]: the proxy of an upgraded connection (exec, attach) to a pod's agent;
 //! - [`scheduler`]: the loop around `shared::scheduler`: queue, backoff, assume, bind;
 //! - [`controllers`]: node lifecycle, deployments, service endpoints, terminating pods, event expiry;
 //! - [`leader_election`]: the Lease that elects the one server whose scheduler and
@@ -41,6 +42,7 @@
 
 pub mod admission;
 pub mod agent_client;
+pub mod agent_upgrade;
 pub mod api;
 pub mod app;
 pub mod auth;
@@ -315,10 +317,11 @@ where
     L::Io: app::web_pages::Transport,
 {
     use hyper_util::rt::{TokioIo, TokioTimer};
-    // HTTP/1.1 only, as before: the workspace's axum has no HTTP/2, and nothing here upgrades.
+    // HTTP/1.1 only, as before: the workspace's axum has no HTTP/2. Upgrades (exec, attach)
+    // leave the connection for their own task.
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder.timer(TokioTimer::new()).header_read_timeout(header_timeout);
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let connections = tokio_util::task::TaskTracker::new();
     loop {
         let io = tokio::select! {
             (io, _) = listener.accept() => io,
@@ -330,15 +333,25 @@ where
             request.extensions_mut().insert(info);
             tower::ServiceExt::oneshot(router.clone(), request.map(axum::body::Body::new))
         });
-        let connection = graceful.watch(builder.serve_connection(TokioIo::new(io), service));
-        tokio::spawn(async move {
+        let connection = builder.serve_connection(TokioIo::new(io), service).with_upgrades();
+        let shutdown = shutdown.clone();
+        connections.spawn(async move {
+            tokio::pin!(connection);
+            let served = tokio::select! {
+                served = connection.as_mut() => served,
+                () = shutdown.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
             // A client that hangs up or breaks the protocol ends only its own connection.
-            if let Err(e) = connection.await {
+            if let Err(e) = served {
                 tracing::debug!("connection ended: {e}");
             }
         });
     }
     drop(listener);
-    graceful.shutdown().await;
+    connections.close();
+    connections.wait().await;
     Ok(())
 }

@@ -317,6 +317,17 @@ pub mod agent_paths {
         format!("/portforward/{namespace}/{pod}")
     }
 
+    /// A command run in one of a pod's containers, as a WebSocket session
+    /// ([`crate::remote_command`]).
+    pub fn exec(namespace: &str, pod: &str) -> String {
+        format!("/exec/{namespace}/{pod}")
+    }
+
+    /// The session that joins a container's own process, as [`exec`] does a new one's.
+    pub fn attach(namespace: &str, pod: &str) -> String {
+        format!("/attach/{namespace}/{pod}")
+    }
+
     /// Where, under a fleet's one agent API, node `node`'s API answers: the path its
     /// `agent_endpoint` ends with.
     pub fn fleet_node(node: &str) -> String {

@@ -41,6 +41,8 @@
 //!   explanation of every decision;
 //! - [`api`]: the wire contract: error shape, list and watch envelopes, URL paths, the Bearer
 //!   header;
+//! - [`remote_command`]: Kubernetes' exec and attach protocol over WebSocket: subprotocols,
+//!   channels, the query, the Status with the exit code;
 //! - [`api_error`]: how a client reads an error answer and what its status tells it to do;
 //! - [`cache`]: the objects of a watch, kept by lists and events under one staleness rule;
 //! - [`sort`]: stable sorting with one copy of the sort code in the dashboard's wasm;
@@ -61,6 +63,7 @@ pub mod parse;
 pub mod quantity;
 pub mod readiness;
 pub mod registration;
+pub mod remote_command;
 pub mod rollout;
 pub mod scheduler;
 #[cfg(feature = "schema")]

@@ -6,11 +6,8 @@
 
 mod support;
 
-use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
-use agent::{AgentConfig, RuntimeChoice};
 use support::{Background, Kubectl, TestServer};
 use tokio_util::sync::CancellationToken;
 
@@ -22,47 +19,12 @@ fn manifest(name: &str) -> String {
     support::example(&format!("kubernetes/{name}")).to_str().expect("a UTF-8 path").to_string()
 }
 
-/// Runs a Docker node agent on a thread of its own until `shutdown`, after making sure the
-/// local `minimal` image exists (nothing can be pulled here).
-fn start_docker_node(url: &str, shutdown: CancellationToken) -> std::thread::JoinHandle<()> {
-    let mut config = AgentConfig::new(url);
-    config.node_name = NODE.into();
-    config.runtime = RuntimeChoice::Docker;
-    config.listen = "127.0.0.1:0".parse().unwrap();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        runtime.block_on(async {
-            let docker = agent::runtime::DockerRuntime::connect().await.expect("Docker answers (start dockerd)");
-            agent::image::bootstrap(docker.client(), "minimal", Path::new(agent::image::DEFAULT_BUSYBOX), false)
-                .await
-                .expect("the minimal image (apt-get install busybox-static)");
-            agent::run(config, shutdown).await.expect("the node agent runs");
-        });
-    })
-}
-
-/// Removes every container of this test's node (its sandboxes and warm pool too), even
-/// when the test fails.
-struct RemoveNodeContainers;
-
-impl Drop for RemoveNodeContainers {
-    fn drop(&mut self) {
-        let filter = format!("label={}={NODE}", agent::runtime::LABEL_NODE);
-        if let Ok(out) = Command::new("docker").args(["ps", "-aq", "--filter", &filter]).output() {
-            let ids: Vec<String> = String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect();
-            if !ids.is_empty() {
-                let _ = Command::new("docker").arg("rm").arg("-f").args(&ids).output();
-            }
-        }
-    }
-}
-
 #[test]
 fn kubectl_drives_a_docker_node_through_the_compatible_api() {
-    let _cleanup = RemoveNodeContainers;
+    let _cleanup = support::RemoveNodeContainers(NODE);
     let server = TestServer::start();
     let shutdown = CancellationToken::new();
-    let node = start_docker_node(&server.url, shutdown.clone());
+    let node = support::start_docker_node(&server.url, NODE, |_| {}, shutdown.clone());
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     server.sheepctl().args(["kubeconfig", "--save", kubeconfig.to_str().unwrap()]).assert().success();

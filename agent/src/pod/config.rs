@@ -55,6 +55,9 @@ pub fn container_config(ctx: &NodeContext, pod: &Pod, container: &Container, own
         resolv_conf: String::new(),
         // The worker's, once the pod's volumes are ready.
         mounts: Vec::new(),
+        stdin: container.stdin,
+        stdin_once: container.stdin_once,
+        tty: container.tty,
     }
 }
 

@@ -26,9 +26,9 @@ use futures::{StreamExt, TryStreamExt};
 use shepherd_image::RegistryLogin;
 
 use super::seam::{
-    ContainerConfig, ContainerInfo, ContainerRuntime, Error, Mount, ProbeAction, ProbeOutcome, Result, RunState, RuntimeEvent,
+    Attached, ContainerConfig, ContainerInfo, ContainerRuntime, Error, Mount, ProbeAction, ProbeOutcome, Result, RunState, RuntimeEvent,
 };
-use super::{loopback_probe, netns};
+use super::{docker_session, loopback_probe, netns};
 
 /// The most of an exec probe's output kept for its event, as the kubelet's 10 KiB.
 const PROBE_OUTPUT_LIMIT: usize = 10 * 1024;
@@ -173,6 +173,9 @@ impl DockerRuntime {
             labels: Some(config.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
             exposed_ports: (!exposed.is_empty()).then_some(exposed),
             network_disabled: config.network_disabled.then_some(true),
+            open_stdin: config.stdin.then_some(true),
+            stdin_once: config.stdin_once.then_some(true),
+            tty: config.tty.then_some(true),
             host_config: Some(HostConfig {
                 memory: (config.memory_limit > 0).then_some(config.memory_limit),
                 // No swap beyond the limit, as Kubernetes: over the limit means OOM-killed.
@@ -481,6 +484,14 @@ impl ContainerRuntime for DockerRuntime {
                 _ => Error::Container { action: "read the logs of", container: container.clone(), message: e.to_string() },
             })
             .boxed()
+    }
+
+    async fn exec(&self, id: &str, options: &shared::remote_command::Options) -> Result<Attached> {
+        docker_session::exec(&self.docker, id, options).await
+    }
+
+    async fn attach(&self, id: &str, options: &shared::remote_command::Options) -> Result<Attached> {
+        docker_session::attach(&self.docker, id, options).await
     }
 
     fn events(&self, labels: &[(&str, &str)]) -> BoxStream<'static, Result<RuntimeEvent>> {

@@ -1,9 +1,10 @@
 //! The container runtimes: the seam the pod workers drive ([`seam`], re-exported here) and
 //! its two implementations, Docker through bollard ([`docker`]) and the simulator
-//! ([`simulated`]), and what connects from inside a pod: its probes ([`loopback_probe`]) and
-//! port-forward ([`netns`]).
+//! ([`simulated`]), Docker's exec and attach sessions (`docker_session`), and what connects
+//! from inside a pod: its probes ([`loopback_probe`]) and port-forward ([`netns`]).
 
 pub mod docker;
+mod docker_session;
 pub mod loopback_probe;
 pub mod netns;
 mod seam;

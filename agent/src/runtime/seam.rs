@@ -4,12 +4,15 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use futures::stream::BoxStream;
+use shared::remote_command::Options;
+use tokio::io::AsyncWrite;
 
 /// The pod's uid: the key the agent groups containers by.
 pub const LABEL_POD_UID: &str = "shepherd.pod-uid";
@@ -97,6 +100,11 @@ pub struct ContainerConfig {
     pub resolv_conf: String,
     /// The pod's volumes as this container sees them.
     pub mounts: Vec<Mount>,
+    /// A stdin kept open for attach sessions, closed after the first one when `stdin_once`.
+    pub stdin: bool,
+    pub stdin_once: bool,
+    /// A terminal for the container's process.
+    pub tty: bool,
 }
 
 /// Where a container is in its life.
@@ -160,6 +168,36 @@ pub enum ProbeAction {
 pub enum ProbeOutcome {
     Success,
     Failure(String),
+}
+
+/// A piece of an attached process' output, by the stream it came on. A terminal has one
+/// stream, which is stdout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    Stdout(Bytes),
+    Stderr(Bytes),
+}
+
+/// A process a client is joined to (exec, attach): its output until it ends, its input
+/// (shut down for its end of input), and its [`AttachedProcess`].
+pub struct Attached {
+    pub output: BoxStream<'static, Result<Output>>,
+    pub input: Pin<Box<dyn AsyncWrite + Send>>,
+    pub process: Box<dyn AttachedProcess>,
+}
+
+/// What a session may do with the process it is joined to.
+#[async_trait]
+pub trait AttachedProcess: Send + Sync {
+    /// Gives its terminal a new size.
+    async fn resize(&self, width: u16, height: u16) -> Result<()>;
+
+    /// Its exit code, once its output has ended.
+    async fn exit_code(&self) -> Result<i64>;
+
+    /// The client went away: ends the process if the session started it (exec), so that
+    /// nothing it started stays behind; leaves a container's own process (attach) running.
+    async fn abandon(&self) -> Result<()>;
 }
 
 /// Something happened to a container: the agent looks at the pod it belongs to again.
@@ -248,6 +286,13 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     /// The container's output (stdout and stderr): the last `tail` lines, or all of it, then
     /// new lines as they come when `follow` is set.
     fn logs(&self, id: &str, tail: Option<u64>, follow: bool) -> BoxStream<'static, Result<Bytes>>;
+
+    /// Runs `options.command` in the running container `id`, joined to the streams
+    /// `options` asks for.
+    async fn exec(&self, id: &str, options: &Options) -> Result<Attached>;
+
+    /// Joins the streams `options` asks for of the running container `id`'s own process.
+    async fn attach(&self, id: &str, options: &Options) -> Result<Attached>;
 
     /// Lifecycle events of containers that carry all the given labels. The stream ends when
     /// the engine goes away; the caller subscribes again.

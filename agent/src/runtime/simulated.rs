@@ -5,7 +5,8 @@
 //! Mounts are recorded, not made: a container's info lists what it would see.
 //! Probes succeed, except every probe of a container whose environment sets
 //! [`UNHEALTHY_ENV`] to `true`: so a rollout to an unhealthy version can be watched at scale.
-//! Nothing listens in a simulated container: port-forward to one says so.
+//! Nothing listens in a simulated container: port-forward to one says so. Exec and attach
+//! are refused by name: there is no process to run a command beside or join.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::Ipv4Addr;
@@ -22,7 +23,8 @@ use tokio::sync::broadcast;
 use tokio_stream::wrappers::BroadcastStream;
 
 use super::seam::{
-    ContainerConfig, ContainerInfo, ContainerRuntime, Error, LABEL_POD_UID, ProbeAction, ProbeOutcome, Result, RunState, RuntimeEvent,
+    Attached, ContainerConfig, ContainerInfo, ContainerRuntime, Error, LABEL_POD_UID, ProbeAction, ProbeOutcome, Result, RunState,
+    RuntimeEvent,
 };
 
 /// How many container events a follower may lag behind before it is told to re-read: the
@@ -132,6 +134,14 @@ impl SimulatedRuntime {
 
 fn matches(info: &ContainerInfo, labels: &[(&str, &str)]) -> bool {
     labels.iter().all(|(k, v)| info.labels.get(*k).is_some_and(|value| value == v))
+}
+
+fn no_processes(action: &'static str, id: &str) -> Error {
+    Error::Container {
+        action,
+        container: id.to_string(),
+        message: "a simulated node runs no processes: run the pod on a node with the docker runtime".into(),
+    }
 }
 
 #[async_trait]
@@ -274,6 +284,14 @@ impl ContainerRuntime for SimulatedRuntime {
             None => Err(Error::NotFound(id.to_string())),
         };
         futures::stream::once(async move { line }).boxed()
+    }
+
+    async fn exec(&self, id: &str, _options: &shared::remote_command::Options) -> Result<Attached> {
+        Err(no_processes("exec in", id))
+    }
+
+    async fn attach(&self, id: &str, _options: &shared::remote_command::Options) -> Result<Attached> {
+        Err(no_processes("attach to", id))
     }
 
     fn events(&self, labels: &[(&str, &str)]) -> BoxStream<'static, Result<RuntimeEvent>> {

@@ -6,6 +6,7 @@
 //! Layout:
 //! - `objects`: list, get, create, replace, delete of every kind, and a deployment's scale;
 //! - `pods`: a pod's binding, status, scheduling explanation and log;
+//! - `sessions`: a pod's exec and attach, WebSocket sessions proxied to its node's agent;
 //! - `nodes`: a node's status heartbeat, status, cordon and uncordon;
 //! - `leases`: a node's lease renewal;
 //! - `watch`: `?watch=true` as Server-Sent Events from any revision;
@@ -20,6 +21,7 @@ mod nodes;
 pub(crate) mod objects;
 pub mod openapi;
 pub(crate) mod pods;
+pub(crate) mod sessions;
 pub(crate) mod watch;
 
 use axum::Router;
@@ -106,6 +108,12 @@ fn routes() -> Routes {
         .add("/api/v1/namespaces/{namespace}/pods/{name}/status", &[Method::GET, Method::PUT], get(pods::get_status).put(pods::put_status))
         .add("/api/v1/namespaces/{namespace}/pods/{name}/scheduling", &[Method::GET], get(pods::scheduling))
         .add("/api/v1/namespaces/{namespace}/pods/{name}/log", &[Method::GET], get(pods::log))
+        .add("/api/v1/namespaces/{namespace}/pods/{name}/exec", &[Method::GET, Method::POST], get(sessions::exec).post(sessions::exec))
+        .add(
+            "/api/v1/namespaces/{namespace}/pods/{name}/attach",
+            &[Method::GET, Method::POST],
+            get(sessions::attach).post(sessions::attach),
+        )
         .add(
             "/api/v1/namespaces/{namespace}/deployments/{name}/scale",
             &[Method::GET, Method::PUT],

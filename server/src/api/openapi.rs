@@ -31,6 +31,8 @@ enum Answer {
     Text,
     /// The OpenMetrics text of `/metrics`.
     Metrics,
+    /// 101: the connection becomes a WebSocket session (`v5.channel.k8s.io`).
+    Upgrade,
 }
 
 /// What an operation may answer besides success.
@@ -39,7 +41,8 @@ enum Errors {
     Read,
     List,
     Write,
-    Log,
+    /// Proxied to a node's agent, which may fail (502).
+    Agent,
 }
 
 const NAMESPACED: [Kind; 7] = [Kind::Pod, Kind::Deployment, Kind::ReplicaSet, Kind::Service, Kind::ConfigMap, Kind::Secret, Kind::Event];
@@ -228,6 +231,38 @@ fn operations(generator: &mut SchemaGenerator) -> Vec<Op> {
         ),
         op(
             "get",
+            &format!("{path}/exec"),
+            "Run a command in one of the pod's containers: a WebSocket session (v5.channel.k8s.io) with its node's agent.".into(),
+            None,
+            &["101"],
+            Answer::Upgrade,
+        ),
+        op(
+            "post",
+            &format!("{path}/exec"),
+            "As GET: the method of clients that upgrade with POST.".into(),
+            None,
+            &["101"],
+            Answer::Upgrade,
+        ),
+        op(
+            "get",
+            &format!("{path}/attach"),
+            "Join the streams of a container's own process: a WebSocket session (v5.channel.k8s.io) with its node's agent.".into(),
+            None,
+            &["101"],
+            Answer::Upgrade,
+        ),
+        op(
+            "post",
+            &format!("{path}/attach"),
+            "As GET: the method of clients that upgrade with POST.".into(),
+            None,
+            &["101"],
+            Answer::Upgrade,
+        ),
+        op(
+            "get",
             "/api/v1/namespaces/{namespace}/deployments/{name}/scale",
             "Read a deployment's scale.".into(),
             None,
@@ -346,6 +381,20 @@ fn log_parameters() -> Vec<Value> {
     ]
 }
 
+/// A session's query (`shared::remote_command::Options`).
+fn session_parameters() -> Vec<Value> {
+    let flag = |name: &str| json!({"name": name, "in": "query", "schema": {"type": "boolean"}});
+    vec![
+        json!({"name": "command", "in": "query", "schema": {"type": "array", "items": {"type": "string"}}, "explode": true,
+               "description": "exec: the program and its arguments, one `command=` each"}),
+        json!({"name": "container", "in": "query", "schema": {"type": "string"}}),
+        flag("stdin"),
+        flag("stdout"),
+        flag("stderr"),
+        flag("tty"),
+    ]
+}
+
 /// The error answers of an operation, each in the one error shape.
 fn error_responses(errors: Errors, error: &Value) -> serde_json::Map<String, Value> {
     let mut codes = vec!["400", "401", "403", "404", "408", "500", "503"];
@@ -353,7 +402,7 @@ fn error_responses(errors: Errors, error: &Value) -> serde_json::Map<String, Val
         Errors::Read => {}
         Errors::List => codes.push("410"),
         Errors::Write => codes.extend(["409", "413", "415", "422"]),
-        Errors::Log => codes.push("502"),
+        Errors::Agent => codes.push("502"),
     }
     let answer = json!({"description": "an error", "content": {"application/json": {"schema": error}}});
     codes.into_iter().map(|code| (code.to_string(), answer.clone())).collect()
@@ -386,7 +435,11 @@ pub fn document() -> Value {
         }
         if op.path.ends_with("/log") {
             parameters.extend(log_parameters());
-            errors = Errors::Log;
+            errors = Errors::Agent;
+        }
+        if matches!(op.answer, Answer::Upgrade) {
+            parameters.extend(session_parameters());
+            errors = Errors::Agent;
         }
         let content = match op.answer {
             Answer::Json(schema) => json!({"application/json": {"schema": schema}}),
@@ -397,6 +450,7 @@ pub fn document() -> Value {
             }),
             Answer::Text => json!({"text/plain": {"schema": {"type": "string"}}}),
             Answer::Metrics => json!({"application/openmetrics-text": {"schema": {"type": "string"}}}),
+            Answer::Upgrade => json!({}),
         };
         let mut responses = error_responses(errors, &error);
         for status in op.statuses {

@@ -23,7 +23,7 @@ use crate::query::WriteParams;
 use crate::state::AppState;
 use crate::store::{Key, Txn};
 
-fn stored_pod(state: &AppState, namespace: &str, name: &str) -> ApiResult<Pod> {
+pub(crate) fn stored_pod(state: &AppState, namespace: &str, name: &str) -> ApiResult<Pod> {
     match state.store.get(&Key::new(Kind::Pod, namespace, name)).as_deref() {
         Some(Object::Pod(p)) => Ok(p.clone()),
         _ => Err(ApiError::not_found(format!("pod \"{namespace}/{name}\" not found"))),
@@ -163,49 +163,6 @@ pub struct LogParams {
     pub follow: Option<bool>,
 }
 
-/// The most of an agent's error body the server reads: enough for any message an agent
-/// writes, and no more of whatever else an endpoint might send.
-const AGENT_ERROR_LIMIT: usize = 16 * 1024;
-
-/// The first `limit` bytes of `response`'s body, or what arrived before it failed.
-async fn read_at_most(response: &mut reqwest::Response, limit: usize) -> Vec<u8> {
-    let mut body = Vec::new();
-    while body.len() < limit {
-        match response.chunk().await {
-            Ok(Some(chunk)) => body.extend_from_slice(&chunk[..chunk.len().min(limit - body.len())]),
-            Ok(None) | Err(_) => break,
-        }
-    }
-    body
-}
-
-/// What the client hears when node `node`'s agent refuses a proxied request. The agent's
-/// 400 and 404 (no such container, a bad parameter) are the client's to fix and pass on with
-/// the agent's own message; anything else is the server's trouble with the agent, a 502: an
-/// agent's 401 means the server's signature failed (or, `signed` false, that the server had
-/// nothing to sign with), not that the client must log in.
-fn agent_error(node: &str, status: reqwest::StatusCode, text: &str, signed: bool) -> ApiError {
-    // The agent answers in the API's error shape: its message, not its JSON, is what to show.
-    let said = serde_json::from_str::<shared::api::ApiErrorBody>(text).map_or_else(|_| text.trim().to_string(), |body| body.error.message);
-    let answered = format!("the agent of node {node} answered {status}");
-    let passed_on = StatusCode::from_u16(status.as_u16()).ok().filter(|s| [StatusCode::BAD_REQUEST, StatusCode::NOT_FOUND].contains(s));
-    if let Some(status) = passed_on {
-        let mut error = ApiError::from_status(status, &said);
-        error.message = format!("{answered}: {}", error.message);
-        return error;
-    }
-    let message = match (status, signed) {
-        (reqwest::StatusCode::UNAUTHORIZED, true) => format!(
-            "{answered}: it does not accept this server's signature. Run node {node}'s agent with the token it registers with, and check that the two machines' clocks agree within 5 minutes"
-        ),
-        (reqwest::StatusCode::UNAUTHORIZED, false) => format!(
-            "the server could not sign its request to the agent of node {node}, so the agent refused it ({status}): the server has no token for node {node} yet, because its agent has not registered or renewed its lease since the server started and the tokens file has no `<token> node {node}` line. Retry after the agent's next lease renewal (every 10 s by default), or give node {node} a node token of its own in the tokens file and run its agent with it"
-        ),
-        _ => answered.clone(),
-    };
-    ApiError::bad_gateway(message, format!("{answered}: {said}"))
-}
-
 /// `GET …/pods/{name}/log`: proxied from the agent at the node's `agent_endpoint`, signed
 /// with the token that agent speaks with when the server knows it ([`AgentKeys`]).
 ///
@@ -216,24 +173,7 @@ pub async fn log(
     Params(params): Params<LogParams>,
 ) -> ApiResult<Response> {
     let pod = stored_pod(&state, &namespace, &name)?;
-    if pod.spec.node_name.is_empty() {
-        return Err(ApiError::bad_request(format!("pod {namespace}/{name} is not scheduled yet, so it has no logs")));
-    }
-    let node = match state.store.get(&Key::new(Kind::Node, "", &pod.spec.node_name)).as_deref() {
-        Some(Object::Node(n)) => n.clone(),
-        _ => return Err(ApiError::not_found(format!("node {} of pod {namespace}/{name} no longer exists", pod.spec.node_name))),
-    };
-    let endpoint = &node.status.agent_endpoint;
-    if endpoint.is_empty() {
-        return Err(ApiError::unavailable(format!("node {} does not report an agent endpoint to read logs from", node.metadata.name)));
-    }
-    // Checked as every node write is, again here for nodes stored before that check existed.
-    if let Some(why) = shared::validation::agent_endpoint_error(endpoint, &node.metadata.name) {
-        return Err(ApiError::bad_gateway(
-            format!("node {} reports an agent endpoint this server does not send requests to: it {why}", node.metadata.name),
-            why.clone(),
-        ));
-    }
+    let agent = crate::agent_client::pod_agent(&state, &pod, "logs")?;
     let mut query: Vec<(&str, String)> = Vec::new();
     if let Some(c) = params.container {
         query.push(("container", c));
@@ -244,26 +184,14 @@ pub async fn log(
     if let Some(f) = params.follow {
         query.push(("follow", f.to_string()));
     }
-    let url = format!("{endpoint}{}", shared::api::agent_paths::logs(&namespace, &name));
-    let unreachable = |e: reqwest::Error| crate::agent_client::unreachable(&node.metadata.name, &url, &e);
+    let url = format!("{}{}", agent.endpoint, shared::api::agent_paths::logs(&namespace, &name));
+    let unreachable = |e: reqwest::Error| crate::agent_client::unreachable(&agent.node, &url, &e);
     let mut request = state.http.get(&url).query(&query).build().map_err(unreachable)?;
-    // The agent's token signs the request; it never travels itself (agent_auth).
-    let token = state.agent_keys.signing_key(&node.metadata.name, &state.config.tokens);
-    if let Some(token) = &token {
-        let target = match request.url().query() {
-            Some(query) => format!("{}?{query}", request.url().path()),
-            None => request.url().path().to_string(),
-        };
-        let now = u64::try_from(chrono::Utc::now().timestamp()).unwrap_or(0);
-        let signature = shepherd_client::agent_auth::sign_now(token, "GET", &target, now);
-        let value = HeaderValue::from_str(&signature).expect("a signature is ASCII");
-        request.headers_mut().insert(header::AUTHORIZATION, value);
-    }
-    let mut upstream = state.http.execute(request).await.map_err(unreachable)?;
+    let signed = crate::agent_client::sign(&state, &agent.node, &mut request);
+    let upstream = state.http.execute(request).await.map_err(unreachable)?;
     let status = upstream.status();
     if !status.is_success() {
-        let text = String::from_utf8_lossy(&read_at_most(&mut upstream, AGENT_ERROR_LIMIT).await).into_owned();
-        return Err(agent_error(&node.metadata.name, status, &text, token.is_some()));
+        return Err(crate::agent_client::refused(&agent.node, upstream, signed).await);
     }
     let mut response = Body::from_stream(upstream.bytes_stream()).into_response();
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));

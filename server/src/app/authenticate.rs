@@ -44,6 +44,15 @@ fn names_secrets(path: &str) -> bool {
     matches!(parts.as_slice(), ["", "api", "v1", "secrets", ..] | ["", "api", "v1", "namespaces", _, "secrets", ..])
 }
 
+/// Whether a path opens a pod's session (exec, attach) in either dialect: its handler checks
+/// the write rights it needs (`Principal::may_join_pod`) whatever the method, since kubectl
+/// opens a WebSocket with GET and falls back to SPDY with POST.
+fn opens_a_session(path: &str) -> bool {
+    let path = path.strip_prefix(k8s::PREFIX).unwrap_or(path);
+    let parts: Vec<&str> = path.trim_end_matches('/').split('/').collect();
+    matches!(parts.as_slice(), ["", "api", "v1", "namespaces", _, "pods", _, "exec" | "attach"])
+}
+
 /// Authenticates the bearer token, applies each role's coarse rules and leaves the
 /// [`Principal`] in the request's extensions for the handlers' finer checks.
 pub async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
@@ -70,6 +79,7 @@ pub async fn authenticate(State(state): State<AppState>, mut request: Request, n
     let read = method == Method::GET || method == Method::HEAD || request.uri().path() == shared::api::paths::MANIFESTS_PARSE;
     match principal.role {
         Role::Admin => {}
+        _ if opens_a_session(request.uri().path()) => {}
         Role::Viewer if !read => {
             return ApiError::forbidden(format!("a viewer token is read-only: {method} {} is not allowed", request.uri().path()))
                 .into_response();
@@ -119,6 +129,16 @@ mod tests {
         assert!(node_may_attempt(&Method::PUT, "/api/v1/leases/n1"), "the handler checks which lease");
         assert!(!node_may_attempt(&Method::DELETE, "/api/v1/leases/n1"));
         assert!(!node_may_attempt(&Method::POST, "/api/v1/namespaces/default/pods"));
+    }
+
+    #[test]
+    fn sessions_are_named_in_either_dialect_and_nothing_else_is() {
+        for path in ["/api/v1/namespaces/default/pods/web/exec", "/k8s/api/v1/namespaces/a/pods/b/attach"] {
+            assert!(opens_a_session(path), "{path}");
+        }
+        for path in ["/api/v1/namespaces/default/pods/exec", "/k8s/api/v1/namespaces/a/services/b/exec", "/api/v1/pods/b/exec"] {
+            assert!(!opens_a_session(path), "{path}");
+        }
     }
 
     #[test]

@@ -81,6 +81,8 @@ impl Entry {
 const ALL_VERBS: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
 const READ: &[&str] = &["get", "list", "watch"];
 const GET: &[&str] = &["get"];
+/// A WebSocket session's verbs: `get` upgrades, `create` is the POST of SPDY clients.
+const SESSION: &[&str] = &["create", "get"];
 
 const fn sub(name: &'static str, verbs: &'static [&'static str]) -> Subresource {
     Subresource { name, gvk: None, verbs }
@@ -91,7 +93,13 @@ pub const KINDS: &[Entry] = &[
     Entry::stored::<core::Pod>(
         Kind::Pod,
         ALL_VERBS,
-        &[sub("log", GET), sub("status", GET), Subresource { name: "binding", gvk: Some(Gvk::of::<core::Binding>()), verbs: &["create"] }],
+        &[
+            sub("log", GET),
+            sub("status", GET),
+            Subresource { name: "binding", gvk: Some(Gvk::of::<core::Binding>()), verbs: &["create"] },
+            sub("exec", SESSION),
+            sub("attach", SESSION),
+        ],
     )
     .in_all(),
     Entry::stored::<core::Node>(Kind::Node, ALL_VERBS, &[sub("status", GET)]),

@@ -42,7 +42,15 @@ pub fn owns(path: &str) -> bool {
 }
 
 pub fn router() -> Router<AppState> {
-    Router::new().merge(discovery::router()).merge(objects::router())
+    use crate::api::sessions;
+    use axum::routing::get;
+    // Sessions take the whole request, to upgrade it: routes of their own, before the
+    // object routes' subresource path.
+    Router::new()
+        .merge(discovery::router())
+        .merge(objects::router())
+        .route("/k8s/api/v1/namespaces/{namespace}/pods/{name}/exec", get(sessions::exec).post(sessions::exec))
+        .route("/k8s/api/v1/namespaces/{namespace}/pods/{name}/attach", get(sessions::attach).post(sessions::attach))
 }
 
 /// Answers every failure under `/k8s` as a `Status`, also those the shared layers produce

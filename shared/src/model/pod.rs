@@ -171,6 +171,15 @@ pub struct Container {
     /// The pod's volumes this container sees, and where.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub volume_mounts: Vec<VolumeMount>,
+    /// Keeps the container's stdin open for `attach` (`kubectl run -i`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stdin: bool,
+    /// Closes that stdin when the first attached session ends it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stdin_once: bool,
+    /// Gives the container a terminal (`kubectl run -it`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub tty: bool,
 }
 
 impl Container {

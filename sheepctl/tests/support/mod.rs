@@ -291,3 +291,45 @@ pub fn start_simulated_node(url: &str, name: &str, start_delay: Duration, shutdo
         runtime.block_on(agent::run(config, shutdown)).expect("the node agent runs");
     })
 }
+
+/// Runs a Docker node agent named `name` on a thread of its own until `shutdown`, after
+/// `adjust` changed its configuration and after making sure the local `minimal` image
+/// exists (nothing can be pulled here).
+pub fn start_docker_node(
+    url: &str,
+    name: &str,
+    adjust: impl FnOnce(&mut agent::AgentConfig),
+    shutdown: tokio_util::sync::CancellationToken,
+) -> JoinHandle<()> {
+    let mut config = agent::AgentConfig::new(url);
+    config.node_name = name.into();
+    config.runtime = agent::RuntimeChoice::Docker;
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    adjust(&mut config);
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+        runtime.block_on(async {
+            let docker = agent::runtime::DockerRuntime::connect().await.expect("Docker answers (start dockerd)");
+            agent::image::bootstrap(docker.client(), "minimal", std::path::Path::new(agent::image::DEFAULT_BUSYBOX), false)
+                .await
+                .expect("the minimal image (apt-get install busybox-static)");
+            agent::run(config, shutdown).await.expect("the node agent runs");
+        });
+    })
+}
+
+/// Removes every container of node `.0` (its sandboxes and warm pool too), even when the
+/// test fails.
+pub struct RemoveNodeContainers(pub &'static str);
+
+impl Drop for RemoveNodeContainers {
+    fn drop(&mut self) {
+        let filter = format!("label={}={}", agent::runtime::LABEL_NODE, self.0);
+        if let Ok(out) = std::process::Command::new("docker").args(["ps", "-aq", "--filter", &filter]).output() {
+            let ids: Vec<String> = String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect();
+            if !ids.is_empty() {
+                let _ = std::process::Command::new("docker").arg("rm").arg("-f").args(&ids).output();
+            }
+        }
+    }
+}

@@ -120,6 +120,9 @@ fn container_out(c: &Container) -> core::Container {
         readiness_probe: c.readiness_probe.as_ref().map(probe_out),
         startup_probe: c.startup_probe.as_ref().map(probe_out),
         volume_mounts: mounts_out(&c.volume_mounts),
+        stdin: c.stdin.then_some(true),
+        stdin_once: c.stdin_once.then_some(true),
+        tty: c.tty.then_some(true),
         ..Default::default()
     }
 }
@@ -205,6 +208,9 @@ fn container_in(c: core::Container, path: &str, errors: &mut Vec<Cause>) -> Cont
         readiness_probe: c.readiness_probe.map(probe_in),
         startup_probe: c.startup_probe.map(probe_in),
         volume_mounts: mounts_in(c.volume_mounts),
+        stdin: c.stdin.unwrap_or_default(),
+        stdin_once: c.stdin_once.unwrap_or_default(),
+        tty: c.tty.unwrap_or_default(),
     }
 }
 
