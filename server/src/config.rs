@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::auth::Tokens;
 use crate::service_addresses::ServiceRanges;
-use crate::store::{EtcdSettings, History};
+use crate::store::{Encryption, EtcdSettings, History};
 use crate::tls::Identity;
 
 #[derive(Debug, Clone)]
@@ -17,6 +17,9 @@ pub struct Config {
     /// Store the objects in etcd instead (the data directory then holds only files such as
     /// the made TLS certificate).
     pub etcd: Option<EtcdSettings>,
+    /// The keys Secrets are encrypted with in the store (`--encryption-key-file`); none
+    /// stores them as they are.
+    pub encryption: Encryption,
     pub tokens: Tokens,
     /// `spread` or `bin-pack`.
     pub scheduler_profile: String,
@@ -137,6 +140,7 @@ impl Default for Config {
         Config {
             data_dir: None,
             etcd: None,
+            encryption: Encryption::default(),
             tokens: Tokens::default(),
             scheduler_profile: "spread".into(),
             run_scheduler: true,
