@@ -171,8 +171,10 @@ impl Default for Config {
     }
 }
 
-/// The largest request body the API reads.
-pub const BODY_LIMIT: usize = 1024 * 1024;
+/// The largest request body the API reads: kube-apiserver's (`--max-request-bytes`' 3 MiB),
+/// so that a ConfigMap or Secret just under its own 1 MiB limit, sent as base64 or YAML,
+/// reaches validation and its 422 rather than a 413.
+pub const BODY_LIMIT: usize = 3 * 1024 * 1024;
 
 /// Twice the 20,000 unread changes a streaming watcher may hold.
 pub const DEFAULT_WATCH_HISTORY: usize = 40_000;
