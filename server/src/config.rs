@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::auth::Tokens;
 use crate::service_addresses::ServiceRanges;
-use crate::store::{EtcdSettings, History};
+use crate::store::{Encryption, EtcdSettings, History};
 use crate::tls::Identity;
 
 #[derive(Debug, Clone)]
@@ -17,6 +17,9 @@ pub struct Config {
     /// Store the objects in etcd instead (the data directory then holds only files such as
     /// the made TLS certificate).
     pub etcd: Option<EtcdSettings>,
+    /// The keys Secrets are encrypted with in the store (`--encryption-key-file`); none
+    /// stores them as they are.
+    pub encryption: Encryption,
     pub tokens: Tokens,
     /// `spread` or `bin-pack`.
     pub scheduler_profile: String,
@@ -137,6 +140,7 @@ impl Default for Config {
         Config {
             data_dir: None,
             etcd: None,
+            encryption: Encryption::default(),
             tokens: Tokens::default(),
             scheduler_profile: "spread".into(),
             run_scheduler: true,
@@ -167,8 +171,10 @@ impl Default for Config {
     }
 }
 
-/// The largest request body the API reads.
-pub const BODY_LIMIT: usize = 1024 * 1024;
+/// The largest request body the API reads: kube-apiserver's (`--max-request-bytes`' 3 MiB),
+/// so that a ConfigMap or Secret just under its own 1 MiB limit, sent as base64 or YAML,
+/// reaches validation and its 422 rather than a 413.
+pub const BODY_LIMIT: usize = 3 * 1024 * 1024;
 
 /// Twice the 20,000 unread changes a streaming watcher may hold.
 pub const DEFAULT_WATCH_HISTORY: usize = 40_000;

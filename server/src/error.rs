@@ -152,6 +152,8 @@ impl From<StoreError> for ApiError {
             // restart of an in-memory server is newer than the store).
             StoreError::Gone { .. } | StoreError::Future { .. } => ApiError::new(StatusCode::GONE, "Gone", message),
             StoreError::Backend(_) | StoreError::Unusable(_) => ApiError::internal(message),
+            // Names the object and why, with no path: kube-apiserver's 500 says it failed to decrypt.
+            StoreError::Unreadable { .. } => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", message),
             StoreError::Unavailable(_) => ApiError::unavailable(message),
             StoreError::Closed => ApiError::unavailable("the server is shutting down; retry against the restarted server"),
         }

@@ -359,6 +359,9 @@ mod tests {
         fn get(&self, key: &Key) -> Option<Arc<Object>> {
             self.inner.get(key)
         }
+        fn unreadable(&self, key: &Key) -> Option<crate::store::StoreError> {
+            self.inner.unreadable(key)
+        }
         fn list(&self, kind: Kind, namespace: Option<&str>) -> (u64, Vec<Arc<Object>>) {
             self.inner.list(kind, namespace)
         }

@@ -120,12 +120,13 @@ pub struct Server {
 }
 
 impl Server {
-    /// Opens the store (etcd, SQLite under `data_dir`, else memory) and starts the server on
-    /// it ([`Server::start_on`]).
+    /// Opens the store (etcd, SQLite under `data_dir`, else memory), Secrets encrypted in it
+    /// with `config.encryption`, and starts the server on it ([`Server::start_on`]).
     pub async fn start(config: Config, shutdown: CancellationToken) -> Result<Server, ServerError> {
+        let encryption = config.encryption.clone();
         let store: Arc<dyn Store> = match (&config.etcd, &config.data_dir) {
-            (Some(etcd), _) => Arc::new(EtcdStore::connect(etcd, config.history()).await?),
-            (None, Some(dir)) => Arc::new(CachedStore::open(Box::new(SqlitePersistence::open(dir)?), config.history())?),
+            (Some(etcd), _) => Arc::new(EtcdStore::connect(etcd, encryption, config.history()).await?),
+            (None, Some(dir)) => Arc::new(CachedStore::open(Box::new(SqlitePersistence::open(dir, encryption)?), config.history())?),
             (None, None) => Arc::new(CachedStore::in_memory(config.history())),
         };
         let mut server = Server::start_on(store, config, shutdown).await?;

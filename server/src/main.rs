@@ -13,7 +13,7 @@ use anyhow::Context as _;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use server::config::{Config, default_data_dir};
 use server::service_addresses::ServiceRanges;
-use server::store::EtcdSettings;
+use server::store::{Encryption, EtcdSettings};
 use server::tls::Identity;
 use tokio_util::sync::CancellationToken;
 
@@ -64,6 +64,11 @@ struct Args {
     /// --etcd-compaction-interval.
     #[arg(long, default_value_t = 300)]
     etcd_compaction_interval: u64,
+    /// Encrypt Secrets in the store (SQLite or etcd) with AES-GCM, as kube-apiserver's aesgcm
+    /// provider: a file of `name:<base64 of 16, 24 or 32 random bytes>` lines, the first key
+    /// encrypting and every key decrypting (docs/api.md, "Secrets at rest").
+    #[arg(long, value_name = "PATH")]
+    encryption_key_file: Option<PathBuf>,
     #[command(flatten)]
     access: access_flags::AccessFlags,
     /// Serve HTTPS with a certificate made in the data directory (tls/ca.crt is the authority
@@ -264,6 +269,19 @@ impl Args {
             prefix: self.etcd_prefix.clone(),
             compaction_interval: Duration::from_secs(self.etcd_compaction_interval),
         });
+        let encryption = match &self.encryption_key_file {
+            Some(path) => {
+                anyhow::ensure!(
+                    store != StoreKind::Memory,
+                    "--encryption-key-file encrypts Secrets at rest: use it with --store sqlite or etcd"
+                );
+                let encryption = Encryption::from_file(path)?;
+                let names: Vec<&str> = encryption.key_names().collect();
+                tracing::info!("Secrets are encrypted at rest with the key {:?}; keys that decrypt: {}", names[0], names.join(", "));
+                encryption
+            }
+            None => Encryption::default(),
+        };
         let dashboard_dir = self.dashboard_dir.or_else(default_dashboard_dir);
         let tls = match (self.access.certificate(), &data_dir) {
             (Some((cert, key)), _) => Some(Identity::from_files(&cert, &key)?),
@@ -295,6 +313,7 @@ impl Args {
         Ok(Config {
             data_dir,
             etcd,
+            encryption,
             tokens,
             scheduler_profile: self.scheduler_profile,
             run_scheduler: !self.disable_scheduler,
@@ -449,6 +468,27 @@ mod tests {
         let refused = matches(&["shepherd", "--data-dir", "/d", "registry"]).unwrap_err().to_string();
         assert!(refused.contains("the subcommand 'registry' cannot be used with '--data-dir"), "{refused}");
         matches(&["shepherd", "registry", "--data-dir", "/d"]).unwrap();
+    }
+
+    #[test]
+    fn an_encryption_key_file_is_read_at_start_and_a_bad_one_stops_the_server() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("keys");
+        let config = |file: &std::path::Path| {
+            let flags = ["shepherd", "--data-dir", dir.path().to_str().unwrap(), "--encryption-key-file", file.to_str().unwrap()];
+            Args::from_matches(&Args::command().try_get_matches_from(flags).unwrap()).unwrap().into_config()
+        };
+        std::fs::write(&file, "# the first encrypts\nk2:MDEyMzQ1Njc4OWFiY2RlZg==\nk1:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=\n")
+            .unwrap();
+        let read = config(&file).unwrap().encryption;
+        assert_eq!(read.key_names().collect::<Vec<_>>(), ["k2", "k1"]);
+        std::fs::write(&file, "k1:MDEyMzQ1Njc4OWFiY2RlZg==\nk1:MDEyMzQ1Njc4OWFiY2RlZg==\n").unwrap();
+        let duplicate = config(&file).unwrap_err().to_string();
+        assert!(duplicate.contains("line 2: the key name \"k1\" is on line 1 already"), "{duplicate}");
+        let missing = config(&dir.path().join("absent")).unwrap_err().to_string();
+        assert!(missing.contains("cannot read the encryption key file"), "{missing}");
+        let in_memory = parse(&["--encryption-key-file", file.to_str().unwrap()]).unwrap().into_config().unwrap_err().to_string();
+        assert!(in_memory.contains("use it with --store sqlite or etcd"), "{in_memory}");
     }
 
     #[test]

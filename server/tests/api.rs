@@ -137,7 +137,7 @@ async fn malformed_bodies_get_json_errors_with_line_and_column() {
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(err["error"]["message"].as_str().unwrap().contains("this path takes a Pod"), "{err}");
 
-    let big = format!("{{\"kind\": \"Pod\", \"metadata\": {{\"name\": \"a\", \"labels\": {{\"x\": \"{}\"}}}}}}", "y".repeat(1_100_000));
+    let big = format!("{{\"kind\": \"Pod\", \"metadata\": {{\"name\": \"a\", \"labels\": {{\"x\": \"{}\"}}}}}}", "y".repeat(3_200_000));
     let (status, err) = server.raw(Method::POST, "/api/v1/pods", big).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(err["error"]["reason"], "PayloadTooLarge");
@@ -220,11 +220,11 @@ async fn a_yaml_body_whose_aliases_pass_the_body_limit_is_a_413() {
         let command = format!("[&s {}{}]", "x".repeat(scalar), ", *s".repeat(aliases));
         format!("kind: Pod\nmetadata:\n  name: big\nspec:\n  containers:\n    - name: main\n      image: nginx\n      command: {command}\n")
     };
-    // 1 KB copied 3,000 times: the reader stops at 1 MiB of copies. 300 bytes copied 3,470
-    // times: within what the reader lets aliases copy, but the pod's JSON is over 1 MiB.
-    for (scalar, aliases) in [(1_000, 3_000), (300, 3_470)] {
+    // 1 KB copied 4,000 times: the reader stops at 3 MiB of copies. 100 bytes copied 30,700
+    // times: within what the reader lets aliases copy, but the pod's JSON is over 3 MiB.
+    for (scalar, aliases) in [(1_000, 4_000), (100, 30_700)] {
         let body = pod(scalar, aliases);
-        assert!(body.len() < 16 << 10, "{}", body.len());
+        assert!(body.len() < 128 << 10, "{}", body.len());
         let request = server.bare(Method::POST, "/api/v1/namespaces/default/pods").header("content-type", "application/yaml").body(body);
         let (status, answer) = server.answer(request).await;
         assert_eq!(

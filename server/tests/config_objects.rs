@@ -151,3 +151,34 @@ async fn a_viewer_token_reads_config_maps_but_no_secrets_and_a_node_token_reads_
     let (status, read) = server.with_token("node-token").get("/api/v1/namespaces/default/secrets/db").await;
     assert_eq!((status, &read["data"]["password"]), (StatusCode::OK, &json!("czNjcmV0")), "a node reads what its pods need");
 }
+
+/// Kubernetes' `MaxSecretSize`: 1 MiB of values, decoded, keys not counted. One byte over is
+/// kube-apiserver's 422 through both APIs (the body limit, 3 MiB as kube-apiserver's, lets
+/// such a body reach validation), the whole object's for a ConfigMap, `data`'s for a Secret.
+#[tokio::test]
+async fn a_config_map_or_secret_over_a_mebibyte_is_a_422_in_kubernetes_words() {
+    const MEBIBYTE: usize = 1024 * 1024;
+    let server = TestServer::in_memory().await;
+    let filler = "x".repeat(MEBIBYTE - 1);
+    // One byte of binary data is "AA==": exactly 1 MiB of values, stored.
+    let full = json!({"kind": "ConfigMap", "metadata": {"name": "full"}, "data": {"a": filler}, "binary_data": {"b": "AA=="}});
+    assert_eq!(server.post("/api/v1/namespaces/default/configmaps", full).await.0, StatusCode::CREATED);
+    let over =
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "over"}, "data": {"a": filler}, "binaryData": {"b": "AAA="}});
+    let (status, refused) = k8s(&server, Method::POST, "/api/v1/namespaces/default/configmaps", Some(over)).await;
+    assert_eq!((status, refused["reason"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("Invalid")), "{refused}");
+    assert!(refused["message"].as_str().unwrap().ends_with("[]: Too long: must have at most 1048576 bytes"), "{refused}");
+    assert_eq!(refused["details"]["causes"][0]["field"], "[]", "{refused}");
+    assert_eq!(refused["details"]["causes"][0]["reason"], "FieldValueTooLong", "{refused}");
+
+    // A Secret's stringData counts as merged into data.
+    let secret = json!({"kind": "Secret", "metadata": {"name": "big"}, "data": {"a": "AA=="}, "string_data": {"b": filler.clone() + "x"}});
+    let (status, refused) = server.post("/api/v1/namespaces/default/secrets", secret).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().ends_with("data: Too long: must have at most 1048576 bytes"), "{refused}");
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "big"}, "stringData": {"b": filler + "xx"}});
+    let (status, refused) = k8s(&server, Method::POST, "/api/v1/namespaces/default/secrets", Some(secret)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    assert_eq!(refused["details"]["causes"][0]["field"], "data", "{refused}");
+    assert!(!refused.to_string().contains("xxxxxxxx"), "no value in the answer");
+}

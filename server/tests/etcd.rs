@@ -14,7 +14,7 @@ use common::{TestServer, open_watch, pod};
 use futures::StreamExt;
 use reqwest::StatusCode;
 use server::Config;
-use server::store::{EtcdSettings, EtcdStore, Key, Store, StoreError, Txn};
+use server::store::{Encryption, EtcdSettings, EtcdStore, Key, Store, StoreError, Txn};
 use shared::api::WatchEventType;
 use shared::model::{Kind, Namespace, Object, ObjectMeta, Pod};
 use shepherd_testing::Etcd;
@@ -66,7 +66,7 @@ fn pod_object(name: &str) -> Object {
 }
 
 async fn store_on(etcd: &Etcd, prefix: &str) -> Arc<EtcdStore> {
-    Arc::new(EtcdStore::connect(&settings(etcd, prefix), 1000).await.expect("the etcd store opens"))
+    Arc::new(EtcdStore::connect(&settings(etcd, prefix), Encryption::default(), 1000).await.expect("the etcd store opens"))
 }
 
 /// Two stores write one object at once, each from a cache the other's writes leave behind:
@@ -115,7 +115,7 @@ async fn a_prefix_with_keys_shepherd_did_not_write_is_refused() {
     let etcd = Etcd::start(1).await;
     let mut client = etcd_client::Client::connect(etcd.endpoints(), None).await.unwrap();
     client.put("/registry/pods/default/web", b"k8s\x00\x0a\x09".to_vec(), None).await.unwrap();
-    let refused = EtcdStore::connect(&settings(&etcd, "/registry"), 10).await.err().expect("refused");
+    let refused = EtcdStore::connect(&settings(&etcd, "/registry"), Encryption::default(), 10).await.err().expect("refused");
     let text = refused.to_string();
     assert!(text.contains("/registry/pods/default/web") && text.contains("--etcd-prefix"), "{text}");
     // A prefix of its own beside it is fine, and marked as Shepherd's.
@@ -131,7 +131,7 @@ async fn an_etcd_that_does_not_answer_at_start_is_named() {
     let url = format!("http://{}", closed.local_addr().unwrap());
     drop(closed);
     let settings = EtcdSettings { endpoints: vec![url.clone()], prefix: "/registry".into(), compaction_interval: Duration::ZERO };
-    let error = EtcdStore::connect(&settings, 10).await.err().expect("no etcd there");
+    let error = EtcdStore::connect(&settings, Encryption::default(), 10).await.err().expect("no etcd there");
     assert!(matches!(error, StoreError::Unavailable(_)), "{error:?}");
     assert!(error.to_string().contains(&url), "{error}");
 }
@@ -292,9 +292,9 @@ async fn binds_to_one_node_through_two_servers_at_once_never_oversell_it() {
 }
 
 /// A value under the prefix that is no Shepherd object (written with etcdctl): servers
-/// still start without it, and a write to its name says which key is at fault.
+/// still start without it, and a read of its name or a write to it says which key is at fault.
 #[tokio::test]
-async fn a_bad_value_in_etcd_is_left_out_and_named_when_written_to() {
+async fn a_bad_value_in_etcd_is_left_out_and_named_when_read_or_written_to() {
     let etcd = Etcd::start(1).await;
     let first = TestServer::start(on_etcd(&etcd, "/bad")).await;
     let mut client = etcd_client::Client::connect(etcd.endpoints(), None).await.unwrap();
@@ -303,6 +303,9 @@ async fn a_bad_value_in_etcd_is_left_out_and_named_when_written_to() {
     let server = TestServer::start(on_etcd(&etcd, "/bad")).await;
     let (status, error) = server.post("/api/v1/pods", pod("garbage", 1, 1)).await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{error}");
+    let (status, error) = server.get("/api/v1/namespaces/default/pods/garbage").await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{error}");
+    assert!(error["error"]["message"].as_str().unwrap().contains("/bad/pods/default/garbage in etcd is not a Shepherd object"), "{error}");
     assert_eq!(server.post("/api/v1/pods", pod("fine", 1, 1)).await.0, StatusCode::CREATED);
     server.stop().await;
 }

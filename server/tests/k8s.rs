@@ -625,11 +625,11 @@ async fn failures_are_kubernetes_statuses() {
     assert!(refused["message"].as_str().unwrap().contains("involvedObject.uid"), "{refused}");
     // Too large a body is Kubernetes' RequestEntityTooLarge.
     let mut big = k8s_pod("big");
-    big["metadata"]["annotations"] = json!({"filler": "x".repeat(2 * 1024 * 1024)});
+    big["metadata"]["annotations"] = json!({"filler": "x".repeat(4 * 1024 * 1024)});
     let (status, too_large) = post(&server, "/k8s/api/v1/namespaces/default/pods", big).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
     assert_status(&too_large, 413, "RequestEntityTooLarge");
-    assert_eq!(too_large["message"], "the request body is larger than this server's limit of 1048576 bytes (1 MiB)", "{too_large}");
+    assert_eq!(too_large["message"], "the request body is larger than this server's limit of 3145728 bytes (3 MiB)", "{too_large}");
     server.stop().await;
 }
 

@@ -112,9 +112,9 @@ async fn aliases_that_copy_too_much_and_answers_too_large_are_413s() {
     assert_eq!((status, answer["error"]["reason"].as_str()), (StatusCode::PAYLOAD_TOO_LARGE, Some("PayloadTooLarge")), "{answer}");
     // One-line documents answered with their defaulted fields: Namespaces fit, Deployments
     // (ten times their size) do not.
-    let (status, answer) = send(&server, "application/yaml", "---\nkind: Namespace\n".repeat(45_000)).await;
-    assert_eq!((status, answer["items"].as_array().map(Vec::len)), (StatusCode::OK, Some(45_000)));
-    let (status, answer) = send(&server, "application/yaml", "---\nkind: Deployment\n".repeat(45_000)).await;
+    let (status, answer) = send(&server, "application/yaml", "---\nkind: Namespace\n".repeat(135_000)).await;
+    assert_eq!((status, answer["items"].as_array().map(Vec::len)), (StatusCode::OK, Some(135_000)));
+    let (status, answer) = send(&server, "application/yaml", "---\nkind: Deployment\n".repeat(135_000)).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{answer}");
     assert!(answer["error"]["message"].as_str().unwrap().contains("send fewer documents"), "{answer}");
     server.stop().await;

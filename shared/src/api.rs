@@ -73,6 +73,8 @@ pub enum FieldErrorType {
     Invalid,
     Required,
     Forbidden,
+    /// Over a size limit (`field.TooLong`); the message holds Kubernetes' words.
+    TooLong,
 }
 
 impl FieldErrorType {

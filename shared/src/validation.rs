@@ -10,7 +10,7 @@ use crate::limits::{MAX_CONTAINERS, MAX_CPU_MILLICORES, MAX_GRACE_SECONDS, MAX_M
 use crate::model::{
     BinaryData, ConfigMap, Container, DNS_POLICIES, Deployment, Event, IntOrString, Labels, Lease, MAX_CONFIG_BYTES, Namespace, Node,
     NodeResources, Object, ObjectMeta, PROBE_HOSTS, Pod, PodSpec, PodTemplateSpec, Probe, ProbeKind, ProbePort, PullPolicy, ReplicaSet,
-    RestartPolicy, Scale, Secret, Service, StringData, TAINT_EFFECTS, service,
+    RestartPolicy, Scale, Secret, Service, TAINT_EFFECTS, service,
 };
 use crate::quantity::{format_cpu, format_memory};
 use crate::rollout::{RECREATE, ROLLING_UPDATE, parse_percent};
@@ -47,6 +47,12 @@ impl Errors {
     /// A field that may not be set here at all (`field.Forbidden`).
     fn forbidden(&mut self, field: impl Into<String>, message: impl Into<String>) {
         self.0.push(FieldError { type_: FieldErrorType::Forbidden, ..FieldError::new(field, message) });
+    }
+
+    /// Over `limit` bytes (`field.TooLong`), in Kubernetes' words.
+    fn too_long(&mut self, field: impl Into<String>, limit: usize) {
+        let message = format!("Too long: must have at most {limit} bytes");
+        self.0.push(FieldError { type_: FieldErrorType::TooLong, ..FieldError::new(field, message) });
     }
 
     fn finish(self) -> Result<(), Vec<FieldError>> {
@@ -425,7 +431,7 @@ pub fn validate_namespace(namespace: &Namespace) -> Result<(), Vec<FieldError>> 
 }
 
 /// A ConfigMap as Kubernetes' `ValidateConfigMap`: each key a [config key](config_key_error),
-/// no key in both maps, at most 1 MiB of keys and values together.
+/// no key in both maps, at most 1 MiB of values in both (the error is the whole object's, `[]`).
 pub fn validate_config_map(map: &ConfigMap) -> Result<(), Vec<FieldError>> {
     let mut errors = Errors::default();
     check_meta(&mut errors, &map.metadata, true);
@@ -434,13 +440,14 @@ pub fn validate_config_map(map: &ConfigMap) -> Result<(), Vec<FieldError>> {
     for key in map.binary_data.keys().filter(|key| map.data.contains_key(*key)) {
         errors.add(format!("binary_data[{key}]"), "duplicate of key present in data");
     }
-    check_config_size(&mut errors, config_size(&map.data) + binary_size(&map.binary_data));
+    let size = map.data.values().map(String::len).sum::<usize>() + binary_size(&map.binary_data);
+    check_config_size(&mut errors, "[]", size);
     errors.finish()
 }
 
 /// A Secret as Kubernetes' `ValidateSecret`, with `string_data` counted as merged into
-/// `data`: config keys, at most 1 MiB, and the keys its type requires. No message holds a
-/// value.
+/// `data`: config keys, at most 1 MiB of values (the error is `data`'s), and the keys its
+/// type requires. No message holds a value.
 pub fn validate_secret(secret: &Secret) -> Result<(), Vec<FieldError>> {
     let mut errors = Errors::default();
     check_meta(&mut errors, &secret.metadata, true);
@@ -448,7 +455,7 @@ pub fn validate_secret(secret: &Secret) -> Result<(), Vec<FieldError>> {
     check_config_keys(&mut errors, "string_data", secret.string_data.keys());
     let mut merged = secret.clone();
     merged.merge_string_data();
-    check_config_size(&mut errors, binary_size(&merged.data));
+    check_config_size(&mut errors, "data", binary_size(&merged.data));
     let required: &[&str] = match merged.type_.as_str() {
         "kubernetes.io/tls" => &["tls.crt", "tls.key"],
         "kubernetes.io/ssh-auth" => &["ssh-privatekey"],
@@ -473,17 +480,15 @@ fn check_config_keys<'a>(errors: &mut Errors, path: &str, keys: impl Iterator<It
     }
 }
 
-fn config_size(data: &StringData) -> usize {
-    data.iter().map(|(k, v)| k.len() + v.len()).sum()
-}
-
+/// The bytes of the values, as Kubernetes counts them (decoded, keys not counted).
 fn binary_size(data: &BinaryData) -> usize {
-    data.iter().map(|(k, v)| k.len() + v.len()).sum()
+    data.values().map(Vec::len).sum()
 }
 
-fn check_config_size(errors: &mut Errors, size: usize) {
+/// Kubernetes' `field.TooLong` for `MaxSecretSize`, in its words.
+fn check_config_size(errors: &mut Errors, field: &str, size: usize) {
     if size > MAX_CONFIG_BYTES {
-        errors.add("data", format!("the keys and values together must be at most {MAX_CONFIG_BYTES} bytes (1 MiB), got {size}"));
+        errors.too_long(field, MAX_CONFIG_BYTES);
     }
 }
 
@@ -1153,8 +1158,12 @@ mod tests {
         map.binary_data.insert("bad key".into(), vec![0]);
         assert_eq!(fields(validate_config_map(&map)), vec!["binary_data[bad key]", "binary_data[a]"]);
         map.binary_data.clear();
-        map.data.insert("big".into(), "x".repeat(MAX_CONFIG_BYTES));
-        assert_eq!(fields(validate_config_map(&map)), vec!["data"], "1 MiB of value and its keys is over");
+        map.data = [("big".to_string(), "x".repeat(MAX_CONFIG_BYTES - 1))].into();
+        map.binary_data.insert("one".into(), vec![0]);
+        assert_eq!(validate_config_map(&map), Ok(()), "1 MiB of values in both maps, keys not counted");
+        map.binary_data.insert("two".into(), vec![0]);
+        let errors = validate_config_map(&map).unwrap_err();
+        assert_eq!(errors.iter().map(ToString::to_string).collect::<Vec<_>>(), ["[]: Too long: must have at most 1048576 bytes"]);
     }
 
     #[test]
@@ -1168,6 +1177,13 @@ mod tests {
         assert_eq!(errors.iter().map(|e| e.field.as_str()).collect::<Vec<_>>(), ["string_data[bad key]", "data[tls.crt]", "data[tls.key]"]);
         secret.string_data = [("big".to_string(), "x".repeat(MAX_CONFIG_BYTES))].into();
         secret.type_.clear();
-        assert_eq!(fields(validate_secret(&secret)), vec!["data"], "string_data counts as merged");
+        assert_eq!(validate_secret(&secret), Ok(()), "exactly 1 MiB of values");
+        secret.data.insert("more".into(), vec![0]);
+        let errors = validate_secret(&secret).unwrap_err();
+        assert_eq!(
+            errors.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            ["data: Too long: must have at most 1048576 bytes"],
+            "string_data counts as merged"
+        );
     }
 }

@@ -163,10 +163,10 @@ pub fn value_at(text: &str, start: usize) -> Result<Node, YamlError> {
 const ALIAS_BUDGET: usize = 100_000;
 
 /// The most bytes of values (as [`Node::measure`] counts them, never more than their JSON)
-/// that aliases may copy in one text. 1 MiB is the server's body limit: past it, the JSON
+/// that aliases may copy in one text. 3 MiB is the server's body limit: past it, the JSON
 /// the text stands for is too large to send, and one long scalar copied 50,000 times would
 /// otherwise fill gigabytes.
-pub const ALIAS_BYTES: usize = 1 << 20;
+pub const ALIAS_BYTES: usize = 3 << 20;
 
 /// How deep values may nest (as serde_yaml allows): each level is a level of recursion when
 /// the value is turned into JSON or dropped, and the browser's stack is small.
@@ -755,13 +755,13 @@ mod tests {
     #[test]
     fn aliases_may_copy_at_most_a_mebibyte() {
         // One 10 KB scalar and 50,000 aliases of it: 500 MB, were every alias copied. The
-        // 105th alias (on line 107) copies past 1 MiB, and reading stops there.
+        // 315th alias (on line 317) copies past 3 MiB, and reading stops there.
         let text = format!("s: &s {}\nl:\n{}", "x".repeat(10_000), "- *s\n".repeat(50_000));
         let e = fails(&text);
-        assert_eq!((e.line, e.column, e.too_large), (107, 3, true), "{e}");
-        assert!(e.message.contains("more than 1 MiB"), "{e}");
+        assert_eq!((e.line, e.column, e.too_large), (317, 3, true), "{e}");
+        assert!(e.message.contains("more than 3 MiB"), "{e}");
         // Aliases of aliases count what they copy, keys included.
-        let nested = format!("a: &a {{{}: {}}}\nb: &b [*a, *a, *a, *a]\nc: [*b, *b, *b, *b]\n", "k".repeat(40_000), "v".repeat(40_000));
+        let nested = format!("a: &a {{{}: {}}}\nb: &b [*a, *a, *a, *a]\nc: [*b, *b, *b, *b]\n", "k".repeat(120_000), "v".repeat(120_000));
         let e = fails(&nested);
         assert_eq!((e.line, e.too_large), (3, true), "{e}");
         // Up to the budget, aliases copy as before.

@@ -21,7 +21,7 @@ use crate::state::AppState;
 /// The largest answer. A manifest written out in full answers about its own size; this
 /// leaves room for defaulted fields and what aliases copy (at most `shared::yaml::ALIAS_BYTES`),
 /// and refuses a flood of one-line documents each answered ten times over (`kind: Deployment`
-/// is 242 bytes of JSON), which a body within [`BODY_LIMIT`] could otherwise turn into 12 MB.
+/// is 242 bytes of JSON), which a body within [`BODY_LIMIT`] could otherwise turn into 36 MB.
 pub const ANSWER_LIMIT: usize = 4 * BODY_LIMIT;
 
 /// Answers `{"items": [object, …]}` in the order the documents come.

@@ -68,11 +68,10 @@ pub async fn list_namespaced<R: Resource>(
 
 pub(crate) fn get_object<R: Resource>(state: &AppState, namespace: &str, name: &str) -> ApiResult<R> {
     let key = Key::new(R::KIND, namespace, name);
-    state
-        .store
-        .get(&key)
-        .and_then(|o| R::from_object(&o).cloned())
-        .ok_or_else(|| ApiError::not_found(format!("{} {:?} not found", R::KIND, key.key)))
+    state.store.get(&key).and_then(|o| R::from_object(&o).cloned()).ok_or_else(|| match state.store.unreadable(&key) {
+        Some(unreadable) => ApiError::from(unreadable),
+        None => ApiError::not_found(format!("{} {:?} not found", R::KIND, key.key)),
+    })
 }
 
 pub async fn get_namespaced<R: Resource>(

@@ -10,7 +10,7 @@ use futures::future::BoxFuture;
 use shared::model::{Kind, Object};
 use tokio::time::Instant;
 
-use super::error::Result;
+use super::error::{Result, StoreError};
 use super::event::{Interest, WatchStream};
 use super::interface::Store;
 use super::key::Key;
@@ -67,6 +67,10 @@ impl<B: CacheBackend> Store for B {
 
     fn get(&self, key: &Key) -> Option<Arc<Object>> {
         self.cache().state().get(key).cloned()
+    }
+
+    fn unreadable(&self, key: &Key) -> Option<StoreError> {
+        self.cache().state().unreadable(key)
     }
 
     fn list(&self, kind: Kind, namespace: Option<&str>) -> (u64, Vec<Arc<Object>>) {

@@ -284,6 +284,10 @@ fn commit_batch(cache: &Cache, persistence: &mut dyn Persistence, batch: Vec<Req
             let mut outcomes = Vec::with_capacity(request.txn.writes.len());
             let mut failure = None;
             for write in request.txn.writes {
+                if let Some(unreadable) = state.unreadable(&write.key) {
+                    failure = Some(unreadable);
+                    break;
+                }
                 let current = staging.current(&write.key);
                 match (write.mutate)(&staging, current.as_deref()) {
                     Ok(Change::Keep) => outcomes.push(Outcome::Kept(current)),

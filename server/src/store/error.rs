@@ -27,6 +27,10 @@ pub enum StoreError {
     Future { requested: u64, current: u64 },
     #[error("the store failed to persist the write: {0}")]
     Backend(String),
+    /// An object whose stored value cannot be read (a Secret encrypted with a key the server
+    /// does not have, or a damaged value): reads and writes of it fail until it is fixed.
+    #[error("{kind} {key:?} is stored but cannot be read: {why}")]
+    Unreadable { kind: Kind, key: String, why: String },
     /// The backend's settings or contents cannot be used (an etcd prefix that is not
     /// Shepherd's): said at start.
     #[error("{0}")]

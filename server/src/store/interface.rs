@@ -20,6 +20,9 @@ pub trait Store: Send + Sync + 'static {
     /// The revision of the last committed write.
     fn revision(&self) -> u64;
     fn get(&self, key: &Key) -> Option<Arc<Object>>;
+    /// Why the value stored at `key` cannot be read ([`StoreError::Unreadable`]), when
+    /// [`Store::get`] finds nothing there because it cannot: a reader answers that, not 404.
+    fn unreadable(&self, key: &Key) -> Option<StoreError>;
     /// Objects of a kind, in one namespace or all, with the revision they were read at.
     fn list(&self, kind: Kind, namespace: Option<&str>) -> (u64, Vec<Arc<Object>>);
     /// Objects of a kind, in one namespace or all, in key order, as they were at `revision`

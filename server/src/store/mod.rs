@@ -7,6 +7,7 @@
 //! Layout, each file below the ones that use it:
 //! - `error`, `key`, `txn`, `event`: the types of the seam; `interface`: the [`Store`] trait;
 //! - `persistence`: the backend trait under the embedded store, and memory; `sqlite`: SQLite;
+//! - `encryption`: Secrets encrypted at rest, for SQLite and etcd alike;
 //! - `state`: objects, pod indexes, history and tombstones; `watchers`: the mailboxes and the
 //!   lag limit; `subscription`: a watch's stream; `committer`: the single writer, group commit;
 //! - `cache`: the state and watchers both stores serve from, and the one implementation of
@@ -19,6 +20,7 @@
 mod cache;
 mod cached;
 mod committer;
+mod encryption;
 mod error;
 mod etcd;
 mod event;
@@ -35,6 +37,7 @@ mod txn;
 mod watchers;
 
 pub use cached::CachedStore;
+pub use encryption::{Encryption, EncryptionError};
 pub use error::{Result, StoreError};
 pub use etcd::{EtcdSettings, EtcdStore};
 pub use event::{EventType, Interest, StoreEvent, WatchBatch, WatchStream};

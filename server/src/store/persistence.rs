@@ -4,12 +4,15 @@
 use shared::model::{Kind, Object};
 
 use super::error::Result;
+use super::key::Key;
 
-/// Everything a backend holds: the revision it reached and every object.
+/// Everything a backend holds: the revision it reached, every object, and the keys whose
+/// stored value cannot be read, with why.
 #[derive(Debug, Default)]
 pub struct Snapshot {
     pub revision: u64,
     pub objects: Vec<Object>,
+    pub unreadable: Vec<(Key, String)>,
 }
 
 /// One key's new state in a backend commit; `None` deletes it.

@@ -65,6 +65,9 @@ impl<'a> Staging<'a> {
     pub(super) fn run(&mut self, writes: &[Write]) -> Result<Vec<Outcome>> {
         let mut outcomes = Vec::with_capacity(writes.len());
         for write in writes {
+            if let Some(unreadable) = self.state.unreadable(&write.key) {
+                return Err(unreadable);
+            }
             let current = self.current(&write.key);
             match (write.mutate)(self, current.as_deref())? {
                 Change::Keep => outcomes.push(Outcome::Kept(current)),

@@ -29,6 +29,9 @@ pub(super) struct State {
     history: VecDeque<(Instant, StoreEvent)>,
     history_start: u64,
     tombstones: Tombstones,
+    /// Keys stored with a value that cannot be read, and why: not in `objects`, and no write
+    /// may replace what it cannot read.
+    unreadable: HashMap<Key, String>,
 }
 
 impl State {
@@ -40,7 +43,28 @@ impl State {
             let key = Key::of(&object);
             state.apply(&key, Some(kept(object)));
         }
+        state.unreadable.extend(snapshot.unreadable);
         state
+    }
+
+    /// Why the value stored at `key` cannot be read, when it cannot.
+    pub(super) fn unreadable(&self, key: &Key) -> Option<StoreError> {
+        let why = self.unreadable.get(key)?;
+        Some(StoreError::Unreadable { kind: key.kind, key: key.key.clone(), why: why.clone() })
+    }
+
+    /// Marks `key` as stored with a value that cannot be read, at `revision`: to watchers its
+    /// object, if the state held one, is deleted.
+    pub(super) fn record_unreadable(&mut self, key: &Key, why: String, revision: u64, now: Instant) -> Option<StoreEvent> {
+        let prev = self.get(key).cloned();
+        let event = prev.map(|prev| self.record(key, None, Some(prev), revision, now));
+        self.unreadable.insert(key.clone(), why);
+        event
+    }
+
+    /// `key` holds no value any more (it was deleted, or was never readable).
+    pub(super) fn forget_unreadable(&mut self, key: &Key) {
+        self.unreadable.remove(key);
     }
 
     /// The revision of the last committed change.
@@ -63,6 +87,7 @@ impl State {
         revision: u64,
         now: Instant,
     ) -> StoreEvent {
+        self.unreadable.remove(key);
         self.apply(key, object.clone());
         let event = match (object, prev) {
             (Some(object), None) => StoreEvent::new(EventType::Added, revision, object, None),

@@ -42,6 +42,8 @@ pub enum Problem {
     Required,
     /// A field that may not be set here at all.
     Forbidden,
+    /// A value over a size limit.
+    TooLong,
     /// A field Kubernetes does not have either: a typo, most likely.
     Unknown,
 }
@@ -72,6 +74,7 @@ impl Cause {
         match (error.type_, error.value) {
             (FieldErrorType::Required, _) => Cause { problem: Problem::Required, field, message },
             (FieldErrorType::Forbidden, _) => Cause { problem: Problem::Forbidden, field, message },
+            (FieldErrorType::TooLong, _) => Cause { problem: Problem::TooLong, field, message },
             (FieldErrorType::Invalid, Some(value)) => Cause::invalid(field, format!("{value}: {message}")),
             (FieldErrorType::Invalid, None) => Cause::invalid(field, message),
         }
@@ -88,6 +91,7 @@ impl Cause {
             Problem::Invalid => "FieldValueInvalid",
             Problem::Required => "FieldValueRequired",
             Problem::Forbidden => "FieldValueForbidden",
+            Problem::TooLong => "FieldValueTooLong",
             Problem::Unknown => "FieldValueUnknown",
         }
     }
@@ -101,6 +105,8 @@ impl Cause {
             Problem::Required if self.message.is_empty() => "Required value".to_string(),
             Problem::Required => format!("Required value: {}", self.message),
             Problem::Forbidden => format!("Forbidden: {}", self.message),
+            // The native message already says `Too long: …`.
+            Problem::TooLong => self.message.clone(),
             Problem::Unknown => format!("unknown field: {}", self.message),
         }
     }

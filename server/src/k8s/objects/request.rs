@@ -153,12 +153,13 @@ impl Req {
     pub(super) fn stored(&self) -> Result<Arc<Object>> {
         let kind = self.target.kind.stored();
         let key = crate::store::Key::new(kind, self.namespace(), self.name());
-        self.state.store.get(&key).ok_or_else(|| {
-            Status::not_found(
+        self.state.store.get(&key).ok_or_else(|| match self.state.store.unreadable(&key) {
+            Some(unreadable) => Status::from(unreadable),
+            None => Status::not_found(
                 self.target.kind.plural(),
                 self.name(),
                 format!("{} \"{}\" not found", self.target.kind.plural(), self.name()),
-            )
+            ),
         })
     }
 

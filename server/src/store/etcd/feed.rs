@@ -28,6 +28,7 @@ pub(super) async fn list(client: &Client, layout: &Layout) -> Result<Snapshot> {
     let mut start = layout.range().into_bytes();
     let mut revision = 0;
     let mut objects = Vec::new();
+    let mut unreadable = Vec::new();
     loop {
         let mut options = GetOptions::new().with_range(range_end.clone()).with_limit(PAGE);
         if revision > 0 {
@@ -47,7 +48,10 @@ pub(super) async fn list(client: &Client, layout: &Layout) -> Result<Snapshot> {
             // As the watch does: one bad value must not keep the whole cluster from starting.
             match layout.decode(&key, kv.value(), kv.mod_revision()) {
                 Ok(object) => objects.push(object),
-                Err(e) => tracing::error!("{e}; it is left out of the cache"),
+                Err(why) => {
+                    tracing::error!("{key} cannot be read: {why}; reads and writes of it fail until it is fixed");
+                    unreadable.push((key, why));
+                }
             }
         }
         match page.kvs().last() {
@@ -58,7 +62,7 @@ pub(super) async fn list(client: &Client, layout: &Layout) -> Result<Snapshot> {
             _ => break,
         }
     }
-    Ok(Snapshot { revision: u64::try_from(revision).unwrap_or_default(), objects })
+    Ok(Snapshot { revision: u64::try_from(revision).unwrap_or_default(), objects, unreadable })
 }
 
 /// The end of the range of every key that starts with `prefix`, as etcd's `WithPrefix`.
@@ -151,8 +155,9 @@ fn apply(inner: &Inner, response: &WatchResponse) {
         let object = match event.event_type() {
             EtcdEventType::Put => match inner.layout.decode(&key, kv.value(), kv.mod_revision()) {
                 Ok(object) => Some(kept(object)),
-                Err(e) => {
-                    tracing::error!("{e}; the change is left out of the cache");
+                Err(why) => {
+                    tracing::error!("{key} cannot be read: {why}; reads and writes of it fail until it is fixed");
+                    events.extend(state.record_unreadable(&key, why, revision, now));
                     continue;
                 }
             },
@@ -160,6 +165,7 @@ fn apply(inner: &Inner, response: &WatchResponse) {
         };
         let prev = state.get(&key).cloned();
         if object.is_none() && prev.is_none() {
+            state.forget_unreadable(&key);
             continue;
         }
         events.push(state.record(&key, object, prev, revision, now));

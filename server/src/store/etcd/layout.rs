@@ -1,10 +1,12 @@
 //! Where objects sit in etcd and how: under `<prefix>/<plural>/<namespace>/<name>` (or
 //! `<plural>/<name>` for a cluster-scoped kind), as kube-apiserver keeps them under
-//! `/registry/…`; as JSON with no resource_version, which is the key's mod revision; and the
-//! marker key that says a prefix holds a Shepherd store.
+//! `/registry/…`; as JSON with no resource_version, which is the key's mod revision, a
+//! Secret's encrypted with its etcd key as the authenticated data when a key file is given
+//! (as kube-apiserver's); and the marker key that says a prefix holds a Shepherd store.
 
 use shared::model::{Kind, Object};
 
+use super::super::encryption::Encryption;
 use super::super::error::{Result, StoreError};
 use super::super::key::Key;
 
@@ -15,18 +17,20 @@ const MARKER: &str = r#"{"store":"shepherd","format":1}"#;
 #[derive(Debug, Clone)]
 pub(crate) struct Layout {
     prefix: String,
+    encryption: Encryption,
 }
 
 impl Layout {
-    /// A layout under `prefix`: an absolute path with no trailing slash (`/registry`).
-    pub(crate) fn new(prefix: &str) -> Result<Layout> {
+    /// A layout under `prefix`: an absolute path with no trailing slash (`/registry`), whose
+    /// Secrets are written with `encryption` and read with it.
+    pub(crate) fn new(prefix: &str, encryption: Encryption) -> Result<Layout> {
         let valid = prefix.len() > 1 && prefix.starts_with('/') && !prefix.ends_with('/') && !prefix.contains("//");
         if !valid {
             return Err(StoreError::Backend(format!(
                 "--etcd-prefix {prefix:?}: give an absolute path such as /registry, without a trailing slash"
             )));
         }
-        Ok(Layout { prefix: prefix.to_string() })
+        Ok(Layout { prefix: prefix.to_string(), encryption })
     }
 
     pub(crate) fn prefix(&self) -> &str {
@@ -81,18 +85,22 @@ impl Layout {
     }
 
     /// The stored bytes of `object`, whose resource_version the key's mod revision stands for.
-    pub(crate) fn encode(object: &Object) -> Result<Vec<u8>> {
-        let mut value = serde_json::to_value(object).map_err(|e| StoreError::Backend(format!("cannot encode {}: {e}", Key::of(object))))?;
+    pub(crate) fn encode(&self, object: &Object) -> Result<Vec<u8>> {
+        let key = Key::of(object);
+        let mut value = serde_json::to_value(object).map_err(|e| StoreError::Backend(format!("cannot encode {key}: {e}")))?;
         if let Some(metadata) = value.get_mut("metadata").and_then(serde_json::Value::as_object_mut) {
             metadata.remove("resource_version");
         }
-        serde_json::to_vec(&value).map_err(|e| StoreError::Backend(format!("cannot encode {}: {e}", Key::of(object))))
+        let json = serde_json::to_vec(&value).map_err(|e| StoreError::Backend(format!("cannot encode {key}: {e}")))?;
+        self.encryption.seal(key.kind, &self.key(&key), json).map_err(|e| StoreError::Backend(format!("cannot store {key}: {e}")))
     }
 
-    /// The object stored at `key` with mod revision `revision`.
-    pub(crate) fn decode(&self, key: &Key, value: &[u8], revision: i64) -> Result<Object> {
-        let corrupt = |why: String| StoreError::Backend(format!("the value of {} in etcd is not a Shepherd object: {why}", self.key(key)));
-        let value: serde_json::Value = serde_json::from_slice(value).map_err(|e| corrupt(e.to_string()))?;
+    /// The object stored at `key` with mod revision `revision`, or why it cannot be read.
+    pub(crate) fn decode(&self, key: &Key, value: &[u8], revision: i64) -> std::result::Result<Object, String> {
+        let location = self.key(key);
+        let value = self.encryption.open(key.kind, &location, value).map_err(|e| format!("its value at {location} in etcd: {e}"))?;
+        let corrupt = |why: String| format!("its value at {location} in etcd is not a Shepherd object: {why}");
+        let value: serde_json::Value = serde_json::from_slice(&value).map_err(|e| corrupt(e.to_string()))?;
         let mut object = Object::from_value(value).map_err(|e| corrupt(e.to_string()))?;
         if Key::of(&object) != *key {
             return Err(corrupt(format!("it holds {}", Key::of(&object))));
@@ -109,7 +117,7 @@ mod tests {
 
     #[test]
     fn keys_follow_kube_apiservers_registry_and_parse_back() {
-        let layout = Layout::new("/registry").unwrap();
+        let layout = Layout::new("/registry", Encryption::default()).unwrap();
         let key = Key::new(Kind::Pod, "default", "web");
         assert_eq!(layout.key(&key), "/registry/pods/default/web");
         assert_eq!(layout.parse(b"/registry/pods/default/web"), Some(key));
@@ -120,22 +128,22 @@ mod tests {
         assert_eq!(layout.parse(b"/registry/minions/n1"), None, "no kind of Shepherd's");
         assert_eq!(layout.parse(b"/registryx/pods/default/web"), None);
         for bad in ["", "/", "registry", "/registry/", "//registry"] {
-            assert!(Layout::new(bad).is_err(), "{bad:?}");
+            assert!(Layout::new(bad, Encryption::default()).is_err(), "{bad:?}");
         }
     }
 
     #[test]
     fn a_value_keeps_no_resource_version_and_reads_back_at_its_mod_revision() {
-        let layout = Layout::new("/r").unwrap();
+        let layout = Layout::new("/r", Encryption::default()).unwrap();
         let mut object = pod("web", "n1");
         object.metadata_mut().resource_version = 7;
-        let bytes = Layout::encode(&object).unwrap();
+        let bytes = layout.encode(&object).unwrap();
         assert!(!String::from_utf8_lossy(&bytes).contains("resource_version"));
         let read = layout.decode(&Key::of(&object), &bytes, 42).unwrap();
         assert_eq!(read.metadata().resource_version, 42);
         assert_eq!(read.metadata().name, "web");
         let elsewhere = layout.decode(&Key::new(Kind::Pod, "default", "other"), &bytes, 42).unwrap_err();
-        assert!(elsewhere.to_string().contains("/r/pods/default/other"), "{elsewhere}");
+        assert!(elsewhere.contains("/r/pods/default/other"), "{elsewhere}");
         assert!(layout.decode(&Key::of(&object), b"k8s\0\x0a", 1).is_err(), "a kube-apiserver protobuf value");
     }
 }

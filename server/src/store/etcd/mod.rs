@@ -24,6 +24,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::cache::{Cache, CacheBackend};
+use super::encryption::Encryption;
 use super::error::{Result, StoreError};
 use super::txn::{Outcome, Txn};
 use super::watchers::History;
@@ -78,9 +79,10 @@ struct Handle {
 
 impl EtcdStore {
     /// Connects to etcd, checks that the prefix is Shepherd's (marking an empty one), lists
-    /// it into the cache and starts the watch, the writer and the compaction loop.
-    pub async fn connect(settings: &EtcdSettings, history: impl Into<History>) -> Result<EtcdStore> {
-        let layout = Layout::new(&settings.prefix)?;
+    /// it into the cache and starts the watch, the writer and the compaction loop. Secrets
+    /// are written with `encryption` and read with it.
+    pub async fn connect(settings: &EtcdSettings, encryption: Encryption, history: impl Into<History>) -> Result<EtcdStore> {
+        let layout = Layout::new(&settings.prefix, encryption)?;
         let endpoints = settings.endpoints.join(",");
         let options = ConnectOptions::new().with_connect_timeout(CALL_TIMEOUT).with_timeout(CALL_TIMEOUT);
         let client = Client::connect(&settings.endpoints, Some(options))

@@ -29,7 +29,6 @@ use super::super::state::kept;
 use super::super::txn::{Outcome, Txn};
 use super::Inner;
 use super::feed::{on_a_member, unavailable};
-use super::layout::Layout;
 
 /// etcd's default `--max-txn-ops`: the most compares, and the most writes, of one transaction.
 pub(super) const MAX_TXN_OPS: usize = 128;
@@ -261,11 +260,14 @@ async fn send(
                     Done::Answered(id)
                 }
                 (Ok(()), Sent::Conflict { found, .. }) if let Some(key) = unreadable(&inner, &found) => {
-                    let why = format!(
-                        "the value of {} in etcd is not a Shepherd object, so the server cannot judge a write to it; delete or fix it with etcdctl",
-                        inner.layout.key(&key)
-                    );
-                    let _ = request.reply.send(Err(StoreError::Backend(why)));
+                    // A value that came while this write was staged, which the cache holds as unreadable.
+                    let refused = inner.cache.state().unreadable(&key).unwrap_or_else(|| {
+                        StoreError::Backend(format!(
+                            "the value of {} in etcd is not a Shepherd object, so the server cannot judge a write to it; delete or fix it with etcdctl",
+                            inner.layout.key(&key)
+                        ))
+                    });
+                    let _ = request.reply.send(Err(refused));
                     Done::Answered(id)
                 }
                 (Ok(()), Sent::Conflict { .. }) if request.tries >= MAX_TRIES => {
@@ -307,7 +309,7 @@ async fn commit(inner: &Inner, changes: &[Changed], guards: &Guards) -> Result<S
         });
         reads.push(TxnOp::get(etcd_key.clone(), Some(GetOptions::new().with_keys_only())));
         match &change.object {
-            Some(object) => operations.push(TxnOp::put(etcd_key, Layout::encode(object)?, None)),
+            Some(object) => operations.push(TxnOp::put(etcd_key, inner.layout.encode(object)?, None)),
             None if change.before.is_some() => operations.push(TxnOp::delete(etcd_key, None)),
             // Made and deleted within the transaction: etcd never sees it.
             None => {}
