@@ -64,3 +64,23 @@ fn a_token_over_plain_http_gets_a_warning_that_says_to_serve_https() {
     let said = String::from_utf8_lossy(&out.get_output().stderr);
     assert!(said.contains("kubectl sends a bearer token only over HTTPS") && said.contains("--tls-self-signed"), "{said}");
 }
+
+/// A kubeconfig that says http:// for a server that speaks HTTPS: kubectl prints the
+/// server's words, which name https, not "the server rejected our request for an unknown
+/// reason" (what Go's own plain-text answer makes it print).
+#[test]
+fn kubectl_over_plain_http_to_the_tls_port_is_told_to_use_https() {
+    let server = TestServer::https_with_tokens(TOKENS);
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let plain = format!("{}/k8s", server.url.replace("https://", "http://"));
+    let config = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: s\n  cluster: {{server: \"{plain}\"}}\ncontexts:\n- name: s\n  context: {{cluster: s, user: u}}\ncurrent-context: s\nusers:\n- name: u\n  user: {{}}\n"
+    );
+    std::fs::write(&kubeconfig, config).unwrap();
+    let out = Kubectl { kubeconfig }.output(&["get", "pods"]);
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("Client sent an HTTP request to an HTTPS server: use https://"), "{said}");
+    assert!(!said.contains("unknown reason"), "{said}");
+}
