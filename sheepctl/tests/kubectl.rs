@@ -197,3 +197,37 @@ fn kubectl_pages_a_list_with_chunk_size() {
     assert_eq!(table.lines().filter(|l| l.starts_with("chunk-")).count(), 5, "{table}");
     assert_eq!(table.lines().filter(|l| l.starts_with("NAME")).count(), 1, "one header for all pages: {table}");
 }
+
+/// A node's lease is `coordination.k8s.io/v1` in `kube-node-lease`, where `kubectl describe
+/// node` reads it; `get leases -A` lists it beside the control plane's, and a write is refused
+/// (its agent renews it through the native API).
+#[test]
+fn kubectl_reads_node_leases() {
+    let server = TestServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    server.sheepctl().args(["kubeconfig", "--save", kubeconfig.to_str().unwrap()]).assert().success();
+    let kubectl = Kubectl { kubeconfig };
+    server.register_node("lease-node");
+    server.renew_lease("lease-node");
+
+    let described = kubectl.run(&["describe", "node", "lease-node"]);
+    assert!(!described.contains("Failed to get lease"), "{described}");
+    let lease: Vec<&str> = described.lines().skip_while(|l| !l.starts_with("Lease:")).take(4).collect();
+    assert_eq!(lease.get(1).map(|l| l.split_whitespace().collect::<Vec<_>>()), Some(vec!["HolderIdentity:", "lease-node"]), "{described}");
+    assert!(lease.get(2).is_some_and(|l| l.contains("AcquireTime:") && l.contains("<unset>")), "{described}");
+    assert!(lease.get(3).is_some_and(|l| l.contains("RenewTime:") && !l.contains("<unset>")), "{described}");
+
+    let all = kubectl.run(&["get", "leases", "-A"]);
+    let header: Vec<&str> = all.lines().next().unwrap_or_default().split_whitespace().collect();
+    assert_eq!(header, ["NAMESPACE", "NAME", "HOLDER", "AGE"], "{all}");
+    assert!(all.lines().any(|l| l.split_whitespace().take(3).eq(["kube-node-lease", "lease-node", "lease-node"])), "{all}");
+    let nodes = kubectl.run(&["get", "leases", "-n", "kube-node-lease", "-o", "name"]);
+    assert_eq!(nodes.trim(), "lease.coordination.k8s.io/lease-node", "only the nodes' leases: {nodes}");
+    let yaml = kubectl.run(&["get", "lease", "lease-node", "-n", "kube-node-lease", "-o", "yaml"]);
+    assert!(yaml.contains("apiVersion: coordination.k8s.io/v1") && yaml.contains("leaseDurationSeconds: 40"), "{yaml}");
+
+    let refused = kubectl.output(&["delete", "lease", "lease-node", "-n", "kube-node-lease"]);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && said.contains("MethodNotAllowed") && said.contains("renews its node's lease"), "{said}");
+}

@@ -12,7 +12,7 @@ use serde_json::Value;
 use shared::model::Object;
 
 use crate::auth::Principal;
-use crate::k8s::convert::to_json;
+use crate::k8s::convert::{self, to_json};
 use crate::k8s::kinds::Served;
 use crate::k8s::status::{Result, Status};
 use crate::k8s::table;
@@ -82,7 +82,8 @@ macro_rules! by_kind {
             ::shared::model::Kind::Namespace => $f::<::shared::model::Namespace>($($arg),*)$(.$await)?,
             ::shared::model::Kind::ConfigMap => $f::<::shared::model::ConfigMap>($($arg),*)$(.$await)?,
             ::shared::model::Kind::Secret => $f::<::shared::model::Secret>($($arg),*)$(.$await)?,
-            ::shared::model::Kind::Lease => unreachable!("{}", $crate::k8s::kinds::NO_LEASES),
+            // Read-only here: `refuse_writes` stops every write first.
+            ::shared::model::Kind::Lease => unreachable!("leases are not written through /k8s"),
         }
     };
 }
@@ -135,9 +136,17 @@ impl Req {
         self.target.namespace.as_deref().unwrap_or_default()
     }
 
+    /// The namespace the store keeps the path's objects in: a node's lease has none.
+    pub(super) fn store_namespace(&self) -> &str {
+        match self.target.kind {
+            Served::Stored(shared::model::Kind::Lease) => convert::lease_store_namespace(self.namespace()),
+            _ => self.namespace(),
+        }
+    }
+
     pub(super) fn stored(&self) -> Result<Arc<Object>> {
         let kind = self.target.kind.stored();
-        let key = crate::store::Key::new(kind, self.namespace(), self.name());
+        let key = crate::store::Key::new(kind, self.store_namespace(), self.name());
         self.state.store.get(&key).ok_or_else(|| {
             Status::not_found(
                 self.target.kind.plural(),

@@ -25,14 +25,16 @@ impl Req {
         Ok(self.answer(StatusCode::OK, &*self.stored()?))
     }
 
-    fn refuse_endpoints(&self) -> Result<()> {
-        if matches!(self.target.kind, Served::Endpoints | Served::EndpointSlices) {
-            return Err(Status::method_not_allowed(format!(
-                "{} are derived from services and their ready pods by the endpoints controller; they cannot be written",
-                self.target.kind.plural()
-            )));
-        }
-        Ok(())
+    /// The kinds this API only reads, and why.
+    fn refuse_writes(&self) -> Result<()> {
+        let why = match self.target.kind {
+            Served::Endpoints | Served::EndpointSlices => "are derived from services and their ready pods by the endpoints controller",
+            Served::Stored(Kind::Lease) => {
+                "are written by their holders through the native API (a node's agent renews its node's lease, the API servers their leader election)"
+            }
+            _ => return Ok(()),
+        };
+        Err(Status::method_not_allowed(format!("{} {why}; they cannot be written", self.target.kind.plural())))
     }
 
     /// A whole object's body as JSON: JSON itself, or the protobuf kubectl's typed commands
@@ -46,7 +48,7 @@ impl Req {
     }
 
     pub(super) async fn create(&self, body: &[u8]) -> Result<Response> {
-        self.refuse_endpoints()?;
+        self.refuse_writes()?;
         let value = self.object_body(body)?;
         let outcome = by_kind!(self.target.kind.stored(), create_as(self, &value).await)?;
         let object = outcome.object().ok_or_else(|| Status::from(ApiError::internal("the store returned no object")))?;
@@ -54,7 +56,7 @@ impl Req {
     }
 
     pub(super) async fn replace(&self, body: &[u8]) -> Result<Response> {
-        self.refuse_endpoints()?;
+        self.refuse_writes()?;
         let value = self.object_body(body)?;
         self.write(&value).await
     }
@@ -67,7 +69,7 @@ impl Req {
     }
 
     pub(super) async fn patch(&self, body: &[u8]) -> Result<Response> {
-        self.refuse_endpoints()?;
+        self.refuse_writes()?;
         let kind = patch::PatchKind::from_media_type(&media_type(&self.headers))?;
         let patch_value = parse_body(body)?;
         // A patch is read-modify-write; a lost race is retried on the fresh state unless the
@@ -88,7 +90,7 @@ impl Req {
     }
 
     pub(super) async fn delete(&self, body: &[u8]) -> Result<Response> {
-        self.refuse_endpoints()?;
+        self.refuse_writes()?;
         let options = match media_type(&self.headers).as_str() {
             _ if body.is_empty() => json!({}),
             // `kubectl drain` deletes through a typed client.
