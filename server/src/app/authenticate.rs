@@ -44,6 +44,31 @@ fn names_secrets(path: &str) -> bool {
     matches!(parts.as_slice(), ["", "api", "v1", "secrets", ..] | ["", "api", "v1", "namespaces", _, "secrets", ..])
 }
 
+/// Whether `principal`'s role allows `method` on `path`: the one home of each role's coarse
+/// rules, which every request passes and which `kubectl auth can-i` asks
+/// (`k8s::access`); handlers check which node and pod after it.
+pub fn role_allows(principal: &Principal, method: &Method, path: &str) -> Result<(), ApiError> {
+    // Reading a manifest is a read, though its body needs a POST; so is asking what one may do.
+    let read =
+        method == Method::GET || method == Method::HEAD || path == shared::api::paths::MANIFESTS_PARSE || k8s::access::is_review(path);
+    match principal.role {
+        Role::Admin => Ok(()),
+        Role::Viewer if !read => Err(ApiError::forbidden(format!("a viewer token is read-only: {method} {path} is not allowed"))),
+        Role::Viewer if names_secrets(path) => Err(ApiError::forbidden(format!(
+            "a viewer token may not read secrets (as Kubernetes' view role): {method} {path} is not allowed"
+        ))),
+        Role::Node if !read && k8s::owns(path) => Err(ApiError::forbidden(format!(
+            "{} may only read through /k8s (its agent writes through /api/v1), not {method} {path}",
+            principal.describe()
+        ))),
+        Role::Node if !read && !node_may_attempt(method, path) => Err(ApiError::forbidden(format!(
+            "{} may write only its node, its heartbeat and lease, the status of its pods and events, and delete its pods, not {method} {path}",
+            principal.describe()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Authenticates the bearer token, applies each role's coarse rules and leaves the
 /// [`Principal`] in the request's extensions for the handlers' finer checks.
 pub async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
@@ -65,39 +90,8 @@ pub async fn authenticate(State(state): State<AppState>, mut request: Request, n
             None => return ApiError::unauthorized("the bearer token is not known to this server").into_response(),
         }
     };
-    let method = request.method().clone();
-    // Reading a manifest is a read, though its body needs a POST.
-    let read = method == Method::GET || method == Method::HEAD || request.uri().path() == shared::api::paths::MANIFESTS_PARSE;
-    match principal.role {
-        Role::Admin => {}
-        Role::Viewer if !read => {
-            return ApiError::forbidden(format!("a viewer token is read-only: {method} {} is not allowed", request.uri().path()))
-                .into_response();
-        }
-        Role::Viewer if names_secrets(request.uri().path()) => {
-            return ApiError::forbidden(format!(
-                "a viewer token may not read secrets (as Kubernetes' view role): {method} {} is not allowed",
-                request.uri().path()
-            ))
-            .into_response();
-        }
-        Role::Node if !read && k8s::owns(request.uri().path()) => {
-            return ApiError::forbidden(format!(
-                "{} may only read through /k8s (its agent writes through /api/v1), not {method} {}",
-                principal.describe(),
-                request.uri().path()
-            ))
-            .into_response();
-        }
-        Role::Node if !read && !node_may_attempt(&method, request.uri().path()) => {
-            return ApiError::forbidden(format!(
-                "{} may write only its node, its heartbeat and lease, the status of its pods and events, and delete its pods, not {method} {}",
-                principal.describe(),
-                request.uri().path()
-            ))
-            .into_response();
-        }
-        _ => {}
+    if let Err(refusal) = role_allows(&principal, request.method(), request.uri().path()) {
+        return refusal.into_response();
     }
     request.extensions_mut().insert(principal);
     if let Some(bearer) = bearer {

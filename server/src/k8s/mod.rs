@@ -6,8 +6,10 @@
 //! - [`objects`]: the objects' routes, list paging and field selectors, and the verbs;
 //! - [`convert`]: Kubernetes' shapes and the rules for refusing fields; [`patch`]: PATCH
 //!   bodies; [`protobuf`]: the protobuf bodies kubectl's typed commands send;
-//! - [`table`]: Table answers; [`watch`]: watch lines; [`status`]: every failure as a `Status`.
+//! - [`table`]: Table answers; [`watch`]: watch lines; [`status`]: every failure as a `Status`;
+//! - [`access`]: `kubectl auth can-i`, answered by the role rules every request passes.
 
+pub mod access;
 mod convert;
 pub mod discovery;
 mod kinds;
@@ -41,7 +43,7 @@ pub fn owns(path: &str) -> bool {
 }
 
 pub fn router() -> Router<AppState> {
-    Router::new().merge(discovery::router()).merge(objects::router())
+    Router::new().merge(discovery::router()).merge(objects::router()).merge(access::router())
 }
 
 /// Answers every failure under `/k8s` as a `Status`, also those the shared layers produce

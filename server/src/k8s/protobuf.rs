@@ -177,6 +177,50 @@ pub fn object(body: &[u8]) -> Result<Value> {
     }
 }
 
+/// The body of `kubectl auth can-i` as JSON: a `SelfSubjectAccessReview`, or with `--list` a
+/// `SelfSubjectRulesReview`.
+pub fn access_review(body: &[u8]) -> Result<Value> {
+    let (kind, raw) = unwrap(body)?;
+    if !["SelfSubjectAccessReview", "SelfSubjectRulesReview"].contains(&kind.as_str()) {
+        return Err(Status::unsupported_media_type(format!(
+            "this path reads a SelfSubjectAccessReview or SelfSubjectRulesReview, not a {kind:?}"
+        )));
+    }
+    let mut out = json!({"apiVersion": "authorization.k8s.io/v1", "kind": kind, "spec": {}});
+    for (number, field) in fields(raw)?.into_iter().filter(|(_, f)| !is_unset(f)) {
+        match (kind.as_str(), number) {
+            (_, 1) => out["metadata"] = object_meta(message(&field)?)?,
+            (_, 3) if says_nothing(message(&field)?) => {}
+            ("SelfSubjectRulesReview", 2) => out["spec"] = strings(message(&field)?, "SelfSubjectRulesReviewSpec", &["namespace"])?,
+            (_, 2) => {
+                for (n, f) in fields(message(&field)?)?.into_iter().filter(|(_, f)| !is_unset(f)) {
+                    let (name, attributes) = match n {
+                        1 => ("resourceAttributes", strings(message(&f)?, "ResourceAttributes", &RESOURCE_ATTRIBUTES)?),
+                        2 => ("nonResourceAttributes", strings(message(&f)?, "NonResourceAttributes", &["path", "verb"])?),
+                        other => return Err(unknown("SelfSubjectAccessReviewSpec", other)),
+                    };
+                    out["spec"][name] = attributes;
+                }
+            }
+            (kind, other) => return Err(unknown(kind, other)),
+        }
+    }
+    Ok(out)
+}
+
+/// The string fields of `ResourceAttributes`, by number; its selectors (8, 9) are refused.
+const RESOURCE_ATTRIBUTES: [&str; 7] = ["namespace", "verb", "group", "version", "resource", "subresource", "name"];
+
+/// A message whose fields 1, 2, … are the strings `names`, as a JSON object.
+fn strings(bytes: &[u8], what: &str, names: &[&str]) -> Result<Value> {
+    let mut out = Map::new();
+    for (number, field) in fields(bytes)?.into_iter().filter(|(_, f)| !is_unset(f)) {
+        let name = usize::try_from(number).ok().and_then(|n| names.get(n.checked_sub(1)?)).ok_or_else(|| unknown(what, number))?;
+        out.insert(name.to_string(), text(&field)?.into());
+    }
+    Ok(Value::Object(out))
+}
+
 fn namespace(raw: &[u8]) -> Result<Value> {
     let mut out = json!({"apiVersion": "v1", "kind": "Namespace"});
     for (number, field) in fields(raw)?.into_iter().filter(|(_, f)| !is_unset(f)) {
@@ -280,6 +324,20 @@ mod tests {
     fn envelope(kind: &str, raw: &[u8]) -> Vec<u8> {
         let type_meta = [bytes_field(1, b"v1"), bytes_field(2, kind.as_bytes())].concat();
         [MAGIC.to_vec(), bytes_field(1, &type_meta), bytes_field(2, raw)].concat()
+    }
+
+    /// What kubectl 1.32 sends for `kubectl auth can-i create pods`, byte for byte.
+    #[test]
+    fn kubectls_access_review_reads_as_json() {
+        let sent = b"k8s\x00\n2\n\x17authorization.k8s.io/v1\x12\x17SelfSubjectAccessReview\x12?\n\x10\n\x00\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12!\n\x1f\n\x07default\x12\x06create\x1a\x00\"\x00*\x04pods2\x00:\x00\x1a\x08\x08\x00\x12\x00\x1a\x00 \x00\x1a\x00\"\x00";
+        let review = access_review(sent).unwrap();
+        assert_eq!(review["kind"], "SelfSubjectAccessReview");
+        assert_eq!(review["spec"], json!({"resourceAttributes": {"namespace": "default", "verb": "create", "resource": "pods"}}));
+        let rules = envelope("SelfSubjectRulesReview", &bytes_field(2, &bytes_field(1, b"team")));
+        assert_eq!(access_review(&rules).unwrap()["spec"], json!({"namespace": "team"}));
+        let selector = envelope("SelfSubjectAccessReview", &bytes_field(2, &bytes_field(1, &bytes_field(9, &bytes_field(1, b"a=b")))));
+        assert!(access_review(&selector).unwrap_err().message.contains("field 9 of the protobuf ResourceAttributes"));
+        assert_eq!(access_review(&envelope("Pod", b"")).unwrap_err().code, axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE);
     }
 
     #[test]

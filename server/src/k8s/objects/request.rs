@@ -96,7 +96,7 @@ pub(super) fn wants_table(headers: &HeaderMap) -> bool {
         .is_some_and(|accept| accept.split(',').next().is_some_and(|first| first.contains("as=Table") && first.contains("g=meta.k8s.io")))
 }
 
-pub(super) fn media_type(headers: &HeaderMap) -> String {
+pub(in crate::k8s) fn media_type(headers: &HeaderMap) -> String {
     let text = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
     text.split(';').next().unwrap_or("").trim().to_ascii_lowercase()
 }
