@@ -363,9 +363,25 @@ impl Client {
 
     /// The objects of a collection, with the revision the list was read at.
     pub async fn list_objects(&self, kind: Kind, selection: &Selection) -> Result<List<Object>> {
+        self.list_query(kind, selection, selection.query()).await
+    }
+
+    /// One page of a collection: at most `limit` objects, from where the previous page's
+    /// `continue_` token says (`None`: the first page). The list's `continue_` is the next
+    /// page's token, absent on the last page; every page is read at the first one's revision.
+    pub async fn list_page(&self, kind: Kind, selection: &Selection, limit: usize, continue_: Option<&str>) -> Result<List<Object>> {
+        let mut query = selection.query();
+        query.push(("limit", limit.to_string()));
+        if let Some(token) = continue_ {
+            query.push(("continue", token.to_string()));
+        }
+        self.list_query(kind, selection, query).await
+    }
+
+    async fn list_query(&self, kind: Kind, selection: &Selection, query: Vec<(&'static str, String)>) -> Result<List<Object>> {
         let action = format!("list {}", selection.describe(kind));
         let path = paths::collection(kind, selection.namespace.as_deref());
-        let list: List<serde_json::Value> = self.call(&action, self.request(Method::GET, &path).query(&selection.query())).await?;
+        let list: List<serde_json::Value> = self.call(&action, self.request(Method::GET, &path).query(&query)).await?;
         list.try_map(|item| object_from_value(kind, item)).map_err(|message| Error::Decode { action, message })
     }
 

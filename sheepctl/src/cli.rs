@@ -143,6 +143,9 @@ pub struct ApplyArgs {
     pub timeout: String,
 }
 
+/// How many objects a page of a printed list holds: kubectl's default chunk size.
+pub const CHUNK_SIZE: usize = 500;
+
 #[derive(Debug, Args)]
 pub struct GetArgs {
     /// pods (po), deployments (deploy), services (svc), nodes (no), events (ev), namespaces (ns); or KIND/NAME
@@ -167,6 +170,10 @@ pub struct GetArgs {
     /// After listing, keep printing changes as they happen
     #[arg(short = 'w', long)]
     pub watch: bool,
+
+    /// List in pages of this many objects, printing each as it arrives (0: one list), as kubectl's --chunk-size
+    #[arg(long = "chunk-size", value_name = "N", default_value_t = CHUNK_SIZE)]
+    pub chunk_size: usize,
 }
 
 #[derive(Debug, Args)]
