@@ -229,8 +229,8 @@ impl ContainerRuntime for FaultyRuntime {
     async fn probe(&self, id: &str, action: &ProbeAction, timeout: Duration) -> RuntimeResult<ProbeOutcome> {
         self.inner.probe(id, action, timeout).await
     }
-    fn logs(&self, id: &str, tail: Option<u64>, follow: bool) -> BoxStream<'static, RuntimeResult<Bytes>> {
-        self.inner.logs(id, tail, follow)
+    fn logs(&self, id: &str, request: &crate::runtime::LogRequest) -> BoxStream<'static, RuntimeResult<Bytes>> {
+        self.inner.logs(id, request)
     }
     fn events(&self, labels: &[(&str, &str)]) -> BoxStream<'static, RuntimeResult<RuntimeEvent>> {
         self.events_opened.lock().unwrap().push(Instant::now());

@@ -104,6 +104,14 @@ pub struct LogOptions {
     pub tail: Option<u64>,
     /// Keep streaming as the container writes.
     pub follow: bool,
+    /// Each line after the time it was written (RFC 3339).
+    pub timestamps: bool,
+    /// Only what was written in the last this many seconds.
+    pub since_seconds: Option<i64>,
+    /// Only what was written from this time on (RFC 3339).
+    pub since_time: Option<String>,
+    /// The container's previous run, before its last restart.
+    pub previous: bool,
 }
 
 /// `pod default/web`, `node node-1`: an object as actions name it.
@@ -499,6 +507,14 @@ impl Client {
         }
         if options.follow {
             query.push(("follow", "true".to_string()));
+        }
+        if options.timestamps {
+            query.push(("timestamps", "true".to_string()));
+        }
+        query.extend(options.since_seconds.map(|s| ("since_seconds", s.to_string())));
+        query.extend(options.since_time.clone().map(|t| ("since_time", t)));
+        if options.previous {
+            query.push(("previous", "true".to_string()));
         }
         let mut builder = self.request(Method::GET, &paths::pod_log(namespace, pod)).query(&query);
         if !options.follow {

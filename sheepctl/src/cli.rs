@@ -315,6 +315,22 @@ pub struct LogsArgs {
     /// Only the last N lines
     #[arg(long, value_name = "N")]
     pub tail: Option<u64>,
+
+    /// Each line after the time it was written (RFC 3339)
+    #[arg(long)]
+    pub timestamps: bool,
+
+    /// Only what was written in this last span, e.g. 5s, 2m, 1h
+    #[arg(long, value_name = "DURATION", conflicts_with = "since_time")]
+    pub since: Option<String>,
+
+    /// Only what was written from this time on (RFC 3339)
+    #[arg(long = "since-time", value_name = "TIME")]
+    pub since_time: Option<String>,
+
+    /// The container's previous run, before its last restart
+    #[arg(short = 'p', long)]
+    pub previous: bool,
 }
 
 #[derive(Debug, Args)]

@@ -121,6 +121,15 @@ fn kubectl_drives_a_docker_node_through_the_compatible_api() {
 
     let logs = kubectl.run(&["logs", "web-server"]);
     assert!(logs.contains("Hello from Sheep!"), "{logs}");
+    // Each line after the time Docker stamped it; a span or a time bounds what is shown.
+    let stamped = kubectl.run(&["logs", "web-server", "--timestamps"]);
+    let line = stamped.lines().find(|l| l.ends_with("Hello from Sheep!")).unwrap_or_else(|| panic!("{stamped}"));
+    assert!(chrono::DateTime::parse_from_rfc3339(line.split(' ').next().unwrap_or_default()).is_ok(), "{stamped}");
+    assert!(kubectl.run(&["logs", "web-server", "--since=1h"]).contains("Hello from Sheep!"));
+    assert_eq!(kubectl.run(&["logs", "web-server", "--since-time=2999-01-01T00:00:00Z"]), "", "nothing written since");
+    let none = kubectl.output(&["logs", "web-server", "--previous"]);
+    let said = String::from_utf8_lossy(&none.stderr);
+    assert!(!none.status.success() && said.contains(r#"previous terminated container "web" in pod "web-server" not found"#), "{said}");
     let described = kubectl.run(&["describe", "pod", "web-server"]);
     assert!(described.contains("Name:") && described.contains("web-server") && described.contains(NODE), "{described}");
     assert!(described.contains("Running"), "{described}");
@@ -165,6 +174,21 @@ fn kubectl_drives_a_docker_node_through_the_compatible_api() {
     }
     assert_eq!(kubectl.run(&["get", "pod", "probed", "-o", "jsonpath={.status.containerStatuses[0].started}"]), "true");
     assert!(kubectl.run(&["delete", "pod", "probed", "--grace-period=1"]).contains("pod \"probed\" deleted"));
+
+    // A container that restarts: --previous shows its run before the last restart alone.
+    let crash = dir.path().join("crash.yaml");
+    std::fs::write(
+        &crash,
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: crash\nspec:\n  containers:\n  - name: c\n    image: minimal\n    command: [\"/bin/sh\", \"-c\", \"echo run at $(date +%s%N); exit 1\"]\n    resources:\n      requests: {cpu: 50m, memory: 16Mi}\n",
+    )
+    .unwrap();
+    kubectl.run(&["apply", "-f", crash.to_str().unwrap()]);
+    server.eventually("/api/v1/namespaces/default/pods/crash", "restarted", |pod| {
+        pod["status"]["container_statuses"][0]["last_state"]["terminated"]["finished_at"].is_string()
+    });
+    let previous = kubectl.run(&["logs", "crash", "--previous"]);
+    assert_eq!(previous.lines().filter(|l| l.starts_with("run at ")).count(), 1, "one run: {previous}");
+    kubectl.run(&["delete", "pod", "crash", "--grace-period=1"]);
 
     shutdown.cancel();
     node.join().expect("the node thread ends");

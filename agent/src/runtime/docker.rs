@@ -27,7 +27,7 @@ use shepherd_image::RegistryLogin;
 
 use super::loopback_probe;
 use super::seam::{
-    ContainerConfig, ContainerInfo, ContainerRuntime, Error, Mount, ProbeAction, ProbeOutcome, Result, RunState, RuntimeEvent,
+    ContainerConfig, ContainerInfo, ContainerRuntime, Error, LogRequest, Mount, ProbeAction, ProbeOutcome, Result, RunState, RuntimeEvent,
 };
 
 /// The most of an exec probe's output kept for its event, as the kubelet's 10 KiB.
@@ -460,9 +460,18 @@ impl ContainerRuntime for DockerRuntime {
         Ok(infos)
     }
 
-    fn logs(&self, id: &str, tail: Option<u64>, follow: bool) -> BoxStream<'static, Result<Bytes>> {
-        let tail = tail.map_or_else(|| "all".to_string(), |n| n.to_string());
-        let options = LogsOptionsBuilder::default().stdout(true).stderr(true).follow(follow).tail(&tail).build();
+    fn logs(&self, id: &str, request: &LogRequest) -> BoxStream<'static, Result<Bytes>> {
+        let tail = request.tail.map_or_else(|| "all".to_string(), |n| n.to_string());
+        let seconds = |at: Option<i64>| at.map_or(0, |s| i32::try_from(s).unwrap_or(i32::MAX));
+        let options = LogsOptionsBuilder::default()
+            .stdout(true)
+            .stderr(true)
+            .follow(request.follow)
+            .tail(&tail)
+            .timestamps(request.timestamps)
+            .since(seconds(request.since))
+            .until(seconds(request.until))
+            .build();
         let container = id.to_string();
         self.docker
             .logs(id, Some(options))

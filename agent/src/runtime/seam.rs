@@ -114,6 +114,18 @@ pub enum RunState {
     Other(String),
 }
 
+/// Which of a container's output to read: the last `tail` lines (or all of it) written
+/// from `since` until before `until` (Unix seconds, as the engine takes them), each line after
+/// its RFC 3339 time when `timestamps` is set, then new lines as they come when `follow` is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogRequest {
+    pub tail: Option<u64>,
+    pub follow: bool,
+    pub timestamps: bool,
+    pub since: Option<i64>,
+    pub until: Option<i64>,
+}
+
 /// A snapshot of one container as the runtime sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerInfo {
@@ -240,9 +252,8 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     /// counts neither way; a probe that ran and failed is `Ok(ProbeOutcome::Failure)`.
     async fn probe(&self, id: &str, action: &ProbeAction, timeout: Duration) -> Result<ProbeOutcome>;
 
-    /// The container's output (stdout and stderr): the last `tail` lines, or all of it, then
-    /// new lines as they come when `follow` is set.
-    fn logs(&self, id: &str, tail: Option<u64>, follow: bool) -> BoxStream<'static, Result<Bytes>>;
+    /// The container's output (stdout and stderr) that `request` asks for.
+    fn logs(&self, id: &str, request: &LogRequest) -> BoxStream<'static, Result<Bytes>>;
 
     /// Lifecycle events of containers that carry all the given labels. The stream ends when
     /// the engine goes away; the caller subscribes again.

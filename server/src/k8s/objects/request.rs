@@ -45,6 +45,7 @@ pub struct K8sQuery {
     pub timestamps: Option<String>,
     pub previous: Option<String>,
     pub since_seconds: Option<i64>,
+    pub since_time: Option<String>,
     pub limit_bytes: Option<u64>,
 }
 

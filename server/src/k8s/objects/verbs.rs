@@ -144,19 +144,19 @@ impl Req {
     }
 
     pub(super) async fn log(&self) -> Result<Response> {
-        if flag(&self.query.timestamps)?
-            || flag(&self.query.previous)?
-            || self.query.since_seconds.is_some()
-            || self.query.limit_bytes.is_some()
-        {
+        if self.query.limit_bytes.is_some() {
             return Err(Status::bad_request(
-                "Shepherd's logs support follow, tailLines and container; timestamps, previous, sinceSeconds and limitBytes are not supported",
+                "Shepherd's logs support follow, tailLines, container, timestamps, sinceSeconds, sinceTime and previous; limitBytes is not supported",
             ));
         }
         let params = crate::api::pods::LogParams {
             container: self.query.container.clone(),
             tail: self.query.tail_lines,
             follow: self.query.follow.as_ref().map(|_| flag(&self.query.follow)).transpose()?,
+            timestamps: Some(flag(&self.query.timestamps)?),
+            since_seconds: self.query.since_seconds,
+            since_time: self.query.since_time.clone(),
+            previous: Some(flag(&self.query.previous)?),
         };
         let path = Path((self.namespace().to_string(), self.name().to_string()));
         Ok(crate::api::pods::log(State(self.state.clone()), path, crate::extract::Params(params)).await?)
