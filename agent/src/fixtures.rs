@@ -232,8 +232,8 @@ impl ContainerRuntime for FaultyRuntime {
     async fn connect_inside(&self, id: &str, port: u16) -> RuntimeResult<tokio::net::TcpStream> {
         self.inner.connect_inside(id, port).await
     }
-    fn logs(&self, id: &str, tail: Option<u64>, follow: bool) -> BoxStream<'static, RuntimeResult<Bytes>> {
-        self.inner.logs(id, tail, follow)
+    fn logs(&self, id: &str, request: &crate::runtime::LogRequest) -> BoxStream<'static, RuntimeResult<Bytes>> {
+        self.inner.logs(id, request)
     }
     async fn exec(&self, id: &str, options: &shared::remote_command::Options) -> RuntimeResult<crate::runtime::Attached> {
         self.inner.exec(id, options).await

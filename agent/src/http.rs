@@ -1,5 +1,6 @@
 //! The agent's own small HTTP API, like the kubelet's: `GET /healthz`,
-//! `GET /logs/{namespace}/{pod}?container=&tail=&follow=`, which streams a container's output
+//! `GET /logs/{namespace}/{pod}?container=&tail=&follow=&timestamps=&since=&until=` (the last
+//! two in Unix seconds), which streams a container's output
 //! as plain text (the API server's pod log endpoint proxies to it), `GET /exec/{namespace}/{pod}`
 //! and `GET /attach/{namespace}/{pod}`, WebSocket sessions ([`crate::remote_command`]) that the
 //! API server's `pods/exec` and `pods/attach` proxy to, `GET /portforward/{namespace}/{pod}`, a
@@ -97,6 +98,9 @@ pub struct LogQuery {
     tail: Option<String>,
     #[serde(default)]
     follow: Option<String>,
+    timestamps: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
 }
 
 async fn logs(
@@ -108,8 +112,19 @@ async fn logs(
 }
 
 async fn logs_of(state: &AppState, namespace: String, pod: String, query: LogQuery) -> Result<Response, HttpError> {
-    let follow = shared::parse::flag(query.follow.as_deref().unwrap_or_default())
-        .map_err(|e| HttpError::new(StatusCode::BAD_REQUEST, "BadRequest", format!("follow: {e}")))?;
+    let flag = |name: &str, value: &Option<String>| {
+        shared::parse::flag(value.as_deref().unwrap_or_default())
+            .map_err(|e| HttpError::new(StatusCode::BAD_REQUEST, "BadRequest", format!("{name}: {e}")))
+    };
+    let seconds = |name: &str, value: &Option<String>| match value.as_deref() {
+        None | Some("") => Ok(None),
+        Some(text) => text.parse::<i64>().map(Some).map_err(|_| {
+            HttpError::new(StatusCode::BAD_REQUEST, "BadRequest", format!("{name} must be a time in Unix seconds, got {text:?}"))
+        }),
+    };
+    let follow = flag("follow", &query.follow)?;
+    let (timestamps, since, until) =
+        (flag("timestamps", &query.timestamps)?, seconds("since", &query.since)?, seconds("until", &query.until)?);
     let tail =
         match query.tail.as_deref() {
             None | Some("") | Some("-1") | Some("all") => None,
@@ -120,7 +135,7 @@ async fn logs_of(state: &AppState, namespace: String, pod: String, query: LogQue
     let chosen = container_of(state, &namespace, &pod, &query.container).await?;
     let stream = state
         .runtime
-        .logs(&chosen.id, tail, follow)
+        .logs(&chosen.id, &crate::runtime::LogRequest { tail, follow, timestamps, since, until })
         .map(|chunk| chunk.map_err(std::io::Error::other))
         .take_until(state.shutdown.clone().cancelled_owned());
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], Body::from_stream(stream)).into_response())

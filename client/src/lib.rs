@@ -112,6 +112,14 @@ pub struct LogOptions {
     pub tail: Option<u64>,
     /// Keep streaming as the container writes.
     pub follow: bool,
+    /// Each line after the time it was written (RFC 3339).
+    pub timestamps: bool,
+    /// Only what was written in the last this many seconds.
+    pub since_seconds: Option<i64>,
+    /// Only what was written from this time on (RFC 3339).
+    pub since_time: Option<String>,
+    /// The container's previous run, before its last restart.
+    pub previous: bool,
 }
 
 /// `pod default/web`, `node node-1`: an object as actions name it.
@@ -371,9 +379,25 @@ impl Client {
 
     /// The objects of a collection, with the revision the list was read at.
     pub async fn list_objects(&self, kind: Kind, selection: &Selection) -> Result<List<Object>> {
+        self.list_query(kind, selection, selection.query()).await
+    }
+
+    /// One page of a collection: at most `limit` objects, from where the previous page's
+    /// `continue_` token says (`None`: the first page). The list's `continue_` is the next
+    /// page's token, absent on the last page; every page is read at the first one's revision.
+    pub async fn list_page(&self, kind: Kind, selection: &Selection, limit: usize, continue_: Option<&str>) -> Result<List<Object>> {
+        let mut query = selection.query();
+        query.push(("limit", limit.to_string()));
+        if let Some(token) = continue_ {
+            query.push(("continue", token.to_string()));
+        }
+        self.list_query(kind, selection, query).await
+    }
+
+    async fn list_query(&self, kind: Kind, selection: &Selection, query: Vec<(&'static str, String)>) -> Result<List<Object>> {
         let action = format!("list {}", selection.describe(kind));
         let path = paths::collection(kind, selection.namespace.as_deref());
-        let list: List<serde_json::Value> = self.call(&action, self.request(Method::GET, &path).query(&selection.query())).await?;
+        let list: List<serde_json::Value> = self.call(&action, self.request(Method::GET, &path).query(&query)).await?;
         list.try_map(|item| object_from_value(kind, item)).map_err(|message| Error::Decode { action, message })
     }
 
@@ -505,6 +529,14 @@ impl Client {
         }
         if options.follow {
             query.push(("follow", "true".to_string()));
+        }
+        if options.timestamps {
+            query.push(("timestamps", "true".to_string()));
+        }
+        query.extend(options.since_seconds.map(|s| ("since_seconds", s.to_string())));
+        query.extend(options.since_time.clone().map(|t| ("since_time", t)));
+        if options.previous {
+            query.push(("previous", "true".to_string()));
         }
         let mut builder = self.request(Method::GET, &paths::pod_log(namespace, pod)).query(&query);
         if !options.follow {

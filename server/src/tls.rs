@@ -330,15 +330,43 @@ async fn starts_with_tls(tcp: &TcpStream) -> bool {
 
 /// Answers a plain HTTP request on the TLS port with a 400 that says what to change, as
 /// Kubernetes' API server does, instead of closing the connection without a word.
+/// Go's words for a plain-HTTP request to a TLS port, with what to do about it.
+pub const PLAIN_HTTP_REFUSAL: &str = "Client sent an HTTP request to an HTTPS server: use https:// in the server address";
+
+/// The start of a plain-HTTP request this server reads to choose the answer's shape.
+const REQUEST_LINE_LIMIT: usize = 2048;
+
+/// Answers a plain-HTTP request with an error that names https, then closes the connection.
+/// The native API gets a 400 in its JSON error shape. Under `/k8s` it is a 403 in plain
+/// text: kubectl's first request is discovery, which client-go reads as raw bytes, so any
+/// error answer becomes a generic one that keeps the server's words only for a text body
+/// with 403 (a 400, Go's own answer, prints "the server rejected our request for an
+/// unknown reason").
 async fn refuse_plain_http(mut tcp: TcpStream) {
+    use axum::http::{StatusCode, header};
     use tokio::io::AsyncWriteExt as _;
-    let body = "Client sent an HTTP request to an HTTPS server: use https:// in the server address\n";
-    let answer = format!(
-        "HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let _ = tcp.write_all(answer.as_bytes()).await;
+    let mut start = vec![0u8; REQUEST_LINE_LIMIT];
+    let read = tcp.peek(&mut start).await.unwrap_or(0);
+    let (status, content_type, body) = if crate::k8s::owns(&request_path(&start[..read])) {
+        (StatusCode::FORBIDDEN, "text/plain; charset=utf-8".to_string(), format!("{PLAIN_HTTP_REFUSAL}\n").into_bytes().into())
+    } else {
+        let (parts, body) =
+            axum::response::IntoResponse::into_response(crate::error::ApiError::bad_request(PLAIN_HTTP_REFUSAL)).into_parts();
+        let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_string();
+        (parts.status, content_type, axum::body::to_bytes(body, usize::MAX).await.unwrap_or_default())
+    };
+    let head = format!("HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", body.len());
+    let _ = tcp.write_all(head.as_bytes()).await;
+    let _ = tcp.write_all(&body).await;
     let _ = tcp.shutdown().await;
+}
+
+/// The path of the request line `GET /k8s/api?timeout=32s HTTP/1.1`, empty when the bytes
+/// hold none.
+fn request_path(start: &[u8]) -> String {
+    let line = String::from_utf8_lossy(start.split(|b| *b == b'\n').next().unwrap_or_default()).into_owned();
+    let target = line.split(' ').nth(1).unwrap_or_default();
+    target.split('?').next().unwrap_or_default().to_string()
 }
 
 impl Listener for TlsListener {
@@ -455,6 +483,14 @@ mod tests {
         assert!(err.to_string().contains("c.pem holds no PEM certificate"), "{err}");
         let missing = Identity::from_files(&dir.path().join("none.pem"), &key).unwrap_err();
         assert!(missing.to_string().starts_with("cannot read"), "{missing}");
+    }
+
+    #[test]
+    fn a_plain_request_names_its_path_and_junk_names_none() {
+        assert_eq!(request_path(b"GET /k8s/api?timeout=32s HTTP/1.1\r\nHost: x\r\n"), "/k8s/api");
+        assert_eq!(request_path(b"GET /api/v1/pods HTTP/1.1"), "/api/v1/pods");
+        assert_eq!(request_path(b"\x00\xff"), "");
+        assert_eq!(request_path(b""), "");
     }
 
     #[test]

@@ -75,7 +75,13 @@ async fn plain_http_to_the_tls_port_is_told_to_use_https() {
     let plain = server.url.replace("https://", "http://");
     let answer = reqwest::get(format!("{plain}/api/v1/pods")).await.expect("an answer, not a closed connection");
     assert_eq!(answer.status(), StatusCode::BAD_REQUEST);
-    assert!(answer.text().await.unwrap().contains("HTTP request to an HTTPS server: use https://"));
+    let native: serde_json::Value = answer.json().await.unwrap();
+    assert_eq!(native["error"]["message"], server::tls::PLAIN_HTTP_REFUSAL, "the native error shape: {native}");
+    // kubectl's discovery keeps an error's words only from a text 403.
+    let answer = reqwest::get(format!("{plain}/k8s/api?timeout=32s")).await.expect("an answer");
+    assert_eq!(answer.status(), StatusCode::FORBIDDEN);
+    assert_eq!(answer.headers()["content-type"], "text/plain; charset=utf-8");
+    assert_eq!(answer.text().await.unwrap().trim(), server::tls::PLAIN_HTTP_REFUSAL);
     server.stop().await;
 }
 

@@ -145,6 +145,9 @@ pub struct ApplyArgs {
     pub timeout: String,
 }
 
+/// How many objects a page of a printed list holds: kubectl's default chunk size.
+pub const CHUNK_SIZE: usize = 500;
+
 #[derive(Debug, Args)]
 pub struct GetArgs {
     /// pods (po), deployments (deploy), services (svc), nodes (no), events (ev), namespaces (ns); or KIND/NAME
@@ -169,6 +172,10 @@ pub struct GetArgs {
     /// After listing, keep printing changes as they happen
     #[arg(short = 'w', long)]
     pub watch: bool,
+
+    /// List in pages of this many objects, printing each as it arrives (0: one list), as kubectl's --chunk-size
+    #[arg(long = "chunk-size", value_name = "N", default_value_t = CHUNK_SIZE)]
+    pub chunk_size: usize,
 }
 
 #[derive(Debug, Args)]
@@ -310,6 +317,22 @@ pub struct LogsArgs {
     /// Only the last N lines
     #[arg(long, value_name = "N")]
     pub tail: Option<u64>,
+
+    /// Each line after the time it was written (RFC 3339)
+    #[arg(long)]
+    pub timestamps: bool,
+
+    /// Only what was written in this last span, e.g. 5s, 2m, 1h
+    #[arg(long, value_name = "DURATION", conflicts_with = "since_time")]
+    pub since: Option<String>,
+
+    /// Only what was written from this time on (RFC 3339)
+    #[arg(long = "since-time", value_name = "TIME")]
+    pub since_time: Option<String>,
+
+    /// The container's previous run, before its last restart
+    #[arg(short = 'p', long)]
+    pub previous: bool,
 }
 
 #[derive(Debug, Args)]

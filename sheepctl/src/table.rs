@@ -30,6 +30,17 @@ impl Table {
         widths
     }
 
+    /// Each column as wide as its widest cell and never narrower than `remembered`, the
+    /// widths an earlier page was printed with: kubectl's remembered widths, so that the
+    /// columns of a list printed a page at a time only ever move right.
+    pub fn widths_after(&self, remembered: &[usize]) -> Vec<usize> {
+        let mut widths = self.widths();
+        for (width, before) in widths.iter_mut().zip(remembered) {
+            *width = (*width).max(*before);
+        }
+        widths
+    }
+
     /// The header and every row, each line ending in a newline.
     pub fn render(&self) -> String {
         let widths = self.widths();
@@ -70,5 +81,8 @@ mod tests {
         table.push(vec!["web-server".into(), "Running".into(), "node-1".into()]);
         table.push(vec!["a".into(), "Pending".into(), "".into()]);
         assert_eq!(table.render(), "NAME         STATUS    NODE\nweb-server   Running   node-1\na            Pending\n");
+        let mut next = Table::new(["NAME", "STATUS", "NODE"]);
+        next.push(vec!["b".into(), "ContainerCreating".into(), "n".into()]);
+        assert_eq!(next.widths_after(&table.widths()), [10, 17, 6], "never narrower than before, wider when a cell needs it");
     }
 }

@@ -83,6 +83,15 @@ fn kubectl_drives_a_docker_node_through_the_compatible_api() {
 
     let logs = kubectl.run(&["logs", "web-server"]);
     assert!(logs.contains("Hello from Sheep!"), "{logs}");
+    // Each line after the time Docker stamped it; a span or a time bounds what is shown.
+    let stamped = kubectl.run(&["logs", "web-server", "--timestamps"]);
+    let line = stamped.lines().find(|l| l.ends_with("Hello from Sheep!")).unwrap_or_else(|| panic!("{stamped}"));
+    assert!(chrono::DateTime::parse_from_rfc3339(line.split(' ').next().unwrap_or_default()).is_ok(), "{stamped}");
+    assert!(kubectl.run(&["logs", "web-server", "--since=1h"]).contains("Hello from Sheep!"));
+    assert_eq!(kubectl.run(&["logs", "web-server", "--since-time=2999-01-01T00:00:00Z"]), "", "nothing written since");
+    let none = kubectl.output(&["logs", "web-server", "--previous"]);
+    let said = String::from_utf8_lossy(&none.stderr);
+    assert!(!none.status.success() && said.contains(r#"previous terminated container "web" in pod "web-server" not found"#), "{said}");
     let described = kubectl.run(&["describe", "pod", "web-server"]);
     assert!(described.contains("Name:") && described.contains("web-server") && described.contains(NODE), "{described}");
     assert!(described.contains("Running"), "{described}");
@@ -128,6 +137,21 @@ fn kubectl_drives_a_docker_node_through_the_compatible_api() {
     assert_eq!(kubectl.run(&["get", "pod", "probed", "-o", "jsonpath={.status.containerStatuses[0].started}"]), "true");
     assert!(kubectl.run(&["delete", "pod", "probed", "--grace-period=1"]).contains("pod \"probed\" deleted"));
 
+    // A container that restarts: --previous shows its run before the last restart alone.
+    let crash = dir.path().join("crash.yaml");
+    std::fs::write(
+        &crash,
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: crash\nspec:\n  containers:\n  - name: c\n    image: minimal\n    command: [\"/bin/sh\", \"-c\", \"echo run at $(date +%s%N); exit 1\"]\n    resources:\n      requests: {cpu: 50m, memory: 16Mi}\n",
+    )
+    .unwrap();
+    kubectl.run(&["apply", "-f", crash.to_str().unwrap()]);
+    server.eventually("/api/v1/namespaces/default/pods/crash", "restarted", |pod| {
+        pod["status"]["container_statuses"][0]["last_state"]["terminated"]["finished_at"].is_string()
+    });
+    let previous = kubectl.run(&["logs", "crash", "--previous"]);
+    assert_eq!(previous.lines().filter(|l| l.starts_with("run at ")).count(), 1, "one run: {previous}");
+    kubectl.run(&["delete", "pod", "crash", "--grace-period=1"]);
+
     shutdown.cancel();
     node.join().expect("the node thread ends");
 }
@@ -158,4 +182,38 @@ fn kubectl_pages_a_list_with_chunk_size() {
     let table = kubectl.run(&["get", "pods", "--chunk-size=2"]);
     assert_eq!(table.lines().filter(|l| l.starts_with("chunk-")).count(), 5, "{table}");
     assert_eq!(table.lines().filter(|l| l.starts_with("NAME")).count(), 1, "one header for all pages: {table}");
+}
+
+/// A node's lease is `coordination.k8s.io/v1` in `kube-node-lease`, where `kubectl describe
+/// node` reads it; `get leases -A` lists it beside the control plane's, and a write is refused
+/// (its agent renews it through the native API).
+#[test]
+fn kubectl_reads_node_leases() {
+    let server = TestServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    server.sheepctl().args(["kubeconfig", "--save", kubeconfig.to_str().unwrap()]).assert().success();
+    let kubectl = Kubectl { kubeconfig };
+    server.register_node("lease-node");
+    server.renew_lease("lease-node");
+
+    let described = kubectl.run(&["describe", "node", "lease-node"]);
+    assert!(!described.contains("Failed to get lease"), "{described}");
+    let lease: Vec<&str> = described.lines().skip_while(|l| !l.starts_with("Lease:")).take(4).collect();
+    assert_eq!(lease.get(1).map(|l| l.split_whitespace().collect::<Vec<_>>()), Some(vec!["HolderIdentity:", "lease-node"]), "{described}");
+    assert!(lease.get(2).is_some_and(|l| l.contains("AcquireTime:") && l.contains("<unset>")), "{described}");
+    assert!(lease.get(3).is_some_and(|l| l.contains("RenewTime:") && !l.contains("<unset>")), "{described}");
+
+    let all = kubectl.run(&["get", "leases", "-A"]);
+    let header: Vec<&str> = all.lines().next().unwrap_or_default().split_whitespace().collect();
+    assert_eq!(header, ["NAMESPACE", "NAME", "HOLDER", "AGE"], "{all}");
+    assert!(all.lines().any(|l| l.split_whitespace().take(3).eq(["kube-node-lease", "lease-node", "lease-node"])), "{all}");
+    let nodes = kubectl.run(&["get", "leases", "-n", "kube-node-lease", "-o", "name"]);
+    assert_eq!(nodes.trim(), "lease.coordination.k8s.io/lease-node", "only the nodes' leases: {nodes}");
+    let yaml = kubectl.run(&["get", "lease", "lease-node", "-n", "kube-node-lease", "-o", "yaml"]);
+    assert!(yaml.contains("apiVersion: coordination.k8s.io/v1") && yaml.contains("leaseDurationSeconds: 40"), "{yaml}");
+
+    let refused = kubectl.output(&["delete", "lease", "lease-node", "-n", "kube-node-lease"]);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && said.contains("MethodNotAllowed") && said.contains("renews its node's lease"), "{said}");
 }

@@ -48,6 +48,24 @@ fn kubectl_uses_the_kubeconfigs_token_over_https() {
     assert!(said.contains("Error from server (Forbidden)") && said.contains("read-only"), "{said}");
     assert!(kubectl.run(&["--token", "viewer-secret-token", "get", "pod", "web-server"]).contains("web-server"), "a viewer reads");
 
+    // `kubectl auth can-i` is answered by the rules the requests themselves pass.
+    assert_eq!(kubectl.run(&["auth", "can-i", "create", "pods"]).trim(), "yes");
+    let can = |args: &[&str]| {
+        let out = kubectl.output(&[&["--token", "viewer-secret-token", "auth", "can-i"], args].concat());
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    assert_eq!(can(&["list", "pods"]), (Some(0), "yes".to_string()));
+    let (code, said) = can(&["create", "pods"]);
+    assert!(code == Some(1) && said.starts_with("no") && said.contains("read-only"), "{said}");
+    let (code, said) = can(&["get", "secrets"]);
+    assert!(code == Some(1) && said.contains("may not read secrets"), "{said}");
+    assert_eq!(can(&["get", "deployments.apps", "-n", "team"]).1, "yes");
+    let listed = can(&["--list"]).1;
+    let row = |resource: &str| listed.lines().find(|l| l.split_whitespace().next() == Some(resource)).map(str::to_string);
+    assert!(row("pods").is_some_and(|r| r.ends_with("[get list watch]")), "{listed}");
+    assert!(row("deployments.apps").is_some_and(|r| r.ends_with("[get list watch]")), "{listed}");
+    assert_eq!(row("secrets"), None, "a viewer may not read secrets: {listed}");
+
     // sheepctl, with the same authority and token; without the authority it says what to set.
     let listed =
         server.sheepctl().env("SHEPHERD_CA", &ca).env("SHEPHERD_TOKEN", "admin-secret-token").args(["get", "pods"]).assert().success();
@@ -63,4 +81,24 @@ fn a_token_over_plain_http_gets_a_warning_that_says_to_serve_https() {
     let out = server.sheepctl().env("SHEPHERD_TOKEN", "admin-secret-token").args(["kubeconfig"]).assert().success();
     let said = String::from_utf8_lossy(&out.get_output().stderr);
     assert!(said.contains("kubectl sends a bearer token only over HTTPS") && said.contains("--tls-self-signed"), "{said}");
+}
+
+/// A kubeconfig that says http:// for a server that speaks HTTPS: kubectl prints the
+/// server's words, which name https, not "the server rejected our request for an unknown
+/// reason" (what Go's own plain-text answer makes it print).
+#[test]
+fn kubectl_over_plain_http_to_the_tls_port_is_told_to_use_https() {
+    let server = TestServer::https_with_tokens(TOKENS);
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let plain = format!("{}/k8s", server.url.replace("https://", "http://"));
+    let config = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: s\n  cluster: {{server: \"{plain}\"}}\ncontexts:\n- name: s\n  context: {{cluster: s, user: u}}\ncurrent-context: s\nusers:\n- name: u\n  user: {{}}\n"
+    );
+    std::fs::write(&kubeconfig, config).unwrap();
+    let out = Kubectl { kubeconfig }.output(&["get", "pods"]);
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("Client sent an HTTP request to an HTTPS server: use https://"), "{said}");
+    assert!(!said.contains("unknown reason"), "{said}");
 }

@@ -377,3 +377,29 @@ fn several_servers_the_first_dead() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("shepherd-2") && stderr.contains("use-context"), "the output says so: {stderr}");
 }
+
+/// A list prints a page at a time (`--chunk-size`, 500 by default as kubectl's): one header,
+/// every row, one GET a page; columns widen for a later page's wider cell and never narrow.
+#[test]
+fn get_lists_in_pages_and_prints_each() {
+    let server = TestServer::start();
+    for name in ["a", "b", "c-pod-with-a-much-longer-name", "d", "e"] {
+        let pod = serde_json::json!({"kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "minimal", "resources": {"cpu": 100, "memory": 1 << 20}}]}});
+        assert_eq!(server.request(Method::POST, "/api/v1/pods", Some(pod)).0, 201);
+    }
+    const PODS: &str = "/api/v1/namespaces/{namespace}/pods";
+    let before = server.answered_gets(PODS);
+    let table = stdout(server.sheepctl().args(["get", "pods", "--chunk-size=2"]));
+    assert_eq!(server.answered_gets(PODS) - before, 3, "three pages of two pods at most");
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 6, "one header and five rows: {table}");
+    assert!(lines[0].starts_with("NAME") && lines[1].starts_with("a "), "{table}");
+    let status_at = |line: &str| line.find("Pending").unwrap_or_else(|| panic!("{table}"));
+    assert_eq!(status_at(lines[2]), status_at(lines[1]), "the first page: {table}");
+    assert!(status_at(lines[3]) > status_at(lines[1]), "the second page widens for its long name: {table}");
+    assert_eq!(status_at(lines[5]), status_at(lines[3]), "and the third keeps that width: {table}");
+    let names = stdout(server.sheepctl().args(["get", "pods", "-o", "name", "--chunk-size=2"]));
+    assert_eq!(names.lines().count(), 5, "{names}");
+    assert_eq!(stdout(server.sheepctl().args(["get", "pods", "--chunk-size=0"])).lines().count(), 6, "one list");
+}

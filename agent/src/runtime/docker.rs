@@ -26,7 +26,8 @@ use futures::{StreamExt, TryStreamExt};
 use shepherd_image::RegistryLogin;
 
 use super::seam::{
-    Attached, ContainerConfig, ContainerInfo, ContainerRuntime, Error, Mount, ProbeAction, ProbeOutcome, Result, RunState, RuntimeEvent,
+    Attached, ContainerConfig, ContainerInfo, ContainerRuntime, Error, LogRequest, Mount, ProbeAction, ProbeOutcome, Result, RunState,
+    RuntimeEvent,
 };
 use super::{docker_session, loopback_probe, netns};
 
@@ -472,9 +473,18 @@ impl ContainerRuntime for DockerRuntime {
         Ok(infos)
     }
 
-    fn logs(&self, id: &str, tail: Option<u64>, follow: bool) -> BoxStream<'static, Result<Bytes>> {
-        let tail = tail.map_or_else(|| "all".to_string(), |n| n.to_string());
-        let options = LogsOptionsBuilder::default().stdout(true).stderr(true).follow(follow).tail(&tail).build();
+    fn logs(&self, id: &str, request: &LogRequest) -> BoxStream<'static, Result<Bytes>> {
+        let tail = request.tail.map_or_else(|| "all".to_string(), |n| n.to_string());
+        let seconds = |at: Option<i64>| at.map_or(0, |s| i32::try_from(s).unwrap_or(i32::MAX));
+        let options = LogsOptionsBuilder::default()
+            .stdout(true)
+            .stderr(true)
+            .follow(request.follow)
+            .tail(&tail)
+            .timestamps(request.timestamps)
+            .since(seconds(request.since))
+            .until(seconds(request.until))
+            .build();
         let container = id.to_string();
         self.docker
             .logs(id, Some(options))

@@ -122,6 +122,18 @@ pub enum RunState {
     Other(String),
 }
 
+/// Which of a container's output to read: the last `tail` lines (or all of it) written
+/// from `since` until before `until` (Unix seconds, as the engine takes them), each line after
+/// its RFC 3339 time when `timestamps` is set, then new lines as they come when `follow` is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogRequest {
+    pub tail: Option<u64>,
+    pub follow: bool,
+    pub timestamps: bool,
+    pub since: Option<i64>,
+    pub until: Option<i64>,
+}
+
 /// A snapshot of one container as the runtime sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerInfo {
@@ -283,9 +295,8 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     /// to a pod address.
     async fn connect_inside(&self, id: &str, port: u16) -> Result<tokio::net::TcpStream>;
 
-    /// The container's output (stdout and stderr): the last `tail` lines, or all of it, then
-    /// new lines as they come when `follow` is set.
-    fn logs(&self, id: &str, tail: Option<u64>, follow: bool) -> BoxStream<'static, Result<Bytes>>;
+    /// The container's output (stdout and stderr) that `request` asks for.
+    fn logs(&self, id: &str, request: &LogRequest) -> BoxStream<'static, Result<Bytes>>;
 
     /// Runs `options.command` in the running container `id`, joined to the streams
     /// `options` asks for.

@@ -23,8 +23,8 @@ use tokio::sync::broadcast;
 use tokio_stream::wrappers::BroadcastStream;
 
 use super::seam::{
-    Attached, ContainerConfig, ContainerInfo, ContainerRuntime, Error, LABEL_POD_UID, ProbeAction, ProbeOutcome, Result, RunState,
-    RuntimeEvent,
+    Attached, ContainerConfig, ContainerInfo, ContainerRuntime, Error, LABEL_POD_UID, LogRequest, ProbeAction, ProbeOutcome, Result,
+    RunState, RuntimeEvent,
 };
 
 /// How many container events a follower may lag behind before it is told to re-read: the
@@ -275,11 +275,18 @@ impl ContainerRuntime for SimulatedRuntime {
         Ok(found)
     }
 
-    fn logs(&self, id: &str, _tail: Option<u64>, _follow: bool) -> BoxStream<'static, Result<Bytes>> {
+    fn logs(&self, id: &str, request: &LogRequest) -> BoxStream<'static, Result<Bytes>> {
         let line = match self.containers().get(id) {
             Some(info) => Ok(Bytes::from(format!(
-                "[simulated] container {} runs image {} with command {:?}; a simulated node executes nothing\n",
-                info.name, info.image, info.command
+                "{}[simulated] container {} runs image {} with command {:?}; a simulated node executes nothing\n",
+                // Written when it started, as Docker stamps a line when it is written.
+                match (request.timestamps, info.started_at) {
+                    (true, Some(at)) => format!("{} ", at.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)),
+                    _ => String::new(),
+                },
+                info.name,
+                info.image,
+                info.command
             ))),
             None => Err(Error::NotFound(id.to_string())),
         };

@@ -115,6 +115,11 @@ fn routes() -> Routes {
             get(sessions::attach).post(sessions::attach),
         )
         .add(
+            "/api/v1/namespaces/{namespace}/pods/{name}/portforward",
+            &[Method::GET, Method::POST],
+            get(sessions::port_forward).post(sessions::port_forward),
+        )
+        .add(
             "/api/v1/namespaces/{namespace}/deployments/{name}/scale",
             &[Method::GET, Method::PUT],
             get(objects::get_scale::<Deployment>).put(objects::put_scale::<Deployment>),

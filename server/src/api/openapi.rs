@@ -263,6 +263,22 @@ fn operations(generator: &mut SchemaGenerator) -> Vec<Op> {
         ),
         op(
             "get",
+            &format!("{path}/portforward"),
+            "Forward connections to the pod's ports: a WebSocket (SPDY/3.1+portforward.k8s.io) with its node's agent, which connects inside the pod's network namespace.".into(),
+            None,
+            &["101"],
+            Answer::Upgrade,
+        ),
+        op(
+            "post",
+            &format!("{path}/portforward"),
+            "As GET: the method of clients that upgrade with POST.".into(),
+            None,
+            &["101"],
+            Answer::Upgrade,
+        ),
+        op(
+            "get",
             "/api/v1/namespaces/{namespace}/deployments/{name}/scale",
             "Read a deployment's scale.".into(),
             None,

@@ -12,7 +12,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use shared::api::FieldError;
-use shared::model::{Binding, Kind, Object, Pod, PodPhase, PodStatus, event_types};
+use shared::model::{Binding, ContainerState, Kind, Object, Pod, PodPhase, PodStatus, event_types};
 
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
@@ -153,7 +153,8 @@ pub async fn scheduling(State(state): State<AppState>, Path((namespace, name)): 
     }
 }
 
-/// `?container=…&tail=N&follow=true`; any other parameter is refused by name.
+/// `?container=…&tail=N&follow=true&timestamps=true&since_seconds=N&since_time=RFC3339&previous=true`;
+/// any other parameter is refused by name.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LogParams {
@@ -161,6 +162,62 @@ pub struct LogParams {
     pub tail: Option<u64>,
     #[serde(deserialize_with = "shared::parse::deserialize_flag")]
     pub follow: Option<bool>,
+    #[serde(deserialize_with = "shared::parse::deserialize_flag")]
+    pub timestamps: Option<bool>,
+    pub since_seconds: Option<i64>,
+    pub since_time: Option<String>,
+    #[serde(deserialize_with = "shared::parse::deserialize_flag")]
+    pub previous: Option<bool>,
+}
+
+/// The part of a container's output a log request asks for, in Unix seconds as the agent
+/// (and Docker) take them: from `since`, and until before `until`.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct LogWindow {
+    since: Option<i64>,
+    until: Option<i64>,
+}
+
+/// The window of `params` for `pod` at `now`. The agent restarts a container in place, so
+/// its previous run (`previous`) is the part of its output written between the start and
+/// the end of the termination its status reports as `last_state`, as the kubelet keeps a
+/// container's previous instance until the next restart.
+fn log_window(pod: &Pod, params: &LogParams, now: chrono::DateTime<chrono::Utc>) -> ApiResult<LogWindow> {
+    let since = match (params.since_seconds, params.since_time.as_deref()) {
+        (Some(_), Some(_)) => return Err(ApiError::bad_request("at most one of sinceTime or sinceSeconds may be specified")),
+        (Some(seconds), None) if seconds < 1 => return Err(ApiError::bad_request("sinceSeconds must be greater than 0")),
+        (Some(seconds), None) => Some(now.timestamp() - seconds),
+        (None, Some(text)) => Some(
+            chrono::DateTime::parse_from_rfc3339(text)
+                .map_err(|e| ApiError::bad_request(format!("sinceTime {text:?} is not an RFC 3339 time: {e}")))?
+                .timestamp(),
+        ),
+        (None, None) => None,
+    };
+    if params.previous != Some(true) {
+        return Ok(LogWindow { since, until: None });
+    }
+    let container = match (&params.container, pod.spec.containers.as_slice()) {
+        (Some(name), _) => name.clone(),
+        (None, [only]) => only.name.clone(),
+        (None, containers) => {
+            let names: Vec<&str> = containers.iter().map(|c| c.name.as_str()).collect();
+            return Err(ApiError::bad_request(format!(
+                "a container name must be specified for pod {}, choose one of: [{}]",
+                pod.metadata.name,
+                names.join(" ")
+            )));
+        }
+    };
+    let last = pod.status.container_statuses.iter().find(|s| s.name == container).and_then(|s| s.last_state.as_ref());
+    match last {
+        Some(ContainerState::Terminated { started_at: Some(started), finished_at: Some(finished), .. }) => Ok(LogWindow {
+            since: Some(since.unwrap_or(i64::MIN).max(started.timestamp())),
+            // Docker's bound is a whole second: the next one takes in the run's last lines.
+            until: Some(finished.timestamp() + 1),
+        }),
+        _ => Err(ApiError::bad_request(format!("previous terminated container {container:?} in pod {:?} not found", pod.metadata.name))),
+    }
 }
 
 /// `GET …/pods/{name}/log`: proxied from the agent at the node's `agent_endpoint`, signed
@@ -174,6 +231,7 @@ pub async fn log(
 ) -> ApiResult<Response> {
     let pod = stored_pod(&state, &namespace, &name)?;
     let agent = crate::agent_client::pod_agent(&state, &pod, "logs")?;
+    let window = log_window(&pod, &params, chrono::Utc::now())?;
     let mut query: Vec<(&str, String)> = Vec::new();
     if let Some(c) = params.container {
         query.push(("container", c));
@@ -184,6 +242,11 @@ pub async fn log(
     if let Some(f) = params.follow {
         query.push(("follow", f.to_string()));
     }
+    if params.timestamps == Some(true) {
+        query.push(("timestamps", "true".into()));
+    }
+    query.extend(window.since.map(|s| ("since", s.to_string())));
+    query.extend(window.until.map(|u| ("until", u.to_string())));
     let url = format!("{}{}", agent.endpoint, shared::api::agent_paths::logs(&namespace, &name));
     let unreachable = |e: reqwest::Error| crate::agent_client::unreachable(&agent.node, &url, &e);
     let mut request = state.http.get(&url).query(&query).build().map_err(unreachable)?;
@@ -196,4 +259,51 @@ pub async fn log(
     let mut response = Body::from_stream(upstream.bytes_stream()).into_response();
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use shared::model::{Container, ContainerStatus};
+
+    use super::*;
+
+    fn pod(last_state: Option<ContainerState>) -> Pod {
+        let mut pod = Pod::default();
+        pod.metadata.name = "web".into();
+        pod.spec.containers = vec![Container { name: "c".into(), ..Container::default() }];
+        pod.status.container_statuses = vec![ContainerStatus { name: "c".into(), last_state, ..ContainerStatus::default() }];
+        pod
+    }
+
+    #[test]
+    fn a_log_window_is_a_span_a_time_or_the_previous_run() {
+        let at = |s: i64| chrono::DateTime::from_timestamp(s, 500_000_000).unwrap();
+        let now = at(1_000);
+        let window = |params: LogParams, pod: &Pod| log_window(pod, &params, now);
+        let plain = pod(None);
+        assert_eq!(
+            window(LogParams { since_seconds: Some(5), ..LogParams::default() }, &plain).unwrap(),
+            LogWindow { since: Some(995), until: None }
+        );
+        let time = LogParams { since_time: Some("1970-01-01T00:10:00Z".into()), ..LogParams::default() };
+        assert_eq!(window(time, &plain).unwrap().since, Some(600));
+        let both = LogParams { since_seconds: Some(5), since_time: Some("1970-01-01T00:10:00Z".into()), ..LogParams::default() };
+        assert!(window(both, &plain).unwrap_err().message.contains("at most one of sinceTime or sinceSeconds"));
+        assert!(window(LogParams { since_seconds: Some(0), ..LogParams::default() }, &plain).is_err());
+
+        let previous = || LogParams { previous: Some(true), ..LogParams::default() };
+        let refused = window(previous(), &plain).unwrap_err();
+        assert_eq!(refused.message, r#"previous terminated container "c" in pod "web" not found"#);
+        let ended = ContainerState::Terminated {
+            exit_code: 1,
+            reason: "Error".into(),
+            message: String::new(),
+            started_at: Some(at(900)),
+            finished_at: Some(at(901)),
+        };
+        let restarted = pod(Some(ended));
+        assert_eq!(window(previous(), &restarted).unwrap(), LogWindow { since: Some(900), until: Some(902) }, "its whole seconds");
+        let later = LogParams { since_time: Some("1970-01-01T00:15:00.5Z".into()), ..previous() };
+        assert_eq!(window(later, &restarted).unwrap().since, Some(900), "the later of the two starts");
+    }
 }

@@ -1,7 +1,8 @@
-//! A pod's `exec` and `attach`: WebSocket sessions (`shared::remote_command`) proxied to
-//! the agent of the pod's node ([`crate::agent_upgrade`]). Joining a pod's processes is a
-//! write on the pod, as Kubernetes asks `create` on `pods/exec`. Each session writes one
-//! audit line: who ran what in which pod and container, and how it ended.
+//! A pod's `exec` and `attach`, WebSocket sessions (`shared::remote_command`), and its
+//! `portforward` (`shared::api::port_forward`), proxied to the agent of the pod's node
+//! ([`crate::agent_upgrade`]). Each is a write on the pod, as Kubernetes asks `create` on
+//! `pods/exec` and `pods/portforward`. Each session writes one audit line: who ran what in
+//! which pod and container, or forwarded to it, and how it ended.
 
 use std::sync::{Arc, Mutex};
 
@@ -96,4 +97,27 @@ async fn join(
     };
     let session = AgentSession { pod: &pod, wanted: join.as_str(), path, query: options.to_query() };
     proxy(state, request, session, tap, audit).await
+}
+
+/// `GET` (WebSocket) `…/pods/{name}/portforward`: the ports are named in each stream's
+/// headers, so the query says nothing the agent needs.
+pub async fn port_forward(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path((namespace, name)): Path<(String, String)>,
+    request: Request,
+) -> ApiResult<Response> {
+    let pod = super::pods::stored_pod(&state, &namespace, &name)?;
+    principal.may_join_pod("portforward", &format!("{namespace}/{name}"), &pod.spec.node_name)?;
+    let line = format!("{} portforward pod {namespace}/{name}", principal.describe());
+    let audit = move |end: SessionEnd| {
+        let outcome = match end.error {
+            Some(error) => format!("broke off: {error}"),
+            None => "ended".to_string(),
+        };
+        tracing::info!(target: "audit", "{line}: {outcome} after {:.3} s", end.duration.as_secs_f64());
+    };
+    let path = shared::api::agent_paths::port_forward(&namespace, &name);
+    let session = AgentSession { pod: &pod, wanted: "portforward", path, query: Vec::new() };
+    proxy(&state, request, session, Box::new(|_: &[u8]| {}), audit).await
 }

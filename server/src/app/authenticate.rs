@@ -44,13 +44,47 @@ fn names_secrets(path: &str) -> bool {
     matches!(parts.as_slice(), ["", "api", "v1", "secrets", ..] | ["", "api", "v1", "namespaces", _, "secrets", ..])
 }
 
-/// Whether a path opens a pod's session (exec, attach) in either dialect: its handler checks
-/// the write rights it needs (`Principal::may_join_pod`) whatever the method, since kubectl
-/// opens a WebSocket with GET and falls back to SPDY with POST.
-fn opens_a_session(path: &str) -> bool {
+/// The session (`exec`, `attach`, `portforward`) and the pod (`namespace/name`) a path opens,
+/// in either dialect. A session is a write whatever its method, since kubectl opens a
+/// WebSocket with GET and falls back to SPDY with POST; which pods a node may join, its
+/// handler checks (`Principal::may_join_pod`).
+fn session_of(path: &str) -> Option<(&str, String)> {
     let path = path.strip_prefix(k8s::PREFIX).unwrap_or(path);
     let parts: Vec<&str> = path.trim_end_matches('/').split('/').collect();
-    matches!(parts.as_slice(), ["", "api", "v1", "namespaces", _, "pods", _, "exec" | "attach"])
+    match parts.as_slice() {
+        ["", "api", "v1", "namespaces", namespace, "pods", name, session @ ("exec" | "attach" | "portforward")] => {
+            Some((*session, format!("{namespace}/{name}")))
+        }
+        _ => None,
+    }
+}
+
+/// Whether `principal`'s role allows `method` on `path`: the one home of each role's coarse
+/// rules, which every request passes and which `kubectl auth can-i` asks
+/// (`k8s::access`); handlers check which node and pod after it.
+pub fn role_allows(principal: &Principal, method: &Method, path: &str) -> Result<(), ApiError> {
+    // Reading a manifest is a read, though its body needs a POST; so is asking what one may do.
+    let session = session_of(path);
+    let read = session.is_none()
+        && (method == Method::GET || method == Method::HEAD || path == shared::api::paths::MANIFESTS_PARSE || k8s::access::is_review(path));
+    match principal.role {
+        Role::Admin => Ok(()),
+        Role::Node if session.is_some() => Ok(()),
+        Role::Viewer if let Some((session, pod)) = &session => principal.may_join_pod(session, pod, ""),
+        Role::Viewer if !read => Err(ApiError::forbidden(format!("a viewer token is read-only: {method} {path} is not allowed"))),
+        Role::Viewer if names_secrets(path) => Err(ApiError::forbidden(format!(
+            "a viewer token may not read secrets (as Kubernetes' view role): {method} {path} is not allowed"
+        ))),
+        Role::Node if !read && k8s::owns(path) => Err(ApiError::forbidden(format!(
+            "{} may only read through /k8s (its agent writes through /api/v1), not {method} {path}",
+            principal.describe()
+        ))),
+        Role::Node if !read && !node_may_attempt(method, path) => Err(ApiError::forbidden(format!(
+            "{} may write only its node, its heartbeat and lease, the status of its pods and events, and delete its pods, not {method} {path}",
+            principal.describe()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Authenticates the bearer token, applies each role's coarse rules and leaves the
@@ -74,40 +108,8 @@ pub async fn authenticate(State(state): State<AppState>, mut request: Request, n
             None => return ApiError::unauthorized("the bearer token is not known to this server").into_response(),
         }
     };
-    let method = request.method().clone();
-    // Reading a manifest is a read, though its body needs a POST.
-    let read = method == Method::GET || method == Method::HEAD || request.uri().path() == shared::api::paths::MANIFESTS_PARSE;
-    match principal.role {
-        Role::Admin => {}
-        _ if opens_a_session(request.uri().path()) => {}
-        Role::Viewer if !read => {
-            return ApiError::forbidden(format!("a viewer token is read-only: {method} {} is not allowed", request.uri().path()))
-                .into_response();
-        }
-        Role::Viewer if names_secrets(request.uri().path()) => {
-            return ApiError::forbidden(format!(
-                "a viewer token may not read secrets (as Kubernetes' view role): {method} {} is not allowed",
-                request.uri().path()
-            ))
-            .into_response();
-        }
-        Role::Node if !read && k8s::owns(request.uri().path()) => {
-            return ApiError::forbidden(format!(
-                "{} may only read through /k8s (its agent writes through /api/v1), not {method} {}",
-                principal.describe(),
-                request.uri().path()
-            ))
-            .into_response();
-        }
-        Role::Node if !read && !node_may_attempt(&method, request.uri().path()) => {
-            return ApiError::forbidden(format!(
-                "{} may write only its node, its heartbeat and lease, the status of its pods and events, and delete its pods, not {method} {}",
-                principal.describe(),
-                request.uri().path()
-            ))
-            .into_response();
-        }
-        _ => {}
+    if let Err(refusal) = role_allows(&principal, request.method(), request.uri().path()) {
+        return refusal.into_response();
     }
     request.extensions_mut().insert(principal);
     if let Some(bearer) = bearer {
@@ -133,11 +135,15 @@ mod tests {
 
     #[test]
     fn sessions_are_named_in_either_dialect_and_nothing_else_is() {
-        for path in ["/api/v1/namespaces/default/pods/web/exec", "/k8s/api/v1/namespaces/a/pods/b/attach"] {
-            assert!(opens_a_session(path), "{path}");
+        for path in [
+            "/api/v1/namespaces/default/pods/web/exec",
+            "/k8s/api/v1/namespaces/a/pods/b/attach",
+            "/api/v1/namespaces/a/pods/b/portforward",
+        ] {
+            assert!(session_of(path).is_some(), "{path}");
         }
         for path in ["/api/v1/namespaces/default/pods/exec", "/k8s/api/v1/namespaces/a/services/b/exec", "/api/v1/pods/b/exec"] {
-            assert!(!opens_a_session(path), "{path}");
+            assert!(session_of(path).is_none(), "{path}");
         }
     }
 

@@ -5,6 +5,7 @@
 //! for every failure (unknown routes, rejected extractors, panics).
 
 mod authenticate;
+pub use authenticate::role_allows;
 mod dashboard;
 pub mod web_pages;
 

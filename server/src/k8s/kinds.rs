@@ -6,12 +6,10 @@
 use k8s_openapi::Resource;
 use k8s_openapi::api::apps::v1 as apps;
 use k8s_openapi::api::autoscaling::v1 as autoscaling;
+use k8s_openapi::api::coordination::v1 as coordination;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::discovery::v1 as discovery;
 use shared::model::Kind;
-
-/// Leases are the native API's alone (`/api/v1/leases`): [`KINDS`] names none.
-pub const NO_LEASES: &str = "the Kubernetes-compatible API serves no leases";
 
 /// What a plural names: a stored kind, or the endpoints (as Endpoints or as EndpointSlices)
 /// derived from services.
@@ -144,6 +142,8 @@ pub const KINDS: &[Entry] = &[
         categories: &[],
         subresources: &[],
     },
+    // Read-only: their holders write them through the native API (convert::coordination).
+    Entry::stored::<coordination::Lease>(Kind::Lease, READ, &[]),
 ];
 
 /// The groups served, each once, the core group (`""`) first.
@@ -186,7 +186,7 @@ impl Served {
     }
 
     pub fn entry(self) -> &'static Entry {
-        KINDS.iter().find(|e| e.served == self).unwrap_or_else(|| unreachable!("{NO_LEASES}"))
+        KINDS.iter().find(|e| e.served == self).unwrap_or_else(|| unreachable!("every Served is in KINDS"))
     }
 
     /// The kind the store holds for it.
@@ -205,8 +205,10 @@ impl Served {
         self.entry().plural
     }
 
+    /// Leases are namespaced here as in Kubernetes, though a node's has no namespace in the
+    /// store (convert::NODE_LEASE_NAMESPACE).
     pub fn namespaced(self) -> bool {
-        self.stored().namespaced()
+        self == Served::Stored(Kind::Lease) || self.stored().namespaced()
     }
 
     pub fn api_version(self) -> &'static str {
@@ -227,7 +229,8 @@ mod tests {
             }
             assert_eq!(Served::parse(entry.gvk.group, entry.plural), Some(entry.served));
         }
-        assert_eq!(groups(), ["", "apps", "discovery.k8s.io"]);
+        assert_eq!(groups(), ["", "apps", "discovery.k8s.io", "coordination.k8s.io"]);
+        assert!(Served::Stored(Kind::Lease).namespaced(), "in kube-node-lease and kube-system");
         assert_eq!(api_version_of("Deployment"), "apps/v1");
         assert_eq!(api_version_of("Pod"), "v1");
         assert_eq!(Served::Endpoints.kind_name(), "Endpoints");
@@ -239,7 +242,7 @@ mod tests {
     fn the_model_reads_the_short_names_discovery_lists() {
         for entry in KINDS {
             let Served::Stored(kind) = entry.served else { continue };
-            assert!(!entry.short.is_empty() || kind == Kind::Secret, "{kind}: only Secrets have no short name in Kubernetes");
+            assert!(!entry.short.is_empty() || [Kind::Secret, Kind::Lease].contains(&kind), "{kind}: it has a short name in Kubernetes");
             for name in entry.short.iter().chain([&entry.gvk.kind, &entry.plural]) {
                 assert_eq!(Kind::from_alias(name), Some(kind), "{name}");
                 assert_eq!(Kind::from_alias(&name.to_ascii_uppercase()), Some(kind), "{name}");

@@ -6,8 +6,10 @@
 //! - [`objects`]: the objects' routes, list paging and field selectors, and the verbs;
 //! - [`convert`]: Kubernetes' shapes and the rules for refusing fields; [`patch`]: PATCH
 //!   bodies; [`protobuf`]: the protobuf bodies kubectl's typed commands send;
-//! - [`table`]: Table answers; [`watch`]: watch lines; [`status`]: every failure as a `Status`.
+//! - [`table`]: Table answers; [`watch`]: watch lines; [`status`]: every failure as a `Status`;
+//! - [`access`]: `kubectl auth can-i`, answered by the role rules every request passes.
 
+pub mod access;
 mod convert;
 pub mod discovery;
 mod kinds;
@@ -49,8 +51,10 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .merge(discovery::router())
         .merge(objects::router())
+        .merge(access::router())
         .route("/k8s/api/v1/namespaces/{namespace}/pods/{name}/exec", get(sessions::exec).post(sessions::exec))
         .route("/k8s/api/v1/namespaces/{namespace}/pods/{name}/attach", get(sessions::attach).post(sessions::attach))
+        .route("/k8s/api/v1/namespaces/{namespace}/pods/{name}/portforward", get(sessions::port_forward).post(sessions::port_forward))
 }
 
 /// Answers every failure under `/k8s` as a `Status`, also those the shared layers produce

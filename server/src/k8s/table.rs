@@ -7,7 +7,7 @@ use shared::model::Object;
 use shared::words;
 
 use super::convert::to_json;
-use super::kinds::{NO_LEASES, Served};
+use super::kinds::Served;
 use crate::state::AppState;
 
 /// What each row carries besides its cells (`?includeObject=`).
@@ -92,7 +92,7 @@ fn columns(kind: Served) -> &'static [(&'static str, &'static str, u8)] {
         Served::EndpointSlices => {
             &[("Name", "string", 0), ("AddressType", "string", 0), ("Ports", "string", 0), ("Endpoints", "string", 0), ("Age", "string", 0)]
         }
-        Served::Stored(Kind::Lease) => unreachable!("{NO_LEASES}"),
+        Served::Stored(Kind::Lease) => &[("Name", "string", 0), ("Holder", "string", 0), ("Age", "string", 0)],
     }
 }
 
@@ -207,7 +207,7 @@ fn cells(kind: Served, object: &Object, state: &AppState, now: shared::model::Ti
         (_, Object::Namespace(n)) => vec![meta.name.clone().into(), none_if_empty(&n.status.phase), age.into()],
         (_, Object::ConfigMap(c)) => vec![meta.name.clone().into(), c.len().into(), age.into()],
         (_, Object::Secret(s)) => vec![meta.name.clone().into(), s.type_.clone().into(), s.data.len().into(), age.into()],
-        (_, Object::Lease(_)) => unreachable!("{NO_LEASES}"),
+        (_, Object::Lease(l)) => vec![meta.name.clone().into(), l.spec.holder_identity.clone().into(), age.into()],
     }
 }
 

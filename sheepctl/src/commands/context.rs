@@ -55,13 +55,19 @@ impl Context {
         fields: Option<String>,
     ) -> Changes<Collection> {
         let selector = selector.unwrap_or_default();
-        let selection = Selection {
-            namespace: namespace.filter(|_| kind.namespaced()).map(str::to_string),
-            label_selector: (!selector.is_empty()).then(|| selector.to_string()),
-            field_selector: fields,
-        };
+        let selection = selection(kind, namespace, &selector, fields);
         let source = Collection { client: self.client.clone(), kind, selection };
         let watcher = Watcher::new(source, WATCH_BACKOFF).give_up_after(WATCH_ATTEMPTS).poll_after(STREAM_ATTEMPTS, POLL_INTERVAL);
         Changes::new(watcher).matching(selector)
+    }
+}
+
+/// What the server selects for a list or watch of `kind`: the namespace (none for a
+/// cluster-scoped kind), the label selector and the field selector.
+pub fn selection(kind: Kind, namespace: Option<&str>, selector: &LabelSelector, fields: Option<String>) -> Selection {
+    Selection {
+        namespace: namespace.filter(|_| kind.namespaced()).map(str::to_string),
+        label_selector: (!selector.is_empty()).then(|| selector.to_string()),
+        field_selector: fields,
     }
 }

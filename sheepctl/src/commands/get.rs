@@ -1,5 +1,6 @@
 //! `sheepctl get KIND [NAME]`: tables, `-o wide|json|yaml|name`, `-l SELECTOR`, and `-w`,
-//! which keeps printing each change from the watch stream, one row per change.
+//! which keeps printing each change from the watch stream, one row per change. A table or
+//! names are listed in pages of `--chunk-size` (500, kubectl's), each printed as it arrives.
 
 use anyhow::{Result, bail};
 use shared::api::{List, WatchEventType};
@@ -17,13 +18,14 @@ use crate::view::{self, RowContext};
 use shared::readiness::NodeJudge;
 
 /// What to show: a kind, and optionally one name, or a label selector and a field selector
-/// (which the server evaluates).
+/// (which the server evaluates); a list in pages of `chunk_size` objects (0: one list).
 #[derive(Debug, Clone)]
 pub struct Query {
     pub kind: Kind,
     pub name: Option<String>,
     pub selector: Option<LabelSelector>,
     pub fields: Option<String>,
+    pub chunk_size: usize,
 }
 
 pub async fn run(context: &Context, args: &GetArgs) -> Result<()> {
@@ -41,7 +43,7 @@ pub async fn run(context: &Context, args: &GetArgs) -> Result<()> {
     if name.is_some() && (selector.is_some() || fields.is_some()) {
         bail!("a NAME and a selector both select objects: give one of them");
     }
-    show(context, Query { kind, name, selector, fields }, args.output, args.watch).await
+    show(context, Query { kind, name, selector, fields, chunk_size: args.chunk_size }, args.output, args.watch).await
 }
 
 pub fn parse_selector(text: Option<&str>) -> Result<Option<LabelSelector>> {
@@ -61,22 +63,6 @@ pub async fn show(context: &Context, query: Query, output: Option<OutputFormat>,
         watcher = watcher.named(name);
     }
 
-    let (mut objects, list_kind, resource_version) = match (&query.name, watch) {
-        (Some(name), false) if scope.is_some() || !kind.namespaced() => {
-            let object = context.client.get_object(kind, &settings.namespace, name).await?;
-            let rv = object.metadata().resource_version;
-            (vec![object], String::new(), rv)
-        }
-        _ => {
-            let objects = watcher.list().await?;
-            (objects, format!("{}List", kind.as_str()), watcher.resource_version())
-        }
-    };
-    if let (Some(name), true) = (&query.name, objects.is_empty()) {
-        bail!("{} {name:?} not found{}", kind_word(kind), where_(context, kind));
-    }
-    sort(kind, &mut objects);
-
     let mut row_context = RowContext {
         now: context.now(),
         wide: output == Some(OutputFormat::Wide),
@@ -94,6 +80,29 @@ pub async fn show(context: &Context, query: Query, output: Option<OutputFormat>,
             row_context.node_usage = Some(requested_by_node(pods.items.iter().filter_map(Pod::from_object)));
         }
     }
+
+    // Events print in the order they happened, which needs them all; the rest print in the
+    // server's list order, a page at a time.
+    let pages = query.name.is_none() && !watch && query.chunk_size > 0 && kind != Kind::Event;
+    if pages && matches!(output, None | Some(OutputFormat::Wide) | Some(OutputFormat::Name)) {
+        let selection = super::context::selection(kind, scope, &query.selector.clone().unwrap_or_default(), query.fields.clone());
+        return print_pages(context, kind, &selection, query.chunk_size, output, &row_context).await;
+    }
+    let (mut objects, list_kind, resource_version) = match (&query.name, watch) {
+        (Some(name), false) if scope.is_some() || !kind.namespaced() => {
+            let object = context.client.get_object(kind, &settings.namespace, name).await?;
+            let rv = object.metadata().resource_version;
+            (vec![object], String::new(), rv)
+        }
+        _ => {
+            let objects = watcher.list().await?;
+            (objects, format!("{}List", kind.as_str()), watcher.resource_version())
+        }
+    };
+    if let (Some(name), true) = (&query.name, objects.is_empty()) {
+        bail!("{} {name:?} not found{}", kind_word(kind), where_(context, kind));
+    }
+    sort(kind, &mut objects);
 
     let single = query.name.is_some() && !watch;
     let widths = match output {
@@ -151,6 +160,45 @@ pub async fn show(context: &Context, query: Query, output: Option<OutputFormat>,
         };
         print(&text)?;
     }
+}
+
+/// Lists in pages of `chunk_size` and prints each as it comes: a table's header once, its
+/// columns as wide as the widest cell so far (kubectl's remembered widths), or names.
+async fn print_pages(
+    context: &Context,
+    kind: Kind,
+    selection: &Selection,
+    chunk_size: usize,
+    output: Option<OutputFormat>,
+    row_context: &RowContext,
+) -> Result<()> {
+    let (mut token, mut widths, mut printed) = (None::<String>, Vec::new(), false);
+    loop {
+        let page = context.client.list_page(kind, selection, chunk_size, token.as_deref()).await?;
+        let text = match output {
+            Some(OutputFormat::Name) => page.items.iter().map(|o| view::object_name(o) + "\n").collect::<String>(),
+            _ if page.items.is_empty() => String::new(),
+            _ => {
+                let table = view::table(kind, &page.items, row_context);
+                widths = table.widths_after(&widths);
+                let mut text = if printed { String::new() } else { table::line(&table.headers, &widths) };
+                for row in &table.rows {
+                    text.push_str(&table::line(row, &widths));
+                }
+                text
+            }
+        };
+        print(&text)?;
+        printed |= !page.items.is_empty();
+        match page.continue_.filter(|t| !t.is_empty()) {
+            Some(next) => token = Some(next),
+            None => break,
+        }
+    }
+    if !printed && output != Some(OutputFormat::Name) {
+        eprintln!("No {} found{}.", kind.plural(), where_(context, kind));
+    }
+    Ok(())
 }
 
 fn event_word(type_: WatchEventType) -> &'static str {

@@ -12,7 +12,13 @@ use crate::settings;
 
 pub async fn run(context: &Context, args: &NodesArgs) -> Result<()> {
     let selector = get::parse_selector(args.selector.as_deref())?;
-    get::show(context, Query { kind: Kind::Node, name: None, selector, fields: None }, args.output, false).await
+    get::show(
+        context,
+        Query { kind: Kind::Node, name: None, selector, fields: None, chunk_size: crate::cli::CHUNK_SIZE },
+        args.output,
+        false,
+    )
+    .await
 }
 
 /// Cordons the node when `cordon`, else uncordons it.

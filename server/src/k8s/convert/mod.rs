@@ -1,11 +1,13 @@
 //! The one translation between Kubernetes' shapes (`k8s-openapi`) and `shared::model`, both
 //! ways: [`strict`] holds the rules for refusing fields, [`meta`] the pieces every kind shares,
 //! and one file per API group maps its kinds ([`core`] for `v1`, [`apps`] for `apps/v1`,
-//! [`discovery`] for the EndpointSlices of `discovery.k8s.io/v1`), but for `v1`'s ConfigMap
-//! and Secret, which have [`config`], and a pod's volumes and mounts, which have [`volumes`].
+//! [`discovery`] for the EndpointSlices of `discovery.k8s.io/v1`, [`coordination`] for the
+//! read-only Leases of `coordination.k8s.io/v1`), but for `v1`'s ConfigMap and Secret, which
+//! have [`config`], and a pod's volumes and mounts, which have [`volumes`].
 
 mod apps;
 mod config;
+mod coordination;
 mod core;
 mod discovery;
 mod env;
@@ -17,10 +19,11 @@ use serde_json::Value;
 use shared::model::{ConfigMap, Deployment, Event, Kind, Namespace, Node, Object, Pod, ReplicaSet, Resource, Secret, Service};
 
 pub use self::apps::{scale_in, scale_out};
+pub use self::coordination::lease_store_namespace;
 pub use self::core::endpoints;
 pub use self::discovery::{endpoint_slice, select_slices};
 pub use self::strict::{Cause, Convert, Error, decode, invalid_causes, k8s_field};
-use super::kinds::{KINDS, NO_LEASES, Served};
+use super::kinds::{KINDS, Served};
 
 /// An object in Kubernetes' JSON shape.
 pub fn to_json(served: Served, object: &Object) -> Value {
@@ -36,7 +39,7 @@ pub fn to_json(served: Served, object: &Object) -> Value {
         (_, Object::Namespace(o)) => serde_json::to_value(o.to_k8s()),
         (_, Object::ConfigMap(o)) => serde_json::to_value(o.to_k8s()),
         (_, Object::Secret(o)) => serde_json::to_value(o.to_k8s()),
-        (_, Object::Lease(_)) => unreachable!("{NO_LEASES}"),
+        (_, Object::Lease(o)) => serde_json::to_value(coordination::lease(o)),
     };
     value.unwrap_or(Value::Null)
 }
@@ -69,7 +72,7 @@ pub fn from_manifest(value: &Value) -> std::result::Result<Object, String> {
         Kind::Event => read::<Event>(value),
         Kind::Deployment => read::<Deployment>(value),
         Kind::ReplicaSet => read::<ReplicaSet>(value),
-        Kind::Lease => unreachable!("{NO_LEASES}"),
+        Kind::Lease => return Err("a Lease is written by its holder through the native API, not from a manifest".to_string()),
     };
     object.map_err(|e| e.to_string())
 }

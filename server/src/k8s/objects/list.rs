@@ -69,15 +69,25 @@ pub fn list_meta(page: &Page) -> Value {
 
 impl Req {
     fn filter(&self) -> Result<Filter> {
+        let mut field_selector = match self.query.field_selector.as_deref().filter(|s| !s.is_empty()) {
+            Some(text) => Some(native_field_selector(self.target.kind.stored(), text)?),
+            None => None,
+        };
+        let mut namespace = self.target.namespace.clone();
+        if self.target.kind == Served::Stored(Kind::Lease)
+            && let Some(asked) = namespace.take()
+        {
+            // The store keeps leases cluster-scoped (a node's has no namespace), so it
+            // selects them by the field, in its own spelling of the namespace.
+            let term = format!("metadata.namespace={}", convert::lease_store_namespace(&asked));
+            field_selector = Some(field_selector.map_or_else(|| term.clone(), |text| format!("{text},{term}")));
+        }
         let params = ListParams {
             label_selector: self.query.label_selector.clone().filter(|s| !s.is_empty()),
-            field_selector: match self.query.field_selector.as_deref().filter(|s| !s.is_empty()) {
-                Some(text) => Some(native_field_selector(self.target.kind.stored(), text)?),
-                None => None,
-            },
+            field_selector,
             ..ListParams::default()
         };
-        let mut filter = Filter::new(self.target.kind.stored(), self.target.namespace.clone(), &params)?;
+        let mut filter = Filter::new(self.target.kind.stored(), namespace, &params)?;
         if self.target.kind == Served::EndpointSlices {
             convert::select_slices(&mut filter);
         }

@@ -7,6 +7,7 @@ mod request;
 mod verbs;
 
 pub use list::list_meta;
+pub(super) use request::media_type;
 
 use std::collections::HashMap;
 

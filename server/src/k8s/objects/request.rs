@@ -12,7 +12,7 @@ use serde_json::Value;
 use shared::model::Object;
 
 use crate::auth::Principal;
-use crate::k8s::convert::to_json;
+use crate::k8s::convert::{self, to_json};
 use crate::k8s::kinds::Served;
 use crate::k8s::status::{Result, Status};
 use crate::k8s::table;
@@ -45,6 +45,7 @@ pub struct K8sQuery {
     pub timestamps: Option<String>,
     pub previous: Option<String>,
     pub since_seconds: Option<i64>,
+    pub since_time: Option<String>,
     pub limit_bytes: Option<u64>,
 }
 
@@ -97,7 +98,8 @@ macro_rules! by_kind {
             ::shared::model::Kind::Namespace => $f::<::shared::model::Namespace>($($arg),*)$(.$await)?,
             ::shared::model::Kind::ConfigMap => $f::<::shared::model::ConfigMap>($($arg),*)$(.$await)?,
             ::shared::model::Kind::Secret => $f::<::shared::model::Secret>($($arg),*)$(.$await)?,
-            ::shared::model::Kind::Lease => unreachable!("{}", $crate::k8s::kinds::NO_LEASES),
+            // Read-only here: `refuse_writes` stops every write first.
+            ::shared::model::Kind::Lease => unreachable!("leases are not written through /k8s"),
         }
     };
 }
@@ -110,7 +112,7 @@ pub(super) fn wants_table(headers: &HeaderMap) -> bool {
         .is_some_and(|accept| accept.split(',').next().is_some_and(|first| first.contains("as=Table") && first.contains("g=meta.k8s.io")))
 }
 
-pub(super) fn media_type(headers: &HeaderMap) -> String {
+pub(in crate::k8s) fn media_type(headers: &HeaderMap) -> String {
     let text = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
     text.split(';').next().unwrap_or("").trim().to_ascii_lowercase()
 }
@@ -150,9 +152,17 @@ impl Req {
         self.target.namespace.as_deref().unwrap_or_default()
     }
 
+    /// The namespace the store keeps the path's objects in: a node's lease has none.
+    pub(super) fn store_namespace(&self) -> &str {
+        match self.target.kind {
+            Served::Stored(shared::model::Kind::Lease) => convert::lease_store_namespace(self.namespace()),
+            _ => self.namespace(),
+        }
+    }
+
     pub(super) fn stored(&self) -> Result<Arc<Object>> {
         let kind = self.target.kind.stored();
-        let key = crate::store::Key::new(kind, self.namespace(), self.name());
+        let key = crate::store::Key::new(kind, self.store_namespace(), self.name());
         self.state.store.get(&key).ok_or_else(|| match self.state.store.unreadable(&key) {
             Some(unreadable) => Status::from(unreadable),
             None => Status::not_found(

@@ -24,14 +24,16 @@ impl Req {
         Ok(self.answer(StatusCode::OK, &*self.stored()?))
     }
 
-    fn refuse_endpoints(&self) -> Result<()> {
-        if matches!(self.target.kind, Served::Endpoints | Served::EndpointSlices) {
-            return Err(Status::method_not_allowed(format!(
-                "{} are derived from services and their ready pods by the endpoints controller; they cannot be written",
-                self.target.kind.plural()
-            )));
-        }
-        Ok(())
+    /// The kinds this API only reads, and why.
+    fn refuse_writes(&self) -> Result<()> {
+        let why = match self.target.kind {
+            Served::Endpoints | Served::EndpointSlices => "are derived from services and their ready pods by the endpoints controller",
+            Served::Stored(Kind::Lease) => {
+                "are written by their holders through the native API (a node's agent renews its node's lease, the API servers their leader election)"
+            }
+            _ => return Ok(()),
+        };
+        Err(Status::method_not_allowed(format!("{} {why}; they cannot be written", self.target.kind.plural())))
     }
 
     /// A whole object's body as JSON: JSON itself, or the protobuf kubectl's typed commands
@@ -45,7 +47,7 @@ impl Req {
     }
 
     pub(super) async fn create(&self, body: &[u8]) -> Result<Response> {
-        self.refuse_endpoints()?;
+        self.refuse_writes()?;
         let value = self.object_body(body)?;
         let outcome = by_kind!(self.target.kind.stored(), create_as(self, &value).await)?;
         let object = outcome.object().ok_or_else(|| Status::from(ApiError::internal("the store returned no object")))?;
@@ -53,7 +55,7 @@ impl Req {
     }
 
     pub(super) async fn replace(&self, body: &[u8]) -> Result<Response> {
-        self.refuse_endpoints()?;
+        self.refuse_writes()?;
         let value = self.object_body(body)?;
         self.write(&value).await
     }
@@ -66,7 +68,7 @@ impl Req {
     }
 
     pub(super) async fn patch(&self, body: &[u8]) -> Result<Response> {
-        self.refuse_endpoints()?;
+        self.refuse_writes()?;
         let kind = patch::PatchKind::from_media_type(&media_type(&self.headers))?;
         let patch_value = parse_body(body)?;
         // A patch is read-modify-write; a lost race is retried on the fresh state unless the
@@ -87,7 +89,7 @@ impl Req {
     }
 
     pub(super) async fn delete(&self, body: &[u8]) -> Result<Response> {
-        self.refuse_endpoints()?;
+        self.refuse_writes()?;
         let options = match media_type(&self.headers).as_str() {
             _ if body.is_empty() => json!({}),
             // `kubectl drain` deletes through a typed client.
@@ -150,19 +152,19 @@ impl Req {
     }
 
     pub(super) async fn log(&self) -> Result<Response> {
-        if flag(&self.query.timestamps)?
-            || flag(&self.query.previous)?
-            || self.query.since_seconds.is_some()
-            || self.query.limit_bytes.is_some()
-        {
+        if self.query.limit_bytes.is_some() {
             return Err(Status::bad_request(
-                "Shepherd's logs support follow, tailLines and container; timestamps, previous, sinceSeconds and limitBytes are not supported",
+                "Shepherd's logs support follow, tailLines, container, timestamps, sinceSeconds, sinceTime and previous; limitBytes is not supported",
             ));
         }
         let params = crate::api::pods::LogParams {
             container: self.query.container.clone(),
             tail: self.query.tail_lines,
             follow: self.query.follow.as_ref().map(|_| flag(&self.query.follow)).transpose()?,
+            timestamps: Some(flag(&self.query.timestamps)?),
+            since_seconds: self.query.since_seconds,
+            since_time: self.query.since_time.clone(),
+            previous: Some(flag(&self.query.previous)?),
         };
         let path = Path((self.namespace().to_string(), self.name().to_string()));
         Ok(crate::api::pods::log(State(self.state.clone()), path, crate::extract::Params(params)).await?)

@@ -286,7 +286,46 @@ pub(super) static DELETE_OPTIONS: Schema = Schema {
     ],
 };
 
+static RESOURCE_ATTRIBUTES: Schema = Schema {
+    name: "ResourceAttributes",
+    fields: &[
+        one(1, "namespace", Text),
+        one(2, "verb", Text),
+        one(3, "group", Text),
+        one(4, "version", Text),
+        one(5, "resource", Text),
+        one(6, "subresource", Text),
+        one(7, "name", Text),
+        one(8, "fieldSelector", Unread),
+        one(9, "labelSelector", Unread),
+    ],
+};
+static NON_RESOURCE_ATTRIBUTES: Schema = Schema { name: "NonResourceAttributes", fields: &[one(1, "path", Text), one(2, "verb", Text)] };
+static ACCESS_REVIEW_SPEC: Schema = Schema {
+    name: "SelfSubjectAccessReviewSpec",
+    fields: &[
+        one(1, "resourceAttributes", Message(&RESOURCE_ATTRIBUTES)),
+        one(2, "nonResourceAttributes", Message(&NON_RESOURCE_ATTRIBUTES)),
+    ],
+};
+static RULES_REVIEW_SPEC: Schema = Schema { name: "SelfSubjectRulesReviewSpec", fields: &[one(1, "namespace", Text)] };
+/// What `kubectl auth can-i` sends; the server writes the status.
+static ACCESS_REVIEW: Schema = Schema {
+    name: "SelfSubjectAccessReview",
+    fields: &[one(1, "metadata", Message(&OBJECT_META)), one(2, "spec", Message(&ACCESS_REVIEW_SPEC)), one(3, "status", ServerSet)],
+};
+/// What `kubectl auth can-i --list` sends.
+static RULES_REVIEW: Schema = Schema {
+    name: "SelfSubjectRulesReview",
+    fields: &[one(1, "metadata", Message(&OBJECT_META)), one(2, "spec", Message(&RULES_REVIEW_SPEC)), one(3, "status", ServerSet)],
+};
+
 /// The kinds whose whole object this reader takes, by the envelope's kind.
 pub(super) fn schema_of(kind: &str) -> Option<&'static Schema> {
     [&POD, &DEPLOYMENT, &REPLICA_SET, &SERVICE, &NAMESPACE, &CONFIG_MAP, &SECRET].into_iter().find(|s| s.name == kind)
+}
+
+/// The schema of an access review `kubectl auth can-i` sends.
+pub(super) fn review_schema_of(kind: &str) -> Option<&'static Schema> {
+    [&ACCESS_REVIEW, &RULES_REVIEW].into_iter().find(|s| s.name == kind)
 }

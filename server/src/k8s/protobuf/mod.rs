@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 mod messages;
 
 use self::messages::Shape::{Bool, BytesMap, Int, IntOrString, Message, QuantityMap, ServerSet, Text, TextMap, Unread};
-use self::messages::{DELETE_OPTIONS, Field, Schema, schema_of};
+use self::messages::{DELETE_OPTIONS, Field, Schema, review_schema_of, schema_of};
 use super::status::{Result, Status};
 
 pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
@@ -244,6 +244,18 @@ pub fn object(body: &[u8]) -> Result<Value> {
     Ok(Value::Object(out))
 }
 
+/// The body of `kubectl auth can-i` as JSON: a `SelfSubjectAccessReview`, or with `--list` a
+/// `SelfSubjectRulesReview`.
+pub fn access_review(body: &[u8]) -> Result<Value> {
+    let (api_version, kind, raw) = unwrap(body)?;
+    let schema = review_schema_of(&kind).ok_or_else(|| {
+        Status::unsupported_media_type(format!("this path reads a SelfSubjectAccessReview or SelfSubjectRulesReview, not a {kind:?}"))
+    })?;
+    let mut out = Map::from_iter([("apiVersion".to_string(), Value::String(api_version)), ("kind".to_string(), Value::String(kind))]);
+    out.extend(message(schema, raw, "")?);
+    Ok(Value::Object(out))
+}
+
 /// A DeleteOptions body as JSON.
 pub fn delete_options(body: &[u8]) -> Result<Value> {
     let (_, _, raw) = unwrap(body)?;
@@ -282,6 +294,24 @@ mod tests {
 
     fn entry(key: &[u8], value: &[u8]) -> Vec<u8> {
         [bytes_field(1, key), bytes_field(2, value)].concat()
+    }
+
+    /// What kubectl 1.32 sends for `kubectl auth can-i create pods`, byte for byte.
+    #[test]
+    fn kubectls_access_review_reads_as_json() {
+        let sent = b"k8s\x00\n2\n\x17authorization.k8s.io/v1\x12\x17SelfSubjectAccessReview\x12?\n\x10\n\x00\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12!\n\x1f\n\x07default\x12\x06create\x1a\x00\"\x00*\x04pods2\x00:\x00\x1a\x08\x08\x00\x12\x00\x1a\x00 \x00\x1a\x00\"\x00";
+        let review = access_review(sent).unwrap();
+        assert_eq!(review["kind"], "SelfSubjectAccessReview");
+        assert_eq!(review["spec"], json!({"resourceAttributes": {"namespace": "default", "verb": "create", "resource": "pods"}}));
+        let rules = envelope("authorization.k8s.io/v1", "SelfSubjectRulesReview", &bytes_field(2, &bytes_field(1, b"team")));
+        assert_eq!(access_review(&rules).unwrap()["spec"], json!({"namespace": "team"}));
+        let selector = envelope(
+            "authorization.k8s.io/v1",
+            "SelfSubjectAccessReview",
+            &bytes_field(2, &bytes_field(1, &bytes_field(9, &bytes_field(1, b"a=b")))),
+        );
+        assert_eq!(access_review(&selector).unwrap_err().code, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(access_review(&envelope("v1", "Pod", b"")).unwrap_err().code, StatusCode::UNSUPPORTED_MEDIA_TYPE);
     }
 
     #[test]
