@@ -42,12 +42,14 @@ fn fnv1a(parts: &[&str]) -> u64 {
 
 /// The namespace and name an event about `involved` with `reason` from `source` lives at.
 /// A node's agent reports each container apart ("Created container web"), as Kubernetes'
-/// `fieldPath` keeps them apart, and the deployment controller each scaling step ("Scaled
-/// up replica set web-5d… from 1 to 2"), the rollout `kubectl describe deploy` lists: for
-/// them the message is part of the key. Others fold by reason.
+/// `fieldPath` keeps them apart, the deployment controller each scaling step ("Scaled
+/// up replica set web-5d… from 1 to 2"), the rollout `kubectl describe deploy` lists, and
+/// the ReplicaSet controller each pod ("Created pod: web-5d…-x7k2p"): for them the message
+/// is part of the key, so that only a repeat of the same words bumps the count, as
+/// Kubernetes' event correlator does. Others fold by reason.
 pub fn event_key(involved: &ObjectReference, reason: &str, source: &str, message: &str) -> (String, String) {
     let namespace = if involved.namespace.is_empty() { CLUSTER_EVENTS_NAMESPACE.to_string() } else { involved.namespace.clone() };
-    let apart = source.starts_with(NODE_SOURCE_PREFIX) || source == SOURCE_DEPLOYMENT_CONTROLLER;
+    let apart = source.starts_with(NODE_SOURCE_PREFIX) || [SOURCE_DEPLOYMENT_CONTROLLER, SOURCE_REPLICASET_CONTROLLER].contains(&source);
     let by_message = if apart { message } else { "" };
     let hash = fnv1a(&[&involved.kind, &involved.namespace, &involved.name, &involved.uid, reason, source, by_message]);
     let prefix: String = involved.name.chars().take(200).collect();

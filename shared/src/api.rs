@@ -73,6 +73,10 @@ pub enum FieldErrorType {
     Invalid,
     Required,
     Forbidden,
+    /// A value outside a fixed set (`field.NotSupported`); the message lists the set.
+    NotSupported,
+    /// A value over its size limit (`field.TooLong`).
+    TooLong,
 }
 
 impl FieldErrorType {

@@ -66,7 +66,7 @@ const GENERATED_BASE_LENGTH: usize = 58;
 
 /// The controller reference an owner puts on what it owns.
 pub(crate) fn controller_reference(kind: Kind, meta: &ObjectMeta) -> OwnerReference {
-    OwnerReference { kind: kind.as_str().into(), name: meta.name.clone(), uid: meta.uid.clone(), controller: true }
+    OwnerReference::controlled_by(kind.as_str(), meta)
 }
 
 pub(crate) fn pod_named(rs: &ReplicaSet, suffix: &str, now: Time) -> Pod {
@@ -235,7 +235,10 @@ impl Controller for ReplicaSetController {
             active.sort_by_key(|p| deletion_rank(p));
             let excess: Vec<&Pod> = active.drain(..(active.len() - want).min(BURST_REPLICAS)).collect();
             delete_ignoring_gone(store, &excess, now, grace).await.map_err(err)?;
-            txn.push(rs_event(&rs, event_types::NORMAL, "SuccessfulDelete", format!("Deleted pods: {}", names(&excess)), now));
+            // One event per pod, as Kubernetes' pod control records them.
+            for pod in &excess {
+                txn.push(rs_event(&rs, event_types::NORMAL, "SuccessfulDelete", format!("Deleted pod: {}", pod.metadata.name), now));
+            }
         }
         if !txn.writes.is_empty() {
             store.commit(txn).await.map_err(err)?;
@@ -246,10 +249,8 @@ impl Controller for ReplicaSetController {
             created = outcome.0;
             failure = outcome.1;
             let mut report = Txn::new();
-            if !created.is_empty() {
-                let message =
-                    format!("Created {} ({} of {want} now): {}", pods(created.len()), active.len() + created.len(), list(&created));
-                report.push(rs_event(&rs, event_types::NORMAL, "SuccessfulCreate", message, now));
+            for name in &created {
+                report.push(rs_event(&rs, event_types::NORMAL, "SuccessfulCreate", format!("Created pod: {name}"), now));
             }
             if let Some(e) = &failure {
                 let message = format!("Error creating pods ({} of {want} exist): {e}", active.len() + created.len());
@@ -382,11 +383,6 @@ async fn adopt(store: &Arc<dyn Store>, rs: &ReplicaSet, candidates: &[String]) -
         }
     }
     Ok(adopted)
-}
-
-/// `1 pod`, `2 pods`.
-fn pods(n: usize) -> String {
-    if n == 1 { "1 pod".to_string() } else { format!("{n} pods") }
 }
 
 /// `a, b, c`, or the first ten and how many more.
@@ -553,10 +549,26 @@ pub(crate) mod tests {
             assert!(p.metadata.name.starts_with("web-abc-") && p.metadata.name.len() == "web-abc-".len() + 5, "{}", p.metadata.name);
             let owner = p.metadata.controller().unwrap();
             assert_eq!((owner.kind.as_str(), owner.uid.as_str()), ("ReplicaSet", rs.metadata.uid.as_str()));
+            assert!(owner.block_owner_deletion, "as Kubernetes' controllers write it");
             assert_eq!(p.metadata.labels[POD_TEMPLATE_HASH_LABEL], "abc");
         }
         let status = stored(&ctx).status;
         assert_eq!((status.replicas, status.fully_labeled_replicas, status.ready_replicas, status.observed_generation), (3, 3, 0, 1));
+        // One event per pod, in Kubernetes' words, as `kubectl describe rs` lists them.
+        let mut created: Vec<String> = ctx
+            .store
+            .list(Kind::Event, Some("default"))
+            .1
+            .iter()
+            .filter_map(|e| match &**e {
+                Object::Event(e) if e.reason == "SuccessfulCreate" => Some(format!("{} x{}", e.message, e.count)),
+                _ => None,
+            })
+            .collect();
+        created.sort();
+        let mut expected: Vec<String> = pods.iter().map(|p| format!("Created pod: {} x1", p.metadata.name)).collect();
+        expected.sort();
+        assert_eq!(created, expected);
     }
 
     #[tokio::test]
