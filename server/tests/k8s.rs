@@ -767,9 +767,14 @@ async fn a_deployment_gets_kubernetes_defaults_rolls_through_replicasets_and_bad
     // Kubernetes' fields, in the causes and in their words, with the bad value.
     for (strategy, field, words) in [
         (
-            json!({"rollingUpdate": {"maxSurge": 0, "maxUnavailable": "0%"}}),
+            json!({"rollingUpdate": {"maxSurge": "0%", "maxUnavailable": 0}}),
+            "spec.strategy.rollingUpdate.maxUnavailable",
+            "Invalid value: 0: may not be 0 when `maxSurge` is 0",
+        ),
+        (
+            json!({"rollingUpdate": {"maxSurge": -1}}),
             "spec.strategy.rollingUpdate.maxSurge",
-            "Invalid value: 0: may not be 0 when `maxUnavailable` is 0",
+            "Invalid value: -1: must be greater than or equal to 0",
         ),
         (
             json!({"rollingUpdate": {"maxUnavailable": "101%"}}),
@@ -781,7 +786,11 @@ async fn a_deployment_gets_kubernetes_defaults_rolls_through_replicasets_and_bad
             "spec.strategy.rollingUpdate",
             "Forbidden: may not be specified when strategy `type` is 'Recreate'",
         ),
-        (json!({"type": "Sideways"}), "spec.strategy.type", "Invalid value: must be RollingUpdate or Recreate, got \"Sideways\""),
+        (
+            json!({"type": "Sideways"}),
+            "spec.strategy.type",
+            "Unsupported value: \"Sideways\": supported values: \"Recreate\", \"RollingUpdate\"",
+        ),
     ] {
         let mut body = k8s_deployment("bad");
         body["spec"]["strategy"] = strategy.clone();
@@ -801,6 +810,11 @@ async fn a_deployment_gets_kubernetes_defaults_rolls_through_replicasets_and_bad
             "message": "Invalid value: 5: must be greater than `minReadySeconds`"}),
         "{refused}"
     );
+    let mut early = k8s_deployment("bad");
+    early["spec"]["minReadySeconds"] = json!(-1);
+    let (status, refused) = post(&server, DEPLOYMENTS, early).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    assert_eq!(refused["details"]["causes"][0]["message"], "Invalid value: -1: must be greater than or equal to 0", "{refused}");
     let mut unmatched = k8s_deployment("bad");
     unmatched["spec"]["template"]["metadata"]["labels"] = json!({"app": "other"});
     let (status, refused) = post(&server, DEPLOYMENTS, unmatched).await;

@@ -73,6 +73,8 @@ pub enum FieldErrorType {
     Invalid,
     Required,
     Forbidden,
+    /// A value outside a fixed set (`field.NotSupported`); the message lists the set.
+    NotSupported,
     /// Over a size limit (`field.TooLong`); the message holds Kubernetes' words.
     TooLong,
 }

@@ -55,6 +55,9 @@ pub mod reasons {
     pub const MINIMUM_REPLICAS_AVAILABLE: &str = "MinimumReplicasAvailable";
     pub const MINIMUM_REPLICAS_UNAVAILABLE: &str = "MinimumReplicasUnavailable";
     pub const FAILED_CREATE: &str = "FailedCreate";
+    /// The deployment controller could not create the new ReplicaSet (the reason of both
+    /// the `Progressing` condition and the Warning event).
+    pub const REPLICA_SET_CREATE_ERROR: &str = "ReplicaSetCreateError";
 }
 
 /// The alphabet Kubernetes renders generated names in: no vowels, no look-alikes.
@@ -172,9 +175,21 @@ impl Deployment {
     }
 }
 
-/// A ReplicaSet's revision annotation as a number (0 when it has none).
-pub fn revision(rs: &ReplicaSet) -> u64 {
-    rs.metadata.annotations.get(REVISION_ANNOTATION).and_then(|r| r.parse().ok()).unwrap_or(0)
+/// A ReplicaSet's revision annotation as Kubernetes reads it, an int64: 0 when it has
+/// none, `None` when it is not one (`deploymentutil.Revision`).
+pub fn revision(rs: &ReplicaSet) -> Option<i64> {
+    match rs.metadata.annotations.get(REVISION_ANNOTATION) {
+        None => Some(0),
+        Some(text) => text.parse().ok(),
+    }
+}
+
+/// The revision a deployment's new ReplicaSet takes: one past the highest of its old ones,
+/// skipping those whose revision is not a number (`MaxRevision` + 1). As in Kubernetes, the
+/// sum wraps past i64::MAX, and a wrapped revision is older than any the new set holds, so
+/// it keeps its own.
+pub fn next_revision<'a>(old: impl IntoIterator<Item = &'a ReplicaSet>) -> i64 {
+    old.into_iter().filter_map(revision).fold(0, i64::max).wrapping_add(1)
 }
 
 /// A ReplicaSet annotation that holds a count.
@@ -240,7 +255,7 @@ pub fn rollout_status(deployment: &Deployment) -> Result<RolloutStatus, Progress
 /// One revision of a deployment: the ReplicaSet that holds its template.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Revision<'a> {
-    pub number: u64,
+    pub number: i64,
     pub replica_set: &'a ReplicaSet,
 }
 
@@ -260,33 +275,30 @@ impl Revision<'_> {
 pub fn history<'a>(deployment: &Deployment, sets: &'a [ReplicaSet]) -> Vec<Revision<'a>> {
     let mut by_number = BTreeMap::new();
     for rs in controlled_sets(deployment, sets) {
-        let number = match rs.metadata.annotations.get(REVISION_ANNOTATION) {
-            None => Some(0),
-            Some(text) => text.parse().ok(),
-        };
-        if let Some(number) = number {
+        if let Some(number) = revision(rs) {
             by_number.insert(number, Revision { number, replica_set: rs });
         }
     }
     by_number.into_values().collect()
 }
 
-/// Why `rollout undo` refuses, in kubectl's words.
+/// Why `rollout undo` refuses, in kubectl's words; the command to resume is `sheepctl`'s, the
+/// only client that undoes through this.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UndoError {
     #[error("unable to find specified revision {0} in history")]
-    UnknownRevision(u64),
+    UnknownRevision(i64),
     #[error("no rollout history found for deployment {0:?}")]
     NoPreviousRevision(String),
-    #[error("you cannot rollback a paused deployment; resume it first with 'kubectl rollout resume' and try again")]
-    Paused,
+    #[error("you cannot rollback a paused deployment; resume it first with 'sheepctl rollout resume deploy/{0}' and try again")]
+    Paused(String),
 }
 
 /// What undoing a deployment to a revision does.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Undo {
     /// The deployment already runs that revision's template: nothing to write.
-    AlreadyCurrent { revision: u64 },
+    AlreadyCurrent { revision: i64 },
     /// Write this template and these annotations to the deployment.
     RollBack(Box<Rollback>),
 }
@@ -303,7 +315,7 @@ impl Undo {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rollback {
-    pub revision: u64,
+    pub revision: i64,
     /// The revision's template without its pod-template-hash label.
     pub template: PodTemplateSpec,
     /// The deployment's own annotations ([`DEPLOYMENT_OWN_ANNOTATIONS`]) and the revision's
@@ -320,7 +332,7 @@ impl Rollback {
 
 /// What `rollout undo --to-revision=to_revision` does to `deployment`, given the ReplicaSets of
 /// its namespace. Revision 0 means the previous one: the second highest there is.
-pub fn undo(deployment: &Deployment, sets: &[ReplicaSet], to_revision: u64) -> Result<Undo, UndoError> {
+pub fn undo(deployment: &Deployment, sets: &[ReplicaSet], to_revision: i64) -> Result<Undo, UndoError> {
     let history = history(deployment, sets);
     let target = if to_revision == 0 {
         let mut newest_first = history.iter().rev();
@@ -330,7 +342,7 @@ pub fn undo(deployment: &Deployment, sets: &[ReplicaSet], to_revision: u64) -> R
         history.iter().find(|r| r.number == to_revision).ok_or(UndoError::UnknownRevision(to_revision))?
     };
     if deployment.spec.paused {
-        return Err(UndoError::Paused);
+        return Err(UndoError::Paused(deployment.metadata.name.clone()));
     }
     if equal_ignoring_hash(target.template(), &deployment.spec.template) {
         return Ok(Undo::AlreadyCurrent { revision: target.number });
@@ -397,18 +409,19 @@ mod tests {
     }
 
     /// The ReplicaSet the controller makes of `d`'s template at `revision`.
-    fn set_of(d: &Deployment, revision: u64) -> ReplicaSet {
+    fn set_of(d: &Deployment, revision: i64) -> ReplicaSet {
         let hash = pod_template_hash(&d.spec.template, None);
         let mut rs = ReplicaSet { metadata: ObjectMeta::named("default", &format!("shop-{hash}")), ..Default::default() };
         rs.metadata.labels = d.spec.template.metadata.labels.clone();
         rs.metadata.labels.insert(POD_TEMPLATE_HASH_LABEL.into(), hash.clone());
         rs.metadata.annotations.insert(REVISION_ANNOTATION.into(), revision.to_string());
-        rs.metadata.created_at = chrono::DateTime::from_timestamp(revision as i64, 0);
+        rs.metadata.created_at = chrono::DateTime::from_timestamp(revision, 0);
         rs.metadata.owner_references.push(OwnerReference {
             kind: "Deployment".into(),
             name: "shop".into(),
             uid: "d-uid".into(),
             controller: true,
+            block_owner_deletion: true,
         });
         rs.spec.template = d.spec.template.clone();
         rs.spec.template.metadata.labels.insert(POD_TEMPLATE_HASH_LABEL.into(), hash);
@@ -438,8 +451,8 @@ mod tests {
         let (d, mut sets) = rolled_three_times();
         sets.reverse();
         let (new, old) = new_and_old_sets(&d, &sets);
-        assert_eq!(new.map(revision), Some(3));
-        assert_eq!(old.into_iter().map(revision).collect::<Vec<_>>(), [1, 2], "oldest first");
+        assert_eq!(new.and_then(revision), Some(3));
+        assert_eq!(old.into_iter().filter_map(revision).collect::<Vec<_>>(), [1, 2], "oldest first");
         let (new, old) = new_and_old_sets(&deployment("nginx:4"), &sets);
         assert_eq!((new, old.len()), (None, 3));
     }
@@ -541,7 +554,8 @@ mod tests {
 
         d.spec.paused = true;
         let err = undo(&d, &sets, 0).unwrap_err();
-        assert_eq!(err, UndoError::Paused);
+        assert_eq!(err, UndoError::Paused("shop".into()));
+        assert!(err.to_string().contains("'sheepctl rollout resume deploy/shop'"), "{err}");
         assert!(err.to_string().starts_with("you cannot rollback a paused deployment; resume it first"));
         assert_eq!(undo(&d, &sets, 5), Err(UndoError::UnknownRevision(5)), "the revision is looked up first, as kubectl does");
     }

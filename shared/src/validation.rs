@@ -24,6 +24,8 @@ pub use env::env_name_error;
 const MAX_NAME: usize = 253;
 const MAX_LABEL: usize = 63;
 const MAX_PORT_NAME: usize = 15;
+/// Kubernetes' limit on an object's annotations, keys and values together (256 KiB).
+pub const MAX_ANNOTATION_BYTES: usize = 256 * 1024;
 
 /// Collects the errors of one object.
 #[derive(Default)]
@@ -47,6 +49,18 @@ impl Errors {
     /// A field that may not be set here at all (`field.Forbidden`).
     fn forbidden(&mut self, field: impl Into<String>, message: impl Into<String>) {
         self.0.push(FieldError { type_: FieldErrorType::Forbidden, ..FieldError::new(field, message) });
+    }
+
+    /// A value outside `supported` (`field.NotSupported`), which the message lists as
+    /// Kubernetes does.
+    fn not_supported(&mut self, field: impl Into<String>, value: &str, supported: &[&str]) {
+        let supported: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
+        let message = format!("supported values: {}", supported.join(", "));
+        self.0.push(FieldError {
+            type_: FieldErrorType::NotSupported,
+            value: serde_json::to_string(value).ok(),
+            ..FieldError::new(field, message)
+        });
     }
 
     /// Over `limit` bytes (`field.TooLong`), in Kubernetes' words.
@@ -91,14 +105,14 @@ pub fn validate_deployment(deployment: &Deployment) -> Result<(), Vec<FieldError
     check_pod_set(&mut errors, &spec.selector, &spec.template);
     check_strategy(&mut errors, deployment);
     if spec.min_ready_seconds < 0 {
-        errors.add("spec.min_ready_seconds", format!("must be greater than or equal to 0, got {}", spec.min_ready_seconds));
+        errors.invalid("spec.min_ready_seconds", &spec.min_ready_seconds, "must be greater than or equal to 0");
     }
     if let Some(limit) = spec.revision_history_limit.filter(|l| *l < 0) {
-        errors.add("spec.revision_history_limit", format!("must be greater than or equal to 0, got {limit}"));
+        errors.invalid("spec.revision_history_limit", &limit, "must be greater than or equal to 0");
     }
     if let Some(deadline) = spec.progress_deadline_seconds {
         if deadline <= 0 {
-            errors.add("spec.progress_deadline_seconds", format!("must be greater than 0, got {deadline}"));
+            errors.invalid("spec.progress_deadline_seconds", &deadline, "must be greater than 0");
         } else if deadline <= spec.min_ready_seconds {
             errors.invalid("spec.progress_deadline_seconds", &deadline, "must be greater than `min_ready_seconds`");
         }
@@ -112,7 +126,7 @@ pub fn validate_replicaset(rs: &ReplicaSet) -> Result<(), Vec<FieldError>> {
     check_replicas(&mut errors, "spec.replicas", rs.spec.replicas);
     check_pod_set(&mut errors, &rs.spec.selector, &rs.spec.template);
     if rs.spec.min_ready_seconds < 0 {
-        errors.add("spec.min_ready_seconds", format!("must be greater than or equal to 0, got {}", rs.spec.min_ready_seconds));
+        errors.invalid("spec.min_ready_seconds", &rs.spec.min_ready_seconds, "must be greater than or equal to 0");
     }
     errors.finish()
 }
@@ -151,7 +165,7 @@ fn check_strategy(errors: &mut Errors, deployment: &Deployment) {
                 errors.forbidden("spec.strategy.rolling_update", "may not be specified when strategy `type` is 'Recreate'");
             }
         }
-        other => errors.add("spec.strategy.type", format!("must be {ROLLING_UPDATE} or {RECREATE}, got {other:?}")),
+        other => errors.not_supported("spec.strategy.type", other, &[RECREATE, ROLLING_UPDATE]),
     }
     let Some(rolling) = &strategy.rolling_update else { return };
     let surge = check_int_or_percent(errors, "spec.strategy.rolling_update.max_surge", rolling.max_surge.as_ref());
@@ -162,7 +176,8 @@ fn check_strategy(errors: &mut Errors, deployment: &Deployment) {
         errors.invalid("spec.strategy.rolling_update.max_unavailable", &rolling.max_unavailable, "must not be greater than 100%");
     }
     if unavailable == Some(0) && surge == Some(0) {
-        errors.invalid("spec.strategy.rolling_update.max_surge", &rolling.max_surge, "may not be 0 when `max_unavailable` is 0");
+        // Kubernetes names maxUnavailable, the field a rolling update cannot start without.
+        errors.invalid("spec.strategy.rolling_update.max_unavailable", &rolling.max_unavailable, "may not be 0 when `max_surge` is 0");
     }
 }
 
@@ -179,7 +194,7 @@ fn check_int_or_percent(errors: &mut Errors, path: &str, value: Option<&IntOrStr
         },
     };
     if n < 0 {
-        errors.add(path, format!("must be greater than or equal to 0, got {n}"));
+        errors.invalid(path, &n, "must be greater than or equal to 0");
     }
     Some(n)
 }
@@ -190,10 +205,10 @@ pub fn validate_service(service: &Service) -> Result<(), Vec<FieldError>> {
     check_labels(&mut errors, "spec.selector", &service.spec.selector);
     let spec = &service.spec;
     if !matches!(spec.type_.as_str(), "" | service::CLUSTER_IP | service::NODE_PORT) {
-        errors.add("spec.type", format!("must be {} or {}, got {:?}", service::CLUSTER_IP, service::NODE_PORT, spec.type_));
+        errors.invalid("spec.type", &spec.type_, format!("must be {} or {}", service::CLUSTER_IP, service::NODE_PORT));
     }
     if !matches!(spec.cluster_ip.as_str(), "" | service::HEADLESS) && spec.cluster_ip.parse::<Ipv4Addr>().is_err() {
-        errors.add("spec.cluster_ip", format!("must be empty, {} or an IPv4 address, got {:?}", service::HEADLESS, spec.cluster_ip));
+        errors.invalid("spec.cluster_ip", &spec.cluster_ip, format!("must be empty, {} or an IPv4 address", service::HEADLESS));
     }
     if spec.is_node_port() && spec.cluster_ip == service::HEADLESS {
         errors.add("spec.cluster_ip", format!("may not be set to '{}' for {} services", service::HEADLESS, service::NODE_PORT));
@@ -231,8 +246,7 @@ pub fn validate_node(node: &Node) -> Result<(), Vec<FieldError>> {
     for (i, taint) in status.taints.iter().enumerate() {
         check_label_key(&mut errors, &format!("status.taints[{i}].key"), &taint.key);
         if !TAINT_EFFECTS.contains(&taint.effect.as_str()) {
-            errors
-                .add(format!("status.taints[{i}].effect"), format!("must be one of {}, got {:?}", TAINT_EFFECTS.join(", "), taint.effect));
+            errors.not_supported(format!("status.taints[{i}].effect"), &taint.effect, &TAINT_EFFECTS);
         }
     }
     if !status.agent_endpoint.is_empty()
@@ -353,10 +367,10 @@ pub fn validate_lease(lease: &Lease) -> Result<(), Vec<FieldError>> {
     check_meta(&mut errors, &lease.metadata, false);
     let holder = &lease.spec.holder_identity;
     if !holder.is_empty() && *holder != lease.metadata.name {
-        errors.add("spec.holder_identity", format!("must be the node the lease is named after, {:?}, got {holder:?}", lease.metadata.name));
+        errors.invalid("spec.holder_identity", &holder, format!("must be the node the lease is named after, {:?}", lease.metadata.name));
     }
     if lease.spec.lease_duration_seconds < 0 {
-        errors.add("spec.lease_duration_seconds", format!("must be 0 or more, got {}", lease.spec.lease_duration_seconds));
+        errors.invalid("spec.lease_duration_seconds", &lease.spec.lease_duration_seconds, "must be 0 or more");
     }
     errors.finish()
 }
@@ -376,7 +390,7 @@ pub fn grace_seconds_error(seconds: i64) -> Option<String> {
 
 fn check_replicas(errors: &mut Errors, path: &str, replicas: i32) {
     if !(0..=MAX_REPLICAS).contains(&replicas) {
-        errors.add(path, format!("must be between 0 and {MAX_REPLICAS}, got {replicas}"));
+        errors.invalid(path, &replicas, format!("must be between 0 and {MAX_REPLICAS}"));
     }
 }
 
@@ -384,22 +398,23 @@ fn check_node_resources(errors: &mut Errors, path: &str, resources: &NodeResourc
     check_cpu(errors, &format!("{path}.cpu"), resources.cpu);
     check_memory(errors, &format!("{path}.memory"), resources.memory);
     if !(0..=MAX_NODE_PODS).contains(&resources.pods) {
-        errors.add(format!("{path}.pods"), format!("must be between 0 and {MAX_NODE_PODS}, got {}", resources.pods));
+        errors.invalid(format!("{path}.pods"), &resources.pods, format!("must be between 0 and {MAX_NODE_PODS}"));
     }
 }
 
 fn check_cpu(errors: &mut Errors, path: &str, millicores: i64) {
     if !(0..=MAX_CPU_MILLICORES).contains(&millicores) {
-        errors.add(
+        errors.invalid(
             path,
-            format!("must be between 0 and {MAX_CPU_MILLICORES} millicores ({} cores), got {millicores}", format_cpu(MAX_CPU_MILLICORES)),
+            &millicores,
+            format!("must be between 0 and {MAX_CPU_MILLICORES} millicores ({} cores)", format_cpu(MAX_CPU_MILLICORES)),
         );
     }
 }
 
 fn check_memory(errors: &mut Errors, path: &str, bytes: i64) {
     if !(0..=MAX_MEMORY_BYTES).contains(&bytes) {
-        errors.add(path, format!("must be between 0 and {MAX_MEMORY_BYTES} bytes ({}), got {bytes}", format_memory(MAX_MEMORY_BYTES)));
+        errors.invalid(path, &bytes, format!("must be between 0 and {MAX_MEMORY_BYTES} bytes ({})", format_memory(MAX_MEMORY_BYTES)));
     }
 }
 
@@ -407,7 +422,7 @@ pub fn validate_event(event: &Event) -> Result<(), Vec<FieldError>> {
     let mut errors = Errors::default();
     check_meta(&mut errors, &event.metadata, true);
     if !matches!(event.type_.as_str(), "Normal" | "Warning") {
-        errors.add("type", format!("must be Normal or Warning, got {:?}", event.type_));
+        errors.invalid("type", &event.type_, "must be Normal or Warning");
     }
     if event.reason.is_empty() {
         errors.add("reason", "must not be empty");
@@ -525,6 +540,10 @@ fn check_meta(errors: &mut Errors, meta: &ObjectMeta, namespaced: bool) {
         errors.add("metadata.namespace", message);
     }
     check_labels(errors, "metadata.labels", &meta.labels);
+    let annotation_bytes: usize = meta.annotations.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if annotation_bytes > MAX_ANNOTATION_BYTES {
+        errors.too_long("metadata.annotations", MAX_ANNOTATION_BYTES);
+    }
 }
 
 fn check_pod_spec(errors: &mut Errors, path: &str, spec: &PodSpec) {
@@ -532,7 +551,7 @@ fn check_pod_spec(errors: &mut Errors, path: &str, spec: &PodSpec) {
         errors.add(format!("{path}.containers"), "must have at least one container");
     }
     if spec.containers.len() > MAX_CONTAINERS {
-        errors.add(format!("{path}.containers"), format!("must have at most {MAX_CONTAINERS} containers, got {}", spec.containers.len()));
+        errors.invalid(format!("{path}.containers"), &spec.containers.len(), format!("must have at most {MAX_CONTAINERS} containers"));
     }
     let mut names = BTreeSet::new();
     let mut host_ports = BTreeSet::new();
@@ -552,13 +571,10 @@ fn check_pod_spec(errors: &mut Errors, path: &str, spec: &PodSpec) {
         }
     }
     if RestartPolicy::parse(&spec.restart_policy).is_none() {
-        errors.add(
-            format!("{path}.restart_policy"),
-            format!("must be one of {}, got {:?}", RestartPolicy::ALL.join(", "), spec.restart_policy),
-        );
+        errors.not_supported(format!("{path}.restart_policy"), &spec.restart_policy, &RestartPolicy::ALL);
     }
     if !spec.dns_policy.is_empty() && !DNS_POLICIES.contains(&spec.dns_policy.as_str()) {
-        errors.add(format!("{path}.dns_policy"), format!("must be one of {}, got {:?}", DNS_POLICIES.join(", "), spec.dns_policy));
+        errors.not_supported(format!("{path}.dns_policy"), &spec.dns_policy, &DNS_POLICIES);
     }
     check_labels(errors, &format!("{path}.node_selector"), &spec.node_selector);
     for (i, toleration) in spec.tolerations.iter().enumerate() {
@@ -577,13 +593,10 @@ fn check_pod_spec(errors: &mut Errors, path: &str, spec: &PodSpec) {
                     errors.add(format!("{toleration_path}.value"), "must be empty with operator Exists");
                 }
             }
-            other => errors.add(format!("{toleration_path}.operator"), format!("must be Equal or Exists, got {other:?}")),
+            other => errors.not_supported(format!("{toleration_path}.operator"), other, &["Equal", "Exists"]),
         }
         if !toleration.effect.is_empty() && !TAINT_EFFECTS.contains(&toleration.effect.as_str()) {
-            errors.add(
-                format!("{toleration_path}.effect"),
-                format!("must be empty or one of {}, got {:?}", TAINT_EFFECTS.join(", "), toleration.effect),
-            );
+            errors.not_supported(format!("{toleration_path}.effect"), &toleration.effect, &TAINT_EFFECTS);
         }
     }
     if let Some(message) = spec.termination_grace_period_seconds.and_then(grace_seconds_error) {
@@ -599,13 +612,10 @@ fn check_container(errors: &mut Errors, path: &str, container: &Container) {
     if container.image.trim().is_empty() {
         errors.add(format!("{path}.image"), "must not be empty");
     } else if container.image.chars().any(char::is_whitespace) {
-        errors.add(format!("{path}.image"), format!("must not contain spaces, got {:?}", container.image));
+        errors.invalid(format!("{path}.image"), &container.image, "must not contain spaces");
     }
     if !container.image_pull_policy.is_empty() && PullPolicy::parse(&container.image_pull_policy).is_none() {
-        errors.add(
-            format!("{path}.image_pull_policy"),
-            format!("must be empty or one of {}, got {:?}", PullPolicy::ALL.join(", "), container.image_pull_policy),
-        );
+        errors.not_supported(format!("{path}.image_pull_policy"), &container.image_pull_policy, &PullPolicy::ALL);
     }
     check_memory(errors, &format!("{path}.resources.memory"), container.resources.memory);
     check_cpu(errors, &format!("{path}.resources.cpu"), container.resources.cpu);
@@ -628,18 +638,12 @@ fn check_container(errors: &mut Errors, path: &str, container: &Container) {
 /// A probe as Kubernetes validates it (its words), and its host and scheme as Shepherd
 /// runs it: from inside the pod, over plain HTTP.
 fn check_probe(errors: &mut Errors, path: &str, kind: ProbeKind, probe: &Probe, container: &Container) {
-    match probe.handlers() {
-        0 => errors.required(path, "must specify a handler type"),
-        1 => {}
-        _ => {
-            let second =
-                [("exec", probe.exec.is_some()), ("http_get", probe.http_get.is_some()), ("tcp_socket", probe.tcp_socket.is_some())]
-                    .into_iter()
-                    .filter(|(_, set)| *set)
-                    .nth(1)
-                    .map_or("", |(name, _)| name);
-            errors.forbidden(format!("{path}.{second}"), "may not specify more than 1 handler type");
-        }
+    // As Kubernetes: the first handler set counts, each further one is refused by name.
+    let set = [("exec", probe.exec.is_some()), ("http_get", probe.http_get.is_some()), ("tcp_socket", probe.tcp_socket.is_some())];
+    let mut handlers = set.into_iter().filter(|(_, set)| *set).map(|(name, _)| name);
+    match handlers.next() {
+        None => errors.required(path, "must specify a handler type"),
+        Some(_) => handlers.for_each(|extra| errors.forbidden(format!("{path}.{extra}"), "may not specify more than 1 handler type")),
     }
     let timing = [
         ("initial_delay_seconds", probe.initial_delay_seconds),
@@ -679,8 +683,10 @@ fn check_probe(errors: &mut Errors, path: &str, kind: ProbeKind, probe: &Probe, 
         if !matches!(http.scheme.as_str(), "" | "HTTP") {
             errors.invalid(format!("{path}.http_get.scheme"), &http.scheme, "must be HTTP (HTTPS probes are not supported)");
         }
-        if (!http.path.is_empty() && !http.path.starts_with('/')) || http.path.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            errors.invalid(format!("{path}.http_get.path"), &http.path, "must start with '/' and hold no spaces");
+        // Kubernetes takes a path without its leading '/' (the prober adds it); spaces and
+        // control bytes could not be sent in a request line.
+        if http.path.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            errors.invalid(format!("{path}.http_get.path"), &http.path, "must hold no spaces or control characters");
         }
         for (i, header) in http.http_headers.iter().enumerate() {
             let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
@@ -727,7 +733,7 @@ fn check_port(errors: &mut Errors, path: &str, port: i32) {
 
 fn check_protocol(errors: &mut Errors, path: &str, protocol: &str) {
     if !matches!(protocol.to_ascii_uppercase().as_str(), "" | "TCP" | "UDP") {
-        errors.add(path, format!("must be TCP or UDP, got {protocol:?}"));
+        errors.not_supported(path, protocol, &["TCP", "UDP"]);
     }
 }
 
@@ -902,8 +908,12 @@ mod tests {
             fields(validate_pod(&p)),
             vec!["spec.containers[0].resources.memory", "spec.containers[0].resources.cpu", "spec.termination_grace_period_seconds"]
         );
-        let message = &validate_pod(&p).unwrap_err()[1].message;
-        assert_eq!(message, "must be between 0 and 1000000000 millicores (1000000 cores), got 5000000000000000000");
+        let error = validate_pod(&p).unwrap_err()[1].clone();
+        assert_eq!(error.value.as_deref(), Some("5000000000000000000"), "the bad value apart, as Kubernetes' field.Invalid keeps it");
+        assert_eq!(
+            error.to_string(),
+            "spec.containers[0].resources.cpu: must be between 0 and 1000000000 millicores (1000000 cores), got 5000000000000000000"
+        );
 
         let mut at_the_bounds = pod();
         at_the_bounds.spec.containers[0].resources =
@@ -922,6 +932,61 @@ mod tests {
         assert_eq!(fields(validate_scale(&scale)), vec!["spec.replicas"]);
         assert_eq!(grace_seconds_error(MAX_GRACE_SECONDS), None);
         assert!(grace_seconds_error(-1).is_some());
+    }
+
+    #[test]
+    fn annotations_of_every_kind_are_at_most_256_kib_keys_and_values_together() {
+        let mut p = pod();
+        p.metadata.annotations.insert("a".into(), "x".repeat(MAX_ANNOTATION_BYTES - 1));
+        assert_eq!(validate_pod(&p), Ok(()), "exactly at the limit");
+        p.metadata.annotations.insert("b".into(), String::new());
+        let errors = validate_pod(&p).unwrap_err();
+        assert_eq!(errors.len(), 1);
+        assert_eq!((errors[0].field.as_str(), errors[0].type_), ("metadata.annotations", FieldErrorType::TooLong));
+        assert_eq!(errors[0].message, "must have at most 262144 bytes");
+        let mut map = ConfigMap { metadata: ObjectMeta::named("default", "big"), ..Default::default() };
+        map.metadata.annotations = p.metadata.annotations.clone();
+        assert_eq!(fields(validate_config_map(&map)), vec!["metadata.annotations"]);
+    }
+
+    #[test]
+    fn probes_are_refused_as_kubernetes_refuses_them() {
+        use crate::model::{ExecAction, HttpGetAction, TcpSocketAction};
+        let mut p = pod();
+        p.spec.containers[0].liveness_probe = Some(Probe {
+            exec: Some(ExecAction { command: vec!["true".into()] }),
+            http_get: Some(HttpGetAction { port: ProbePort::Number(80), ..Default::default() }),
+            tcp_socket: Some(TcpSocketAction { port: ProbePort::Number(80), ..Default::default() }),
+            ..Default::default()
+        });
+        let errors = validate_pod(&p).unwrap_err();
+        let extra: Vec<(&str, FieldErrorType)> = errors.iter().map(|e| (e.field.as_str(), e.type_)).collect();
+        assert_eq!(
+            extra,
+            [
+                ("spec.containers[0].liveness_probe.http_get", FieldErrorType::Forbidden),
+                ("spec.containers[0].liveness_probe.tcp_socket", FieldErrorType::Forbidden)
+            ],
+            "each extra handler by name"
+        );
+        let probe = p.spec.containers[0].liveness_probe.as_mut().unwrap();
+        (probe.exec, probe.tcp_socket) = (None, None);
+        probe.http_get.as_mut().unwrap().path = "healthz".into();
+        assert_eq!(validate_pod(&p), Ok(()), "a path without its leading '/' is taken, as Kubernetes takes it");
+        p.spec.containers[0].liveness_probe.as_mut().unwrap().http_get.as_mut().unwrap().path = "/a b".into();
+        assert_eq!(fields(validate_pod(&p)), vec!["spec.containers[0].liveness_probe.http_get.path"]);
+    }
+
+    #[test]
+    fn a_value_outside_a_fixed_set_lists_the_set() {
+        let mut p = pod();
+        p.spec.restart_policy = "Sometimes".into();
+        let error = validate_pod(&p).unwrap_err().remove(0);
+        assert_eq!(error.type_, FieldErrorType::NotSupported);
+        assert_eq!(
+            (error.value.as_deref(), error.message.as_str()),
+            (Some("\"Sometimes\""), "supported values: \"Always\", \"OnFailure\", \"Never\"")
+        );
     }
 
     #[test]

@@ -147,6 +147,7 @@ fn build_pod(id: usize, g: &PodGen) -> Pod {
             name: format!("d{owner}"),
             uid: format!("d{owner}"),
             controller: true,
+            block_owner_deletion: true,
         });
     }
     pod

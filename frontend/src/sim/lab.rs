@@ -102,8 +102,7 @@ pub(super) fn pod(batch: &PodBatch, name: String, now: Time) -> Pod {
     pod.metadata.uid = format!("sim-{name}");
     pod.metadata.created_at = Some(now);
     pod.metadata.labels.insert("app".into(), batch.prefix.clone());
-    pod.metadata.owner_references =
-        vec![OwnerReference { kind: "Deployment".into(), name: batch.prefix.clone(), uid: String::new(), controller: true }];
+    pod.metadata.owner_references = vec![OwnerReference::controlled_by("Deployment", &ObjectMeta::named("", &batch.prefix))];
     pod.spec.containers = vec![Container {
         name: "main".into(),
         image: "minimal".into(),

@@ -72,7 +72,7 @@ pub fn replica_set_of(d: &Deployment, revision: u64, replicas: i32) -> ReplicaSe
 
 /// The controller reference to the object of `meta`.
 pub fn owner_of_kind(kind: &str, meta: &ObjectMeta) -> OwnerReference {
-    OwnerReference { kind: kind.into(), name: meta.name.clone(), uid: meta.uid.clone(), controller: true }
+    OwnerReference::controlled_by(kind, meta)
 }
 
 /// A node as its agent registers it at [`t0`]; not `ready`: its Ready condition turned False.

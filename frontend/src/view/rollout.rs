@@ -15,7 +15,7 @@ use crate::view::time::one_decimal;
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReplicaSetColumn {
     pub name: String,
-    pub revision: u64,
+    pub revision: i64,
     /// It runs the deployment's template: the rollout's new ReplicaSet.
     pub new: bool,
     pub desired: i32,
@@ -85,11 +85,11 @@ pub fn replica_set_columns<'a>(
 
 /// How many colours the marks of successive revisions cycle through (`rev-0` … in the
 /// stylesheet).
-pub const REVISION_COLOURS: u64 = 6;
+pub const REVISION_COLOURS: i64 = 6;
 
 /// The stylesheet class of a revision's colour.
-pub fn revision_class(revision: u64) -> String {
-    format!("rev-{}", revision % REVISION_COLOURS)
+pub fn revision_class(revision: i64) -> String {
+    format!("rev-{}", revision.rem_euclid(REVISION_COLOURS))
 }
 
 /// A deployment's counts at one moment, as its status reported them, and the band its
@@ -316,7 +316,7 @@ mod tests {
         let pods: Vec<Rc<Pod>> = [leaving, old_pod, new_pod, stranger].into_iter().map(Rc::new).collect();
 
         let columns = replica_set_columns(&d, &[new.clone(), retired, old.clone()], &pods);
-        let shape: Vec<(&str, u64, bool, i32)> = columns.iter().map(|c| (c.name.as_str(), c.revision, c.new, c.desired)).collect();
+        let shape: Vec<(&str, i64, bool, i32)> = columns.iter().map(|c| (c.name.as_str(), c.revision, c.new, c.desired)).collect();
         assert_eq!(
             shape,
             vec![(old.metadata.name.as_str(), 1, false, 3), (new.metadata.name.as_str(), 2, true, 2)],

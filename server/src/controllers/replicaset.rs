@@ -66,7 +66,7 @@ const GENERATED_BASE_LENGTH: usize = 58;
 
 /// The controller reference an owner puts on what it owns.
 pub(crate) fn controller_reference(kind: Kind, meta: &ObjectMeta) -> OwnerReference {
-    OwnerReference { kind: kind.as_str().into(), name: meta.name.clone(), uid: meta.uid.clone(), controller: true }
+    OwnerReference::controlled_by(kind.as_str(), meta)
 }
 
 pub(crate) fn pod_named(rs: &ReplicaSet, suffix: &str, now: Time) -> Pod {
@@ -553,6 +553,7 @@ pub(crate) mod tests {
             assert!(p.metadata.name.starts_with("web-abc-") && p.metadata.name.len() == "web-abc-".len() + 5, "{}", p.metadata.name);
             let owner = p.metadata.controller().unwrap();
             assert_eq!((owner.kind.as_str(), owner.uid.as_str()), ("ReplicaSet", rs.metadata.uid.as_str()));
+            assert!(owner.block_owner_deletion, "as Kubernetes' controllers write it");
             assert_eq!(p.metadata.labels[POD_TEMPLATE_HASH_LABEL], "abc");
         }
         let status = stored(&ctx).status;

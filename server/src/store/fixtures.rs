@@ -31,8 +31,10 @@ pub(super) fn names(batch: &WatchBatch) -> Vec<String> {
 
 pub(super) fn owned(name: &str, deployment: &str) -> Object {
     let mut object = pod(name, "");
-    object.metadata_mut().owner_references =
-        vec![shared::model::OwnerReference { kind: "Deployment".into(), name: deployment.into(), uid: "u".into(), controller: true }];
+    object.metadata_mut().owner_references = vec![shared::model::OwnerReference {
+        uid: "u".into(),
+        ..shared::model::OwnerReference::controlled_by("Deployment", &ObjectMeta::named("", deployment))
+    }];
     object
 }
 

@@ -95,6 +95,24 @@ pub struct OwnerReference {
     pub uid: String,
     #[serde(skip_serializing_if = "is_false")]
     pub controller: bool,
+    /// Whether a foreground deletion of the owner waits for this object; Kubernetes'
+    /// controllers set it on every reference they write.
+    #[serde(skip_serializing_if = "is_false")]
+    pub block_owner_deletion: bool,
+}
+
+impl OwnerReference {
+    /// The reference a controller writes on what it owns, as Kubernetes' controllers write
+    /// it: `controller` and `blockOwnerDeletion` both true.
+    pub fn controlled_by(kind: &str, owner: &ObjectMeta) -> OwnerReference {
+        OwnerReference {
+            kind: kind.to_string(),
+            name: owner.name.clone(),
+            uid: owner.uid.clone(),
+            controller: true,
+            block_owner_deletion: true,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -70,13 +70,16 @@ impl PodSpec {
     }
 
     /// What Kubernetes fills in when an object is created: the restart policy, every
-    /// probe's timing defaults and the volumes' file modes.
+    /// probe's timing defaults, the ports' protocol and the volumes' file modes.
     pub fn set_defaults(&mut self) {
         if self.restart_policy.is_empty() {
             self.restart_policy = "Always".into();
         }
         self.volumes.iter_mut().for_each(Volume::set_defaults);
         for container in &mut self.containers {
+            for port in container.ports.iter_mut().filter(|p| p.protocol.is_empty()) {
+                port.protocol = "TCP".into();
+            }
             for probe in [&mut container.liveness_probe, &mut container.readiness_probe, &mut container.startup_probe].into_iter().flatten()
             {
                 probe.set_defaults();

@@ -80,6 +80,7 @@ fn owned(mut pod: Pod, uid: &str) -> Pod {
         name: "web".into(),
         uid: uid.into(),
         controller: true,
+        block_owner_deletion: true,
     });
     pod
 }

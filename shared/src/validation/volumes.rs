@@ -37,7 +37,7 @@ pub(super) fn check_volumes(errors: &mut Errors, path: &str, spec: &PodSpec) {
             if mount.mount_path.is_empty() {
                 errors.add(format!("{mount_path}.mount_path"), "must not be empty");
             } else if !mount.mount_path.starts_with('/') {
-                errors.add(format!("{mount_path}.mount_path"), format!("must be an absolute path, got {:?}", mount.mount_path));
+                errors.invalid(format!("{mount_path}.mount_path"), &mount.mount_path, "must be an absolute path");
             } else if !paths.insert(normalized(&mount.mount_path)) {
                 errors.add(
                     format!("{mount_path}.mount_path"),
@@ -62,28 +62,26 @@ fn check_source(errors: &mut Errors, path: &str, source: VolumeSource<'_>) {
     match source {
         VolumeSource::EmptyDir(empty_dir) => {
             if !matches!(empty_dir.medium.as_str(), "" | MEDIUM_MEMORY) {
-                errors.add(
+                errors.invalid(
                     format!("{path}.empty_dir.medium"),
-                    format!("must be empty (the node's disk) or {MEDIUM_MEMORY}, got {:?}", empty_dir.medium),
+                    &empty_dir.medium,
+                    format!("must be empty (the node's disk) or {MEDIUM_MEMORY}"),
                 );
             }
             if empty_dir.size_limit < 0 {
-                errors.add(format!("{path}.empty_dir.size_limit"), format!("must not be negative, got {}", empty_dir.size_limit));
+                errors.invalid(format!("{path}.empty_dir.size_limit"), &empty_dir.size_limit, "must not be negative");
             }
         }
         VolumeSource::HostPath(host_path) => {
             if host_path.path.is_empty() {
                 errors.add(format!("{path}.host_path.path"), "must not be empty");
             } else if !host_path.path.starts_with('/') {
-                errors.add(format!("{path}.host_path.path"), format!("must be an absolute path, got {:?}", host_path.path));
+                errors.invalid(format!("{path}.host_path.path"), &host_path.path, "must be an absolute path");
             } else if host_path.path.split('/').any(|part| part == "..") {
                 errors.add(format!("{path}.host_path.path"), "must not contain '..'");
             }
             if !HOST_PATH_TYPES.contains(&host_path.type_.as_str()) {
-                errors.add(
-                    format!("{path}.host_path.type"),
-                    format!("must be empty or one of {}, got {:?}", HOST_PATH_TYPES[1..].join(", "), host_path.type_),
-                );
+                errors.not_supported(format!("{path}.host_path.type"), &host_path.type_, &HOST_PATH_TYPES);
             }
         }
         VolumeSource::ConfigMap(config_map) => {

@@ -118,6 +118,8 @@ async fn history(context: &Context, args: &RolloutHistoryArgs) -> Result<()> {
     let sets = replica_sets(context, &deployment).await?;
     let history = rollout::history(&deployment, &sets);
     if let Some(number) = args.revision.filter(|n| *n > 0) {
+        // Revisions are int64, as in Kubernetes: a larger number names none.
+        let number = i64::try_from(number).unwrap_or(i64::MIN);
         let Some(revision) = history.iter().find(|r| r.number == number) else {
             bail!("unable to find the specified revision {number}");
         };
@@ -139,7 +141,9 @@ async fn undo(context: &Context, args: &RolloutUndoArgs) -> Result<()> {
     let name = deployment_name(&args.deployment.target)?;
     let summary = update_deployment(context, &name, |mut deployment| async move {
         let sets = replica_sets(context, &deployment).await?;
-        let undo = rollout::undo(&deployment, &sets, args.to_revision)?;
+        let to_revision = i64::try_from(args.to_revision)
+            .map_err(|_| anyhow::anyhow!("unable to find specified revision {} in history", args.to_revision))?;
+        let undo = rollout::undo(&deployment, &sets, to_revision)?;
         let summary = undo.summary();
         Ok(match undo {
             Undo::AlreadyCurrent { .. } => (summary, None),

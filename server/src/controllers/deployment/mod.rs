@@ -23,7 +23,7 @@ use shared::model::{
 };
 use shared::rollout::{
     DEPLOYMENT_OWN_ANNOTATIONS, DESIRED_REPLICAS_ANNOTATION, MAX_REPLICAS_ANNOTATION, POD_TEMPLATE_HASH_LABEL, REVISION_ANNOTATION,
-    count_annotation, equal_ignoring_hash, pod_template_hash, reasons, revision,
+    count_annotation, equal_ignoring_hash, next_revision, pod_template_hash, reasons, revision,
 };
 
 use super::replicaset::{BURST_REPLICAS, controller_reference, delete_ignoring_gone};

@@ -115,7 +115,7 @@ impl Sync<'_> {
     /// `getAllReplicaSetsAndSyncRevision`: the new set takes the next revision and the
     /// deployment's annotations, and is created when `create` and there is none.
     pub(super) async fn sync_revision(&mut self, create: bool) -> Result<(), StoreError> {
-        let new_revision = self.old.iter().map(revision).max().unwrap_or(0) + 1;
+        let new_revision = next_revision(&self.old);
         if let Some(existing) = self.new.clone() {
             let mut rs = existing.clone();
             let mut changed = self.annotate_new(&mut rs, new_revision);
@@ -165,6 +165,10 @@ impl Sync<'_> {
         self.annotate_new(&mut rs, new_revision);
         self.annotate_replicas(&mut rs);
         crate::resources::stamp_new(&mut rs, self.now);
+        // The API would refuse it (a name over 253 characters): fail as its create would.
+        if let Err(details) = shared::validation::validate_replicaset(&rs) {
+            return Err(self.note_create_error(&rs, details).await);
+        }
         let replicas = rs.spec.replicas;
         let key = Key::new(Kind::ReplicaSet, &rs.metadata.namespace, &rs.metadata.name);
         let mut txn = Txn::new().with(ops::create(rs.clone()));
@@ -194,6 +198,33 @@ impl Sync<'_> {
             condition(reasons::PROGRESSING, conditions::TRUE, reasons::NEW_RS_CREATED, message, self.now),
         );
         Ok(())
+    }
+
+    /// The new set cannot be created: `Progressing` is False with `ReplicaSetCreateError` and a
+    /// Warning event says why, as Kubernetes' `getNewReplicaSet` reports a failed create; the
+    /// error requeues the deployment with back-off.
+    async fn note_create_error(&self, rs: &ReplicaSet, details: Vec<shared::api::FieldError>) -> StoreError {
+        let causes: Vec<String> = details.iter().map(ToString::to_string).collect();
+        let invalid = format!("ReplicaSet.apps {:?} is invalid: {}", rs.metadata.name, causes.join(", "));
+        let message = format!("Failed to create new replica set {:?}: {invalid}", rs.metadata.name);
+        let mut status = self.stored.status.clone();
+        let failed = condition(reasons::PROGRESSING, conditions::FALSE, reasons::REPLICA_SET_CREATE_ERROR, message.clone(), self.now);
+        set_deployment_condition(&mut status.conditions, failed);
+        let expected = self.stored.metadata.resource_version;
+        let write = ops::modify::<Deployment>(Key::of(&Object::Deployment(Box::new(self.stored.clone()))), move |_, d| {
+            if d.metadata.resource_version != expected {
+                return Err(StoreError::conflict("the deployment changed during the sync"));
+            }
+            d.status = status.clone();
+            Ok(())
+        });
+        let involved = events::reference(&Object::Deployment(Box::new(self.d.clone())));
+        let event =
+            events::new_event(involved, event_types::WARNING, reasons::REPLICA_SET_CREATE_ERROR, message, SOURCE_DEPLOYMENT_CONTROLLER);
+        match self.store.commit(Txn::new().with(write).with(events::record(event, self.now))).await {
+            Ok(_) => StoreError::Invalid { message: invalid, details },
+            Err(e) => e,
+        }
     }
 
     /// The name of the new set is another's: the next hash is salted by one more collision.
@@ -232,9 +263,10 @@ impl Sync<'_> {
         changed
     }
 
-    /// The new set's annotations: the deployment's own, and the revision `revision` when
-    /// its own is older; true when they changed.
-    pub(super) fn annotate_new(&self, rs: &mut ReplicaSet, new_revision: u64) -> bool {
+    /// The new set's annotations: the deployment's own, and the revision `new_revision` when
+    /// its own is older; one whose revision is not a number keeps it, as in Kubernetes'
+    /// `SetNewReplicaSetAnnotations`. True when they changed.
+    pub(super) fn annotate_new(&self, rs: &mut ReplicaSet, new_revision: i64) -> bool {
         let mut changed = false;
         for (k, v) in &self.d.metadata.annotations {
             if !DEPLOYMENT_OWN_ANNOTATIONS.contains(&k.as_str()) && rs.metadata.annotations.get(k) != Some(v) {
@@ -242,7 +274,7 @@ impl Sync<'_> {
                 changed = true;
             }
         }
-        if revision(rs) < new_revision {
+        if revision(rs).is_some_and(|own| own < new_revision) {
             rs.metadata.annotations.insert(REVISION_ANNOTATION.into(), new_revision.to_string());
             changed = true;
         }
@@ -271,7 +303,7 @@ impl Sync<'_> {
             return Ok(());
         }
         let excess = cleanable.len() - limit;
-        cleanable.sort_by_key(|rs| (revision(rs), rs.metadata.created_at, rs.metadata.name.clone()));
+        cleanable.sort_by_key(|rs| (revision(rs).unwrap_or(0), rs.metadata.created_at, rs.metadata.name.clone()));
         let doomed: Vec<&ReplicaSet> = cleanable[..excess]
             .iter()
             .filter(|rs| rs.status.replicas == 0 && rs.spec.replicas == 0 && rs.metadata.generation <= rs.status.observed_generation)

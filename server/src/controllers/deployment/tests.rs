@@ -311,7 +311,7 @@ async fn old_sets_at_zero_beyond_the_revision_history_limit_are_deleted() {
         edit(&ctx, new_image).await;
         roll_to_completion(&ctx, now).await;
     }
-    let mut revisions: Vec<u64> = sets(&ctx).iter().map(revision).collect();
+    let mut revisions: Vec<i64> = sets(&ctx).iter().filter_map(revision).collect();
     revisions.sort();
     assert_eq!(revisions, [3, 4], "the newest and one old revision");
     assert_eq!(stored(&ctx).metadata.annotations[REVISION_ANNOTATION], "4");
@@ -355,7 +355,7 @@ async fn undo_makes_the_old_set_new_again_under_the_next_revision() {
     roll_to_completion(&ctx, now).await;
     let sets = sets(&ctx);
     assert_eq!(sets.len(), 2, "no third set");
-    assert_eq!((sets[0].metadata.name.as_str(), revision(&sets[0]), sets[0].spec.replicas), (first.metadata.name.as_str(), 3, 2));
+    assert_eq!((sets[0].metadata.name.as_str(), revision(&sets[0]), sets[0].spec.replicas), (first.metadata.name.as_str(), Some(3), 2));
     assert_eq!(stored(&ctx).metadata.annotations[REVISION_ANNOTATION], "3");
 }
 
@@ -400,4 +400,59 @@ async fn pods_a_deployment_controlled_itself_go_to_its_new_set_when_they_run_its
     assert_eq!(pods.len(), 3, "{names:?}");
     assert!(names.contains(&"current-1") && names.contains(&"current-2") && !names.contains(&"outdated"), "{names:?}");
     assert!(pods.iter().all(|p| p.metadata.controller().is_some_and(|r| r.uid == rs.metadata.uid)), "all the new set's");
+}
+
+#[tokio::test]
+async fn a_new_set_whose_name_the_api_would_refuse_fails_the_create_as_kubernetes_reports_it() {
+    let ctx = fixtures::context().await;
+    let mut d = deployment(2);
+    // 253 characters: a valid deployment name, but `<name>-<hash>` is longer than a name may be.
+    d.metadata.name = "w".repeat(253);
+    fixtures::put(&ctx, Object::Deployment(Box::new(d))).await;
+    let long_key = Key::new(Kind::Deployment, "default", &"w".repeat(253));
+    let now = chrono::Utc::now();
+    assert!(DeploymentController.reconcile(&long_key, &ctx, now).await.is_err(), "the failed create requeues with back-off");
+    assert!(sets(&ctx).is_empty(), "no invalid ReplicaSet is stored");
+    let Some(Object::Deployment(d)) = ctx.store.get(&long_key).as_deref().cloned() else { panic!("deployment missing") };
+    let failed = find_condition(&d.status.conditions, reasons::PROGRESSING).expect("a Progressing condition");
+    assert_eq!((failed.status.as_str(), failed.reason.as_str()), ("False", reasons::REPLICA_SET_CREATE_ERROR));
+    assert!(failed.message.starts_with("Failed to create new replica set \"wwww"), "{}", failed.message);
+    assert!(failed.message.contains("metadata.name: must be at most 253 characters"), "{}", failed.message);
+    let events = ctx.store.list(Kind::Event, Some("default")).1;
+    let warned =
+        events.iter().any(|e| matches!(&**e, Object::Event(e) if e.reason == reasons::REPLICA_SET_CREATE_ERROR && e.type_ == "Warning"));
+    assert!(warned, "{events:?}");
+}
+
+#[tokio::test]
+async fn revisions_are_int64_and_wrap_as_kubernetes_wraps_them() {
+    let ctx = fixtures::context().await;
+    fixtures::put(&ctx, Object::Deployment(Box::new(deployment(2)))).await;
+    let now = chrono::Utc::now();
+    roll_to_completion(&ctx, now).await;
+    // An old set at i64::MAX - 1 (a user's edit): the next revision is i64::MAX, which
+    // kubectl reads; an unparsable one is skipped.
+    let mut first = sets(&ctx).remove(0);
+    first.metadata.annotations.insert(REVISION_ANNOTATION.into(), (i64::MAX - 1).to_string());
+    fixtures::put(&ctx, Object::ReplicaSet(Box::new(first))).await;
+    edit(&ctx, new_image).await;
+    roll_to_completion(&ctx, now).await;
+    assert_eq!(stored(&ctx).metadata.annotations[REVISION_ANNOTATION], i64::MAX.to_string());
+    let all = sets(&ctx);
+    let newest = shared::rollout::new_and_old_sets(&stored(&ctx), &all).0.expect("a new set");
+    assert_eq!(revision(newest), Some(i64::MAX));
+
+    // Past i64::MAX the sum wraps, as Go's does: the new set keeps the revision it has (none),
+    // never one kubectl cannot read.
+    let mut unparsable = sets(&ctx).into_iter().find(|rs| revision(rs) == Some(i64::MAX - 1)).expect("the first set");
+    unparsable.metadata.annotations.insert(REVISION_ANNOTATION.into(), "99999999999999999999".into());
+    fixtures::put(&ctx, Object::ReplicaSet(Box::new(unparsable))).await;
+    edit(&ctx, new_image).await;
+    roll_to_completion(&ctx, now).await;
+    for rs in sets(&ctx) {
+        if let Some(text) = rs.metadata.annotations.get(REVISION_ANNOTATION).filter(|t| t.as_str() != "99999999999999999999") {
+            assert!(text.parse::<i64>().is_ok(), "{text} is an int64");
+        }
+    }
+    assert_eq!(shared::rollout::next_revision(&sets(&ctx)), i64::MIN);
 }

@@ -624,6 +624,7 @@ mod tests {
         assert_eq!(container["readinessProbe"]["httpGet"]["port"], "http");
         assert_eq!(container["readinessProbe"]["successThreshold"], 2);
         assert_eq!(container["startupProbe"]["tcpSocket"]["port"], 8080);
+        assert_eq!(container["ports"][0]["protocol"], "TCP", "as Kubernetes defaults it, so `describe` shows 8080/TCP");
         let again: Pod = decode(&out).expect("what a GET shows is taken back");
         assert_eq!(again.spec, pod.spec, "and means the same");
     }
@@ -645,6 +646,14 @@ mod tests {
         assert_eq!(
             refused(container(serde_json::json!({"exec": {"command": ["true"]}, "tcpSocket": {"port": 80}}))),
             vec!["spec.containers[0].livenessProbe.tcpSocket: Forbidden: may not specify more than 1 handler type"]
+        );
+        assert_eq!(
+            refused(container(serde_json::json!({"exec": {"command": ["true"]}, "httpGet": {"port": 80}, "tcpSocket": {"port": 80}}))),
+            vec![
+                "spec.containers[0].livenessProbe.httpGet: Forbidden: may not specify more than 1 handler type",
+                "spec.containers[0].livenessProbe.tcpSocket: Forbidden: may not specify more than 1 handler type"
+            ],
+            "each extra handler, as Kubernetes lists them"
         );
         assert_eq!(
             refused(container(serde_json::json!({"exec": {"command": ["true"]}, "successThreshold": 2, "periodSeconds": -1}))),
@@ -676,10 +685,10 @@ mod tests {
             refused(container(serde_json::json!({"tcpSocket": {"port": 70000}}))),
             vec!["spec.containers[0].livenessProbe.tcpSocket.port: Invalid value: 70000: must be between 1 and 65535, inclusive"]
         );
-        let grpc = refused(container(serde_json::json!({"grpc": {"port": 80}})));
-        assert!(
-            grpc.contains(&"spec.containers[0].livenessProbe.grpc: Unsupported: Shepherd does not support this field".to_string()),
-            "{grpc:?}"
+        assert_eq!(
+            refused(container(serde_json::json!({"grpc": {"port": 80}}))),
+            vec!["spec.containers[0].livenessProbe.grpc: Unsupported: Shepherd does not support this field"],
+            "one cause: the probe lacks a handler only because gRPC is refused"
         );
     }
 

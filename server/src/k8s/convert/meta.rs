@@ -70,7 +70,7 @@ pub(super) fn meta_out(m: &ObjectMeta) -> meta::ObjectMeta {
                     name: r.name.clone(),
                     uid: r.uid.clone(),
                     controller: r.controller.then_some(true),
-                    block_owner_deletion: None,
+                    block_owner_deletion: r.block_owner_deletion.then_some(true),
                 })
                 .collect(),
         ),
@@ -97,7 +97,13 @@ pub(super) fn meta_in(m: meta::ObjectMeta, errors: &mut Vec<Cause>) -> ObjectMet
             .owner_references
             .unwrap_or_default()
             .into_iter()
-            .map(|r| OwnerReference { kind: r.kind, name: r.name, uid: r.uid, controller: r.controller.unwrap_or(false) })
+            .map(|r| OwnerReference {
+                kind: r.kind,
+                name: r.name,
+                uid: r.uid,
+                controller: r.controller.unwrap_or(false),
+                block_owner_deletion: r.block_owner_deletion.unwrap_or(false),
+            })
             .collect(),
         ..Default::default()
     }

@@ -42,6 +42,8 @@ pub enum Problem {
     Required,
     /// A field that may not be set here at all.
     Forbidden,
+    /// A value outside the set Kubernetes allows (`field.NotSupported`).
+    NotSupported,
     /// A value over a size limit.
     TooLong,
     /// A field Kubernetes does not have either: a typo, most likely.
@@ -75,6 +77,10 @@ impl Cause {
             (FieldErrorType::Required, _) => Cause { problem: Problem::Required, field, message },
             (FieldErrorType::Forbidden, _) => Cause { problem: Problem::Forbidden, field, message },
             (FieldErrorType::TooLong, _) => Cause { problem: Problem::TooLong, field, message },
+            (FieldErrorType::NotSupported, value) => {
+                let message = value.map_or(message.clone(), |value| format!("{value}: {message}"));
+                Cause { problem: Problem::NotSupported, field, message }
+            }
             (FieldErrorType::Invalid, Some(value)) => Cause::invalid(field, format!("{value}: {message}")),
             (FieldErrorType::Invalid, None) => Cause::invalid(field, message),
         }
@@ -87,11 +93,11 @@ impl Cause {
     /// The cause's `reason` in a Status: Kubernetes' `FieldValueNotSupported` or `FieldValueInvalid`.
     pub fn reason(&self) -> &'static str {
         match self.problem {
-            Problem::Unsupported => "FieldValueNotSupported",
+            Problem::Unsupported | Problem::NotSupported => "FieldValueNotSupported",
+            Problem::TooLong => "FieldValueTooLong",
             Problem::Invalid => "FieldValueInvalid",
             Problem::Required => "FieldValueRequired",
             Problem::Forbidden => "FieldValueForbidden",
-            Problem::TooLong => "FieldValueTooLong",
             Problem::Unknown => "FieldValueUnknown",
         }
     }
@@ -105,6 +111,7 @@ impl Cause {
             Problem::Required if self.message.is_empty() => "Required value".to_string(),
             Problem::Required => format!("Required value: {}", self.message),
             Problem::Forbidden => format!("Forbidden: {}", self.message),
+            Problem::NotSupported => format!("Unsupported value: {}", self.message),
             // The native message already says `Too long: …`.
             Problem::TooLong => self.message.clone(),
             Problem::Unknown => format!("unknown field: {}", self.message),
@@ -187,7 +194,11 @@ pub fn decode<R: Convert>(value: &Value) -> Result<R> {
     let mut dropped = unkept(value, &back);
     dropped.retain(|field| !R::WRITE_ONLY.iter().any(|written| within(field, written)));
     if let Err(errors) = shared::validation::validate(&object.clone().into_object()) {
-        causes.extend(invalid_causes(R::KIND, errors));
+        // A refused field leaves what holds it without it (a gRPC probe, a probe with no
+        // handler): saying that the holder then lacks a field would only repeat the refusal.
+        let refused: Vec<String> = causes.iter().map(|c| c.field.clone()).chain(dropped.iter().cloned()).collect();
+        let repeats = |c: &Cause| c.problem == Problem::Required && refused.iter().any(|f| f != &c.field && within(f, &c.field));
+        causes.extend(invalid_causes(R::KIND, errors).into_iter().filter(|c| !repeats(c)));
     }
     let mut named = std::collections::BTreeSet::new();
     causes.retain(|c| named.insert((c.field.clone(), c.message.clone())));
@@ -542,7 +553,7 @@ mod tests {
         }
         // Every field shared::validation and the server's pod rule name, of every kind
         // this API serves.
-        assert_eq!(named.len(), 141, "{named:#?}");
+        assert_eq!(named.len(), 145, "{named:#?}");
         assert_eq!(k8s_field(Kind::Pod, "spec.containers[1].ports[0].host_port"), "spec.containers[1].ports[0].hostPort");
         assert_eq!(k8s_field(Kind::Pod, "spec.containers[0].resources.cpu"), "spec.containers[0].resources.requests.cpu");
         assert_eq!(k8s_field(Kind::Node, "status.taints[0].key"), "spec.taints[0].key");
