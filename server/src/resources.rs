@@ -415,8 +415,11 @@ impl Resource for Secret {
 mod tests {
     use super::*;
 
+    /// The example pod with the defaults its create stores.
     fn pod() -> Pod {
-        serde_json::from_str(include_str!("../../examples/pod.json")).unwrap()
+        let mut pod: Pod = serde_json::from_str(include_str!("../../examples/pod.json")).unwrap();
+        pod.spec.set_defaults();
+        pod
     }
 
     #[test]
