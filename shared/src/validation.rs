@@ -943,7 +943,7 @@ mod tests {
         let errors = validate_pod(&p).unwrap_err();
         assert_eq!(errors.len(), 1);
         assert_eq!((errors[0].field.as_str(), errors[0].type_), ("metadata.annotations", FieldErrorType::TooLong));
-        assert_eq!(errors[0].message, "must have at most 262144 bytes");
+        assert_eq!(errors[0].message, "Too long: must have at most 262144 bytes");
         let mut map = ConfigMap { metadata: ObjectMeta::named("default", "big"), ..Default::default() };
         map.metadata.annotations = p.metadata.annotations.clone();
         assert_eq!(fields(validate_config_map(&map)), vec!["metadata.annotations"]);
