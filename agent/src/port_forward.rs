@@ -14,7 +14,7 @@ use bytes::Bytes;
 use futures::{SinkExt, StreamExt, future};
 use shared::api::port_forward::{PORT_HEADER, REQUEST_ID_HEADER, STREAM_DATA, STREAM_ERROR, STREAM_TYPE_HEADER};
 use shepherd_client::spdy::{self, Role, Stream, header};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
@@ -192,18 +192,7 @@ async fn copy(data: Stream, connection: tokio::net::TcpStream) {
         let _ = to_pod.shutdown().await;
     };
     let outbound = async {
-        let mut buffer = vec![0u8; 32 * 1024];
-        loop {
-            match from_pod.read(&mut buffer).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if to_client.write(Bytes::copy_from_slice(&buffer[..n])).await.is_err() {
-                        return;
-                    }
-                }
-            }
-        }
-        let _ = to_client.finish().await;
+        to_client.send_from(&mut from_pod).await;
     };
     tokio::select! {
         _ = async { tokio::join!(inbound, outbound) } => {}

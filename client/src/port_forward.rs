@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt, future};
 use shared::api::port_forward::{PORT_HEADER, REQUEST_ID_HEADER, STREAM_DATA, STREAM_ERROR, STREAM_TYPE_HEADER};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -87,18 +87,9 @@ impl PortForward {
         let (mut local_read, mut local_write) = tokio::io::split(local);
         let Stream { reader: mut remote_read, writer: remote_write, .. } = data;
         let to_pod = async {
-            let mut buffer = vec![0u8; 32 * 1024];
-            loop {
-                match local_read.read(&mut buffer).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        if remote_write.write(Bytes::copy_from_slice(&buffer[..n])).await.is_err() {
-                            return;
-                        }
-                    }
-                }
+            if !remote_write.send_from(&mut local_read).await {
+                return;
             }
-            let _ = remote_write.finish().await;
             // The pod's side may still be answering.
             future::pending::<()>().await
         };

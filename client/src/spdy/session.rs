@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use futures::{Sink, SinkExt, Stream as FutureStream, StreamExt};
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -238,6 +239,24 @@ impl StreamWriter {
             self.shared.send(Frame::Data { stream_id: self.id, fin: false, data: chunk }).await?;
         }
         Ok(())
+    }
+
+    /// Sends what `source` reads until it ends (or fails to read), then finishes the stream;
+    /// `false` when the stream broke first, unfinished.
+    pub async fn send_from(&self, mut source: impl AsyncRead + Unpin) -> bool {
+        let mut buffer = vec![0u8; 32 * 1024];
+        loop {
+            match source.read(&mut buffer).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if self.write(Bytes::copy_from_slice(&buffer[..n])).await.is_err() {
+                        return false;
+                    }
+                }
+            }
+        }
+        let _ = self.finish().await;
+        true
     }
 
     /// Ends this end's writing; the peer's may go on.
