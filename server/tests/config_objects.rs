@@ -141,6 +141,12 @@ async fn a_viewer_token_reads_config_maps_but_no_secrets_and_a_node_token_reads_
         "/api/v1/namespaces/default/secrets?watch=true",
         "/k8s/api/v1/namespaces/default/secrets/db",
         "/k8s/api/v1/secrets?watch=true",
+        // Percent-encoded, as the router decodes a captured segment.
+        "/k8s/api/v1/namespaces/default/%73ecrets/db",
+        "/k8s/api/v1/namespaces/default/secret%73/db",
+        "/k8s/api/v1/%73ecrets",
+        "/k8s/api/v1/%73ecrets?watch=1",
+        "/api/v1/namespaces/default/%73ecrets/db",
     ] {
         let response = viewer.bare(Method::GET, path).bearer_auth("viewer-token").send().await.unwrap();
         assert_eq!(response.status(), StatusCode::FORBIDDEN, "{path}");

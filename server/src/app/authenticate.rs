@@ -87,11 +87,27 @@ pub fn role_allows(principal: &Principal, method: &Method, path: &str) -> Result
     }
 }
 
+/// The path as the router reads it: each segment percent-decoded, as the router decodes what
+/// it captures (`/k8s/api/v1/namespaces/a/%73ecrets` is routed to `secrets`), so that the
+/// roles judge the resource that will be served. A segment that decodes to a `/` or to
+/// bytes that are not UTF-8 names nothing a route serves, and is refused.
+fn decoded_path(raw: &str) -> Result<String, ApiError> {
+    let segments = raw.split('/').map(|segment| {
+        let decoded = percent_encoding::percent_decode_str(segment).decode_utf8().ok().filter(|s| !s.contains('/'));
+        decoded.ok_or_else(|| ApiError::bad_request(format!("the path segment {segment:?} does not decode to a UTF-8 name without '/'")))
+    });
+    Ok(segments.collect::<Result<Vec<_>, _>>()?.join("/"))
+}
+
 /// Authenticates the bearer token, applies each role's coarse rules and leaves the
 /// [`Principal`] in the request's extensions for the handlers' finer checks.
 pub async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let tokens = &state.config.tokens;
-    let (principal, bearer) = if tokens.is_empty() || is_public(request.uri().path()) {
+    let path = match decoded_path(request.uri().path()) {
+        Ok(path) => path,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let (principal, bearer) = if tokens.is_empty() || is_public(&path) {
         (Principal::anonymous(), None)
     } else {
         let header = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
@@ -108,7 +124,7 @@ pub async fn authenticate(State(state): State<AppState>, mut request: Request, n
             None => return ApiError::unauthorized("the bearer token is not known to this server").into_response(),
         }
     };
-    if let Err(refusal) = role_allows(&principal, request.method(), request.uri().path()) {
+    if let Err(refusal) = role_allows(&principal, request.method(), &path) {
         return refusal.into_response();
     }
     request.extensions_mut().insert(principal);
@@ -145,6 +161,18 @@ mod tests {
         for path in ["/api/v1/namespaces/default/pods/exec", "/k8s/api/v1/namespaces/a/services/b/exec", "/api/v1/pods/b/exec"] {
             assert!(session_of(path).is_none(), "{path}");
         }
+    }
+
+    #[test]
+    fn the_roles_judge_the_path_the_router_decodes() {
+        assert_eq!(decoded_path("/k8s/api/v1/namespaces/default/%73ecrets/db").unwrap(), "/k8s/api/v1/namespaces/default/secrets/db");
+        assert_eq!(decoded_path("/api/v1/secret%73").unwrap(), "/api/v1/secrets");
+        assert_eq!(decoded_path("/api/v1/pods/a%20b").unwrap(), "/api/v1/pods/a b");
+        assert!(decoded_path("/api/v1/namespaces/a%2Fb/pods").is_err(), "an encoded slash would shift the segments");
+        assert!(decoded_path("/api/v1/pods/%FF").is_err(), "not UTF-8");
+        let viewer = Principal { role: Role::Viewer, node: None };
+        let path = decoded_path("/k8s/api/v1/namespaces/default/%73ecrets/db").unwrap();
+        assert!(role_allows(&viewer, &Method::GET, &path).is_err());
     }
 
     #[test]
