@@ -192,6 +192,9 @@ fn claim_node_ports(
     }
     let held: HashSet<i32> = kept.map(|k| k.ports.iter().map(|p| p.node_port).collect()).unwrap_or_default();
     let mut used = taken.node_ports.clone();
+    // A node port this Service already claimed for another protocol: validation keeps one
+    // protocol to one node port, and TCP and UDP may share its number, as in Kubernetes.
+    let mut own = HashSet::new();
     // Requested (and kept) ports first, so that an allocation never takes one of them.
     for (i, port) in spec.ports.iter().enumerate().filter(|(_, p)| p.node_port != 0) {
         let field = format!("spec.ports[{i}].node_port");
@@ -199,11 +202,23 @@ fn claim_node_ports(
         if !held.contains(&node_port) && !ranges.node_ports.contains(node_port) {
             let message = format!("provided port is not in the valid range. The range of valid ports is {}", ranges.node_ports);
             errors.push(FieldError { field, message, ..Default::default() });
-        } else if !used.insert(node_port) {
+        } else if !own.contains(&node_port) && !used.insert(node_port) {
             errors.push(FieldError { field, message: "provided port is already allocated".into(), ..Default::default() });
         }
+        own.insert(node_port);
     }
-    for (i, port) in spec.ports.iter_mut().enumerate().filter(|(_, p)| p.node_port == 0) {
+    for i in 0..spec.ports.len() {
+        if spec.ports[i].node_port != 0 {
+            continue;
+        }
+        // Ports of the same number (TCP and UDP of one service) share one node port, as
+        // kube-apiserver allocates them.
+        let port = spec.ports[i].port;
+        if let Some(shared) = spec.ports.iter().find(|p| p.port == port && p.node_port != 0).map(|p| p.node_port) {
+            spec.ports[i].node_port = shared;
+            continue;
+        }
+        let port = &mut spec.ports[i];
         match next_port(&ranges.node_ports, &used) {
             Some(node_port) => {
                 used.insert(node_port);
@@ -302,6 +317,25 @@ mod tests {
         assert_eq!(next_port(&tiny, &HashSet::from([30000, 30001])), None);
     }
 
+    #[test]
+    fn tcp_and_udp_of_one_port_share_a_node_port_that_other_services_may_not_take() {
+        let ranges = ranges("10.96.0.0/16", "30000-32767");
+        let port = |protocol: &str, node_port| ServicePort { port: 53, protocol: protocol.into(), node_port, ..Default::default() };
+        let mut errors = Vec::new();
+        let mut asked =
+            ServiceSpec { type_: service::NODE_PORT.into(), ports: vec![port("TCP", 30053), port("UDP", 30053)], ..Default::default() };
+        claim_node_ports(&mut asked, None, &Taken::default(), &ranges, &mut errors);
+        assert!(errors.is_empty(), "{errors:?}");
+        let mut allocated =
+            ServiceSpec { type_: service::NODE_PORT.into(), ports: vec![port("TCP", 0), port("UDP", 0)], ..Default::default() };
+        claim_node_ports(&mut allocated, None, &Taken::default(), &ranges, &mut errors);
+        assert!(errors.is_empty() && allocated.ports[0].node_port != 0, "{errors:?}");
+        assert_eq!(allocated.ports[0].node_port, allocated.ports[1].node_port);
+        let taken = Taken { node_ports: HashSet::from([30053]), ..Taken::default() };
+        claim_node_ports(&mut asked, None, &taken, &ranges, &mut errors);
+        assert_eq!(errors.len(), 1, "another Service holds it: {errors:?}");
+    }
+
     fn spec(type_: &str, cluster_ip: &str, node_ports: &[i32]) -> ServiceSpec {
         let ports = node_ports.iter().enumerate().map(|(i, n)| ServicePort { port: 80 + i as i32, node_port: *n, ..Default::default() });
         ServiceSpec { type_: type_.into(), cluster_ip: cluster_ip.into(), ports: ports.collect(), ..Default::default() }
@@ -381,7 +415,6 @@ mod tests {
                 "provided port is not in the valid range. The range of valid ports is 30000-30099",
             ),
             (spec(service::NODE_PORT, "", &[30016]), "spec.ports[0].node_port", "provided port is already allocated"),
-            (spec(service::NODE_PORT, "", &[30050, 30050]), "spec.ports[1].node_port", "provided port is already allocated"),
         ];
         for (asked, field, message) in cases {
             let error = refusal(claim(&mut named("c", asked.clone()), None, &existing, &ranges));

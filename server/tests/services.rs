@@ -107,6 +107,54 @@ async fn cluster_ips_and_node_ports_are_allocated_checked_and_kept() {
     server.stop().await;
 }
 
+/// A Service as a cluster writes it back (the defaults kube-apiserver fills in) applies under
+/// `/k8s` and reads back with the same values; what Shepherd's proxy does not do is refused,
+/// and ports given twice are Kubernetes' `Duplicate value`.
+#[tokio::test]
+async fn a_service_exported_from_a_cluster_applies_and_duplicate_ports_are_refused_in_kubernetes_words() {
+    let server = TestServer::start(Config { service_ranges: small_ranges(), ..Config::in_memory() }).await;
+    let post = |body: Value| {
+        let request = server.bare(reqwest::Method::POST, "/k8s/api/v1/namespaces/default/services").json(&body);
+        async move {
+            let response = request.send().await.expect("the server answers");
+            (response.status(), response.json::<Value>().await.expect("a JSON answer"))
+        }
+    };
+    let exported = json!({
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "front"},
+        "spec": {
+            "type": "NodePort", "selector": {"app": "front"},
+            "ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}],
+            "sessionAffinity": "None", "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
+            "internalTrafficPolicy": "Cluster", "externalTrafficPolicy": "Cluster"
+        }
+    });
+    let (status, created) = post(exported).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let spec = &created["spec"];
+    assert_eq!(
+        (&spec["sessionAffinity"], &spec["ipFamilyPolicy"], &spec["ipFamilies"][0], &spec["ports"][0]["protocol"]),
+        (&json!("None"), &json!("SingleStack"), &json!("IPv4"), &json!("TCP"))
+    );
+
+    let (status, answer) =
+        post(json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "sticky"}, "spec": {"sessionAffinity": "ClientIP", "ports": [{"port": 80}]}}))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
+    assert!(answer["message"].as_str().unwrap().contains("spec.sessionAffinity: Unsupported"), "{answer}");
+
+    let (status, answer) =
+        post(json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "twice"}, "spec": {"ports": [{"name": "a", "port": 80}, {"name": "b", "port": 80}, {"port": 81}]}}))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
+    let message = answer["message"].as_str().unwrap();
+    assert!(message.contains(r#"spec.ports[1]: Duplicate value: {"port":80,"protocol":"TCP"}"#), "{message}");
+    assert!(message.contains("spec.ports[2].name: Required value"), "{message}");
+    let reasons: Vec<&str> = answer["details"]["causes"].as_array().unwrap().iter().filter_map(|c| c["reason"].as_str()).collect();
+    assert!(reasons.contains(&"FieldValueDuplicate"), "{answer}");
+    server.stop().await;
+}
+
 /// The taken addresses are read from the stored Services, so a restarted server knows them.
 #[tokio::test]
 async fn a_restarted_server_never_gives_an_address_twice() {

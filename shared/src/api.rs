@@ -77,6 +77,8 @@ pub enum FieldErrorType {
     NotSupported,
     /// Over a size limit (`field.TooLong`); the message holds Kubernetes' words.
     TooLong,
+    /// A value given twice where each must be unique (`field.Duplicate`).
+    Duplicate,
 }
 
 impl FieldErrorType {

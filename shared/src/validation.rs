@@ -69,6 +69,15 @@ impl Errors {
         self.0.push(FieldError { type_: FieldErrorType::TooLong, ..FieldError::new(field, message) });
     }
 
+    /// A value given twice where each must be unique (`field.Duplicate`).
+    fn duplicate(&mut self, field: impl Into<String>, value: &impl serde::Serialize) {
+        self.0.push(FieldError {
+            type_: FieldErrorType::Duplicate,
+            value: serde_json::to_string(value).ok(),
+            ..FieldError::new(field, "duplicate value")
+        });
+    }
+
     fn finish(self) -> Result<(), Vec<FieldError>> {
         if self.0.is_empty() { Ok(()) } else { Err(self.0) }
     }
@@ -214,8 +223,20 @@ pub fn validate_service(service: &Service) -> Result<(), Vec<FieldError>> {
         errors.add("spec.cluster_ip", format!("may not be set to '{}' for {} services", service::HEADLESS, service::NODE_PORT));
     }
     let mut names = BTreeSet::new();
+    let (mut ports, mut node_ports) = (BTreeSet::new(), BTreeSet::new());
     for (i, port) in spec.ports.iter().enumerate() {
         let path = format!("spec.ports[{i}]");
+        // As Kubernetes: names tell the ports of a Service apart once there are several, and
+        // a port, or a node port, serves one protocol once.
+        if port.name.is_empty() && spec.ports.len() > 1 {
+            errors.required(format!("{path}.name"), "");
+        }
+        if !ports.insert((port.port, port.protocol_name())) {
+            errors.duplicate(&path, &serde_json::json!({"port": port.port, "protocol": port.protocol_name()}));
+        }
+        if port.node_port != 0 && !node_ports.insert((port.node_port, port.protocol_name())) {
+            errors.duplicate(format!("{path}.node_port"), &port.node_port);
+        }
         check_port(&mut errors, &format!("{path}.port"), port.port);
         if port.target_port != 0 {
             check_port(&mut errors, &format!("{path}.target_port"), port.target_port);
@@ -227,7 +248,7 @@ pub fn validate_service(service: &Service) -> Result<(), Vec<FieldError>> {
         }
         check_protocol(&mut errors, &format!("{path}.protocol"), &port.protocol);
         if !port.name.is_empty() && !names.insert(port.name.as_str()) {
-            errors.add(format!("{path}.name"), format!("duplicate port name {:?}", port.name));
+            errors.duplicate(format!("{path}.name"), &port.name);
         }
     }
     errors.finish()
@@ -1101,6 +1122,27 @@ mod tests {
         )
         .unwrap();
         assert_eq!(fields(validate_node(&n)), vec!["status.capacity.cpu", "status.taints[0].effect"]);
+    }
+
+    #[test]
+    fn the_ports_of_a_service_are_named_once_there_are_several_and_each_serves_one_protocol_once() {
+        let service = |ports: &str| -> Service {
+            serde_json::from_str(&format!(
+                r#"{{"kind":"Service","metadata":{{"name":"svc"}},"spec":{{"type":"NodePort","ports":{ports}}}}}"#
+            ))
+            .unwrap()
+        };
+        let errors = validate_service(&service(r#"[{"port":80},{"port":81}]"#)).unwrap_err();
+        assert_eq!(fields(Err(errors.clone())), vec!["spec.ports[0].name", "spec.ports[1].name"]);
+        assert!(errors.iter().all(|e| e.type_ == FieldErrorType::Required));
+        let errors = validate_service(&service(
+            r#"[{"name":"a","port":80,"node_port":30080},{"name":"a","port":80,"protocol":"TCP","node_port":30080},{"name":"c","port":80,"protocol":"UDP","node_port":30080}]"#,
+        ))
+        .unwrap_err();
+        assert_eq!(fields(Err(errors.clone())), vec!["spec.ports[1]", "spec.ports[1].node_port", "spec.ports[1].name"]);
+        assert!(errors.iter().all(|e| e.type_ == FieldErrorType::Duplicate), "{errors:?}");
+        assert_eq!(errors[0].value.as_deref(), Some(r#"{"port":80,"protocol":"TCP"}"#));
+        assert!(validate_service(&service(r#"[{"name":"dns","port":53},{"name":"dns-udp","port":53,"protocol":"UDP"}]"#)).is_ok());
     }
 
     #[test]

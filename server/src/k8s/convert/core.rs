@@ -409,6 +409,12 @@ impl Convert for Node {
     }
 }
 
+/// The one session affinity, address family and traffic policy Shepherd's Services have.
+const SESSION_AFFINITY: &str = "None";
+const IP_FAMILY: &str = "IPv4";
+const IP_FAMILY_POLICY: &str = "SingleStack";
+const TRAFFIC_POLICY: &str = "Cluster";
+
 impl Convert for Service {
     type K8s = core::Service;
 
@@ -425,7 +431,7 @@ impl Convert for Service {
                             name: some(&p.name),
                             port: p.port,
                             target_port: Some(IntOrString::Int(p.target_port)),
-                            protocol: some(&p.protocol),
+                            protocol: Some(p.protocol_name()),
                             node_port: (p.node_port != 0).then_some(p.node_port),
                             ..Default::default()
                         })
@@ -434,6 +440,13 @@ impl Convert for Service {
                 type_: some(&self.spec.type_),
                 cluster_ip: some(&self.spec.cluster_ip),
                 cluster_ips: (!self.spec.cluster_ip.is_empty()).then(|| vec![self.spec.cluster_ip.clone()]),
+                // What kube-apiserver defaults and Shepherd's proxy does: a body that carries
+                // these values (a Service exported from a cluster) reads back unchanged.
+                session_affinity: Some(SESSION_AFFINITY.into()),
+                ip_families: Some(vec![IP_FAMILY.into()]),
+                ip_family_policy: Some(IP_FAMILY_POLICY.into()),
+                internal_traffic_policy: Some(TRAFFIC_POLICY.into()),
+                external_traffic_policy: self.spec.is_node_port().then(|| TRAFFIC_POLICY.into()),
                 ..Default::default()
             }),
             status: None,
@@ -463,6 +476,18 @@ impl Convert for Service {
                 protocol: p.protocol.unwrap_or_default(),
                 node_port: p.node_port.unwrap_or_default(),
             });
+        }
+        let fixed = [
+            ("sessionAffinity", spec.session_affinity.as_slice(), SESSION_AFFINITY),
+            ("ipFamilies", spec.ip_families.as_deref().unwrap_or_default(), IP_FAMILY),
+            ("ipFamilyPolicy", spec.ip_family_policy.as_slice(), IP_FAMILY_POLICY),
+            ("internalTrafficPolicy", spec.internal_traffic_policy.as_slice(), TRAFFIC_POLICY),
+            ("externalTrafficPolicy", spec.external_traffic_policy.as_slice(), TRAFFIC_POLICY),
+        ];
+        for (field, values, only) in fixed {
+            if let Some(value) = values.iter().find(|v| *v != only) {
+                errors.push(Cause::unsupported(format!("spec.{field}"), format!("{value:?}: Shepherd's Services have {only:?} only")));
+            }
         }
         let spec = ServiceSpec {
             selector: spec.selector.unwrap_or_default(),
@@ -572,12 +597,7 @@ pub fn endpoints(service: &Service) -> core::Endpoints {
         .spec
         .ports
         .iter()
-        .map(|p| core::EndpointPort {
-            name: some(&p.name),
-            port: p.target_port,
-            protocol: Some(if p.protocol.is_empty() { "TCP".into() } else { p.protocol.to_ascii_uppercase() }),
-            app_protocol: None,
-        })
+        .map(|p| core::EndpointPort { name: some(&p.name), port: p.target_port, protocol: Some(p.protocol_name()), app_protocol: None })
         .collect();
     let subsets = (!addresses.is_empty() || !not_ready.is_empty())
         .then(|| vec![core::EndpointSubset { addresses: list(addresses), ports: Some(ports), not_ready_addresses: list(not_ready) }]);

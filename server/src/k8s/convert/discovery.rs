@@ -26,7 +26,7 @@ pub fn endpoint_slice(service: &Service) -> discovery::EndpointSlice {
     let metadata = meta::ObjectMeta {
         name: some(&m.name),
         namespace: some(&m.namespace),
-        uid: some(&m.uid),
+        uid: Some(slice_uid(&m.uid)),
         labels: Some(labels),
         resource_version: (m.resource_version > 0).then(|| m.resource_version.to_string()),
         creation_timestamp: m.created_at.map(time),
@@ -65,6 +65,21 @@ pub fn endpoint_slice(service: &Service) -> discovery::EndpointSlice {
     discovery::EndpointSlice { address_type: "IPv4".into(), endpoints: ready.chain(not_ready).collect(), metadata, ports: Some(ports) }
 }
 
+/// The slice's own uid, told apart from its Service's (its owner) and the same at every read,
+/// since the slice is drawn from the Service rather than stored: the Service's uid with its
+/// random bits turned by a fixed mask (the version and variant bits stay, so it is a v4 uid).
+fn slice_uid(service_uid: &str) -> String {
+    const MASK: [u8; 16] = [0x5e, 0x1c, 0xe5, 0x00, 0xa7, 0x3b, 0x0d, 0x91, 0x3f, 0x62, 0xc4, 0x18, 0x77, 0x09, 0xb2, 0xe6];
+    match uuid::Uuid::parse_str(service_uid) {
+        Ok(uid) => {
+            let mut bytes = *uid.as_bytes();
+            bytes.iter_mut().zip(MASK).for_each(|(byte, mask)| *byte ^= mask);
+            uuid::Uuid::from_bytes(bytes).to_string()
+        }
+        Err(_) => format!("{service_uid}-endpointslice"),
+    }
+}
+
 /// A selection of slices as one of the Services they come from: the service-name label is
 /// the Service's name, and the managed-by label, Shepherd's controller's value, holds for
 /// every slice. Any other label is the Service's own.
@@ -91,6 +106,19 @@ mod tests {
         service.status.endpoints = vec![Endpoint { ip: "10.77.0.4".into(), pod: "web-a".into(), node_name: "n1".into() }];
         service.status.not_ready_endpoints = vec![Endpoint { ip: "10.77.0.5".into(), pod: "web-b".into(), node_name: "n1".into() }];
         service
+    }
+
+    #[test]
+    fn a_slice_has_a_uid_of_its_own_and_the_same_at_every_read() {
+        let mut service = service();
+        service.metadata.uid = "6f1c2d3e-4a5b-4c6d-8e7f-0123456789ab".into();
+        let uid = endpoint_slice(&service).metadata.uid.unwrap();
+        assert_ne!(uid, service.metadata.uid);
+        assert_eq!(endpoint_slice(&service).metadata.uid.unwrap(), uid);
+        let parsed = uuid::Uuid::parse_str(&uid).unwrap();
+        assert_eq!((parsed.get_version_num(), parsed.get_variant()), (4, uuid::Variant::RFC4122));
+        let owner = &endpoint_slice(&service).metadata.owner_references.unwrap()[0];
+        assert_eq!(owner.uid, service.metadata.uid);
     }
 
     #[test]

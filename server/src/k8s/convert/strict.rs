@@ -46,6 +46,8 @@ pub enum Problem {
     NotSupported,
     /// A value over a size limit.
     TooLong,
+    /// A value given twice where each must be unique.
+    Duplicate,
     /// A field Kubernetes does not have either: a typo, most likely.
     Unknown,
 }
@@ -77,6 +79,7 @@ impl Cause {
             (FieldErrorType::Required, _) => Cause { problem: Problem::Required, field, message },
             (FieldErrorType::Forbidden, _) => Cause { problem: Problem::Forbidden, field, message },
             (FieldErrorType::TooLong, _) => Cause { problem: Problem::TooLong, field, message },
+            (FieldErrorType::Duplicate, value) => Cause { problem: Problem::Duplicate, field, message: value.unwrap_or(message) },
             (FieldErrorType::NotSupported, value) => {
                 let message = value.map_or(message.clone(), |value| format!("{value}: {message}"));
                 Cause { problem: Problem::NotSupported, field, message }
@@ -95,6 +98,7 @@ impl Cause {
         match self.problem {
             Problem::Unsupported | Problem::NotSupported => "FieldValueNotSupported",
             Problem::TooLong => "FieldValueTooLong",
+            Problem::Duplicate => "FieldValueDuplicate",
             Problem::Invalid => "FieldValueInvalid",
             Problem::Required => "FieldValueRequired",
             Problem::Forbidden => "FieldValueForbidden",
@@ -114,6 +118,7 @@ impl Cause {
             Problem::NotSupported => format!("Unsupported value: {}", self.message),
             // The native message already says `Too long: …`.
             Problem::TooLong => self.message.clone(),
+            Problem::Duplicate => format!("Duplicate value: {}", self.message),
             Problem::Unknown => format!("unknown field: {}", self.message),
         }
     }
