@@ -16,6 +16,7 @@ mod kinds;
 mod objects;
 mod patch;
 mod protobuf;
+mod schemas;
 mod status;
 mod table;
 mod watch;
