@@ -48,7 +48,7 @@ pub fn router() -> Router<AppState> {
         .route("/k8s/openapi/v3", get(openapi_index))
         .route(
             "/k8s/openapi/v3/api/v1",
-            get(|query: Query<HashQuery>, request: Request| async move { serve(document(""), query, request) }),
+            get(|query: Query<HashQuery>, request: Request| async move { serve(document("").await, query, request) }),
         )
         .route("/k8s/openapi/v3/apis/{group}/{version}", get(openapi_group))
         .route("/k8s/openapi/v2", get(openapi_v2))
@@ -143,10 +143,14 @@ struct Document {
     hash: String,
 }
 
-/// Every group version's document, built on the first request for any.
-fn documents() -> &'static [Document] {
+/// Every group version's document, built on the first request for any, on a blocking thread:
+/// probing every field takes a while (about 1.7 s in a debug build).
+async fn documents() -> &'static [Document] {
     static DOCUMENTS: OnceLock<Vec<Document>> = OnceLock::new();
-    DOCUMENTS.get_or_init(|| {
+    if let Some(built) = DOCUMENTS.get() {
+        return built;
+    }
+    let build = || {
         kinds::groups()
             .into_iter()
             .map(|group| {
@@ -154,11 +158,15 @@ fn documents() -> &'static [Document] {
                 Document { group, hash: hash(&json), json: json.into() }
             })
             .collect()
-    })
+    };
+    match tokio::task::spawn_blocking(move || DOCUMENTS.get_or_init(build).as_slice()).await {
+        Ok(built) => built,
+        Err(panicked) => std::panic::resume_unwind(panicked.into_panic()),
+    }
 }
 
-fn document(group: &str) -> &'static Document {
-    documents().iter().find(|d| d.group == group).unwrap_or_else(|| unreachable!("a document for every served group"))
+async fn document(group: &str) -> &'static Document {
+    documents().await.iter().find(|d| d.group == group).unwrap_or_else(|| unreachable!("a document for every served group"))
 }
 
 /// A stable hash of a document, so that kubectl's cache stays valid across restarts of the
@@ -175,7 +183,7 @@ async fn openapi_index() -> Json<Value> {
         let path = group_path(document.group).trim_start_matches('/').to_string();
         (path.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{path}?hash={}", document.hash)}))
     };
-    let paths: serde_json::Map<String, Value> = documents().iter().map(entry).collect();
+    let paths: serde_json::Map<String, Value> = documents().await.iter().map(entry).collect();
     Json(json!({ "paths": paths }))
 }
 
@@ -203,7 +211,8 @@ fn serve(document: &Document, Query(query): Query<HashQuery>, request: Request) 
 }
 
 async fn openapi_group(Path((group, version)): Path<(String, String)>, query: Query<HashQuery>, request: Request) -> Response {
-    if let Some(document) = documents().iter().find(|d| !d.group.is_empty() && d.group == group && kinds::version(d.group) == version) {
+    if let Some(document) = documents().await.iter().find(|d| !d.group.is_empty() && d.group == group && kinds::version(d.group) == version)
+    {
         return serve(document, query, request);
     }
     let served: Vec<String> = kinds::groups().into_iter().filter(|g| !g.is_empty()).map(group_version).collect();
