@@ -9,6 +9,7 @@ use k8s_openapi::api::autoscaling::v1 as autoscaling;
 use k8s_openapi::api::coordination::v1 as coordination;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::discovery::v1 as discovery;
+use schemars::{JsonSchema, Schema, SchemaGenerator};
 use shared::model::Kind;
 
 /// What a plural names: a stored kind, or the endpoints (as Endpoints or as EndpointSlices)
@@ -21,18 +22,27 @@ pub enum Served {
 }
 
 /// A group, version and kind, read from the `k8s-openapi` type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub struct Gvk {
     pub group: &'static str,
     pub version: &'static str,
     /// `v1` or `apps/v1`: what an object's `apiVersion` says.
     pub api_version: &'static str,
     pub kind: &'static str,
+    /// Adds the type's OpenAPI schema (and those it refers to) to a generator's definitions,
+    /// returning the reference to it.
+    pub schema: fn(&mut SchemaGenerator) -> Schema,
 }
 
 impl Gvk {
-    const fn of<K: Resource>() -> Gvk {
-        Gvk { group: K::GROUP, version: K::VERSION, api_version: K::API_VERSION, kind: K::KIND }
+    const fn of<K: Resource + JsonSchema>() -> Gvk {
+        Gvk {
+            group: K::GROUP,
+            version: K::VERSION,
+            api_version: K::API_VERSION,
+            kind: K::KIND,
+            schema: SchemaGenerator::subschema_for::<K>,
+        }
     }
 }
 
@@ -58,7 +68,7 @@ pub struct Entry {
 
 impl Entry {
     /// A stored kind served as the Kubernetes type `K`.
-    const fn stored<K: Resource>(kind: Kind, verbs: &'static [&'static str], subresources: &'static [Subresource]) -> Entry {
+    const fn stored<K: Resource + JsonSchema>(kind: Kind, verbs: &'static [&'static str], subresources: &'static [Subresource]) -> Entry {
         Entry {
             served: Served::Stored(kind),
             gvk: Gvk::of::<K>(),

@@ -2,7 +2,8 @@
 //! Shepherd. It is a translation in front of the native API's own reads and writes
 //! (`api::objects`, `ops`): the same store objects, validation and rules. Layout:
 //! - [`kinds`]: the one table of what it serves (group, version, kind, plural, verbs);
-//! - [`discovery`]: `/version`, the discovery documents and OpenAPI, read from that table;
+//! - [`discovery`]: `/version`, the discovery documents and OpenAPI, read from that table, with
+//!   [`schemas`]: the OpenAPI schemas of the served kinds, refused fields marked;
 //! - [`objects`]: the objects' routes, list paging and field selectors, and the verbs;
 //! - [`convert`]: Kubernetes' shapes and the rules for refusing fields; [`patch`]: PATCH
 //!   bodies; [`protobuf`]: the protobuf bodies kubectl's typed commands send;
@@ -16,6 +17,7 @@ mod kinds;
 mod objects;
 mod patch;
 mod protobuf;
+mod schemas;
 mod status;
 mod table;
 mod watch;

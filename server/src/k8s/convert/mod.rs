@@ -44,6 +44,24 @@ pub fn to_json(served: Served, object: &Object) -> Value {
     value.unwrap_or(Value::Null)
 }
 
+/// The fields of `value`, a body of `kind`'s Kubernetes type, that a write through `/k8s`
+/// refuses as ones Shepherd does not hold ([`strict::unsupported`]); none for a lease, which
+/// `/k8s` only reads.
+pub fn unsupported_fields(kind: Kind, value: &Value) -> Vec<String> {
+    match kind {
+        Kind::Pod => strict::unsupported::<Pod>(value),
+        Kind::Node => strict::unsupported::<Node>(value),
+        Kind::Deployment => strict::unsupported::<Deployment>(value),
+        Kind::ReplicaSet => strict::unsupported::<ReplicaSet>(value),
+        Kind::Service => strict::unsupported::<Service>(value),
+        Kind::Event => strict::unsupported::<Event>(value),
+        Kind::Namespace => strict::unsupported::<Namespace>(value),
+        Kind::ConfigMap => strict::unsupported::<ConfigMap>(value),
+        Kind::Secret => strict::unsupported::<Secret>(value),
+        Kind::Lease => Vec::new(),
+    }
+}
+
 /// A manifest's document written Kubernetes' way, as the native object a create through
 /// `/k8s` would store: its `apiVersion` and `kind` name a kind stored here, and its fields
 /// are read (and refused) as [`decode`] reads a body.

@@ -220,6 +220,15 @@ pub fn decode<R: Convert>(value: &Value) -> Result<R> {
     Err(Error::Refused { kind, name, causes })
 }
 
+/// The fields of `value` that [`decode`] refuses as ones Shepherd does not hold, Kubernetes'
+/// field paths; a body that is not an `R` at all names none.
+pub fn unsupported<R: Convert>(value: &Value) -> Vec<String> {
+    match decode::<R>(value) {
+        Err(Error::Refused { causes, .. }) => causes.into_iter().filter(|c| c.problem == Problem::Unsupported).map(|c| c.field).collect(),
+        Ok(_) | Err(Error::Malformed { .. }) => Vec::new(),
+    }
+}
+
 /// Whether `field` is `path` or a field inside it (`spec.a` is in `spec`, `spec.ab` is not).
 fn within(field: &str, path: &str) -> bool {
     field.strip_prefix(path).is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
