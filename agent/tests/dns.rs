@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use agent::network::{CniNetwork, DEFAULT_SUBNET, Subnet};
-use common::{DockerNode, container, docker_node, pod_network, spec, state_dir, unique};
+use common::{DockerNode, RemoveRules, container, docker_node, pod_network, spec, state_dir, unique};
 use shared::model::{ObjectMeta, PodPhase, Service, ServicePort, ServiceSpec};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -51,6 +51,7 @@ fn answers(section: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_find_a_service_a_headless_service_and_not_an_unknown_name_through_the_nodes_dns() {
     let DockerNode { node, api, agent, cleanup: _cleanup, .. } = docker_node().await;
+    let _remove_rules = RemoveRules::of(&api);
     let client = api.client();
     let http = ServicePort { name: "http".into(), port: 80, target_port: 8080, ..Default::default() };
     client.create(&service("web-api", "10.96.77.7", "web", http)).await.expect("the Service web-api");

@@ -12,8 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use agent::proxy::rules::{Scope, Table};
-use common::{Api, Cleanup, TestAgent, container, docker, minimal_image, spec, unique};
+use common::{Api, Cleanup, RemoveRules, TestAgent, container, docker, minimal_image, spec, unique};
 use serde_json::json;
 use server::service_addresses::ServiceRanges;
 use shared::model::{Deployment, PodPhase, Service};
@@ -61,17 +60,6 @@ async fn fetch(http: &reqwest::Client, url: &str) -> Result<String, String> {
     response.text().await.map_err(|e| e.to_string())
 }
 
-/// Takes the cluster's rules away when the test ends, also when it fails half-way.
-struct RemoveRules(Scope);
-
-impl Drop for RemoveRules {
-    fn drop(&mut self) {
-        if let Err(e) = agent::proxy::host::apply(&self.0, &Table::default()) {
-            eprintln!("cannot remove the test cluster's rules: {e}");
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_port_and_a_cluster_ip_reach_the_pods_and_keep_doing_so_across_an_agent_restart() {
     let docker = docker().await;
@@ -80,8 +68,8 @@ async fn a_node_port_and_a_cluster_ip_reach_the_pods_and_keep_doing_so_across_an
     let _cleanup = Cleanup(node.clone());
     let api = Api::start_with(server::Config { service_ranges: ranges(), ..server::Config::in_memory() }).await;
     let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
-    let scope = Scope::new(&api.cluster, agent::network::Subnet::parse(agent::network::DEFAULT_SUBNET).unwrap());
-    let _remove_rules = RemoveRules(scope.clone());
+    let remove_rules = RemoveRules::of(&api);
+    let scope = remove_rules.0.clone();
 
     let deployment: Deployment = serde_json::from_value(json!({
         "kind": "Deployment",
@@ -196,8 +184,8 @@ async fn a_connection_to_a_service_without_endpoints_is_refused_at_once() {
     let ranges = ServiceRanges::parse("10.96.250.0/24", "32600-32699", &[]).unwrap();
     let api = Api::start_with(server::Config { service_ranges: ranges, ..server::Config::in_memory() }).await;
     let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
-    let scope = Scope::new(&api.cluster, agent::network::Subnet::parse(agent::network::DEFAULT_SUBNET).unwrap());
-    let _remove_rules = RemoveRules(scope.clone());
+    let remove_rules = RemoveRules::of(&api);
+    let scope = remove_rules.0.clone();
 
     let empty = service_selecting(&api, "empty", "NodePort", "nothing-has-this").await;
     let cluster_ip = empty.spec.cluster_ip.clone();
