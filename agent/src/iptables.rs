@@ -104,6 +104,7 @@ pub fn ensure(rules: &[Rule]) -> Result<usize> {
 }
 
 /// An exclusive `flock` on a file, released when the file closes (dropped, or the process dies).
+#[derive(Debug)]
 pub(crate) struct Lock {
     _held: std::fs::File,
 }

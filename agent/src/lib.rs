@@ -276,18 +276,20 @@ pub async fn run_node(
         Some(network::PodNetwork::Cni(cni)) => Some(cni.clone()),
         _ => None,
     };
-    let (cluster_dns, resolv_confs) = match &cni {
-        Some(cni) => {
-            let (server, files) = dns::on_pod_network(cni.clone(), &config.dns, &config.node_name, &config.pod_network.state_dir).await?;
-            (Some(server), Some(files))
-        }
-        None => (None, None),
-    };
     let proxied_subnet = match &pod_network {
         Some(network::PodNetwork::Cni(_)) => Subnet::parse(&config.pod_network.subnet),
         _ => None,
     };
     let Some(cluster) = node::cluster_id(api.as_ref(), &shutdown).await else { return Ok(()) };
+    // From here on the function ends only through `dns::leave`, so that the address never stays.
+    let (cluster_dns, resolv_confs, dns_address) = match &cni {
+        Some(cni) => {
+            let (server, files, held) =
+                dns::on_pod_network(cni.clone(), &config.dns, &config.node_name, &config.pod_network.state_dir).await?;
+            (Some(server), Some(files), Some(held))
+        }
+        None => (None, None, None),
+    };
     let endpoint = api_url(local, &config.address);
     let services = services::Services::watched();
     let node = NodeAgent::with_pod_network(&config, runtime, api.clone(), &cluster, endpoint, pod_network)
@@ -308,10 +310,13 @@ pub async fn run_node(
     };
     let (served, (), (), (), ()) =
         tokio::join!(serve, node.run(feed, shutdown.clone()), services.follow(api, shutdown.clone()), answer, proxy);
-    if let Some(cni) = cni.filter(|_| config.remove_containers_on_exit)
-        && let Err(e) = tokio::task::spawn_blocking(move || dns::release(&cni, &config.node_name)).await.expect("no panic")
-    {
-        tracing::warn!(error = %e, "cannot let the address of the node's DNS go");
+    // A clean stop never leaves the address on the loopback interface.
+    if let (Some(cni), Some(held)) = (cni, dns_address) {
+        let kept = !config.remove_containers_on_exit;
+        let left = tokio::task::spawn_blocking(move || dns::leave(&cni, &config.node_name, kept, held)).await.expect("no panic");
+        if let Err(e) = left {
+            tracing::warn!(error = %e, "cannot let the address of the node's DNS go");
+        }
     }
     served.map_err(Error::Serve)
 }

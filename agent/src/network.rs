@@ -61,6 +61,8 @@ pub enum Error {
     Rules(#[from] iptables::Error),
     #[error("`ip {command}` failed: {message}")]
     Ip { command: String, message: String },
+    #[error("another agent holds the address of {0} (is an agent of this node already running?)")]
+    AddressHeld(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -378,11 +380,15 @@ impl CniNetwork {
     /// pods reach it across the bridge (the host answers ARP for any of its addresses), and
     /// each agent on a host has its own. host-local leases it under the id `shepherd-<owner>`,
     /// and `<state-dir>/addresses/<owner>` keeps it across restarts, so that running pods
-    /// keep reaching it. The node's DNS listens there.
-    pub fn own_address(&self, owner: &str) -> Result<IpAddr> {
-        let record = self.state_dir.join("addresses").join(owner);
-        let kept = std::fs::read_to_string(&record).ok().and_then(|text| text.trim().parse::<IpAddr>().ok());
-        let address = match kept {
+    /// keep reaching it. The node's DNS listens there. The record stays locked while the
+    /// returned [`OwnAddress`] lives, so that [`CniNetwork::sweep_own_addresses`] knows it
+    /// is in use.
+    pub fn own_address(&self, owner: &str) -> Result<OwnAddress> {
+        let record = self.address_record(owner);
+        let dir = record.parent().expect("a record has a directory");
+        std::fs::create_dir_all(dir).map_err(Self::io("create", dir))?;
+        let lock = iptables::Lock::try_take(&record)?.ok_or_else(|| Error::AddressHeld(format!("shepherd-{owner}")))?;
+        let address = match read_address(&record) {
             Some(address) => address,
             None => {
                 // A lease left without its record (a crash between the two) is let go first.
@@ -390,28 +396,50 @@ impl CniNetwork {
                 let result = self.lease(cni::Operation::Add, owner)?;
                 let address = result["ips"][0]["address"].as_str().and_then(|a| a.split('/').next()?.parse::<IpAddr>().ok());
                 let address = address.ok_or_else(|| Error::NoAddress(format!("shepherd-{owner}")))?;
-                let dir = record.parent().expect("a record has a directory");
-                std::fs::create_dir_all(dir).map_err(Self::io("create", dir))?;
                 std::fs::write(&record, address.to_string()).map_err(Self::io("write", &record))?;
                 address
             }
         };
         ip(&["address", "replace", &format!("{address}/32"), "dev", "lo"])?;
-        Ok(address)
+        Ok(OwnAddress { address, _lock: lock })
+    }
+
+    fn address_record(&self, owner: &str) -> PathBuf {
+        self.state_dir.join("addresses").join(owner)
+    }
+
+    /// Takes `owner`'s own address off the loopback interface, keeping its lease and record
+    /// for its next [`CniNetwork::own_address`] (running pods were told it).
+    pub fn set_aside_own_address(&self, owner: &str) {
+        if let Some(address) = read_address(&self.address_record(owner)) {
+            // Already gone is as good.
+            let _ = ip(&["address", "del", &format!("{address}/32"), "dev", "lo"]);
+        }
     }
 
     /// Lets `owner`'s own address go: off the loopback interface, its lease and its record.
     pub fn release_own_address(&self, owner: &str) -> Result<()> {
-        let record = self.state_dir.join("addresses").join(owner);
-        if let Some(address) = std::fs::read_to_string(&record).ok().and_then(|text| text.trim().parse::<IpAddr>().ok()) {
-            // Already gone is as good.
-            let _ = ip(&["address", "del", &format!("{address}/32"), "dev", "lo"]);
-        }
+        self.set_aside_own_address(owner);
         self.lease(cni::Operation::Del, owner)?;
+        let record = self.address_record(owner);
         match std::fs::remove_file(&record) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::Io { action: "remove", path: record, source: e }),
             _ => Ok(()),
         }
+    }
+
+    /// Sets aside the own addresses of this state directory that no running agent holds (a
+    /// crashed one left them on the loopback interface); returns their owners.
+    pub fn sweep_own_addresses(&self) -> Result<Vec<String>> {
+        let Ok(entries) = std::fs::read_dir(self.state_dir.join("addresses")) else { return Ok(Vec::new()) };
+        let mut swept = Vec::new();
+        for owner in entries.filter_map(|e| e.ok()?.file_name().into_string().ok()) {
+            if let Some(_unused) = iptables::Lock::try_take(&self.address_record(&owner))? {
+                self.set_aside_own_address(&owner);
+                swept.push(owner);
+            }
+        }
+        Ok(swept)
     }
 
     /// Runs host-local alone on the pod subnet for `owner`.
@@ -457,6 +485,18 @@ fn port_mappings(runtime_config: &Map<String, Value>) -> Vec<PortMapping> {
 }
 
 /// Runs `ip` (iproute2) with `args`.
+/// The address a record of [`CniNetwork::own_address`] holds.
+fn read_address(record: &Path) -> Option<IpAddr> {
+    std::fs::read_to_string(record).ok()?.trim().parse().ok()
+}
+
+/// An address of an agent's own, held (its record locked) while this lives.
+#[derive(Debug)]
+pub struct OwnAddress {
+    pub address: IpAddr,
+    _lock: iptables::Lock,
+}
+
 fn ip(args: &[&str]) -> Result<()> {
     let command = args.join(" ");
     let output =

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use agent::network::{CniNetwork, DEFAULT_SUBNET, Subnet};
-use common::{DockerNode, container, docker_node, pod_network, spec, state_dir, unique};
+use common::{DockerNode, RemoveRules, container, docker_node, pod_network, spec, state_dir, unique};
 use shared::model::{ObjectMeta, PodPhase, Service, ServicePort, ServiceSpec};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -51,6 +51,7 @@ fn answers(section: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_find_a_service_a_headless_service_and_not_an_unknown_name_through_the_nodes_dns() {
     let DockerNode { node, api, agent, cleanup: _cleanup, .. } = docker_node().await;
+    let _remove_rules = RemoveRules::of(&api);
     let client = api.client();
     let http = ServicePort { name: "http".into(), port: 80, target_port: 8080, ..Default::default() };
     client.create(&service("web-api", "10.96.77.7", "web", http)).await.expect("the Service web-api");
@@ -130,20 +131,56 @@ fn each_node_has_a_dns_address_of_its_own_kept_across_restarts_until_it_lets_it_
         let config = pod_network(node);
         CniNetwork::new(Subnet::parse(DEFAULT_SUBNET).unwrap(), &config.state_dir, &config.plugin_dirs)
     };
+    let on_loopback = |address: std::net::IpAddr| loopback_addresses().contains(&format!(" {address}/32 "));
     let (one, two) = (network(&first), network(&second));
-    let address = one.own_address(&first).unwrap();
+    let held = one.own_address(&first).unwrap();
+    let address = held.address;
     assert!(Subnet::parse(DEFAULT_SUBNET).unwrap().overlaps(&Subnet::parse(&format!("{address}/32")).unwrap()), "{address}");
-    assert!(loopback_addresses().contains(&format!(" {address}/32 ")), "on the loopback: {}", loopback_addresses());
-    assert_eq!(network(&first).own_address(&first).unwrap(), address, "the same after a restart");
-    let other = two.own_address(&second).unwrap();
-    assert_ne!(other, address, "another node on the host has its own");
+    assert!(on_loopback(address), "on the loopback: {}", loopback_addresses());
+    let twice = network(&first).own_address(&first).unwrap_err();
+    assert!(matches!(twice, agent::network::Error::AddressHeld(_)), "one holder at a time: {twice}");
+    assert!(one.sweep_own_addresses().unwrap().is_empty(), "a held address is not swept");
 
+    // As an agent that crashed: the address stays on the loopback until the next start sweeps it.
+    drop(held);
+    assert!(on_loopback(address));
+    assert_eq!(network(&first).sweep_own_addresses().unwrap(), [first.clone()]);
+    assert!(!on_loopback(address), "swept: {}", loopback_addresses());
+    let again = network(&first).own_address(&first).unwrap();
+    assert_eq!(again.address, address, "the same after a restart");
+    assert!(on_loopback(address));
+    let other = two.own_address(&second).unwrap();
+    let other_address = other.address;
+    assert_ne!(other_address, address, "another node on the host has its own");
+
+    drop((again, other));
     one.release_own_address(&first).unwrap();
     two.release_own_address(&second).unwrap();
-    let left = loopback_addresses();
-    assert!(!left.contains(&format!(" {address}/32 ")) && !left.contains(&format!(" {other}/32 ")), "let go: {left}");
+    assert!(!on_loopback(address) && !on_loopback(other_address), "let go: {}", loopback_addresses());
     one.release_own_address(&first).expect("letting go again is fine");
     for node in [first, second] {
         let _ = std::fs::remove_dir_all(state_dir(&node));
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_stops_takes_its_dns_address_off_the_loopback_and_the_next_one_puts_it_back() {
+    let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
+    let record = state_dir(&node).join("addresses").join(format!("dns-{node}"));
+    let address = std::fs::read_to_string(&record).expect("the agent's DNS address is recorded").trim().to_string();
+    let on_loopback = || loopback_addresses().contains(&format!(" {address}/32 "));
+    assert!(on_loopback(), "{address} on the loopback while the agent runs: {}", loopback_addresses());
+
+    agent.stop().await;
+    assert!(!on_loopback(), "a stopped agent leaves nothing on the loopback: {}", loopback_addresses());
+    assert!(record.exists(), "its containers are kept, and their resolv.conf names the address: it stays leased");
+
+    let restarted = common::TestAgent::start_configured(&node, docker.clone(), api.clone(), 0, |config| {
+        config.remove_containers_on_exit = true;
+    })
+    .await;
+    shepherd_testing::poll(WAIT, "the address back on the loopback", || async { on_loopback().then_some(()) }).await;
+    assert_eq!(std::fs::read_to_string(&record).unwrap().trim(), address, "the same address again");
+    restarted.stop().await;
+    assert!(!on_loopback() && !record.exists(), "gone with the node's containers: {}", loopback_addresses());
 }

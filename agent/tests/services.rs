@@ -2,7 +2,8 @@
 //! iptables: a busybox httpd Deployment behind a NodePort Service answers on 127.0.0.1 from
 //! the host and on its cluster IP from a pod on the bridge, and keeps answering, request
 //! after request, while the agent restarts and writes its rules again; its rules go when
-//! the agent leaves with its containers. The host sends only to 127.0.0.1; the pod only to
+//! the agent leaves with its containers; a Service without a ready endpoint refuses a
+//! connection to its cluster IP at once. The host sends only to 127.0.0.1; the pod only to
 //! the Service, on the pod bridge.
 
 mod common;
@@ -11,8 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use agent::proxy::rules::{Scope, Table};
-use common::{Api, Cleanup, TestAgent, container, docker, minimal_image, spec, unique};
+use common::{Api, Cleanup, RemoveRules, TestAgent, container, docker, minimal_image, spec, unique};
 use serde_json::json;
 use server::service_addresses::ServiceRanges;
 use shared::model::{Deployment, PodPhase, Service};
@@ -29,15 +29,23 @@ fn ranges() -> ServiceRanges {
 }
 
 fn nat_table() -> String {
-    let output = std::process::Command::new("iptables-save").args(["-t", "nat"]).output().expect("iptables-save runs");
+    iptables_table("nat")
+}
+
+fn iptables_table(name: &str) -> String {
+    let output = std::process::Command::new("iptables-save").args(["-t", name]).output().expect("iptables-save runs");
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 async fn service(api: &Api, name: &str, type_: &str) -> Service {
+    service_selecting(api, name, type_, "shop").await
+}
+
+async fn service_selecting(api: &Api, name: &str, type_: &str, app: &str) -> Service {
     let service: Service = serde_json::from_value(json!({
         "kind": "Service",
         "metadata": {"name": name, "namespace": "default"},
-        "spec": {"type": type_, "selector": {"app": "shop"}, "ports": [{"name": "http", "port": 80, "target_port": 8080}]}
+        "spec": {"type": type_, "selector": {"app": app}, "ports": [{"name": "http", "port": 80, "target_port": 8080}]}
     }))
     .unwrap();
     api.client().create(&service).await.expect("the service is created")
@@ -52,17 +60,6 @@ async fn fetch(http: &reqwest::Client, url: &str) -> Result<String, String> {
     response.text().await.map_err(|e| e.to_string())
 }
 
-/// Takes the cluster's rules away when the test ends, also when it fails half-way.
-struct RemoveRules(Scope);
-
-impl Drop for RemoveRules {
-    fn drop(&mut self) {
-        if let Err(e) = agent::proxy::host::apply(&self.0, &Table::default()) {
-            eprintln!("cannot remove the test cluster's rules: {e}");
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_port_and_a_cluster_ip_reach_the_pods_and_keep_doing_so_across_an_agent_restart() {
     let docker = docker().await;
@@ -71,8 +68,8 @@ async fn a_node_port_and_a_cluster_ip_reach_the_pods_and_keep_doing_so_across_an
     let _cleanup = Cleanup(node.clone());
     let api = Api::start_with(server::Config { service_ranges: ranges(), ..server::Config::in_memory() }).await;
     let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
-    let scope = Scope::new(&api.cluster, agent::network::Subnet::parse(agent::network::DEFAULT_SUBNET).unwrap());
-    let _remove_rules = RemoveRules(scope.clone());
+    let remove_rules = RemoveRules::of(&api);
+    let scope = remove_rules.0.clone();
 
     let deployment: Deployment = serde_json::from_value(json!({
         "kind": "Deployment",
@@ -176,4 +173,37 @@ async fn a_node_port_and_a_cluster_ip_reach_the_pods_and_keep_doing_so_across_an
     restarted.stop().await;
     let table = nat_table();
     assert!(!table.contains(&scope.services_chain()), "no chain of the cluster is left:\n{table}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_to_a_service_without_endpoints_is_refused_at_once() {
+    let docker = docker().await;
+    minimal_image(&docker).await;
+    let node = unique("node");
+    let _cleanup = Cleanup(node.clone());
+    let ranges = ServiceRanges::parse("10.96.250.0/24", "32600-32699", &[]).unwrap();
+    let api = Api::start_with(server::Config { service_ranges: ranges, ..server::Config::in_memory() }).await;
+    let agent = TestAgent::start(&node, docker.clone(), api.clone()).await;
+    let remove_rules = RemoveRules::of(&api);
+    let scope = remove_rules.0.clone();
+
+    let empty = service_selecting(&api, "empty", "NodePort", "nothing-has-this").await;
+    let cluster_ip = empty.spec.cluster_ip.clone();
+    poll(WAIT, "the Service's REJECT in the filter table", || async {
+        let filter = iptables_table("filter");
+        let rule = format!("-A {} -d {cluster_ip}/32", scope.services_chain());
+        filter.lines().any(|l| l.starts_with(&rule) && l.ends_with("-j REJECT --reject-with icmp-port-unreachable")).then_some(())
+    })
+    .await;
+
+    // Sent only once the REJECT is in, so that nothing leaves the bridge. nc waits up to 20 s
+    // for a connection; without the REJECT it would time out and say so.
+    let connect = format!("nc -w 20 {cluster_ip} 80 </dev/null 2>&1; echo exit $?");
+    let pod = api.add_pod(&node, "client", spec(vec![container("connect", &["/bin/sh", "-c", &connect])], "Never")).await;
+    let done = api.wait_for(&pod.metadata.uid, "Succeeded or Failed", WAIT, |p| p.status.phase.is_terminal()).await;
+    let id = &done.status.container_statuses[0].container_id;
+    let logs = std::process::Command::new("docker").args(["logs", id]).output().expect("docker logs");
+    let said = String::from_utf8_lossy(&logs.stdout).into_owned();
+    assert!(said.contains("Connection refused") && said.contains("exit 1"), "nc to {cluster_ip}:80: {said}");
+    agent.stop().await;
 }

@@ -83,7 +83,7 @@ pub use state::AppState;
 
 use crate::controllers::{
     Context, deployment::DeploymentController, endpoints::EndpointsController, node_lifecycle::NodeLifecycleController,
-    pod_gc::PodGcController, replicaset::ReplicaSetController,
+    pod_gc::PodGcController, replicaset::ReplicaSetController, service_repair::ServiceRepairController,
 };
 use crate::leader_election::Elector;
 use crate::metrics::Metrics;
@@ -239,7 +239,8 @@ impl Loops {
         tasks.spawn(controllers::run(DeploymentController, ctx.clone(), config.controller_resync, token.clone()));
         tasks.spawn(controllers::run(ReplicaSetController::default(), ctx.clone(), config.controller_resync, token.clone()));
         tasks.spawn(controllers::run(PodGcController, ctx.clone(), config.pod_gc_period, token.clone()));
-        tasks.spawn(controllers::run(EndpointsController, ctx, config.controller_resync, token.clone()));
+        tasks.spawn(controllers::run(EndpointsController, ctx.clone(), config.controller_resync, token.clone()));
+        tasks.spawn(controllers::run(ServiceRepairController, ctx, config.controller_resync, token.clone()));
         tasks.spawn(controllers::run_event_gc(store.clone(), config.event_ttl, config.event_limit, token));
         tasks
     }

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use self::handler::{ClusterDomain, ClusterReverse};
 use self::records::ClusterZone;
 use self::resolv::ResolvConfs;
-use crate::network::CniNetwork;
+use crate::network::{CniNetwork, OwnAddress};
 use crate::services::Services;
 
 /// The port pods ask on.
@@ -170,17 +170,54 @@ impl ClusterDns {
     }
 }
 
-/// The DNS of `node` on the CNI pod network: bound on port 53 of the node's own address, and
-/// the resolv.conf files that name it, under `state_dir`.
-pub async fn on_pod_network(cni: Arc<CniNetwork>, config: &DnsConfig, node: &str, state_dir: &Path) -> Result<(ClusterDns, ResolvConfs)> {
+/// The DNS of `node` on the CNI pod network: bound on port 53 of the node's own address, the
+/// resolv.conf files that name it, under `state_dir`, and the address, held until [`leave`].
+/// First the addresses that crashed agents of the state directory left on the loopback
+/// interface are taken off it (their nodes get them back when they start again).
+pub async fn on_pod_network(
+    cni: Arc<CniNetwork>,
+    config: &DnsConfig,
+    node: &str,
+    state_dir: &Path,
+) -> Result<(ClusterDns, ResolvConfs, OwnAddress)> {
     let owner = format!("dns-{node}");
-    let address = tokio::task::spawn_blocking(move || cni.own_address(&owner)).await.expect("the address lease does not panic")?;
-    let dns = ClusterDns::bind(config, SocketAddr::new(address, PORT)).await?;
+    let (network, own) = (cni.clone(), owner.clone());
+    let held = tokio::task::spawn_blocking(move || {
+        let swept = cni.sweep_own_addresses()?;
+        if !swept.is_empty() {
+            tracing::info!(?swept, "took the addresses of agents that stopped without letting them go off the loopback interface");
+        }
+        cni.own_address(&own)
+    })
+    .await
+    .expect("the address lease does not panic")?;
+    let dns = match ClusterDns::bind(config, SocketAddr::new(held.address, PORT)).await {
+        Ok(dns) => dns,
+        Err(e) => {
+            network.set_aside_own_address(&owner);
+            return Err(e);
+        }
+    };
     tracing::info!(address = %dns.local_addr(), domain = %config.domain, forward = ?config.forward, "cluster DNS listening for the node's pods");
-    Ok((dns, ResolvConfs::new(&state_dir.join("dns").join(node), address, &config.domain)))
+    Ok((dns, ResolvConfs::new(&state_dir.join("dns").join(node), held.address, &config.domain), held))
 }
 
-/// Lets the address of `node`'s DNS go (with its containers, on exit).
+/// Takes the address of `node`'s DNS off the host as its agent stops: all of it with the
+/// node's containers ([`release`]); with them kept, only off the loopback interface, and its
+/// lease and record stay for the next agent of the node, since the kept pods were told it.
+pub fn leave(cni: &CniNetwork, node: &str, containers_kept: bool, held: OwnAddress) -> Result<()> {
+    let result = match containers_kept {
+        true => {
+            cni.set_aside_own_address(&format!("dns-{node}"));
+            Ok(())
+        }
+        false => release(cni, node),
+    };
+    drop(held);
+    result
+}
+
+/// Lets the address of `node`'s DNS go: off the loopback interface, its lease and its record.
 pub fn release(cni: &CniNetwork, node: &str) -> Result<()> {
     Ok(cni.release_own_address(&format!("dns-{node}"))?)
 }

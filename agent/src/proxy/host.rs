@@ -1,12 +1,13 @@
 //! What the service proxy does to the host: reads which of its chains exist
-//! (`iptables-save`), writes its table in one `iptables-restore --noflush` commit, keeps the
-//! jumps from the built-in chains to its own, and lets NodePorts be reached on 127.0.0.1.
+//! (`iptables-save`), writes its nat and filter tables in one `iptables-restore --noflush`
+//! run (a commit per table), keeps the jumps from the built-in chains to its own, and lets
+//! NodePorts be reached on 127.0.0.1.
 //! Each call blocks: run it off the async threads.
 
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 
-use super::rules::{Scope, Table};
+use super::rules::{Existing, Scope, Table};
 
 /// kube-proxy's setting: DNAT of 127.0.0.1 to a pod needs the kernel to route a loopback
 /// source off the loopback interface (the proxy then masquerades it to the bridge address).
@@ -46,9 +47,9 @@ fn run(command: &'static str, args: &[&str], input: Option<&str>) -> Result<Stri
     })
 }
 
-/// The chains of `scope` the nat table holds now.
-pub fn existing_chains(scope: &Scope) -> Result<Vec<String>> {
-    let saved = run("iptables-save", &["-t", "nat"], None)?;
+/// The chains of `scope` that table `name` holds now.
+fn existing_chains(scope: &Scope, name: &str) -> Result<Vec<String>> {
+    let saved = run("iptables-save", &["-t", name], None)?;
     Ok(saved
         .lines()
         .filter_map(|line| line.strip_prefix(':')?.split_whitespace().next())
@@ -57,17 +58,26 @@ pub fn existing_chains(scope: &Scope) -> Result<Vec<String>> {
         .collect())
 }
 
-/// Makes the nat table hold `table` and none of `scope`'s other chains, in one commit; the
-/// built-in chains jump to it (jumps added once the chains exist, removed before they go).
+/// The chains of `scope` the nat and filter tables hold now.
+fn existing(scope: &Scope) -> Result<Existing> {
+    Ok(Existing { nat: existing_chains(scope, "nat")?, filter: existing_chains(scope, "filter")? })
+}
+
+/// Makes the nat and filter tables hold `table` and none of `scope`'s other chains, a commit
+/// each; the built-in chains jump to it (jumps added once the chains exist, removed before
+/// they go).
 pub fn apply(scope: &Scope, table: &Table) -> Result<()> {
-    let existing = existing_chains(scope)?;
-    let stale: Vec<String> = existing.iter().filter(|chain| !table.chains.contains(chain)).cloned().collect();
+    let existing = existing(scope)?;
+    let stale = Existing {
+        nat: existing.nat.into_iter().filter(|chain| !table.nat.chains.contains(chain)).collect(),
+        filter: existing.filter.into_iter().filter(|chain| !table.filter.chains.contains(chain)).collect(),
+    };
     if table.is_empty() {
         for jump in jumps(scope) {
             jump.remove()?;
         }
     }
-    if !table.is_empty() || !stale.is_empty() {
+    if !table.is_empty() || stale != Existing::default() {
         run("iptables-restore", &["-w", "--noflush"], Some(&table.restore_text(&stale)))?;
     }
     if !table.is_empty() {
@@ -83,31 +93,40 @@ pub fn allow_localhost_node_ports() -> Result<()> {
     std::fs::write(ROUTE_LOCALNET, "1").map_err(Error::RouteLocalnet)
 }
 
-/// A rule in a built-in nat chain that jumps to one of the proxy's.
+/// A rule in a built-in chain that jumps to one of the proxy's.
 struct Jump {
+    table: &'static str,
     chain: &'static str,
     spec: Vec<String>,
 }
 
-/// PREROUTING (from pods and other hosts) and OUTPUT (from the host) go through the
-/// Services, POSTROUTING through the masquerade; each first in its chain, before Docker's
-/// and CNI's rules.
-fn jumps(scope: &Scope) -> [Jump; 3] {
-    let jump = |chain, comment: &str, target: String| Jump {
+/// In nat, PREROUTING (from pods and other hosts) and OUTPUT (from the host) go through the
+/// Services, POSTROUTING through the masquerade. In filter, new connections go through the
+/// rejects, as kube-proxy hooks them: to cluster IPs from OUTPUT and FORWARD, to node ports
+/// from INPUT and FORWARD. Each first in its chain, before Docker's and CNI's rules.
+fn jumps(scope: &Scope) -> [Jump; 7] {
+    let jump = |table, chain, matches: &[&str], comment: &str, target: String| Jump {
+        table,
         chain,
-        spec: ["-m", "comment", "--comment", comment, "-j", &target].map(String::from).to_vec(),
+        spec: matches.iter().copied().chain(["-m", "comment", "--comment", comment, "-j", &target]).map(String::from).collect(),
     };
     let portals = format!("shepherd service portals {}", scope.tag);
+    let external = format!("shepherd externally-visible service portals {}", scope.tag);
+    let new = ["-m", "conntrack", "--ctstate", "NEW"];
     [
-        jump("PREROUTING", &portals, scope.services_chain()),
-        jump("OUTPUT", &portals, scope.services_chain()),
-        jump("POSTROUTING", &format!("shepherd service postrouting {}", scope.tag), scope.postrouting_chain()),
+        jump("nat", "PREROUTING", &[], &portals, scope.services_chain()),
+        jump("nat", "OUTPUT", &[], &portals, scope.services_chain()),
+        jump("nat", "POSTROUTING", &[], &format!("shepherd service postrouting {}", scope.tag), scope.postrouting_chain()),
+        jump("filter", "OUTPUT", &new, &portals, scope.services_chain()),
+        jump("filter", "FORWARD", &new, &portals, scope.services_chain()),
+        jump("filter", "INPUT", &new, &external, scope.external_services_chain()),
+        jump("filter", "FORWARD", &new, &external, scope.external_services_chain()),
     ]
 }
 
 impl Jump {
     fn exists(&self) -> Result<bool> {
-        let mut args = vec!["-w", "-t", "nat", "-C", self.chain];
+        let mut args = vec!["-w", "-t", self.table, "-C", self.chain];
         args.extend(self.spec.iter().map(String::as_str));
         match run("iptables", &args, None) {
             Ok(_) => Ok(true),
@@ -120,14 +139,14 @@ impl Jump {
         if self.exists()? {
             return Ok(());
         }
-        let mut args = vec!["-w", "-t", "nat", "-I", self.chain, "1"];
+        let mut args = vec!["-w", "-t", self.table, "-I", self.chain, "1"];
         args.extend(self.spec.iter().map(String::as_str));
         run("iptables", &args, None).map(drop)
     }
 
     fn remove(&self) -> Result<()> {
         while self.exists()? {
-            let mut args = vec!["-w", "-t", "nat", "-D", self.chain];
+            let mut args = vec!["-w", "-t", self.table, "-D", self.chain];
             args.extend(self.spec.iter().map(String::as_str));
             run("iptables", &args, None)?;
         }

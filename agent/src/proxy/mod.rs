@@ -1,12 +1,18 @@
 //! The node's service proxy, as kube-proxy's iptables mode: from the Services the node
 //! watches ([`crate::services`]), with their ready endpoints, it programs the nat rules that
 //! send a Service's cluster IP and port, and its NodePort on the node's addresses (127.0.0.1
-//! included), to one of its pods ([`rules`] builds them, [`host`] writes them).
+//! included), to one of its pods, and the filter rules that refuse them at once while it has
+//! none ([`rules`] builds them, [`host`] writes them).
 //!
-//! The whole table is written in one `iptables-restore --noflush` commit of the proxy's own
+//! The whole table is written in one `iptables-restore --noflush` run of the proxy's own
 //! chains, never flushed first: established connections keep their conntrack entries, and a
 //! restarted agent writes the same rules over the old ones with no moment without them. A
 //! Service's chains go when it goes; the jumps go when no Service is left to proxy.
+//!
+//! Level-triggered, as kube-proxy's periodic sync: at each change of the Services, and every
+//! [`SYNC_PERIOD`] whatever happened, the rules of all of them are built again and written
+//! over what the host holds, so that a rule someone removed, or one a missed event left out,
+//! comes back.
 //!
 //! One proxy per cluster on a host: the rules are the same for every node of a cluster (any
 //! local address serves a NodePort, as kube-proxy's `--dst-type LOCAL`), so the agents of one
@@ -34,6 +40,8 @@ use rules::{Scope, Table};
 /// How often an agent without its cluster's proxy lock tries to take it, and how soon a
 /// failed write is tried again.
 const RETRY: Duration = Duration::from_secs(2);
+/// How often the whole table is written again without a change, kube-proxy's `--sync-period`.
+pub const SYNC_PERIOD: Duration = Duration::from_secs(30);
 
 fn lock_path(scope: &Scope) -> PathBuf {
     PathBuf::from(format!("/run/shepherd-proxy-{}.lock", scope.tag))
@@ -72,7 +80,7 @@ pub async fn run(services: Arc<Services>, scope: Scope, remove_on_exit: bool, sh
         }
         tokio::select! {
             changed = updates.changed() => if changed.is_err() { break },
-            _ = tokio::time::sleep(RETRY), if written.is_none() && snapshot.synced => {}
+            _ = tokio::time::sleep(if written.is_none() { RETRY } else { SYNC_PERIOD }), if snapshot.synced => written = None,
             _ = shutdown.cancelled() => break,
         }
     }

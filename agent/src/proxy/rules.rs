@@ -1,7 +1,8 @@
-//! The service proxy's nat table, as kube-proxy's iptables mode writes it, built from the
+//! The service proxy's tables, as kube-proxy's iptables mode writes them, built from the
 //! Services and their ready endpoints as text for `iptables-restore --noflush`: pure, so that
 //! each rule is tested here and the I/O stays in [`super::host`].
 //!
+//! In the nat table:
 //! - `SHEP-SERVICES-<c>` (jumped to from PREROUTING and OUTPUT) sends each cluster IP and
 //!   port to its Service port's chain, and ends with the node ports of local addresses;
 //! - `SHEP-SVC-<c>-<hash>` picks one ready endpoint at random: the i-th of n with
@@ -11,6 +12,13 @@
 //!   masquerades what is marked: node-port traffic (its source may be 127.0.0.1, which
 //!   cannot leave the host), cluster-IP traffic from outside the pod subnet, and a pod
 //!   reaching itself through its Service (hairpin).
+//!
+//! In the filter table, for a Service port without a ready endpoint, a REJECT (ICMP port
+//! unreachable, which a TCP client reads as "connection refused") of new connections to its
+//! cluster IP in `SHEP-SERVICES-<c>` (jumped to from OUTPUT and FORWARD) and to its node
+//! port in `SHEP-EXTERNAL-SERVICES-<c>` (from INPUT and FORWARD), as kube-proxy's
+//! `KUBE-SERVICES` and `KUBE-EXTERNAL-SERVICES`: without them the client's packets would
+//! leave by the default route and wait for a timeout.
 //!
 //! `<c>` is the cluster's tag: the chains of several clusters on one host (tests run
 //! several) never meet, and each cluster's stale chains are known by their names.
@@ -49,6 +57,11 @@ impl Scope {
         format!("{PREFIX}SERVICES-{}", self.tag)
     }
 
+    /// The filter chain that rejects node ports without a ready endpoint.
+    pub fn external_services_chain(&self) -> String {
+        format!("{PREFIX}EXTERNAL-SERVICES-{}", self.tag)
+    }
+
     fn node_ports_chain(&self) -> String {
         format!("{PREFIX}NODEPORTS-{}", self.tag)
     }
@@ -69,17 +82,23 @@ impl Scope {
 
     /// Whether `chain` is one this cluster's proxy writes (and so may delete).
     pub fn owns(&self, chain: &str) -> bool {
-        [self.services_chain(), self.node_ports_chain(), self.mark_chain(), self.postrouting_chain()].contains(&chain.to_string())
+        [self.services_chain(), self.external_services_chain(), self.node_ports_chain(), self.mark_chain(), self.postrouting_chain()]
+            .contains(&chain.to_string())
             || ["SVC", "SEP"].iter().any(|kind| chain.starts_with(&format!("{PREFIX}{kind}-{}-", self.tag)))
     }
 
-    /// The chains every table of this scope has.
-    fn top_chains(&self) -> [String; 4] {
+    /// The nat chains every table of this scope has.
+    fn top_nat_chains(&self) -> [String; 4] {
         [self.services_chain(), self.node_ports_chain(), self.mark_chain(), self.postrouting_chain()]
+    }
+
+    /// The filter chains every table of this scope has.
+    fn top_filter_chains(&self) -> [String; 2] {
+        [self.services_chain(), self.external_services_chain()]
     }
 }
 
-/// One proxied port of a Service with a cluster IP and ready endpoints.
+/// One port of a Service with a cluster IP.
 struct Proxied<'a> {
     service: &'a Service,
     cluster_ip: &'a str,
@@ -110,25 +129,20 @@ impl Proxied<'_> {
     }
 }
 
-/// What the proxy wants in the nat table: its chains, in the order written, and their rules.
+/// The proxy's chains of one table, in the order written, and their rules.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Table {
+pub struct Chains {
     pub chains: Vec<String>,
     pub rules: Vec<String>,
 }
 
-impl Table {
-    /// Nothing to proxy: no chain and no jump is wanted.
-    pub fn is_empty(&self) -> bool {
-        self.chains.is_empty()
-    }
-
-    /// The `iptables-restore --noflush` input that makes the nat table hold this: each of
-    /// its chains declared (which empties it, in the same commit that fills it again, so
-    /// that no packet finds it empty) and its rules; `stale`, the chains of the scope that
-    /// exist and are no longer wanted, emptied and deleted.
-    pub fn restore_text(&self, stale: &[String]) -> String {
-        let mut text = String::from("*nat\n");
+impl Chains {
+    /// The `iptables-restore` section of table `name` that makes it hold this: each chain
+    /// declared (which empties it, in the same commit that fills it again, so that no packet
+    /// finds it empty) and its rules; `stale`, the chains of the scope that exist and are no
+    /// longer wanted, emptied and deleted.
+    fn restore_section(&self, name: &str, stale: &[String], text: &mut String) {
+        let _ = writeln!(text, "*{name}");
         for chain in self.chains.iter().chain(stale) {
             let _ = writeln!(text, ":{chain} - [0:0]");
         }
@@ -140,35 +154,88 @@ impl Table {
             let _ = writeln!(text, "-X {chain}");
         }
         text.push_str("COMMIT\n");
+    }
+}
+
+/// What the proxy wants in the nat and filter tables.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Table {
+    pub nat: Chains,
+    pub filter: Chains,
+}
+
+/// The chains of the scope that exist in each table (and are not wanted, for
+/// [`Table::restore_text`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Existing {
+    pub nat: Vec<String>,
+    pub filter: Vec<String>,
+}
+
+impl Table {
+    /// Nothing to proxy or reject: no chain and no jump is wanted.
+    pub fn is_empty(&self) -> bool {
+        self.nat.chains.is_empty() && self.filter.chains.is_empty()
+    }
+
+    /// The `iptables-restore --noflush` input that makes both tables hold this, each in one
+    /// commit, with the `stale` chains emptied and deleted.
+    pub fn restore_text(&self, stale: &Existing) -> String {
+        let mut text = String::new();
+        self.nat.restore_section("nat", &stale.nat, &mut text);
+        self.filter.restore_section("filter", &stale.filter, &mut text);
         text
     }
 }
 
-/// The nat table the Services want: every port of a Service with a cluster IP and at
-/// least one ready endpoint (a Service without any gets no rule, so that nothing is sent
-/// to a pod that is not ready); an empty table when no Service has one.
+/// The tables the Services want: every port of a Service with a cluster IP is sent to one
+/// of its ready endpoints, or, with none, rejected (never sent to a pod that is not ready);
+/// an empty table when no Service has a cluster IP.
 pub fn table<'a>(scope: &Scope, services: impl IntoIterator<Item = &'a Service>) -> Table {
-    let mut proxied: Vec<Proxied> = Vec::new();
+    let mut ports: Vec<Proxied> = Vec::new();
     for service in services {
         let Some(cluster_ip) = service.spec.virtual_ip() else { continue };
-        if service.status.endpoints.is_empty() {
-            continue;
-        }
-        proxied.extend(service.spec.ports.iter().map(|port| Proxied { service, cluster_ip, port }));
+        ports.extend(service.spec.ports.iter().map(|port| Proxied { service, cluster_ip, port }));
     }
-    if proxied.is_empty() {
+    if ports.is_empty() {
         return Table::default();
     }
-    proxied.sort_by_key(|p| (p.service.metadata.key(), p.port.port, p.protocol()));
+    ports.sort_by_key(|p| (p.service.metadata.key(), p.port.port, p.protocol()));
+    let (proxied, rejected): (Vec<Proxied>, Vec<Proxied>) = ports.into_iter().partition(|p| !p.service.status.endpoints.is_empty());
+    Table { nat: nat_chains(scope, &proxied), filter: filter_chains(scope, &rejected) }
+}
+
+/// The REJECTs of the Service ports without a ready endpoint, kube-proxy's words in the comments.
+fn filter_chains(scope: &Scope, rejected: &[Proxied]) -> Chains {
+    let mut chains = Chains { chains: scope.top_filter_chains().to_vec(), rules: Vec::new() };
+    let (services_chain, external_chain) = (scope.services_chain(), scope.external_services_chain());
+    for p in rejected {
+        let (comment, protocol) = (format!("-m comment --comment \"{} has no endpoints\"", p.name()), p.protocol());
+        chains.rules.push(format!(
+            "-A {services_chain} {comment} -d {}/32 -p {protocol} -m {protocol} --dport {} -j REJECT",
+            p.cluster_ip, p.port.port
+        ));
+        if p.port.node_port != 0 {
+            chains.rules.push(format!(
+                "-A {external_chain} {comment} -m addrtype --dst-type LOCAL -p {protocol} -m {protocol} --dport {} -j REJECT",
+                p.port.node_port
+            ));
+        }
+    }
+    chains
+}
+
+/// The nat rules that send each Service port with ready endpoints to one of them.
+fn nat_chains(scope: &Scope, proxied: &[Proxied]) -> Chains {
     let (services_chain, node_ports_chain, mark_chain, postrouting_chain) =
         (scope.services_chain(), scope.node_ports_chain(), scope.mark_chain(), scope.postrouting_chain());
-    let mut table = Table { chains: scope.top_chains().to_vec(), rules: Vec::new() };
+    let mut table = Chains { chains: scope.top_nat_chains().to_vec(), rules: Vec::new() };
     let rules = &mut table.rules;
     rules.push(format!("-A {postrouting_chain} -m mark ! --mark {MASQUERADE_MARK}/{MASQUERADE_MARK} -j RETURN"));
     rules.push(format!("-A {postrouting_chain} -j MARK --xor-mark {MASQUERADE_MARK}"));
     rules.push(format!("-A {postrouting_chain} -m comment --comment \"shepherd service traffic requiring SNAT\" -j MASQUERADE"));
     rules.push(format!("-A {mark_chain} -j MARK --or-mark {MASQUERADE_MARK}"));
-    for p in &proxied {
+    for p in proxied {
         let (name, protocol, chain) = (p.name(), p.protocol(), p.chain(scope));
         let destination = format!("-d {}/32 -p {protocol} -m {protocol} --dport {}", p.cluster_ip, p.port.port);
         rules.push(format!("-A {services_chain} -m comment --comment \"{name} cluster IP\" {destination} -j {chain}"));
@@ -230,7 +297,7 @@ mod tests {
     #[test]
     fn each_service_port_picks_among_its_ready_endpoints_at_random_and_dnats() {
         let scope = scope();
-        let table = table(&scope, [&web(&["10.77.0.4", "10.77.0.5", "10.77.0.6"])]);
+        let table = table(&scope, [&web(&["10.77.0.4", "10.77.0.5", "10.77.0.6"])]).nat;
         let svc = table.chains[4].clone();
         let seps = &table.chains[5..];
         assert_eq!(table.chains.len(), 4 + 1 + 3, "the top chains, one per service port, one per endpoint");
@@ -266,7 +333,7 @@ mod tests {
     #[test]
     fn a_node_port_is_marked_for_masquerading_and_sent_to_the_service_chain() {
         let scope = scope();
-        let table = table(&scope, [&web(&["10.77.0.4"])]);
+        let table = table(&scope, [&web(&["10.77.0.4"])]).nat;
         let (t, svc) = (&scope.tag, &table.chains[4]);
         let node_port = "-m comment --comment \"default/web:http\" -p tcp -m tcp --dport 30086";
         let at = |rule: &str| table.rules.iter().position(|r| r == rule).unwrap_or_else(|| panic!("no {rule}"));
@@ -284,15 +351,43 @@ mod tests {
     }
 
     #[test]
-    fn services_without_an_address_or_a_ready_endpoint_get_no_rules() {
+    fn services_without_an_address_get_no_rules() {
         let scope = scope();
         let mut headless = web(&["10.77.0.4"]);
         headless.spec.cluster_ip = service::HEADLESS.into();
         let mut unallocated = web(&["10.77.0.4"]);
         unallocated.spec.cluster_ip.clear();
+        assert!(table(&scope, [&headless, &unallocated]).is_empty());
+    }
+
+    #[test]
+    fn a_service_without_a_ready_endpoint_is_rejected_on_its_cluster_ip_and_node_port_and_never_dnatted() {
+        let scope = scope();
         let mut not_ready = web(&[]);
         not_ready.status.not_ready_endpoints = vec![endpoint("10.77.0.9")];
-        assert!(table(&scope, [&headless, &unallocated, &not_ready]).is_empty());
+        let table = table(&scope, [&not_ready, &web(&["10.77.0.4"])]);
+        let t = &scope.tag;
+        assert_eq!(table.filter.chains, [format!("SHEP-SERVICES-{t}"), format!("SHEP-EXTERNAL-SERVICES-{t}")]);
+        assert!(table.filter.chains.iter().all(|chain| chain.len() <= 28 && scope.owns(chain)), "iptables takes 28 characters");
+        assert_eq!(
+            table.filter.rules,
+            [
+                format!(
+                    "-A SHEP-SERVICES-{t} -m comment --comment \"default/web:http has no endpoints\" -d 10.96.1.1/32 -p tcp -m tcp --dport 80 -j REJECT"
+                ),
+                format!(
+                    "-A SHEP-EXTERNAL-SERVICES-{t} -m comment --comment \"default/web:http has no endpoints\" -m addrtype --dst-type LOCAL -p tcp -m tcp --dport 30086 -j REJECT"
+                ),
+            ],
+            "one Service is rejected, the one with an endpoint is not"
+        );
+        assert!(!table.nat.rules.iter().any(|r| r.contains("10.77.0.9")), "a pod that is not ready gets nothing");
+        assert_eq!(table.nat.rules.iter().filter(|r| r.contains("-j DNAT")).count(), 1, "the ready one is proxied");
+
+        let alone = super::table(&scope, [&not_ready]);
+        assert_eq!(alone.filter.rules.len(), 2);
+        assert_eq!(alone.nat.chains.len(), 4, "the nat table keeps only its top chains");
+        assert!(!alone.is_empty(), "the jumps stay, so that the rejects apply");
     }
 
     #[test]
@@ -300,16 +395,28 @@ mod tests {
         let scope = scope();
         let table = table(&scope, [&web(&["10.77.0.4"])]);
         let stale = format!("SHEP-SVC-{}-0123456789ab", scope.tag);
-        let text = table.restore_text(std::slice::from_ref(&stale));
-        let lines: Vec<&str> = text.lines().collect();
+        let text = table.restore_text(&Existing { nat: vec![stale.clone()], filter: Vec::new() });
+        let (nat, filter) = text.split_at(text.find("*filter").expect("a filter section"));
+        let lines: Vec<&str> = nat.lines().collect();
         assert_eq!(lines[0], "*nat");
         assert_eq!(lines[1], format!(":SHEP-SERVICES-{} - [0:0]", scope.tag));
         assert!(lines.contains(&format!(":{stale} - [0:0]").as_str()), "a stale chain is emptied before it is deleted");
         assert_eq!(&lines[lines.len() - 2..], [format!("-X {stale}").as_str(), "COMMIT"]);
-        assert!(!text.contains("PREROUTING") && !text.contains(":OUTPUT"), "built-in chains are never declared, so never flushed");
-        assert!(table.chains.iter().all(|chain| scope.owns(chain)));
+        assert_eq!(
+            filter.lines().collect::<Vec<_>>(),
+            [
+                "*filter",
+                &format!(":SHEP-SERVICES-{} - [0:0]", scope.tag),
+                &format!(":SHEP-EXTERNAL-SERVICES-{} - [0:0]", scope.tag),
+                "COMMIT"
+            ]
+        );
+        for builtin in ["PREROUTING", ":OUTPUT", ":INPUT", ":FORWARD"] {
+            assert!(!text.contains(builtin), "built-in chains are never declared, so never flushed");
+        }
+        assert!(table.nat.chains.iter().all(|chain| scope.owns(chain)));
         assert!(
-            !scope.owns("KUBE-SERVICES") && !Scope::new("cluster-b", scope.pod_subnet).owns(&table.chains[4]),
+            !scope.owns("KUBE-SERVICES") && !Scope::new("cluster-b", scope.pod_subnet).owns(&table.nat.chains[4]),
             "another cluster's are not ours"
         );
     }

@@ -110,6 +110,24 @@ impl Drop for Cleanup {
     }
 }
 
+/// Takes a test cluster's service proxy rules away when the test ends, also when it fails
+/// half-way: its agents leave them for the next agent when they keep their containers.
+pub struct RemoveRules(pub agent::proxy::rules::Scope);
+
+impl RemoveRules {
+    pub fn of(api: &Api) -> RemoveRules {
+        RemoveRules(agent::proxy::rules::Scope::new(&api.cluster, Subnet::parse(agent::network::DEFAULT_SUBNET).unwrap()))
+    }
+}
+
+impl Drop for RemoveRules {
+    fn drop(&mut self) {
+        if let Err(e) = agent::proxy::host::apply(&self.0, &agent::proxy::rules::Table::default()) {
+            eprintln!("cannot remove the test cluster's rules: {e}");
+        }
+    }
+}
+
 /// One Docker test node: the engine with `minimal` on it, a unique node name whose
 /// containers (sandboxes too) are removed when `cleanup` drops, the real API server, and an
 /// agent on both with a warm pool of [`TEST_POOL`] sandboxes.

@@ -9,6 +9,7 @@
 //! - [`replicaset`]: replicas up and down, adoption and release, replacement of finished pods,
 //!   cascade delete of its pods, status;
 //! - [`endpoints`]: a service's endpoints from its running, ready pods;
+//! - [`service_repair`]: a Service stored without its cluster IP or node ports gets them;
 //! - [`node_lifecycle`]: NotReady after missed heartbeats (lease renewals), NodeLost pods past a grace period;
 //! - [`pod_gc`]: terminating pods no agent will confirm, or whose agent is overdue, are removed;
 //! - [`collect_events`]: events past their TTL, and the oldest beyond the event limit, are deleted.
@@ -18,6 +19,7 @@ pub mod endpoints;
 pub mod node_lifecycle;
 pub mod pod_gc;
 pub mod replicaset;
+pub mod service_repair;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
