@@ -35,6 +35,9 @@ struct Restarts {
 /// The reason of a container held back by a missing ConfigMap, Secret or key.
 pub const CREATE_CONTAINER_CONFIG_ERROR: &str = "CreateContainerConfigError";
 
+/// The reason of a container whose image reference Docker cannot read.
+const INVALID_IMAGE_NAME: &str = "InvalidImageName";
+
 /// A failing image pull or pod sandbox: retry only once `until` has passed.
 #[derive(Debug, Clone)]
 struct Failing {
@@ -319,6 +322,14 @@ impl PodWorker {
     /// image, `Never` never. Returns the step to report when the image is not there.
     async fn pull(&mut self, pod: &Pod, container: &Container) -> crate::runtime::Result<Option<Step>> {
         let image = container.image.as_str();
+        if let Some(error) = shared::image::reference_error(image) {
+            // The kubelet's words. Nothing changes until the spec does, which wakes the
+            // worker: no pass looks again before.
+            let message = format!("Failed to apply default image tag {image:?}: couldn't parse image reference {image:?}: {error}");
+            self.ctx.event(pod, event_types::WARNING, "InspectFailed", message.clone());
+            let status = self.base_status(container, waiting(INVALID_IMAGE_NAME, message));
+            return Ok(Some(Step::new(status, None, String::new())));
+        }
         // Validation refuses any other policy; a stored one from before it is read as the default.
         let policy = container.pull_policy().unwrap_or(PullPolicy::IfNotPresent);
         let present = match policy {
@@ -940,6 +951,31 @@ mod tests {
         assert_eq!(failures, ["Error: secret \"db\" not found", "Error: couldn't find key password in Secret default/db"]);
         let every_event = ["Failed", "Pulled", "Created", "Started"].map(|reason| api.messages_of(reason)).concat();
         assert!(!every_event.iter().any(|m| m.contains("-value")), "no value in an event: {every_event:?}");
+    }
+
+    #[tokio::test]
+    async fn an_image_docker_cannot_read_waits_as_invalid_image_name_without_retrying() {
+        let api = Arc::new(RecordingApi::default());
+        let ctx = Arc::new(context(api.clone(), Arc::new(SimulatedRuntime::new(Duration::ZERO))));
+        let mut worker = PodWorker::new(ctx.clone(), Arc::new(|| {}));
+        let mut pod = pod();
+        pod.spec.containers[0].image = "Minimal:V3".into();
+        assert_eq!(worker.reconcile(&pod).await.unwrap(), None, "nothing to look at again until the spec changes");
+        let status = api.last_status().unwrap();
+        assert_eq!(status.phase, PodPhase::Pending);
+        let ContainerState::Waiting { reason, message } = &status.container_statuses[0].state else { panic!("{status:?}") };
+        let expected = "Failed to apply default image tag \"Minimal:V3\": couldn't parse image reference \"Minimal:V3\": \
+                        invalid reference format: repository name (library/Minimal) must be lowercase";
+        assert_eq!((reason.as_str(), message.as_str()), (INVALID_IMAGE_NAME, expected));
+        assert!(ctx.runtime.list(&[(LABEL_POD_UID, "1234-abcd-5678")]).await.unwrap().is_empty(), "no container is made");
+        tokio::task::yield_now().await;
+        let events = shepherd_testing::poll(Duration::from_secs(5), "the InspectFailed event", || {
+            let events = api.messages_of("InspectFailed");
+            async move { (!events.is_empty()).then_some(events) }
+        })
+        .await;
+        assert_eq!(events, [expected]);
+        assert!(api.messages_of("Pulling").is_empty());
     }
 
     #[tokio::test]
