@@ -130,3 +130,28 @@ async fn an_http_probe_reaches_the_pod_on_dockers_pod_network_too() {
     assert!(became_ready.status.container_statuses[0].ready);
     agent.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_probe_that_times_out_ends_its_command() {
+    let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
+    let mut app = container("app", &["sleep", "3600"]);
+    let slow = Some(ExecAction { command: vec!["sleep".into(), "1000".into()] });
+    app.readiness_probe = Some(Probe { exec: slow, timeout_seconds: 1, ..probe(1, 1) });
+    let pod = api.add_pod(&node, "slow", spec(vec![app], "Always")).await;
+    let running = api.wait_for(&pod.metadata.uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
+    let id = running.status.container_statuses[0].container_id.clone();
+
+    let message = "Readiness probe failed: command \"sleep 1000\" timed out";
+    poll(WAIT, "four timed-out probes", || async {
+        let events = api.events_for("slow").await;
+        let count = events.iter().find(|e| e.reason == "Unhealthy" && e.message == message).map_or(0, |e| e.count);
+        if count >= 4 { Ok(()) } else { Err(format!("{count} so far")) }
+    })
+    .await;
+    let top = docker.client().top_processes(&id, None).await.expect("docker top");
+    let commands: Vec<String> = top.processes.unwrap_or_default().iter().filter_map(|row| row.last().cloned()).collect();
+    let probes = commands.iter().filter(|command| command.as_str() == "sleep 1000").count();
+    assert!(probes <= 1, "only the probe under way may run: {commands:?}");
+    assert!(commands.iter().any(|command| command == "sleep 3600"), "the container's own process: {commands:?}");
+    agent.stop().await;
+}

@@ -214,6 +214,12 @@ pub struct DeleteParams {
     pub dry_run: Option<String>,
 }
 
+/// A single object's read (`GET …/pods/web`, its status, its scale) takes no parameter:
+/// any one is refused by name, as on lists and writes, rather than ignored.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadParams {}
+
 /// `?dry_run=All` on any other write: judged and answered as a real one, stored nowhere
 /// ([`dry_run`]). Any other parameter is refused by name.
 #[derive(Debug, Default, Deserialize)]

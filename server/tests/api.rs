@@ -575,7 +575,7 @@ async fn every_write_with_a_body_refuses_unknown_fields_by_their_paths() {
 
 /// A query parameter the route does not take is a 400 that names it, as a field of a body
 /// is: `labelSelector` (kubectl's spelling) must not silently list every pod, nor
-/// `grace_period` delete with the default grace.
+/// `grace_period` delete with the default grace. A single object's read is no exception.
 #[tokio::test]
 async fn an_unknown_query_parameter_is_refused_by_name() {
     let server = TestServer::in_memory().await;
@@ -592,6 +592,18 @@ async fn an_unknown_query_parameter_is_refused_by_name() {
         assert!(message.starts_with("invalid query parameters: "), "{message}");
         assert!(message.contains(&format!("unknown field `{unknown}`, expected one of")), "{message}");
     }
+    // A single object's read takes none, and says so rather than ignoring it.
+    for path in [
+        "/api/v1/namespaces/default/pods/web?foo=1",
+        "/api/v1/namespaces/default/pods/web/status?foo=1",
+        "/api/v1/namespaces/default/pods/web/scheduling?foo=1",
+        "/api/v1/nodes/n1?foo=1",
+    ] {
+        let (status, err) = server.get(path).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{path}: {err}");
+        assert_eq!(err["error"]["message"], "invalid query parameters: foo: unknown field `foo`, there are no fields", "{path}");
+    }
+    assert_eq!(server.get("/api/v1/namespaces/default/pods/web").await.0, StatusCode::OK);
     // Nothing was deleted by the refused request; the known parameters still work.
     let (status, list) = server.get("/api/v1/pods?label_selector=app%3Dweb&limit=5").await;
     assert_eq!((status, list["items"].as_array().map(Vec::len)), (StatusCode::OK, Some(1)), "{list}");

@@ -35,6 +35,9 @@ struct Restarts {
 /// The reason of a container held back by a missing ConfigMap, Secret or key.
 pub const CREATE_CONTAINER_CONFIG_ERROR: &str = "CreateContainerConfigError";
 
+/// The reason of a container whose image reference Docker cannot read.
+const INVALID_IMAGE_NAME: &str = "InvalidImageName";
+
 /// A failing image pull or pod sandbox: retry only once `until` has passed.
 #[derive(Debug, Clone)]
 struct Failing {
@@ -315,10 +318,29 @@ impl PodWorker {
     }
 
     /// Makes the container's image present as its pull policy says (Kubernetes'
-    /// `imagePullPolicy`): `Always` pulls before every create, `IfNotPresent` only a missing
-    /// image, `Never` never. Returns the step to report when the image is not there.
+    /// `imagePullPolicy`), before each start of the container as the kubelet does: `Always`
+    /// pulls every time, `IfNotPresent` only a missing image, `Never` never. Returns the
+    /// step to report when the image is not there (or its pull is in back-off).
     async fn pull(&mut self, pod: &Pod, container: &Container) -> crate::runtime::Result<Option<Step>> {
         let image = container.image.as_str();
+        if let Some(error) = shared::image::reference_error(image) {
+            // The kubelet's words. Nothing changes until the spec does, which wakes the
+            // worker: no pass looks again before.
+            let message = format!("Failed to apply default image tag {image:?}: couldn't parse image reference {image:?}: {error}");
+            self.ctx.event(pod, event_types::WARNING, "InspectFailed", message.clone());
+            let status = self.base_status(container, waiting(INVALID_IMAGE_NAME, message));
+            return Ok(Some(Step::new(status, None, String::new())));
+        }
+        if let Some(backoff) = self.pulls.get(image) {
+            let now = Instant::now();
+            if now < backoff.until {
+                let message = format!("Back-off pulling image {image:?}: {}", backoff.message);
+                let requeue = backoff.until - now;
+                self.ctx.event(pod, event_types::WARNING, "BackOff", message.clone());
+                let status = self.base_status(container, waiting("ImagePullBackOff", message));
+                return Ok(Some(Step::new(status, Some(requeue), String::new())));
+            }
+        }
         // Validation refuses any other policy; a stored one from before it is read as the default.
         let policy = container.pull_policy().unwrap_or(PullPolicy::IfNotPresent);
         let present = match policy {
@@ -326,9 +348,9 @@ impl PodWorker {
             PullPolicy::IfNotPresent | PullPolicy::Never => self.ctx.runtime.has_image(image).await?,
         };
         if present {
-            if self.pulls.remove(image).is_some() || !self.restarts.contains_key(&container.name) {
-                self.ctx.event(pod, event_types::NORMAL, "Pulled", format!("Container image {image:?} already present on machine"));
-            }
+            // As the kubelet, on every start of the container, a restart's too.
+            self.pulls.remove(image);
+            self.ctx.event(pod, event_types::NORMAL, "Pulled", format!("Container image {image:?} already present on machine"));
             return Ok(None);
         }
         if policy == PullPolicy::Never {
@@ -366,17 +388,6 @@ impl PodWorker {
     /// No container yet: image, create, start.
     async fn new_container(&mut self, pod: &Pod, container: &Container) -> crate::runtime::Result<Step> {
         self.probes.remove(&container.name);
-        let image = container.image.as_str();
-        if let Some(backoff) = self.pulls.get(image) {
-            let now = Instant::now();
-            if now < backoff.until {
-                let message = format!("Back-off pulling image {image:?}: {}", backoff.message);
-                let requeue = backoff.until - now;
-                self.ctx.event(pod, event_types::WARNING, "BackOff", message.clone());
-                let status = self.base_status(container, waiting("ImagePullBackOff", message));
-                return Ok(Step::new(status, Some(requeue), String::new()));
-            }
-        }
         if let Some(step) = self.pull(pod, container).await? {
             return Ok(step);
         }
@@ -591,12 +602,20 @@ impl PodWorker {
             status.last_state = Some(ended);
             return Ok(Step::new(status, Some(wait), String::new()));
         }
+        if let Some(mut step) = self.pull(pod, container).await? {
+            step.status.container_id = info.id.clone();
+            step.status.last_state = Some(ended);
+            return Ok(step);
+        }
         if oom_killed {
             self.ctx.event(pod, event_types::WARNING, "OOMKilled", format!("Container {} was killed: out of memory", container.name));
         }
         self.bump_delay(&container.name);
         self.restarts(&container.name).count += 1;
         self.probe_killed.remove(&info.id);
+        // The kubelet creates a new container for each restart and records it; Docker starts
+        // the same one again, and the events read as the kubelet's.
+        self.ctx.event(pod, event_types::NORMAL, "Created", format!("Created container {}", container.name));
         let id = info.id.clone();
         self.start(pod, container, &id, Some(ended)).await
     }
@@ -940,6 +959,57 @@ mod tests {
         assert_eq!(failures, ["Error: secret \"db\" not found", "Error: couldn't find key password in Secret default/db"]);
         let every_event = ["Failed", "Pulled", "Created", "Started"].map(|reason| api.messages_of(reason)).concat();
         assert!(!every_event.iter().any(|m| m.contains("-value")), "no value in an event: {every_event:?}");
+    }
+
+    #[tokio::test]
+    async fn a_restart_records_pulled_created_and_started_again() {
+        let api = Arc::new(RecordingApi::default());
+        // No back-off: the stopped container starts again on the next pass.
+        let backoff = shared::backoff::Backoff { base: Duration::ZERO, max: Duration::ZERO };
+        let ctx = Arc::new(NodeContext { backoff, ..context(api.clone(), Arc::new(SimulatedRuntime::new(Duration::ZERO))) });
+        let mut worker = PodWorker::new(ctx.clone(), Arc::new(|| {}));
+        let mut pod = pod();
+        worker.reconcile(&pod).await.unwrap();
+        let containers = ctx.runtime.list(&[(LABEL_POD_UID, "1234-abcd-5678")]).await.unwrap();
+        ctx.runtime.stop(&containers[0].id, Duration::ZERO).await.unwrap();
+        pod.status = worker.last_reported.clone().unwrap();
+        worker.reconcile(&pod).await.unwrap();
+        assert_eq!(api.last_status().unwrap().container_statuses[0].restart_count, 1);
+        tokio::task::yield_now().await;
+        shepherd_testing::poll(Duration::from_secs(5), "two Started events", || {
+            let started = api.messages_of("Started");
+            async move { (started.len() == 2).then_some(()) }
+        })
+        .await;
+        let twice = |message: &str| vec![message.to_string(); 2];
+        assert_eq!(api.messages_of("Pulled"), twice("Container image \"minimal\" already present on machine"));
+        assert_eq!(api.messages_of("Created"), twice("Created container web"));
+        assert_eq!(api.messages_of("Started"), twice("Started container web"));
+    }
+
+    #[tokio::test]
+    async fn an_image_docker_cannot_read_waits_as_invalid_image_name_without_retrying() {
+        let api = Arc::new(RecordingApi::default());
+        let ctx = Arc::new(context(api.clone(), Arc::new(SimulatedRuntime::new(Duration::ZERO))));
+        let mut worker = PodWorker::new(ctx.clone(), Arc::new(|| {}));
+        let mut pod = pod();
+        pod.spec.containers[0].image = "Minimal:V3".into();
+        assert_eq!(worker.reconcile(&pod).await.unwrap(), None, "nothing to look at again until the spec changes");
+        let status = api.last_status().unwrap();
+        assert_eq!(status.phase, PodPhase::Pending);
+        let ContainerState::Waiting { reason, message } = &status.container_statuses[0].state else { panic!("{status:?}") };
+        let expected = "Failed to apply default image tag \"Minimal:V3\": couldn't parse image reference \"Minimal:V3\": \
+                        invalid reference format: repository name (library/Minimal) must be lowercase";
+        assert_eq!((reason.as_str(), message.as_str()), (INVALID_IMAGE_NAME, expected));
+        assert!(ctx.runtime.list(&[(LABEL_POD_UID, "1234-abcd-5678")]).await.unwrap().is_empty(), "no container is made");
+        tokio::task::yield_now().await;
+        let events = shepherd_testing::poll(Duration::from_secs(5), "the InspectFailed event", || {
+            let events = api.messages_of("InspectFailed");
+            async move { (!events.is_empty()).then_some(events) }
+        })
+        .await;
+        assert_eq!(events, [expected]);
+        assert!(api.messages_of("Pulling").is_empty());
     }
 
     #[tokio::test]

@@ -8,9 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bollard::Docker;
 use bollard::errors::Error as BollardError;
-use bollard::exec::StartExecResults;
 use bollard::models::{
-    ContainerCreateBody, ContainerInspectResponse, ContainerStateStatusEnum, EndpointSettings, EventMessage, ExecConfig, HostConfig,
+    ContainerCreateBody, ContainerInspectResponse, ContainerStateStatusEnum, EndpointSettings, EventMessage, HostConfig,
     Mount as DockerMount, MountBindOptions, MountBindOptionsPropagationEnum, MountType, NetworkCreateRequest, NetworkingConfig,
     PortBinding,
 };
@@ -23,11 +22,12 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
+use shared::remote_command::Options;
 use shepherd_image::RegistryLogin;
 
 use super::seam::{
-    Attached, ContainerConfig, ContainerInfo, ContainerRuntime, Error, LogRequest, Mount, ProbeAction, ProbeOutcome, Result, RunState,
-    RuntimeEvent,
+    Attached, ContainerConfig, ContainerInfo, ContainerRuntime, Error, LogRequest, Mount, Output, ProbeAction, ProbeOutcome, Result,
+    RunState, RuntimeEvent,
 };
 use super::{docker_session, loopback_probe, netns};
 
@@ -125,28 +125,39 @@ impl DockerRuntime {
         Ok(first)
     }
 
-    /// `network` is the id of `config.network`, empty for the engine's default. A container
-    /// that joins a sandbox gets the mode `container:<id>` and neither network nor ports.
-    /// Runs `command` in the container: success is exit code 0, and the output is the
-    /// failure's message.
-    async fn exec(&self, id: &str, command: &[String]) -> Result<ProbeOutcome, BollardError> {
-        let config = ExecConfig { cmd: Some(command.to_vec()), attach_stdout: Some(true), attach_stderr: Some(true), ..Default::default() };
-        let exec = self.docker.create_exec(id, config).await?;
-        let mut output = Vec::new();
-        if let StartExecResults::Attached { output: mut stream, .. } = self.docker.start_exec(&exec.id, None).await? {
-            while let Some(chunk) = stream.next().await {
-                let bytes = chunk?.into_bytes();
-                let room = PROBE_OUTPUT_LIMIT.saturating_sub(output.len());
-                output.extend_from_slice(&bytes[..bytes.len().min(room)]);
+    /// Runs `command` in the container for at most `timeout`: success is exit code 0, and
+    /// the output is the failure's message. A command still running at the timeout is
+    /// ended, as containerd ends a timed-out exec for the kubelet, by the session's own way
+    /// of ending an exec ([`super::AttachedProcess::abandon`]); else every probe would leave one.
+    async fn exec_probe(&self, id: &str, command: &[String], timeout: Duration) -> Result<ProbeOutcome> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let timed_out = || ProbeOutcome::Failure(format!("command {:?} timed out", command.join(" ")));
+        let options = Options { command: command.to_vec(), stdout: true, stderr: true, ..Options::default() };
+        let Ok(attached) = tokio::time::timeout_at(deadline, docker_session::exec(&self.docker, id, &options)).await else {
+            return Ok(timed_out());
+        };
+        let Attached { mut output, process, .. } = attached?;
+        let mut kept = Vec::new();
+        let read = async {
+            while let Some(chunk) = output.next().await {
+                let (Output::Stdout(bytes) | Output::Stderr(bytes)) = chunk?;
+                let room = PROBE_OUTPUT_LIMIT.saturating_sub(kept.len());
+                kept.extend_from_slice(&bytes[..bytes.len().min(room)]);
             }
+            Ok::<_, Error>(())
+        };
+        if tokio::time::timeout_at(deadline, read).await.is_err() {
+            process.abandon().await?;
+            return Ok(timed_out());
         }
-        let exit_code = self.docker.inspect_exec(&exec.id).await?.exit_code;
-        Ok(match exit_code {
-            Some(0) => ProbeOutcome::Success,
-            _ => ProbeOutcome::Failure(String::from_utf8_lossy(&output).trim_end().to_string()),
+        Ok(match process.exit_code().await? {
+            0 => ProbeOutcome::Success,
+            _ => ProbeOutcome::Failure(String::from_utf8_lossy(&kept).trim_end().to_string()),
         })
     }
 
+    /// `network` is the id of `config.network`, empty for the engine's default. A container
+    /// that joins a sandbox gets the mode `container:<id>` and neither network nor ports.
     fn create_body(config: &ContainerConfig, network: &str) -> ContainerCreateBody {
         let mut exposed = Vec::new();
         let mut bindings: HashMap<String, Option<Vec<PortBinding>>> = HashMap::new();
@@ -433,10 +444,7 @@ impl ContainerRuntime for DockerRuntime {
     async fn probe(&self, id: &str, action: &ProbeAction, timeout: Duration) -> Result<ProbeOutcome> {
         let failed = |message: String| Error::Container { action: "probe", container: id.to_string(), message };
         if let ProbeAction::Exec { command } = action {
-            return match tokio::time::timeout(timeout, self.exec(id, command)).await {
-                Ok(outcome) => outcome.map_err(|e| failed(e.to_string())),
-                Err(_) => Ok(ProbeOutcome::Failure(format!("command {:?} timed out", command.join(" ")))),
-            };
+            return self.exec_probe(id, command, timeout).await.map_err(|e| failed(e.to_string()));
         }
         let pid = match self.inspect(id).await? {
             Some(info) if info.pid > 0 => info.pid,
@@ -496,11 +504,11 @@ impl ContainerRuntime for DockerRuntime {
             .boxed()
     }
 
-    async fn exec(&self, id: &str, options: &shared::remote_command::Options) -> Result<Attached> {
+    async fn exec(&self, id: &str, options: &Options) -> Result<Attached> {
         docker_session::exec(&self.docker, id, options).await
     }
 
-    async fn attach(&self, id: &str, options: &shared::remote_command::Options) -> Result<Attached> {
+    async fn attach(&self, id: &str, options: &Options) -> Result<Attached> {
         docker_session::attach(&self.docker, id, options).await
     }
 

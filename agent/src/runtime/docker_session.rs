@@ -1,7 +1,8 @@
 //! Exec and attach on Docker: a command run beside a container's process through the
 //! engine's exec API, or the container's own process joined through attach, each with its
 //! output, input, terminal size and exit code. Docker cannot kill an exec: the session ends
-//! an abandoned one by its host PID, as the kubelet's runtime ends a stream's process.
+//! an abandoned one (a client gone, an exec probe timed out) by its host PID, as the
+//! kubelet's runtime ends a stream's process.
 
 use async_trait::async_trait;
 use bollard::Docker;

@@ -12,7 +12,7 @@ use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{BodyBytes, Params, parse_json, parse_object};
 use crate::ops;
-use crate::query::WriteParams;
+use crate::query::{ReadParams, WriteParams};
 use crate::state::AppState;
 use crate::store::{Key, Outcome, Txn, Write};
 
@@ -40,7 +40,11 @@ pub async fn heartbeat(
     write_node(&state, ops::heartbeat(&name, beat, chrono::Utc::now()), &params).await
 }
 
-pub async fn get_status(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Node>> {
+pub async fn get_status(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Params(ReadParams {}): Params<ReadParams>,
+) -> ApiResult<Json<Node>> {
     match state.store.get(&Key::new(Kind::Node, "", &name)).as_deref() {
         Some(Object::Node(n)) => Ok(Json(n.clone())),
         _ => Err(ApiError::not_found(format!("node {name:?} not found"))),

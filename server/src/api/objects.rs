@@ -17,7 +17,7 @@ use crate::events::{self, SOURCE_API};
 use crate::extract::{BodyBytes, ObjectBody, Params, parse_json, parse_object};
 use crate::ops;
 use crate::paging;
-use crate::query::{DeleteParams, Filter, ListParams, WriteParams};
+use crate::query::{DeleteParams, Filter, ListParams, ReadParams, WriteParams};
 use crate::resources::{Resource, Scalable, stamp_new};
 use crate::state::AppState;
 use crate::store::{Key, Outcome, Txn, Write};
@@ -77,11 +77,16 @@ pub(crate) fn get_object<R: Resource>(state: &AppState, namespace: &str, name: &
 pub async fn get_namespaced<R: Resource>(
     State(state): State<AppState>,
     Path((namespace, name)): Path<(String, String)>,
+    Params(ReadParams {}): Params<ReadParams>,
 ) -> ApiResult<Json<R>> {
     get_object::<R>(&state, &namespace, &name).map(Json)
 }
 
-pub async fn get_cluster<R: Resource>(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<R>> {
+pub async fn get_cluster<R: Resource>(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Params(ReadParams {}): Params<ReadParams>,
+) -> ApiResult<Json<R>> {
     get_object::<R>(&state, "", &name).map(Json)
 }
 
@@ -407,6 +412,7 @@ fn scale_of<R: Scalable>(object: &R) -> Scale {
 pub async fn get_scale<R: Scalable>(
     State(state): State<AppState>,
     Path((namespace, name)): Path<(String, String)>,
+    Params(ReadParams {}): Params<ReadParams>,
 ) -> ApiResult<Json<Scale>> {
     let object = get_object::<R>(&state, &namespace, &name)?;
     Ok(Json(scale_of(&object)))

@@ -19,7 +19,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::events::{self, SOURCE_SCHEDULER};
 use crate::extract::{BodyBytes, Params, parse_json, parse_object};
 use crate::ops;
-use crate::query::WriteParams;
+use crate::query::{ReadParams, WriteParams};
 use crate::state::AppState;
 use crate::store::{Key, Txn};
 
@@ -76,7 +76,11 @@ pub(crate) async fn bind_pod(
     Ok(pod)
 }
 
-pub async fn get_status(State(state): State<AppState>, Path((namespace, name)): Path<(String, String)>) -> ApiResult<Json<Pod>> {
+pub async fn get_status(
+    State(state): State<AppState>,
+    Path((namespace, name)): Path<(String, String)>,
+    Params(ReadParams {}): Params<ReadParams>,
+) -> ApiResult<Json<Pod>> {
     stored_pod(&state, &namespace, &name).map(Json)
 }
 
@@ -141,7 +145,11 @@ async fn record_running(state: &AppState, pod: &Pod) {
 }
 
 /// `GET …/pods/{name}/scheduling`: the explanation of the scheduler's last decision.
-pub async fn scheduling(State(state): State<AppState>, Path((namespace, name)): Path<(String, String)>) -> ApiResult<Response> {
+pub async fn scheduling(
+    State(state): State<AppState>,
+    Path((namespace, name)): Path<(String, String)>,
+    Params(ReadParams {}): Params<ReadParams>,
+) -> ApiResult<Response> {
     let pod = stored_pod(&state, &namespace, &name)?;
     match state.scheduler.decision(&Key::new(Kind::Pod, &namespace, &name)) {
         Some(explanation) => Ok(Json(explanation).into_response()),
