@@ -21,6 +21,12 @@ fn main() -> ExitCode {
         Err(e) if e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)) => {
             ExitCode::SUCCESS
         }
+        // The remote command's own exit code, as kubectl exits with it.
+        Err(e) if e.is::<sheepctl::commands::exec::RemoteExit>() => {
+            eprintln!("{e}");
+            let code = e.downcast_ref::<sheepctl::commands::exec::RemoteExit>().map_or(1, |exit| exit.0 & 0xff);
+            ExitCode::from(u8::try_from(code).unwrap_or(1))
+        }
         Err(e) => {
             eprintln!("{}", sheepctl::terminal::safe(&format!("error: {e:#}")));
             ExitCode::FAILURE
