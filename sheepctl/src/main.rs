@@ -15,7 +15,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(sheepctl::commands::run(cli)) {
+    let result = runtime.block_on(sheepctl::commands::run(cli));
+    // exec -i reads stdin on a blocking thread, which a terminal may hold forever after the
+    // remote command has ended: the process ends without waiting for it.
+    runtime.shutdown_background();
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         // `sheepctl get pods | head` closes the pipe early: that is not a failure.
         Err(e) if e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)) => {
