@@ -11,6 +11,7 @@
 //!   are read and classified by `shared::api_error`, as the dashboard reads them);
 //! - [`spdy`] and [`port_forward`]: SPDY/3.1 and the port-forward protocol over it, which the
 //!   agent serves and sheepctl speaks, carried by the WebSocket [`Client::websocket`] opens;
+//! - [`remote_command`]: exec's channel protocol over such a WebSocket;
 //! - [`watcher`]: the async watcher that drives `shared::watch`'s state machine over a watch
 //!   stream (decoded by `shared::sse`), and [`watcher::Changes`], the objects it keeps (in a
 //!   `shared::cache`) with the change each event makes.
@@ -18,6 +19,7 @@
 pub mod agent_auth;
 pub mod error;
 pub mod port_forward;
+pub mod remote_command;
 pub mod servers;
 pub mod spdy;
 pub mod watcher;
@@ -554,14 +556,37 @@ impl Client {
         Ok(port_forward::PortForward::over(socket))
     }
 
+    /// Runs a command in a pod's container (the server proxies the session to the node's agent).
+    pub async fn exec(
+        &self,
+        namespace: &str,
+        pod: &str,
+        options: &shared::remote_command::Options,
+    ) -> Result<remote_command::RemoteCommand<reqwest::Upgraded>> {
+        let path = paths::pod_exec(namespace, pod);
+        let socket = self.websocket_with_query(&path, &options.to_query(), shared::remote_command::V5).await?;
+        Ok(remote_command::RemoteCommand::over(socket))
+    }
+
     /// Opens a WebSocket on `path` speaking `subprotocol`, through this client's transport (its
     /// TLS trust and token) on the current server: a stream's upgrade is never sent twice.
     pub async fn websocket(&self, path: &str, subprotocol: &str) -> Result<WebSocketStream<reqwest::Upgraded>> {
+        self.websocket_with_query(path, &[], subprotocol).await
+    }
+
+    /// [`Client::websocket`] with a query on `path`.
+    pub async fn websocket_with_query(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+        subprotocol: &str,
+    ) -> Result<WebSocketStream<reqwest::Upgraded>> {
         use tokio_tungstenite::tungstenite::handshake::{client::generate_key, derive_accept_key};
         let action = format!("open a WebSocket for {subprotocol} on {path}");
         let key = generate_key();
         let builder = self
             .request(Method::GET, path)
+            .query(query)
             .header(CONNECTION, "Upgrade")
             .header(UPGRADE, "websocket")
             .header(SEC_WEBSOCKET_VERSION, "13")

@@ -3,6 +3,9 @@
 //! Events (read by `shared::sse`), resume from the last resource_version and re-list on 410
 //! Gone. URLs come from `shared::api::paths`.
 //!
+//! A command run in a pod ([`exec`]) is a WebSocket speaking `v5.channel.k8s.io`, as
+//! kubectl's exec.
+//!
 //! The stream is read with `fetch` rather than `EventSource`: an `EventSource` can neither
 //! send `Authorization` nor see the HTTP status, and the watch needs both (401 → login,
 //! 410 → re-list).
@@ -493,6 +496,80 @@ pub async fn follow_text(client: &Client, path: &str, cancel: &Cancel, on_text: 
         StreamEnd::Closed | StreamEnd::Cancelled | StreamEnd::Stalled => Ok(()),
         StreamEnd::Failed(message) => Err(ApiError::Network { path: path.to_string(), message }),
     }
+}
+
+/// What a command run in a pod reports, in order: its output as it comes, then its end.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExecOutput {
+    Stdout(Vec<u8>),
+    Stderr(Vec<u8>),
+    /// The exit code, or why the session gave none.
+    Exit(Result<i64, String>),
+}
+
+/// Runs the session `path` (a pod's `exec` with its query) over a WebSocket. A browser's
+/// WebSocket cannot send `Authorization`, so the token rides in a subprotocol
+/// (`shared::api::bearer_protocol`), as kube-apiserver reads it; nor can it read a refused
+/// upgrade's answer, so a session that never opened asks the same path with fetch for the
+/// server's words (a viewer's 403).
+pub fn exec(client: &Client, token: Option<&str>, path: &str, on_output: Callback<ExecOutput>) -> Result<(), ApiError> {
+    use shared::remote_command::{V5, channel, exit_code};
+    use wasm_bindgen::closure::Closure;
+    let failed = |e: wasm_bindgen::JsValue| ApiError::Network { path: path.to_string(), message: format!("{e:?}") };
+    let location = web_sys::window().ok_or_else(|| failed("no window".into()))?.location();
+    let scheme = if location.protocol().map_err(failed)? == "https:" { "wss" } else { "ws" };
+    let protocols = js_sys::Array::of1(&V5.into());
+    if let Some(token) = token.filter(|token| !token.is_empty()) {
+        protocols.push(&shared::api::bearer_protocol(token).into());
+    }
+    let url = format!("{scheme}://{}{path}", location.host().map_err(failed)?);
+    let socket = web_sys::WebSocket::new_with_str_sequence(&url, &protocols).map_err(failed)?;
+    socket.set_binary_type(web_sys::BinaryType::Arraybuffer);
+    let opened = Rc::new(Cell::new(false));
+    let status: Rc<RefCell<Option<Vec<u8>>>> = Rc::default();
+    let on_open = {
+        let opened = opened.clone();
+        Closure::<dyn FnMut()>::new(move || opened.set(true))
+    };
+    let on_message = {
+        let (status, on_output) = (status.clone(), on_output.clone());
+        Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |event: web_sys::MessageEvent| {
+            let Ok(buffer) = event.data().dyn_into::<js_sys::ArrayBuffer>() else { return };
+            match js_sys::Uint8Array::new(&buffer).to_vec().split_first() {
+                Some((&channel::STDOUT, bytes)) => on_output.emit(ExecOutput::Stdout(bytes.to_vec())),
+                Some((&channel::STDERR, bytes)) => on_output.emit(ExecOutput::Stderr(bytes.to_vec())),
+                Some((&channel::ERROR, bytes)) => *status.borrow_mut() = Some(bytes.to_vec()),
+                _ => {}
+            }
+        })
+    };
+    let on_close = {
+        let (client, path) = (client.clone(), path.to_string());
+        Closure::<dyn FnMut()>::new(move || {
+            if let Some(status) = status.borrow_mut().take() {
+                return on_output.emit(ExecOutput::Exit(exit_code(&status)));
+            }
+            if opened.get() {
+                return on_output.emit(ExecOutput::Exit(Err("the session ended without a status".into())));
+            }
+            let (client, path, on_output) = (client.clone(), path.clone(), on_output.clone());
+            wasm_bindgen_futures::spawn_local(async move {
+                let message = match client.get_text(&path).await {
+                    Err(refused) if matches!(refused.code(), Some(401 | 403)) => refused.to_string(),
+                    _ => "the session could not open: the server or the node's agent refused the WebSocket".to_string(),
+                };
+                on_output.emit(ExecOutput::Exit(Err(message)));
+            });
+        })
+    };
+    socket.set_onopen(Some(on_open.as_ref().unchecked_ref()));
+    socket.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+    socket.set_onclose(Some(on_close.as_ref().unchecked_ref()));
+    // The socket holds its handlers for its life: each session's three are small and few.
+    on_open.forget();
+    on_message.forget();
+    on_close.forget();
+    Ok(())
 }
 
 #[cfg(test)]

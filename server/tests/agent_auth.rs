@@ -262,3 +262,68 @@ async fn a_node_cannot_aim_the_log_proxy_at_another_path_a_refused_address_or_a_
     assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 0);
     server.stop().await;
 }
+
+/// A stand-in agent that accepts any exec upgrade (speaking v5.channel.k8s.io) and sends on
+/// the subprotocols and the Authorization each one came with.
+async fn recording_exec_agent() -> (String, tokio::sync::mpsc::UnboundedReceiver<(String, String)>) {
+    let (seen, heard) = tokio::sync::mpsc::unbounded_channel();
+    let accept = move |headers: axum::http::HeaderMap, upgrade: axum::extract::ws::WebSocketUpgrade| {
+        let header = |name| headers.get(name).and_then(|v: &axum::http::HeaderValue| v.to_str().ok()).unwrap_or("").to_string();
+        let _ = seen.send((header(header::SEC_WEBSOCKET_PROTOCOL), header(header::AUTHORIZATION)));
+        async move { upgrade.protocols([shared::remote_command::V5]).on_upgrade(|_socket| async {}) }
+    };
+    let app = axum::Router::new().route("/exec/{namespace}/{pod}", axum::routing::get(accept));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (endpoint, heard)
+}
+
+#[tokio::test]
+async fn a_browser_websocket_authenticates_with_its_token_in_a_subprotocol_that_never_reaches_the_agent() {
+    let mut tokens = tokens();
+    tokens.add("viewer-token", Principal { role: Role::Viewer, node: None });
+    let server = TestServer::start(Config { tokens, run_scheduler: false, ..Config::in_memory() }).await;
+    let (endpoint, mut heard) = recording_exec_agent().await;
+    let mut description = shepherd_testing::node("node-1");
+    description.agent_endpoint = endpoint;
+    shepherd_testing::register_node(&shepherd_testing::client(&server.url, Some(NODE_1)), &description).await;
+    let admin = server.with_token(ADMIN);
+    assert_eq!(admin.post("/api/v1/pods", pod("web", 1, 1)).await.0, StatusCode::CREATED);
+    let binding = json!({"target": {"name": "node-1"}});
+    assert_eq!(admin.post("/api/v1/namespaces/default/pods/web/binding", binding).await.0, StatusCode::CREATED);
+
+    // As a browser opens it: no Authorization header, the token beside the session's subprotocol.
+    let open = |protocols: String| {
+        reqwest::Client::new()
+            .get(format!("{}/api/v1/namespaces/default/pods/web/exec?command=ls&stdout=true", server.url))
+            .header(header::CONNECTION, "Upgrade")
+            .header(header::UPGRADE, "websocket")
+            .header(header::SEC_WEBSOCKET_VERSION, "13")
+            .header(header::SEC_WEBSOCKET_KEY, "dGhlIHNhbXBsZSBub25jZQ==")
+            .header(header::SEC_WEBSOCKET_PROTOCOL, protocols)
+            .send()
+    };
+    let with_token = |token: &str| format!("{}, {}", shared::remote_command::V5, shared::api::bearer_protocol(token));
+    let opened = open(with_token(ADMIN)).await.unwrap();
+    assert_eq!(opened.status(), StatusCode::SWITCHING_PROTOCOLS);
+    assert_eq!(opened.headers()[header::SEC_WEBSOCKET_PROTOCOL], shared::remote_command::V5, "the session's own subprotocol answers");
+    let (protocols, authorization) = heard.recv().await.unwrap();
+    assert_eq!(protocols, shared::remote_command::V5, "the token's subprotocol stays with the server");
+    assert!(!authorization.contains(ADMIN) && !authorization.is_empty(), "the agent sees the server's signature: {authorization}");
+
+    let refused = |status: StatusCode, words: &'static str| {
+        move |answer: (StatusCode, String)| {
+            assert_eq!(answer.0, status, "{}", answer.1);
+            assert!(answer.1.contains(words), "{}", answer.1);
+        }
+    };
+    let answer = |response: reqwest::Response| async move { (response.status(), response.text().await.unwrap()) };
+    refused(StatusCode::FORBIDDEN, "needs write rights")(answer(open(with_token("viewer-token")).await.unwrap()).await);
+    refused(StatusCode::UNAUTHORIZED, "not known to this server")(answer(open(with_token("forged")).await.unwrap()).await);
+    let alone = shared::api::bearer_protocol(ADMIN);
+    refused(StatusCode::UNAUTHORIZED, "needs another subprotocol")(answer(open(alone).await.unwrap()).await);
+    let garbled = format!("{}, {}!!", shared::remote_command::V5, shared::api::BEARER_PROTOCOL_PREFIX);
+    refused(StatusCode::UNAUTHORIZED, "not unpadded base64url")(answer(open(garbled).await.unwrap()).await);
+    assert!(heard.try_recv().is_err(), "no refused session reached the agent");
+}

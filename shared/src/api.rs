@@ -24,6 +24,55 @@ pub const CLIENT_HEADER: &str = "x-shepherd-client";
 pub fn bearer(token: Option<&str>) -> Option<String> {
     token.filter(|t| !t.is_empty()).map(|t| format!("Bearer {t}"))
 }
+
+/// The WebSocket subprotocol that carries a bearer token for a client that cannot set
+/// `Authorization` (a browser's WebSocket), as kube-apiserver reads it: this prefix, then the
+/// token in unpadded base64url, offered beside the session's own subprotocol.
+pub const BEARER_PROTOCOL_PREFIX: &str = "base64url.bearer.authorization.k8s.io.";
+
+/// The subprotocol that carries `token` ([`BEARER_PROTOCOL_PREFIX`]).
+pub fn bearer_protocol(token: &str) -> String {
+    use base64::Engine;
+    format!("{BEARER_PROTOCOL_PREFIX}{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token))
+}
+
+/// A bearer token read from a WebSocket's subprotocols, and the subprotocols left without it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtocolBearer {
+    pub token: String,
+    pub others: Vec<String>,
+}
+
+/// Reads the token from every `Sec-WebSocket-Protocol` value (each a comma-separated list),
+/// as kube-apiserver does: none is no token; more than one, a token that is not base64url of
+/// UTF-8 text, or a token offered without another subprotocol to answer with is refused.
+pub fn bearer_of_protocols<'a>(values: impl IntoIterator<Item = &'a str>) -> Result<Option<ProtocolBearer>, String> {
+    use base64::Engine;
+    let mut token = None;
+    let mut others = Vec::new();
+    for protocol in values.into_iter().flat_map(|value| value.split(',')).map(str::trim) {
+        let Some(encoded) = protocol.strip_prefix(BEARER_PROTOCOL_PREFIX) else {
+            others.push(protocol.to_string());
+            continue;
+        };
+        if token.is_some() {
+            return Err("more than one base64url.bearer.authorization.k8s.io token subprotocol".into());
+        }
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(encoded)
+            .map_err(|_| "the base64url.bearer.authorization.k8s.io token is not unpadded base64url".to_string())?;
+        token =
+            Some(String::from_utf8(bytes).map_err(|_| "the base64url.bearer.authorization.k8s.io token is not UTF-8 text".to_string())?);
+    }
+    match token.filter(|token| !token.is_empty()) {
+        None => Ok(None),
+        Some(_) if others.is_empty() => {
+            Err("a bearer token subprotocol needs another subprotocol beside it for the server to answer with".into())
+        }
+        Some(token) => Ok(Some(ProtocolBearer { token, others })),
+    }
+}
+
 /// Server-Sent Events `event:` names on a watch stream.
 pub const SSE_EVENT_WATCH: &str = "watch";
 
@@ -274,6 +323,12 @@ pub mod paths {
         format!("{}/log", object(Kind::Pod, namespace, pod))
     }
 
+    /// Runs a command in one of a pod's containers, a WebSocket session
+    /// ([`crate::remote_command`]).
+    pub fn pod_exec(namespace: &str, pod: &str) -> String {
+        format!("{}/exec", object(Kind::Pod, namespace, pod))
+    }
+
     /// Forwards connections to a pod's ports ([`super::port_forward`]).
     pub fn pod_port_forward(namespace: &str, pod: &str) -> String {
         format!("{}/portforward", object(Kind::Pod, namespace, pod))
@@ -371,6 +426,24 @@ mod tests {
     }
 
     #[test]
+    fn a_token_rides_in_a_websocket_subprotocol_beside_the_sessions_own() {
+        let protocol = bearer_protocol("s3cret/+?");
+        assert_eq!(protocol, "base64url.bearer.authorization.k8s.io.czNjcmV0Lys_");
+        let read = bearer_of_protocols([format!("v5.channel.k8s.io, {protocol}").as_str(), "v4.channel.k8s.io"]).unwrap();
+        assert_eq!(
+            read,
+            Some(ProtocolBearer { token: "s3cret/+?".into(), others: vec!["v5.channel.k8s.io".into(), "v4.channel.k8s.io".into()] })
+        );
+        assert_eq!(bearer_of_protocols(["v5.channel.k8s.io"]), Ok(None));
+        assert!(bearer_of_protocols([protocol.as_str()]).unwrap_err().contains("needs another subprotocol"));
+        assert!(bearer_of_protocols([protocol.as_str(), protocol.as_str(), "v5.channel.k8s.io"]).unwrap_err().contains("more than one"));
+        let padded = format!("{BEARER_PROTOCOL_PREFIX}czNjcmV0==,v5.channel.k8s.io");
+        assert!(bearer_of_protocols([padded.as_str()]).unwrap_err().contains("not unpadded base64url"));
+        let latin1 = format!("{BEARER_PROTOCOL_PREFIX}_w,v5.channel.k8s.io");
+        assert!(bearer_of_protocols([latin1.as_str()]).unwrap_err().contains("not UTF-8"));
+    }
+
+    #[test]
     fn a_hostile_name_stays_one_segment_of_its_own_kind() {
         assert_eq!(paths::object(Kind::Pod, "default", "web-1.x"), "/api/v1/namespaces/default/pods/web-1.x");
         assert_eq!(paths::object(Kind::Pod, "default", "../../../nodes/n1"), "/api/v1/namespaces/default/pods/..%2F..%2F..%2Fnodes%2Fn1");
@@ -380,6 +453,7 @@ mod tests {
         assert_eq!(paths::object(Kind::Node, "ignored", "."), "/api/v1/nodes/%252E");
         assert_eq!(paths::collection(Kind::Pod, Some("a/b")), "/api/v1/namespaces/a%2Fb/pods");
         assert_eq!(paths::pod_log("default", "é"), "/api/v1/namespaces/default/pods/%C3%A9/log");
+        assert_eq!(paths::pod_exec("default", "web"), "/api/v1/namespaces/default/pods/web/exec");
     }
 
     #[test]

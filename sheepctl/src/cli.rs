@@ -62,6 +62,10 @@ pub enum Command {
     Set(SetCommand),
     /// Print a container's output
     Logs(LogsArgs),
+    /// Run a command in a pod's container: sheepctl exec POD [-c CONTAINER] [-i] [-t] -- COMMAND [ARG...]
+    Exec(ExecArgs),
+    /// Copy files and directories to and from a pod's container: sheepctl cp notes.txt web:/tmp/ (tar over exec)
+    Cp(CpArgs),
     /// Forward local ports on 127.0.0.1 to a pod's ports, or to a service's pod
     PortForward(PortForwardArgs),
     /// List events, oldest first
@@ -333,6 +337,44 @@ pub struct LogsArgs {
     /// The container's previous run, before its last restart
     #[arg(short = 'p', long)]
     pub previous: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// The pod, as NAME or pod/NAME
+    #[arg(value_name = "POD")]
+    pub pod: String,
+
+    /// Which container [default: the kubectl.kubernetes.io/default-container annotation's, else the first]
+    #[arg(short = 'c', long, value_name = "CONTAINER")]
+    pub container: Option<String>,
+
+    /// Pass standard input to the command, to its end
+    #[arg(short = 'i', long)]
+    pub stdin: bool,
+
+    /// Give the command a terminal (with -i: this one, in raw mode)
+    #[arg(short = 't', long)]
+    pub tty: bool,
+
+    /// The command and its arguments, after --
+    #[arg(value_name = "COMMAND", last = true, required = true)]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct CpArgs {
+    /// A local path, or [NAMESPACE/]POD:PATH
+    #[arg(value_name = "SRC")]
+    pub source: String,
+
+    /// A local path, or [NAMESPACE/]POD:PATH
+    #[arg(value_name = "DEST")]
+    pub destination: String,
+
+    /// Which container [default: as exec]
+    #[arg(short = 'c', long, value_name = "CONTAINER")]
+    pub container: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -9,6 +9,7 @@
 //! - [`condition`]: what `wait --for` means and whether an object meets it;
 //! - [`progress`]: spinner on a terminal, plain lines elsewhere;
 //! - [`terminal`]: the cluster's text with its control characters shown, not obeyed;
+//! - [`tty`]: the local terminal's raw mode and size, for `exec -t`;
 //! - [`commands`]: one small file per subcommand.
 
 pub mod cli;
@@ -19,4 +20,5 @@ pub mod progress;
 pub mod settings;
 pub mod table;
 pub mod terminal;
+pub mod tty;
 pub mod view;

@@ -1,7 +1,7 @@
 //! The real-browser end-to-end test: the `shepherd` server with its dashboard, a node agent
 //! on the real Docker engine, and headless chromium. A pod applied through the dashboard's
 //! form answers 201 Pending, reaches Running, and its detail page shows the scheduler's
-//! decision table. The simulator, side by side, shows both profiles' tables whole. The
+//! decision table and runs a command in the container. The simulator, side by side, shows both profiles' tables whole. The
 //! Deployments page draws a rollout on a simulated node and its buttons pause, resume and
 //! undo it. Screenshots land in `target/e2e/`.
 
@@ -120,6 +120,27 @@ async fn a_pod_applied_in_the_dashboard_runs_and_explains_its_node() {
     let running_at: i64 = bars[4].attr("data-t-plus-ms").await.unwrap().unwrap().parse().unwrap();
     assert!(running_at > 0, "Running comes after Created: T+{running_at}ms");
     browser.screenshot(&shots().join("dashboard-pod-detail.png")).await;
+
+    // The command box runs a command in the container, as kubectl exec: its output, stderr
+    // apart, and its exit code.
+    browser.wait_for("[data-testid=exec-command]", Duration::from_secs(10), &failure).await;
+    browser
+        .client
+        .execute(
+            "const input = document.querySelector('[data-testid=exec-command]');
+             input.value = arguments[0];
+             input.dispatchEvent(new Event('input', { bubbles: true }));",
+            vec!["echo hello | tr a-z A-Z; echo oops >&2; exit 3".into()],
+        )
+        .await
+        .expect("the command is typed");
+    browser.wait_for("[data-testid=exec-run]", Duration::from_secs(5), &failure).await.click().await.expect("Run is clicked");
+    browser.wait_for("[data-testid=exec-exit][data-code='3']", Duration::from_secs(20), &failure).await;
+    let output = text_of(&browser, "[data-testid=exec-output]", &failure).await;
+    assert!(output.contains("HELLO") && output.contains("oops"), "{output}");
+    let stderr = text_of(&browser, "[data-testid=exec-output] .stderr", &failure).await;
+    assert_eq!(stderr.trim(), "oops");
+    browser.screenshot(&shots().join("dashboard-command-box.png")).await;
     browser.close().await;
 
     // The container is real; clean it up through the API like a user would.

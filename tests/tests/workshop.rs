@@ -534,6 +534,16 @@ fn claims() -> Vec<Claim> {
         claim("curl -s http://127.0.0.1:30080/ | tail -n 1", Eventually(minute), "<h1>Version 2</h1>, within a minute", |out, _| {
             out.trim() == "<h1>Version 2</h1>"
         }),
+        // 8. Debugging a pod.
+        claim("kubectl run crasher", Once, "created", |out, _| out.contains("pod/crasher created")),
+        claim("kubectl logs crasher --previous", Once, "the run that crashed", |out, _| {
+            out.contains("run started") && out.contains("giving up")
+        }),
+        claim("sheepctl logs crasher --previous", Once, "the same", |out, _| out.contains("run started") && out.contains("giving up")),
+        claim("sheepctl exec $pod -- sh -c 'ps; exit 3'", Once, "httpd runs; sheepctl exited with 3", |out, _| {
+            out.contains("httpd") && out.contains("sheepctl exited with 3")
+        }),
+        claim("sheepctl exec $pod -- cat /tmp/copy.html", Once, "the copied page", |out, _| out.contains("<h1>Version 2</h1>")),
         // Wrap-up.
         claim("cluster=$(", Once, "the cluster's id", |_, _| true),
         claim("sheepctl delete deployment web shop", Once, "both deleted", |out, _| {

@@ -5,7 +5,8 @@
 //! - pages: [`cluster`] (pens and the meadow), [`nodes`] (cordon, uncordon), [`pod_detail`]
 //!   (why Pending, timeline, decision), [`deployments`] (scale, a rollout drawn, undo, pause, resume), [`services`] (endpoints),
 //!   [`events`], [`apply`] (a manifest checked, sent and followed) and [`simulator`];
-//! - shared pieces: [`nav`] (the top bar), [`login`] (the token dialog), [`decision_table`],
+//! - shared pieces: [`nav`] (the top bar), [`login`] (the token dialog), [`command_box`] (a
+//!   command run in a pod's container), [`decision_table`],
 //!   [`node_pen`] (a node as a pen), [`sheep`] (a pod as a sheep), [`stage_board`] (pods in
 //!   a column per stage), [`replica_sets`] (a deployment's ReplicaSets side by side),
 //!   [`rollout_chart`] (its counts over time) and [`table_head`] (a table's header row).
@@ -13,6 +14,7 @@
 pub mod app;
 pub mod apply;
 pub mod cluster;
+pub mod command_box;
 pub mod decision_table;
 pub mod deployments;
 pub mod events;

@@ -1,6 +1,6 @@
 //! One pod, explained: its stage and, while Pending, why in plain words; the timeline
 //! Created → Scheduled → Pulled → Started → Running with T+ms deltas; the scheduler's
-//! decision table; conditions, containers, events and logs.
+//! decision table; conditions, containers, events, logs and a command box.
 
 use std::rc::Rc;
 
@@ -14,6 +14,7 @@ use yew::prelude::*;
 
 use crate::api::{self, ApiError, Cancel};
 use crate::browser;
+use crate::components::command_box::CommandBox;
 use crate::components::decision_table::DecisionTable;
 use crate::components::sheep::stage_badge;
 use crate::components::table_head::table_head;
@@ -216,6 +217,9 @@ pub fn PodDetail(props: &PodDetailProps) -> Html {
             </table>
 
             <Logs pod={pod.clone()} />
+            if pod.is_bound() {
+                <CommandBox pod={pod.clone()} />
+            }
         </section>
     }
 }

@@ -99,6 +99,34 @@ fn decoded_path(raw: &str) -> Result<String, ApiError> {
     Ok(segments.collect::<Result<Vec<_>, _>>()?.join("/"))
 }
 
+/// The bearer token of a request: its `Authorization` header's, else, on a WebSocket
+/// upgrade, the one a `base64url.bearer.authorization.k8s.io.` subprotocol carries (a browser
+/// cannot set the header), as kube-apiserver reads both. That subprotocol is taken out of the
+/// request, so no token goes on to a node's agent with the upgrade.
+fn bearer_token(request: &mut Request) -> Result<Option<String>, ApiError> {
+    let protocols = request.headers().get_all(header::SEC_WEBSOCKET_PROTOCOL).iter().filter_map(|v| v.to_str().ok());
+    let in_protocol = if request.headers().contains_key(header::UPGRADE) {
+        shared::api::bearer_of_protocols(protocols).map_err(ApiError::unauthorized)?
+    } else {
+        None
+    };
+    if let Some(in_protocol) = &in_protocol {
+        let others = axum::http::HeaderValue::from_str(&in_protocol.others.join(", "))
+            .map_err(|_| ApiError::unauthorized("the WebSocket subprotocols are not a valid header value"))?;
+        request.headers_mut().insert(header::SEC_WEBSOCKET_PROTOCOL, others);
+    }
+    let Some(header) = request.headers().get(header::AUTHORIZATION) else {
+        return Ok(in_protocol.map(|bearer| bearer.token));
+    };
+    let header = header.to_str().unwrap_or("");
+    // The scheme is case-insensitive (RFC 9110 §11.1): `bearer` is `Bearer`.
+    let token = header.split_once(' ').filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer")).map(|(_, token)| token.trim());
+    match token {
+        Some(token) => Ok(Some(token.to_string())),
+        None => Err(ApiError::unauthorized("the Authorization header must be \"Bearer <token>\"")),
+    }
+}
+
 /// Authenticates the bearer token, applies each role's coarse rules and leaves the
 /// [`Principal`] in the request's extensions for the handlers' finer checks.
 pub async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
@@ -110,16 +138,14 @@ pub async fn authenticate(State(state): State<AppState>, mut request: Request, n
     let (principal, bearer) = if tokens.is_empty() || is_public(&path) {
         (Principal::anonymous(), None)
     } else {
-        let header = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-        let Some(header) = header else {
-            return ApiError::unauthorized("this server requires a bearer token: send Authorization: Bearer <token>").into_response();
+        let token = match bearer_token(&mut request) {
+            Ok(Some(token)) => token,
+            Ok(None) => {
+                return ApiError::unauthorized("this server requires a bearer token: send Authorization: Bearer <token>").into_response();
+            }
+            Err(refusal) => return refusal.into_response(),
         };
-        // The scheme is case-insensitive (RFC 9110 §11.1): `bearer` is `Bearer`.
-        let token = header.split_once(' ').filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer")).map(|(_, token)| token.trim());
-        let Some(token) = token else {
-            return ApiError::unauthorized("the Authorization header must be \"Bearer <token>\"").into_response();
-        };
-        match tokens.lookup(token) {
+        match tokens.lookup(&token) {
             Some((bearer, p)) => (p.clone(), Some(bearer)),
             None => return ApiError::unauthorized("the bearer token is not known to this server").into_response(),
         }

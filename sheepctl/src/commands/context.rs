@@ -29,6 +29,15 @@ const STREAM_ATTEMPTS: u32 = 3;
 const POLL_INTERVAL: Duration = Duration::from_secs(1);
 
 impl Context {
+    /// This context in `namespace` instead, when one is given (cp's `NAMESPACE/POD:PATH`).
+    pub fn in_namespace(&self, namespace: Option<String>) -> Context {
+        let mut settings = self.settings.clone();
+        if let Some(namespace) = namespace {
+            settings.namespace = namespace;
+        }
+        Context { settings, client: self.client.clone() }
+    }
+
     pub fn now(&self) -> Time {
         Utc::now()
     }

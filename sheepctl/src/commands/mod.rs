@@ -6,7 +6,7 @@
 //! - `context`: the settings, client, clock and reconnecting watch every subcommand uses;
 //! - `output`: how subcommands write text, JSON and YAML;
 //! - a file per subcommand: `apply`, `get`, `describe`, `delete`, `scale`, `rollout`,
-//!   `set` (`set image`), `logs`, `port_forward`,
+//!   `set` (`set image`), `logs`, `exec`, `cp`, `port_forward`,
 //!   `events`, `nodes` (with `cordon` and `uncordon`), `info`, `wait`, `completion`,
 //!   `kubeconfig`.
 
@@ -20,9 +20,11 @@ use crate::settings::Settings;
 mod apply;
 mod completion;
 mod context;
+mod cp;
 mod delete;
 mod describe;
 mod events;
+pub mod exec;
 mod get;
 mod image;
 mod info;
@@ -64,6 +66,8 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Rollout(command) => rollout::run(&context, command).await,
         Command::Set(command) => set::run(&context, command).await,
         Command::Logs(args) => logs::run(&context, args).await,
+        Command::Exec(args) => exec::run(&context, args).await,
+        Command::Cp(args) => cp::run(&context, args).await,
         Command::PortForward(args) => port_forward::run(&context, args).await,
         Command::Events(args) => events::run(&context, args).await,
         Command::Nodes(args) => nodes::run(&context, args).await,
