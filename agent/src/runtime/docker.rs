@@ -10,24 +10,25 @@ use bollard::Docker;
 use bollard::errors::Error as BollardError;
 use bollard::exec::StartExecResults;
 use bollard::models::{
-    ContainerCreateBody, ContainerInspectResponse, ContainerStateStatusEnum, EndpointSettings, EventMessage, ExecConfig, HostConfig,
-    Mount as DockerMount, MountBindOptions, MountBindOptionsPropagationEnum, MountType, NetworkCreateRequest, NetworkingConfig,
+    ContainerCpuStats, ContainerCreateBody, ContainerInspectResponse, ContainerStateStatusEnum, EndpointSettings, EventMessage, ExecConfig,
+    HostConfig, Mount as DockerMount, MountBindOptions, MountBindOptionsPropagationEnum, MountType, NetworkCreateRequest, NetworkingConfig,
     PortBinding,
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, CreateImageOptionsBuilder, EventsOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
     ListNetworksOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder, RenameContainerOptionsBuilder, StartContainerOptions,
-    StopContainerOptionsBuilder,
+    StatsOptionsBuilder, StopContainerOptionsBuilder,
 };
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
+use shared::metrics::CpuReading;
 use shepherd_image::RegistryLogin;
 
 use super::seam::{
     Attached, ContainerConfig, ContainerInfo, ContainerRuntime, Error, LogRequest, Mount, ProbeAction, ProbeOutcome, Result, RunState,
-    RuntimeEvent,
+    RuntimeEvent, Usage,
 };
 use super::{docker_session, loopback_probe, netns};
 
@@ -452,6 +453,31 @@ impl ContainerRuntime for DockerRuntime {
             _ => return Err(failed("the container is not running".into())),
         };
         netns::connect_loopback(pid, port).await.map_err(failed)
+    }
+
+    /// Docker's own two readings about a second apart (`stream=false` without `one-shot`
+    /// sends the one before as `precpu_stats`): one call gives a rate, and the agent keeps
+    /// no readings between requests.
+    async fn usage(&self, id: &str) -> Result<Usage> {
+        let failed = |message: String| Error::Container { action: "read the usage of", container: id.to_string(), message };
+        let options = StatsOptionsBuilder::new().stream(false).one_shot(false).build();
+        let stats = match std::pin::pin!(self.docker.stats(id, Some(options))).next().await {
+            Some(stats) => stats.map_err(|e| failed(e.to_string()))?,
+            None => return Err(failed("the engine sent no figures".into())),
+        };
+        let reading = |cpu: Option<&ContainerCpuStats>, at: Option<&str>| {
+            Some(CpuReading { usage_nanos: cpu?.cpu_usage.as_ref()?.total_usage?, at: parse_time(at)? })
+        };
+        let before = reading(stats.precpu_stats.as_ref(), stats.preread.as_deref());
+        let after = reading(stats.cpu_stats.as_ref(), stats.read.as_deref());
+        let (Some(cpu_before), Some(cpu_after)) = (before, after) else {
+            return Err(failed("the engine sent no CPU figures (the container is not running)".into()));
+        };
+        let memory = stats.memory_stats.unwrap_or_default();
+        // cgroup v2 calls the inactive page cache `inactive_file`, v1 `total_inactive_file`.
+        let inactive = memory.stats.as_ref().and_then(|s| s.get("inactive_file").or_else(|| s.get("total_inactive_file")).copied());
+        let working_set_bytes = shared::metrics::working_set(memory.usage.unwrap_or(0), inactive.unwrap_or(0));
+        Ok(Usage { cpu_before, cpu_after, working_set_bytes })
     }
 
     async fn list(&self, labels: &[(&str, &str)]) -> Result<Vec<ContainerInfo>> {
