@@ -108,7 +108,7 @@ async fn kubectl_top_reads_pods_and_nodes_usage_in_kubernetes_shapes() {
     let by_name = |name: &str| nodes.iter().find(|n| n.metadata.name == name).unwrap_or_else(|| panic!("{name} in {nodes:?}")).clone();
     let sim0: NodeMetrics = by_name("sim-0");
     let sum = |pod: &PodMetrics| -> (i64, i64) {
-        let nanos: i64 = pod.containers.iter().map(|c| c.usage.cpu.trim_end_matches('n').parse::<i64>().unwrap()).sum();
+        let nanos: i64 = pod.containers.iter().map(|c| c.usage.nano_cores()).sum();
         (nanos, pod.containers.iter().map(|c| c.usage.memory_bytes()).sum())
     };
     let (nanos, bytes) = sum(&web);

@@ -99,12 +99,17 @@ impl ResourceUsage {
         ResourceUsage { cpu: format!("{nano_cores}n"), memory }
     }
 
+    /// Billionths of a core, from nanocores (`1234n`) or any other CPU quantity.
+    pub fn nano_cores(&self) -> i64 {
+        match self.cpu.strip_suffix('n').map(str::parse::<i64>) {
+            Some(Ok(nanos)) => nanos,
+            _ => crate::quantity::parse_cpu(&self.cpu).unwrap_or(0).saturating_mul(1_000_000),
+        }
+    }
+
     /// Millicores, rounded up as kubectl's `MilliValue` does.
     pub fn cpu_millis(&self) -> i64 {
-        match self.cpu.strip_suffix('n').map(str::parse::<i64>) {
-            Some(Ok(nanos)) => (nanos + 999_999) / 1_000_000,
-            _ => crate::quantity::parse_cpu(&self.cpu).unwrap_or(0),
-        }
+        self.nano_cores().saturating_add(999_999) / 1_000_000
     }
 
     pub fn memory_bytes(&self) -> i64 {
@@ -164,6 +169,7 @@ mod tests {
         assert_eq!(nano_cores(before, after), Some(200_000_000));
         assert_eq!(ResourceUsage::new(200_000_000, 0).cpu_millis(), 200);
         assert_eq!(ResourceUsage::new(1, 0).cpu_millis(), 1, "any use shows as at least 1m, as kubectl rounds up");
+        assert_eq!(ResourceUsage { cpu: "250m".into(), memory: String::new() }.nano_cores(), 250_000_000);
         assert_eq!(nano_cores(after, before), None, "a counter that went back: the container restarted");
         assert_eq!(nano_cores(before, CpuReading { at: at(100), ..after }), None, "an empty window");
     }
