@@ -232,6 +232,9 @@ impl ContainerRuntime for FaultyRuntime {
     async fn connect_inside(&self, id: &str, port: u16) -> RuntimeResult<tokio::net::TcpStream> {
         self.inner.connect_inside(id, port).await
     }
+    async fn usage(&self, id: &str) -> RuntimeResult<crate::runtime::Usage> {
+        self.inner.usage(id).await
+    }
     fn logs(&self, id: &str, request: &crate::runtime::LogRequest) -> BoxStream<'static, RuntimeResult<Bytes>> {
         self.inner.logs(id, request)
     }

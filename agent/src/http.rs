@@ -5,10 +5,11 @@
 //! and `GET /attach/{namespace}/{pod}`, WebSocket sessions ([`crate::remote_command`]) that the
 //! API server's `pods/exec` and `pods/attach` proxy to, `GET /portforward/{namespace}/{pod}`, a
 //! WebSocket that forwards connections to the pod's ports ([`crate::port_forward`]), and
-//! `GET /sandboxes`, the warm pool's size and how many sandboxes in it are ready. A fleet
+//! `GET /sandboxes`, the warm pool's size and how many sandboxes in it are ready, and
+//! `GET /stats`, what the node's running pods use ([`crate::usage`]). A fleet
 //! serves each of its nodes' APIs under `/nodes/{node}` on one address ([`fleet_app`]).
 //!
-//! An agent with a token serves logs, sessions, port-forward and sandboxes only to requests the API server signed
+//! An agent with a token serves logs, sessions, port-forward, sandboxes and stats only to requests the API server signed
 //! with it (`shepherd_client::agent_auth`); one without listens on loopback only and serves
 //! them only to requests for its own loopback address with no Origin ([`Access`]).
 //! `/healthz` stays open, as the kubelet's does.
@@ -281,6 +282,15 @@ async fn port_forward_to(
     Ok(upgrade.on_upgrade(move |socket| port_forward::serve(socket, runtime, target, shutdown)))
 }
 
+async fn stats(State(state): State<AppState>) -> Result<axum::Json<shared::metrics::NodeUsage>, HttpError> {
+    stats_of(&state).await
+}
+
+async fn stats_of(state: &AppState) -> Result<axum::Json<shared::metrics::NodeUsage>, HttpError> {
+    let usage = crate::usage::of_node(state.runtime.as_ref(), &state.node_name).await;
+    usage.map(axum::Json).map_err(|e| HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", e.to_string()))
+}
+
 async fn healthz() -> &'static str {
     "ok"
 }
@@ -352,6 +362,7 @@ pub fn app(state: AppState, access: Access) -> Router {
         .route("/exec/{namespace}/{pod}", get(exec))
         .route("/attach/{namespace}/{pod}", get(attach))
         .route("/sandboxes", get(sandboxes))
+        .route(shared::api::agent_paths::STATS, get(stats))
         .route_layer(middleware::from_fn_with_state(access, require_access))
         .route("/healthz", get(healthz))
         .with_state(state)
@@ -416,6 +427,10 @@ async fn fleet_sandboxes(
     sandboxes_of(node_of(&fleet, &node)?)
 }
 
+async fn fleet_stats(State(fleet): State<Fleet>, Path(node): Path<String>) -> Result<axum::Json<shared::metrics::NodeUsage>, HttpError> {
+    stats_of(node_of(&fleet, &node)?).await
+}
+
 /// Every node's agent API on one address: node N's under `/nodes/N`, which is the
 /// endpoint N registers, so the API server reaches each node's logs through this one port.
 pub fn fleet_app(fleet: Fleet, access: Access) -> Router {
@@ -425,6 +440,7 @@ pub fn fleet_app(fleet: Fleet, access: Access) -> Router {
         .route("/nodes/{node}/exec/{namespace}/{pod}", get(fleet_exec))
         .route("/nodes/{node}/attach/{namespace}/{pod}", get(fleet_attach))
         .route("/nodes/{node}/sandboxes", get(fleet_sandboxes))
+        .route("/nodes/{node}/stats", get(fleet_stats))
         .route_layer(middleware::from_fn_with_state(access, require_access))
         .route("/healthz", get(healthz))
         .route("/nodes/{node}/healthz", get(fleet_healthz))

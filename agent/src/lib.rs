@@ -24,7 +24,8 @@
 //! - [`fleet`]: N simulated nodes in one process on one API client, one pod watch and one
 //!   agent API address;
 //! - [`client`]: what the agent asks of the API server (`ApiClient`), done by `shepherd-client`;
-//! - [`http`]: the agent's own HTTP API (logs, exec, attach, port-forward, health);
+//! - [`http`]: the agent's own HTTP API (logs, exec, attach, port-forward, stats, health);
+//!   [`usage`]: what the node's pods use, measured for the stats path;
 //!   [`remote_command`]: one exec or attach session over a WebSocket; [`port_forward`]: the
 //!   port-forward protocol's server side, connecting inside the pod's network namespace;
 //! - [`image`]: `bootstrap-image`, the `minimal` image made from the host's busybox;
@@ -58,6 +59,7 @@ pub mod runtime;
 pub mod runtime_events;
 pub mod sandbox;
 pub mod services;
+pub mod usage;
 pub use shared::subnet;
 pub mod workers;
 

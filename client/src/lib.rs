@@ -39,6 +39,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use shared::api::{CLIENT_HEADER, Heartbeat, Info, List, WatchEvent, paths};
 use shared::api_error::ErrorAnswer;
+use shared::metrics::{MetricsList, NodeMetrics, PodMetrics};
 use shared::model::{Event, Kind, Lease, Node, Object, Pod, Resource, Scale, ScaleSpec};
 use shared::scheduler::Explanation;
 use tokio::sync::{Semaphore, SemaphorePermit};
@@ -366,6 +367,20 @@ impl Client {
 
     pub async fn info(&self) -> Result<Info> {
         self.call("read the server's info", self.request(Method::GET, paths::INFO)).await
+    }
+
+    /// What the nodes `label_selector` chooses use (`metrics.k8s.io`, what `kubectl top` reads).
+    pub async fn node_metrics(&self, label_selector: Option<&str>) -> Result<Vec<NodeMetrics>> {
+        let path = shared::metrics::list_path("nodes", None);
+        let request = self.request(Method::GET, &path).query(&[("labelSelector", label_selector.unwrap_or(""))]);
+        Ok(self.call::<MetricsList<NodeMetrics>>("read the nodes' usage", request).await?.items)
+    }
+
+    /// What the running pods of `selection` (its namespace and label selector) use.
+    pub async fn pod_metrics(&self, selection: &Selection) -> Result<Vec<PodMetrics>> {
+        let path = shared::metrics::list_path("pods", selection.namespace.as_deref());
+        let request = self.request(Method::GET, &path).query(&[("labelSelector", selection.label_selector.as_deref().unwrap_or(""))]);
+        Ok(self.call::<MetricsList<PodMetrics>>("read the pods' usage", request).await?.items)
     }
 
     pub async fn get_object(&self, kind: Kind, namespace: &str, name: &str) -> Result<Object> {

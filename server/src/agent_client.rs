@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use axum::http::{HeaderValue, StatusCode, header};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
-use shared::model::{Kind, Object, Pod};
+use shared::model::{Kind, Node, Object, Pod};
 use shared::validation::{UNPROXYABLE_KINDS, unproxyable_address};
 
 use crate::error::{ApiError, ApiResult};
@@ -110,10 +110,14 @@ pub fn pod_agent(state: &AppState, pod: &Pod, wanted: &str) -> ApiResult<PodAgen
     if pod.spec.node_name.is_empty() {
         return Err(ApiError::bad_request(format!("pod {namespace}/{name} is not scheduled yet, so it has no {wanted}")));
     }
-    let node = match state.store.get(&Key::new(Kind::Node, "", &pod.spec.node_name)).as_deref() {
-        Some(Object::Node(n)) => n.clone(),
-        _ => return Err(ApiError::not_found(format!("node {} of pod {namespace}/{name} no longer exists", pod.spec.node_name))),
-    };
+    match state.store.get(&Key::new(Kind::Node, "", &pod.spec.node_name)).as_deref() {
+        Some(Object::Node(node)) => node_agent(node, wanted),
+        _ => Err(ApiError::not_found(format!("node {} of pod {namespace}/{name} no longer exists", pod.spec.node_name))),
+    }
+}
+
+/// The agent of `node`, which the client wants `wanted` (`logs`, `usage`) of.
+pub fn node_agent(node: &Node, wanted: &str) -> ApiResult<PodAgent> {
     let endpoint = node.status.agent_endpoint.clone();
     if endpoint.is_empty() {
         return Err(ApiError::unavailable(format!("node {} does not report an agent endpoint to ask for {wanted}", node.metadata.name)));

@@ -389,6 +389,9 @@ pub mod agent_paths {
         format!("/attach/{namespace}/{pod}")
     }
 
+    /// The usage of the node's running pods ([`crate::metrics::NodeUsage`]), measured when asked.
+    pub const STATS: &str = "/stats";
+
     /// Where, under a fleet's one agent API, node `node`'s API answers: the path its
     /// `agent_endpoint` ends with.
     pub fn fleet_node(node: &str) -> String {

@@ -45,6 +45,8 @@
 //!   channels, the query, the Status with the exit code;
 //! - [`api_error`]: how a client reads an error answer and what its status tells it to do;
 //! - [`cache`]: the objects of a watch, kept by lists and events under one staleness rule;
+//! - [`metrics`]: resource usage for `kubectl top`: the CPU-rate and working-set arithmetic, an
+//!   agent's report and the `metrics.k8s.io` shapes;
 //! - [`sort`]: stable sorting with one copy of the sort code in the dashboard's wasm;
 //! - `schema` (feature `schema`, for the server's OpenAPI document): JSON Schemas of the
 //!   types whose serde is written by hand.
@@ -58,6 +60,7 @@ pub mod image;
 pub mod limits;
 pub mod listen;
 pub mod manifest;
+pub mod metrics;
 pub mod model;
 pub mod parse;
 pub mod quantity;

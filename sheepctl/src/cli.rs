@@ -72,6 +72,9 @@ pub enum Command {
     Events(EventsArgs),
     /// List nodes with their readiness and capacity
     Nodes(NodesArgs),
+    /// Show what pods or nodes use now: CPU and memory, measured by the nodes' agents
+    #[command(subcommand)]
+    Top(TopCommand),
     /// Mark a node unschedulable: its pods stay, new pods go elsewhere
     Cordon(NodeArgs),
     /// Make a cordoned node schedulable again
@@ -419,6 +422,42 @@ pub struct EventsArgs {
 pub struct NodesArgs {
     #[arg(short = 'o', long = "output", value_name = "FORMAT")]
     pub output: Option<OutputFormat>,
+
+    /// Label selector over node labels
+    #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
+    pub selector: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TopCommand {
+    /// The running pods' usage, in the namespace (-n) or every one (-A)
+    #[command(visible_aliases = ["pod", "po"])]
+    Pods(TopPodsArgs),
+    /// The nodes' usage, the sum of their pods', against what they can give
+    #[command(visible_aliases = ["node", "no"])]
+    Nodes(TopNodesArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TopPodsArgs {
+    /// Only this pod
+    #[arg(value_name = "NAME")]
+    pub name: Option<String>,
+
+    /// Label selector over pod labels
+    #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
+    pub selector: Option<String>,
+
+    /// One line per container
+    #[arg(long)]
+    pub containers: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TopNodesArgs {
+    /// Only this node
+    #[arg(value_name = "NAME")]
+    pub name: Option<String>,
 
     /// Label selector over node labels
     #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]

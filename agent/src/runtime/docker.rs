@@ -9,30 +9,35 @@ use async_trait::async_trait;
 use bollard::Docker;
 use bollard::errors::Error as BollardError;
 use bollard::models::{
-    ContainerCreateBody, ContainerInspectResponse, ContainerStateStatusEnum, EndpointSettings, EventMessage, HostConfig,
+    ContainerCpuStats, ContainerCreateBody, ContainerInspectResponse, ContainerStateStatusEnum, EndpointSettings, EventMessage, HostConfig,
     Mount as DockerMount, MountBindOptions, MountBindOptionsPropagationEnum, MountType, NetworkCreateRequest, NetworkingConfig,
     PortBinding,
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, CreateImageOptionsBuilder, EventsOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
     ListNetworksOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder, RenameContainerOptionsBuilder, StartContainerOptions,
-    StopContainerOptionsBuilder,
+    StatsOptionsBuilder, StopContainerOptionsBuilder,
 };
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
+use shared::metrics::CpuReading;
 use shared::remote_command::Options;
 use shepherd_image::RegistryLogin;
 
 use super::seam::{
     Attached, ContainerConfig, ContainerInfo, ContainerRuntime, Error, LogRequest, Mount, Output, ProbeAction, ProbeOutcome, Result,
-    RunState, RuntimeEvent,
+    RunState, RuntimeEvent, Usage,
 };
-use super::{docker_session, loopback_probe, netns};
+use super::{cgroup, docker_session, loopback_probe, netns};
 
 /// The most of an exec probe's output kept for its event, as the kubelet's 10 KiB.
 const PROBE_OUTPUT_LIMIT: usize = 10 * 1024;
+
+/// How far apart the two readings of a container's cgroup counters are: Docker's own
+/// stats interval.
+const CGROUP_READINGS_APART: Duration = Duration::from_secs(1);
 
 /// The bridge network every pod container joins.
 pub const NETWORK: &str = "shepherd";
@@ -301,6 +306,25 @@ fn label_filters(labels: &[(&str, &str)]) -> Vec<String> {
     labels.iter().map(|(k, v)| format!("{k}={v}")).collect()
 }
 
+impl DockerRuntime {
+    /// Two readings of the container's cgroup counters a second apart, as Docker's own.
+    async fn cgroup_usage(&self, id: &str) -> std::result::Result<Usage, String> {
+        let pid = match self.inspect(id).await.map_err(|e| e.to_string())? {
+            Some(info) if info.pid > 0 => info.pid,
+            _ => return Err("the container is not running".into()),
+        };
+        let read = move || async move {
+            let counters = tokio::task::spawn_blocking(move || cgroup::read(pid)).await.map_err(|e| e.to_string())??;
+            Ok::<_, String>((CpuReading { usage_nanos: counters.cpu_usage_nanos, at: Utc::now() }, counters))
+        };
+        let (cpu_before, _) = read().await?;
+        tokio::time::sleep(CGROUP_READINGS_APART).await;
+        let (cpu_after, counters) = read().await?;
+        let working_set_bytes = shared::metrics::working_set(counters.memory_usage_bytes, counters.inactive_file_bytes);
+        Ok(Usage { cpu_before, cpu_after, working_set_bytes })
+    }
+}
+
 #[async_trait]
 impl ContainerRuntime for DockerRuntime {
     fn kind(&self) -> &'static str {
@@ -460,6 +484,33 @@ impl ContainerRuntime for DockerRuntime {
             _ => return Err(failed("the container is not running".into())),
         };
         netns::connect_loopback(pid, port).await.map_err(failed)
+    }
+
+    /// Docker's own two readings about a second apart (`stream=false` without `one-shot`
+    /// sends the one before as `precpu_stats`): one call gives a rate, and the agent keeps
+    /// no readings between requests. When Docker's figures are empty, as some engines leave
+    /// them for a container in another's network namespace, the cgroup files the same way.
+    async fn usage(&self, id: &str) -> Result<Usage> {
+        let failed = |message: String| Error::Container { action: "read the usage of", container: id.to_string(), message };
+        let options = StatsOptionsBuilder::new().stream(false).one_shot(false).build();
+        let stats = match std::pin::pin!(self.docker.stats(id, Some(options))).next().await {
+            Some(stats) => stats.map_err(|e| failed(e.to_string()))?,
+            None => return Err(failed("the engine sent no figures".into())),
+        };
+        let reading = |cpu: Option<&ContainerCpuStats>, at: Option<&str>| {
+            let at = parse_time(at).filter(|at| at.timestamp() > 0)?;
+            Some(CpuReading { usage_nanos: cpu?.cpu_usage.as_ref()?.total_usage?, at })
+        };
+        let before = reading(stats.precpu_stats.as_ref(), stats.preread.as_deref());
+        let after = reading(stats.cpu_stats.as_ref(), stats.read.as_deref());
+        let (Some(cpu_before), Some(cpu_after)) = (before, after) else {
+            return self.cgroup_usage(id).await.map_err(failed);
+        };
+        let memory = stats.memory_stats.unwrap_or_default();
+        // The inactive page cache: cgroup v1 counts the hierarchy's as `total_inactive_file`, v2 has only `inactive_file`.
+        let inactive = memory.stats.as_ref().and_then(|s| s.get("total_inactive_file").or_else(|| s.get("inactive_file")).copied());
+        let working_set_bytes = shared::metrics::working_set(memory.usage.unwrap_or(0), inactive.unwrap_or(0));
+        Ok(Usage { cpu_before, cpu_after, working_set_bytes })
     }
 
     async fn list(&self, labels: &[(&str, &str)]) -> Result<Vec<ContainerInfo>> {

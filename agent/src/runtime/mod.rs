@@ -1,8 +1,9 @@
 //! The container runtimes: the seam the pod workers drive ([`seam`], re-exported here) and
-//! its two implementations, Docker through bollard ([`docker`]) and the simulator
-//! ([`simulated`]), Docker's exec and attach sessions (`docker_session`), and what connects
+//! its two implementations, Docker through bollard ([`docker`], with `cgroup` for the usage
+//! Docker's stats leave empty) and the simulator ([`simulated`]), Docker's exec and attach sessions (`docker_session`), and what connects
 //! from inside a pod: its probes ([`loopback_probe`]) and port-forward ([`netns`]).
 
+mod cgroup;
 pub mod docker;
 mod docker_session;
 pub mod loopback_probe;

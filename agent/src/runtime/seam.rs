@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use futures::stream::BoxStream;
+use shared::metrics::CpuReading;
 use shared::remote_command::Options;
 use tokio::io::AsyncWrite;
 
@@ -212,6 +213,16 @@ pub trait AttachedProcess: Send + Sync {
     async fn abandon(&self) -> Result<()>;
 }
 
+/// A running container's use of the machine as the engine measured it: two readings of its
+/// cumulative CPU counter, whose difference over their window is its CPU rate
+/// ([`shared::metrics::nano_cores`]), and its memory working set at the second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    pub cpu_before: CpuReading,
+    pub cpu_after: CpuReading,
+    pub working_set_bytes: u64,
+}
+
 /// Something happened to a container: the agent looks at the pod it belongs to again.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimeEvent {
@@ -294,6 +305,9 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     /// container `id` (a pod's sandbox): what port-forward carries, so that nothing is sent
     /// to a pod address.
     async fn connect_inside(&self, id: &str, port: u16) -> Result<tokio::net::TcpStream>;
+
+    /// What the running container `id` uses now.
+    async fn usage(&self, id: &str) -> Result<Usage>;
 
     /// The container's output (stdout and stderr) that `request` asks for.
     fn logs(&self, id: &str, request: &LogRequest) -> BoxStream<'static, Result<Bytes>>;

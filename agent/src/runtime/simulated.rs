@@ -24,8 +24,12 @@ use tokio_stream::wrappers::BroadcastStream;
 
 use super::seam::{
     Attached, ContainerConfig, ContainerInfo, ContainerRuntime, Error, LABEL_POD_UID, LogRequest, ProbeAction, ProbeOutcome, Result,
-    RunState, RuntimeEvent,
+    RunState, RuntimeEvent, Usage,
 };
+use shared::metrics::CpuReading;
+
+/// The window a simulated container's usage is measured over: metrics-server's resolution.
+const USAGE_WINDOW: chrono::TimeDelta = chrono::TimeDelta::seconds(15);
 
 /// How many container events a follower may lag behind before it is told to re-read: the
 /// start of every pod of a full node (110 by default) fits. A broadcast channel allocates
@@ -266,6 +270,40 @@ impl ContainerRuntime for SimulatedRuntime {
         Ok(match self.unhealthy().contains(id) {
             true => ProbeOutcome::Failure(format!("simulated failure: the container sets {UNHEALTHY_ENV}=true")),
             false => ProbeOutcome::Success,
+        })
+    }
+
+    /// Figures from the container's name, so that a pod's stay the same from one request to
+    /// the next: 1 to 50 millicores and 4 to 64 MiB, within its limits, over a window of
+    /// metrics-server's 15 s (or its life, when shorter).
+    async fn usage(&self, id: &str) -> Result<Usage> {
+        let (name, started_at, nano_cpus, memory_limit) = match self.containers().get(id) {
+            Some(info @ ContainerInfo { state: RunState::Running, .. }) => {
+                (info.name.clone(), info.started_at.unwrap_or_else(Utc::now), info.nano_cpus, info.memory_limit)
+            }
+            _ => {
+                return Err(Error::Container {
+                    action: "read the usage of",
+                    container: id.to_string(),
+                    message: "it is not running".into(),
+                });
+            }
+        };
+        let hash = u64::from(pod_block(&name));
+        let nano_cores = (1 + hash % 50) * 1_000_000;
+        let nano_cores = if nano_cpus > 0 { nano_cores.min(nano_cpus.unsigned_abs()) } else { nano_cores };
+        let bytes = (4 + (hash / 50) % 61) << 20;
+        let working_set_bytes = if memory_limit > 0 { bytes.min(memory_limit.unsigned_abs()) } else { bytes };
+        let now = Utc::now();
+        let start = (now - USAGE_WINDOW).max(started_at).min(now);
+        let used = |at: chrono::DateTime<Utc>| {
+            let nanos = u64::try_from((at - started_at).num_nanoseconds().unwrap_or(0)).unwrap_or(0);
+            u64::try_from(u128::from(nanos) * u128::from(nano_cores) / 1_000_000_000).unwrap_or(u64::MAX)
+        };
+        Ok(Usage {
+            cpu_before: CpuReading { usage_nanos: used(start), at: start },
+            cpu_after: CpuReading { usage_nanos: used(now), at: now },
+            working_set_bytes,
         })
     }
 

@@ -81,6 +81,7 @@ async fn api_groups() -> Json<meta::APIGroupList> {
                 server_address_by_client_cidrs: None,
             }
         })
+        .chain([super::metrics::group()])
         .collect();
     Json(meta::APIGroupList { groups })
 }

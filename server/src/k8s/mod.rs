@@ -8,12 +8,14 @@
 //! - [`convert`]: Kubernetes' shapes and the rules for refusing fields; [`patch`]: PATCH
 //!   bodies; [`protobuf`]: the protobuf bodies kubectl's typed commands send;
 //! - [`table`]: Table answers; [`watch`]: watch lines; [`status`]: every failure as a `Status`;
-//! - [`access`]: `kubectl auth can-i`, answered by the role rules every request passes.
+//! - [`access`]: `kubectl auth can-i`, answered by the role rules every request passes;
+//! - [`metrics`]: `metrics.k8s.io`, the usage `kubectl top` reads, asked of the agents.
 
 pub mod access;
 mod convert;
 pub mod discovery;
 mod kinds;
+pub mod metrics;
 mod objects;
 mod patch;
 mod protobuf;
@@ -54,6 +56,7 @@ pub fn router() -> Router<AppState> {
         .merge(discovery::router())
         .merge(objects::router())
         .merge(access::router())
+        .merge(metrics::router())
         .route("/k8s/api/v1/namespaces/{namespace}/pods/{name}/exec", get(sessions::exec).post(sessions::exec))
         .route("/k8s/api/v1/namespaces/{namespace}/pods/{name}/attach", get(sessions::attach).post(sessions::attach))
         .route("/k8s/api/v1/namespaces/{namespace}/pods/{name}/portforward", get(sessions::port_forward).post(sessions::port_forward))

@@ -7,7 +7,7 @@
 //! - `output`: how subcommands write text, JSON and YAML;
 //! - a file per subcommand: `apply`, `get`, `describe`, `delete`, `scale`, `rollout`,
 //!   `set` (`set image`), `logs`, `exec`, `cp`, `port_forward`,
-//!   `events`, `nodes` (with `cordon` and `uncordon`), `info`, `wait`, `completion`,
+//!   `events`, `nodes` (with `cordon` and `uncordon`), `top`, `info`, `wait`, `completion`,
 //!   `kubeconfig`.
 
 use anyhow::{Context as _, Result};
@@ -36,6 +36,7 @@ mod port_forward;
 mod rollout;
 mod scale;
 mod set;
+mod top;
 mod wait;
 
 pub use context::Context;
@@ -71,6 +72,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::PortForward(args) => port_forward::run(&context, args).await,
         Command::Events(args) => events::run(&context, args).await,
         Command::Nodes(args) => nodes::run(&context, args).await,
+        Command::Top(command) => top::run(&context, command).await,
         Command::Cordon(args) => nodes::cordon(&context, args, true).await,
         Command::Uncordon(args) => nodes::cordon(&context, args, false).await,
         Command::Info(args) => info::run(&context, args).await,
