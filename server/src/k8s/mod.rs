@@ -5,14 +5,17 @@
 //! - [`discovery`]: `/version`, the discovery documents and OpenAPI, read from that table;
 //! - [`objects`]: the objects' routes, list paging and field selectors, and the verbs;
 //! - [`convert`]: Kubernetes' shapes and the rules for refusing fields; [`patch`]: PATCH
-//!   bodies; [`protobuf`]: the protobuf bodies kubectl's typed commands send;
+//!   bodies; [`managed`]: server-side apply and `managedFields`, over [`fields`]' field
+//!   sets; [`protobuf`]: the protobuf bodies kubectl's typed commands send;
 //! - [`table`]: Table answers; [`watch`]: watch lines; [`status`]: every failure as a `Status`;
 //! - [`access`]: `kubectl auth can-i`, answered by the role rules every request passes.
 
 pub mod access;
 mod convert;
 pub mod discovery;
+mod fields;
 mod kinds;
+mod managed;
 mod objects;
 mod patch;
 mod protobuf;
