@@ -136,6 +136,13 @@ fn cap_updates(managers: &mut Vec<(ManagedFieldsEntry, FieldSet)>) {
 fn finish(mut managers: Vec<(ManagedFieldsEntry, FieldSet)>) -> Vec<ManagedFieldsEntry> {
     managers.retain(|(_, set)| !set.is_empty());
     cap_updates(&mut managers);
+    // Kubernetes' order: applies first, then by time, manager, version and subresource.
+    managers.sort_by(|(a, _), (b, _)| {
+        let key = |e: &ManagedFieldsEntry| {
+            (e.operation.as_str(), e.time.map(|t| t.timestamp()), e.manager.clone(), e.api_version.clone(), e.subresource.clone())
+        };
+        key(a).cmp(&key(b))
+    });
     managers
         .into_iter()
         .map(|(mut entry, set)| {

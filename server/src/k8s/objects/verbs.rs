@@ -83,7 +83,7 @@ impl Req {
     /// The manager a write records: `fieldManager`, else the client's user agent up to its
     /// first `/` (`kubectl`), as kube-apiserver names it.
     fn writer(&self) -> Result<managed::Writer<'_>> {
-        let manager = match self.query.field_manager.as_deref() {
+        let manager = match self.query.field_manager.as_deref().filter(|m| !m.is_empty()) {
             Some(manager) => {
                 if manager.len() > FIELD_MANAGER_MAX {
                     return Err(invalid_options(
@@ -160,14 +160,14 @@ impl Req {
     /// Server-side apply: the applied configuration (YAML or JSON) merged by its manager's
     /// rights; an apply to an object that does not exist creates it.
     async fn apply(&self, body: &[u8]) -> Result<Response> {
-        let Some(_) = self.query.field_manager.as_deref().filter(|m| !m.is_empty()) else {
+        if self.query.field_manager.as_deref().is_none_or(str::is_empty) {
             return Err(invalid_options(
                 "PatchOptions",
                 "fieldManager",
                 "Required value: is required for apply patch".into(),
                 "FieldValueRequired",
             ));
-        };
+        }
         let writer = self.writer()?;
         let force = flag(&self.query.force)?;
         let config = applied_config(body)?;
