@@ -69,9 +69,16 @@ pub fn stamp_new<R: Resource>(object: &mut R, now: Time) {
     meta.deletion_grace_period_seconds = None;
 }
 
-/// Keeps the identity and bookkeeping of `stored` and the user-editable metadata of `new`.
+/// Keeps the identity and bookkeeping of `stored` and the user-editable metadata of `new`;
+/// a writer that sends no managed fields (one that never read them) keeps the stored ones.
 fn merged_meta(stored: &ObjectMeta, new: &ObjectMeta) -> ObjectMeta {
-    ObjectMeta { labels: new.labels.clone(), annotations: new.annotations.clone(), ..stored.clone() }
+    let managed_fields = if new.managed_fields.is_empty() { &stored.managed_fields } else { &new.managed_fields };
+    ObjectMeta {
+        labels: new.labels.clone(),
+        annotations: new.annotations.clone(),
+        managed_fields: managed_fields.clone(),
+        ..stored.clone()
+    }
 }
 
 macro_rules! kind_field {

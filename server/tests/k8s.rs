@@ -533,8 +533,8 @@ async fn merge_and_strategic_patches_go_through_the_native_update() {
     assert_eq!(status, StatusCode::BAD_REQUEST, "a Scale of another name: {refused}");
 
     let (status, refused) = patch("application/apply-patch+yaml", "/k8s/api/v1/namespaces/default/pods/web", json!({})).await;
-    assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
-    assert_status(&refused, 415, "UnsupportedMediaType");
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "an apply without fieldManager: {refused}");
+    assert_status(&refused, 422, "Invalid");
     server.stop().await;
 }
 

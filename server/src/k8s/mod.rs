@@ -6,7 +6,8 @@
 //!   [`schemas`]: the OpenAPI schemas of the served kinds, refused fields marked;
 //! - [`objects`]: the objects' routes, list paging and field selectors, and the verbs;
 //! - [`convert`]: Kubernetes' shapes and the rules for refusing fields; [`patch`]: PATCH
-//!   bodies; [`protobuf`]: the protobuf bodies kubectl's typed commands send;
+//!   bodies; [`managed`]: server-side apply and `managedFields`, over [`fields`]' field
+//!   sets; [`protobuf`]: the protobuf bodies kubectl's typed commands send;
 //! - [`table`]: Table answers; [`watch`]: watch lines; [`status`]: every failure as a `Status`;
 //! - [`access`]: `kubectl auth can-i`, answered by the role rules every request passes;
 //! - [`metrics`]: `metrics.k8s.io`, the usage `kubectl top` reads, asked of the agents.
@@ -14,7 +15,9 @@
 pub mod access;
 mod convert;
 pub mod discovery;
+mod fields;
 mod kinds;
+mod managed;
 pub mod metrics;
 mod objects;
 mod patch;

@@ -4,7 +4,7 @@
 //! instead of replacing them. The strategic merge is written here: its merge keys live in
 //! Kubernetes' Go struct tags, and no Rust crate applies it to `k8s-openapi`'s types. What
 //! `kubectl apply`, `cordon`, `label`, `scale` and `patch --type=json` send. Server-side
-//! apply is refused with a 415.
+//! apply ([`APPLY_MEDIA_TYPE`]) is [`managed`](super::managed)'s.
 
 use axum::http::StatusCode;
 use json_patch::{CopyOperation, MoveOperation, PatchErrorKind, PatchOperation};
@@ -12,6 +12,9 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::status::{Result, Status};
+
+/// Server-side apply's body type.
+pub const APPLY_MEDIA_TYPE: &str = "application/apply-patch+yaml";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PatchKind {
@@ -26,14 +29,11 @@ impl PatchKind {
             "application/merge-patch+json" => Ok(PatchKind::Merge),
             "application/strategic-merge-patch+json" => Ok(PatchKind::Strategic),
             "application/json-patch+json" => Ok(PatchKind::Json),
-            "application/apply-patch+yaml" => Err(Status::unsupported_media_type(
-                "server-side apply (application/apply-patch+yaml) is not supported: use `kubectl apply` without --server-side, which sends a strategic merge patch",
-            )),
             other => Err(Status::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "UnsupportedMediaType",
                 format!(
-                    "the patch type {other:?} is not supported: send application/merge-patch+json, application/strategic-merge-patch+json or application/json-patch+json"
+                    "the patch type {other:?} is not supported: send application/merge-patch+json, application/strategic-merge-patch+json, application/json-patch+json or {APPLY_MEDIA_TYPE}"
                 ),
             )),
         }
@@ -81,8 +81,8 @@ fn json_patch(doc: &mut Value, patch: &Value) -> Result<()> {
 }
 
 /// The merge key of the list at `path` (a dotted path without indices), as Kubernetes' types
-/// declare it; lists without one are replaced whole.
-fn merge_key(path: &str) -> Option<&'static str> {
+/// declare it; lists without one are replaced whole. Server-side apply's associative lists.
+pub(super) fn merge_key(path: &str) -> Option<&'static str> {
     let field = path.rsplit('.').next().unwrap_or(path);
     match field {
         "containers" | "initContainers" | "env" | "volumes" | "imagePullSecrets" => Some("name"),
@@ -225,11 +225,5 @@ mod tests {
         assert!(err.message.contains("/metadata/labels cannot be moved into its own child /metadata/labels/inner"), "{}", err.message);
         let beside = json!([{"op": "move", "from": "/metadata/labels", "path": "/metadata/labelsx"}]);
         assert_eq!(apply(PatchKind::Json, current, &beside).unwrap(), json!({"metadata": {"labelsx": {"app": "web"}}}));
-    }
-
-    #[test]
-    fn server_side_apply_is_refused_with_a_415() {
-        let err = PatchKind::from_media_type("application/apply-patch+yaml").unwrap_err();
-        assert_eq!(err.code, StatusCode::UNSUPPORTED_MEDIA_TYPE);
     }
 }

@@ -69,6 +69,10 @@ pub struct ObjectMeta {
     pub deletion_grace_period_seconds: Option<i64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub owner_references: Vec<OwnerReference>,
+    /// Who set which fields: one entry per manager, operation and subresource, as written
+    /// by the Kubernetes-compatible API's applies and updates.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub managed_fields: Vec<ManagedFieldsEntry>,
 }
 
 impl ObjectMeta {
@@ -83,6 +87,42 @@ impl ObjectMeta {
 
     pub fn controller(&self) -> Option<&OwnerReference> {
         self.owner_references.iter().find(|r| r.controller)
+    }
+}
+
+/// Kubernetes' `ManagedFieldsEntry`: the fields one manager owns, in the `FieldsV1` encoding
+/// (`{"f:spec":{"f:replicas":{}}}`), and when that manager last changed them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct ManagedFieldsEntry {
+    pub manager: String,
+    pub operation: ManagedOperation,
+    /// The version of the kind the fields were written in (`apps/v1`).
+    pub api_version: String,
+    #[serde(default, deserialize_with = "de_time", skip_serializing_if = "Option::is_none")]
+    pub time: Option<Time>,
+    pub fields_v1: serde_json::Value,
+    /// Empty for the object itself; `status` or `scale` for a subresource's writes.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub subresource: String,
+}
+
+/// How a manager wrote its fields: a server-side apply, or any other write.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub enum ManagedOperation {
+    Apply,
+    #[default]
+    Update,
+}
+
+impl ManagedOperation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ManagedOperation::Apply => "Apply",
+            ManagedOperation::Update => "Update",
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
-use shared::model::{Labels, ObjectMeta, OwnerReference, Time};
+use shared::model::{Labels, ManagedFieldsEntry, ObjectMeta, OwnerReference, Time};
 use shared::selector::{LabelSelector, Operator, Requirement};
 
 use super::strict::Cause;
@@ -74,7 +74,20 @@ pub(super) fn meta_out(m: &ObjectMeta) -> meta::ObjectMeta {
                 })
                 .collect(),
         ),
+        managed_fields: list(m.managed_fields.iter().map(managed_fields_entry).collect()),
         ..Default::default()
+    }
+}
+
+fn managed_fields_entry(e: &ManagedFieldsEntry) -> meta::ManagedFieldsEntry {
+    meta::ManagedFieldsEntry {
+        manager: some(&e.manager),
+        operation: Some(e.operation.as_str().into()),
+        api_version: some(&e.api_version),
+        time: e.time.map(time),
+        fields_type: Some("FieldsV1".into()),
+        fields_v1: Some(meta::FieldsV1(e.fields_v1.clone())),
+        subresource: some(&e.subresource),
     }
 }
 

@@ -123,7 +123,7 @@ async fn serve(
     };
     // A failure about one object names it, as Kubernetes' `details` do, whichever layer failed.
     let named = target.name.clone().map(|name| (target.kind.plural(), name));
-    let req = Req { state, principal, headers, query, target, dry_run };
+    let req = Req { state, principal, method: method.clone(), headers, query, target, dry_run };
     let answer = match (&method, req.target.name.is_some(), req.target.sub.as_deref()) {
         (&Method::GET, false, None) => req.list().await,
         (&Method::POST, false, None) => req.create(&body).await,

@@ -20,7 +20,7 @@ use crate::state::AppState;
 
 /// The query parameters Kubernetes' clients send that change an answer; the ones Shepherd
 /// cannot honour are refused. Others are ignored: `fieldValidation` (fields are always
-/// checked strictly), `fieldManager`, `pretty`, `resourceVersionMatch=NotOlderThan`.
+/// checked strictly), `pretty`, `resourceVersionMatch=NotOlderThan`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct K8sQuery {
@@ -47,6 +47,8 @@ pub struct K8sQuery {
     pub since_seconds: Option<i64>,
     pub since_time: Option<String>,
     pub limit_bytes: Option<u64>,
+    pub field_manager: Option<String>,
+    pub force: Option<String>,
 }
 
 pub(super) fn flag(value: &Option<String>) -> Result<bool> {
@@ -65,6 +67,7 @@ pub(super) struct Target {
 pub(super) struct Req {
     pub(super) state: AppState,
     pub(super) principal: Principal,
+    pub(super) method: axum::http::Method,
     pub(super) headers: HeaderMap,
     pub(super) query: K8sQuery,
     pub(super) target: Target,
@@ -75,14 +78,16 @@ pub(super) struct Req {
 /// Whether `values` of `dryRun` ask for a dry run; another value than `All` is the 422
 /// kube-apiserver answers, about the write's options (`CreateOptions`, `DeleteOptions`, …).
 pub(super) fn dry_run<S: AsRef<str>>(options: &str, values: &[S]) -> Result<bool> {
-    crate::query::dry_run(values).map_err(|detail| {
-        let message = format!("{options}.meta.k8s.io \"\" is invalid: dryRun: {detail}");
-        let cause = shared::api::FieldError::new("dryRun", detail);
-        let mut status =
-            Status::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", message).with_causes(vec![(cause, "FieldValueNotSupported")]);
-        status.kind = Some(options.to_string());
-        status
-    })
+    crate::query::dry_run(values).map_err(|detail| invalid_options(options, "dryRun", detail, "FieldValueNotSupported"))
+}
+
+/// kube-apiserver's 422 for a write's options (`PatchOptions.meta.k8s.io "" is invalid: …`).
+pub(super) fn invalid_options(options: &str, field: &str, detail: String, reason: &'static str) -> Status {
+    let message = format!("{options}.meta.k8s.io \"\" is invalid: {field}: {detail}");
+    let cause = shared::api::FieldError::new(field, detail);
+    let mut status = Status::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", message).with_causes(vec![(cause, reason)]);
+    status.kind = Some(options.to_string());
+    status
 }
 
 /// Calls `$f::<R>` for the stored kind `$kind` (and awaits it when asked).

@@ -4,18 +4,21 @@
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use shared::model::{Deployment, Kind, Object, ReplicaSet};
+use shared::model::{Deployment, Kind, ManagedFieldsEntry, Object, ReplicaSet};
 
-use super::request::{Req, by_kind, flag, media_type, parse_body, parse_version};
+use super::request::{Req, by_kind, flag, invalid_options, media_type, parse_body, parse_version};
 use crate::api::objects as native;
 use crate::error::ApiError;
 use crate::k8s::convert::{self, Convert, to_json};
 use crate::k8s::kinds::Served;
 use crate::k8s::status::{Result, Status};
-use crate::k8s::{patch, protobuf};
+use crate::k8s::{managed, patch, protobuf};
+
+/// kube-apiserver's limit on a manager's name.
+const FIELD_MANAGER_MAX: usize = 128;
 use crate::query::DeleteParams;
 
 impl Req {
@@ -49,7 +52,12 @@ impl Req {
     pub(super) async fn create(&self, body: &[u8]) -> Result<Response> {
         self.refuse_writes()?;
         let value = self.object_body(body)?;
-        let outcome = by_kind!(self.target.kind.stored(), create_as(self, &value).await)?;
+        let managed = managed::update(None, &value, &[], &self.writer()?).map_err(managed::ManagedError::from)?;
+        self.create_value(&value, managed).await
+    }
+
+    async fn create_value(&self, value: &Value, managed: Vec<ManagedFieldsEntry>) -> Result<Response> {
+        let outcome = by_kind!(self.target.kind.stored(), create_as(self, value, managed).await)?;
         let object = outcome.object().ok_or_else(|| Status::from(ApiError::internal("the store returned no object")))?;
         Ok(self.answer(StatusCode::CREATED, object))
     }
@@ -57,32 +65,135 @@ impl Req {
     pub(super) async fn replace(&self, body: &[u8]) -> Result<Response> {
         self.refuse_writes()?;
         let value = self.object_body(body)?;
-        self.write(&value).await
+        let stored = self.stored()?;
+        let live = to_json(self.target.kind, &stored);
+        let managed = managed::update(Some(&live), &value, &stored.metadata().managed_fields, &self.writer()?)
+            .map_err(managed::ManagedError::from)?;
+        self.write(&value, managed).await
     }
 
-    /// Writes a whole object in Kubernetes' shape over the stored one (PUT, and a patch's result).
-    async fn write(&self, value: &Value) -> Result<Response> {
-        let outcome = by_kind!(self.target.kind.stored(), replace_as(self, value).await)?;
+    /// Writes a whole object in Kubernetes' shape over the stored one (PUT, and a patch's
+    /// result), with the managed fields the write leaves.
+    async fn write(&self, value: &Value, managed: Vec<ManagedFieldsEntry>) -> Result<Response> {
+        let outcome = by_kind!(self.target.kind.stored(), replace_as(self, value, managed).await)?;
         let object = outcome.object().ok_or_else(|| Status::from(ApiError::internal("the store returned no object")))?;
         Ok(self.answer(StatusCode::OK, object))
     }
 
+    /// The manager a write records: `fieldManager`, else the client's user agent up to its
+    /// first `/` (`kubectl`), as kube-apiserver names it.
+    fn writer(&self) -> Result<managed::Writer<'_>> {
+        let manager = match self.query.field_manager.as_deref().filter(|m| !m.is_empty()) {
+            Some(manager) => {
+                if manager.len() > FIELD_MANAGER_MAX {
+                    return Err(invalid_options(
+                        self.options(),
+                        "fieldManager",
+                        format!("Too long: may not be more than {FIELD_MANAGER_MAX} bytes"),
+                        "FieldValueTooLong",
+                    ));
+                }
+                if manager.chars().any(char::is_control) {
+                    return Err(invalid_options(
+                        self.options(),
+                        "fieldManager",
+                        format!("Invalid value: {manager:?}: must only contain printable characters"),
+                        "FieldValueInvalid",
+                    ));
+                }
+                manager
+            }
+            None => {
+                let agent = self.headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("");
+                let prefix = agent.split('/').next().unwrap_or("");
+                &prefix[..prefix.floor_char_boundary(FIELD_MANAGER_MAX)]
+            }
+        };
+        Ok(managed::Writer { manager, api_version: self.target.kind.api_version(), now: chrono::Utc::now() })
+    }
+
+    fn options(&self) -> &'static str {
+        match self.method {
+            Method::POST => "CreateOptions",
+            Method::PUT => "UpdateOptions",
+            _ => "PatchOptions",
+        }
+    }
+
     pub(super) async fn patch(&self, body: &[u8]) -> Result<Response> {
         self.refuse_writes()?;
-        let kind = patch::PatchKind::from_media_type(&media_type(&self.headers))?;
+        let media = media_type(&self.headers);
+        if media == patch::APPLY_MEDIA_TYPE {
+            return self.apply(body).await;
+        }
+        if self.query.force.is_some() {
+            return Err(invalid_options(
+                "PatchOptions",
+                "force",
+                "Forbidden: may not be specified for non-apply patch".into(),
+                "FieldValueForbidden",
+            ));
+        }
+        let kind = patch::PatchKind::from_media_type(&media)?;
         let patch_value = parse_body(body)?;
+        let writer = self.writer()?;
         // A patch is read-modify-write; a lost race is retried on the fresh state unless the
         // patch itself names the version it expects.
         let mut attempts = 0;
         loop {
-            let current = to_json(self.target.kind, &*self.stored()?);
-            let patched = patch::apply(kind, current, &patch_value)?;
-            match self.write(&patched).await {
+            let stored = self.stored()?;
+            let current = to_json(self.target.kind, &stored);
+            let patched = patch::apply(kind, current.clone(), &patch_value)?;
+            let managed = managed::update(Some(&current), &patched, &stored.metadata().managed_fields, &writer)
+                .map_err(managed::ManagedError::from)?;
+            match self.write(&patched, managed).await {
                 Err(status)
                     if status.reason == "Conflict" && attempts < 3 && patch_value.pointer("/metadata/resourceVersion").is_none() =>
                 {
                     attempts += 1;
                 }
+                result => return result,
+            }
+        }
+    }
+
+    /// Server-side apply: the applied configuration (YAML or JSON) merged by its manager's
+    /// rights; an apply to an object that does not exist creates it.
+    async fn apply(&self, body: &[u8]) -> Result<Response> {
+        if self.query.field_manager.as_deref().is_none_or(str::is_empty) {
+            return Err(invalid_options(
+                "PatchOptions",
+                "fieldManager",
+                "Required value: is required for apply patch".into(),
+                "FieldValueRequired",
+            ));
+        }
+        let writer = self.writer()?;
+        let force = flag(&self.query.force)?;
+        let config = applied_config(body)?;
+        if config.pointer("/metadata/name").and_then(Value::as_str) != Some(self.name()) {
+            return Err(Status::bad_request(format!(
+                "the name of the object ({}) does not match the name on the URL ({})",
+                config.pointer("/metadata/name").and_then(Value::as_str).unwrap_or(""),
+                self.name()
+            )));
+        }
+        let mut attempts = 0;
+        loop {
+            let stored = match self.stored() {
+                Ok(stored) => Some(stored),
+                Err(status) if status.code == StatusCode::NOT_FOUND => None,
+                Err(status) => return Err(status),
+            };
+            let live = stored.as_ref().map(|o| to_json(self.target.kind, o));
+            let entries = stored.as_ref().map(|o| o.metadata().managed_fields.as_slice()).unwrap_or_default();
+            let (merged, managed) = managed::apply(live.as_ref(), &config, entries, &writer, force)?;
+            let result = match stored {
+                Some(_) => self.write(&merged, managed).await,
+                None => self.create_value(&merged, managed).await,
+            };
+            match result {
+                Err(status) if (status.reason == "Conflict" || status.reason == "AlreadyExists") && attempts < 3 => attempts += 1,
                 result => return result,
             }
         }
@@ -226,7 +337,15 @@ impl Req {
     }
 
     pub(super) async fn patch_scale(&self, body: &[u8]) -> Result<Response> {
-        let kind = patch::PatchKind::from_media_type(&media_type(&self.headers))?;
+        let media = media_type(&self.headers);
+        if media == patch::APPLY_MEDIA_TYPE {
+            return Err(Status::unsupported_media_type(format!(
+                "server-side apply of {}/scale is not supported: apply the {} itself, or patch its scale",
+                self.target.kind.plural(),
+                self.kind_name()
+            )));
+        }
+        let kind = patch::PatchKind::from_media_type(&media)?;
         let current = self.current_scale()?;
         let mut patched = patch::apply(kind, current, &parse_body(body)?)?;
         // The patch is against the state just read: no version check of its own.
@@ -268,8 +387,20 @@ fn refused(kind: Kind, name: String) -> impl FnOnce(ApiError) -> Status {
     }
 }
 
-async fn create_as<R: Convert>(req: &Req, value: &Value) -> Result<crate::store::Outcome> {
+/// An apply's body: one object, in YAML or JSON (JSON being YAML).
+fn applied_config(body: &[u8]) -> Result<Value> {
+    let text = std::str::from_utf8(body).map_err(|_| Status::bad_request("the applied configuration is not UTF-8 text"))?;
+    let documents =
+        shared::yaml::documents(text).map_err(|e| Status::bad_request(format!("the applied configuration is not valid YAML: {e}")))?;
+    match documents.as_slice() {
+        [document] if document.root.to_value().is_object() => Ok(document.root.to_value()),
+        _ => Err(Status::bad_request("the applied configuration must be one object (one YAML document)")),
+    }
+}
+
+async fn create_as<R: Convert>(req: &Req, value: &Value, managed: Vec<ManagedFieldsEntry>) -> Result<crate::store::Outcome> {
     let mut object: R = decode_for(req, value)?;
+    object.meta_mut().managed_fields = managed;
     if !R::KIND.namespaced() {
         object.meta_mut().namespace.clear();
     }
@@ -278,8 +409,9 @@ async fn create_as<R: Convert>(req: &Req, value: &Value) -> Result<crate::store:
     native::create(&req.state, &req.principal, object, req.dry_run).await.map_err(refused(R::KIND, name))
 }
 
-async fn replace_as<R: Convert>(req: &Req, value: &Value) -> Result<crate::store::Outcome> {
-    let object: R = decode_for(req, value)?;
+async fn replace_as<R: Convert>(req: &Req, value: &Value, managed: Vec<ManagedFieldsEntry>) -> Result<crate::store::Outcome> {
+    let mut object: R = decode_for(req, value)?;
+    object.meta_mut().managed_fields = managed;
     native::replace_object(&req.state, &req.principal, req.namespace(), req.name(), object, req.dry_run)
         .await
         .map_err(refused(R::KIND, req.name().to_string()))

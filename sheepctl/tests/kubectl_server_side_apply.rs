@@ -1,0 +1,87 @@
+//! The real kubectl (v1.32, on PATH) with server-side apply: `apply --server-side` creates
+//! and applies again; another `--field-manager` with a changed replicas fails with kube's
+//! conflict and kubectl's advice; `--force-conflicts` takes the field; an apply that drops
+//! a label removes it; `get --show-managed-fields` shows the managers. Fails, never skips,
+//! when kubectl is missing.
+
+mod support;
+
+use support::{Kubectl, TestServer};
+
+fn manifest(replicas: Option<u32>, labels: &str) -> String {
+    let replicas = replicas.map(|r| format!("  replicas: {r}\n")).unwrap_or_default();
+    format!(
+        "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  labels: {{{labels}}}
+spec:
+{replicas}  selector:
+    matchLabels: {{app: web}}
+  template:
+    metadata:
+      labels: {{app: web}}
+    spec:
+      containers:
+      - name: web
+        image: minimal
+"
+    )
+}
+
+#[test]
+fn server_side_apply_twice_with_a_conflict_forced_and_a_dropped_label() {
+    let server = TestServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    server.sheepctl().args(["kubeconfig", "--save", kubeconfig.to_str().unwrap()]).assert().success();
+    let kubectl = Kubectl { kubeconfig };
+    let write = |name: &str, text: String| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let first = write("first.yaml", manifest(Some(2), "app: web, tier: front"));
+    // Another manager's configuration names only what it wants.
+    let scaled = write("scaled.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 4}\n".into());
+    let dropped = write("dropped.yaml", manifest(None, "app: web"));
+
+    assert_eq!(kubectl.run(&["apply", "--server-side", "-f", &first]), "deployment.apps/web serverside-applied\n");
+    assert_eq!(kubectl.run(&["apply", "--server-side", "-f", &first]), "deployment.apps/web serverside-applied\n");
+
+    let conflict = kubectl.output(&["apply", "--server-side", "--field-manager=ops", "-f", &scaled]);
+    let stderr = String::from_utf8_lossy(&conflict.stderr);
+    assert!(!conflict.status.success(), "{conflict:?}");
+    assert!(stderr.contains("Apply failed with 1 conflict: conflict with \"kubectl\": .spec.replicas"), "{stderr}");
+    assert!(stderr.contains("--force-conflicts"), "kubectl's advice: {stderr}");
+    assert_eq!(kubectl.run(&["get", "deployment", "web", "-o", "jsonpath={.spec.replicas}"]), "2");
+
+    let forced = ["apply", "--server-side", "--field-manager=ops", "--force-conflicts", "-f", &scaled];
+    assert_eq!(kubectl.run(&forced), "deployment.apps/web serverside-applied\n");
+    assert_eq!(kubectl.run(&["get", "deployment", "web", "-o", "jsonpath={.spec.replicas}"]), "4");
+
+    // kubectl's manager drops the tier label (and replicas, now ops'): the label goes, the
+    // replicas stay.
+    assert_eq!(kubectl.run(&["apply", "--server-side", "-f", &dropped]), "deployment.apps/web serverside-applied\n");
+    assert_eq!(kubectl.run(&["get", "deployment", "web", "-o", "jsonpath={.metadata.labels}"]), r#"{"app":"web"}"#);
+    assert_eq!(kubectl.run(&["get", "deployment", "web", "-o", "jsonpath={.spec.replicas}"]), "4");
+    let managers = kubectl.run(&[
+        "get",
+        "deployment",
+        "web",
+        "--show-managed-fields",
+        "-o",
+        "jsonpath={range .metadata.managedFields[*]}{.manager}/{.operation} {end}",
+    ]);
+    let mut managers: Vec<&str> = managers.split_whitespace().collect();
+    managers.sort();
+    assert_eq!(managers, ["kubectl/Apply", "ops/Apply"]);
+
+    // Client-side apply still works beside them.
+    assert_eq!(
+        kubectl.run(&["apply", "-f", &write("client.yaml", manifest(Some(4), "app: web, team: blue"))]),
+        "deployment.apps/web configured\n"
+    );
+    assert_eq!(kubectl.run(&["get", "deployment", "web", "-o", "jsonpath={.metadata.labels.team}"]), "blue");
+}
