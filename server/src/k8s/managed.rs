@@ -163,8 +163,15 @@ fn entry(writer: &Writer, operation: ManagedOperation) -> ManagedFieldsEntry {
 }
 
 /// The entries after a write other than an apply turned `live` (`None` for a create) into
-/// `new`: the writer's `Update` entry gains what changed, and other managers lose it.
-pub fn update(
+/// `new`: the writer's `Update` entry gains what changed, and other managers lose it. Such a
+/// write never fails for its field sets: a body they cannot describe (two list elements
+/// with one key) is left to validation, and the object keeps no entries, as kube-apiserver's
+/// `UpdateNoErrors` does.
+pub fn update(live: Option<&Value>, new: &Value, entries: &[ManagedFieldsEntry], writer: &Writer) -> Vec<ManagedFieldsEntry> {
+    updated(live, new, entries, writer).unwrap_or_default()
+}
+
+fn updated(
     live: Option<&Value>,
     new: &Value,
     entries: &[ManagedFieldsEntry],
@@ -365,13 +372,13 @@ mod tests {
         let (live, entries) = apply(None, &config(2, json!({})), &[], &writer("a"), false).unwrap();
         let mut edited = live.clone();
         edited["spec"]["replicas"] = json!(5);
-        let entries = update(Some(&live), &edited, &entries, &writer("kubectl-edit")).unwrap();
+        let entries = updated(Some(&live), &edited, &entries, &writer("kubectl-edit")).unwrap();
         assert_eq!(owners(&entries, &["f:spec", "f:replicas"]), ["kubectl-edit"]);
         let err = apply(Some(&edited), &config(2, json!({})), &entries, &writer("a"), false).unwrap_err();
         let ManagedError::Conflicts(conflicts) = err else { panic!("{err:?}") };
         assert_eq!(conflicts[0].0, "\"kubectl-edit\" using apps/v1 at 2023-11-14T22:13:20Z");
         // An update that changes nothing records nothing.
-        assert_eq!(update(Some(&edited), &edited, &[], &writer("x")).unwrap(), Vec::new());
+        assert_eq!(updated(Some(&edited), &edited, &[], &writer("x")).unwrap(), Vec::new());
     }
 
     #[test]
@@ -392,7 +399,7 @@ mod tests {
             next["metadata"]["labels"][format!("l{i}")] = json!("x");
             let name = format!("writer-{i}");
             let writer = Writer { now: writer("x").now + chrono::Duration::seconds(i), ..writer(&name) };
-            entries = update(Some(&live), &next, &entries, &writer).unwrap();
+            entries = updated(Some(&live), &next, &entries, &writer).unwrap();
             live = next;
         }
         assert_eq!(entries.len(), MAX_UPDATE_MANAGERS);

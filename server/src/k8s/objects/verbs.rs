@@ -52,7 +52,7 @@ impl Req {
     pub(super) async fn create(&self, body: &[u8]) -> Result<Response> {
         self.refuse_writes()?;
         let value = self.object_body(body)?;
-        let managed = managed::update(None, &value, &[], &self.writer()?).map_err(managed::ManagedError::from)?;
+        let managed = managed::update(None, &value, &[], &self.writer()?);
         self.create_value(&value, managed).await
     }
 
@@ -67,8 +67,7 @@ impl Req {
         let value = self.object_body(body)?;
         let stored = self.stored()?;
         let live = to_json(self.target.kind, &stored);
-        let managed = managed::update(Some(&live), &value, &stored.metadata().managed_fields, &self.writer()?)
-            .map_err(managed::ManagedError::from)?;
+        let managed = managed::update(Some(&live), &value, &stored.metadata().managed_fields, &self.writer()?);
         self.write(&value, managed).await
     }
 
@@ -144,8 +143,7 @@ impl Req {
             let stored = self.stored()?;
             let current = to_json(self.target.kind, &stored);
             let patched = patch::apply(kind, current.clone(), &patch_value)?;
-            let managed = managed::update(Some(&current), &patched, &stored.metadata().managed_fields, &writer)
-                .map_err(managed::ManagedError::from)?;
+            let managed = managed::update(Some(&current), &patched, &stored.metadata().managed_fields, &writer);
             match self.write(&patched, managed).await {
                 Err(status)
                     if status.reason == "Conflict" && attempts < 3 && patch_value.pointer("/metadata/resourceVersion").is_none() =>
