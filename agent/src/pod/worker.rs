@@ -71,6 +71,9 @@ pub struct PodWorker {
     /// A container that ended and stays as the previous instance is not one: its
     /// replacement counts the restart.
     removed: HashSet<String>,
+    /// The previous instance of each container (it ended before the current one was made),
+    /// kept for `logs --previous` until the next restart.
+    previous: HashMap<String, String>,
     /// Containers stopped for failing a liveness or startup probe: restarted under any
     /// policy but Never, whatever their exit code, as the kubelet does.
     probe_killed: HashSet<String>,
@@ -94,6 +97,7 @@ impl PodWorker {
             sandbox: None,
             replaced: HashMap::new(),
             removed: HashSet::new(),
+            previous: HashMap::new(),
             probe_killed: HashSet::new(),
             config_volumes_failing: None,
         }
@@ -143,9 +147,10 @@ impl PodWorker {
             }
             infos.sort_by_key(|i| (i.state == RunState::Running, i.created_at));
             let current = infos.pop();
-            if let Some(previous) = infos.iter().rposition(|i| matches!(i.state, RunState::Exited { .. })) {
-                infos.remove(previous);
-            }
+            match infos.iter().rposition(|i| matches!(i.state, RunState::Exited { .. })) {
+                Some(at) => self.previous.insert(name.clone(), infos.remove(at).id),
+                None => self.previous.remove(name),
+            };
             for extra in infos.drain(..) {
                 if !matches!(extra.state, RunState::Exited { .. }) {
                     tracing::warn!(pod = %key, container = %extra.name, "removing a duplicate container");
@@ -620,7 +625,11 @@ impl PodWorker {
         self.bump_delay(&container.name);
         self.probe_killed.remove(&info.id);
         // As the kubelet: a new container, its mounts and environment made again (a
-        // ConfigMap's subPath binds its current version); the ended one stays as the previous.
+        // ConfigMap's subPath binds its current version); the ended one becomes the previous,
+        // in place of the one before it.
+        if let Some(older) = self.previous.remove(&container.name) {
+            self.ctx.runtime.remove(&older).await?;
+        }
         self.replaced.insert(container.name.clone(), ended);
         self.new_container(pod, container).await
     }
