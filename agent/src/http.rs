@@ -189,17 +189,18 @@ async fn container_of(state: &AppState, namespace: &str, pod: &str, container: &
     }
 }
 
-/// The instance of `current`'s container before it: each restart is a new container, and
-/// the worker keeps the one before until the next restart, as the kubelet does.
+/// The run of `current`'s container that its status reports as `last_state`: the newest
+/// that ended, which is `current` itself while it waits out its back-off (as the kubelet
+/// reads the container of `lastState`). Each restart is a new container, and the worker keeps
+/// the one before until the next restart.
 async fn previous_instance(state: &AppState, pod: &str, current: &ContainerInfo) -> Result<ContainerInfo, HttpError> {
     let name = current.label(LABEL_CONTAINER);
-    let mut older = state
+    let runs = state
         .runtime
         .list(&[(LABEL_POD_UID, current.label(LABEL_POD_UID)), (LABEL_CONTAINER, name)])
         .await
         .map_err(|e| HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", e.to_string()))?;
-    older.retain(|c| c.id != current.id && c.created_at <= current.created_at);
-    older.into_iter().max_by_key(|c| c.created_at).ok_or_else(|| {
+    runs.into_iter().filter(|c| matches!(c.state, RunState::Exited { .. })).max_by_key(|c| c.created_at).ok_or_else(|| {
         HttpError::new(StatusCode::BAD_REQUEST, "BadRequest", format!("previous terminated container {name:?} in pod {pod:?} not found"))
     })
 }
