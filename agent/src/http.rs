@@ -1,6 +1,6 @@
 //! The agent's own small HTTP API, like the kubelet's: `GET /healthz`,
-//! `GET /logs/{namespace}/{pod}?container=&tail=&follow=&timestamps=&since=&until=` (the last
-//! two in Unix seconds), which streams a container's output
+//! `GET /logs/{namespace}/{pod}?container=&tail=&follow=&timestamps=&since=&previous=` (`since`
+//! in Unix seconds; `previous`: the instance before a restart), which streams a container's output
 //! as plain text (the API server's pod log endpoint proxies to it), `GET /exec/{namespace}/{pod}`
 //! and `GET /attach/{namespace}/{pod}`, WebSocket sessions ([`crate::remote_command`]) that the
 //! API server's `pods/exec` and `pods/attach` proxy to, `GET /portforward/{namespace}/{pod}`, a
@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::port_forward::{self, Target};
 use crate::remote_command::Session;
-use crate::runtime::{ContainerInfo, ContainerRuntime, LABEL_CONTAINER, LABEL_NAMESPACE, LABEL_NODE, LABEL_POD, RunState};
+use crate::runtime::{ContainerInfo, ContainerRuntime, LABEL_CONTAINER, LABEL_NAMESPACE, LABEL_NODE, LABEL_POD, LABEL_POD_UID, RunState};
 use crate::sandbox::Sandboxes;
 
 /// Which requests the agent API answers, `/healthz` aside.
@@ -101,7 +101,7 @@ pub struct LogQuery {
     follow: Option<String>,
     timestamps: Option<String>,
     since: Option<String>,
-    until: Option<String>,
+    previous: Option<String>,
 }
 
 async fn logs(
@@ -124,8 +124,8 @@ async fn logs_of(state: &AppState, namespace: String, pod: String, query: LogQue
         }),
     };
     let follow = flag("follow", &query.follow)?;
-    let (timestamps, since, until) =
-        (flag("timestamps", &query.timestamps)?, seconds("since", &query.since)?, seconds("until", &query.until)?);
+    let (timestamps, since, previous) =
+        (flag("timestamps", &query.timestamps)?, seconds("since", &query.since)?, flag("previous", &query.previous)?);
     let tail =
         match query.tail.as_deref() {
             None | Some("") | Some("-1") | Some("all") => None,
@@ -133,10 +133,13 @@ async fn logs_of(state: &AppState, namespace: String, pod: String, query: LogQue
                 HttpError::new(StatusCode::BAD_REQUEST, "BadRequest", format!("tail must be a number of lines, got {text:?}"))
             })?),
         };
-    let chosen = container_of(state, &namespace, &pod, &query.container).await?;
+    let mut chosen = container_of(state, &namespace, &pod, &query.container).await?;
+    if previous {
+        chosen = previous_instance(state, &pod, &chosen).await?;
+    }
     let stream = state
         .runtime
-        .logs(&chosen.id, &crate::runtime::LogRequest { tail, follow, timestamps, since, until })
+        .logs(&chosen.id, &crate::runtime::LogRequest { tail, follow, timestamps, since })
         .map(|chunk| chunk.map_err(std::io::Error::other))
         .take_until(state.shutdown.clone().cancelled_owned());
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], Body::from_stream(stream)).into_response())
@@ -185,6 +188,22 @@ async fn container_of(state: &AppState, namespace: &str, pod: &str, container: &
             )
         })
     }
+}
+
+/// The run of `current`'s container that its status reports as `last_state`: the newest
+/// that ended, which is `current` itself while it waits out its back-off (as the kubelet
+/// reads the container of `lastState`). Each restart is a new container, and the worker keeps
+/// the one before until the next restart.
+async fn previous_instance(state: &AppState, pod: &str, current: &ContainerInfo) -> Result<ContainerInfo, HttpError> {
+    let name = current.label(LABEL_CONTAINER);
+    let runs = state
+        .runtime
+        .list(&[(LABEL_POD_UID, current.label(LABEL_POD_UID)), (LABEL_CONTAINER, name)])
+        .await
+        .map_err(|e| HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", e.to_string()))?;
+    runs.into_iter().filter(|c| matches!(c.state, RunState::Exited { .. })).max_by_key(|c| c.created_at).ok_or_else(|| {
+        HttpError::new(StatusCode::BAD_REQUEST, "BadRequest", format!("previous terminated container {name:?} in pod {pod:?} not found"))
+    })
 }
 
 /// Which session a WebSocket request asks for.

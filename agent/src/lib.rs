@@ -449,6 +449,7 @@ impl NodeAgent {
         let sandboxes = ctx.sandboxes.clone();
         let sandboxes_left = sandboxes.clone();
         let ctx_services = ctx.services.clone();
+        let volumes = ctx.volumes.clone();
         let manager = workers::PodManager::new(ctx, shutdown.clone());
         let lifecycle = async {
             if node::register(heartbeat_api.as_ref(), &description, &shutdown).await {
@@ -477,6 +478,12 @@ impl NodeAgent {
         let removed = remove_containers(runtime.as_ref(), &description.name, &cluster).await;
         if let Some(sandboxes) = &sandboxes_left {
             sandboxes.reclaim(&std::collections::HashSet::new()).await;
+        }
+        // What the agent mounted for the pods (tmpfs, subPath binds) goes with their containers.
+        for uid in volumes.pods_with_volumes() {
+            if let Err(e) = volumes.tear_down(&uid) {
+                tracing::error!(node = %description.name, pod_uid = %uid, "cannot remove the volumes of a pod on exit: {e}");
+            }
         }
         match removed {
             Ok(removed) => {

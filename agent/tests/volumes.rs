@@ -2,7 +2,10 @@
 //! outlives a container's restart, read-only and subPath mounts, a tmpfs for medium Memory,
 //! the pod's volume directory removed with the pod, or by the sweep when the pod went while
 //! its worker was not told, and ConfigMap and Secret volumes (a pod waiting for a missing
-//! one, files changing in place, a subPath that does not, a Secret on tmpfs). These tests fail (never skip) when Docker is unreachable.
+//! one, files changing in place, a subPath that does not until its container restarts, a
+//! Secret on tmpfs, both read-only), a subPath a container turned into a link out of the
+//! volume, and the mounts undone by an agent that removes its containers on exit. These tests
+//! fail (never skip) when Docker is unreachable.
 
 mod common;
 
@@ -108,8 +111,9 @@ async fn a_configmap_volume_follows_its_configmap_but_a_sub_path_keeps_its_versi
 
     let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
     let mut web = container("web", &["sleep", "3600"]);
+    // Not asked read-only: ConfigMap and Secret volumes are, whatever the mount says.
     web.volume_mounts =
-        vec![mount("conf", "/conf", true, ""), mount("conf", "/pinned.html", true, "index.html"), mount("creds", "/creds", true, "")];
+        vec![mount("conf", "/conf", false, ""), mount("conf", "/pinned.html", false, "index.html"), mount("creds", "/creds", false, "")];
     let mut pod_spec = spec(vec![web], "Always");
     pod_spec.volumes = vec![
         Volume {
@@ -147,6 +151,16 @@ async fn a_configmap_volume_follows_its_configmap_but_a_sub_path_keeps_its_versi
     assert_eq!(exec(&web, "stat -L -c %a /creds/password"), (0, "400\n".to_string()), "the secret's default mode");
     let (_, mounts) = exec(&web, "cat /proc/mounts");
     assert!(mounts.lines().any(|l| l.starts_with("tmpfs /creds tmpfs")), "a Secret's files are on a tmpfs: {mounts}");
+    for write in ["echo x > /conf/k", "echo x > /creds/k", "echo x > /pinned.html"] {
+        let (code, out) = exec(&web, write);
+        assert!(code != 0 && out.contains("Read-only file system"), "{write}: {out}");
+    }
+    // No other user of the node reaches the files: the directories down to them are 0750,
+    // the files keep the Secret's mode.
+    let mode = |path: &std::path::Path| std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(path).unwrap().permissions()) & 0o777;
+    let pods = common::state_dir(&node).join("nodes").join(&node).join("pods");
+    assert_eq!((mode(&pods), mode(&pod_dir(&node, &uid)), mode(&pod_dir(&node, &uid).join("volumes"))), (0o750, 0o750, 0o750));
+    assert_eq!(mode(&pod_dir(&node, &uid).join("volumes/secret/creds/password")), 0o400);
 
     let (status, answer) = api.server.put("/api/v1/namespaces/default/configmaps/site", configmap("v2")).await;
     assert!(status.is_success(), "{answer}");
@@ -156,8 +170,77 @@ async fn a_configmap_volume_follows_its_configmap_but_a_sub_path_keeps_its_versi
     })
     .await;
     assert_eq!(exec(&web, "cat /pinned.html"), (0, "v1".to_string()), "a subPath mount keeps its version, as in Kubernetes");
+
+    // Its version is gone from the volume: a restart is a new container whose subPath binds
+    // the current one, as the kubelet makes it, and the ended one stays as the previous.
+    let killed = std::process::Command::new("docker").args(["kill", &web]).output().unwrap();
+    assert!(killed.status.success(), "{killed:?}");
+    let restarted = api
+        .wait_for(&uid, "the container restarted", WAIT, |p| {
+            p.status.container_statuses.first().is_some_and(|c| c.restart_count == 1 && c.ready && c.container_id != web)
+        })
+        .await;
+    let again = restarted.status.container_statuses[0].container_id.clone();
+    assert_eq!(exec(&again, "cat /pinned.html"), (0, "v2".to_string()), "the new container binds the version of its creation");
+    let kept = docker.list(&[(LABEL_POD_UID, uid.as_str()), (LABEL_CONTAINER, "web")]).await.unwrap();
+    assert_eq!(kept.len(), 2, "the ended container is kept as the previous: {kept:?}");
     api.terminate_pod(&uid, 1).await;
     shepherd_testing::poll(WAIT, "the pod to go", || async { (!api.has_pod(&uid).await).then_some(()) }).await;
     assert!(!pod_dir(&node, &uid).exists(), "its files went with it");
     agent.stop().await;
+}
+
+/// The tester's escape: container `a` turns the name a `subPath` of container `b` mounts into
+/// a link to a directory of the node; `b` ends and starts again. Its new container must not
+/// write to the node: the subPath is refused as the kubelet refuses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sub_path_a_container_links_out_of_the_volume_never_reaches_the_node() {
+    let DockerNode { docker: _, node, api, agent, cleanup: _cleanup } = docker_node().await;
+    let victim = tempfile::tempdir().unwrap();
+    let link = format!("sleep 2; rm -rf /data/esc; ln -s {} /data/esc; sleep 3600", victim.path().display());
+    let mut a = container("a", &["sh", "-c", &link]);
+    a.volume_mounts = vec![mount("data", "/data", false, "")];
+    let mut b = container("b", &["sh", "-c", "echo x > /esc/written; sleep 4; exit 1"]);
+    b.volume_mounts = vec![mount("data", "/esc", false, "esc")];
+    let mut pod_spec = spec(vec![a, b], "Always");
+    pod_spec.volumes = vec![empty_dir("data", "", 0)];
+    let pod = api.add_pod(&node, "escape", pod_spec).await;
+    let uid = pod.metadata.uid.clone();
+    let refused = r#"Error: failed to prepare subPath for volumeMount "data" of container "b""#;
+    shepherd_testing::poll(Duration::from_secs(60), "b's new container refused for its subPath", || {
+        let api = api.clone();
+        async move {
+            let events = api.events_for("escape").await;
+            events.iter().any(|e| e.reason == "Failed" && e.message == refused).then_some(()).ok_or(format!("{events:?}"))
+        }
+    })
+    .await;
+    assert!(!victim.path().join("written").exists(), "a container wrote to the node through the link");
+    api.terminate_pod(&uid, 1).await;
+    shepherd_testing::poll(WAIT, "the pod to go", || async { (!api.has_pod(&uid).await).then_some(()) }).await;
+    agent.stop().await;
+}
+
+/// An agent that removes its pods' containers on exit also undoes what it mounted for them:
+/// a Memory emptyDir's tmpfs and a subPath's bind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_removes_its_containers_on_exit_unmounts_their_volumes() {
+    let docker = common::docker().await;
+    common::minimal_image(&docker).await;
+    let node = common::unique("node");
+    let _cleanup = common::Cleanup(node.clone());
+    let api = common::Api::start().await;
+    let agent = common::TestAgent::start_configured(&node, docker.clone(), api.clone(), 0, |c| c.remove_containers_on_exit = true).await;
+    let mut web = container("web", &["sleep", "3600"]);
+    web.volume_mounts = vec![mount("ram", "/ram", false, ""), mount("ram", "/sub", false, "sub")];
+    let mut pod_spec = spec(vec![web], "Always");
+    pod_spec.volumes = vec![empty_dir("ram", "Memory", 0)];
+    let pod = api.add_pod(&node, "ram", pod_spec).await;
+    let uid = pod.metadata.uid.clone();
+    api.wait_for(&uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
+    let mounted = || std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().filter(|l| l.contains(&uid)).count();
+    assert_eq!(mounted(), 2, "the tmpfs and the subPath's bind");
+    agent.stop().await;
+    assert_eq!(mounted(), 0, "nothing the agent mounted for the pod stays mounted");
+    assert!(!pod_dir(&node, &uid).exists());
 }

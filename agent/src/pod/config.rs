@@ -14,15 +14,22 @@ use crate::runtime::{
 };
 use crate::sandbox::clean;
 
-/// The engine-level name of a pod's container: readable, and unique thanks to the uid.
-pub fn container_name(pod: &Pod, container: &str) -> String {
+/// The engine-level name of a pod's container: readable, and unique thanks to the uid and,
+/// as the kubelet names them, the attempt (each restart is a new container).
+pub fn container_name(pod: &Pod, container: &str, attempt: u32) -> String {
     let uid: String = pod.metadata.uid.chars().filter(char::is_ascii_alphanumeric).take(8).collect();
-    format!("shepherd_{}_{}_{}_{uid}", clean(&pod.metadata.namespace), clean(&pod.metadata.name), clean(container))
+    format!("shepherd_{}_{}_{}_{uid}_{attempt}", clean(&pod.metadata.namespace), clean(&pod.metadata.name), clean(container))
 }
 
-/// What the runtime should be told to create for one container of a pod, with its own
-/// variables as [`super::env`] resolved them.
-pub fn container_config(ctx: &NodeContext, pod: &Pod, container: &Container, own_env: Vec<(String, String)>) -> ContainerConfig {
+/// What the runtime should be told to create for attempt `attempt` of one container of a
+/// pod, with its own variables as [`super::env`] resolved them.
+pub fn container_config(
+    ctx: &NodeContext,
+    pod: &Pod,
+    container: &Container,
+    own_env: Vec<(String, String)>,
+    attempt: u32,
+) -> ContainerConfig {
     let labels = BTreeMap::from([
         (LABEL_POD_UID.to_string(), pod.metadata.uid.clone()),
         (LABEL_NAMESPACE.to_string(), pod.metadata.namespace.clone()),
@@ -34,7 +41,7 @@ pub fn container_config(ctx: &NodeContext, pod: &Pod, container: &Container, own
     ]);
     let ports = port_mappings(ctx, container);
     ContainerConfig {
-        name: container_name(pod, &container.name),
+        name: container_name(pod, &container.name, attempt),
         image: container.image.clone(),
         command: container.command.clone(),
         args: container.args.clone(),
@@ -88,8 +95,8 @@ mod tests {
     #[test]
     fn container_config_carries_labels_limits_and_ports_on_the_node_address() {
         let pod = pod();
-        let config = container_config(&ctx(), &pod, &pod.spec.containers[0], own(&pod));
-        assert_eq!(config.name, "shepherd_default_web-1_web_1234abcd");
+        let config = container_config(&ctx(), &pod, &pod.spec.containers[0], own(&pod), 0);
+        assert_eq!(config.name, "shepherd_default_web-1_web_1234abcd_0");
         assert_eq!(config.labels[LABEL_POD_UID], "1234-abcd-5678");
         assert_eq!(config.labels[LABEL_NAMESPACE], "default");
         assert_eq!(config.labels[LABEL_POD], "web_1");
@@ -121,13 +128,13 @@ mod tests {
         let ctx =
             NodeContext { services: crate::services::Services::of([service("default", "shop-api"), service("other", "db")]), ..ctx() };
         let mut pod = pod();
-        let env = container_config(&ctx, &pod, &pod.spec.containers[0], own(&pod)).env;
+        let env = container_config(&ctx, &pod, &pod.spec.containers[0], own(&pod), 0).env;
         assert_eq!(env[0], ("A".to_string(), "1".to_string()));
         assert!(env.contains(&("SHOP_API_SERVICE_HOST".to_string(), "10.96.0.10".to_string())), "{env:?}");
         assert!(!env.iter().any(|(name, _)| name.starts_with("DB_")), "another namespace's: {env:?}");
         pod.spec.enable_service_links = Some(false);
         assert_eq!(
-            container_config(&ctx, &pod, &pod.spec.containers[0], own(&pod)).env,
+            container_config(&ctx, &pod, &pod.spec.containers[0], own(&pod), 0).env,
             [("A".to_string(), "1".to_string())],
             "links turned off"
         );

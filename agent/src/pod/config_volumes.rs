@@ -75,7 +75,7 @@ fn files(mut keys: BTreeMap<String, Vec<u8>>, items: &[KeyToPath], default_mode:
 }
 
 fn write(ctx: &NodeContext, pod: &Pod, volume: &Volume, files: &Files, secret: bool) -> Result<()> {
-    let path = ctx.volumes.volume_path(&pod.metadata.uid, volume);
+    let path = ctx.volumes.volume_dir(&pod.metadata.uid, volume)?;
     if secret {
         mount_tmpfs_once(&path, "mode=0755")?;
     }

@@ -20,6 +20,9 @@ pub enum Error {
     MissingKey { kind: &'static str, namespace: String, name: String, key: String },
     #[error("reading {kind} {name:?}: {message}")]
     Api { kind: &'static str, name: String, message: String },
+    /// The runtime would refuse it, quoting the value: only the variable and its source are named.
+    #[error("the value of variable {name} ({origin}) holds a NUL byte, which a container's environment cannot carry")]
+    Nul { name: String, origin: String },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -30,15 +33,33 @@ pub struct Environment {
     pub variables: Vec<(String, String)>,
     /// Per source (`configMap default/x`), the keys left out.
     pub skipped: Vec<(String, Vec<String>)>,
+    /// The values read from Secrets, which no message may quote ([`without_secrets`]).
+    pub secret_values: Vec<String>,
 }
 
 impl Environment {
-    /// Sets `name`, replacing an earlier value in its place.
-    fn set(&mut self, name: String, value: String) {
+    /// Sets `name` to a value read from `source` (`secret default/db key password`),
+    /// replacing an earlier value in its place. A NUL is refused here, before the runtime
+    /// could refuse it with the value in its message.
+    fn set(&mut self, name: String, value: String, source: impl FnOnce() -> String) -> Result<()> {
+        if value.contains('\0') {
+            return Err(Error::Nul { name, origin: source() });
+        }
         match self.variables.iter_mut().find(|(n, _)| *n == name) {
             Some(slot) => slot.1 = value,
             None => self.variables.push((name, value)),
         }
+        Ok(())
+    }
+}
+
+/// What is shown of a runtime's error about a container whose environment holds
+/// `secrets`: its message, unless it quotes one of them (an engine may echo the variables
+/// it refuses), as Secret values never reach events or status.
+pub fn without_secrets(message: String, secrets: &[String]) -> String {
+    match secrets.iter().any(|value| !value.is_empty() && message.contains(value.as_str())) {
+        true => "the container runtime refused the container; its message is not shown because it quotes a Secret's value".to_string(),
+        false => message,
     }
 }
 
@@ -129,7 +150,12 @@ impl Reader<'_> {
             let name = format!("{prefix}{key}");
             match env_name_error(&name) {
                 Some(_) => skipped.push(key.clone()),
-                None => env.set(name, value.clone()),
+                None => {
+                    if matches!(source, Source::Secret) {
+                        env.secret_values.push(value.clone());
+                    }
+                    env.set(name, value.clone(), || format!("{} {namespace}/{} key {key}", source.lower(), reference.name))?
+                }
             }
         }
         if !skipped.is_empty() {
@@ -165,18 +191,25 @@ pub async fn environment(api: &dyn ApiClient, pod: &Pod, container: &Container, 
             reader.all(Source::Secret, reference, &from.prefix, &mut env).await?;
         }
     }
+    let namespace = &pod.metadata.namespace;
     for var in &container.env {
-        let value = match &var.value_from {
-            None => Some(var.value.clone()),
-            Some(source) => match (&source.config_map_key_ref, &source.secret_key_ref, &source.field_ref) {
-                (Some(selector), _, _) => reader.key(Source::ConfigMap, selector).await?,
-                (_, Some(selector), _) => reader.key(Source::Secret, selector).await?,
-                (_, _, Some(selector)) => Some(field(pod, selector, pod_ip)),
-                (None, None, None) => None,
+        let key_source =
+            |source: Source, selector: &KeySelector| format!("{} {namespace}/{} key {}", source.lower(), selector.name, selector.key);
+        let (value, source) = match &var.value_from {
+            None => (Some(var.value.clone()), "its value".to_string()),
+            Some(from) => match (&from.config_map_key_ref, &from.secret_key_ref, &from.field_ref) {
+                (Some(selector), _, _) => (reader.key(Source::ConfigMap, selector).await?, key_source(Source::ConfigMap, selector)),
+                (_, Some(selector), _) => {
+                    let value = reader.key(Source::Secret, selector).await?;
+                    env.secret_values.extend(value.clone());
+                    (value, key_source(Source::Secret, selector))
+                }
+                (_, _, Some(selector)) => (Some(field(pod, selector, pod_ip)), format!("field {}", selector.field_path)),
+                (None, None, None) => (None, String::new()),
             },
         };
         if let Some(value) = value {
-            env.set(var.name.clone(), value);
+            env.set(var.name.clone(), value, || source)?;
         }
     }
     Ok(env)
@@ -317,5 +350,40 @@ mod tests {
             ..Container::default()
         };
         assert_eq!(resolve(&api, &container).await.unwrap_err().to_string(), "configmap \"absent\" not found");
+    }
+
+    #[tokio::test]
+    async fn a_nul_in_a_value_is_refused_naming_the_variable_and_its_source_never_the_value() {
+        let api = api();
+        api.secrets.lock().unwrap().insert("nul".into(), secret(&[("password", "se\0cret-value"), ("OK", "fine")]));
+        let container = Container { env: vec![var("PASSWORD", from_secret(key("nul", "password", None)))], ..Container::default() };
+        let refused = resolve(&api, &container).await.unwrap_err().to_string();
+        assert_eq!(
+            refused,
+            "the value of variable PASSWORD (secret default/nul key password) holds a NUL byte, which a container's environment cannot carry"
+        );
+        let from = EnvFromSource { secret_ref: Some(EnvSourceRef { name: "nul".into(), optional: None }), ..Default::default() };
+        let refused = resolve(&api, &Container { env_from: vec![from], ..Container::default() }).await.unwrap_err().to_string();
+        assert!(refused.contains("variable password (secret default/nul key password)") && !refused.contains("value\""), "{refused}");
+        let literal = Container { env: vec![EnvVar::literal("A", "x\0y")], ..Container::default() };
+        assert!(resolve(&api, &literal).await.unwrap_err().to_string().starts_with("the value of variable A (its value) holds a NUL"));
+    }
+
+    #[tokio::test]
+    async fn a_runtime_message_that_quotes_a_secret_value_is_not_shown() {
+        let api = api();
+        let container = Container {
+            env: vec![
+                var("PASSWORD", from_secret(key("db", "password", None))),
+                var("MODE", from_config_map(key("settings", "MODE", None))),
+            ],
+            ..Container::default()
+        };
+        let env = resolve(&api, &container).await.unwrap();
+        assert_eq!(env.secret_values, ["s3cret"]);
+        let quoted = without_secrets("invalid environment variable: PASSWORD=s3cret".into(), &env.secret_values);
+        assert!(!quoted.contains("s3cret") && quoted.contains("not shown"), "{quoted}");
+        let plain = "no such image".to_string();
+        assert_eq!(without_secrets(plain.clone(), &env.secret_values), plain);
     }
 }

@@ -3,7 +3,7 @@
 //! namespace's Services ([`service_env`]), its containers' probes ([`prober`]), the status it
 //! reports ([`status`]), how a deleted or terminating pod's containers stop
 //! ([`termination`]) and its volumes on the node ([`volumes`]; ConfigMaps' and Secrets' files
-//! in [`config_volumes`], written by [`atomic_writer`]), around what every worker of
+//! in [`config_volumes`], written by [`atomic_writer`]; `subPath` binds in [`sub_path`]), around what every worker of
 //! a node shares ([`context`]).
 
 pub mod atomic_writer;
@@ -14,6 +14,7 @@ pub mod env;
 pub mod prober;
 pub mod service_env;
 pub mod status;
+pub mod sub_path;
 pub mod termination;
 pub mod volumes;
 pub mod worker;

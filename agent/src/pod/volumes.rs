@@ -3,7 +3,9 @@
 //! may share a state directory): an emptyDir is a directory there (a
 //! tmpfs mounted on it for medium `Memory`), a hostPath is the node's own path, checked
 //! against its `type`, and a configMap or secret volume a directory of files that
-//! [`super::config_volumes`] writes. The directory belongs to the pod, not to a container, so a restarted
+//! [`super::config_volumes`] writes; a `subPath` is bound by [`super::sub_path`]. The
+//! directories down to the volumes are 0750, as the kubelet keeps them: a Secret's files
+//! keep their modes, and no other user of the node reaches them. The directory belongs to the pod, not to a container, so a restarted
 //! container finds it as it was; it goes when the pod is torn down, or, for a pod the agent
 //! no longer knows (it restarted meanwhile), with the orphan sweep.
 
@@ -16,12 +18,16 @@ use std::path::{Path, PathBuf};
 
 use shared::model::{Container, HostPathVolumeSource, MEDIUM_MEMORY, Pod, Volume, VolumeSource};
 
+use super::sub_path;
 use crate::runtime::Mount;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("MountVolume.SetUp failed for volume {volume:?}: {message}")]
     SetUp { volume: String, message: String },
+    /// The kubelet's words, which name no path of the node.
+    #[error("failed to prepare subPath for volumeMount {volume:?} of container {container:?}")]
+    SubPath { volume: String, container: String },
     #[error("cannot {action} {}: {source}", path.display())]
     Io { action: &'static str, path: PathBuf, source: io::Error },
 }
@@ -59,30 +65,63 @@ impl PodVolumes {
         self.pod_dir(uid).join("volumes").join(plugin).join(&volume.name)
     }
 
+    /// Makes the directories down to volume `volume` of the pod `uid` readable by the agent
+    /// alone (0750, as the kubelet keeps its pods' directories), and returns its path.
+    pub fn volume_dir(&self, uid: &str, volume: &Volume) -> Result<PathBuf> {
+        let path = self.volume_path(uid, volume);
+        if matches!(volume.source(), Some(VolumeSource::HostPath(_))) {
+            // The node's own path, not the agent's to close.
+            return Ok(path);
+        }
+        let parent = path.parent().expect("a volume's path has a parent");
+        for dir in [self.root.as_path(), &self.pod_dir(uid), &self.pod_dir(uid).join("volumes"), parent] {
+            private_dir_all(dir)?;
+        }
+        Ok(path)
+    }
+
     /// Makes the volumes that `container` mounts ready, and returns its mounts. Repeating it
-    /// changes nothing: a volume made once is kept, with what the containers wrote in it.
+    /// changes nothing: a volume made once is kept, with what the containers wrote in it. As
+    /// in Kubernetes, ConfigMap and Secret volumes are always mounted read-only.
     pub fn mounts(&self, pod: &Pod, container: &Container) -> Result<Vec<Mount>> {
         let volumes: HashMap<&str, &Volume> = pod.spec.volumes.iter().map(|v| (v.name.as_str(), v)).collect();
+        let uid = pod.metadata.uid.as_str();
         let mut mounts = Vec::with_capacity(container.volume_mounts.len());
-        for mount in &container.volume_mounts {
+        for (index, mount) in container.volume_mounts.iter().enumerate() {
             let set_up = |message: String| Error::SetUp { volume: mount.name.clone(), message };
             let volume = volumes.get(mount.name.as_str()).ok_or_else(|| set_up("the pod declares no such volume".into()))?;
-            let path = self.volume_path(&pod.metadata.uid, volume);
-            match volume.source() {
+            let mut read_only = mount.read_only;
+            let path = match volume.source() {
                 Some(VolumeSource::EmptyDir(empty_dir)) => {
+                    let path = self.volume_dir(uid, volume)?;
                     let size = (empty_dir.size_limit > 0).then_some(empty_dir.size_limit);
-                    set_up_empty_dir(&path, empty_dir.medium == MEDIUM_MEMORY, size).map_err(|e| set_up(e.to_string()))?
+                    set_up_empty_dir(&path, empty_dir.medium == MEDIUM_MEMORY, size).map_err(|e| set_up(e.to_string()))?;
+                    path
                 }
-                Some(VolumeSource::HostPath(host_path)) => check_host_path(host_path).map_err(set_up)?,
+                Some(VolumeSource::HostPath(host_path)) => {
+                    check_host_path(host_path).map_err(set_up)?;
+                    self.volume_path(uid, volume)
+                }
                 // Written by `config_volumes::sync` before any container is made.
-                Some(VolumeSource::ConfigMap(_) | VolumeSource::Secret(_)) => {}
+                Some(VolumeSource::ConfigMap(_) | VolumeSource::Secret(_)) => {
+                    read_only = true;
+                    self.volume_path(uid, volume)
+                }
                 None => return Err(set_up("the volume has no source".into())),
-            }
+            };
             let source = match mount.sub_path.as_str() {
                 "" => path,
-                sub_path => sub_path_source(&path, sub_path).map_err(set_up)?,
+                sub_path => {
+                    let target =
+                        self.pod_dir(uid).join(sub_path::DIRECTORY).join(&mount.name).join(&container.name).join(index.to_string());
+                    sub_path::bind(&path, sub_path, &target).map_err(|detail| {
+                        // As the kubelet: the detail names the node's paths, so only the log has it.
+                        tracing::warn!(pod = %pod.metadata.key(), container = %container.name, volume = %mount.name, "{detail}");
+                        Error::SubPath { volume: mount.name.clone(), container: container.name.clone() }
+                    })?
+                }
             };
-            mounts.push(Mount { source, target: mount.mount_path.clone(), read_only: mount.read_only });
+            mounts.push(Mount { source, target: mount.mount_path.clone(), read_only });
         }
         Ok(mounts)
     }
@@ -155,23 +194,6 @@ fn check_host_path(source: &HostPathVolumeSource) -> Result<(), String> {
     }
 }
 
-/// What a `sub_path` mount binds: that path inside the volume, made as a directory if
-/// missing (as the kubelet does). A container may have put a symbolic link there: the path
-/// is resolved, and refused unless it stays inside the volume.
-fn sub_path_source(volume: &Path, sub_path: &str) -> Result<PathBuf, String> {
-    let path = volume.join(sub_path);
-    if std::fs::symlink_metadata(&path).is_err() {
-        std::fs::create_dir_all(&path).map_err(|e| format!("cannot create subPath {sub_path:?}: {e}"))?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).map_err(|e| e.to_string())?;
-    }
-    let resolved = path.canonicalize().map_err(|e| format!("cannot resolve subPath {sub_path:?}: {e}"))?;
-    let root = volume.canonicalize().map_err(|e| format!("cannot resolve the volume: {e}"))?;
-    if !resolved.starts_with(&root) {
-        return Err(format!("subPath {sub_path:?} resolves to {}, outside the volume", resolved.display()));
-    }
-    Ok(resolved)
-}
-
 /// The mount points at or under `dir`, deepest first, from the agent's mount table.
 fn mounted_under(dir: &Path) -> Vec<PathBuf> {
     let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
@@ -194,10 +216,24 @@ fn c_path(path: &Path) -> Result<CString> {
     })
 }
 
+/// Whether something is mounted at `path`.
+pub(super) fn is_mount_point(path: &Path) -> bool {
+    mounted_under(path).iter().any(|m| m == path)
+}
+
+/// Makes `path` a directory that only its owner and group may enter (0750), as are those it
+/// makes on the way.
+pub(super) fn private_dir_all(path: &Path) -> Result<()> {
+    std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o750)
+        .create(path)
+        .map_err(io_error("create the directory", path))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o750)).map_err(io_error("close the directory", path))
+}
+
 /// Makes `path` a directory with a tmpfs on it, unless one is there already.
 pub(super) fn mount_tmpfs_once(path: &Path, options: &str) -> Result<()> {
     std::fs::create_dir_all(path).map_err(io_error("create the directory", path))?;
-    if mounted_under(path).iter().any(|m| m == path) {
+    if is_mount_point(path) {
         return Ok(());
     }
     let target = c_path(path)?;
@@ -213,7 +249,7 @@ pub(super) fn mount_tmpfs_once(path: &Path, options: &str) -> Result<()> {
 }
 
 /// Detaches the mount at `path` (lazily: a process still in it keeps it until it leaves).
-fn unmount(path: &Path) -> Result<()> {
+pub(super) fn unmount(path: &Path) -> Result<()> {
     let target = c_path(path)?;
     // SAFETY: `target` is a NUL-terminated string that outlives the call.
     if unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) } != 0 {
@@ -249,17 +285,26 @@ mod tests {
         pod.spec.volumes = vec![volume("data", EmptyDirVolumeSource::default())];
         pod.spec.containers[0].volume_mounts = vec![mount("data", "/data", "", false), mount("data", "/logs", "logs/web", true)];
         let mounts = volumes.mounts(&pod, &pod.spec.containers[0]).unwrap();
-        let dir = state.path().join("nodes/n1/pods/1234-abcd-5678/volumes/empty-dir/data");
+        let pod_dir = state.path().join("nodes/n1/pods/1234-abcd-5678");
+        let dir = pod_dir.join("volumes/empty-dir/data");
+        let bound = pod_dir.join("volume-subpaths/data/web/1");
         assert_eq!(mounts[0], Mount { source: dir.clone(), target: "/data".into(), read_only: false });
-        assert_eq!(mounts[1], Mount { source: dir.join("logs/web").canonicalize().unwrap(), target: "/logs".into(), read_only: true });
+        assert_eq!(mounts[1], Mount { source: bound.clone(), target: "/logs".into(), read_only: true });
         assert!(dir.join("logs/web").is_dir(), "a missing subPath is made");
+        std::fs::write(dir.join("logs/web/seen"), "through the bind").unwrap();
+        assert_eq!(std::fs::read_to_string(bound.join("seen")).unwrap(), "through the bind", "the subPath is bound on the agent's target");
         assert_eq!(std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o777);
+        for private in [state.path().join("nodes/n1/pods"), pod_dir.clone(), pod_dir.join("volumes"), pod_dir.join("volume-subpaths")] {
+            let mode = std::fs::metadata(&private).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o750, "{} is not for other users of the node", private.display());
+        }
 
         std::fs::write(dir.join("kept"), "written by a container").unwrap();
         assert_eq!(volumes.mounts(&pod, &pod.spec.containers[0]).unwrap(), mounts, "the same mounts again");
         assert!(dir.join("kept").exists(), "a second set-up keeps what the pod wrote");
         assert_eq!(volumes.pods_with_volumes(), ["1234-abcd-5678"]);
         volumes.tear_down(&pod.metadata.uid).unwrap();
+        assert!(!is_mount_point(&bound), "the subPath's bind is undone");
         assert!(!state.path().join("nodes/n1/pods/1234-abcd-5678").exists());
         assert!(volumes.pods_with_volumes().is_empty());
         volumes.tear_down(&pod.metadata.uid).expect("tearing down twice is fine");
@@ -275,9 +320,57 @@ mod tests {
         volumes.mounts(&pod, &pod.spec.containers[0]).unwrap();
         let dir = volumes.volume_path(&pod.metadata.uid, &pod.spec.volumes[0]);
         std::os::unix::fs::symlink("/etc", dir.join("escape")).unwrap();
-        pod.spec.containers[0].volume_mounts = vec![mount("data", "/etc-of-the-node", "escape", false)];
-        let refused = volumes.mounts(&pod, &pod.spec.containers[0]).unwrap_err().to_string();
-        assert!(refused.starts_with("MountVolume.SetUp failed for volume \"data\": subPath \"escape\" resolves to /etc"), "{refused}");
+        std::fs::create_dir(dir.join("inside")).unwrap();
+        std::os::unix::fs::symlink("/etc", dir.join("inside/deeper")).unwrap();
+        for sub_path in ["escape", "escape/ssl", "inside/deeper", "inside/deeper/made"] {
+            pod.spec.containers[0].volume_mounts = vec![mount("data", "/etc-of-the-node", sub_path, false)];
+            let refused = volumes.mounts(&pod, &pod.spec.containers[0]).unwrap_err().to_string();
+            assert_eq!(refused, "failed to prepare subPath for volumeMount \"data\" of container \"web\"", "{sub_path}");
+        }
+        assert!(!Path::new("/etc/ssl/made").exists());
+        // A link that stays inside the volume is followed, as the kubelet follows it.
+        std::os::unix::fs::symlink("inside", dir.join("alias")).unwrap();
+        pod.spec.containers[0].volume_mounts = vec![mount("data", "/alias", "alias", false)];
+        volumes.mounts(&pod, &pod.spec.containers[0]).unwrap();
+        volumes.tear_down(&pod.metadata.uid).unwrap();
+    }
+
+    #[test]
+    fn a_sub_path_bound_once_is_not_redirected_by_a_link_made_later() {
+        let state = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let volumes = PodVolumes::new(state.path(), "n1");
+        let mut pod = pod();
+        pod.spec.volumes = vec![volume("data", EmptyDirVolumeSource::default())];
+        pod.spec.containers[0].volume_mounts = vec![mount("data", "/esc", "esc", false)];
+        let bound = volumes.mounts(&pod, &pod.spec.containers[0]).unwrap().remove(0).source;
+        let dir = volumes.volume_path(&pod.metadata.uid, &pod.spec.volumes[0]);
+        // What a container of the pod can do to the volume once the mount is made.
+        std::fs::remove_dir(dir.join("esc")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.join("esc")).unwrap();
+        assert!(std::fs::write(bound.join("written"), "x").is_err(), "the bind holds the removed directory, not the link");
+        assert!(!outside.path().join("written").exists());
+        let refused = volumes.mounts(&pod, &pod.spec.containers[0]).unwrap_err();
+        assert!(matches!(refused, Error::SubPath { .. }), "{refused}");
+        volumes.tear_down(&pod.metadata.uid).unwrap();
+    }
+
+    #[test]
+    fn config_map_and_secret_volumes_are_mounted_read_only() {
+        use shared::model::{ConfigMapVolumeSource, SecretVolumeSource};
+
+        let state = tempfile::tempdir().unwrap();
+        let volumes = PodVolumes::new(state.path(), "n1");
+        let mut pod = pod();
+        let config_map = ConfigMapVolumeSource { name: "site".into(), ..Default::default() };
+        let secret = SecretVolumeSource { secret_name: "db".into(), ..Default::default() };
+        pod.spec.volumes = vec![
+            Volume { name: "cm".into(), config_map: Some(config_map), ..Volume::default() },
+            Volume { name: "secret".into(), secret: Some(secret), ..Volume::default() },
+        ];
+        pod.spec.containers[0].volume_mounts = vec![mount("cm", "/cm", "", false), mount("secret", "/secret", "", false)];
+        let mounts = volumes.mounts(&pod, &pod.spec.containers[0]).unwrap();
+        assert_eq!(mounts.iter().map(|m| m.read_only).collect::<Vec<_>>(), [true, true]);
     }
 
     #[test]

@@ -20,6 +20,7 @@ use super::env;
 use super::prober::{Check, ContainerProbes, Observer, Report};
 use super::status::{Step, pod_status, terminated, waiting};
 use super::termination::{grace_period, terminate};
+use super::volumes::Error as VolumeError;
 use super::{Error, Result};
 use crate::runtime::{ContainerInfo, LABEL_CONTAINER, LABEL_SANDBOX_ID, PortMapping, ProbeAction, RunState};
 use crate::sandbox::{Sandbox, sandbox_name};
@@ -70,7 +71,12 @@ pub struct PodWorker {
     /// `last_state` of the ones created in their place.
     replaced: HashMap<String, ContainerState>,
     /// Containers this worker removed to replace them (their restart is already counted).
+    /// A container that ended and stays as the previous instance is not one: its
+    /// replacement counts the restart.
     removed: HashSet<String>,
+    /// The previous instance of each container (it ended before the current one was made),
+    /// kept for `logs --previous` until the next restart.
+    previous: HashMap<String, String>,
     /// Containers stopped for failing a liveness or startup probe: restarted under any
     /// policy but Never, whatever their exit code, as the kubelet does.
     probe_killed: HashSet<String>,
@@ -94,6 +100,7 @@ impl PodWorker {
             sandbox: None,
             replaced: HashMap::new(),
             removed: HashSet::new(),
+            previous: HashMap::new(),
             probe_killed: HashSet::new(),
             config_volumes_failing: None,
         }
@@ -131,7 +138,9 @@ impl PodWorker {
         for info in existing {
             by_name.entry(info.label(LABEL_CONTAINER).to_string()).or_default().push(info);
         }
-        // Containers the spec does not name, and duplicates of one that it does, go.
+        // Containers the spec does not name go. Of those it names, the newest (a running one
+        // first) is the current instance, and the newest exited one before it the previous,
+        // kept for `logs --previous` as the kubelet keeps one dead container; others go.
         for (name, infos) in by_name.iter_mut() {
             if !pod.spec.containers.iter().any(|c| &c.name == name) {
                 for info in infos.drain(..) {
@@ -140,11 +149,18 @@ impl PodWorker {
                 continue;
             }
             infos.sort_by_key(|i| (i.state == RunState::Running, i.created_at));
-            while infos.len() > 1 {
-                let extra = infos.remove(0);
-                tracing::warn!(pod = %key, container = %extra.name, "removing a duplicate container");
+            let current = infos.pop();
+            match infos.iter().rposition(|i| matches!(i.state, RunState::Exited { .. })) {
+                Some(at) => self.previous.insert(name.clone(), infos.remove(at).id),
+                None => self.previous.remove(name),
+            };
+            for extra in infos.drain(..) {
+                if !matches!(extra.state, RunState::Exited { .. }) {
+                    tracing::warn!(pod = %key, container = %extra.name, "removing a duplicate container");
+                }
                 self.ctx.runtime.remove(&extra.id).await.map_err(runtime_error)?;
             }
+            infos.extend(current);
         }
 
         let policy = pod.spec.restart_policy().unwrap_or(RestartPolicy::Always);
@@ -435,18 +451,33 @@ impl PodWorker {
             );
             self.ctx.event(pod, event_types::WARNING, "InvalidEnvironmentVariableNames", message);
         }
-        let mut config = container_config(&self.ctx, pod, container, own_env.variables);
+        // The container the pod last reported ended (it stays as the previous instance) or is
+        // gone, and not by this worker's hand (someone removed it, maybe while the agent was
+        // down): its replacement is a restart, as the kubelet counts it, named by its attempt.
+        let previous = self.previous_status(pod, container).container_id;
+        let restart = !previous.is_empty() && !self.removed.contains(&previous);
+        let attempt = self.restarts(&container.name).count + u32::from(restart);
+        let secrets = own_env.secret_values.clone();
+        let mut config = container_config(&self.ctx, pod, container, own_env.variables, attempt);
         let mounts = match &self.config_volumes_failing {
-            Some(message) => Err(message.clone()),
-            None => self.ctx.volumes.mounts(pod, container).map_err(|e| e.to_string()),
+            Some(message) => Err((CONTAINER_CREATING, message.clone())),
+            None => self.ctx.volumes.mounts(pod, container).map_err(|e| match e {
+                e @ VolumeError::SubPath { .. } => (CREATE_CONTAINER_CONFIG_ERROR, e.to_string()),
+                e => (CONTAINER_CREATING, e.to_string()),
+            }),
         };
         config.mounts = match mounts {
             Ok(mounts) => mounts,
-            Err(message) => {
-                // As the kubelet: the container is still being created, and an event says why.
-                self.ctx.event(pod, event_types::WARNING, "FailedMount", message.clone());
+            Err((reason, message)) => {
+                // As the kubelet: a volume that cannot be set up keeps the container being
+                // created, a subPath that cannot be prepared is an error of its config; an
+                // event says why.
+                match reason {
+                    CONTAINER_CREATING => self.ctx.event(pod, event_types::WARNING, "FailedMount", message.clone()),
+                    _ => self.ctx.event(pod, event_types::WARNING, "Failed", format!("Error: {message}")),
+                }
                 let delay = self.bump_delay(&container.name);
-                let status = self.base_status(container, waiting(CONTAINER_CREATING, message));
+                let status = self.base_status(container, waiting(reason, message));
                 return Ok(Step::new(status, Some(delay), String::new()));
             }
         };
@@ -465,24 +496,20 @@ impl PodWorker {
         let id = match self.ctx.runtime.create(&config).await {
             Ok(id) => id,
             Err(e) => {
-                let message = e.to_string();
+                let message = env::without_secrets(e.to_string(), &secrets);
                 self.ctx.event(pod, event_types::WARNING, "Failed", format!("Error: {message}"));
                 let delay = self.bump_delay(&container.name);
                 let status = self.base_status(container, waiting("CreateContainerError", message));
                 return Ok(Step::new(status, Some(delay), String::new()));
             }
         };
-        // The container the pod last reported is gone, and not by this worker's hand (someone
-        // removed it, maybe while the agent was down): its replacement is a restart, as the
-        // kubelet counts it.
-        let previous = self.previous_status(pod, container).container_id;
-        if !previous.is_empty() && !self.removed.remove(&previous) {
+        self.removed.remove(&previous);
+        if restart {
             self.restarts(&container.name).count += 1;
         }
-        self.restarts(&container.name);
         self.ctx.event(pod, event_types::NORMAL, "Created", format!("Created container {}", container.name));
         let last_state = self.replaced.remove(&container.name);
-        self.start(pod, container, &id, last_state).await
+        self.start(pod, container, &id, last_state, &secrets).await
     }
 
     /// The delay before the next attempt, doubling it for the one after.
@@ -500,9 +527,10 @@ impl PodWorker {
         container: &Container,
         id: &str,
         last_state: Option<ContainerState>,
+        secrets: &[String],
     ) -> crate::runtime::Result<Step> {
         if let Err(e) = self.ctx.runtime.start(id).await {
-            let message = e.to_string();
+            let message = env::without_secrets(e.to_string(), secrets);
             self.ctx.event(pod, event_types::WARNING, "Failed", format!("Error: {message}"));
             let delay = self.bump_delay(&container.name);
             let mut status = self.base_status(container, waiting("RunContainerError", message));
@@ -557,7 +585,7 @@ impl PodWorker {
             }
             RunState::Created => {
                 let id = info.id.clone();
-                self.start(pod, container, &id, previous_last_state).await
+                self.start(pod, container, &id, previous_last_state, &[]).await
             }
             RunState::Exited { exit_code, oom_killed } => {
                 self.exited(pod, container, &info, (exit_code, oom_killed), policy, previous_last_state).await
@@ -602,22 +630,19 @@ impl PodWorker {
             status.last_state = Some(ended);
             return Ok(Step::new(status, Some(wait), String::new()));
         }
-        if let Some(mut step) = self.pull(pod, container).await? {
-            step.status.container_id = info.id.clone();
-            step.status.last_state = Some(ended);
-            return Ok(step);
-        }
         if oom_killed {
             self.ctx.event(pod, event_types::WARNING, "OOMKilled", format!("Container {} was killed: out of memory", container.name));
         }
         self.bump_delay(&container.name);
-        self.restarts(&container.name).count += 1;
         self.probe_killed.remove(&info.id);
-        // The kubelet creates a new container for each restart and records it; Docker starts
-        // the same one again, and the events read as the kubelet's.
-        self.ctx.event(pod, event_types::NORMAL, "Created", format!("Created container {}", container.name));
-        let id = info.id.clone();
-        self.start(pod, container, &id, Some(ended)).await
+        // As the kubelet: a new container, its mounts and environment made again (a
+        // ConfigMap's subPath binds its current version); the ended one becomes the previous,
+        // in place of the one before it.
+        if let Some(older) = self.previous.remove(&container.name) {
+            self.ctx.runtime.remove(&older).await?;
+        }
+        self.replaced.insert(container.name.clone(), ended);
+        self.new_container(pod, container).await
     }
 
     /// Keeps the probers of the container's current run, or starts them for a new run.
@@ -846,7 +871,23 @@ mod tests {
         ctx.runtime.stop(&web.id, Duration::ZERO).await.unwrap();
         pod.status = worker.last_reported.clone().unwrap();
         worker.reconcile(&pod).await.unwrap();
-        assert_eq!(ctx.runtime.inspect(&web.id).await.unwrap().unwrap().state, RunState::Running, "restarted");
+        let web_runs = ctx.runtime.list(&[(LABEL_POD_UID, "1234-abcd-5678"), (crate::runtime::LABEL_CONTAINER, "web")]).await.unwrap();
+        let states: Vec<(bool, RunState)> = web_runs.iter().map(|c| (c.id == web.id, c.state.clone())).collect();
+        assert_eq!(web_runs.len(), 2, "a new container, the ended one kept as the previous: {states:?}");
+        assert!(states.contains(&(true, RunState::Exited { exit_code: 0, oom_killed: false })), "{states:?}");
+        assert!(states.contains(&(false, RunState::Running)), "restarted as a new container: {states:?}");
+        let second = web_runs.iter().find(|c| c.id != web.id).unwrap().clone();
+        assert_eq!(second.mounts, web.mounts, "its mounts made again");
+        ctx.runtime.stop(&second.id, Duration::ZERO).await.unwrap();
+        pod.status = worker.last_reported.clone().unwrap();
+        worker.reconcile(&pod).await.unwrap();
+        pod.status = worker.last_reported.clone().unwrap();
+        worker.reconcile(&pod).await.unwrap();
+        let web_runs = ctx.runtime.list(&[(LABEL_POD_UID, "1234-abcd-5678"), (crate::runtime::LABEL_CONTAINER, "web")]).await.unwrap();
+        assert_eq!(web_runs.len(), 2, "one previous instance is kept, not every one");
+        assert!(web_runs.iter().all(|c| c.id != web.id) && web_runs.iter().any(|c| c.id == second.id));
+        let web_status = worker.last_reported.as_ref().unwrap().container_statuses.iter().find(|s| s.name == "web").unwrap().clone();
+        assert_eq!(web_status.restart_count, 2);
         assert_eq!(std::fs::read_to_string(dir.join("note")).unwrap(), "kept");
 
         worker.terminate(&pod).await.unwrap();

@@ -542,7 +542,6 @@ impl ContainerRuntime for DockerRuntime {
             .tail(&tail)
             .timestamps(request.timestamps)
             .since(seconds(request.since))
-            .until(seconds(request.until))
             .build();
         let container = id.to_string();
         self.docker

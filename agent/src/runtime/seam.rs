@@ -124,7 +124,7 @@ pub enum RunState {
 }
 
 /// Which of a container's output to read: the last `tail` lines (or all of it) written
-/// from `since` until before `until` (Unix seconds, as the engine takes them), each line after
+/// from `since` (Unix seconds, as the engine takes them), each line after
 /// its RFC 3339 time when `timestamps` is set, then new lines as they come when `follow` is.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LogRequest {
@@ -132,7 +132,6 @@ pub struct LogRequest {
     pub follow: bool,
     pub timestamps: bool,
     pub since: Option<i64>,
-    pub until: Option<i64>,
 }
 
 /// A snapshot of one container as the runtime sees it.

@@ -178,18 +178,17 @@ pub struct LogParams {
     pub previous: Option<bool>,
 }
 
-/// The part of a container's output a log request asks for, in Unix seconds as the agent
-/// (and Docker) take them: from `since`, and until before `until`.
+/// The part of a container's output a log request asks for: from `since` (Unix seconds, as
+/// the agent and Docker take them), of the instance before the last restart when `previous`.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct LogWindow {
     since: Option<i64>,
-    until: Option<i64>,
+    previous: bool,
 }
 
-/// The window of `params` for `pod` at `now`. The agent restarts a container in place, so
-/// its previous run (`previous`) is the part of its output written between the start and
-/// the end of the termination its status reports as `last_state`, as the kubelet keeps a
-/// container's previous instance until the next restart.
+/// The window of `params` for `pod` at `now`. Each restart is a new container and the agent
+/// keeps the one before (`previous`), as the kubelet does, while the status reports how it
+/// ended as `last_state`.
 fn log_window(pod: &Pod, params: &LogParams, now: chrono::DateTime<chrono::Utc>) -> ApiResult<LogWindow> {
     let since = match (params.since_seconds, params.since_time.as_deref()) {
         (Some(_), Some(_)) => return Err(ApiError::bad_request("at most one of sinceTime or sinceSeconds may be specified")),
@@ -203,7 +202,7 @@ fn log_window(pod: &Pod, params: &LogParams, now: chrono::DateTime<chrono::Utc>)
         (None, None) => None,
     };
     if params.previous != Some(true) {
-        return Ok(LogWindow { since, until: None });
+        return Ok(LogWindow { since, previous: false });
     }
     let container = match (&params.container, pod.spec.containers.as_slice()) {
         (Some(name), _) => name.clone(),
@@ -219,11 +218,7 @@ fn log_window(pod: &Pod, params: &LogParams, now: chrono::DateTime<chrono::Utc>)
     };
     let last = pod.status.container_statuses.iter().find(|s| s.name == container).and_then(|s| s.last_state.as_ref());
     match last {
-        Some(ContainerState::Terminated { started_at: Some(started), finished_at: Some(finished), .. }) => Ok(LogWindow {
-            since: Some(since.unwrap_or(i64::MIN).max(started.timestamp())),
-            // Docker's bound is a whole second: the next one takes in the run's last lines.
-            until: Some(finished.timestamp() + 1),
-        }),
+        Some(ContainerState::Terminated { .. }) => Ok(LogWindow { since, previous: true }),
         _ => Err(ApiError::bad_request(format!("previous terminated container {container:?} in pod {:?} not found", pod.metadata.name))),
     }
 }
@@ -254,7 +249,9 @@ pub async fn log(
         query.push(("timestamps", "true".into()));
     }
     query.extend(window.since.map(|s| ("since", s.to_string())));
-    query.extend(window.until.map(|u| ("until", u.to_string())));
+    if window.previous {
+        query.push(("previous", "true".into()));
+    }
     let url = format!("{}{}", agent.endpoint, shared::api::agent_paths::logs(&namespace, &name));
     let unreachable = |e: reqwest::Error| crate::agent_client::unreachable(&agent.node, &url, &e);
     let mut request = state.http.get(&url).query(&query).build().map_err(unreachable)?;
@@ -291,7 +288,7 @@ mod tests {
         let plain = pod(None);
         assert_eq!(
             window(LogParams { since_seconds: Some(5), ..LogParams::default() }, &plain).unwrap(),
-            LogWindow { since: Some(995), until: None }
+            LogWindow { since: Some(995), previous: false }
         );
         let time = LogParams { since_time: Some("1970-01-01T00:10:00Z".into()), ..LogParams::default() };
         assert_eq!(window(time, &plain).unwrap().since, Some(600));
@@ -310,8 +307,8 @@ mod tests {
             finished_at: Some(at(901)),
         };
         let restarted = pod(Some(ended));
-        assert_eq!(window(previous(), &restarted).unwrap(), LogWindow { since: Some(900), until: Some(902) }, "its whole seconds");
+        assert_eq!(window(previous(), &restarted).unwrap(), LogWindow { since: None, previous: true });
         let later = LogParams { since_time: Some("1970-01-01T00:15:00.5Z".into()), ..previous() };
-        assert_eq!(window(later, &restarted).unwrap().since, Some(900), "the later of the two starts");
+        assert_eq!(window(later, &restarted).unwrap(), LogWindow { since: Some(900), previous: true });
     }
 }

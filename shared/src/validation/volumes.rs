@@ -114,6 +114,9 @@ fn check_files(errors: &mut Errors, path: &str, items: &[KeyToPath], default_mod
         match descending_path_error(&item.path) {
             _ if item.path.is_empty() => errors.add(format!("{item_path}.path"), "must not be empty"),
             Some(message) => errors.add(format!("{item_path}.path"), message),
+            // Kubernetes' ValidateLocalNonReservedPath: `..data` and `..<version>` are the
+            // atomic writer's own names.
+            None if item.path.starts_with("..") => errors.invalid(format!("{item_path}.path"), &item.path, "must not start with '..'"),
             None if !paths.insert(normalized(&item.path)) => {
                 errors.add(format!("{item_path}.path"), format!("must be unique: another item is at {:?}", item.path))
             }
@@ -282,6 +285,9 @@ mod tests {
                 {"key": "..hidden", "path": "../up", "mode": -1},
                 {"key": "x", "path": ""},
                 {"key": "y", "path": "ok.conf"},
+                {"key": "z", "path": "..data"},
+                {"key": "w", "path": "..2026_12_06/w"},
+                {"key": "v", "path": "a/..v"},
             ]}}]),
             serde_json::json!([]),
         );
@@ -296,10 +302,13 @@ mod tests {
                 "spec.volumes[0].config_map.items[2].mode",
                 "spec.volumes[0].config_map.items[3].path",
                 "spec.volumes[0].config_map.items[4].path",
+                "spec.volumes[0].config_map.items[5].path",
+                "spec.volumes[0].config_map.items[6].path",
             ]
         );
-        let mode = errors(&pod).remove(0).1;
-        assert_eq!(mode, "must be a number between 0 and 0777 (octal), both inclusive, got 0o1000");
+        let found = errors(&pod);
+        assert_eq!(found[0].1, "must be a number between 0 and 0777 (octal), both inclusive, got 0o1000");
+        assert_eq!(found[8], ("spec.volumes[0].config_map.items[5].path".to_string(), "must not start with '..'".to_string()));
     }
 
     #[test]
