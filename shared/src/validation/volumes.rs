@@ -127,7 +127,8 @@ fn check_files(errors: &mut Errors, path: &str, items: &[KeyToPath], default_mod
 
 fn check_mode(errors: &mut Errors, path: &str, mode: i32) {
     if !(0..=MAX_FILE_MODE).contains(&mode) {
-        errors.add(path, format!("must be a number between 0 and 0777 (octal), both inclusive, got {mode:#o}"));
+        // As Kubernetes: the value in decimal before the message, so -1 reads -1.
+        errors.invalid(path, &mode, "must be a number between 0 and 0777 (octal), both inclusive");
     }
 }
 
@@ -298,8 +299,14 @@ mod tests {
                 "spec.volumes[0].config_map.items[4].path",
             ]
         );
-        let mode = errors(&pod).remove(0).1;
-        assert_eq!(mode, "must be a number between 0 and 0777 (octal), both inclusive, got 0o1000");
+        let modes: Vec<(String, String)> = validate_pod(&pod)
+            .unwrap_err()
+            .into_iter()
+            .filter(|e| e.field.ends_with("mode"))
+            .map(|e| (e.value.unwrap_or_default(), e.message))
+            .collect();
+        let message = "must be a number between 0 and 0777 (octal), both inclusive".to_string();
+        assert_eq!(modes, [("512".to_string(), message.clone()), ("-1".to_string(), message)]);
     }
 
     #[test]
