@@ -242,7 +242,8 @@ fn success(kind: Served, name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Status", "status": "Success", "metadata": {}, "details": {"name": name, "kind": kind.plural()}})
 }
 
-fn decode_for<R: Convert>(req: &Req, value: &Value) -> Result<R> {
+/// `value` as a `R` for `req`, over the object it replaces when there is one.
+fn decode_for<R: Convert>(req: &Req, value: &Value, stored: Option<&R>) -> Result<R> {
     if let Some(kind) = value.get("kind").and_then(Value::as_str).filter(|k| *k != req.kind_name()) {
         return Err(Status::bad_request(format!("the body is a {kind} but this path takes a {}", req.kind_name())));
     }
@@ -253,7 +254,7 @@ fn decode_for<R: Convert>(req: &Req, value: &Value) -> Result<R> {
             req.target.kind.api_version()
         )));
     }
-    Ok(convert::decode::<R>(value)?)
+    Ok(convert::decode_over::<R>(value, stored)?)
 }
 
 /// A native failure as a Status: a 422's field errors become causes named in the fields of
@@ -269,7 +270,7 @@ fn refused(kind: Kind, name: String) -> impl FnOnce(ApiError) -> Status {
 }
 
 async fn create_as<R: Convert>(req: &Req, value: &Value) -> Result<crate::store::Outcome> {
-    let mut object: R = decode_for(req, value)?;
+    let mut object: R = decode_for(req, value, None)?;
     if !R::KIND.namespaced() {
         object.meta_mut().namespace.clear();
     }
@@ -279,7 +280,9 @@ async fn create_as<R: Convert>(req: &Req, value: &Value) -> Result<crate::store:
 }
 
 async fn replace_as<R: Convert>(req: &Req, value: &Value) -> Result<crate::store::Outcome> {
-    let object: R = decode_for(req, value)?;
+    // A missing object is refused by the replace itself, as not found.
+    let stored = req.stored().ok();
+    let object: R = decode_for(req, value, stored.as_deref().and_then(R::from_object))?;
     native::replace_object(&req.state, &req.principal, req.namespace(), req.name(), object, req.dry_run)
         .await
         .map_err(refused(R::KIND, req.name().to_string()))
