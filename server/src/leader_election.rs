@@ -365,8 +365,14 @@ mod tests {
         fn list(&self, kind: Kind, namespace: Option<&str>) -> (u64, Vec<Arc<Object>>) {
             self.inner.list(kind, namespace)
         }
-        fn list_at(&self, kind: Kind, namespace: Option<&str>, revision: u64) -> crate::store::Result<Vec<Arc<Object>>> {
-            self.inner.list_at(kind, namespace, revision)
+        fn list_at(
+            &self,
+            kind: Kind,
+            namespace: Option<&str>,
+            revision: Option<u64>,
+            range: crate::store::Range<'_>,
+        ) -> crate::store::Result<crate::store::Slice> {
+            self.inner.list_at(kind, namespace, revision, range)
         }
         fn pods_on_node(&self, node: &str) -> (u64, Vec<Arc<Object>>) {
             self.inner.pods_on_node(node)

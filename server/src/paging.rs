@@ -2,7 +2,8 @@
 //! does: a page of `limit` objects ends with a continue token that holds the first page's
 //! revision and the list order key the next page starts at, and every later page is read at
 //! that revision ([`Store::list_at`](crate::store::Store::list_at)) and says it, so that the
-//! pages together are one list at one revision. A token whose revision the history no
+//! pages together are one list at one revision. A page copies only its own objects: it reads
+//! from its start key and stops after its limit, then only counts the rest. A token whose revision the history no
 //! longer reaches is [`Error::Expired`], which offers a token that goes on from the current
 //! state instead.
 
@@ -15,7 +16,7 @@ use shared::model::{Kind, Object};
 
 use crate::query::Filter;
 use crate::state::AppState;
-use crate::store::StoreError;
+use crate::store::{Range, Slice, StoreError};
 
 /// The version of Kubernetes' token encoding, which Shepherd's tokens follow.
 const TOKEN_VERSION: &str = "meta.k8s.io/v1";
@@ -122,36 +123,46 @@ pub fn selected_now(state: &AppState, kind: Kind, filter: &Filter) -> (u64, Vec<
     (revision, objects.into_iter().filter(|o| filter.matches(o)).collect())
 }
 
-/// The page of the objects of `kind` that `filter` selects that `request` asks for.
+/// The page of the objects of `kind` that `filter` selects that `request` asks for. A page
+/// reads from its start key and stops after its limit; events, whose list order is not the
+/// store's key order, are read whole and sorted.
 pub async fn page(state: &AppState, kind: Kind, filter: &Filter, request: Request<'_>) -> Result<Page, Error> {
     let from = request.continue_.filter(|t| !t.is_empty()).map(Continue::decode).transpose()?;
-    let (revision, mut objects) = match from.as_ref().map_or(request.at, |c| c.revision) {
-        Some(revision) => {
-            crate::api::watch::catch_up(state, revision).await;
-            match (state.store.list_at(kind, filter.namespace.as_deref(), revision), &from) {
-                (Ok(objects), _) => (revision, objects.into_iter().filter(|o| filter.matches(o)).collect()),
-                (Err(StoreError::Gone { .. }), Some(from)) => {
-                    return Err(Error::Expired { inconsistent: Continue::encode(from.start.clone(), None) });
-                }
-                (Err(e), _) => return Err(e.into()),
-            }
-        }
-        None => selected_now(state, kind, filter),
+    let revision = from.as_ref().map_or(request.at, |c| c.revision);
+    if revision.is_none() && request.limit == 0 && kind != Kind::Event {
+        let (revision, objects) = selected_now(state, kind, filter);
+        return Ok(Page { revision, objects, next: None, remaining: None });
+    }
+    if let Some(revision) = revision {
+        crate::api::watch::catch_up(state, revision).await;
+    }
+    let in_key_order = kind != Kind::Event;
+    let start = from.as_ref().map_or("", |from| from.start.as_str());
+    let selects = |object: &Object| filter.matches(object);
+    let range = if in_key_order {
+        Range { start, limit: request.limit, selects: &selects }
+    } else {
+        Range { start: "", limit: 0, selects: &selects }
     };
-    // The store answers in key order, every kind's list order but the events'.
-    if kind == Kind::Event {
-        objects.sort_by_cached_key(|o| list_order(o));
+    let mut slice = match (state.store.list_at(kind, filter.namespace.as_deref(), revision, range), &from) {
+        (Ok(slice), _) => slice,
+        (Err(StoreError::Gone { .. }), Some(from)) => {
+            return Err(Error::Expired { inconsistent: Continue::encode(from.start.clone(), None) });
+        }
+        (Err(e), _) => return Err(e.into()),
+    };
+    if !in_key_order {
+        slice.objects.sort_by_cached_key(|o| list_order(o));
+        slice.objects.drain(..slice.objects.partition_point(|o| list_order(o).as_str() < start));
+        if request.limit > 0 && request.limit < slice.objects.len() {
+            slice.following = Some(slice.objects.len() - request.limit);
+            slice.objects.truncate(request.limit);
+        }
     }
-    if let Some(from) = &from {
-        objects.drain(..objects.partition_point(|o| list_order(o) < from.start));
-    }
-    let (mut next, mut remaining) = (None, None);
-    if request.limit > 0 && request.limit < objects.len() {
-        remaining = filter.selects_all().then(|| objects.len() - request.limit);
-        objects.truncate(request.limit);
-        // Just past the last key: the next page starts after it, as Kubernetes' tokens do.
-        next = objects.last().map(|last| Continue::encode(format!("{}\0", list_order(last)), Some(revision)));
-    }
+    let Slice { revision, objects, following } = slice;
+    // Just past the last key: the next page starts after it, as Kubernetes' tokens do.
+    let next = following.and_then(|_| objects.last()).map(|last| Continue::encode(format!("{}\0", list_order(last)), Some(revision)));
+    let remaining = following.filter(|_| filter.selects_all());
     Ok(Page { revision, objects, next, remaining })
 }
 

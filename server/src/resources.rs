@@ -23,6 +23,11 @@ pub trait Resource: shared::model::Resource + Serialize + DeserializeOwned + Par
     fn prepare_create(&mut self);
     /// The stored object after a PUT of `new` onto `stored`.
     fn merge_update(stored: &Self, new: Self) -> Result<Self, Vec<FieldError>>;
+    /// What an update takes from the stored object before `new` is validated, as
+    /// Kubernetes' update strategies do; nothing but for a Service's allocations.
+    fn carry_from(_stored: &Self, _new: &mut Self) -> Result<(), Vec<FieldError>> {
+        Ok(())
+    }
 }
 
 /// A kind with a `scale` subresource (deployments and ReplicaSets): the replicas it wants
@@ -239,6 +244,10 @@ impl Resource for Service {
         }
         validation::validate_service(&merged)?;
         Ok(merged)
+    }
+
+    fn carry_from(stored: &Self, new: &mut Self) -> Result<(), Vec<FieldError>> {
+        carry_allocations(&stored.spec, &mut new.spec)
     }
 }
 

@@ -155,6 +155,38 @@ async fn a_service_exported_from_a_cluster_applies_and_duplicate_ports_are_refus
     server.stop().await;
 }
 
+/// A patch that takes a Service from NodePort back to ClusterIP under `/k8s` gives its node
+/// ports back, as kube-apiserver does when they are the ones it holds; a node port the patch
+/// changes stays and is refused.
+#[tokio::test]
+async fn a_k8s_patch_back_to_cluster_ip_gives_the_node_ports_back() {
+    let server = TestServer::start(Config { service_ranges: small_ranges(), ..Config::in_memory() }).await;
+    let send = |method: reqwest::Method, path: &str, body: Value| {
+        let media_type = if method == reqwest::Method::PATCH { "application/merge-patch+json" } else { "application/json" };
+        let request = server.bare(method, path).header("content-type", media_type).body(body.to_string());
+        async move {
+            let response = request.send().await.expect("the server answers");
+            (response.status(), response.json::<Value>().await.expect("a JSON answer"))
+        }
+    };
+    let path = "/k8s/api/v1/namespaces/default/services";
+    for name in ["back", "moved"] {
+        let body = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name}, "spec": {"type": "NodePort", "ports": [{"port": 80}]}});
+        let (status, created) = send(reqwest::Method::POST, path, body).await;
+        assert!(status == StatusCode::CREATED && created["spec"]["ports"][0]["nodePort"].is_number(), "{created}");
+    }
+
+    let (status, back) = send(reqwest::Method::PATCH, &format!("{path}/back"), json!({"spec": {"type": "ClusterIP"}})).await;
+    assert_eq!(status, StatusCode::OK, "{back}");
+    assert_eq!((&back["spec"]["type"], back["spec"]["ports"][0].get("nodePort")), (&json!("ClusterIP"), None), "{back}");
+
+    let changed = json!({"spec": {"type": "ClusterIP", "ports": [{"port": 80, "nodePort": 30099}]}});
+    let (status, refused) = send(reqwest::Method::PATCH, &format!("{path}/moved"), changed).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    assert!(refused["message"].as_str().unwrap().contains("spec.ports[0].nodePort"), "{refused}");
+    server.stop().await;
+}
+
 /// The taken addresses are read from the stored Services, so a restarted server knows them.
 #[tokio::test]
 async fn a_restarted_server_never_gives_an_address_twice() {

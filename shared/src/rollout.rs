@@ -24,7 +24,7 @@ pub const CHANGE_CAUSE_ANNOTATION: &str = "kubernetes.io/change-cause";
 /// Annotations that belong to the deployment itself: a ReplicaSet does not take them from its
 /// deployment, and undoing to a revision keeps the deployment's own.
 pub const DEPLOYMENT_OWN_ANNOTATIONS: [&str; 6] = [
-    "kubectl.kubernetes.io/last-applied-configuration",
+    crate::model::KUBECTL_LAST_APPLIED,
     REVISION_ANNOTATION,
     "deployment.kubernetes.io/revision-history",
     DESIRED_REPLICAS_ANNOTATION,

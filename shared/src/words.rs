@@ -5,7 +5,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::model::{CONTAINER_CREATING, ContainerState, Event, Node, Pod, PodStage, Time, conditions, find_condition};
+use crate::model::{CONTAINER_CREATING, ContainerState, Event, Node, Pod, PodStage, ServicePort, Time, conditions, find_condition};
 use crate::readiness::{NodeJudge, Readiness};
 
 /// How long ago `then` was, as kubectl's AGE column: `<unknown>` when there is no time.
@@ -14,6 +14,19 @@ pub fn age(now: Time, then: Option<Time>) -> String {
         Some(then) => human_duration(now - then),
         None => "<unknown>".to_string(),
     }
+}
+
+/// A Service's ports as kubectl's PORT(S) column writes them: `80/TCP`, `80:30080/TCP` with a
+/// node port, joined by commas; `<none>` when it has none.
+pub fn service_ports(ports: &[ServicePort]) -> String {
+    let ports: Vec<String> = ports
+        .iter()
+        .map(|p| match p.node_port {
+            0 => format!("{}/{}", p.port, p.protocol_name()),
+            node_port => format!("{}:{node_port}/{}", p.port, p.protocol_name()),
+        })
+        .collect();
+    if ports.is_empty() { "<none>".to_string() } else { ports.join(",") }
 }
 
 /// A span as kubectl's `HumanDuration` writes it: `90s`, `5m30s` under ten minutes, `42m`,

@@ -8,7 +8,7 @@ use shared::model::{Deployment, Event, Kind, Lease, Namespace, Node, Object, Pod
 use shared::quantity::{format_cpu, format_memory};
 use shared::readiness::NodeJudge;
 use shared::usage::Requested;
-use shared::words::{age, first_seen, last_seen, pending_reason};
+use shared::words::{age, first_seen, last_seen, pending_reason, service_ports};
 
 use crate::settings::kind_word;
 use crate::table::Table;
@@ -34,7 +34,7 @@ pub fn headers(kind: Kind, context: &RowContext) -> Vec<&'static str> {
         Kind::Pod => &["NAME", "READY", "STATUS", "RESTARTS", "NODE", "AGE"],
         Kind::Deployment => &["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"],
         Kind::ReplicaSet => &["NAME", "DESIRED", "CURRENT", "READY", "AGE"],
-        Kind::Service => &["NAME", "TYPE", "PORT(S)", "ENDPOINTS", "AGE"],
+        Kind::Service => &["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"],
         Kind::Node if context.node_usage.is_some() => &["NAME", "STATUS", "PODS", "CPU", "MEMORY", "AGE"],
         Kind::Node => &["NAME", "STATUS", "CPU", "MEMORY", "AGE"],
         Kind::Event => &["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
@@ -163,43 +163,14 @@ fn replicaset_row(rs: &ReplicaSet, context: &RowContext, cells: &mut Vec<String>
     }
 }
 
-/// `80/TCP,443/TCP`.
-pub fn service_ports(service: &Service) -> String {
-    let ports: Vec<String> = service
-        .spec
-        .ports
-        .iter()
-        .map(|p| format!("{}/{}", p.port, if p.protocol.is_empty() { "TCP".to_string() } else { p.protocol.to_uppercase() }))
-        .collect();
-    or_none(&ports.join(","))
-}
-
-/// `10.20.0.2:8080,10.20.0.3:8080 + 1 more`, as kubectl shows endpoints.
-pub fn service_endpoints(service: &Service) -> String {
-    let port = service.spec.ports.first().map(|p| p.target_port);
-    let addresses: Vec<String> = service
-        .status
-        .endpoints
-        .iter()
-        .map(|e| match port {
-            Some(port) if port > 0 => format!("{}:{port}", e.ip),
-            _ => e.ip.clone(),
-        })
-        .collect();
-    match addresses.len() {
-        0 => "<none>".to_string(),
-        1..=3 => addresses.join(","),
-        n => format!("{} + {} more", addresses[..3].join(","), n - 3),
-    }
-}
-
 fn service_row(service: &Service, context: &RowContext, cells: &mut Vec<String>) {
     let type_ = if service.spec.type_.is_empty() { "ClusterIP" } else { &service.spec.type_ };
     cells.extend([
         service.metadata.name.clone(),
         type_.to_string(),
-        service_ports(service),
-        service_endpoints(service),
+        or_none(&service.spec.cluster_ip),
+        "<none>".to_string(),
+        service_ports(&service.spec.ports),
         age(context.now, service.metadata.created_at),
     ]);
     if context.wide {
@@ -292,7 +263,7 @@ pub fn object_name(object: &Object) -> String {
 #[cfg(test)]
 mod tests {
     use chrono::{Duration, TimeZone, Utc};
-    use shared::model::{Condition, ContainerState, ContainerStatus, Endpoint, NodeResources, ObjectMeta, ServicePort};
+    use shared::model::{Condition, ContainerState, ContainerStatus, NodeResources, ObjectMeta, ServicePort};
 
     use super::*;
 
@@ -359,15 +330,21 @@ mod tests {
     }
 
     #[test]
-    fn services_show_ports_and_endpoints() {
+    fn services_show_the_cluster_ip_and_the_node_ports_as_kubectl() {
         let mut service = Service { metadata: ObjectMeta::named("default", "web"), ..Default::default() };
-        service.spec.ports.push(ServicePort { port: 80, target_port: 8080, protocol: "tcp".into(), ..Default::default() });
-        assert_eq!(service_ports(&service), "80/TCP");
-        assert_eq!(service_endpoints(&service), "<none>");
-        for i in 1..=5 {
-            service.status.endpoints.push(Endpoint { ip: format!("10.0.0.{i}"), ..Default::default() });
-        }
-        assert_eq!(service_endpoints(&service), "10.0.0.1:8080,10.0.0.2:8080,10.0.0.3:8080 + 2 more");
+        service.spec.type_ = "NodePort".into();
+        service.spec.cluster_ip = "10.96.0.10".into();
+        service.spec.ports.push(ServicePort {
+            port: 80,
+            target_port: 8080,
+            node_port: 30080,
+            protocol: "tcp".into(),
+            ..Default::default()
+        });
+        service.spec.ports.push(ServicePort { port: 53, target_port: 53, protocol: "UDP".into(), ..Default::default() });
+        let context = context(false);
+        assert_eq!(headers(Kind::Service, &context), ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"]);
+        assert_eq!(row(&Object::Service(service), &context)[..5], ["web", "NodePort", "10.96.0.10", "<none>", "80:30080/TCP,53/UDP"]);
     }
 
     #[test]

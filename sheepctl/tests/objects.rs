@@ -114,7 +114,8 @@ fn describe_deployments_services_and_nodes() {
     assert!(deployment.contains("Replicas:       3 desired"), "{deployment}");
     assert!(deployment.contains("Selector:       app=web"), "{deployment}");
     let service = stdout(server.sheepctl().args(["describe", "svc/web-service"]));
-    assert!(service.contains("Ports:          http 80/TCP -> 8080"), "{service}");
+    assert!(service.contains("Port:           http  80/TCP\nTargetPort:     8080/TCP\n"), "{service}");
+    assert!(service.contains("IP:             10."), "{service}");
     let node = stdout(server.sheepctl().args(["describe", "node", "node-1"]));
     assert!(node.contains("Status:         Ready"), "{node}");
     assert!(node.contains("Allocatable:    cpu 4, memory 8Gi, pods 110"), "{node}");

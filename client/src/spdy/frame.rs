@@ -10,7 +10,9 @@ use super::header_block::{HeaderCompressor, HeaderDecompressor, Headers};
 pub const VERSION: u16 = 3;
 /// A frame's length field has 24 bits: no frame is longer, so no peer makes us buffer more.
 pub const MAX_FRAME_LENGTH: usize = (1 << 24) - 1;
-const HEADER_LENGTH: usize = 8;
+/// A frame's header: a DATA frame's stream id, or a control frame's version and type, then
+/// flags and length.
+pub const HEADER_LENGTH: usize = 8;
 const FLAG_FIN: u8 = 0x01;
 const FLAG_UNIDIRECTIONAL: u8 = 0x02;
 const STREAM_ID_MASK: u32 = 0x7fff_ffff;
@@ -72,8 +74,7 @@ impl FrameWriter {
             Frame::Data { stream_id, fin, data } => {
                 assert!(data.len() <= MAX_FRAME_LENGTH, "a DATA frame of {} bytes", data.len());
                 let mut out = Vec::with_capacity(HEADER_LENGTH + data.len());
-                out.extend_from_slice(&(stream_id & STREAM_ID_MASK).to_be_bytes());
-                out.extend_from_slice(&length_word(flag(*fin, FLAG_FIN), data.len()));
+                out.extend_from_slice(&data_header(*stream_id, *fin, data.len()));
                 out.extend_from_slice(data);
                 out
             }
@@ -118,6 +119,12 @@ impl FrameWriter {
 
 fn flag(set: bool, bit: u8) -> u8 {
     if set { bit } else { 0 }
+}
+
+/// The header of a DATA frame of `length` bytes, for a writer that puts the payload
+/// behind it itself.
+pub fn data_header(stream_id: u32, fin: bool, length: usize) -> [u8; HEADER_LENGTH] {
+    two_words(stream_id & STREAM_ID_MASK, u32::from_be_bytes(length_word(flag(fin, FLAG_FIN), length)))
 }
 
 fn length_word(flags: u8, length: usize) -> [u8; 4] {

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes, BytesMut};
 use futures::{Sink, SinkExt, Stream as FutureStream, StreamExt};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::{mpsc, oneshot};
@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::Error;
-use super::frame::{Frame, FrameReader, FrameWriter, go_away, reset};
+use super::frame::{Frame, FrameReader, FrameWriter, HEADER_LENGTH, data_header, go_away, reset};
 use super::header_block::Headers;
 
 /// The most streams one connection holds open: beyond it a new one is refused.
@@ -30,6 +30,8 @@ const DATA_CHUNK: usize = 32 * 1024;
 const INBOUND_CHUNKS: usize = 16;
 /// Frames queued by the streams and not yet written.
 const OUTGOING_FRAMES: usize = 64;
+/// How many DATA frames [`StreamWriter::send_from`]'s buffer holds.
+const SEND_BUFFER_FRAMES: usize = 4;
 
 /// Which end of the connection this is: it decides the parity of the streams it opens and
 /// of the pings it sends.
@@ -77,7 +79,7 @@ struct Slot {
 
 struct Shared {
     role: Role,
-    outgoing: mpsc::Sender<Frame>,
+    outgoing: mpsc::Sender<Outgoing>,
     streams: Mutex<HashMap<u32, Slot>>,
     next_stream_id: AtomicU32,
     /// Cancelled when the connection ends, for whatever reason.
@@ -90,10 +92,14 @@ impl Shared {
     }
 
     async fn send(&self, frame: Frame) -> Result<(), StreamError> {
+        self.send_outgoing(Outgoing::Frame(frame)).await
+    }
+
+    async fn send_outgoing(&self, outgoing: Outgoing) -> Result<(), StreamError> {
         if self.closed.is_cancelled() {
             return Err(StreamError::ConnectionClosed);
         }
-        self.outgoing.send(frame).await.map_err(|_| StreamError::ConnectionClosed)
+        self.outgoing.send(outgoing).await.map_err(|_| StreamError::ConnectionClosed)
     }
 
     /// Forgets a stream both ends have finished, or one that was reset.
@@ -102,6 +108,13 @@ impl Shared {
             slot.reset.cancel();
         }
     }
+}
+
+/// What the connection's writer sends: a frame to encode, or a DATA frame a stream wrote
+/// whole in its own buffer ([`StreamWriter::send_from`]).
+enum Outgoing {
+    Frame(Frame),
+    Encoded(Bytes),
 }
 
 /// One end of a SPDY connection. Clones share it.
@@ -244,12 +257,22 @@ impl StreamWriter {
     /// Sends what `source` reads until it ends (or fails to read), then finishes the stream;
     /// `false` when the stream broke first, unfinished.
     pub async fn send_from(&self, mut source: impl AsyncRead + Unpin) -> bool {
-        let mut buffer = vec![0u8; 32 * 1024];
+        // Each frame is read into one buffer behind room for its header, which is then
+        // written in place: one copy per chunk. The buffer holds a few frames; once those
+        // are written out, its memory is taken again rather than fresh memory per chunk.
+        const FRAME: usize = HEADER_LENGTH + DATA_CHUNK;
+        let mut buffer = BytesMut::new();
         loop {
-            match source.read(&mut buffer).await {
+            if buffer.capacity() < FRAME {
+                buffer.reserve(SEND_BUFFER_FRAMES * FRAME);
+            }
+            buffer.put_bytes(0, HEADER_LENGTH);
+            match source.read_buf(&mut (&mut buffer).limit(DATA_CHUNK)).await {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
-                    if self.write(Bytes::copy_from_slice(&buffer[..n])).await.is_err() {
+                    buffer[..HEADER_LENGTH].copy_from_slice(&data_header(self.id, false, n));
+                    let frame = buffer.split().freeze();
+                    if self.usable().is_err() || self.shared.send_outgoing(Outgoing::Encoded(frame)).await.is_err() {
                         return false;
                     }
                 }
@@ -309,8 +332,12 @@ impl StreamWriter {
     }
 }
 
-async fn write_frames<O: Sink<Bytes> + Unpin>(mut frames: mpsc::Receiver<Frame>, mut outgoing: O, closed: CancellationToken) {
+async fn write_frames<O: Sink<Bytes> + Unpin>(mut frames: mpsc::Receiver<Outgoing>, mut outgoing: O, closed: CancellationToken) {
     let mut writer = FrameWriter::default();
+    let mut encode = |frame: Outgoing| match frame {
+        Outgoing::Frame(frame) => Bytes::from(writer.encode(&frame)),
+        Outgoing::Encoded(bytes) => bytes,
+    };
     loop {
         let frame = tokio::select! {
             biased;
@@ -318,14 +345,14 @@ async fn write_frames<O: Sink<Bytes> + Unpin>(mut frames: mpsc::Receiver<Frame>,
             _ = closed.cancelled() => None,
         };
         let Some(frame) = frame else { break };
-        if outgoing.send(Bytes::from(writer.encode(&frame))).await.is_err() {
+        if outgoing.send(encode(frame)).await.is_err() {
             closed.cancel();
             return;
         }
     }
     // What was queued before the end (a GOAWAY that says why) still goes out.
     while let Ok(frame) = frames.try_recv() {
-        if outgoing.send(Bytes::from(writer.encode(&frame))).await.is_err() {
+        if outgoing.send(encode(frame)).await.is_err() {
             break;
         }
     }
@@ -360,7 +387,7 @@ where
     .await;
     if let Err(e) = &result {
         let status = go_away::PROTOCOL_ERROR;
-        let _ = shared.outgoing.try_send(Frame::GoAway { last_good_stream_id: last_peer_stream, status });
+        let _ = shared.outgoing.try_send(Outgoing::Frame(Frame::GoAway { last_good_stream_id: last_peer_stream, status }));
         tracing::debug!(error = %e, "SPDY connection ended");
     }
     shared.closed.cancel();
@@ -377,7 +404,7 @@ async fn handle(frame: Frame, shared: &Arc<Shared>, accepted: &mpsc::Sender<Stre
                 return Err(Error::Protocol(format!("the peer opened stream {stream_id}, which it may not open now")));
             }
             *last_peer_stream = stream_id;
-            let refuse = |status| shared.outgoing.send(Frame::RstStream { stream_id, status });
+            let refuse = |status| shared.outgoing.send(Outgoing::Frame(Frame::RstStream { stream_id, status }));
             let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_CHUNKS);
             let reset = CancellationToken::new();
             let refusal = {
@@ -431,7 +458,7 @@ async fn handle(frame: Frame, shared: &Arc<Shared>, accepted: &mpsc::Sender<Stre
         Frame::Ping { id } => {
             // A ping of the peer's parity is answered with itself; this end sends none.
             if id % 2 != shared.role.first_stream_id() % 2 {
-                let _ = shared.outgoing.send(Frame::Ping { id }).await;
+                let _ = shared.outgoing.send(Outgoing::Frame(Frame::Ping { id })).await;
             }
         }
         Frame::Headers { .. } | Frame::Settings { .. } | Frame::WindowUpdate { .. } | Frame::GoAway { .. } => {}
@@ -540,5 +567,39 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(5), server.closed()).await.unwrap();
         reader.push(&from_server.next().await.unwrap());
         assert_eq!(reader.next_frame().unwrap(), Some(Frame::GoAway { last_good_stream_id: 0, status: go_away::PROTOCOL_ERROR }));
+    }
+
+    /// `send_from` reads each chunk once, into one buffer behind its frame's header: the
+    /// frames lie one after another in it, and carry the source whole, then FIN.
+    #[tokio::test]
+    async fn a_stream_sent_from_a_source_is_framed_in_one_buffer() {
+        let (to_server, from_client) = futures_mpsc::unbounded::<Bytes>();
+        let (to_client, mut from_server) = futures_mpsc::unbounded::<Bytes>();
+        let (_server, mut accepted, _connection) =
+            start(from_client.map(Ok::<_, Infallible>), to_client.sink_map_err(|_| ()), Role::Server);
+        let frame = Frame::SynStream { stream_id: 1, associated_to: 0, priority: 0, fin: false, unidirectional: false, headers: vec![] };
+        to_server.unbounded_send(Bytes::from(FrameWriter::default().encode(&frame))).unwrap();
+        let stream = accepted.recv().await.unwrap();
+        let source: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        assert!(stream.writer.send_from(&source[..]).await);
+
+        let mut messages = Vec::new();
+        let mut reader = FrameReader::default();
+        let mut received = Vec::new();
+        loop {
+            let message = from_server.next().await.unwrap();
+            reader.push(&message);
+            messages.push(message);
+            match reader.next_frame().unwrap() {
+                Some(Frame::Data { stream_id: 1, fin: false, data }) => received.extend_from_slice(&data),
+                Some(Frame::Data { stream_id: 1, fin: true, data }) if data.is_empty() => break,
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(received, source);
+        let lengths: Vec<usize> = messages.iter().map(Bytes::len).collect();
+        assert_eq!(lengths, [HEADER_LENGTH + DATA_CHUNK, HEADER_LENGTH + DATA_CHUNK, HEADER_LENGTH + DATA_CHUNK, HEADER_LENGTH + 1696, 8]);
+        let after_first = messages[0].as_ptr().wrapping_add(messages[0].len());
+        assert_eq!(messages[1].as_ptr(), after_first, "the second frame follows the first in one buffer");
     }
 }

@@ -177,18 +177,13 @@ fn cells(kind: Served, object: &Object, state: &AppState, now: shared::model::Ti
             ]
         }
         (_, Object::Service(s)) => {
-            // kubectl's form: `80/TCP`, or `80:30086/TCP` with a node port.
-            let ports = s.spec.ports.iter().map(|p| match p.node_port {
-                0 => format!("{}/{}", p.port, p.protocol_name()),
-                node_port => format!("{}:{node_port}/{}", p.port, p.protocol_name()),
-            });
             let selector = s.spec.selector.iter().map(|(k, v)| format!("{k}={v}"));
             vec![
                 meta.name.clone().into(),
                 none_if_empty(&s.spec.type_),
                 none_if_empty(&s.spec.cluster_ip),
                 "<none>".into(),
-                join_or_none(ports),
+                words::service_ports(&s.spec.ports).into(),
                 age.into(),
                 join_or_none(selector),
             ]

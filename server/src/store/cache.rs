@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::error::{Result, StoreError};
 use super::event::{Interest, WatchStream};
-use super::interface::Store;
+use super::interface::{Range, Slice, Store};
 use super::key::Key;
 use super::persistence::Snapshot;
 use super::staging::Staging;
@@ -77,8 +77,8 @@ impl<B: CacheBackend> Store for B {
         self.cache().state().list(kind, namespace)
     }
 
-    fn list_at(&self, kind: Kind, namespace: Option<&str>, revision: u64) -> Result<Vec<Arc<Object>>> {
-        self.cache().state().list_at(kind, namespace, revision)
+    fn list_at(&self, kind: Kind, namespace: Option<&str>, revision: Option<u64>, range: Range<'_>) -> Result<Slice> {
+        self.cache().state().list_at(kind, namespace, revision, range)
     }
 
     fn pods_on_node(&self, node: &str) -> (u64, Vec<Arc<Object>>) {

@@ -13,6 +13,23 @@ use super::event::{Interest, WatchStream};
 use super::key::Key;
 use super::txn::{Outcome, Txn, Write};
 
+/// Which objects of a list a read takes: those from key `start` on, in key order, that
+/// `selects` takes, at most `limit` of them (0: all).
+#[derive(Clone, Copy)]
+pub struct Range<'a> {
+    pub start: &'a str,
+    pub limit: usize,
+    pub selects: &'a dyn Fn(&Object) -> bool,
+}
+
+/// What a read of a [`Range`] took, at the revision it was read at, and, when an object the
+/// range selects follows them, how many objects (selected or not) follow.
+pub struct Slice {
+    pub revision: u64,
+    pub objects: Vec<Arc<Object>>,
+    pub following: Option<usize>,
+}
+
 /// The store every part of the server uses.
 pub trait Store: Send + Sync + 'static {
     /// `sqlite`, `memory` or `etcd`.
@@ -25,12 +42,14 @@ pub trait Store: Send + Sync + 'static {
     fn unreadable(&self, key: &Key) -> Option<StoreError>;
     /// Objects of a kind, in one namespace or all, with the revision they were read at.
     fn list(&self, kind: Kind, namespace: Option<&str>) -> (u64, Vec<Arc<Object>>);
-    /// Objects of a kind, in one namespace or all, in key order, as they were at `revision`
-    /// (one a list was read at), so that every page of a paged list shows one state: the
-    /// current ones with the history's later changes undone. Fails with
-    /// [`StoreError::Gone`] once the history no longer reaches back to `revision`, and with
-    /// [`StoreError::Future`] when the store has not reached it.
-    fn list_at(&self, kind: Kind, namespace: Option<&str>, revision: u64) -> Result<Vec<Arc<Object>>>;
+    /// The objects of a kind in one namespace or all that `range` takes, in key order, as
+    /// they were at `revision` (`None`: now), so that every page of a paged list shows the
+    /// state its first page was read at: the current ones with the history's later changes
+    /// undone. A page reads from its start key and stops after its limit, counting the
+    /// rest, as etcd answers a range read with a limit. Fails with [`StoreError::Gone`] once
+    /// the history no longer reaches back to `revision`, and with [`StoreError::Future`]
+    /// when the store has not reached it.
+    fn list_at(&self, kind: Kind, namespace: Option<&str>, revision: Option<u64>, range: Range<'_>) -> Result<Slice>;
     /// Pods bound to a node, read through the `spec.node_name` index.
     fn pods_on_node(&self, node: &str) -> (u64, Vec<Arc<Object>>);
     /// Pods whose controller is `owner` (see [`pod_owner`](super::pod_owner)), read through

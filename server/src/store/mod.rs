@@ -41,7 +41,7 @@ pub use encryption::{Encryption, EncryptionError};
 pub use error::{Result, StoreError};
 pub use etcd::{EtcdSettings, EtcdStore};
 pub use event::{EventType, Interest, StoreEvent, WatchBatch, WatchStream};
-pub use interface::{HISTORY_EXPIRY_PERIOD, Store, commit_one, expire_history};
+pub use interface::{HISTORY_EXPIRY_PERIOD, Range, Slice, Store, commit_one, expire_history};
 pub use key::{Key, pod_owner};
 pub use persistence::{MemoryPersistence, PersistedChange, Persistence, Snapshot};
 pub use sqlite::SqlitePersistence;

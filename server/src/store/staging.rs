@@ -130,7 +130,7 @@ impl View for Staging<'_> {
         if let Some(reads) = &self.reads {
             reads.borrow_mut().kinds.insert(kind);
         }
-        let stored = self.state.in_scope(kind, None).filter(|(key, _)| !self.overlay.contains_key(&Key { kind, key: (*key).clone() }));
+        let stored = self.state.in_scope(kind, None, "").filter(|(key, _)| !self.overlay.contains_key(&Key { kind, key: (*key).clone() }));
         let staged = self.overlay.iter().filter(|(key, _)| key.kind == kind).filter_map(|(_, object)| object.as_deref());
         stored.map(|(_, object)| &**object).chain(staged).collect()
     }

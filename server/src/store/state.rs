@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use super::error::{Result, StoreError};
 use super::event::{EventType, Interest, StoreEvent};
+use super::interface::{Range, Slice};
 use super::key::{Key, pod_node, pod_owner};
 use super::persistence::Snapshot;
 use super::watchers::{History, LagLimit};
@@ -183,25 +184,34 @@ impl State {
 
     /// Objects of a kind, in one namespace or all, with the revision they were read at.
     pub(super) fn list(&self, kind: Kind, namespace: Option<&str>) -> (u64, Vec<Arc<Object>>) {
-        (self.revision, self.in_scope(kind, namespace).map(|(_, object)| object.clone()).collect())
+        (self.revision, self.in_scope(kind, namespace, "").map(|(_, object)| object.clone()).collect())
     }
 
-    /// Objects of a kind, in one namespace or all, by key in key order.
-    pub(super) fn in_scope(&self, kind: Kind, namespace: Option<&str>) -> Box<dyn Iterator<Item = (&String, &Arc<Object>)> + '_> {
+    /// Objects of a kind, in one namespace or all, by key in key order, from key `start` on.
+    pub(super) fn in_scope(
+        &self,
+        kind: Kind,
+        namespace: Option<&str>,
+        start: &str,
+    ) -> Box<dyn Iterator<Item = (&String, &Arc<Object>)> + '_> {
         let Some(map) = self.objects.get(&kind) else { return Box::new(std::iter::empty()) };
         match namespace.filter(|_| kind.namespaced()) {
             Some(ns) => {
                 let prefix = format!("{ns}/");
-                Box::new(map.range(prefix.clone()..).take_while(move |(k, _)| k.starts_with(&prefix)))
+                let from = prefix.as_str().max(start).to_string();
+                Box::new(map.range(from..).take_while(move |(k, _)| k.starts_with(&prefix)))
             }
-            None => Box::new(map.iter()),
+            None => Box::new(map.range(start.to_string()..)),
         }
     }
 
-    /// Objects of a kind, in one namespace or all, in key order, as they were at `revision`:
-    /// the current ones with every later change in the history undone (the state each change
-    /// replaced). Gone once the history no longer reaches back to `revision`.
-    pub(super) fn list_at(&self, kind: Kind, namespace: Option<&str>, revision: u64) -> Result<Vec<Arc<Object>>> {
+    /// The objects of a kind in one namespace or all, as they were at `revision` (`None`:
+    /// now), that `range` takes (see [`Store::list_at`](super::Store::list_at)): the current
+    /// ones with every later change in the history undone (the state each change replaced),
+    /// read from the range's start key and no further than the page and a count of the rest.
+    /// Gone once the history no longer reaches back to `revision`.
+    pub(super) fn list_at(&self, kind: Kind, namespace: Option<&str>, revision: Option<u64>, range: Range<'_>) -> Result<Slice> {
+        let revision = revision.unwrap_or(self.revision);
         if revision > self.revision {
             return Err(StoreError::Future { requested: revision, current: self.revision });
         }
@@ -209,27 +219,54 @@ impl State {
             return Err(StoreError::Gone { requested: revision, oldest: self.history_start });
         }
         let namespace = namespace.filter(|_| kind.namespaced());
-        // Each key changed since, with its state before the first change: newest first, so
-        // that the oldest change's is the one kept.
-        let mut undone: BTreeMap<String, Option<Arc<Object>>> = BTreeMap::new();
+        // Each key in the range changed since, with its state before the first change: newest
+        // first, so that the oldest change's is the one kept.
+        let mut undone: BTreeMap<String, Option<&Arc<Object>>> = BTreeMap::new();
         let later = self.history.iter().rev().map(|(_, e)| e).take_while(|e| e.revision > revision);
         for event in later.filter(|e| e.object.kind() == kind && namespace.is_none_or(|ns| e.object.metadata().namespace == ns)) {
-            undone.insert(Key::of(&event.object).key, event.prev.clone());
+            let key = Key::of(&event.object).key;
+            if key.as_str() >= range.start {
+                undone.insert(key, event.prev.as_ref());
+            }
         }
         // Both in key order: merged, a key changed since takes its state before.
         let mut undone = undone.into_iter().peekable();
-        let mut then = Vec::new();
-        for (key, object) in self.in_scope(kind, namespace) {
-            while let Some((_, deleted)) = undone.next_if(|(k, _)| k < key) {
-                then.extend(deleted);
+        let mut current = self.in_scope(kind, namespace, range.start).peekable();
+        let mut then = std::iter::from_fn(|| {
+            loop {
+                let next_current = current.peek().map(|(key, _)| key.as_str());
+                match (next_current, undone.peek()) {
+                    (None, None) => return None,
+                    (Some(key), Some((changed, _))) if changed.as_str() <= key => {
+                        if changed.as_str() == key {
+                            current.next();
+                        }
+                        if let Some((_, Some(before))) = undone.next() {
+                            return Some(before);
+                        }
+                    }
+                    (Some(_), _) => return current.next().map(|(_, object)| object),
+                    (None, Some(_)) => {
+                        if let Some((_, Some(deleted))) = undone.next() {
+                            return Some(deleted);
+                        }
+                    }
+                }
             }
-            match undone.next_if(|(k, _)| k == key) {
-                Some((_, before)) => then.extend(before),
-                None => then.push(object.clone()),
+        });
+        let mut objects = Vec::new();
+        for object in then.by_ref() {
+            if (range.selects)(object) {
+                objects.push(object.clone());
+                if objects.len() == range.limit {
+                    break;
+                }
             }
         }
-        then.extend(undone.filter_map(|(_, deleted)| deleted));
-        Ok(then)
+        // Past a full page: the rest is counted only if one more object is selected.
+        let mut rest = then.skip_while(|object| !(range.selects)(object));
+        let following = rest.next().map(|_| 1 + rest.count());
+        Ok(Slice { revision, objects, following })
     }
 
     pub(super) fn count(&self, kind: Kind) -> usize {
@@ -540,18 +577,46 @@ mod tests {
         store.commit(Txn::new().with(delete("c"))).await.unwrap();
         store.commit(Txn::new().with(put(pod("d", "")))).await.unwrap();
         store.commit(Txn::new().with(put(node("n1")))).await.unwrap();
-        let then = store.list_at(Kind::Pod, Some("default"), at).unwrap();
+        let then = all_at(&store, Kind::Pod, Some("default"), at).unwrap();
         assert_eq!(names_of(&then), ["a", "b", "c"], "d not yet made, c not yet deleted");
         assert!(then.iter().zip(&before).all(|(then, before)| Arc::ptr_eq(then, before)), "each as it was, b before both updates");
-        assert!(store.list_at(Kind::Pod, Some("other"), at).unwrap().is_empty());
-        assert_eq!(names_of(&store.list_at(Kind::Node, None, at).unwrap()), Vec::<String>::new());
-        assert_eq!(names_of(&store.list_at(Kind::Pod, None, store.revision()).unwrap()), ["a", "b", "d"]);
+        assert!(all_at(&store, Kind::Pod, Some("other"), at).unwrap().is_empty());
+        assert_eq!(names_of(&all_at(&store, Kind::Node, None, at).unwrap()), Vec::<String>::new());
+        assert_eq!(names_of(&all_at(&store, Kind::Pod, None, store.revision()).unwrap()), ["a", "b", "d"]);
 
         for name in ["e", "f", "g", "h"] {
             store.commit(Txn::new().with(put(pod(name, "")))).await.unwrap();
         }
-        assert_eq!(store.list_at(Kind::Pod, None, at).err(), Some(StoreError::Gone { requested: 3, oldest: 4 }));
-        assert_eq!(store.list_at(Kind::Pod, None, 99).err(), Some(StoreError::Future { requested: 99, current: 12 }));
+        assert_eq!(all_at(&store, Kind::Pod, None, at).err(), Some(StoreError::Gone { requested: 3, oldest: 4 }));
+        assert_eq!(all_at(&store, Kind::Pod, None, 99).err(), Some(StoreError::Future { requested: 99, current: 12 }));
+    }
+
+    fn all_at(store: &CachedStore, kind: Kind, namespace: Option<&str>, at: u64) -> Result<Vec<Arc<Object>>> {
+        let range = Range { start: "", limit: 0, selects: &|_| true };
+        Ok(store.list_at(kind, namespace, Some(at), range)?.objects)
+    }
+
+    #[tokio::test]
+    async fn a_page_reads_from_its_start_key_and_stops_after_its_limit_counting_the_rest() {
+        let store = CachedStore::in_memory(History { changes: 1000, deletions: 10, age: None });
+        for i in 0..100 {
+            store.commit(Txn::new().with(put(pod(&format!("p{i:03}"), "")))).await.unwrap();
+        }
+        let at = store.revision();
+        store.commit(Txn::new().with(delete("p051"))).await.unwrap();
+        store.commit(Txn::new().with(put(pod("p050x", "")))).await.unwrap();
+        let looked_at = std::cell::Cell::new(0);
+        let selects = |_: &Object| {
+            looked_at.set(looked_at.get() + 1);
+            true
+        };
+        let page =
+            store.list_at(Kind::Pod, Some("default"), Some(at), Range { start: "default/p050\0", limit: 2, selects: &selects }).unwrap();
+        assert_eq!(names_of(&page.objects), ["p051", "p052"], "p051 deleted since, p050x made since: as at the revision");
+        assert_eq!(page.following, Some(47), "p053 to p099");
+        assert_eq!(looked_at.get(), 3, "the page's two and the first of the rest; the rest is only counted");
+        let last = store.list_at(Kind::Pod, None, None, Range { start: "default/p098\0", limit: 2, selects: &|_| true }).unwrap();
+        assert_eq!((names_of(&last.objects), last.following), (vec!["p099".to_string()], None));
     }
 
     #[tokio::test]

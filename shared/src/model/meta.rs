@@ -8,6 +8,10 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use super::kind::Kind;
 
+/// The annotation `kubectl apply` records what it applied in; it may hold a Secret's values
+/// in clear, so `describe` never prints it, as kubectl's does not.
+pub const KUBECTL_LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
 /// A point in time. `shared` never reads the clock: callers pass `now` in.
 pub type Time = DateTime<Utc>;
 

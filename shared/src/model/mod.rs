@@ -41,7 +41,7 @@ pub use event::{Event, NODE_SOURCE_PREFIX, event_types, node_event_source};
 pub use kind::Kind;
 pub use lease::{ADVERTISE_URL_ANNOTATION, IDENTITY_COMPONENT, IDENTITY_LABEL, Lease, LeaseSpec, SYSTEM_NAMESPACE};
 pub(crate) use meta::de_time;
-pub use meta::{Labels, ManagedFieldsEntry, ManagedOperation, ObjectMeta, ObjectReference, OwnerReference, Time};
+pub use meta::{KUBECTL_LAST_APPLIED, Labels, ManagedFieldsEntry, ManagedOperation, ObjectMeta, ObjectReference, OwnerReference, Time};
 pub use namespace::{DEFAULT_NAMESPACE, Namespace, NamespaceStatus};
 pub use node::{Node, NodeInfo, NodeStatus, POD_NETWORK_ANNOTATION, TAINT_EFFECTS, Taint};
 pub use object::{Object, ObjectError, Resource};

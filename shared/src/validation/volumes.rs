@@ -130,7 +130,8 @@ fn check_files(errors: &mut Errors, path: &str, items: &[KeyToPath], default_mod
 
 fn check_mode(errors: &mut Errors, path: &str, mode: i32) {
     if !(0..=MAX_FILE_MODE).contains(&mode) {
-        errors.add(path, format!("must be a number between 0 and 0777 (octal), both inclusive, got {mode:#o}"));
+        // As Kubernetes: the value in decimal before the message, so -1 reads -1.
+        errors.invalid(path, &mode, "must be a number between 0 and 0777 (octal), both inclusive");
     }
 }
 
@@ -306,8 +307,15 @@ mod tests {
                 "spec.volumes[0].config_map.items[6].path",
             ]
         );
+        let modes: Vec<(String, String)> = validate_pod(&pod)
+            .unwrap_err()
+            .into_iter()
+            .filter(|e| e.field.ends_with("mode"))
+            .map(|e| (e.value.unwrap_or_default(), e.message))
+            .collect();
+        let message = "must be a number between 0 and 0777 (octal), both inclusive".to_string();
+        assert_eq!(modes, [("512".to_string(), message.clone()), ("-1".to_string(), message)]);
         let found = errors(&pod);
-        assert_eq!(found[0].1, "must be a number between 0 and 0777 (octal), both inclusive, got 0o1000");
         assert_eq!(found[8], ("spec.volumes[0].config_map.items[5].path".to_string(), "must not start with '..'".to_string()));
     }
 

@@ -147,8 +147,10 @@ fn labels_text(labels: &Labels) -> String {
     labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("\n")
 }
 
+/// The annotations but the records of what was applied, which may hold a Secret's values.
 fn annotations_text(annotations: &Labels) -> String {
-    annotations.iter().filter(|(k, _)| *k != LAST_APPLIED).map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join("\n")
+    let recorded = |key: &str| key == LAST_APPLIED || key == shared::model::KUBECTL_LAST_APPLIED;
+    annotations.iter().filter(|(k, _)| !recorded(k)).map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join("\n")
 }
 
 fn when(now: Time, time: Option<Time>) -> String {
@@ -462,17 +464,16 @@ fn service_text(text: &mut Text, service: &Service, now: Time) {
     meta_text(text, &service.metadata, now);
     text.field(0, "Type", if service.spec.type_.is_empty() { "ClusterIP" } else { &service.spec.type_ });
     text.field(0, "Selector", labels_text(&service.spec.selector));
-    let ports: Vec<String> = service
-        .spec
-        .ports
-        .iter()
-        .map(|p| {
-            let name = if p.name.is_empty() { String::new() } else { format!("{} ", p.name) };
-            let protocol = if p.protocol.is_empty() { "TCP".to_string() } else { p.protocol.to_uppercase() };
-            format!("{name}{}/{protocol} -> {}", p.port, p.target_port)
-        })
-        .collect();
-    text.field(0, "Ports", ports.join("\n"));
+    text.field(0, "IP", &service.spec.cluster_ip);
+    // As kubectl: each port's name (or <unset>), port, target port and node port.
+    for port in &service.spec.ports {
+        let (name, protocol) = (if port.name.is_empty() { "<unset>" } else { &port.name }, port.protocol_name());
+        text.field(0, "Port", format!("{name}  {}/{protocol}", port.port));
+        text.field(0, "TargetPort", format!("{}/{protocol}", port.target_port));
+        if port.node_port != 0 {
+            text.field(0, "NodePort", format!("{name}  {}/{protocol}", port.node_port));
+        }
+    }
     let endpoints: Vec<String> = service
         .status
         .endpoints
@@ -631,6 +632,34 @@ mod tests {
 
     fn now() -> Time {
         Utc.with_ymd_and_hms(2025, 3, 1, 10, 0, 0).unwrap()
+    }
+
+    #[test]
+    fn a_secret_hides_what_kubectl_apply_recorded_of_it_as_kubectl_does() {
+        let mut secret = Secret { metadata: ObjectMeta::named("default", "db"), ..Default::default() };
+        let annotations = &mut secret.metadata.annotations;
+        annotations.insert(shared::model::KUBECTL_LAST_APPLIED.into(), r#"{"stringData":{"password":"hunter2"}}"#.into());
+        annotations.insert(LAST_APPLIED.into(), "hunter2".into());
+        annotations.insert("team".into(), "db".into());
+        secret.data.insert("password".into(), b"hunter2".to_vec());
+        let mut text = Text::default();
+        secret_text(&mut text, &secret, now());
+        assert!(!text.0.contains("hunter2") && !text.0.contains("last-applied"), "{}", text.0);
+        assert!(text.0.contains("Annotations:    team: db\n") && text.0.contains("password:  7 bytes"), "{}", text.0);
+    }
+
+    #[test]
+    fn a_service_shows_its_cluster_ip_and_each_ports_node_port_as_kubectl_does() {
+        let mut service = Service { metadata: ObjectMeta::named("default", "web"), ..Default::default() };
+        service.spec.type_ = "NodePort".into();
+        service.spec.cluster_ip = "10.96.0.10".into();
+        let port = shared::model::ServicePort { port: 80, target_port: 8080, node_port: 30080, ..Default::default() };
+        service.spec.ports.push(port);
+        let mut text = Text::default();
+        service_text(&mut text, &service, now());
+        let expected =
+            "IP:             10.96.0.10\nPort:           <unset>  80/TCP\nTargetPort:     8080/TCP\nNodePort:       <unset>  30080/TCP\n";
+        assert!(text.0.contains(expected), "{}", text.0);
     }
 
     #[test]

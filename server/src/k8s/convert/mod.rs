@@ -22,7 +22,7 @@ pub use self::apps::{scale_in, scale_out};
 pub use self::coordination::lease_store_namespace;
 pub use self::core::endpoints;
 pub use self::discovery::{endpoint_slice, select_slices};
-pub use self::strict::{Cause, Convert, Error, decode, invalid_causes, k8s_field};
+pub use self::strict::{Cause, Convert, Error, decode, decode_over, invalid_causes, k8s_field};
 use super::kinds::{KINDS, Served};
 
 /// An object in Kubernetes' JSON shape.

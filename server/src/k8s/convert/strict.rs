@@ -175,6 +175,15 @@ const SERVER_OWNED: [&str; 9] = [
 
 /// Reads `value` as a `R`, refusing (with every path) the fields Shepherd would drop.
 pub fn decode<R: Convert>(value: &Value) -> Result<R> {
+    decode_over(value, None)
+}
+
+/// Reads `value` as a `R` that replaces `stored` (when there is one): as [`decode`], with
+/// what the update takes from the stored object ([`Resource::carry_from`]) taken before
+/// it is validated, as kube-apiserver prepares an update before validating it.
+///
+/// [`Resource::carry_from`]: crate::resources::Resource::carry_from
+pub fn decode_over<R: Convert>(value: &Value, stored: Option<&R>) -> Result<R> {
     let stripped;
     let value = match R::SHOWN_ANNOTATIONS {
         [] => value,
@@ -192,12 +201,23 @@ pub fn decode<R: Convert>(value: &Value) -> Result<R> {
     let mut causes = Vec::new();
     // What even Kubernetes' own types do not hold: unknown fields, not unsupported ones.
     let unknown = unkept(value, &serde_json::to_value(&typed).unwrap_or(Value::Null));
-    let object = R::from_k8s(typed, &mut causes);
+    let mut object = R::from_k8s(typed, &mut causes);
     // Every refused field at once: a field with a bad value is also one the round trip lacks,
     // and what did translate is validated too, so a bad quantity hides no bad port.
     let back = serde_json::to_value(object.to_k8s()).unwrap_or(Value::Null);
     let mut dropped = unkept(value, &back);
     dropped.retain(|field| !R::WRITE_ONLY.iter().any(|written| within(field, written)));
+    if let Some(stored) = stored {
+        // A field sent back as the stored object has it that the new object no longer holds
+        // (a Service's externalTrafficPolicy once its type is ClusterIP) is dropped, as
+        // kube-apiserver drops the type-dependent fields an update left as they were.
+        let before = serde_json::to_value(stored.to_k8s()).unwrap_or(Value::Null);
+        dropped.retain(|field| at_path(value, field).is_none_or(|sent| at_path(&before, field) != Some(sent)));
+        // After the round trip, which compares what was sent: a carried value was not sent.
+        if let Err(errors) = R::carry_from(stored, &mut object) {
+            causes.extend(invalid_causes(R::KIND, errors));
+        }
+    }
     if let Err(errors) = shared::validation::validate(&object.clone().into_object()) {
         // A refused field leaves what holds it without it (a gRPC probe, a probe with no
         // handler): saying that the holder then lacks a field would only repeat the refusal.
@@ -227,6 +247,13 @@ pub fn unsupported<R: Convert>(value: &Value) -> Vec<String> {
         Err(Error::Refused { causes, .. }) => causes.into_iter().filter(|c| c.problem == Problem::Unsupported).map(|c| c.field).collect(),
         Ok(_) | Err(Error::Malformed { .. }) => Vec::new(),
     }
+}
+
+/// The value at a field path as causes name it (`spec.ports[0].nodePort`).
+fn at_path<'a>(value: &'a Value, path: &str) -> Option<&'a Value> {
+    let pointer: String =
+        path.split('.').flat_map(|segment| segment.split('[')).map(|step| format!("/{}", step.trim_end_matches(']'))).collect();
+    value.pointer(&pointer)
 }
 
 /// Whether `field` is `path` or a field inside it (`spec.a` is in `spec`, `spec.ab` is not).

@@ -359,7 +359,8 @@ fn success(kind: Served, name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Status", "status": "Success", "metadata": {}, "details": {"name": name, "kind": kind.plural()}})
 }
 
-fn decode_for<R: Convert>(req: &Req, value: &Value) -> Result<R> {
+/// `value` as a `R` for `req`, over the object it replaces when there is one.
+fn decode_for<R: Convert>(req: &Req, value: &Value, stored: Option<&R>) -> Result<R> {
     if let Some(kind) = value.get("kind").and_then(Value::as_str).filter(|k| *k != req.kind_name()) {
         return Err(Status::bad_request(format!("the body is a {kind} but this path takes a {}", req.kind_name())));
     }
@@ -370,7 +371,7 @@ fn decode_for<R: Convert>(req: &Req, value: &Value) -> Result<R> {
             req.target.kind.api_version()
         )));
     }
-    Ok(convert::decode::<R>(value)?)
+    Ok(convert::decode_over::<R>(value, stored)?)
 }
 
 /// A native failure as a Status: a 422's field errors become causes named in the fields of
@@ -397,7 +398,7 @@ fn applied_config(body: &[u8]) -> Result<Value> {
 }
 
 async fn create_as<R: Convert>(req: &Req, value: &Value, managed: Vec<ManagedFieldsEntry>) -> Result<crate::store::Outcome> {
-    let mut object: R = decode_for(req, value)?;
+    let mut object: R = decode_for(req, value, None)?;
     object.meta_mut().managed_fields = managed;
     if !R::KIND.namespaced() {
         object.meta_mut().namespace.clear();
@@ -408,7 +409,9 @@ async fn create_as<R: Convert>(req: &Req, value: &Value, managed: Vec<ManagedFie
 }
 
 async fn replace_as<R: Convert>(req: &Req, value: &Value, managed: Vec<ManagedFieldsEntry>) -> Result<crate::store::Outcome> {
-    let mut object: R = decode_for(req, value)?;
+    // A missing object is refused by the replace itself, as not found.
+    let stored = req.stored().ok();
+    let mut object: R = decode_for(req, value, stored.as_deref().and_then(R::from_object))?;
     object.meta_mut().managed_fields = managed;
     native::replace_object(&req.state, &req.principal, req.namespace(), req.name(), object, req.dry_run)
         .await
