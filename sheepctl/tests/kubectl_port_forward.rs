@@ -40,9 +40,12 @@ fn forwarded_port(forward: &Background) -> u16 {
 /// The httpd processes in the pod's container: the server and one child per connection.
 fn httpd_processes() -> usize {
     let (pod, container) = (format!("label={}=web", agent::runtime::LABEL_POD), format!("label={}=httpd", agent::runtime::LABEL_CONTAINER));
-    let containers = Command::new("docker").args(["ps", "-q", "--filter", &pod, "--filter", &container]).output().unwrap();
+    // This node's only: another cluster on the machine may run a pod of the same name.
+    let node = format!("label={}={NODE}", agent::runtime::LABEL_NODE);
+    let containers =
+        Command::new("docker").args(["ps", "-q", "--filter", &pod, "--filter", &container, "--filter", &node]).output().unwrap();
     let id = String::from_utf8_lossy(&containers.stdout).trim().to_string();
-    assert!(!id.is_empty(), "the pod's container runs");
+    assert!(!id.is_empty() && !id.contains('\n'), "the pod's one container runs: {id:?}");
     let top = Command::new("docker").args(["top", &id]).output().unwrap();
     String::from_utf8_lossy(&top.stdout).lines().filter(|line| line.contains("httpd -f")).count()
 }
@@ -50,7 +53,8 @@ fn httpd_processes() -> usize {
 /// Waits until the pod's httpd serves `connections` connections.
 fn wait_for_connections(connections: usize) {
     shepherd_testing::poll_blocking(Duration::from_secs(20), &format!("httpd to serve {connections} connections"), || {
-        let serving = httpd_processes() - 1;
+        // The server process, then one child per connection.
+        let serving = httpd_processes().checked_sub(1).ok_or("httpd is not running")?;
         (serving == connections).then_some(()).ok_or(format!("{serving} connections"))
     });
 }
