@@ -35,6 +35,11 @@ fn probe_inside(action: &ProbeAction, timeout: Duration) -> Result<ProbeOutcome,
 
 /// A minimal HTTP/1.1 GET, as the kubelet's: success is a status from 200 to 399.
 fn http_get(address: SocketAddr, path: &str, headers: &[(String, String)], deadline: Instant) -> ProbeOutcome {
+    // As the kubelet's URL: a path without its leading slash (`index.html`) asks `/index.html`.
+    let path = match path.starts_with('/') {
+        true => path.to_string(),
+        false => format!("/{path}"),
+    };
     let url = format!("http://{address}{path}");
     let left = || deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
     let status = (|| -> std::io::Result<String> {
@@ -67,5 +72,36 @@ fn http_get(address: SocketAddr, path: &str, headers: &[(String, String)], deadl
             Some(code) => ProbeOutcome::Failure(format!("HTTP probe failed with statuscode: {code}")),
             None => ProbeOutcome::Failure(format!("Get {url:?}: malformed HTTP response {line:?}")),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{BufRead, BufReader};
+    use std::net::TcpListener;
+
+    use super::*;
+
+    /// The request line an `httpGet` probe of `path` sends, read by a listener on 127.0.0.1.
+    fn request_line(path: &str) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut line = String::new();
+            BufReader::new(stream.try_clone().unwrap()).read_line(&mut line).unwrap();
+            stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n").unwrap();
+            line
+        });
+        let outcome = http_get(address, path, &[], Instant::now() + Duration::from_secs(10));
+        assert_eq!(outcome, ProbeOutcome::Success);
+        server.join().unwrap().trim_end().to_string()
+    }
+
+    #[test]
+    fn a_path_without_its_leading_slash_is_asked_with_one_as_the_kubelet_asks() {
+        assert_eq!(request_line("index.html"), "GET /index.html HTTP/1.1");
+        assert_eq!(request_line("/healthz"), "GET /healthz HTTP/1.1");
+        assert_eq!(request_line(""), "GET / HTTP/1.1");
     }
 }
