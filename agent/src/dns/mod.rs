@@ -114,14 +114,29 @@ pub struct ClusterDns {
     local: SocketAddr,
 }
 
+/// A UDP socket and a TCP listener on one address. For port 0 the UDP socket picks the port,
+/// which TCP may already use elsewhere on the host: then another port is tried.
+async fn bind_both(addr: SocketAddr) -> Result<(UdpSocket, TcpListener, SocketAddr)> {
+    const TRIES: usize = 16;
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let bind_error = |source| Error::Bind { addr, source };
+        let udp = UdpSocket::bind(addr).await.map_err(bind_error)?;
+        let local = udp.local_addr().map_err(bind_error)?;
+        match TcpListener::bind(local).await {
+            Ok(tcp) => return Ok((udp, tcp, local)),
+            Err(e) if addr.port() == 0 && e.kind() == std::io::ErrorKind::AddrInUse && tries < TRIES => {}
+            Err(source) => return Err(Error::Bind { addr: local, source }),
+        }
+    }
+}
+
 impl ClusterDns {
     /// Binds UDP and TCP on `addr` (port 0 picks a free one, the same for both).
     pub async fn bind(config: &DnsConfig, addr: SocketAddr) -> Result<ClusterDns> {
         let origin = config.origin()?;
-        let bind_error = |source| Error::Bind { addr, source };
-        let udp = UdpSocket::bind(addr).await.map_err(bind_error)?;
-        let local = udp.local_addr().map_err(bind_error)?;
-        let tcp = TcpListener::bind(local).await.map_err(|source| Error::Bind { addr: local, source })?;
+        let (udp, tcp, local) = bind_both(addr).await?;
         let domain = Arc::new(ClusterDomain::new(ClusterZone::new(&origin, [], 0)));
         let mut catalog = Catalog::new();
         catalog.upsert(LowerName::from(origin.clone()), vec![domain.clone() as Arc<dyn ZoneHandler>]);
