@@ -543,7 +543,7 @@ fn claims() -> Vec<Claim> {
         claim("sheepctl exec $pod -- sh -c 'ps; exit 3'", Once, "httpd runs; sheepctl exited with 3", |out, _| {
             out.contains("httpd") && out.contains("sheepctl exited with 3")
         }),
-        claim("sheepctl exec $pod -- cat /tmp/copy.html", Once, "the copied page", |out, _| out.contains("<h1>Version 2</h1>")),
+        claim("cat back.html", Once, "the page, copied in and back out", |out, _| out.contains("<h1>Version 2</h1>")),
         // Wrap-up.
         claim("cluster=$(", Once, "the cluster's id", |_, _| true),
         claim("sheepctl delete deployment web shop", Once, "both deleted", |out, _| {
