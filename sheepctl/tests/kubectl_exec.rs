@@ -10,8 +10,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use support::{Kubectl, RemoveNodeContainers, TestServer};
-use tokio_util::sync::CancellationToken;
+use support::{RemoveNodeContainers, SecureDockerCluster};
 
 const NODE: &str = "exec-node";
 const TOKENS: &str = "exec-admin-token admin\nexec-viewer-token viewer\nexec-node-token node exec-node\nother-node-token node other-node\n";
@@ -31,30 +30,8 @@ fn processes_of_the_container() -> String {
 #[test]
 fn kubectl_execs_copies_and_is_refused_as_kubernetes_would() {
     let _cleanup = RemoveNodeContainers(NODE);
-    let server = TestServer::https_with_tokens(TOKENS);
-    let dir = tempfile::tempdir().unwrap();
-    let ca = dir.path().join("ca.crt");
-    let authority = server.trust().expect("an https server").to_string();
-    std::fs::write(&ca, &authority).unwrap();
-    let shutdown = CancellationToken::new();
-    let node = support::start_docker_node(
-        &server.url,
-        NODE,
-        |config| {
-            config.token = Some("exec-node-token".into());
-            config.certificate_authority = Some(authority);
-        },
-        shutdown.clone(),
-    );
-    let kubeconfig = dir.path().join("kubeconfig");
-    server
-        .sheepctl()
-        .env("SHEPHERD_CA", &ca)
-        .env("SHEPHERD_TOKEN", "exec-admin-token")
-        .args(["kubeconfig", "--save", kubeconfig.to_str().unwrap()])
-        .assert()
-        .success();
-    let kubectl = Kubectl { kubeconfig };
+    let cluster = SecureDockerCluster::start(TOKENS, NODE, "exec-node-token", "exec-admin-token");
+    let (server, dir, kubectl) = (&cluster.server, &cluster.dir, &cluster.kubectl);
     let pod = dir.path().join("pod.yaml");
     std::fs::write(&pod, POD).unwrap();
     assert!(kubectl.run(&["apply", "-f", pod.to_str().unwrap()]).contains("pod/shell created"));
@@ -157,7 +134,4 @@ fn kubectl_execs_copies_and_is_refused_as_kubernetes_would() {
     shepherd_testing::poll_blocking(Duration::from_secs(20), "the dropped session's process to end", || {
         (!processes_of_the_container().contains("sleep 4242")).then_some(())
     });
-
-    shutdown.cancel();
-    node.join().unwrap();
 }

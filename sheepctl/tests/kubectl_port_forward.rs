@@ -12,8 +12,7 @@ use std::net::TcpStream;
 use std::process::Command;
 use std::time::Duration;
 
-use support::{Background, Kubectl, RemoveNodeContainers, TestServer};
-use tokio_util::sync::CancellationToken;
+use support::{Background, RemoveNodeContainers, SecureDockerCluster};
 
 const NODE: &str = "forward-node";
 const TOKENS: &str = "forward-admin-token admin\nforward-node-token node forward-node\n";
@@ -94,30 +93,8 @@ fn two_connections_then_one_closed(port: u16) {
 #[test]
 fn kubectl_and_sheepctl_forward_ports_to_a_pod_and_a_service() {
     let _cleanup = RemoveNodeContainers(NODE);
-    let server = TestServer::https_with_tokens(TOKENS);
-    let dir = tempfile::tempdir().unwrap();
-    let ca = dir.path().join("ca.crt");
-    let authority = server.trust().expect("an https server").to_string();
-    std::fs::write(&ca, &authority).unwrap();
-    let shutdown = CancellationToken::new();
-    let node = support::start_docker_node(
-        &server.url,
-        NODE,
-        |config| {
-            config.token = Some("forward-node-token".into());
-            config.certificate_authority = Some(authority);
-        },
-        shutdown.clone(),
-    );
-    let kubeconfig = dir.path().join("kubeconfig");
-    server
-        .sheepctl()
-        .env("SHEPHERD_CA", &ca)
-        .env("SHEPHERD_TOKEN", "forward-admin-token")
-        .args(["kubeconfig", "--save", kubeconfig.to_str().unwrap()])
-        .assert()
-        .success();
-    let kubectl = Kubectl { kubeconfig };
+    let cluster = SecureDockerCluster::start(TOKENS, NODE, "forward-node-token", "forward-admin-token");
+    let (server, dir, ca, kubectl) = (&cluster.server, &cluster.dir, &cluster.ca, &cluster.kubectl);
     let file = dir.path().join("web.yaml");
     std::fs::write(&file, manifests()).unwrap();
     let applied = kubectl.run(&["apply", "-f", file.to_str().unwrap()]);
@@ -140,7 +117,4 @@ fn kubectl_and_sheepctl_forward_ports_to_a_pod_and_a_service() {
         let forward = Background::spawn_command(sheepctl);
         two_connections_then_one_closed(forwarded_port(&forward));
     }
-
-    shutdown.cancel();
-    node.join().unwrap();
 }

@@ -318,6 +318,58 @@ pub fn start_docker_node(
     })
 }
 
+/// What a user of a secured cluster has: an HTTPS server with `tokens`, a Docker node that
+/// joined it with its node token, and kubectl configured by `sheepctl kubeconfig` with an
+/// admin token. The node stops when this is dropped, even when the test fails.
+pub struct SecureDockerCluster {
+    pub server: TestServer,
+    pub dir: tempfile::TempDir,
+    /// The server's certificate authority, as a file for `SHEPHERD_CA`.
+    pub ca: PathBuf,
+    pub kubectl: Kubectl,
+    shutdown: tokio_util::sync::CancellationToken,
+    node: Option<JoinHandle<()>>,
+}
+
+impl SecureDockerCluster {
+    pub fn start(tokens: &str, node: &str, node_token: &str, admin_token: &str) -> SecureDockerCluster {
+        let server = TestServer::https_with_tokens(tokens);
+        let dir = tempfile::tempdir().unwrap();
+        let ca = dir.path().join("ca.crt");
+        let authority = server.trust().expect("an https server").to_string();
+        std::fs::write(&ca, &authority).unwrap();
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let node_token = node_token.to_string();
+        let agent = start_docker_node(
+            &server.url,
+            node,
+            |config| {
+                config.token = Some(node_token);
+                config.certificate_authority = Some(authority);
+            },
+            shutdown.clone(),
+        );
+        let kubeconfig = dir.path().join("kubeconfig");
+        server
+            .sheepctl()
+            .env("SHEPHERD_CA", &ca)
+            .env("SHEPHERD_TOKEN", admin_token)
+            .args(["kubeconfig", "--save", kubeconfig.to_str().unwrap()])
+            .assert()
+            .success();
+        SecureDockerCluster { server, dir, ca, kubectl: Kubectl { kubeconfig }, shutdown, node: Some(agent) }
+    }
+}
+
+impl Drop for SecureDockerCluster {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+        if let Some(node) = self.node.take() {
+            let _ = node.join();
+        }
+    }
+}
+
 /// Removes every container of node `.0` (its sandboxes and warm pool too), even when the
 /// test fails.
 pub struct RemoveNodeContainers(pub &'static str);
