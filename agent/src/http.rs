@@ -171,13 +171,11 @@ async fn container_of(state: &AppState, namespace: &str, pod: &str, container: &
     if container.is_empty() {
         match containers.as_slice() {
             [only] => Ok(only.clone()),
-            _ => {
-                return Err(HttpError::new(
-                    StatusCode::BAD_REQUEST,
-                    "BadRequest",
-                    format!("pod {namespace}/{pod} has several containers; choose one with container= ({})", names.join(", ")),
-                ));
-            }
+            _ => Err(HttpError::new(
+                StatusCode::BAD_REQUEST,
+                "BadRequest",
+                format!("pod {namespace}/{pod} has several containers; choose one with container= ({})", names.join(", ")),
+            )),
         }
     } else {
         containers.iter().find(|c| c.label(LABEL_CONTAINER) == container).cloned().ok_or_else(|| {

@@ -106,7 +106,8 @@ pub fn ensure(rules: &[Rule]) -> Result<usize> {
 /// An exclusive `flock` on a file, released when the file closes (dropped, or the process dies).
 #[derive(Debug)]
 pub(crate) struct Lock {
-    _held: std::fs::File,
+    held: std::fs::File,
+    path: std::path::PathBuf,
 }
 
 impl Lock {
@@ -120,16 +121,32 @@ impl Lock {
         Self::flock(path, libc::LOCK_EX | libc::LOCK_NB)
     }
 
+    /// Lets the lock go and removes its file, so that locks no one will ask for again do not
+    /// pile up. Whoever opened the file before it went takes a lock on a file no one else
+    /// finds, which [`Lock::flock`] sees, and opens the path anew.
+    pub(crate) fn remove(self) {
+        // Already gone is as good.
+        let _ = std::fs::remove_file(&self.path);
+        drop(self.held);
+    }
+
     fn flock(path: &Path, operation: libc::c_int) -> Result<Option<Lock>> {
+        use std::os::unix::fs::MetadataExt;
         let failed = |source| Error::Lock { path: path.to_path_buf(), source };
-        let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(path).map_err(failed)?;
-        // SAFETY: a valid descriptor; without LOCK_NB, flock blocks until the lock is ours.
-        if unsafe { libc::flock(file.as_raw_fd(), operation) } == 0 {
-            return Ok(Some(Lock { _held: file }));
-        }
-        match std::io::Error::last_os_error() {
-            busy if busy.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
-            error => Err(failed(error)),
+        loop {
+            let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(path).map_err(failed)?;
+            // SAFETY: a valid descriptor; without LOCK_NB, flock blocks until the lock is ours.
+            if unsafe { libc::flock(file.as_raw_fd(), operation) } == 0 {
+                let (ours, named) = (file.metadata().map_err(failed)?, std::fs::metadata(path).ok());
+                if named.is_some_and(|named| (named.dev(), named.ino()) == (ours.dev(), ours.ino())) {
+                    return Ok(Some(Lock { held: file, path: path.to_path_buf() }));
+                }
+                continue;
+            }
+            return match std::io::Error::last_os_error() {
+                busy if busy.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
+                error => Err(failed(error)),
+            };
         }
     }
 }
@@ -137,6 +154,29 @@ impl Lock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lock_waited_for_while_its_file_is_removed_is_taken_on_the_file_the_path_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("proxy.lock");
+        let first = Lock::try_take(&path).unwrap().expect("free");
+        let waiter = {
+            let path = path.clone();
+            std::thread::spawn(move || Lock::take(&path).unwrap())
+        };
+        // Until the kernel lists the waiter as blocked on this very file.
+        let inode = format!(":{} ", std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&path).unwrap()));
+        let blocked = || std::fs::read_to_string("/proc/locks").unwrap().lines().any(|l| l.contains(" -> ") && l.contains(&inode));
+        while !blocked() {
+            std::thread::yield_now();
+        }
+        first.remove();
+        let second = waiter.join().unwrap();
+        assert!(Lock::try_take(&path).unwrap().is_none(), "the waiter holds the file at the path, not the removed one");
+        second.remove();
+        assert!(!path.exists());
+        assert!(Lock::try_take(&path).unwrap().is_some(), "free again");
+    }
 
     #[test]
     fn the_rules_cover_the_subnet_on_the_bridge_and_say_whose_they_are() {

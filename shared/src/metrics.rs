@@ -95,7 +95,7 @@ pub struct ResourceUsage {
 
 impl ResourceUsage {
     pub fn new(nano_cores: u64, bytes: u64) -> ResourceUsage {
-        let memory = if bytes % 1024 == 0 && bytes != 0 { format!("{}Ki", bytes / 1024) } else { bytes.to_string() };
+        let memory = if bytes.is_multiple_of(1024) && bytes != 0 { format!("{}Ki", bytes / 1024) } else { bytes.to_string() };
         ResourceUsage { cpu: format!("{nano_cores}n"), memory }
     }
 

@@ -20,6 +20,7 @@ use hickory_server::Server;
 use hickory_server::proto::rr::{LowerName, Name};
 use hickory_server::store::forwarder::{ForwardConfig, ForwardZoneHandler};
 use hickory_server::zone_handler::{Catalog, ZoneHandler};
+use shared::backoff::Backoff;
 use tokio::net::{TcpListener, UdpSocket};
 use tokio_util::sync::CancellationToken;
 
@@ -114,22 +115,33 @@ pub struct ClusterDns {
     local: SocketAddr,
 }
 
-/// A UDP socket and a TCP listener on one address. For port 0 the UDP socket picks the port,
-/// which TCP may already use elsewhere on the host: then another port is tried.
+/// How a port in use is waited for: the agent that stopped before this one may still be
+/// letting its sockets go. 0.1 s, doubling, over six tries (about 3 s).
+const BIND_BACKOFF: Backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
+const BIND_TRIES: u32 = 6;
+
+/// A UDP socket and a TCP listener on one address, tried again while the port is in use. For
+/// port 0 the UDP socket picks the port, which TCP may already use elsewhere on the host:
+/// then the next try picks another.
 async fn bind_both(addr: SocketAddr) -> Result<(UdpSocket, TcpListener, SocketAddr)> {
-    const TRIES: usize = 16;
-    let mut tries = 0;
+    let mut failures = 0;
     loop {
-        tries += 1;
-        let bind_error = |source| Error::Bind { addr, source };
-        let udp = UdpSocket::bind(addr).await.map_err(bind_error)?;
-        let local = udp.local_addr().map_err(bind_error)?;
-        match TcpListener::bind(local).await {
-            Ok(tcp) => return Ok((udp, tcp, local)),
-            Err(e) if addr.port() == 0 && e.kind() == std::io::ErrorKind::AddrInUse && tries < TRIES => {}
-            Err(source) => return Err(Error::Bind { addr: local, source }),
+        match try_bind_both(addr).await {
+            Err(Error::Bind { source, .. }) if source.kind() == std::io::ErrorKind::AddrInUse && failures + 1 < BIND_TRIES => {
+                failures += 1;
+                tokio::time::sleep(BIND_BACKOFF.delay(failures)).await;
+            }
+            bound => return bound,
         }
     }
+}
+
+async fn try_bind_both(addr: SocketAddr) -> Result<(UdpSocket, TcpListener, SocketAddr)> {
+    let bind_error = |source| Error::Bind { addr, source };
+    let udp = UdpSocket::bind(addr).await.map_err(bind_error)?;
+    let local = udp.local_addr().map_err(bind_error)?;
+    let tcp = TcpListener::bind(local).await.map_err(|source| Error::Bind { addr: local, source })?;
+    Ok((udp, tcp, local))
 }
 
 impl ClusterDns {
@@ -299,6 +311,30 @@ mod tests {
         let mut addresses: Vec<String> = records.iter().map(|r| r.data.to_string()).collect();
         addresses.sort();
         addresses
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_port_let_go_while_the_bind_waits_is_bound() {
+        let held = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = held.local_addr().unwrap();
+        let waited = tokio::time::Instant::now();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            drop(held);
+        });
+        let (_udp, _tcp, local) = bind_both(addr).await.expect("bound once the holder lets the port go");
+        assert_eq!(local, addr);
+        assert_eq!(waited.elapsed(), Duration::from_millis(300), "tries at 0, 0.1 and 0.3 s");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_port_held_for_good_fails_after_the_last_try() {
+        let held = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = held.local_addr().unwrap();
+        let waited = tokio::time::Instant::now();
+        let error = bind_both(addr).await.err().expect("the port stays in use");
+        assert!(matches!(&error, Error::Bind { source, .. } if source.kind() == std::io::ErrorKind::AddrInUse), "{error}");
+        assert_eq!(waited.elapsed(), Duration::from_millis(100 + 200 + 400 + 800 + 1600), "five waits between six tries");
     }
 
     #[tokio::test]

@@ -79,8 +79,7 @@ fn open_at(dir: Option<&OwnedFd>, name: &Path, flags: i32) -> io::Result<OwnedFd
 fn open_no_follow(root: &Path, inside: &Path, last_flags: i32) -> Result<OwnedFd, String> {
     let refused = |e: io::Error| format!("cannot open {} without following links: {e}", root.join(inside).display());
     let mut current = open_at(None, root, libc::O_PATH | libc::O_DIRECTORY).map_err(refused)?;
-    let names: Vec<&std::ffi::OsStr> =
-        inside.components().filter_map(|c| matches!(c, Component::Normal(_)).then(|| c.as_os_str())).collect();
+    let names: Vec<&std::ffi::OsStr> = inside.components().filter(|c| matches!(c, Component::Normal(_))).map(|c| c.as_os_str()).collect();
     for (i, name) in names.iter().enumerate() {
         let flags = if i + 1 == names.len() { last_flags } else { libc::O_PATH | libc::O_DIRECTORY };
         current = open_at(Some(&current), Path::new(name), flags).map_err(refused)?;

@@ -84,10 +84,13 @@ pub async fn run(services: Arc<Services>, scope: Scope, remove_on_exit: bool, sh
             _ = shutdown.cancelled() => break,
         }
     }
-    if remove_on_exit {
-        write(&scope, Table::default()).await;
+    match remove_on_exit {
+        true => {
+            write(&scope, Table::default()).await;
+            lock.remove();
+        }
+        false => drop(lock),
     }
-    drop(lock);
 }
 
 /// Writes `table`; what was written, or `None` when it failed (and is to be tried again).

@@ -201,7 +201,10 @@ impl TestAgent {
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
         let shutdown = CancellationToken::new();
         AGENTS.lock().unwrap_or_else(|p| p.into_inner()).push((node.to_string(), shutdown.clone()));
-        let task = tokio::spawn(agent::run_node(config, runtime, api.agent_client(), listener, shutdown.clone()));
+        let run = agent::run_node(config, runtime, api.agent_client(), listener, shutdown.clone());
+        let name = node.to_string();
+        // Said at once: a test waiting on the agent would otherwise only time out.
+        let task = tokio::spawn(async move { run.await.inspect_err(|e| eprintln!("the agent of {name} failed: {e}")) });
         TestAgent { node: node.to_string(), endpoint, shutdown, task }
     }
 
