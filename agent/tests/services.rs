@@ -189,21 +189,27 @@ async fn a_connection_to_a_service_without_endpoints_is_refused_at_once() {
 
     let empty = service_selecting(&api, "empty", "NodePort", "nothing-has-this").await;
     let cluster_ip = empty.spec.cluster_ip.clone();
-    poll(WAIT, "the Service's REJECT in the filter table", || async {
+    poll(WAIT, "the REJECTs of the Service's port and of its other ports in the filter table", || async {
         let filter = iptables_table("filter");
         let rule = format!("-A {} -d {cluster_ip}/32", scope.services_chain());
-        filter.lines().any(|l| l.starts_with(&rule) && l.ends_with("-j REJECT --reject-with icmp-port-unreachable")).then_some(())
+        let rejects: Vec<&str> =
+            filter.lines().filter(|l| l.starts_with(&rule) && l.ends_with("-j REJECT --reject-with icmp-port-unreachable")).collect();
+        let port = rejects.iter().any(|l| l.contains("--dport 80") && l.contains("has no endpoints"));
+        let others = rejects.iter().any(|l| !l.contains("--dport") && l.contains("has no such port"));
+        (port && others).then_some(())
     })
     .await;
 
-    // Sent only once the REJECT is in, so that nothing leaves the bridge. nc waits up to 20 s
-    // for a connection; without the REJECT it would time out and say so.
-    let connect = format!("nc -w 20 {cluster_ip} 80 </dev/null 2>&1; echo exit $?");
+    // Sent only once the REJECTs are in, so that nothing leaves the bridge. nc waits up to
+    // 20 s for a connection; without a REJECT it would time out and say so. Port 81 is not
+    // the Service's.
+    let connect = format!("for port in 80 81; do nc -w 20 {cluster_ip} $port </dev/null 2>&1; echo exit $?; done");
     let pod = api.add_pod(&node, "client", spec(vec![container("connect", &["/bin/sh", "-c", &connect])], "Never")).await;
     let done = api.wait_for(&pod.metadata.uid, "Succeeded or Failed", WAIT, |p| p.status.phase.is_terminal()).await;
     let id = &done.status.container_statuses[0].container_id;
     let logs = std::process::Command::new("docker").args(["logs", id]).output().expect("docker logs");
     let said = String::from_utf8_lossy(&logs.stdout).into_owned();
-    assert!(said.contains("Connection refused") && said.contains("exit 1"), "nc to {cluster_ip}:80: {said}");
+    assert_eq!(said.matches("Connection refused").count(), 2, "nc to {cluster_ip}:80 and :81: {said}");
+    assert_eq!(said.matches("exit 1").count(), 2, "nc to {cluster_ip}:80 and :81: {said}");
     agent.stop().await;
 }

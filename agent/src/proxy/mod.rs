@@ -7,7 +7,8 @@
 //! The whole table is written in one `iptables-restore --noflush` run of the proxy's own
 //! chains, never flushed first: established connections keep their conntrack entries, and a
 //! restarted agent writes the same rules over the old ones with no moment without them. A
-//! Service's chains go when it goes; the jumps go when no Service is left to proxy.
+//! Service's chains go when it goes; the top chains and the jumps stay while the proxy runs (they
+//! hold the localnet guard) and go with `--remove-containers-on-exit`.
 //!
 //! Level-triggered, as kube-proxy's periodic sync: at each change of the Services, and every
 //! [`SYNC_PERIOD`] whatever happened, the rules of all of them are built again and written

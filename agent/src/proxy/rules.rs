@@ -18,7 +18,10 @@
 //! cluster IP in `SHEP-SERVICES-<c>` (jumped to from OUTPUT and FORWARD) and to its node
 //! port in `SHEP-EXTERNAL-SERVICES-<c>` (from INPUT and FORWARD), as kube-proxy's
 //! `KUBE-SERVICES` and `KUBE-EXTERNAL-SERVICES`: without them the client's packets would
-//! leave by the default route and wait for a timeout.
+//! leave by the default route and wait for a timeout. After them, a REJECT of anything else
+//! still addressed to a cluster IP (a port the Service lacks), which nat did not translate,
+//! as kube-proxy's nftables mode does. And in `SHEP-EXTERNAL-SERVICES-<c>`, first, kube-proxy's
+//! "block incoming localnet connections" DROP, which `route_localnet` needs.
 //!
 //! `<c>` is the cluster's tag: the chains of several clusters on one host (tests run
 //! several) never meet, and each cluster's stale chains are known by their names.
@@ -173,7 +176,7 @@ pub struct Existing {
 }
 
 impl Table {
-    /// Nothing to proxy or reject: no chain and no jump is wanted.
+    /// No chain and no jump wanted: the table of a proxy that takes its rules away as it stops.
     pub fn is_empty(&self) -> bool {
         self.nat.chains.is_empty() && self.filter.chains.is_empty()
     }
@@ -197,18 +200,23 @@ pub fn table<'a>(scope: &Scope, services: impl IntoIterator<Item = &'a Service>)
         let Some(cluster_ip) = service.spec.virtual_ip() else { continue };
         ports.extend(service.spec.ports.iter().map(|port| Proxied { service, cluster_ip, port }));
     }
-    if ports.is_empty() {
-        return Table::default();
-    }
     ports.sort_by_key(|p| (p.service.metadata.key(), p.port.port, p.protocol()));
+    let mut addressed: Vec<(String, &str)> = ports.iter().map(|p| (p.service.metadata.key(), p.cluster_ip)).collect();
+    addressed.dedup();
     let (proxied, rejected): (Vec<Proxied>, Vec<Proxied>) = ports.into_iter().partition(|p| !p.service.status.endpoints.is_empty());
-    Table { nat: nat_chains(scope, &proxied), filter: filter_chains(scope, &rejected) }
+    Table { nat: nat_chains(scope, &proxied), filter: filter_chains(scope, &rejected, &addressed) }
 }
 
-/// The REJECTs of the Service ports without a ready endpoint, kube-proxy's words in the comments.
-fn filter_chains(scope: &Scope, rejected: &[Proxied]) -> Chains {
+/// The REJECTs of the Service ports without a ready endpoint, kube-proxy's words in the
+/// comments, then of every other port of each cluster IP (`addressed`: Service and cluster
+/// IP); and the guard that `route_localnet` needs, as kube-proxy's (CVE-2020-8558): the
+/// host's loopback services are not reached from outside the loopback interface.
+fn filter_chains(scope: &Scope, rejected: &[Proxied], addressed: &[(String, &str)]) -> Chains {
     let mut chains = Chains { chains: scope.top_filter_chains().to_vec(), rules: Vec::new() };
     let (services_chain, external_chain) = (scope.services_chain(), scope.external_services_chain());
+    chains.rules.push(format!(
+        "-A {external_chain} -m comment --comment \"block incoming localnet connections\" -d 127.0.0.0/8 ! -s 127.0.0.0/8 -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP"
+    ));
     for p in rejected {
         let (comment, protocol) = (format!("-m comment --comment \"{} has no endpoints\"", p.name()), p.protocol());
         chains.rules.push(format!(
@@ -221,6 +229,11 @@ fn filter_chains(scope: &Scope, rejected: &[Proxied]) -> Chains {
                 p.port.node_port
             ));
         }
+    }
+    // A DNATted packet no longer goes to the cluster IP (nat comes first): what still does
+    // asked for a port the Service lacks, and would otherwise leave by the default route.
+    for (service, cluster_ip) in addressed {
+        chains.rules.push(format!("-A {services_chain} -m comment --comment \"{service} has no such port\" -d {cluster_ip}/32 -j REJECT"));
     }
     chains
 }
@@ -357,7 +370,37 @@ mod tests {
         headless.spec.cluster_ip = service::HEADLESS.into();
         let mut unallocated = web(&["10.77.0.4"]);
         unallocated.spec.cluster_ip.clear();
-        assert!(table(&scope, [&headless, &unallocated]).is_empty());
+        let table = table(&scope, [&headless, &unallocated]);
+        assert!(!table.nat.rules.iter().any(|r| r.contains("10.77.0.4")), "{:?}", table.nat.rules);
+        assert_eq!(table.filter.rules, [localnet_guard(&scope)], "only the guard");
+        assert!(!table.is_empty(), "the top chains and the guard stay while the proxy runs");
+    }
+
+    fn localnet_guard(scope: &Scope) -> String {
+        format!(
+            "-A SHEP-EXTERNAL-SERVICES-{} -m comment --comment \"block incoming localnet connections\" -d 127.0.0.0/8 ! -s 127.0.0.0/8 -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP",
+            scope.tag
+        )
+    }
+
+    #[test]
+    fn every_other_port_of_a_cluster_ip_is_rejected_after_the_services_ports() {
+        let scope = scope();
+        let mut two_ports = web(&["10.77.0.4"]);
+        two_ports.spec.ports.push(ServicePort { name: "admin".into(), port: 8081, ..Default::default() });
+        let mut other = web(&[]);
+        other.metadata.name = "api".into();
+        other.spec.cluster_ip = "10.96.1.2".into();
+        let rules = table(&scope, [&two_ports, &other]).filter.rules;
+        let t = &scope.tag;
+        assert_eq!(
+            rules[rules.len() - 2..],
+            [
+                format!("-A SHEP-SERVICES-{t} -m comment --comment \"default/api has no such port\" -d 10.96.1.2/32 -j REJECT"),
+                format!("-A SHEP-SERVICES-{t} -m comment --comment \"default/web has no such port\" -d 10.96.1.1/32 -j REJECT"),
+            ],
+            "one per cluster IP, however many ports it has"
+        );
     }
 
     #[test]
@@ -370,7 +413,7 @@ mod tests {
         assert_eq!(table.filter.chains, [format!("SHEP-SERVICES-{t}"), format!("SHEP-EXTERNAL-SERVICES-{t}")]);
         assert!(table.filter.chains.iter().all(|chain| chain.len() <= 28 && scope.owns(chain)), "iptables takes 28 characters");
         assert_eq!(
-            table.filter.rules,
+            table.filter.rules[1..3],
             [
                 format!(
                     "-A SHEP-SERVICES-{t} -m comment --comment \"default/web:http has no endpoints\" -d 10.96.1.1/32 -p tcp -m tcp --dport 80 -j REJECT"
@@ -385,7 +428,7 @@ mod tests {
         assert_eq!(table.nat.rules.iter().filter(|r| r.contains("-j DNAT")).count(), 1, "the ready one is proxied");
 
         let alone = super::table(&scope, [&not_ready]);
-        assert_eq!(alone.filter.rules.len(), 2);
+        assert_eq!(alone.filter.rules.len(), 4, "the guard, two rejects, and the cluster IP's other ports");
         assert_eq!(alone.nat.chains.len(), 4, "the nat table keeps only its top chains");
         assert!(!alone.is_empty(), "the jumps stay, so that the rejects apply");
     }
@@ -408,6 +451,8 @@ mod tests {
                 "*filter",
                 &format!(":SHEP-SERVICES-{} - [0:0]", scope.tag),
                 &format!(":SHEP-EXTERNAL-SERVICES-{} - [0:0]", scope.tag),
+                &localnet_guard(&scope),
+                &format!("-A SHEP-SERVICES-{} -m comment --comment \"default/web has no such port\" -d 10.96.1.1/32 -j REJECT", scope.tag),
                 "COMMIT"
             ]
         );
