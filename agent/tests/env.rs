@@ -56,3 +56,41 @@ async fn a_secrets_variable_reaches_the_container_once_the_secret_exists() {
     shepherd_testing::poll(WAIT, "the pod to go", || async { (!api.has_pod(&uid).await).then_some(()) }).await;
     agent.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn references_in_env_and_args_expand_and_every_env_from_key_is_set() {
+    let DockerNode { docker, node, api, agent, cleanup: _cleanup } = docker_node().await;
+    let data = serde_json::json!({"GREETING": "hello", "app.mode": "fast", "1st": "one"});
+    let configmap = serde_json::json!({"kind": "ConfigMap", "metadata": {"name": "greetings"}, "data": data});
+    let (status, answer) = api.server.post("/api/v1/namespaces/default/configmaps", configmap).await;
+    assert!(status.is_success(), "{answer}");
+    let mut web = container("web", &["sh"]);
+    // The shell sees the expanded words as data: an unexpanded `$(GREETING)` would be the
+    // escape's, never a command substitution.
+    let script = "printf '%s' \"$1\" > /tmp/args && exec sleep 3600";
+    web.args = ["-c", script, "sh", "$(GREETING) from $(CHAIN), $$(GREETING) $(UNSET)"].map(String::from).to_vec();
+    web.env_from =
+        vec![EnvFromSource { config_map_ref: Some(EnvSourceRef { name: "greetings".into(), optional: None }), ..Default::default() }];
+    web.env = vec![EnvVar::literal("A", "a"), EnvVar::literal("B", "$(app.mode)"), EnvVar::literal("CHAIN", "$(A)-$(B)")];
+    let pod = api.add_pod(&node, "expand", spec(vec![web], "Always")).await;
+    let uid = pod.metadata.uid.clone();
+    api.wait_for(&uid, "Running", WAIT, |p| p.status.phase == PodPhase::Running).await;
+    let containers = docker.list(&[(LABEL_POD_UID, uid.as_str()), (LABEL_CONTAINER, "web")]).await.unwrap();
+    let id = &containers.first().expect("the container").id;
+    let args = shepherd_testing::poll(WAIT, "the container to write its argument", || async {
+        let output = std::process::Command::new("docker").args(["exec", id, "cat", "/tmp/args"]).output().unwrap();
+        output.status.success().then(|| String::from_utf8_lossy(&output.stdout).into_owned())
+    })
+    .await;
+    assert_eq!(args, "hello from a-fast, $(GREETING) $(UNSET)");
+    let output = std::process::Command::new("docker").args(["exec", id, "env"]).output().unwrap();
+    let env = String::from_utf8_lossy(&output.stdout);
+    for line in ["CHAIN=a-fast", "GREETING=hello", "app.mode=fast", "1st=one"] {
+        assert!(env.lines().any(|l| l == line), "{line} in {env}");
+    }
+    let events = api.events_for("expand").await;
+    assert!(!events.iter().any(|e| e.type_ == "Warning"), "no warning, no key left out: {events:?}");
+    api.terminate_pod(&uid, 1).await;
+    shepherd_testing::poll(WAIT, "the pod to go", || async { (!api.has_pod(&uid).await).then_some(()) }).await;
+    agent.stop().await;
+}

@@ -31,6 +31,7 @@
 //! - [`listen`]: where an API may listen without a token (loopback only);
 //! - [`subnet`]: IPv4 subnets, parsed, compared and counted (the pod network, the service range);
 //! - [`capacity`]: when a collection that emptied gives its room back;
+//! - [`expansion`]: `$(NAME)` references in a container's env values, command and args;
 //! - [`sse`]: the Server-Sent Events decoder watch streams are read through;
 //! - [`watch`]: the watcher's state machine (list → watch → resume or re-list, back-off,
 //!   polling) and the decoding of one watch message;
@@ -56,6 +57,7 @@ pub mod api_error;
 pub mod backoff;
 pub mod cache;
 pub mod capacity;
+pub mod expansion;
 pub mod image;
 pub mod limits;
 pub mod listen;

@@ -1,13 +1,14 @@
 //! What the runtime is told to create for one container of a pod: its engine-level name,
-//! labels, limits, environment (its own, then its namespace's service variables) and published
+//! labels, limits, environment, `command` and `args` with their `$(NAME)` references expanded
+//! from that environment (as the kubelet's `ExpandContainerCommandAndArgs`), and published
 //! ports.
 
 use std::collections::BTreeMap;
 
+use shared::expansion::{expand, in_pairs};
 use shared::model::{Container, Pod};
 
 use super::context::NodeContext;
-use super::service_env::{service_variables, with_service_variables};
 use super::termination::grace_period;
 use crate::runtime::{
     ContainerConfig, LABEL_CLUSTER, LABEL_CONTAINER, LABEL_GRACE, LABEL_NAMESPACE, LABEL_NODE, LABEL_POD, LABEL_POD_UID, PortMapping,
@@ -22,14 +23,8 @@ pub fn container_name(pod: &Pod, container: &str, attempt: u32) -> String {
 }
 
 /// What the runtime should be told to create for attempt `attempt` of one container of a
-/// pod, with its own variables as [`super::env`] resolved them.
-pub fn container_config(
-    ctx: &NodeContext,
-    pod: &Pod,
-    container: &Container,
-    own_env: Vec<(String, String)>,
-    attempt: u32,
-) -> ContainerConfig {
+/// pod, with the environment [`super::env`] made for it.
+pub fn container_config(ctx: &NodeContext, pod: &Pod, container: &Container, env: Vec<(String, String)>, attempt: u32) -> ContainerConfig {
     let labels = BTreeMap::from([
         (LABEL_POD_UID.to_string(), pod.metadata.uid.clone()),
         (LABEL_NAMESPACE.to_string(), pod.metadata.namespace.clone()),
@@ -40,18 +35,13 @@ pub fn container_config(
         (LABEL_GRACE.to_string(), grace_period(pod).as_secs().to_string()),
     ]);
     let ports = port_mappings(ctx, container);
+    let expanded = |words: &[String]| words.iter().map(|word| expand(word, in_pairs(&env))).collect();
     ContainerConfig {
         name: container_name(pod, &container.name, attempt),
         image: container.image.clone(),
-        command: container.command.clone(),
-        args: container.args.clone(),
-        env: with_service_variables(
-            own_env,
-            match pod.spec.service_links() {
-                true => service_variables(ctx.services.snapshot().in_namespace(&pod.metadata.namespace)),
-                false => Vec::new(),
-            },
-        ),
+        command: expanded(&container.command),
+        args: expanded(&container.args),
+        env,
         labels,
         memory_limit: container.resources.memory.max(0),
         nano_cpus: container.resources.cpu.max(0) * 1_000_000,
@@ -114,29 +104,15 @@ mod tests {
     }
 
     #[test]
-    fn a_container_gets_the_variables_of_its_namespaces_services_after_its_own() {
-        use shared::model::{ObjectMeta, Service, ServicePort, ServiceSpec};
-        let service = |namespace: &str, name: &str| Service {
-            metadata: ObjectMeta::named(namespace, name),
-            spec: ServiceSpec {
-                cluster_ip: "10.96.0.10".into(),
-                ports: vec![ServicePort { port: 80, ..Default::default() }],
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        let ctx =
-            NodeContext { services: crate::services::Services::of([service("default", "shop-api"), service("other", "db")]), ..ctx() };
+    fn command_and_args_take_references_from_the_final_environment() {
         let mut pod = pod();
-        let env = container_config(&ctx, &pod, &pod.spec.containers[0], own(&pod), 0).env;
-        assert_eq!(env[0], ("A".to_string(), "1".to_string()));
-        assert!(env.contains(&("SHOP_API_SERVICE_HOST".to_string(), "10.96.0.10".to_string())), "{env:?}");
-        assert!(!env.iter().any(|(name, _)| name.starts_with("DB_")), "another namespace's: {env:?}");
-        pod.spec.enable_service_links = Some(false);
-        assert_eq!(
-            container_config(&ctx, &pod, &pod.spec.containers[0], own(&pod), 0).env,
-            [("A".to_string(), "1".to_string())],
-            "links turned off"
-        );
+        let container = &mut pod.spec.containers[0];
+        container.command = vec!["$(SHELL_PATH)".into()];
+        container.args = vec!["-c".into(), "echo $(GREETING) $(WEB_SERVICE_HOST) $(UNSET) $$(GREETING)".into()];
+        let env = [("GREETING", "hello"), ("SHELL_PATH", "/bin/sh"), ("WEB_SERVICE_HOST", "10.96.0.10")];
+        let env = env.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
+        let config = container_config(&ctx(), &pod, &pod.spec.containers[0], env, 0);
+        assert_eq!(config.command, ["/bin/sh"]);
+        assert_eq!(config.args, ["-c", "echo hello 10.96.0.10 $(UNSET) $(GREETING)"]);
     }
 }

@@ -1,14 +1,16 @@
-//! A container's own environment as the kubelet's `makeEnvironmentVariables` makes it: every
-//! `envFrom` source's keys first (under its prefix; a key that is no valid variable name is
-//! skipped), then `env`, later entries winning, with `valueFrom` read from the pod's
-//! ConfigMaps, Secrets and own fields. The Services' variables come after, lowest of all
-//! ([`super::service_env`]). Errors name objects and keys, never a value.
+//! A container's environment as the kubelet's `makeEnvironmentVariables` makes it: every
+//! `envFrom` source's keys first, each under its prefix, then `env`, later entries winning,
+//! with `valueFrom` read from the pod's ConfigMaps, Secrets and own fields and a literal value's
+//! `$(NAME)` references expanded from the variables set so far and then the Services'; last,
+//! the Services' variables that are still unset ([`super::service_env`]). Errors name objects
+//! and keys, never a value.
 
 use std::collections::BTreeMap;
 
+use shared::expansion::expand;
 use shared::model::{ConfigMap, Container, EnvSourceRef, FieldSelector, KeySelector, Pod, Secret};
-use shared::validation::env_name_error;
 
+use super::service_env::with_service_variables;
 use crate::client::ApiClient;
 
 #[derive(Debug, thiserror::Error)]
@@ -27,12 +29,10 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// The container's variables, and the `envFrom` keys skipped for their names.
+/// The container's variables.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Environment {
     pub variables: Vec<(String, String)>,
-    /// Per source (`configMap default/x`), the keys left out.
-    pub skipped: Vec<(String, Vec<String>)>,
     /// The values read from Secrets, which no message may quote ([`without_secrets`]).
     pub secret_values: Vec<String>,
 }
@@ -136,7 +136,10 @@ impl Reader<'_> {
         }
     }
 
-    /// Every key of one `envFrom` object, prefixed.
+    /// Every key of one `envFrom` object, prefixed. As the kubelet since Kubernetes 1.30, no
+    /// key is left out for its name: a config key (`[-._a-zA-Z0-9]+`) behind a valid prefix is
+    /// always a valid variable name under the relaxed rule validation holds both to
+    /// ([`shared::validation::env_name_error`]), so `1st`, `app.mode` and `log-level` are set.
     async fn all(&mut self, source: Source, reference: &EnvSourceRef, prefix: &str, env: &mut Environment) -> Result<()> {
         let namespace = self.namespace.to_string();
         let Some(keys) = self.keys(source, &reference.name).await? else {
@@ -145,21 +148,11 @@ impl Reader<'_> {
                 false => Err(Error::NotFound { kind: source.lower(), name: reference.name.clone() }),
             };
         };
-        let mut skipped = Vec::new();
         for (key, value) in &keys.0 {
-            let name = format!("{prefix}{key}");
-            match env_name_error(&name) {
-                Some(_) => skipped.push(key.clone()),
-                None => {
-                    if matches!(source, Source::Secret) {
-                        env.secret_values.push(value.clone());
-                    }
-                    env.set(name, value.clone(), || format!("{} {namespace}/{} key {key}", source.lower(), reference.name))?
-                }
+            if matches!(source, Source::Secret) {
+                env.secret_values.push(value.clone());
             }
-        }
-        if !skipped.is_empty() {
-            env.skipped.push((format!("{} {namespace}/{}", source.lower(), reference.name), skipped));
+            env.set(format!("{prefix}{key}"), value.clone(), || format!("{} {namespace}/{} key {key}", source.lower(), reference.name))?
         }
         Ok(())
     }
@@ -179,8 +172,15 @@ fn field(pod: &Pod, selector: &FieldSelector, pod_ip: &str) -> String {
     }
 }
 
-/// The container's own variables: `envFrom`, then `env`.
-pub async fn environment(api: &dyn ApiClient, pod: &Pod, container: &Container, pod_ip: &str) -> Result<Environment> {
+/// The container's variables: `envFrom`, then `env`, then `services` (its pod's service
+/// variables, [`super::service_env::for_pod`]) for names still unset.
+pub async fn environment(
+    api: &dyn ApiClient,
+    pod: &Pod,
+    container: &Container,
+    pod_ip: &str,
+    services: Vec<(String, String)>,
+) -> Result<Environment> {
     let mut reader = Reader { api, namespace: &pod.metadata.namespace, read: BTreeMap::new() };
     let mut env = Environment::default();
     for from in &container.env_from {
@@ -196,7 +196,10 @@ pub async fn environment(api: &dyn ApiClient, pod: &Pod, container: &Container, 
         let key_source =
             |source: Source, selector: &KeySelector| format!("{} {namespace}/{} key {}", source.lower(), selector.name, selector.key);
         let (value, source) = match &var.value_from {
-            None => (Some(var.value.clone()), "its value".to_string()),
+            None => {
+                let defined = |name: &str| env.variables.iter().chain(&services).find(|(n, _)| n == name).map(|(_, value)| value.as_str());
+                (Some(expand(&var.value, defined)), "its value".to_string())
+            }
             Some(from) => match (&from.config_map_key_ref, &from.secret_key_ref, &from.field_ref) {
                 (Some(selector), _, _) => (reader.key(Source::ConfigMap, selector).await?, key_source(Source::ConfigMap, selector)),
                 (_, Some(selector), _) => {
@@ -212,6 +215,7 @@ pub async fn environment(api: &dyn ApiClient, pod: &Pod, container: &Container, 
             env.set(var.name.clone(), value, || source)?;
         }
     }
+    env.variables = with_service_variables(env.variables, services);
     Ok(env)
 }
 
@@ -252,15 +256,23 @@ mod tests {
 
     fn api() -> RecordingApi {
         let api = RecordingApi::default();
-        api.config_maps.lock().unwrap().insert("settings".into(), config_map(&[("MODE", "fast"), ("LEVEL", "3"), ("bad-name=x", "y")]));
+        api.config_maps
+            .lock()
+            .unwrap()
+            .insert("settings".into(), config_map(&[("MODE", "fast"), ("LEVEL", "3"), ("1st", "one"), ("log.level", "debug")]));
         api.secrets.lock().unwrap().insert("db".into(), secret(&[("password", "s3cret"), ("MODE", "secret-mode")]));
         api
     }
 
     async fn resolve(api: &RecordingApi, container: &Container) -> Result<Environment> {
+        resolve_with_services(api, container, &[]).await
+    }
+
+    async fn resolve_with_services(api: &RecordingApi, container: &Container, services: &[(&str, &str)]) -> Result<Environment> {
         let mut pod = pod();
         pod.spec.node_name = "n1".into();
-        environment(api, &pod, container, "10.77.0.5").await
+        let services = services.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
+        environment(api, &pod, container, "10.77.0.5", services).await
     }
 
     fn pairs(env: &Environment) -> Vec<(&str, &str)> {
@@ -295,8 +307,10 @@ mod tests {
         assert_eq!(
             pairs(&env),
             [
+                ("1st", "one"),
                 ("LEVEL", "9"),
                 ("MODE", "env-wins"),
+                ("log.level", "debug"),
                 ("DB_MODE", "secret-mode"),
                 ("DB_password", "s3cret"),
                 ("PASSWORD", "s3cret"),
@@ -307,7 +321,46 @@ mod tests {
                 ("UID", "1234-abcd-5678"),
             ]
         );
-        assert_eq!(env.skipped, [("configmap default/settings".to_string(), vec!["bad-name=x".to_string()])]);
+    }
+
+    #[tokio::test]
+    async fn a_literal_value_expands_references_to_variables_set_before_it_then_to_services() {
+        let api = api();
+        let container = Container {
+            env_from: vec![EnvFromSource {
+                prefix: "APP_".into(),
+                config_map_ref: Some(EnvSourceRef { name: "settings".into(), optional: None }),
+                ..Default::default()
+            }],
+            env: vec![
+                EnvVar::literal("A", "a"),
+                EnvVar::literal("B", "b"),
+                EnvVar::literal("CHAIN", "$(A)-$(B)"),
+                EnvVar::literal("LATER", "$(C) is set after"),
+                EnvVar::literal("C", "c"),
+                EnvVar::literal("FROM", "$(APP_MODE)/$(APP_log.level)/$(WEB_SERVICE_HOST)"),
+                var("PASSWORD", from_secret(key("db", "password", None))),
+                EnvVar::literal("URL", "db://app:$(PASSWORD)@$(WEB_SERVICE_HOST)"),
+                EnvVar::literal("KEPT", "$$(A) $(UNSET) $(A"),
+                EnvVar::literal("APP_MODE", "$(APP_MODE)-again"),
+                EnvVar::literal("WEB_SERVICE_HOST", "mine, not $(WEB_SERVICE_HOST)"),
+                EnvVar::literal("AFTER", "$(WEB_SERVICE_HOST)"),
+            ],
+            ..Container::default()
+        };
+        let env = resolve_with_services(&api, &container, &[("WEB_SERVICE_HOST", "10.96.0.10"), ("WEB_SERVICE_PORT", "80")]).await.unwrap();
+        let value = |name: &str| pairs(&env).into_iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string());
+        assert_eq!(value("CHAIN").as_deref(), Some("a-b"));
+        assert_eq!(value("LATER").as_deref(), Some("$(C) is set after"), "only what is set before it");
+        assert_eq!(value("FROM").as_deref(), Some("fast/debug/10.96.0.10"));
+        assert_eq!(value("URL").as_deref(), Some("db://app:s3cret@10.96.0.10"));
+        assert_eq!(value("KEPT").as_deref(), Some("$(A) $(UNSET) $(A"));
+        assert_eq!(value("APP_MODE").as_deref(), Some("fast-again"), "its own earlier value, from envFrom");
+        assert_eq!(value("WEB_SERVICE_HOST").as_deref(), Some("mine, not 10.96.0.10"));
+        assert_eq!(value("AFTER").as_deref(), Some("mine, not 10.96.0.10"), "the container's own variable wins over the Service's");
+        assert_eq!(value("WEB_SERVICE_PORT").as_deref(), Some("80"), "a service variable it does not set comes last");
+        assert_eq!(env.variables.last(), Some(&("WEB_SERVICE_PORT".to_string(), "80".to_string())));
+        assert_eq!(env.variables.iter().filter(|(n, _)| n == "WEB_SERVICE_HOST").count(), 1);
     }
 
     #[tokio::test]

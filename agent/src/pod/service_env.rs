@@ -7,9 +7,10 @@
 
 use std::collections::HashSet;
 
-use shared::model::Service;
+use shared::model::{Pod, Service};
 
 use crate::dns::records::HEADLESS;
+use crate::services::Services;
 
 /// A Service's name as a variable's prefix: upper case, `-` as `_`.
 fn prefix(name: &str) -> String {
@@ -47,6 +48,15 @@ pub fn service_variables<'a>(services: impl IntoIterator<Item = &'a Service>) ->
         }
     }
     variables
+}
+
+/// The variables a container of `pod` gets from the Services of its namespace known now, none
+/// when the pod turns service links off.
+pub fn for_pod(services: &Services, pod: &Pod) -> Vec<(String, String)> {
+    match pod.spec.service_links() {
+        true => service_variables(services.snapshot().in_namespace(&pod.metadata.namespace)),
+        false => Vec::new(),
+    }
 }
 
 /// A container's environment: its own variables in order, then the service variables it
@@ -131,5 +141,19 @@ mod tests {
         let environment = with_service_variables(own, services);
         assert_eq!(&text(&environment)[..3], ["WEB_SERVICE_HOST=mine", "A=1", "WEB_SERVICE_PORT=80"]);
         assert_eq!(environment.iter().filter(|(name, _)| name == "WEB_SERVICE_HOST").count(), 1);
+    }
+
+    #[test]
+    fn a_pod_gets_its_namespaces_services_unless_it_turns_links_off() {
+        let mut other = service("db", "10.96.0.12", &[("", 5432, "")]);
+        other.metadata.namespace = "other".into();
+        let services = Services::of([service("shop-api", "10.96.0.10", &[("", 80, "")]), other]);
+        let mut pod = crate::fixtures::pod();
+        pod.metadata.namespace = "shop".into();
+        let variables = text(&for_pod(&services, &pod));
+        assert!(variables.contains(&"SHOP_API_SERVICE_HOST=10.96.0.10".to_string()), "{variables:?}");
+        assert!(!variables.iter().any(|v| v.starts_with("DB_")), "another namespace's: {variables:?}");
+        pod.spec.enable_service_links = Some(false);
+        assert!(for_pod(&services, &pod).is_empty(), "links turned off");
     }
 }

@@ -16,12 +16,12 @@ use tokio::time::Instant;
 use super::config::{container_config, port_mappings};
 use super::config_volumes;
 use super::context::NodeContext;
-use super::env;
 use super::prober::{Check, ContainerProbes, Observer, Report};
 use super::status::{Step, pod_status, terminated, waiting};
 use super::termination::{grace_period, terminate};
 use super::volumes::Error as VolumeError;
 use super::{Error, Result};
+use super::{env, service_env};
 use crate::runtime::{ContainerInfo, LABEL_CONTAINER, LABEL_SANDBOX_ID, PortMapping, ProbeAction, RunState};
 use crate::sandbox::{Sandbox, sandbox_name};
 
@@ -431,8 +431,9 @@ impl PodWorker {
             }
         };
         let pod_ip = sandbox.as_ref().map_or(pod.status.pod_ip.as_str(), |s| s.ip.as_str());
-        let own_env = match env::environment(&*self.ctx.api, pod, container, pod_ip).await {
-            Ok(own_env) => own_env,
+        let services = service_env::for_pod(&self.ctx.services, pod);
+        let environment = match env::environment(&*self.ctx.api, pod, container, pod_ip, services).await {
+            Ok(environment) => environment,
             Err(e) => {
                 // As the kubelet: no container, and it starts by itself once the object or key
                 // appears; looked for again on the back-off, as a volume that cannot be set up,
@@ -444,21 +445,14 @@ impl PodWorker {
                 return Ok(Step::new(status, Some(delay), String::new()));
             }
         };
-        for (source, keys) in &own_env.skipped {
-            let keys = keys.join(", ");
-            let message = format!(
-                "Keys [{keys}] from the EnvFrom {source} were skipped since they are considered invalid environment variable names."
-            );
-            self.ctx.event(pod, event_types::WARNING, "InvalidEnvironmentVariableNames", message);
-        }
         // The container the pod last reported ended (it stays as the previous instance) or is
         // gone, and not by this worker's hand (someone removed it, maybe while the agent was
         // down): its replacement is a restart, as the kubelet counts it, named by its attempt.
         let previous = self.previous_status(pod, container).container_id;
         let restart = !previous.is_empty() && !self.removed.contains(&previous);
         let attempt = self.restarts(&container.name).count + u32::from(restart);
-        let secrets = own_env.secret_values.clone();
-        let mut config = container_config(&self.ctx, pod, container, own_env.variables, attempt);
+        let secrets = environment.secret_values.clone();
+        let mut config = container_config(&self.ctx, pod, container, environment.variables, attempt);
         let mounts = match &self.config_volumes_failing {
             Some(message) => Err((CONTAINER_CREATING, message.clone())),
             None => self.ctx.volumes.mounts(pod, container).map_err(|e| match e {

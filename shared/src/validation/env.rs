@@ -6,8 +6,9 @@ use std::collections::BTreeSet;
 use super::{Errors, config_key_error, dns_subdomain_error};
 use crate::model::{Container, ENV_FIELD_PATHS, EnvVarSource, KeySelector};
 
-/// A variable name as Kubernetes' relaxed rule takes it: printable ASCII without `=`. The
-/// agent skips an `envFrom` key that fails it, as the kubelet does.
+/// A variable name as Kubernetes' relaxed rule takes it: printable ASCII without `=`. A config
+/// key behind a prefix that passes it passes too, which is why the agent, as the kubelet since
+/// 1.30, sets every `envFrom` key.
 pub fn env_name_error(name: &str) -> Option<String> {
     if name.is_empty() {
         return Some("must not be empty".into());
@@ -153,5 +154,25 @@ mod tests {
                 format!("{p}.env_from[2].secret_ref"),
             ]
         );
+    }
+
+    /// The agent sets every `envFrom` key as the kubelet does, with no check of its own: this
+    /// holds only while every config key behind every valid prefix is a valid variable name.
+    #[test]
+    fn a_config_key_behind_a_valid_prefix_is_a_valid_variable_name() {
+        use crate::validation::{config_key_error, env_name_error};
+        for prefix in ["", "APP_", "1", "my app:", "~"] {
+            assert_eq!(env_name_error(prefix).is_none(), !prefix.is_empty(), "{prefix:?}");
+            for byte in 0..=u8::MAX {
+                let key = format!("k{}", byte as char);
+                if config_key_error(&key).is_none() {
+                    assert_eq!(env_name_error(&format!("{prefix}{key}")), None, "{prefix:?} + {key:?}");
+                }
+            }
+            for key in ["1st", "app.mode", "log-level", ".hidden", "_", "x".repeat(253).as_str()] {
+                assert_eq!(config_key_error(key), None, "{key:?}");
+                assert_eq!(env_name_error(&format!("{prefix}{key}")), None, "{prefix:?} + {key:?}");
+            }
+        }
     }
 }
