@@ -1,12 +1,13 @@
 //! What the runtime is told to create for one container of a pod: its engine-level name,
-//! labels, limits, environment (its own, then its namespace's service variables) and published
-//! ports.
+//! labels, limits, environment (its own, then its namespace's service variables), hostname
+//! and published ports.
 
 use std::collections::BTreeMap;
 
 use shared::model::{Container, Pod};
 
 use super::context::NodeContext;
+use super::hosts;
 use super::service_env::{service_variables, with_service_variables};
 use super::termination::grace_period;
 use crate::runtime::{
@@ -59,6 +60,8 @@ pub fn container_config(
         network: ctx.network.clone(),
         network_disabled: false,
         sandbox: String::new(),
+        // The sandbox's instead when the container joins one.
+        hostname: hosts::hostname(pod),
         resolv_conf: String::new(),
         // The worker's, once the pod's volumes are ready.
         mounts: Vec::new(),
@@ -111,6 +114,7 @@ mod tests {
             vec![PortMapping { container_port: 80, host_port: 8080, host_ip: "127.0.0.1".into(), protocol: "tcp".into() }]
         );
         assert_eq!(config.network, "shepherd");
+        assert_eq!(config.hostname, "web_1", "the pod's name");
     }
 
     #[test]
