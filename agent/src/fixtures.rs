@@ -229,6 +229,9 @@ impl ContainerRuntime for FaultyRuntime {
     async fn probe(&self, id: &str, action: &ProbeAction, timeout: Duration) -> RuntimeResult<ProbeOutcome> {
         self.inner.probe(id, action, timeout).await
     }
+    async fn set_hostname(&self, id: &str, hostname: &str) -> RuntimeResult<()> {
+        self.inner.set_hostname(id, hostname).await
+    }
     async fn connect_inside(&self, id: &str, port: u16) -> RuntimeResult<tokio::net::TcpStream> {
         self.inner.connect_inside(id, port).await
     }

@@ -103,7 +103,7 @@ struct Cli {
     /// Where the CNI plugins are (repeat for more) [default: /opt/cni/bin, /usr/lib/cni].
     #[arg(long = "cni-bin-dir", value_name = "DIR")]
     cni_bin_dirs: Vec<PathBuf>,
-    /// Where the agent keeps pod sandboxes' network namespaces, CNI results and pods' volumes.
+    /// Where the agent keeps pod sandboxes' network namespaces, CNI results and pods' volumes and hosts files.
     #[arg(long, default_value = agent::network::DEFAULT_STATE_DIR)]
     state_dir: PathBuf,
     /// The cluster's registry (`shepherd registry`), HOST:PORT. Pulls from it sign in as this

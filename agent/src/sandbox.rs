@@ -80,11 +80,13 @@ pub fn owner(name: &str) -> Owner<'_> {
     }
 }
 
-/// A running sandbox: the container id that pod containers join, and the pod's address.
+/// A running sandbox: the container id that pod containers join, the pod's address, and the
+/// hostname the engine gives the containers that join it (a warm sandbox's is not its pod's).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sandbox {
     pub id: String,
     pub ip: String,
+    pub hostname: String,
 }
 
 /// What `GET /sandboxes` on the agent API answers.
@@ -183,9 +185,10 @@ impl Sandboxes {
         }
     }
 
-    fn config(&self, name: &str, ports: Vec<PortMapping>) -> ContainerConfig {
+    fn config(&self, name: &str, hostname: &str, ports: Vec<PortMapping>) -> ContainerConfig {
         let mut config = ContainerConfig {
             name: name.to_string(),
+            hostname: hostname.to_string(),
             image: SANDBOX_IMAGE.to_string(),
             command: vec!["sh".to_string(), "-c".to_string(), SANDBOX_SCRIPT.to_string()],
             labels: self.selector().iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
@@ -235,7 +238,7 @@ impl Sandboxes {
             Some(cni) => cni.address(&info.id),
             None => Some(info.ip.clone()).filter(|ip| !ip.is_empty()),
         };
-        Some(Sandbox { id: info.id.clone(), ip: ip? })
+        Some(Sandbox { id: info.id.clone(), ip: ip?, hostname: info.hostname.clone() })
     }
 
     /// Adds back the pod network's node-wide rules if something removed them (a host firewall
@@ -280,16 +283,17 @@ impl Sandboxes {
         }
     }
 
-    /// Creates and starts a sandbox called `name`, publishing `ports` (a pod's host ports),
-    /// and networks it. One that cannot start or get its network is removed again.
-    pub async fn create(&self, name: &str, ports: Vec<PortMapping>) -> Result<Sandbox> {
+    /// Creates and starts a sandbox called `name` with the hostname `hostname` (empty for the
+    /// engine's), publishing `ports` (a pod's host ports), and networks it. One that cannot
+    /// start or get its network is removed again.
+    pub async fn create(&self, name: &str, hostname: &str, ports: Vec<PortMapping>) -> Result<Sandbox> {
         // Bound before the sandbox exists: a refused pod makes no container whose end would
         // wake its worker ahead of its back-off. Docker's `-p` binds its own.
         let bound = match self.cni() {
             Some(_) => HostPorts::bind(&ports).map_err(|e| Error::Other { action: "set up the pod network", message: e.to_string() })?,
             None => Bound::default(),
         };
-        let id = match self.runtime.create(&self.config(name, ports.clone())).await {
+        let id = match self.runtime.create(&self.config(name, hostname, ports.clone())).await {
             Ok(id) => id,
             Err(e) if !self.runtime.has_image(SANDBOX_IMAGE).await.unwrap_or(true) => {
                 return Err(Error::Other {
@@ -307,7 +311,7 @@ impl Sandboxes {
             Ok(Some(info)) if info.state == RunState::Running => match self.attach(&info, ports).await {
                 Ok(ip) => {
                     self.host_ports.keep(&id, bound);
-                    return Ok(Sandbox { id, ip });
+                    return Ok(Sandbox { id, ip, hostname: info.hostname });
                 }
                 Err(e) => e,
             },
@@ -436,7 +440,7 @@ impl Sandboxes {
             // Each try waits for quiet first; `None` inside: shutdown came meanwhile.
             let made = retry::until_shutdown(POOL_BACKOFF, &shutdown, "cannot make a warm sandbox", || async {
                 match self.quiet(&shutdown).await {
-                    true => self.create(&pool_name(&self.node), Vec::new()).await.map(Some),
+                    true => self.create(&pool_name(&self.node), "", Vec::new()).await.map(Some),
                     false => Ok(None),
                 }
             })
@@ -528,16 +532,16 @@ mod tests {
         let runtime: Arc<dyn ContainerRuntime> = Arc::new(SimulatedRuntime::new(Duration::ZERO));
         let before = Sandboxes::new(runtime.clone(), "n1", "c1", docker_network(), 3);
         for _ in 0..3 {
-            let sandbox = before.create(&pool_name("n1"), Vec::new()).await.unwrap();
+            let sandbox = before.create(&pool_name("n1"), "", Vec::new()).await.unwrap();
             before.ready().push_back(sandbox);
         }
         let claimed = before.claim("shepherd_default_web_POD_u1").await.unwrap().unwrap();
         let stopped = before.ready().pop_front().unwrap();
         runtime.stop(&stopped.id, Duration::ZERO).await.unwrap();
         let other_node = Sandboxes::new(runtime.clone(), "n2", "c1", docker_network(), 1);
-        let theirs = other_node.create(&pool_name("n2"), Vec::new()).await.unwrap();
+        let theirs = other_node.create(&pool_name("n2"), "", Vec::new()).await.unwrap();
         let other_cluster = Sandboxes::new(runtime.clone(), "n1", "c0", docker_network(), 1);
-        let stale = other_cluster.create(&pool_name("n1"), Vec::new()).await.unwrap();
+        let stale = other_cluster.create(&pool_name("n1"), "", Vec::new()).await.unwrap();
 
         let after = Sandboxes::new(runtime.clone(), "n1", "c1", docker_network(), 1);
         after.adopt().await.unwrap();

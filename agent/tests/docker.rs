@@ -607,7 +607,7 @@ async fn a_sandbox_runs_on_the_shepherd_network_and_stops_at_once_on_sigterm() {
     let node = unique("node");
     let _cleanup = Cleanup(node.clone());
     let sandboxes = Sandboxes::new(docker.clone(), &node, "cluster-x", PodNetwork::Docker(agent::runtime::docker::NETWORK.into()), 0);
-    let sandbox = sandboxes.create(&unique("shepherd-test-sandbox"), Vec::new()).await.unwrap();
+    let sandbox = sandboxes.create(&unique("shepherd-test-sandbox"), "", Vec::new()).await.unwrap();
     assert!(!sandbox.ip.is_empty());
     let networks = docker_inspect(&sandbox.id, "{{range $name, $_ := .NetworkSettings.Networks}}{{$name}} {{end}}");
     assert_eq!(networks, agent::runtime::docker::NETWORK);

@@ -1,7 +1,7 @@
 //! What the runtime is told to create for one container of a pod: its engine-level name,
-//! labels, limits, environment, `command` and `args` with their `$(NAME)` references expanded
-//! from that environment (as the kubelet's `ExpandContainerCommandAndArgs`), and published
-//! ports.
+//! labels, limits, environment, hostname, `command` and `args` with their `$(NAME)` references
+//! expanded from that environment (as the kubelet's `ExpandContainerCommandAndArgs`), and
+//! published ports.
 
 use std::collections::BTreeMap;
 
@@ -9,6 +9,7 @@ use shared::expansion::{expand, in_pairs};
 use shared::model::{Container, Pod};
 
 use super::context::NodeContext;
+use super::hosts;
 use super::termination::grace_period;
 use crate::runtime::{
     ContainerConfig, LABEL_CLUSTER, LABEL_CONTAINER, LABEL_GRACE, LABEL_NAMESPACE, LABEL_NODE, LABEL_POD, LABEL_POD_UID, PortMapping,
@@ -49,6 +50,8 @@ pub fn container_config(ctx: &NodeContext, pod: &Pod, container: &Container, env
         network: ctx.network.clone(),
         network_disabled: false,
         sandbox: String::new(),
+        // The sandbox's instead when the container joins one.
+        hostname: hosts::hostname(pod),
         resolv_conf: String::new(),
         // The worker's, once the pod's volumes are ready.
         mounts: Vec::new(),
@@ -101,6 +104,7 @@ mod tests {
             vec![PortMapping { container_port: 80, host_port: 8080, host_ip: "127.0.0.1".into(), protocol: "tcp".into() }]
         );
         assert_eq!(config.network, "shepherd");
+        assert_eq!(config.hostname, "web_1", "the pod's name");
     }
 
     #[test]

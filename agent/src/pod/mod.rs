@@ -1,6 +1,6 @@
 //! One pod on its node: the worker's level-triggered reconcile ([`worker`]), what it asks the
 //! runtime to create ([`config`]) with its own variables ([`env`]) and those of its
-//! namespace's Services ([`service_env`]), its containers' probes ([`prober`]), the status it
+//! namespace's Services ([`service_env`]), its hostname and hosts file ([`hosts`]), its containers' probes ([`prober`]), the status it
 //! reports ([`status`]), how a deleted or terminating pod's containers stop
 //! ([`termination`]) and its volumes on the node ([`volumes`]; ConfigMaps' and Secrets' files
 //! in [`config_volumes`], written by [`atomic_writer`]; `subPath` binds in [`sub_path`]), around what every worker of
@@ -11,6 +11,7 @@ pub mod config;
 pub mod config_volumes;
 pub mod context;
 pub mod env;
+pub mod hosts;
 pub mod prober;
 pub mod service_env;
 pub mod status;

@@ -54,6 +54,16 @@ impl PodVolumes {
         self.root.join(uid)
     }
 
+    /// The directory of the pod `uid`, made if missing (0750, as down to its volumes): where
+    /// its other files live (its hosts file, [`super::hosts`]), so that they go with it.
+    pub fn pod_dir_made(&self, uid: &str) -> Result<PathBuf> {
+        let dir = self.pod_dir(uid);
+        for dir in [self.root.as_path(), &dir] {
+            private_dir_all(dir)?;
+        }
+        Ok(dir)
+    }
+
     /// Where volume `volume` of the pod `uid` lives on the node.
     pub fn volume_path(&self, uid: &str, volume: &Volume) -> PathBuf {
         let plugin = match volume.source() {

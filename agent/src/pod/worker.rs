@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use super::config::{container_config, port_mappings};
 use super::config_volumes;
 use super::context::NodeContext;
+use super::hosts;
 use super::prober::{Check, ContainerProbes, Observer, Report};
 use super::status::{Step, pod_status, terminated, waiting};
 use super::termination::{grace_period, terminate};
@@ -294,7 +295,9 @@ impl PodWorker {
                 tracing::debug!(pod = %pod.metadata.key(), sandbox = %sandbox.id, "claimed a warm sandbox");
                 Some(sandbox)
             }
-            None if pod.spec.containers.len() > 1 || sandboxes.every_pod_needs_one() => Some(sandboxes.create(&name, ports).await?),
+            None if pod.spec.containers.len() > 1 || sandboxes.every_pod_needs_one() => {
+                Some(sandboxes.create(&name, &hosts::hostname(pod), ports).await?)
+            }
             None => None,
         };
         self.sandbox = sandbox.clone();
@@ -479,7 +482,12 @@ impl PodWorker {
             config.sandbox = sandbox.id.clone();
             config.network.clear();
             config.ports.clear();
+            config.hostname.clear();
             config.labels.insert(LABEL_SANDBOX_ID.to_string(), sandbox.id.clone());
+            match hosts::mounts(&self.ctx.volumes, pod, container, &sandbox.ip) {
+                Ok(files) => config.mounts.extend(files),
+                Err(e) => tracing::warn!(pod = %pod.metadata.key(), error = %e, "cannot write the pod's hosts file; it keeps Docker's"),
+            }
         }
         if let Some(files) = self.ctx.resolv_confs.as_ref().filter(|_| pod.spec.uses_cluster_dns()) {
             match files.for_namespace(&pod.metadata.namespace) {
@@ -532,6 +540,7 @@ impl PodWorker {
             status.last_state = last_state;
             return Ok(Step::new(status, Some(delay), String::new()));
         }
+        self.give_hostname(pod, id).await;
         self.ctx.event(pod, event_types::NORMAL, "Started", format!("Started container {}", container.name));
         let info = self.ctx.runtime.inspect(id).await?;
         let (state, ip, requeue) = match &info {
@@ -549,6 +558,21 @@ impl PodWorker {
         status.container_id = id.to_string();
         status.last_state = last_state;
         Ok(Step::new(status, requeue, ip))
+    }
+
+    /// Sets the pod's hostname in the just started container `id` when its sandbox gives
+    /// another (a warm sandbox, made before its pod). Until then, the container's first
+    /// moments see the sandbox's: Docker cannot be told otherwise, as each container that
+    /// joins a sandbox gets a UTS namespace of its own named after the sandbox.
+    async fn give_hostname(&self, pod: &Pod, id: &str) {
+        let hostname = hosts::hostname(pod);
+        if self.sandbox.as_ref().is_none_or(|sandbox| sandbox.hostname == hostname) {
+            return;
+        }
+        if let Err(e) = self.ctx.runtime.set_hostname(id, &hostname).await {
+            // Ended already: its next start tries again.
+            tracing::warn!(pod = %pod.metadata.key(), container = %id, error = %e, "cannot set the pod's hostname in its container");
+        }
     }
 
     async fn existing_container(
@@ -1065,5 +1089,49 @@ mod tests {
         assert_eq!(ctx.runtime.list(&[(LABEL_POD_UID, "1234-abcd-5678")]).await.unwrap().len(), 1);
         worker.terminate(&pod).await.unwrap();
         assert!(ctx.runtime.list(&[(LABEL_POD_UID, "1234-abcd-5678")]).await.unwrap().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_container_is_named_after_its_pod_in_a_warm_sandbox_as_in_its_own_and_mounts_its_hosts_file() {
+        use crate::network::PodNetwork;
+        use crate::sandbox::Sandboxes;
+
+        let state = tempfile::tempdir().unwrap();
+        let runtime: Arc<dyn crate::runtime::ContainerRuntime> = Arc::new(SimulatedRuntime::new(Duration::ZERO));
+        let sandboxes = Sandboxes::new(runtime.clone(), "n1", "c1", PodNetwork::Docker(String::new()), 1);
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let pool = tokio::spawn(sandboxes.clone().run(shutdown.clone()));
+        shepherd_testing::poll(Duration::from_secs(10), "a warm sandbox", || async { (sandboxes.available() == 1).then_some(()) }).await;
+        let ctx = Arc::new(NodeContext {
+            network: String::new(),
+            sandboxes: Some(sandboxes.clone()),
+            volumes: super::super::volumes::PodVolumes::new(state.path(), "n1"),
+            ..context(Arc::new(RecordingApi::default()), runtime)
+        });
+        // Without host ports, a lone container claims the warm sandbox; with a sidecar and its
+        // host port, the pod gets a sandbox of its own.
+        let mut warm = pod();
+        (warm.metadata.name, warm.metadata.uid) = ("warm".into(), "u-warm".into());
+        warm.spec.containers[0].ports.clear();
+        let mut own = pod();
+        (own.metadata.name, own.metadata.uid) = ("own".into(), "u-own".into());
+        own.spec.containers.push(Container { name: "sidecar".into(), ports: Vec::new(), ..own.spec.containers[0].clone() });
+        for pod in [warm, own] {
+            let mut worker = PodWorker::new(ctx.clone(), Arc::new(|| {}));
+            worker.reconcile(&pod).await.unwrap();
+            let sandbox = worker.sandbox.clone().expect("a sandbox");
+            let name = &pod.metadata.name;
+            let containers = ctx.runtime.list(&[(LABEL_POD_UID, pod.metadata.uid.as_str())]).await.unwrap();
+            assert_eq!(containers.len(), pod.spec.containers.len());
+            for container in containers {
+                assert_eq!(container.state, RunState::Running);
+                assert_eq!(&container.hostname, name, "{name}'s sandbox is named {}", sandbox.hostname);
+                let hosts = container.mounts.iter().find(|m| m.target == "/etc/hosts").expect("the hosts file is mounted");
+                let text = std::fs::read_to_string(&hosts.source).unwrap();
+                assert!(text.ends_with(&format!("{}\t{name}\n", sandbox.ip)), "{text}");
+            }
+        }
+        shutdown.cancel();
+        pool.await.unwrap();
     }
 }

@@ -30,7 +30,7 @@ use super::seam::{
     Attached, ContainerConfig, ContainerInfo, ContainerRuntime, Error, LogRequest, Mount, Output, ProbeAction, ProbeOutcome, Result,
     RunState, RuntimeEvent, Usage,
 };
-use super::{cgroup, docker_session, loopback_probe, netns};
+use super::{cgroup, docker_session, loopback_probe, namespaces};
 
 /// The most of an exec probe's output kept for its event, as the kubelet's 10 KiB.
 const PROBE_OUTPUT_LIMIT: usize = 10 * 1024;
@@ -184,6 +184,7 @@ impl DockerRuntime {
             if joins { Some(format!("container:{}", config.sandbox)) } else { (!network.is_empty()).then(|| network.to_string()) };
         ContainerCreateBody {
             image: Some(config.image.clone()),
+            hostname: (!config.hostname.is_empty()).then(|| config.hostname.clone()),
             entrypoint: (!config.command.is_empty()).then(|| config.command.clone()),
             cmd: (!config.args.is_empty()).then(|| config.args.clone()),
             env: Some(config.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
@@ -277,6 +278,7 @@ fn info_from_inspect(inspect: ContainerInspectResponse) -> ContainerInfo {
         memory_limit: host.memory.unwrap_or(0),
         nano_cpus: host.nano_cpus.unwrap_or(0),
         command,
+        hostname: config.hostname.unwrap_or_default(),
         mounts: inspect
             .mounts
             .unwrap_or_default()
@@ -384,11 +386,12 @@ impl ContainerRuntime for DockerRuntime {
     }
 
     async fn create(&self, config: &ContainerConfig) -> Result<String> {
-        if !config.sandbox.is_empty() && (!config.network.is_empty() || !config.ports.is_empty()) {
+        if !config.sandbox.is_empty() && (!config.network.is_empty() || !config.ports.is_empty() || !config.hostname.is_empty()) {
             return Err(Error::Container {
                 action: "create",
                 container: config.name.clone(),
-                message: "a container that joins a sandbox has no network or ports of its own: they are the sandbox's".to_string(),
+                message: "a container that joins a sandbox has no network, ports or hostname of its own: they are the sandbox's"
+                    .to_string(),
             });
         }
         if config.network_disabled && (!config.network.is_empty() || !config.ports.is_empty()) {
@@ -483,7 +486,16 @@ impl ContainerRuntime for DockerRuntime {
             Some(info) if info.pid > 0 => info.pid,
             _ => return Err(failed("the container is not running".into())),
         };
-        netns::connect_loopback(pid, port).await.map_err(failed)
+        namespaces::connect_loopback(pid, port).await.map_err(failed)
+    }
+
+    async fn set_hostname(&self, id: &str, hostname: &str) -> Result<()> {
+        let failed = |message: String| Error::Container { action: "set the hostname of", container: id.to_string(), message };
+        let pid = match self.inspect(id).await? {
+            Some(info) if info.pid > 0 => info.pid,
+            _ => return Err(failed("the container is not running".into())),
+        };
+        namespaces::set_hostname(pid, hostname).await.map_err(failed)
     }
 
     /// Docker's own two readings about a second apart (`stream=false` without `one-shot`
@@ -636,6 +648,9 @@ mod tests {
         assert_eq!(body.cmd, None);
         assert_eq!(host.network_mode.as_deref(), Some("0123abcd"));
         assert_eq!(host.mounts, None);
+        assert_eq!(body.hostname, None, "Docker's own");
+        let named = ContainerConfig { hostname: "web-1".into(), ..config };
+        assert_eq!(DockerRuntime::create_body(&named, "0123abcd").hostname.as_deref(), Some("web-1"));
     }
 
     #[test]
@@ -656,6 +671,7 @@ mod tests {
     fn a_container_in_a_sandbox_joins_its_namespace_without_network_or_ports() {
         let config = ContainerConfig { name: "x".into(), image: "minimal".into(), sandbox: "cafe01".into(), ..Default::default() };
         let body = DockerRuntime::create_body(&config, "");
+        assert_eq!(body.hostname, None, "the sandbox's, from Docker");
         let host = body.host_config.unwrap();
         assert_eq!(host.network_mode.as_deref(), Some("container:cafe01"));
         assert_eq!(host.binds, None, "the engine's resolv.conf");

@@ -1,11 +1,11 @@
 //! `httpGet` and `tcpSocket` probes from inside a container's network namespace to
-//! 127.0.0.1 ([`netns`]), so that no probe packet is ever sent to a pod address.
+//! 127.0.0.1 ([`namespaces`]), so that no probe packet is ever sent to a pod address.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use super::netns::{self, loopback, words};
+use super::namespaces::{self, loopback, words};
 use super::seam::{ProbeAction, ProbeOutcome};
 
 /// The most of a response read to find its status line.
@@ -14,7 +14,7 @@ const STATUS_LINE_LIMIT: usize = 4096;
 /// Runs an `HttpGet` or `TcpSocket` probe in the network namespace of the process `pid`.
 /// `Err` says why the namespace could not be entered (or the action is not one for here).
 pub async fn probe(pid: i64, action: ProbeAction, timeout: Duration) -> Result<ProbeOutcome, String> {
-    netns::inside(pid, "probe-netns", move || probe_inside(&action, timeout)).await
+    namespaces::inside(pid, "probe-netns", move || probe_inside(&action, timeout)).await
 }
 
 /// Inside the namespace: probes.

@@ -94,8 +94,12 @@ pub struct ContainerConfig {
     /// sandbox on the CNI pod network). Then `network` and `ports` must be empty.
     pub network_disabled: bool,
     /// The id of a running container whose network namespace this one joins (the pod's
-    /// sandbox); then `network` and `ports` must be empty: they belong to the sandbox.
+    /// sandbox); then `network`, `ports` and `hostname` must be empty: they belong to the
+    /// sandbox, whose hostname the engine gives this one at each start.
     pub sandbox: String,
+    /// The kernel's hostname in the container; empty for the engine's (its id's first 12
+    /// characters on Docker).
+    pub hostname: String,
     /// A file of the host mounted read-only on `/etc/resolv.conf` (the pod's cluster DNS);
     /// empty for the engine's own.
     pub resolv_conf: String,
@@ -155,6 +159,9 @@ pub struct ContainerInfo {
     pub command: Vec<String>,
     /// What is bind-mounted into it.
     pub mounts: Vec<Mount>,
+    /// Its hostname as the engine reports it: Docker's is the one it gave the container when
+    /// it was made or started, not one set inside since ([`ContainerRuntime::set_hostname`]).
+    pub hostname: String,
 }
 
 impl ContainerInfo {
@@ -304,6 +311,11 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     /// container `id` (a pod's sandbox): what port-forward carries, so that nothing is sent
     /// to a pod address.
     async fn connect_inside(&self, id: &str, port: u16) -> Result<tokio::net::TcpStream>;
+
+    /// Sets the kernel's hostname in the UTS namespace of the running container `id`: a
+    /// container that joins a sandbox made before its pod was known (a warm one) gets the
+    /// sandbox's from the engine, and nothing else can give it the pod's.
+    async fn set_hostname(&self, id: &str, hostname: &str) -> Result<()>;
 
     /// What the running container `id` uses now.
     async fn usage(&self, id: &str) -> Result<Usage>;

@@ -174,6 +174,12 @@ impl ContainerRuntime for SimulatedRuntime {
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
         let id = format!("sim{n:013x}");
         let ip = self.address(&containers, config.labels.get(LABEL_POD_UID), n);
+        // As Docker: a container in a sandbox gets the sandbox's hostname, another its id's start.
+        let hostname = match containers.get(&config.sandbox) {
+            Some(sandbox) => sandbox.hostname.clone(),
+            None if config.hostname.is_empty() => id[..12].to_string(),
+            None => config.hostname.clone(),
+        };
         let info = ContainerInfo {
             id: id.clone(),
             name: config.name.clone(),
@@ -189,6 +195,7 @@ impl ContainerRuntime for SimulatedRuntime {
             nano_cpus: config.nano_cpus,
             command: config.command.iter().chain(&config.args).cloned().collect(),
             mounts: config.mounts.clone(),
+            hostname,
         };
         containers.insert(id.clone(), info);
         if config.env.iter().any(|(name, value)| name == UNHEALTHY_ENV && value == "true") {
@@ -246,6 +253,21 @@ impl ContainerRuntime for SimulatedRuntime {
     async fn inspect(&self, id: &str) -> Result<Option<ContainerInfo>> {
         let containers = self.containers();
         Ok(containers.get(id).or_else(|| containers.values().find(|c| c.name == id)).cloned())
+    }
+
+    /// Recorded as the container's hostname.
+    async fn set_hostname(&self, id: &str, hostname: &str) -> Result<()> {
+        let mut containers = self.containers();
+        let info = containers.get_mut(id).ok_or_else(|| Error::NotFound(id.to_string()))?;
+        if info.state != RunState::Running {
+            return Err(Error::Container {
+                action: "set the hostname of",
+                container: id.to_string(),
+                message: "the container is not running".into(),
+            });
+        }
+        info.hostname = hostname.to_string();
+        Ok(())
     }
 
     async fn connect_inside(&self, id: &str, _port: u16) -> Result<tokio::net::TcpStream> {
