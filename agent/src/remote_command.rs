@@ -6,6 +6,7 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket, close_code};
 use futures::stream::{BoxStream, SplitStream};
@@ -43,6 +44,9 @@ impl Drop for Session {
     }
 }
 
+/// How long a session that sent its close frame waits for the client's answer.
+const CLOSE_WAIT: Duration = Duration::from_secs(2);
+
 /// How the session's output loop ended.
 enum Ended {
     OutputDone,
@@ -65,7 +69,7 @@ pub async fn serve(socket: WebSocket, mut session: Session, shutdown: Cancellati
     let (mut sink, stream) = socket.split();
     let left = CancellationToken::new();
     let input = session.input.take();
-    let reader = tokio::spawn(read_client(stream, input, session.process.clone(), close_signal, left.clone()));
+    let mut reader = tokio::spawn(read_client(stream, input, session.process.clone(), close_signal, left.clone()));
     let ended = loop {
         tokio::select! {
             chunk = session.output.next() => match chunk {
@@ -86,19 +90,32 @@ pub async fn serve(socket: WebSocket, mut session: Session, shutdown: Cancellati
             () = shutdown.cancelled() => break Ended::Failed("the node's agent is shutting down".into()),
         }
     };
-    reader.abort();
     let status = match ended {
-        Ended::ClientLeft => return,
-        Ended::OutputDone => match session.process.exit_code().await {
+        Ended::ClientLeft => None,
+        Ended::OutputDone => Some(match session.process.exit_code().await {
             Ok(code) => exit_status(code),
             Err(e) => failure_status(&e.to_string()),
-        },
-        Ended::Failed(message) => failure_status(&message),
+        }),
+        Ended::Failed(message) => Some(failure_status(&message)),
     };
-    let message = [&[channel::ERROR][..], status.as_bytes()].concat();
-    if sink.send(Message::Binary(message.into())).await.is_ok() {
-        // A normal closure, which the client reads as the streams' end; any other is an error.
-        let _ = sink.send(Message::Close(Some(CloseFrame { code: close_code::NORMAL, reason: "".into() }))).await;
+    match status {
+        Some(status) => {
+            let message = [&[channel::ERROR][..], status.as_bytes()].concat();
+            if sink.send(Message::Binary(message.into())).await.is_ok() {
+                // A normal closure, which the client reads as the streams' end; any other is an error.
+                let _ = sink.send(Message::Close(Some(CloseFrame { code: close_code::NORMAL, reason: "".into() }))).await;
+            }
+        }
+        // The answer to a client's close frame, queued as it was read, goes out now.
+        None => {
+            let _ = sink.close().await;
+        }
+    }
+    // The reader goes on until the client answers the close frame: a socket dropped with
+    // bytes unread (that answer, a heartbeat ping) is reset, and a reset can discard the
+    // close frame on its way.
+    if tokio::time::timeout(CLOSE_WAIT, &mut reader).await.is_err() {
+        reader.abort();
     }
 }
 

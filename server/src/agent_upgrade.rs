@@ -94,32 +94,107 @@ pub async fn proxy(
     Ok(response)
 }
 
+/// How long a session's connection to its client stays open after the agent's side ended,
+/// reading what the client still sends: its answer to the close frame, a heartbeat ping.
+const LINGER: Duration = Duration::from_secs(2);
+
 /// Copies `client`'s bytes to `agent` and `agent`'s to `client` (through `tap`) until the
 /// agent's side ends. The client's end reaches the agent as the end of its input, upon
-/// which the agent ends the session.
+/// which the agent ends the session. The agent's end, even a broken one, reaches the client
+/// after everything the agent sent (its close frame among it); then the client's last
+/// bytes are read, because a connection dropped with bytes unread is reset, and a reset
+/// can discard what is still on its way to the client.
 async fn pipe(client: impl AsyncRead + AsyncWrite + Send, agent: impl AsyncRead + AsyncWrite + Send, tap: &mut Tap) -> std::io::Result<()> {
     let (mut client_read, mut client_write) = tokio::io::split(client);
     let (mut agent_read, mut agent_write) = tokio::io::split(agent);
-    let upstream = async {
-        // Whether the client ended or broke off, the agent hears the same end of input.
-        let _ = tokio::io::copy(&mut client_read, &mut agent_write).await;
-        let _ = agent_write.shutdown().await;
-    };
-    let downstream = async {
-        let mut buffer = vec![0; 64 * 1024];
-        loop {
-            let read = agent_read.read(&mut buffer).await?;
-            if read == 0 {
-                break;
-            }
-            tap(&buffer[..read]);
-            client_write.write_all(&buffer[..read]).await?;
+    let copied = {
+        let upstream = async {
+            // Whether the client ended or broke off, the agent hears the same end of input.
+            let _ = tokio::io::copy(&mut client_read, &mut agent_write).await;
+            let _ = agent_write.shutdown().await;
+        };
+        let downstream = async {
+            let mut buffer = vec![0; 64 * 1024];
+            let read = loop {
+                match agent_read.read(&mut buffer).await {
+                    Ok(0) => break Ok(()),
+                    Ok(read) => {
+                        tap(&buffer[..read]);
+                        client_write.write_all(&buffer[..read]).await?;
+                    }
+                    Err(e) => break Err(e),
+                }
+            };
+            client_write.shutdown().await?;
+            read
+        };
+        tokio::pin!(downstream);
+        tokio::select! {
+            copied = &mut downstream => copied,
+            () = upstream => downstream.await,
         }
-        client_write.shutdown().await
     };
-    tokio::pin!(downstream);
-    tokio::select! {
-        copied = &mut downstream => copied,
-        () = upstream => downstream.await,
+    let _ = tokio::time::timeout(LINGER, tokio::io::copy(&mut client_read, &mut tokio::io::sink())).await;
+    copied
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    use tokio::io::ReadBuf;
+    use tokio::net::{TcpListener, TcpStream};
+    use tokio::sync::oneshot;
+
+    use super::*;
+
+    /// An agent's side that sends `sent`, then breaks off when `broken` fires; it takes in
+    /// nothing, as an agent busy ending its session.
+    struct BreakingAgent {
+        sent: Option<Vec<u8>>,
+        broken: oneshot::Receiver<()>,
+    }
+
+    impl AsyncRead for BreakingAgent {
+        fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+            if let Some(sent) = self.sent.take() {
+                buf.put_slice(&sent);
+                return Poll::Ready(Ok(()));
+            }
+            Pin::new(&mut self.broken).poll(cx).map(|_| Err(std::io::ErrorKind::ConnectionReset.into()))
+        }
+    }
+
+    impl AsyncWrite for BreakingAgent {
+        fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, _: &[u8]) -> Poll<std::io::Result<usize>> {
+            Poll::Pending
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn what_a_broken_agent_side_sent_reaches_the_client_with_a_clean_end_not_a_reset() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (proxied, _) = listener.accept().await.unwrap();
+        let (break_off, broken) = oneshot::channel();
+        let agent = BreakingAgent { sent: Some(b"status, close frame".to_vec()), broken };
+        let piped = tokio::spawn(async move { pipe(proxied, agent, &mut (Box::new(|_: &[u8]| {}) as Tap)).await });
+        // More than the proxy reads ahead: bytes of the client's still unread at the end, as
+        // a heartbeat ping or the answer to the close frame can be.
+        client.write_all(&[b'x'; 64 * 1024]).await.unwrap();
+        break_off.send(()).unwrap();
+        let mut received = Vec::new();
+        client.read_to_end(&mut received).await.expect("a clean end (FIN), not a reset");
+        assert_eq!(received, b"status, close frame");
+        drop(client);
+        let copied = piped.await.unwrap();
+        assert_eq!(copied.unwrap_err().kind(), std::io::ErrorKind::ConnectionReset, "the session's end says it broke off");
     }
 }

@@ -8,7 +8,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use shared::api::List;
-use shared::model::{Kind, Object, Pod, Scale, ScaleSpec, ScaleStatus, event_types};
+use shared::model::{Kind, ManagedFieldsEntry, Object, Pod, Scale, ScaleSpec, ScaleStatus, event_types};
 use shared::registration::Registrant;
 
 use crate::auth::{Bearer, Principal, Role};
@@ -426,12 +426,23 @@ pub async fn put_scale<R: Scalable>(
 ) -> ApiResult<Json<Scale>> {
     let dry_run = params.is_dry_run()?;
     let scale: Scale = parse_json(&body, "Scale")?;
-    scale_object::<R>(&state, &namespace, &name, scale, dry_run).await.map(|o| Json(scale_of(&o)))
+    // The native API names no field manager: the entries stay as they are.
+    let keep = |entries: &[ManagedFieldsEntry], _, _| entries.to_vec();
+    scale_object::<R>(&state, &namespace, &name, scale, keep, dry_run).await.map(|o| Json(scale_of(&o)))
 }
 
 /// Sets a deployment's or ReplicaSet's replicas from a Scale (CAS on its resource_version
-/// when non-zero); both API dialects scale through it. A dry run stores nothing.
-pub(crate) async fn scale_object<R: Scalable>(state: &AppState, namespace: &str, name: &str, scale: Scale, dry_run: bool) -> ApiResult<R> {
+/// when non-zero); both API dialects scale through it. `record` turns the managed fields,
+/// the replicas before and after into the entries a change of replicas leaves. A dry run
+/// stores nothing.
+pub(crate) async fn scale_object<R: Scalable>(
+    state: &AppState,
+    namespace: &str,
+    name: &str,
+    scale: Scale,
+    record: impl Fn(&[ManagedFieldsEntry], i32, i32) -> Vec<ManagedFieldsEntry> + Send + Sync + 'static,
+    dry_run: bool,
+) -> ApiResult<R> {
     let noun = R::KIND.as_str().to_ascii_lowercase();
     shared::validation::validate_scale(&scale)
         .map_err(|details| ApiError::invalid(&format!("the scale of {noun} {namespace}/{name}"), details))?;
@@ -441,8 +452,10 @@ pub(crate) async fn scale_object<R: Scalable>(state: &AppState, namespace: &str,
     let write = ops::modify::<R>(key, move |_, object| {
         ops::check_version(&check_key, expected, &object.clone().into_object())?;
         if object.replicas() != scale.spec.replicas {
+            let managed = record(&object.meta().managed_fields, object.replicas(), scale.spec.replicas);
             object.set_replicas(scale.spec.replicas);
             object.meta_mut().generation += 1;
+            object.meta_mut().managed_fields = managed;
         }
         Ok(())
     });

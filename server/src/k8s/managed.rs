@@ -15,11 +15,14 @@ use super::fields::{self, FieldSet, FieldsError, Path};
 use super::patch;
 use super::status::Status;
 
-/// Who writes: the manager's name and the version its fields are written in.
+/// Who writes: the manager's name, the version its fields are written in, and the
+/// subresource written through (empty for the object itself). Kubernetes tells managers
+/// apart by all three, so `kubectl` scaling and `kubectl` editing are two managers.
 #[derive(Debug, Clone, Copy)]
 pub struct Writer<'a> {
     pub manager: &'a str,
     pub api_version: &'a str,
+    pub subresource: &'a str,
     pub now: Time,
 }
 
@@ -94,7 +97,7 @@ fn decoded(entries: &[ManagedFieldsEntry]) -> Vec<(ManagedFieldsEntry, FieldSet)
 fn is_writer(entry: &ManagedFieldsEntry, writer: &Writer, operation: ManagedOperation) -> bool {
     entry.manager == writer.manager
         && entry.operation == operation
-        && entry.subresource.is_empty()
+        && entry.subresource == writer.subresource
         && (operation == ManagedOperation::Apply || entry.api_version == writer.api_version)
 }
 
@@ -158,6 +161,7 @@ fn entry(writer: &Writer, operation: ManagedOperation) -> ManagedFieldsEntry {
         operation,
         api_version: writer.api_version.to_string(),
         time: Some(writer.now),
+        subresource: writer.subresource.to_string(),
         ..Default::default()
     }
 }
@@ -199,6 +203,15 @@ fn updated(
         managers.push((kept, set));
     }
     Ok(finish(managers))
+}
+
+/// The entries after a write of the `scale` subresource set `spec.replicas` from `from` to
+/// `to`, as Kubernetes' scale handler maps them back onto the object: the writer's `Update`
+/// entry with subresource `scale`, in the object's version, gains `f:spec.f:replicas`,
+/// and every other manager loses it.
+pub fn scale(entries: &[ManagedFieldsEntry], from: i32, to: i32, writer: &Writer) -> Vec<ManagedFieldsEntry> {
+    let replicas = |n: i32| serde_json::json!({"spec": {"replicas": n}});
+    update(Some(&replicas(from)), &replicas(to), entries, writer)
 }
 
 /// A server-side apply of `config` onto `live` (`None` when the apply creates): the object
@@ -312,7 +325,7 @@ mod tests {
     use super::*;
 
     fn writer(manager: &str) -> Writer<'_> {
-        Writer { manager, api_version: "apps/v1", now: chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap() }
+        Writer { manager, api_version: "apps/v1", subresource: "", now: chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap() }
     }
 
     fn config(replicas: i64, labels: Value) -> Value {
@@ -379,6 +392,41 @@ mod tests {
         assert_eq!(conflicts[0].0, "\"kubectl-edit\" using apps/v1 at 2023-11-14T22:13:20Z");
         // An update that changes nothing records nothing.
         assert_eq!(updated(Some(&edited), &edited, &[], &writer("x")).unwrap(), Vec::new());
+    }
+
+    #[test]
+    fn a_scale_records_its_manager_with_the_subresource_and_an_apply_then_conflicts_with_it() {
+        let (live, entries) = apply(None, &config(2, json!({})), &[], &writer("a"), false).unwrap();
+        let scaler = Writer { subresource: "scale", ..writer("kubectl") };
+        let entries = scale(&entries, 2, 5, &scaler);
+        let scaled = entries.iter().find(|e| e.subresource == "scale").unwrap();
+        assert_eq!(
+            (scaled.manager.as_str(), scaled.operation, scaled.api_version.as_str(), scaled.time),
+            ("kubectl", ManagedOperation::Update, "apps/v1", Some(scaler.now))
+        );
+        assert_eq!(fields::decode(&scaled.fields_v1).unwrap(), FieldSet::from([vec!["f:spec".to_string(), "f:replicas".to_string()]]));
+        assert_eq!(owners(&entries, &["f:spec", "f:replicas"]), ["kubectl"]);
+        // Scaling again is the same manager; an edit by the same client is another one.
+        let entries = scale(&entries, 5, 6, &scaler);
+        assert_eq!(entries.iter().filter(|e| e.subresource == "scale").count(), 1);
+        let mut edited = live.clone();
+        edited["spec"]["replicas"] = json!(6);
+        let mut labelled = edited.clone();
+        labelled["metadata"]["labels"]["tier"] = json!("front");
+        let edits = update(Some(&edited), &labelled, &entries, &writer("kubectl"));
+        assert_eq!(edits.iter().filter(|e| e.manager == "kubectl").count(), 2);
+
+        let mut live = live;
+        live["spec"]["replicas"] = json!(6);
+        let err = apply(Some(&live), &config(3, json!({})), &entries, &writer("a"), false).unwrap_err();
+        assert_eq!(
+            Status::from(err).message,
+            "Apply failed with 1 conflict: conflict with \"kubectl\" with subresource \"scale\" using apps/v1 at 2023-11-14T22:13:20Z: .spec.replicas"
+        );
+        let (forced, entries) = apply(Some(&live), &config(3, json!({})), &entries, &writer("a"), true).unwrap();
+        assert_eq!(forced["spec"]["replicas"], 3);
+        assert_eq!(owners(&entries, &["f:spec", "f:replicas"]), ["a"]);
+        assert!(entries.iter().all(|e| e.subresource.is_empty()), "the scaler owns nothing more: {entries:?}");
     }
 
     #[test]

@@ -108,7 +108,8 @@ impl Req {
                 &prefix[..prefix.floor_char_boundary(FIELD_MANAGER_MAX)]
             }
         };
-        Ok(managed::Writer { manager, api_version: self.target.kind.api_version(), now: chrono::Utc::now() })
+        let subresource = self.target.sub.as_deref().unwrap_or("");
+        Ok(managed::Writer { manager, api_version: self.target.kind.api_version(), subresource, now: chrono::Utc::now() })
     }
 
     fn options(&self) -> &'static str {
@@ -320,9 +321,16 @@ impl Req {
             return Err(Status::bad_request(format!("the Scale names {:?}, but the path names {:?}", scale.metadata.name, self.name())));
         }
         let (state, namespace, name) = (&self.state, self.namespace(), self.name());
+        let writer = self.writer()?;
+        let (manager, api_version, now) = (writer.manager.to_string(), self.target.kind.api_version(), writer.now);
+        let record = move |entries: &[ManagedFieldsEntry], from: i32, to: i32| {
+            managed::scale(entries, from, to, &managed::Writer { manager: &manager, api_version, subresource: "scale", now })
+        };
         let scaled = match self.target.kind.stored() {
-            Kind::ReplicaSet => convert::scale_out(&native::scale_object::<ReplicaSet>(state, namespace, name, scale, self.dry_run).await?),
-            _ => convert::scale_out(&native::scale_object::<Deployment>(state, namespace, name, scale, self.dry_run).await?),
+            Kind::ReplicaSet => {
+                convert::scale_out(&native::scale_object::<ReplicaSet>(state, namespace, name, scale, record, self.dry_run).await?)
+            }
+            _ => convert::scale_out(&native::scale_object::<Deployment>(state, namespace, name, scale, record, self.dry_run).await?),
         };
         Ok(Json(scaled).into_response())
     }
