@@ -188,3 +188,36 @@ async fn a_config_map_or_secret_over_a_mebibyte_is_a_422_in_kubernetes_words() {
     assert_eq!(refused["details"]["causes"][0]["field"], "data", "{refused}");
     assert!(!refused.to_string().contains("xxxxxxxx"), "no value in the answer");
 }
+
+/// A typed Secret holds what its type requires (Kubernetes' `ValidateSecret`): a 422 in
+/// kube-apiserver's words and paths through `/k8s`, `stringData` counting as `data`, and a
+/// docker config that is no JSON named by its key with `<secret contents redacted>` for its value.
+#[tokio::test]
+async fn a_typed_secret_without_what_its_type_requires_is_a_422_in_kubernetes_words() {
+    let server = TestServer::in_memory().await;
+    let secret = |name: &str, type_: &str, string_data: Value| json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "type": type_, "stringData": string_data});
+    for (body, words) in [
+        (secret("tls", "kubernetes.io/tls", json!({"tls.crt": "c"})), "data[tls.key]: Required value"),
+        (secret("ssh", "kubernetes.io/ssh-auth", json!({})), "data[ssh-privatekey]: Required value"),
+        (secret("basic", "kubernetes.io/basic-auth", json!({})), "[data[password]: Required value, data[username]: Required value]"),
+        (secret("cfg", "kubernetes.io/dockercfg", json!({})), "data[.dockercfg]: Required value"),
+        (
+            secret("token", "kubernetes.io/service-account-token", json!({})),
+            "metadata.annotations[kubernetes.io/service-account.name]: Required value",
+        ),
+        (
+            secret("pull", "kubernetes.io/dockerconfigjson", json!({".dockerconfigjson": "hunter2"})),
+            r#"data[.dockerconfigjson]: Invalid value: "<secret contents redacted>": expected value at line 1 column 1"#,
+        ),
+    ] {
+        let name = body["metadata"]["name"].as_str().unwrap().to_string();
+        let (status, refused) = k8s(&server, Method::POST, "/api/v1/namespaces/default/secrets", Some(body)).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+        assert_eq!(refused["message"], format!("Secret {name:?} is invalid: {words}"), "{refused}");
+        assert!(!refused.to_string().contains("hunter2"), "no value in the answer: {refused}");
+    }
+    let good = secret("pull", "kubernetes.io/dockerconfigjson", json!({".dockerconfigjson": r#"{"auths": {}}"#}));
+    let (status, created) = k8s(&server, Method::POST, "/api/v1/namespaces/default/secrets", Some(good)).await;
+    assert_eq!((status, &created["type"]), (StatusCode::CREATED, &json!("kubernetes.io/dockerconfigjson")), "{created}");
+    server.stop().await;
+}

@@ -237,3 +237,36 @@ async fn two_servers_on_one_etcd_never_give_one_address_twice() {
     a.stop().await;
     b.stop().await;
 }
+
+/// A Service's name is a DNS-1035 label (Kubernetes' `ValidateServiceName`), since it becomes
+/// a DNS name and its pods' variables: the names an outside tester got created are a 422 in
+/// kube-apiserver's words through `/k8s`, and in the native API, with nothing stored.
+#[tokio::test]
+async fn a_service_name_that_is_no_dns_1035_label_is_a_422_in_kubernetes_words() {
+    const RULE: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic \
+                        character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for \
+                        validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+    let server = TestServer::in_memory().await;
+    let long = "s".repeat(64);
+    for (name, words) in [
+        ("a.b", format!(r#"metadata.name: Invalid value: "a.b": {RULE}"#)),
+        ("1abc", format!(r#"metadata.name: Invalid value: "1abc": {RULE}"#)),
+        ("web.default", format!(r#"metadata.name: Invalid value: "web.default": {RULE}"#)),
+        (&long, format!(r#"metadata.name: Invalid value: "{long}": must be no more than 63 characters"#)),
+    ] {
+        let body = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name}, "spec": {"ports": [{"port": 80}]}});
+        let request = server.bare(reqwest::Method::POST, "/k8s/api/v1/namespaces/default/services").json(&body);
+        let response = request.send().await.expect("the server answers");
+        let (status, answer) = (response.status(), response.json::<Value>().await.expect("a JSON answer"));
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
+        assert_eq!(answer["message"], format!("Service {name:?} is invalid: {words}"), "{answer}");
+        assert_eq!(answer["details"]["causes"][0]["reason"], "FieldValueInvalid", "{answer}");
+
+        let (status, answer) = server.post(SERVICES, service(name, json!({}))).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
+        assert_eq!(refusal(&answer).0, "metadata.name", "{answer}");
+    }
+    let (status, list) = server.get(SERVICES).await;
+    assert_eq!((status, list["items"].as_array().map(Vec::len)), (StatusCode::OK, Some(0)), "{list}");
+    server.stop().await;
+}

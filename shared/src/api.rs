@@ -145,7 +145,11 @@ impl FieldError {
 
 impl std::fmt::Display for FieldError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.field, self.message)?;
+        match self.type_ {
+            // As Kubernetes words a required field that needs no more said.
+            FieldErrorType::Required if self.message.is_empty() => write!(f, "{}: Required value", self.field)?,
+            _ => write!(f, "{}: {}", self.field, self.message)?,
+        }
         match &self.value {
             Some(value) => write!(f, ", got {value}"),
             None => Ok(()),

@@ -101,14 +101,14 @@ pub fn validate(object: &Object) -> Result<(), Vec<FieldError>> {
 
 pub fn validate_pod(pod: &Pod) -> Result<(), Vec<FieldError>> {
     let mut errors = Errors::default();
-    check_meta(&mut errors, &pod.metadata, true);
+    check_meta(&mut errors, &pod.metadata, true, NameRule::Subdomain);
     check_pod_spec(&mut errors, "spec", &pod.spec);
     errors.finish()
 }
 
 pub fn validate_deployment(deployment: &Deployment) -> Result<(), Vec<FieldError>> {
     let mut errors = Errors::default();
-    check_meta(&mut errors, &deployment.metadata, true);
+    check_meta(&mut errors, &deployment.metadata, true, NameRule::Subdomain);
     let spec = &deployment.spec;
     check_replicas(&mut errors, "spec.replicas", spec.replicas);
     check_pod_set(&mut errors, &spec.selector, &spec.template);
@@ -131,7 +131,7 @@ pub fn validate_deployment(deployment: &Deployment) -> Result<(), Vec<FieldError
 
 pub fn validate_replicaset(rs: &ReplicaSet) -> Result<(), Vec<FieldError>> {
     let mut errors = Errors::default();
-    check_meta(&mut errors, &rs.metadata, true);
+    check_meta(&mut errors, &rs.metadata, true, NameRule::Subdomain);
     check_replicas(&mut errors, "spec.replicas", rs.spec.replicas);
     check_pod_set(&mut errors, &rs.spec.selector, &rs.spec.template);
     if rs.spec.min_ready_seconds < 0 {
@@ -210,7 +210,7 @@ fn check_int_or_percent(errors: &mut Errors, path: &str, value: Option<&IntOrStr
 
 pub fn validate_service(service: &Service) -> Result<(), Vec<FieldError>> {
     let mut errors = Errors::default();
-    check_meta(&mut errors, &service.metadata, true);
+    check_meta(&mut errors, &service.metadata, true, NameRule::Dns1035Label);
     check_labels(&mut errors, "spec.selector", &service.spec.selector);
     let spec = &service.spec;
     if !matches!(spec.type_.as_str(), "" | service::CLUSTER_IP | service::NODE_PORT) {
@@ -256,7 +256,7 @@ pub fn validate_service(service: &Service) -> Result<(), Vec<FieldError>> {
 
 pub fn validate_node(node: &Node) -> Result<(), Vec<FieldError>> {
     let mut errors = Errors::default();
-    check_meta(&mut errors, &node.metadata, false);
+    check_meta(&mut errors, &node.metadata, false, NameRule::Subdomain);
     // check_meta has said what is wrong with a name that is no DNS-1123 subdomain.
     if let Some(message) = node_name_error(&node.metadata.name).filter(|_| dns_subdomain_error(&node.metadata.name).is_none()) {
         errors.add("metadata.name", message);
@@ -385,7 +385,7 @@ pub fn validate_heartbeat(heartbeat: &Heartbeat) -> Result<(), Vec<FieldError>> 
 /// A node's lease: named as a node, and held by that node.
 pub fn validate_lease(lease: &Lease) -> Result<(), Vec<FieldError>> {
     let mut errors = Errors::default();
-    check_meta(&mut errors, &lease.metadata, false);
+    check_meta(&mut errors, &lease.metadata, false, NameRule::Subdomain);
     let holder = &lease.spec.holder_identity;
     if !holder.is_empty() && *holder != lease.metadata.name {
         errors.invalid("spec.holder_identity", &holder, format!("must be the node the lease is named after, {:?}", lease.metadata.name));
@@ -441,7 +441,7 @@ fn check_memory(errors: &mut Errors, path: &str, bytes: i64) {
 
 pub fn validate_event(event: &Event) -> Result<(), Vec<FieldError>> {
     let mut errors = Errors::default();
-    check_meta(&mut errors, &event.metadata, true);
+    check_meta(&mut errors, &event.metadata, true, NameRule::Subdomain);
     if !matches!(event.type_.as_str(), "Normal" | "Warning") {
         errors.invalid("type", &event.type_, "must be Normal or Warning");
     }
@@ -459,7 +459,7 @@ pub fn validate_event(event: &Event) -> Result<(), Vec<FieldError>> {
 
 pub fn validate_namespace(namespace: &Namespace) -> Result<(), Vec<FieldError>> {
     let mut errors = Errors::default();
-    check_meta(&mut errors, &namespace.metadata, false);
+    check_meta(&mut errors, &namespace.metadata, false, NameRule::Subdomain);
     if let Some(message) = dns_label_error(&namespace.metadata.name) {
         errors.add("metadata.name", message);
     }
@@ -470,7 +470,7 @@ pub fn validate_namespace(namespace: &Namespace) -> Result<(), Vec<FieldError>> 
 /// no key in both maps, at most 1 MiB of values in both (the error is the whole object's, `[]`).
 pub fn validate_config_map(map: &ConfigMap) -> Result<(), Vec<FieldError>> {
     let mut errors = Errors::default();
-    check_meta(&mut errors, &map.metadata, true);
+    check_meta(&mut errors, &map.metadata, true, NameRule::Subdomain);
     check_config_keys(&mut errors, "data", map.data.keys());
     check_config_keys(&mut errors, "binary_data", map.binary_data.keys());
     for key in map.binary_data.keys().filter(|key| map.data.contains_key(*key)) {
@@ -482,30 +482,83 @@ pub fn validate_config_map(map: &ConfigMap) -> Result<(), Vec<FieldError>> {
 }
 
 /// A Secret as Kubernetes' `ValidateSecret`, with `string_data` counted as merged into
-/// `data`: config keys, at most 1 MiB of values (the error is `data`'s), and the keys its
-/// type requires. No message holds a value.
+/// `data`: config keys, at most 1 MiB of values (the error is `data`'s), and what its type
+/// requires. No message holds a value.
 pub fn validate_secret(secret: &Secret) -> Result<(), Vec<FieldError>> {
     let mut errors = Errors::default();
-    check_meta(&mut errors, &secret.metadata, true);
+    check_meta(&mut errors, &secret.metadata, true, NameRule::Subdomain);
     check_config_keys(&mut errors, "data", secret.data.keys());
     check_config_keys(&mut errors, "string_data", secret.string_data.keys());
     let mut merged = secret.clone();
     merged.merge_string_data();
     check_config_size(&mut errors, "data", binary_size(&merged.data));
-    let required: &[&str] = match merged.type_.as_str() {
-        "kubernetes.io/tls" => &["tls.crt", "tls.key"],
-        "kubernetes.io/ssh-auth" => &["ssh-privatekey"],
-        "kubernetes.io/dockercfg" => &[".dockercfg"],
-        "kubernetes.io/dockerconfigjson" => &[".dockerconfigjson"],
-        _ => &[],
-    };
-    for key in required.iter().filter(|key| !merged.data.contains_key(**key)) {
-        errors.add(format!("data[{key}]"), format!("must be set for a Secret of type {}", merged.type_));
-    }
-    if merged.type_ == "kubernetes.io/basic-auth" && !merged.data.contains_key("username") && !merged.data.contains_key("password") {
-        errors.add("data[username]", "a Secret of type kubernetes.io/basic-auth must set username or password");
-    }
+    check_secret_type(&mut errors, &merged);
     errors.finish()
+}
+
+/// The keys (or annotation) each of Kubernetes' built-in Secret types requires, with its
+/// field paths; other types, `Opaque` among them, require nothing.
+fn check_secret_type(errors: &mut Errors, secret: &Secret) {
+    let data = &secret.data;
+    match secret.type_.as_str() {
+        "kubernetes.io/service-account-token" => {
+            const ACCOUNT: &str = "kubernetes.io/service-account.name";
+            if secret.metadata.annotations.get(ACCOUNT).is_none_or(String::is_empty) {
+                errors.required(format!("metadata.annotations[{ACCOUNT}]"), "");
+            }
+        }
+        "kubernetes.io/dockercfg" => check_json_key(errors, data, ".dockercfg"),
+        "kubernetes.io/dockerconfigjson" => check_json_key(errors, data, ".dockerconfigjson"),
+        // Either may be empty, but one must be there.
+        "kubernetes.io/basic-auth" if !data.contains_key("username") && !data.contains_key("password") => {
+            require_key(errors, data, "username");
+            require_key(errors, data, "password");
+        }
+        // Unlike the others, an empty private key counts as missing.
+        "kubernetes.io/ssh-auth" if data.get("ssh-privatekey").is_none_or(Vec::is_empty) => errors.required("data[ssh-privatekey]", ""),
+        "kubernetes.io/tls" => {
+            require_key(errors, data, "tls.crt");
+            require_key(errors, data, "tls.key");
+        }
+        _ => {}
+    }
+}
+
+fn require_key(errors: &mut Errors, data: &BinaryData, key: &str) {
+    if !data.contains_key(key) {
+        errors.required(format!("data[{key}]"), "");
+    }
+}
+
+/// A docker config key: present, and a JSON object (or `null`, which Kubernetes' decoder also
+/// takes). The error stands `<secret contents redacted>` where the value would be, and says
+/// only where the JSON breaks, never what it holds.
+fn check_json_key(errors: &mut Errors, data: &BinaryData, key: &str) {
+    use serde_json::error::Category;
+    let field = format!("data[{key}]");
+    let Some(content) = data.get(key) else {
+        errors.required(field, "");
+        return;
+    };
+    let problem = match serde_json::from_slice::<serde_json::Value>(content) {
+        Ok(serde_json::Value::Object(_) | serde_json::Value::Null) => return,
+        Ok(other) => format!("must be a JSON object, not {}", json_kind(&other)),
+        // serde_json's words for a syntax error are fixed; other kinds of error may quote the value.
+        Err(error) if matches!(error.classify(), Category::Syntax | Category::Eof) => error.to_string(),
+        Err(error) => format!("invalid JSON at line {} column {}", error.line(), error.column()),
+    };
+    errors.invalid(field, &"<secret contents redacted>", problem);
+}
+
+fn json_kind(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
 }
 
 fn check_config_keys<'a>(errors: &mut Errors, path: &str, keys: impl Iterator<Item = &'a String>) {
@@ -550,9 +603,28 @@ pub fn config_key_error(key: &str) -> Option<String> {
     }
 }
 
-fn check_meta(errors: &mut Errors, meta: &ObjectMeta, namespaced: bool) {
-    if let Some(message) = dns_subdomain_error(&meta.name) {
-        errors.add("metadata.name", message);
+/// The rule an object's name follows, as Kubernetes' `ValidateNameFunc` of its kind.
+#[derive(Clone, Copy)]
+enum NameRule {
+    /// Most kinds: [`dns_subdomain_error`].
+    Subdomain,
+    /// A Service, whose name is a DNS label of its own and the prefix of its pods'
+    /// environment variables: [`dns_1035_label_errors`].
+    Dns1035Label,
+}
+
+fn check_meta(errors: &mut Errors, meta: &ObjectMeta, namespaced: bool, name_rule: NameRule) {
+    match name_rule {
+        NameRule::Subdomain => {
+            if let Some(message) = dns_subdomain_error(&meta.name) {
+                errors.add("metadata.name", message);
+            }
+        }
+        NameRule::Dns1035Label => {
+            for message in dns_1035_label_errors(&meta.name) {
+                errors.invalid("metadata.name", &meta.name, message);
+            }
+        }
     }
     if namespaced
         && !meta.namespace.is_empty()
@@ -848,6 +920,27 @@ pub fn dns_subdomain_error(name: &str) -> Option<String> {
         ));
     }
     None
+}
+
+/// A DNS-1035 label as Kubernetes checks a Service's name (`IsDNS1035Label`): at most 63
+/// lower-case letters, digits and '-', starting with a letter and ending with a letter or
+/// digit. Kubernetes' words, one message for each rule broken.
+pub fn dns_1035_label_errors(name: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if name.len() > MAX_LABEL {
+        errors.push(format!("must be no more than {MAX_LABEL} characters"));
+    }
+    let well_formed = name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !name.ends_with('-');
+    if !well_formed {
+        errors.push(
+            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end \
+             with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
+                .into(),
+        );
+    }
+    errors
 }
 
 fn is_dns_label(part: &str) -> bool {
@@ -1281,7 +1374,15 @@ mod tests {
         let errors = validate_secret(&secret).unwrap_err();
         let text = format!("{errors:?}");
         assert!(!text.contains("hunter2"), "{text}");
-        assert_eq!(errors.iter().map(|e| e.field.as_str()).collect::<Vec<_>>(), ["string_data[bad key]", "data[tls.crt]", "data[tls.key]"]);
+        assert_eq!(
+            errors.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            [
+                "string_data[bad key]: a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name', \
+                 or 'KEY_NAME', or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')",
+                "data[tls.crt]: Required value",
+                "data[tls.key]: Required value"
+            ]
+        );
         secret.string_data = [("big".to_string(), "x".repeat(MAX_CONFIG_BYTES))].into();
         secret.type_.clear();
         assert_eq!(validate_secret(&secret), Ok(()), "exactly 1 MiB of values");
@@ -1292,5 +1393,99 @@ mod tests {
             ["data: Too long: must have at most 1048576 bytes"],
             "string_data counts as merged"
         );
+    }
+
+    fn typed_secret(type_: &str, data: &[(&str, &str)]) -> Secret {
+        let mut secret =
+            Secret { kind: "Secret".into(), metadata: ObjectMeta::named("default", "s"), type_: type_.into(), ..Default::default() };
+        secret.string_data = data.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        secret
+    }
+
+    fn messages(result: Result<(), Vec<FieldError>>) -> Vec<String> {
+        result.err().unwrap_or_default().iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn each_built_in_secret_type_requires_what_kubernetes_requires() {
+        for (type_, data, expected) in [
+            ("Opaque", &[][..], &[][..]),
+            ("", &[], &[]),
+            ("example.com/custom", &[], &[]),
+            ("kubernetes.io/tls", &[("tls.crt", "c")], &["data[tls.key]: Required value"]),
+            ("kubernetes.io/tls", &[("tls.crt", ""), ("tls.key", "")], &[]),
+            ("kubernetes.io/ssh-auth", &[], &["data[ssh-privatekey]: Required value"]),
+            ("kubernetes.io/ssh-auth", &[("ssh-privatekey", "")], &["data[ssh-privatekey]: Required value"]),
+            ("kubernetes.io/ssh-auth", &[("ssh-privatekey", "k")], &[]),
+            ("kubernetes.io/basic-auth", &[], &["data[username]: Required value", "data[password]: Required value"]),
+            ("kubernetes.io/basic-auth", &[("password", "")], &[]),
+            ("kubernetes.io/basic-auth", &[("username", "u")], &[]),
+            ("kubernetes.io/dockercfg", &[], &["data[.dockercfg]: Required value"]),
+            ("kubernetes.io/dockercfg", &[(".dockercfg", r#"{"registry": {}}"#)], &[]),
+            ("kubernetes.io/dockerconfigjson", &[], &["data[.dockerconfigjson]: Required value"]),
+            ("kubernetes.io/dockerconfigjson", &[(".dockerconfigjson", r#"{"auths": {}}"#)], &[]),
+            ("kubernetes.io/dockerconfigjson", &[(".dockerconfigjson", "null")], &[]),
+            ("kubernetes.io/service-account-token", &[], &["metadata.annotations[kubernetes.io/service-account.name]: Required value"]),
+        ] {
+            assert_eq!(messages(validate_secret(&typed_secret(type_, data))), expected, "{type_} {data:?}");
+        }
+        let mut token = typed_secret("kubernetes.io/service-account-token", &[]);
+        token.metadata.annotations.insert("kubernetes.io/service-account.name".into(), "builder".into());
+        assert_eq!(validate_secret(&token), Ok(()));
+        token.metadata.annotations.insert("kubernetes.io/service-account.name".into(), String::new());
+        assert_eq!(fields(validate_secret(&token)), ["metadata.annotations[kubernetes.io/service-account.name]"]);
+        // Given in `data` as in `string_data`.
+        let mut tls = typed_secret("kubernetes.io/tls", &[("tls.crt", "c")]);
+        tls.data.insert("tls.key".into(), b"k".to_vec());
+        assert_eq!(validate_secret(&tls), Ok(()));
+    }
+
+    #[test]
+    fn a_docker_config_that_is_no_json_object_is_refused_without_its_content() {
+        for (content, problem) in [
+            ("hunter2", "expected value at line 1 column 1"),
+            (r#"{"auths": "hunter2""#, "EOF while parsing an object at line 1 column 19"),
+            (r#"["hunter2"]"#, "must be a JSON object, not an array"),
+            (r#""hunter2""#, "must be a JSON object, not a string"),
+        ] {
+            let errors = validate_secret(&typed_secret("kubernetes.io/dockerconfigjson", &[(".dockerconfigjson", content)])).unwrap_err();
+            assert_eq!(
+                messages(Err(errors.clone())),
+                [format!("data[.dockerconfigjson]: {problem}, got \"<secret contents redacted>\"")],
+                "{content}"
+            );
+            assert!(!format!("{errors:?}").contains("hunter2"));
+        }
+        let errors = messages(validate_secret(&typed_secret("kubernetes.io/dockercfg", &[(".dockercfg", "hunter2")])));
+        assert_eq!(errors, ["data[.dockercfg]: expected value at line 1 column 1, got \"<secret contents redacted>\""]);
+    }
+
+    #[test]
+    fn a_service_name_is_a_dns_1035_label_in_kubernetes_words() {
+        const RULE: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic \
+                            character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for \
+                            validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+        for good in ["a", "web", "web-1", "a1b2", &"s".repeat(63)] {
+            assert_eq!(dns_1035_label_errors(good), Vec::<String>::new(), "{good}");
+        }
+        for bad in ["a.b", "1abc", "web.default", "-web", "web-", "Web", "a_b", ""] {
+            assert_eq!(dns_1035_label_errors(bad), [RULE], "{bad}");
+        }
+        assert_eq!(dns_1035_label_errors(&"s".repeat(64)), ["must be no more than 63 characters"]);
+        assert_eq!(dns_1035_label_errors(&"S".repeat(64)), ["must be no more than 63 characters", RULE]);
+
+        let mut service: Service = serde_json::from_str(r#"{"kind":"Service","metadata":{"name":"a.b"}}"#).unwrap();
+        let errors = validate_service(&service).unwrap_err();
+        assert_eq!(
+            errors,
+            [FieldError { value: Some(r#""a.b""#.into()), ..FieldError::new("metadata.name", RULE) }],
+            "one error, with the name"
+        );
+        service.metadata.name = "1abc".into();
+        assert_eq!(fields(validate_service(&service)), ["metadata.name"]);
+        // Other kinds keep the DNS-1123 subdomain rule.
+        let mut p = pod();
+        p.metadata.name = "1abc.web".into();
+        assert_eq!(validate_pod(&p), Ok(()));
     }
 }

@@ -24,8 +24,50 @@ pub struct File {
 /// Files by their path relative to the volume (`key`, or an item's `conf/app.yaml`).
 pub type Files = BTreeMap<String, File>;
 
-/// Makes `dir` hold exactly `files`; returns whether anything changed (nothing does when the
-/// current version already holds them).
+/// The files of a volume with their paths as the kubelet's `validatePayload` takes them:
+/// relative, with no `..` part and not starting with `..` (the writer's own names), cleaned
+/// (`./c/./d` is `c/d`, `e//f` is `e/f`). Beyond it, two paths may not name one file, nor may
+/// one file be the directory of another (`a` and `a/b`): the error names both paths, where the
+/// kubelet's writer fails half-way with the system's `File exists` or `Not a directory`.
+pub fn payload(files: Files) -> Result<Files, String> {
+    let mut cleaned = Files::new();
+    let mut given = BTreeMap::new();
+    for (path, file) in files {
+        let clean = clean_path(&path)?;
+        if let Some(other) = given.insert(clean.clone(), path.clone()) {
+            return Err(format!("item paths {other:?} and {path:?} name the same file"));
+        }
+        cleaned.insert(clean, file);
+    }
+    for path in cleaned.keys() {
+        if let Some((dir, _)) = path.match_indices('/').map(|(i, _)| path.split_at(i)).find(|(dir, _)| cleaned.contains_key(*dir)) {
+            let (file, inner) = (&given[dir], &given[path]);
+            return Err(format!("item paths {file:?} and {inner:?} conflict: {file:?} is a file, so it cannot hold {inner:?}"));
+        }
+    }
+    Ok(cleaned)
+}
+
+fn clean_path(path: &str) -> Result<String, String> {
+    let invalid = |why: &str| Err(format!("invalid item path {path:?}: {why}"));
+    if path.starts_with('/') {
+        return invalid("must be a relative path");
+    }
+    if path.split('/').any(|part| part == "..") {
+        return invalid("must not contain '..'");
+    }
+    if path.starts_with("..") {
+        return invalid("must not start with '..'");
+    }
+    let clean = path.split('/').filter(|part| !part.is_empty() && *part != ".").collect::<Vec<_>>().join("/");
+    if clean.is_empty() {
+        return invalid("must name a file");
+    }
+    Ok(clean)
+}
+
+/// Makes `dir` hold exactly `files`, whose paths [`payload`] has checked; returns whether
+/// anything changed (nothing does when the current version already holds them).
 pub fn write(dir: &Path, files: &Files, version: &str) -> io::Result<bool> {
     std::fs::create_dir_all(dir)?;
     let data = dir.join(DATA_DIR);
@@ -109,6 +151,31 @@ mod tests {
 
     fn files(entries: &[(&str, &str, u32)]) -> Files {
         entries.iter().map(|(path, content, mode)| (path.to_string(), File { content: content.as_bytes().to_vec(), mode: *mode })).collect()
+    }
+
+    #[test]
+    fn paths_are_cleaned_and_a_file_in_the_way_of_another_is_named() {
+        let given = files(&[("a", "1", 0o644), ("./c/./d", "2", 0o644), ("e//f", "3", 0o644), ("g/", "4", 0o644)]);
+        let cleaned = payload(given).unwrap();
+        assert_eq!(cleaned.keys().collect::<Vec<_>>(), ["a", "c/d", "e/f", "g"]);
+        let dir = tempfile::tempdir().unwrap();
+        assert!(write(dir.path(), &cleaned, "1").unwrap());
+        assert_eq!(std::fs::read_to_string(dir.path().join("c/d")).unwrap(), "2", "through the link c -> ..data/c");
+        assert_eq!(std::fs::read_to_string(dir.path().join("e/f")).unwrap(), "3");
+
+        for (paths, error) in [
+            (&["a", "a/b"][..], r#"item paths "a" and "a/b" conflict: "a" is a file, so it cannot hold "a/b""#),
+            (&["x/a", "./x//a/b/c"], r#"item paths "x/a" and "./x//a/b/c" conflict: "x/a" is a file, so it cannot hold "./x//a/b/c""#),
+            (&["c/d", "./c/./d"], r#"item paths "./c/./d" and "c/d" name the same file"#),
+            (&["/etc/passwd"], r#"invalid item path "/etc/passwd": must be a relative path"#),
+            (&["a/../../b"], r#"invalid item path "a/../../b": must not contain '..'"#),
+            (&["..data"], r#"invalid item path "..data": must not start with '..'"#),
+            (&["./"], r#"invalid item path "./": must name a file"#),
+        ] {
+            let given: Vec<_> = paths.iter().map(|path| (*path, "x", 0o644)).collect();
+            assert_eq!(payload(files(&given)).unwrap_err(), error, "{paths:?}");
+        }
+        assert!(payload(files(&[("a/b", "1", 0o644), ("a/c", "2", 0o644), ("ab", "3", 0o644)])).is_ok(), "siblings and a longer name");
     }
 
     #[test]

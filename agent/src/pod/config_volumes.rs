@@ -49,21 +49,22 @@ pub async fn sync(ctx: &NodeContext, pod: &Pod) -> Result<()> {
             Err(_) if optional => BTreeMap::new(),
             Err(missing) => return Err(set_up(missing)),
         };
-        let files = files(keys, items, default_mode, optional).map_err(set_up)?;
+        let files = files(keys, items, default_mode, optional).and_then(atomic_writer::payload).map_err(set_up)?;
         write(ctx, pod, volume, &files, secret)?;
     }
     Ok(())
 }
 
-/// The files of a volume: each key as a file of its name, or only the `items`, at their paths.
-fn files(mut keys: BTreeMap<String, Vec<u8>>, items: &[KeyToPath], default_mode: Option<i32>, optional: bool) -> Result<Files, String> {
+/// The files of a volume: each key as a file of its name, or only the `items`, at their paths
+/// (a key may go to several).
+fn files(keys: BTreeMap<String, Vec<u8>>, items: &[KeyToPath], default_mode: Option<i32>, optional: bool) -> Result<Files, String> {
     let mode = |item_mode: Option<i32>| item_mode.or(default_mode).unwrap_or(DEFAULT_FILE_MODE) as u32;
     if items.is_empty() {
         return Ok(keys.into_iter().map(|(key, content)| (key, File { content, mode: mode(None) })).collect());
     }
     let mut files = Files::new();
     for item in items {
-        match keys.remove(&item.key) {
+        match keys.get(&item.key).cloned() {
             Some(content) => {
                 files.insert(item.path.clone(), File { content, mode: mode(item.mode) });
             }
@@ -101,6 +102,15 @@ mod tests {
         let items = [KeyToPath { key: "b".into(), path: "dir/b.txt".into(), mode: Some(0o600) }];
         let picked = files(keys.clone(), &items, None, false).unwrap();
         assert_eq!(picked, Files::from([("dir/b.txt".to_string(), File { content: b"2".to_vec(), mode: 0o600 })]));
+        // One key at several paths, as an outside tester wrote them: each gets it.
+        let twice = [("a", "a"), ("b", "c/b"), ("b", "./c/./d"), ("b", "e//f")].map(|(key, path)| KeyToPath {
+            key: key.into(),
+            path: path.into(),
+            mode: None,
+        });
+        let picked = files(keys.clone(), &twice, None, false).unwrap();
+        assert_eq!(picked.keys().collect::<Vec<_>>(), ["./c/./d", "a", "c/b", "e//f"]);
+        assert!(picked.iter().all(|(path, file)| file.content == if path == "a" { b"1" } else { b"2" }));
         let missing = [KeyToPath { key: "c".into(), path: "c".into(), mode: None }];
         assert_eq!(files(keys.clone(), &missing, None, false).unwrap_err(), "references non-existent config key: c");
         assert!(files(keys, &missing, None, true).unwrap().is_empty(), "optional: the key is left out");
