@@ -68,7 +68,7 @@ fn bench(c: &mut Criterion) {
             || (base.clone(), vec![modified(7, 10)]),
             |(state, events)| {
                 let next = state.reduce(ClusterAction::Watched { kind: Kind::Pod, events });
-                black_box(layout(&next.nodes, &next.pods, Some("default")))
+                black_box(layout(&next.nodes, &next.pods, Some("default"), None))
             },
             criterion::BatchSize::SmallInput,
         )
@@ -79,7 +79,7 @@ fn bench(c: &mut Criterion) {
             || (base.clone(), (0..100).map(|i| modified(i * 10, 10 + i as u64)).collect::<Vec<_>>()),
             |(state, events)| {
                 let next = state.reduce(ClusterAction::Watched { kind: Kind::Pod, events });
-                black_box(layout(&next.nodes, &next.pods, Some("default")))
+                black_box(layout(&next.nodes, &next.pods, Some("default"), None))
             },
             criterion::BatchSize::SmallInput,
         )
@@ -90,7 +90,7 @@ fn bench(c: &mut Criterion) {
             || (base.clone(), (0..PODS).map(|i| Object::Pod(pod(i, 20, PodPhase::Running))).collect::<Vec<_>>()),
             |(state, items)| {
                 let next = state.reduce(ClusterAction::Listed { kind: Kind::Pod, resource_version: 20, items });
-                black_box(layout(&next.nodes, &next.pods, Some("default")))
+                black_box(layout(&next.nodes, &next.pods, Some("default"), None))
             },
             criterion::BatchSize::SmallInput,
         )

@@ -1,7 +1,7 @@
 //! Every network call the dashboard makes: JSON requests with the Bearer token, and the watch
 //! loop that drives `shared::watch`'s state machine: list, stream `?watch=true` as Server-Sent
 //! Events (read by `shared::sse`), resume from the last resource_version and re-list on 410
-//! Gone. URLs come from `shared::api::paths`.
+//! Gone. URLs come from `shared::api::paths`, and `shared::metrics` for the nodes' usage.
 //!
 //! A command run in a pod ([`exec`]) is a WebSocket speaking `v5.channel.k8s.io`, as
 //! kubectl's exec.
@@ -20,6 +20,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use shared::api::{FieldError, List, paths};
 use shared::api_error::{Class, ErrorAnswer, headline};
+use shared::metrics::{MetricsList, NodeMetrics};
 use shared::model::{Kind, Object};
 use shared::watch::{self, DecodeError, Machine, Step};
 use wasm_bindgen::JsCast;
@@ -138,6 +139,13 @@ impl Client {
     pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ApiError> {
         let (_, text) = Self::answer(path, self.identify(Request::get(path)).send().await).await?;
         Self::decode(path, &text)
+    }
+
+    /// What every node's pods use (`metrics.k8s.io`, what `sheepctl top nodes` reads). A node
+    /// whose agent did not answer is left out of the list.
+    pub async fn node_metrics(&self) -> Result<Vec<NodeMetrics>, ApiError> {
+        let list: MetricsList<NodeMetrics> = self.get(&shared::metrics::list_path("nodes", None)).await?;
+        Ok(list.items)
     }
 
     pub async fn get_text(&self, path: &str) -> Result<String, ApiError> {

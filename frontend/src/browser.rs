@@ -1,5 +1,5 @@
-//! The few browser facilities the app reads directly: the clock, the location hash and
-//! local storage. Every function degrades to "nothing there" outside a browser.
+//! The few browser facilities the app reads directly: the clock, the page's visibility, the
+//! location hash and local storage. Every function degrades to "nothing there" outside a browser.
 
 use chrono::DateTime;
 use shared::model::Time;
@@ -12,6 +12,12 @@ pub fn now() -> Time {
 /// Milliseconds since the page started loading, for timing measurements.
 pub fn performance_now() -> f64 {
     web_sys::window().and_then(|w| w.performance()).map_or(0.0, |p| p.now())
+}
+
+/// Whether the page can be seen (not a background tab, not a minimised window), so that
+/// polling stops while nobody looks.
+pub fn page_visible() -> bool {
+    web_sys::window().and_then(|w| w.document()).is_some_and(|d| !d.hidden())
 }
 
 pub fn location_hash() -> String {

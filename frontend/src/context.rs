@@ -1,9 +1,14 @@
-//! The two app-wide contexts and the hooks pages use to reach them and to keep a kind watched.
+//! The two app-wide contexts and the hooks pages use to reach them, to keep a kind watched
+//! and to follow what the nodes use.
 
+use std::rc::Rc;
+
+use shared::metrics::NodeMetrics;
 use shared::model::Kind;
 use yew::prelude::*;
 
-use crate::api::{self, Cancel};
+use crate::api::{self, ApiError, Cancel};
+use crate::browser;
 use crate::session::{Session, SessionAction};
 use crate::store::{Cluster, ClusterAction, SyncState};
 
@@ -44,4 +49,39 @@ pub fn use_watch(kind: Kind, session: &SessionContext, cluster: &ClusterContext,
             }
         }
     });
+}
+
+/// How often the nodes' usage is asked again. Usage is not in the watch stream, and each
+/// request makes the server ask every node's agent, so the pens poll gently.
+const NODE_METRICS_REFRESH_MS: u32 = 10_000;
+
+/// What the nodes use (`metrics.k8s.io`), asked when the calling page mounts and again every
+/// [`NODE_METRICS_REFRESH_MS`] while the page is visible. `None` until the first answer; a
+/// failed request gives an empty list, so that no pen shows stale figures as current.
+#[hook]
+pub fn use_node_metrics(session: &SessionContext) -> Option<Rc<Vec<NodeMetrics>>> {
+    let metrics = use_state(|| None::<Rc<Vec<NodeMetrics>>>);
+    {
+        let (metrics, token, session) = (metrics.setter(), session.token.clone(), session.dispatcher());
+        use_effect_with(token, move |token| {
+            let client = api::Client::new(token.as_deref());
+            let fetch = move || {
+                if !browser::page_visible() {
+                    return;
+                }
+                let (client, metrics, session) = (client.clone(), metrics.clone(), session.clone());
+                wasm_bindgen_futures::spawn_local(async move {
+                    match client.node_metrics().await {
+                        Ok(items) => metrics.set(Some(Rc::new(items))),
+                        Err(ApiError::Unauthorized(message)) => session.dispatch(SessionAction::Unauthorized(message)),
+                        Err(_) => metrics.set(Some(Rc::default())),
+                    }
+                });
+            };
+            fetch();
+            let again = gloo_timers::callback::Interval::new(NODE_METRICS_REFRESH_MS, fetch);
+            move || drop(again)
+        });
+    }
+    (*metrics).clone()
 }

@@ -81,6 +81,7 @@ pub struct MetricsMeta {
     pub name: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub namespace: String,
+    #[serde(default, deserialize_with = "crate::model::de_time")]
     pub creation_timestamp: Option<Time>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
@@ -122,6 +123,7 @@ impl ResourceUsage {
 #[serde(rename_all = "camelCase")]
 pub struct NodeMetrics {
     pub metadata: MetricsMeta,
+    #[serde(default, deserialize_with = "crate::model::de_time")]
     pub timestamp: Option<Time>,
     /// A duration as Kubernetes writes one: `15s`, `1.002s`.
     pub window: String,
@@ -140,6 +142,7 @@ pub struct ContainerMetrics {
 #[serde(rename_all = "camelCase")]
 pub struct PodMetrics {
     pub metadata: MetricsMeta,
+    #[serde(default, deserialize_with = "crate::model::de_time")]
     pub timestamp: Option<Time>,
     pub window: String,
     pub containers: Vec<ContainerMetrics>,

@@ -3,7 +3,8 @@
 //! form answers 201 Pending, reaches Running, and its detail page shows the scheduler's
 //! decision table and runs a command in the container. The simulator, side by side, shows both profiles' tables whole. The
 //! Deployments page draws a rollout on a simulated node and its buttons pause, resume and
-//! undo it. Screenshots land in `target/e2e/`.
+//! undo it. The cluster page's pens show what a node's pods use beside what they request, and
+//! "usage unknown" for a node whose agent does not answer. Screenshots land in `target/e2e/`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -11,7 +12,8 @@ use std::time::Duration;
 use agent::runtime::{ContainerRuntime, LABEL_NODE, LABEL_POD};
 use agent::{AgentConfig, RuntimeChoice};
 use server::Config;
-use shared::model::{Deployment, Kind, Resource};
+use shared::model::{Deployment, Kind, Node, Pod, Resource};
+use shared::quantity::{format_cpu, format_memory};
 use shepherd_client::DeleteOptions;
 use shepherd_testing::{TestServer, eventually};
 use tests::Browser;
@@ -297,6 +299,66 @@ async fn the_deployments_page_draws_a_rollout_and_pauses_resumes_and_undoes_it()
         )
         .await;
     browser.screenshot(&shots().join("deployments-undone.png")).await;
+    browser.close().await;
+    shutdown.cancel();
+    agent.await.expect("the agent task").expect("the agent stops cleanly");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_pen_shows_what_its_pods_use_beside_their_requests() {
+    let dist = workspace().join("dist");
+    assert!(dist.join("index.html").is_file(), "the dashboard is not built in {}: run `cargo xtask frontend` first", dist.display());
+    let shutdown = CancellationToken::new();
+    let server = TestServer::start(Config { dashboard_dir: Some(dist), ..Config::in_memory() }).await;
+    let client = &server.client;
+    let mut agent_config = AgentConfig::new(&server.url);
+    agent_config.node_name = "measured-node".into();
+    agent_config.runtime = RuntimeChoice::Simulated { start_delay: Duration::ZERO };
+    agent_config.listen = "127.0.0.1:0".parse().unwrap();
+    let agent = tokio::spawn(agent::run(agent_config, shutdown.clone()));
+    // A node registered without an agent behind it: nobody answers for its usage.
+    shepherd_testing::register_node(client, &shepherd_testing::node("silent-node")).await;
+
+    let reference = std::fs::read_to_string(workspace().join("examples/pod.json")).expect("examples/pod.json");
+    let mut pod: Pod = serde_json::from_str(&reference).expect("examples/pod.json is a Pod");
+    pod.spec.node_selector.insert(shared::registration::HOSTNAME_LABEL.into(), "measured-node".into());
+    client.create(&pod).await.expect("the pod is created");
+    // What `sheepctl top nodes` reads, once the simulated container runs and is measured.
+    let metrics = eventually(client, Duration::from_secs(30), "usage of measured-node with its pod running", || async {
+        client.node_metrics(None).await.ok()?.into_iter().find(|m| m.metadata.name == "measured-node" && m.usage.nano_cores() > 0)
+    })
+    .await;
+    let node = client.get::<Node>("", "measured-node").await.expect("read measured-node");
+    let (requests, allocatable) = (&pod.spec.containers[0].resources, &node.status.allocatable);
+    let cpu = format!(
+        "{} used / {} requested / {}",
+        format_cpu(metrics.usage.cpu_millis()),
+        format_cpu(requests.cpu),
+        format_cpu(allocatable.cpu)
+    );
+    let memory = format!(
+        "{} used / {} requested / {}",
+        format_memory(metrics.usage.memory_bytes()),
+        format_memory(requests.memory),
+        format_memory(allocatable.memory)
+    );
+
+    let failure = shots().join("node-usage-failure.png");
+    let browser = Browser::start().await;
+    browser.client.goto(&format!("{}/#/", server.url)).await.expect("the dashboard opens");
+    let measured = "[data-testid=node-pen][data-node=measured-node] [data-testid=usage-bars][data-used=measured]";
+    let bars = browser.wait_for(measured, Duration::from_secs(30), &failure).await;
+    let texts = bars.find_all(fantoccini::Locator::Css(".bar-text")).await.expect("the bars' figures");
+    let mut figures = Vec::new();
+    for text in &texts {
+        figures.push(text.text().await.expect("a bar's figures"));
+    }
+    assert_eq!(figures, [cpu, memory, format!("1 / {}", allocatable.pods)], "CPU, memory and pods");
+    let silent = "[data-testid=node-pen][data-node=silent-node] [data-testid=usage-bars][data-used=unknown]";
+    let unknown = browser.wait_for(silent, Duration::from_secs(10), &failure).await.text().await.expect("silent-node's bars");
+    assert!(unknown.contains("usage unknown"), "{unknown}");
+    browser.screenshot(&shots().join("cluster-node-usage.png")).await;
     browser.close().await;
     shutdown.cancel();
     agent.await.expect("the agent task").expect("the agent stops cleanly");

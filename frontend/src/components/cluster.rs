@@ -1,13 +1,14 @@
 //! The cluster view: the seed's story at a glance. Pods without a node graze in the meadow
 //! (waiting for the scheduler, or unschedulable); bound pods stand in their node's pen,
-//! coloured by stage, and move live as the watch stream reports changes.
+//! coloured by stage, and move live as the watch stream reports changes. Each pen shows what
+//! its pods request and, polled apart from the watch, what they use.
 
 use shared::model::PodStage;
 use yew::prelude::*;
 
 use crate::components::node_pen::NodePen;
 use crate::components::sheep::SheepCard;
-use crate::context::{use_cluster, use_session};
+use crate::context::{use_cluster, use_node_metrics, use_session};
 use crate::route::Route;
 use crate::view::stages::{layout, stage_hint, stage_id, stage_name};
 
@@ -19,9 +20,12 @@ pub fn ClusterView() -> Html {
     let session = use_session();
     let cluster = use_cluster();
     let namespace = session.namespace.clone();
+    let metrics = use_node_metrics(&session);
     let view = {
         let (nodes, pods) = (cluster.nodes.clone(), cluster.pods.clone());
-        use_memo((nodes, pods, namespace.clone()), |(nodes, pods, namespace)| layout(nodes, pods, namespace.as_deref()))
+        use_memo((nodes, pods, namespace.clone(), metrics), |(nodes, pods, namespace, metrics)| {
+            layout(nodes, pods, namespace.as_deref(), metrics.as_deref().map(Vec::as_slice))
+        })
     };
     let show_namespace = namespace.is_none();
     let loading = !cluster.pods.listed || !cluster.nodes.listed;

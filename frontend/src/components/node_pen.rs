@@ -1,4 +1,5 @@
-//! A node drawn as a pen: its condition, CPU, memory and pod bars, and its sheep.
+//! A node drawn as a pen: its condition, its CPU, memory and pod bars (requested against
+//! allocatable, and what the pods use when the node's agent reported it), and its sheep.
 
 use std::rc::Rc;
 
@@ -7,35 +8,53 @@ use shared::words::node_status;
 use yew::prelude::*;
 
 use crate::components::sheep::SheepCard;
-use crate::view::stages::{Pen, Usage, percent};
+use crate::view::stages::{Measured, Pen, Usage, percent};
 
-/// A usage bar: green, amber past 70 %, red past 90 %. A function, not a component: it has no
-/// state, and each component type adds its own copy of yew's lifecycle code to the bundle.
-fn bar(label: &str, used: i64, total: i64, text: String) -> Html {
-    let pct = percent(used, total);
+/// A bar: the requests against what the node can give, green, amber past 70 %, red past
+/// 90 %, with what the pods use (when measured) as a darker band over it. A function, not a
+/// component: it has no state, and each component type adds its own copy of yew's lifecycle
+/// code to the bundle.
+fn bar(label: &str, used: Option<i64>, requested: i64, total: i64, text: String) -> Html {
+    let pct = percent(requested, total);
     let level = match pct {
         0..=70 => "ok",
         71..=90 => "high",
         _ => "full",
     };
     html! {
-        <div class="bar" title={format!("{label}: {text} ({pct}%)")}>
+        <div class="bar" title={format!("{label}: {text} ({pct}% requested)")}>
             <span class="bar-label">{ label }</span>
-            <span class="bar-track"><span class={classes!("bar-fill", level)} style={format!("width: {pct}%")}></span></span>
+            <span class="bar-track">
+                <span class={classes!("bar-fill", level)} style={format!("width: {pct}%")}></span>
+                if let Some(used) = used { <span class="bar-used" style={format!("width: {}%", percent(used, total))}></span> }
+            </span>
             <span class="bar-text">{ text }</span>
         </div>
     }
 }
 
-/// The three bars of a node's usage.
+/// `250m used / 500m requested / 2` when measured, else `500m / 2` (requested / allocatable).
+fn figures(used: Option<i64>, requested: i64, total: i64, format: fn(i64) -> String) -> String {
+    match used {
+        Some(used) => format!("{} used / {} requested / {}", format(used), format(requested), format(total)),
+        None => format!("{} / {}", format(requested), format(total)),
+    }
+}
+
+/// The three bars of a node's usage, and "usage unknown" when its agent reported none.
 pub fn usage_bars(usage: &Usage) -> Html {
+    let (requested, allocatable) = (&usage.requested, &usage.allocatable);
+    let (cpu, memory, state) = match usage.used {
+        Measured::Used { cpu, memory } => (Some(cpu), Some(memory), "measured"),
+        Measured::Unknown => (None, None, "unknown"),
+        Measured::NotAsked => (None, None, "not-asked"),
+    };
     html! {
-        <div class="bars">
-            { bar("CPU", usage.requested.cpu, usage.allocatable.cpu,
-                  format!("{} / {}", format_cpu(usage.requested.cpu), format_cpu(usage.allocatable.cpu))) }
-            { bar("Memory", usage.requested.memory, usage.allocatable.memory,
-                  format!("{} / {}", format_memory(usage.requested.memory), format_memory(usage.allocatable.memory))) }
-            { bar("Pods", usage.requested.pods, usage.allocatable.pods, format!("{} / {}", usage.requested.pods, usage.allocatable.pods)) }
+        <div class="bars" data-testid="usage-bars" data-used={state}>
+            { bar("CPU", cpu, requested.cpu, allocatable.cpu, figures(cpu, requested.cpu, allocatable.cpu, format_cpu)) }
+            { bar("Memory", memory, requested.memory, allocatable.memory, figures(memory, requested.memory, allocatable.memory, format_memory)) }
+            { bar("Pods", None, requested.pods, allocatable.pods, format!("{} / {}", requested.pods, allocatable.pods)) }
+            if usage.used == Measured::Unknown { <span class="muted usage-unknown">{ "usage unknown" }</span> }
         </div>
     }
 }

@@ -1,6 +1,9 @@
-//! Nodes in detail, with cordon and uncordon.
+//! Nodes in detail, with what their pods request and use, and cordon and uncordon.
+
+use std::rc::Rc;
 
 use shared::api::paths;
+use shared::metrics::NodeMetrics;
 use shared::model::Node;
 use shared::quantity::{format_cpu, format_memory};
 use shared::words::{age, node_status};
@@ -9,7 +12,7 @@ use yew::prelude::*;
 use crate::api::ApiError;
 use crate::browser;
 use crate::components::node_pen::usage_bars;
-use crate::context::{use_cluster, use_session};
+use crate::context::{use_cluster, use_node_metrics, use_session};
 use crate::session::SessionAction;
 use crate::store::Collection;
 use crate::view::stages::layout;
@@ -19,9 +22,12 @@ pub fn Nodes() -> Html {
     let session = use_session();
     let cluster = use_cluster();
     let error = use_state(|| None::<String>);
+    let metrics = use_node_metrics(&session);
     let view = {
         let (nodes, pods) = (cluster.nodes.clone(), cluster.pods.clone());
-        use_memo((nodes, pods), |(nodes, pods): &(Collection<Node>, _)| layout(nodes, pods, None))
+        use_memo((nodes, pods, metrics), |(nodes, pods, metrics): &(Collection<Node>, _, Option<Rc<Vec<NodeMetrics>>>)| {
+            layout(nodes, pods, None, metrics.as_deref().map(Vec::as_slice))
+        })
     };
     let toggle = {
         let (session, error) = (session.clone(), error.clone());
@@ -47,7 +53,7 @@ pub fn Nodes() -> Html {
             }
             <table class="grid nodes">
                 <thead><tr>
-                    <th>{ "Name" }</th><th>{ "Condition" }</th><th>{ "Usage (requested / allocatable)" }</th><th>{ "Capacity" }</th>
+                    <th>{ "Name" }</th><th>{ "Condition" }</th><th>{ "Usage (used / requested / allocatable)" }</th><th>{ "Capacity" }</th>
                     <th>{ "Labels" }</th><th>{ "Taints" }</th><th>{ "Agent" }</th><th>{ "Status reported" }</th><th></th>
                 </tr></thead>
                 <tbody>

@@ -330,7 +330,7 @@ pub fn Simulator() -> Html {
 }
 
 fn sim_column(sim: &Sim, on_cordon: &Callback<(String, bool)>) -> Html {
-    let view = layout(&sim.nodes, &sim.pods, None);
+    let view = layout(&sim.nodes, &sim.pods, None, None);
     // The pods the simulator scheduled; the large preset's pre-placed fillers live elsewhere.
     let running = sim.pods.values().filter(|p| p.metadata.namespace == DEFAULT_NAMESPACE && p.stage() == PodStage::Running).count();
     let summary = format!(

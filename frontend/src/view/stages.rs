@@ -1,9 +1,10 @@
 //! The cluster page's view-model: the stages a pod moves through, in the seed's order and
 //! words, pods grouped by stage, and the node pens with the requests of their pods against
-//! what each node can give.
+//! what each node can give, and what they use as the node's agent measured it.
 
 use std::rc::Rc;
 
+use shared::metrics::NodeMetrics;
 use shared::model::{Node, NodeResources, Pod, PodStage};
 use shared::usage::{self, Requested};
 
@@ -78,11 +79,38 @@ pub fn group_by_stage<'a>(pods: impl IntoIterator<Item = &'a Rc<Pod>>) -> Vec<(P
     groups
 }
 
-/// What the pods on a node request, against what it can give.
+/// What the pods on a node request, against what it can give, and what they use.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
     pub requested: Requested,
     pub allocatable: NodeResources,
+    pub used: Measured,
+}
+
+/// What a node's pods use, from `metrics.k8s.io`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Measured {
+    /// Nobody asked: the simulator's nodes have no agents, and a page's first answer has
+    /// not come yet.
+    #[default]
+    NotAsked,
+    /// Asked, and the node reported nothing: its agent did not answer.
+    Unknown,
+    /// CPU in millicores (rounded up, as `kubectl top`), memory working set in bytes.
+    Used { cpu: i64, memory: i64 },
+}
+
+/// Puts the nodes' `metrics` into their pens; a pen whose node is not in them is
+/// [`Measured::Unknown`].
+fn measure(pens: &mut [Pen], metrics: &[NodeMetrics]) {
+    for pen in pens.iter_mut() {
+        pen.usage.used = Measured::Unknown;
+    }
+    for m in metrics {
+        if let Some(i) = pen_of(pens, &m.metadata.name) {
+            pens[i].usage.used = Measured::Used { cpu: m.usage.cpu_millis(), memory: m.usage.memory_bytes() };
+        }
+    }
 }
 
 /// `part` of `whole` in percent by [`shared::usage::percent`], held to 0..=100 for the bars
@@ -118,12 +146,14 @@ pub struct Layout {
     pub counts: Vec<(PodStage, usize)>,
 }
 
-pub fn layout(nodes: &Collection<Node>, pods: &Collection<Pod>, namespace: Option<&str>) -> Layout {
+/// The pens of `nodes` with `pods`, those of `namespace` drawn (every namespace for `None`),
+/// and the usage in `metrics` when the page asked for it.
+pub fn layout(nodes: &Collection<Node>, pods: &Collection<Pod>, namespace: Option<&str>, metrics: Option<&[NodeMetrics]>) -> Layout {
     let mut pens: Vec<Pen> = nodes
         .values()
         .map(|node| Pen {
             node: node.clone(),
-            usage: Usage { requested: Requested::default(), allocatable: node.status.allocatable },
+            usage: Usage { requested: Requested::default(), allocatable: node.status.allocatable, used: Measured::NotAsked },
             pods: Vec::new(),
         })
         .collect();
@@ -156,6 +186,9 @@ pub fn layout(nodes: &Collection<Node>, pods: &Collection<Pod>, namespace: Optio
     for pen in &mut pens {
         by_age(&mut pen.pods);
     }
+    if let Some(metrics) = metrics {
+        measure(&mut pens, metrics);
+    }
     layout.pens = pens;
     layout.counts = STAGES.iter().copied().zip(counts).collect();
     layout
@@ -167,6 +200,7 @@ mod tests {
     use crate::store::ClusterAction;
     use crate::view::fixtures::{cluster, ms, node, pod, t0};
     use shared::api::WatchEvent;
+    use shared::metrics::{MetricsMeta, ResourceUsage};
     use shared::model::{Condition, Object, PodPhase, set_condition};
     use yew::Reducible;
 
@@ -215,7 +249,7 @@ mod tests {
                 pod("default", "lost", "n9", PodPhase::Running, 100),
             ],
         );
-        let view = layout(&state.nodes, &state.pods, Some("default"));
+        let view = layout(&state.nodes, &state.pods, Some("default"), None);
         assert_eq!(view.pens.len(), 2);
         let n1 = &view.pens[0];
         assert_eq!(n1.node.metadata.name, "n1");
@@ -229,7 +263,7 @@ mod tests {
         let running = view.counts.iter().find(|(s, _)| *s == PodStage::Running).unwrap().1;
         assert_eq!(running, 2);
 
-        let all = layout(&state.nodes, &state.pods, None);
+        let all = layout(&state.nodes, &state.pods, None, None);
         assert_eq!(all.pens[0].pods.len(), 3);
     }
 
@@ -239,7 +273,7 @@ mod tests {
         young.metadata.created_at = Some(ms(500));
         let old = pod("default", "z-old", "", PodPhase::Pending, 0);
         let state = cluster(vec![], vec![young, old]);
-        let view = layout(&state.nodes, &state.pods, None);
+        let view = layout(&state.nodes, &state.pods, None, None);
         let names: Vec<&str> = view.meadow.iter().map(|p| p.metadata.name.as_str()).collect();
         assert_eq!(names, ["z-old", "a-young"]);
     }
@@ -252,9 +286,26 @@ mod tests {
             kind: shared::model::Kind::Pod,
             events: vec![WatchEvent { type_: shared::api::WatchEventType::Deleted, resource_version: 2, object: Some(Object::Pod(gone)) }],
         });
-        let view = layout(&state.nodes, &state.pods, None);
+        let view = layout(&state.nodes, &state.pods, None, None);
         assert!(view.pens[0].pods.is_empty());
         assert_eq!(view.pens[0].usage.requested.cpu, 0);
+    }
+
+    #[test]
+    fn a_pen_shows_what_its_node_reported_and_unknown_when_it_reported_nothing() {
+        let state = cluster(vec![node("n1", true), node("n2", true)], vec![pod("default", "a", "n1", PodPhase::Running, 250)]);
+        let view = layout(&state.nodes, &state.pods, None, None);
+        assert_eq!(view.pens[0].usage.used, Measured::NotAsked, "nothing asked yet: the pens say nothing about usage");
+        // As the server builds it from the agent's report: nanocores and bytes.
+        let reported = NodeMetrics {
+            metadata: MetricsMeta { name: "n1".into(), ..MetricsMeta::default() },
+            usage: ResourceUsage::new(120_000_001, 48 << 20),
+            ..NodeMetrics::default()
+        };
+        let view = layout(&state.nodes, &state.pods, None, Some(&[reported]));
+        assert_eq!(view.pens[0].usage.used, Measured::Used { cpu: 121, memory: 48 << 20 }, "millicores rounded up, as kubectl top");
+        assert_eq!(view.pens[0].usage.requested.cpu, 250, "requests stay beside the usage");
+        assert_eq!(view.pens[1].usage.used, Measured::Unknown, "n2's agent did not answer");
     }
 
     #[test]
