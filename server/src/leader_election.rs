@@ -362,6 +362,9 @@ mod tests {
         fn unreadable(&self, key: &Key) -> Option<crate::store::StoreError> {
             self.inner.unreadable(key)
         }
+        fn unreadable_in(&self, kind: Kind, namespace: Option<&str>, start: &str, until: Option<&str>) -> Option<crate::store::StoreError> {
+            self.inner.unreadable_in(kind, namespace, start, until)
+        }
         fn list(&self, kind: Kind, namespace: Option<&str>) -> (u64, Vec<Arc<Object>>) {
             self.inner.list(kind, namespace)
         }

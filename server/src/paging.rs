@@ -16,7 +16,7 @@ use shared::model::{Kind, Object};
 
 use crate::query::Filter;
 use crate::state::AppState;
-use crate::store::{Range, Slice, StoreError};
+use crate::store::{Key, Range, Slice, StoreError};
 
 /// The version of Kubernetes' token encoding, which Shepherd's tokens follow.
 const TOKEN_VERSION: &str = "meta.k8s.io/v1";
@@ -131,6 +131,9 @@ pub async fn page(state: &AppState, kind: Kind, filter: &Filter, request: Reques
     let revision = from.as_ref().map_or(request.at, |c| c.revision);
     if revision.is_none() && request.limit == 0 && kind != Kind::Event {
         let (revision, objects) = selected_now(state, kind, filter);
+        if let Some(unreadable) = state.store.unreadable_in(kind, filter.namespace.as_deref(), "", None) {
+            return Err(unreadable.into());
+        }
         return Ok(Page { revision, objects, next: None, remaining: None });
     }
     if let Some(revision) = revision {
@@ -160,6 +163,15 @@ pub async fn page(state: &AppState, kind: Kind, filter: &Filter, request: Reques
         }
     }
     let Slice { revision, objects, following } = slice;
+    // The keys the page read: from its start to its last object, or on to the end when none
+    // follows; events were read whole.
+    let (read_from, until) = match in_key_order {
+        true => (start, following.and_then(|_| objects.last()).map(|last| Key::of(last).key)),
+        false => ("", None),
+    };
+    if let Some(unreadable) = state.store.unreadable_in(kind, filter.namespace.as_deref(), read_from, until.as_deref()) {
+        return Err(unreadable.into());
+    }
     // Just past the last key: the next page starts after it, as Kubernetes' tokens do.
     let next = following.and_then(|_| objects.last()).map(|last| Continue::encode(format!("{}\0", list_order(last)), Some(revision)));
     let remaining = following.filter(|_| filter.selects_all());

@@ -1,10 +1,12 @@
 //! Secrets encrypted at rest (`--encryption-key-file`) on both durable stores, against real
 //! servers: the SQLite file and its WAL, and etcd's values, hold ciphertext while the API
-//! reads the Secret back; keys rotate; a Secret under a key the server lacks, or a value
-//! copied to another key, is a 500 naming the decrypt failure for that object alone.
+//! reads the Secret back; keys rotate, by `get | replace` of unchanged Secrets as the docs
+//! say; a Secret under a key the server lacks, or a value copied to another key, is a 500
+//! naming the decrypt failure, for that object and for a list that reads it.
 
 mod common;
 
+use std::future::Future;
 use std::path::Path;
 use std::time::Duration;
 
@@ -49,7 +51,12 @@ async fn password(server: &TestServer, path: &str) -> Value {
 
 /// The answer of kubectl's GET of a Secret through `/k8s`.
 async fn kubectl_get(server: &TestServer, path: &str) -> (StatusCode, Value) {
-    let response = server.bare(Method::GET, &format!("/k8s{path}")).send().await.expect("the server answers");
+    kubectl(server.bare(Method::GET, &format!("/k8s{path}"))).await
+}
+
+/// The answer to a request to `/k8s`, as kubectl reads it.
+async fn kubectl(request: reqwest::RequestBuilder) -> (StatusCode, Value) {
+    let response = request.send().await.expect("the server answers");
     (response.status(), response.json().await.expect("a JSON answer"))
 }
 
@@ -98,15 +105,37 @@ async fn in_sqlite_a_secret_is_ciphertext_on_disk_rotates_and_fails_alone_under_
     let disk = on_disk(dir.path());
     assert!(holds(&disk, "k8s:enc:aesgcm:v1:k2:") && !holds(&disk, "k8s:enc:aesgcm:v1:k1:"), "written again with k2");
 
-    // Without k2 the server starts, and that Secret alone fails.
+    // Without k2 the server starts, and that Secret fails, and every list that reads it, as
+    // kube-apiserver's list fails on a value it cannot transform.
     let server = start(keys(&[K3])).await;
-    assert_unreadable(&server, PATH, "failed to decrypt: it was encrypted with the key \"k2\"").await;
+    let why = "failed to decrypt: it was encrypted with the key \"k2\"";
+    assert_unreadable(&server, PATH, why).await;
     assert_eq!(server.get("/api/v1/namespaces/default").await.0, StatusCode::OK);
+    create_secret(&server, "another").await;
     create_secret(&server, "other").await;
-    let (status, list) = server.get("/api/v1/namespaces/default/secrets").await;
-    assert_eq!(status, StatusCode::OK, "{list}");
-    let names: Vec<&str> = list["items"].as_array().unwrap().iter().map(|s| s["metadata"]["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["other"], "a list leaves out what it cannot read");
+    let unreadable_list = |status: StatusCode, body: &Value, message: &Value| {
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+        let message = message.as_str().unwrap();
+        assert!(message.contains("Secret \"default/db\"") && message.contains(why), "{message}");
+        for value in VALUE {
+            assert!(!message.contains(value));
+        }
+    };
+    for path in ["/api/v1/namespaces/default/secrets", "/api/v1/secrets"] {
+        let (status, list) = server.get(path).await;
+        unreadable_list(status, &list, &list["error"]["message"]);
+    }
+    let (status, list) = kubectl_get(&server, "/api/v1/namespaces/default/secrets").await;
+    unreadable_list(status, &list, &list["message"]);
+    assert_eq!(list["reason"], "InternalError");
+    // A page that ends before it reads only what it holds; the next one reads it.
+    let (status, page) = server.get("/api/v1/namespaces/default/secrets?limit=1").await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert_eq!(page["items"][0]["metadata"]["name"], "another");
+    let next = format!("/api/v1/namespaces/default/secrets?limit=1&continue={}", page["continue"].as_str().unwrap());
+    let (status, page) = server.get(&next).await;
+    unreadable_list(status, &page, &page["error"]["message"]);
+    assert_eq!(server.get("/api/v1/namespaces/default/configmaps").await.0, StatusCode::OK, "other kinds list");
     server.stop().await;
 }
 
@@ -157,4 +186,62 @@ async fn in_etcd_a_secret_is_ciphertext_and_a_copied_value_or_another_servers_ke
     .await;
     first.stop().await;
     second.stop().await;
+}
+
+/// The documented rotation on a store that `start` opens with a key list, one server at a
+/// time: Secrets written under k1 are read and replaced unchanged under [k2, k1], one through
+/// the native API and one through `/k8s` as `kubectl replace` sends it, then read under k2 alone.
+async fn rotates_by_get_and_replace<S, F>(start: S)
+where
+    S: Fn(Encryption) -> F,
+    F: Future<Output = TestServer>,
+{
+    const API_PATH: &str = "/api/v1/namespaces/default/secrets/api";
+    let server = start(keys(&[K1])).await;
+    create_secret(&server, "db").await;
+    create_secret(&server, "api").await;
+    server.stop().await;
+
+    let server = start(keys(&[K2, K1])).await;
+    let (_, read) = server.get(PATH).await;
+    let (status, replaced) = server.put(PATH, read.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{replaced}");
+    let version = |object: &Value| object["metadata"]["resource_version"].as_u64().unwrap();
+    assert!(version(&replaced) > version(&read), "read with k1, the unchanged Secret is written again with k2");
+    assert_eq!(replaced["data"], read["data"]);
+    let (status, again) = server.put(PATH, replaced.clone()).await;
+    assert_eq!((status, version(&again)), (StatusCode::OK, version(&replaced)), "written with k2, it is current: nothing to write");
+
+    let (status, read) = kubectl_get(&server, API_PATH).await;
+    assert_eq!(status, StatusCode::OK, "{read}");
+    let (status, replaced) = kubectl(server.bare(Method::PUT, &format!("/k8s{API_PATH}")).json(&read)).await;
+    assert_eq!(status, StatusCode::OK, "{replaced}");
+    assert_ne!(replaced["metadata"]["resourceVersion"], read["metadata"]["resourceVersion"], "kubectl replace writes it with k2");
+    assert_eq!(replaced["data"], read["data"]);
+    server.stop().await;
+
+    let server = start(keys(&[K2])).await;
+    for path in [PATH, API_PATH] {
+        assert_eq!(password(&server, path).await, VALUE[1], "{path} reads without k1");
+    }
+    let (status, list) = server.get("/api/v1/namespaces/default/secrets").await;
+    assert_eq!((status, list["items"].as_array().map(Vec::len)), (StatusCode::OK, Some(2)), "{list}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn in_sqlite_a_rotation_by_get_and_replace_rewrites_unchanged_secrets_with_the_new_key() {
+    let dir = tempfile::tempdir().unwrap();
+    rotates_by_get_and_replace(|encryption| TestServer::start(Config { encryption, ..Config::durable(dir.path()) })).await;
+    assert!(!holds(&on_disk(dir.path()), "k8s:enc:aesgcm:v1:k1:"), "nothing is left under k1");
+}
+
+#[tokio::test]
+async fn in_etcd_a_rotation_by_get_and_replace_rewrites_unchanged_secrets_with_the_new_key() {
+    let etcd = Etcd::start(1).await;
+    let settings = EtcdSettings { endpoints: etcd.endpoints(), prefix: "/rotate".into(), compaction_interval: Duration::ZERO };
+    rotates_by_get_and_replace(|encryption| {
+        TestServer::start(Config { etcd: Some(settings.clone()), encryption, run_scheduler: false, ..Config::in_memory() })
+    })
+    .await;
 }

@@ -73,6 +73,10 @@ impl<B: CacheBackend> Store for B {
         self.cache().state().unreadable(key)
     }
 
+    fn unreadable_in(&self, kind: Kind, namespace: Option<&str>, start: &str, until: Option<&str>) -> Option<StoreError> {
+        self.cache().state().unreadable_in(kind, namespace, start, until)
+    }
+
     fn list(&self, kind: Kind, namespace: Option<&str>) -> (u64, Vec<Arc<Object>>) {
         self.cache().state().list(kind, namespace)
     }

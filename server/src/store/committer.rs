@@ -289,7 +289,7 @@ fn commit_batch(cache: &Cache, persistence: &mut dyn Persistence, batch: Vec<Req
                     break;
                 }
                 let current = staging.current(&write.key);
-                match (write.mutate)(&staging, current.as_deref()) {
+                match staging.decide(&write, current.as_ref()) {
                     Ok(Change::Keep) => outcomes.push(Outcome::Kept(current)),
                     Ok(Change::Delete) => match current {
                         Some(prev) => {

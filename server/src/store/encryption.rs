@@ -4,7 +4,10 @@
 //! a value copied to another key does not decrypt. The first key of the key file encrypts and
 //! every key decrypts, so keys rotate. A value without the prefix reads as plaintext, as
 //! kube's `identity` provider: encryption turned on over a store with Secrets in it reads
-//! them, and each is encrypted when next written. Both stores pass values through here.
+//! them, and each is encrypted when next written. A value read with any key but the first,
+//! or as plaintext while a key encrypts, is stale: as kube's transformers say so, the store
+//! then writes it again on an update even when the object is unchanged. Both stores pass
+//! values through here.
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
@@ -40,6 +43,13 @@ pub enum EncryptionError {
     Unauthentic { name: String },
     #[error("failed to encrypt: no random nonce: {0}")]
     Random(String),
+}
+
+/// A stored value read back: the object's bytes, and whether a write would store them
+/// otherwise (read with a key other than the one that encrypts, or stored as plaintext).
+pub(super) struct Opened<'a> {
+    pub(super) value: Cow<'a, [u8]>,
+    pub(super) stale: bool,
 }
 
 /// The keys Secrets are encrypted with; none: every value is stored as it is.
@@ -174,17 +184,21 @@ impl Encryption {
 
     /// The value stored as `stored` for an object of `kind` at `location`: decrypted when it
     /// carries the prefix, as it is otherwise.
-    pub(super) fn open<'a>(&self, kind: Kind, location: &str, stored: &'a [u8]) -> Result<Cow<'a, [u8]>, EncryptionError> {
-        let Some(rest) = stored.strip_prefix(PREFIX).filter(|_| Encryption::covers(kind)) else {
-            return Ok(Cow::Borrowed(stored));
+    pub(super) fn open<'a>(&self, kind: Kind, location: &str, stored: &'a [u8]) -> Result<Opened<'a>, EncryptionError> {
+        if !Encryption::covers(kind) {
+            return Ok(Opened { value: Cow::Borrowed(stored), stale: false });
+        }
+        let Some(rest) = stored.strip_prefix(PREFIX) else {
+            return Ok(Opened { value: Cow::Borrowed(stored), stale: self.is_on() });
         };
         let (name, sealed) = match rest.iter().position(|b| *b == b':') {
             Some(colon) => (String::from_utf8_lossy(&rest[..colon]).into_owned(), &rest[colon + 1..]),
             None => (String::from_utf8_lossy(rest).into_owned(), &[][..]),
         };
-        let Some(key) = self.keys.iter().find(|key| key.name == name) else {
+        let Some(position) = self.keys.iter().position(|key| key.name == name) else {
             return Err(EncryptionError::UnknownKey { name });
         };
+        let key = &self.keys[position];
         let unauthentic = || EncryptionError::Unauthentic { name: name.clone() };
         if sealed.len() < NONCE_LEN {
             return Err(unauthentic());
@@ -192,7 +206,7 @@ impl Encryption {
         let (nonce, ciphertext) = sealed.split_at(NONCE_LEN);
         let nonce = <&Nonce<Aes128Gcm>>::try_from(nonce).map_err(|_| unauthentic())?;
         let value = key.cipher.decrypt(nonce, Payload { msg: ciphertext, aad: location.as_bytes() }).map_err(|_| unauthentic())?;
-        Ok(Cow::Owned(value))
+        Ok(Opened { value: Cow::Owned(value), stale: position != 0 })
     }
 }
 
@@ -223,14 +237,15 @@ mod tests {
         assert!(!stored.windows(8).any(|w| w == b"czNjcmV0"), "no plaintext");
         let again = encryption.seal(Kind::Secret, "/registry/secrets/default/db", SECRET.to_vec()).unwrap();
         assert_ne!(stored, again, "a fresh nonce each time");
-        assert_eq!(&*encryption.open(Kind::Secret, "/registry/secrets/default/db", &stored).unwrap(), SECRET);
+        let opened = encryption.open(Kind::Secret, "/registry/secrets/default/db", &stored).unwrap();
+        assert_eq!((&*opened.value, opened.stale), (SECRET, false));
     }
 
     #[test]
     fn a_value_copied_to_another_location_does_not_decrypt() {
         let encryption = keys(K1);
         let stored = encryption.seal(Kind::Secret, "/secrets/default/db", SECRET.to_vec()).unwrap();
-        let error = encryption.open(Kind::Secret, "/secrets/default/other", &stored).unwrap_err();
+        let error = encryption.open(Kind::Secret, "/secrets/default/other", &stored).err().expect("it does not decrypt");
         assert!(matches!(error, EncryptionError::Unauthentic { ref name } if name == "k1"), "{error}");
         let mut damaged = stored.clone();
         *damaged.last_mut().unwrap() ^= 1;
@@ -243,21 +258,28 @@ mod tests {
         let old = keys(K2);
         let written = old.seal(Kind::Secret, "/s", SECRET.to_vec()).unwrap();
         let rotated = keys(&format!("{K1}\n{K2}\n"));
-        assert_eq!(&*rotated.open(Kind::Secret, "/s", &written).unwrap(), SECRET, "the old key still decrypts");
-        assert!(rotated.seal(Kind::Secret, "/s", SECRET.to_vec()).unwrap().starts_with(b"k8s:enc:aesgcm:v1:k1:"));
-        let error = keys(K3).open(Kind::Secret, "/s", &written).unwrap_err();
+        let opened = rotated.open(Kind::Secret, "/s", &written).unwrap();
+        assert_eq!(&*opened.value, SECRET, "the old key still decrypts");
+        assert!(opened.stale, "read with a key that no longer encrypts");
+        let rewritten = rotated.seal(Kind::Secret, "/s", SECRET.to_vec()).unwrap();
+        assert!(rewritten.starts_with(b"k8s:enc:aesgcm:v1:k1:"));
+        assert!(!rotated.open(Kind::Secret, "/s", &rewritten).unwrap().stale);
+        let error = keys(K3).open(Kind::Secret, "/s", &written).err().expect("it does not decrypt");
         assert_eq!(
             error.to_string(),
             "failed to decrypt: it was encrypted with the key \"k2\", which the encryption key file does not hold"
         );
-        let none = Encryption::default().open(Kind::Secret, "/s", &written).unwrap_err();
+        let none = Encryption::default().open(Kind::Secret, "/s", &written).err().expect("it does not decrypt");
         assert!(matches!(none, EncryptionError::UnknownKey { .. }), "{none}");
     }
 
     #[test]
     fn plaintext_reads_as_it_is_and_only_secrets_are_encrypted() {
         let encryption = keys(K3);
-        assert_eq!(&*encryption.open(Kind::Secret, "/s", SECRET).unwrap(), SECRET, "a Secret written before encryption");
+        let opened = encryption.open(Kind::Secret, "/s", SECRET).unwrap();
+        assert_eq!((&*opened.value, opened.stale), (SECRET, true), "a Secret written before encryption, encrypted when written");
+        assert!(!Encryption::default().open(Kind::Secret, "/s", SECRET).unwrap().stale, "no key: plaintext is current");
+        assert!(!encryption.open(Kind::ConfigMap, "/c", SECRET).unwrap().stale);
         assert_eq!(encryption.seal(Kind::ConfigMap, "/c", SECRET.to_vec()).unwrap(), SECRET);
         assert_eq!(Encryption::default().seal(Kind::Secret, "/s", SECRET.to_vec()).unwrap(), SECRET);
         assert!(!Encryption::default().is_on() && encryption.is_on());

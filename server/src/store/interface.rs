@@ -40,6 +40,10 @@ pub trait Store: Send + Sync + 'static {
     /// Why the value stored at `key` cannot be read ([`StoreError::Unreadable`]), when
     /// [`Store::get`] finds nothing there because it cannot: a reader answers that, not 404.
     fn unreadable(&self, key: &Key) -> Option<StoreError>;
+    /// Why the first value of `kind` in one namespace or all, by key from `start` up to
+    /// `until` (`None`: to the end), cannot be read, when one cannot: a list that reads it
+    /// fails, as kube-apiserver's does.
+    fn unreadable_in(&self, kind: Kind, namespace: Option<&str>, start: &str, until: Option<&str>) -> Option<StoreError>;
     /// Objects of a kind, in one namespace or all, with the revision they were read at.
     fn list(&self, kind: Kind, namespace: Option<&str>) -> (u64, Vec<Arc<Object>>);
     /// The objects of a kind in one namespace or all that `range` takes, in key order, as

@@ -6,13 +6,15 @@ use shared::model::{Kind, Object};
 use super::error::Result;
 use super::key::Key;
 
-/// Everything a backend holds: the revision it reached, every object, and the keys whose
-/// stored value cannot be read, with why.
+/// Everything a backend holds: the revision it reached, every object, the keys whose
+/// stored value cannot be read, with why, and those whose value is stale (read with a key
+/// that no longer encrypts, see [`Encryption`](super::Encryption)).
 #[derive(Debug, Default)]
 pub struct Snapshot {
     pub revision: u64,
     pub objects: Vec<Object>,
     pub unreadable: Vec<(Key, String)>,
+    pub stale: Vec<Key>,
 }
 
 /// One key's new state in a backend commit; `None` deletes it.

@@ -187,6 +187,7 @@ impl Persistence for SqlitePersistence {
             .map_err(|e| backend(&path, "cannot read", e))?;
         let mut objects = Vec::new();
         let mut unreadable = Vec::new();
+        let mut stale = Vec::new();
         let mut seen = std::collections::HashSet::new();
         let mut revision = saved;
         for row in rows {
@@ -194,7 +195,12 @@ impl Persistence for SqlitePersistence {
             revision = revision.max(stored_at);
             let plain = match Kind::ALL.into_iter().find(|known| known.as_str() == kind) {
                 Some(known) => match encryption.open(known, &location(known, &key), &body) {
-                    Ok(plain) => plain,
+                    Ok(opened) => {
+                        if opened.stale {
+                            stale.push(Key { kind: known, key: key.clone() });
+                        }
+                        opened.value
+                    }
                     // One Secret under a key this server lacks must not keep the rest from serving.
                     Err(e) => {
                         tracing::error!(
@@ -221,7 +227,7 @@ impl Persistence for SqlitePersistence {
             }
             objects.push(object);
         }
-        Ok(Snapshot { revision, objects, unreadable })
+        Ok(Snapshot { revision, objects, unreadable, stale })
     }
 
     fn commit(&mut self, changes: &[PersistedChange<'_>], revision: u64) -> Result<()> {

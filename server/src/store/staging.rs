@@ -59,6 +59,19 @@ impl<'a> Staging<'a> {
         self.overlay.insert(key.clone(), object)
     }
 
+    /// What `write` decides given `current`, as the store carries it out: an object left
+    /// unchanged whose stored value is stale is stored again, so that a rotation's
+    /// `get | replace` writes each Secret with the key that encrypts now, as kube's
+    /// GuaranteedUpdate writes when its transformer says the value is stale.
+    pub(super) fn decide(&self, write: &Write, current: Option<&Arc<Object>>) -> Result<Change> {
+        let change = (write.mutate)(self, current.map(|object| &**object))?;
+        let rewrite = !self.overlay.contains_key(&write.key) && self.state.is_stale(&write.key);
+        Ok(match (change, current) {
+            (Change::Keep, Some(current)) if rewrite => Change::Put(Object::clone(current)),
+            (change, _) => change,
+        })
+    }
+
     /// Runs `writes` in order, each seeing those before it staged, and answers what each
     /// decided, with no new revision stamped: the etcd writer's staging of a transaction,
     /// and all a dry run does.
@@ -69,7 +82,7 @@ impl<'a> Staging<'a> {
                 return Err(unreadable);
             }
             let current = self.current(&write.key);
-            match (write.mutate)(self, current.as_deref())? {
+            match self.decide(write, current.as_ref())? {
                 Change::Keep => outcomes.push(Outcome::Kept(current)),
                 Change::Delete => {
                     let prev = current.ok_or_else(|| StoreError::NotFound { kind: write.key.kind, key: write.key.key.clone() })?;

@@ -1,7 +1,7 @@
 //! The embedded store's state: every object by kind and key, the pod indexes by node and by
 //! owner, the ring of recent changes watches replay from, and the tombstones past it.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use shared::capacity::GiveBack;
@@ -33,6 +33,9 @@ pub(super) struct State {
     /// Keys stored with a value that cannot be read, and why: not in `objects`, and no write
     /// may replace what it cannot read.
     unreadable: HashMap<Key, String>,
+    /// Keys whose stored value is stale (see [`Encryption`](super::Encryption)): a write of
+    /// one stores its object again even when unchanged, as kube's GuaranteedUpdate does.
+    stale: HashSet<Key>,
 }
 
 impl State {
@@ -45,7 +48,18 @@ impl State {
             state.apply(&key, Some(kept(object)));
         }
         state.unreadable.extend(snapshot.unreadable);
+        state.stale.extend(snapshot.stale);
         state
+    }
+
+    /// Whether the value stored at `key` is stale.
+    pub(super) fn is_stale(&self, key: &Key) -> bool {
+        self.stale.contains(key)
+    }
+
+    /// Marks the value just recorded at `key` as stale.
+    pub(super) fn mark_stale(&mut self, key: &Key) {
+        self.stale.insert(key.clone());
     }
 
     /// Why the value stored at `key` cannot be read, when it cannot.
@@ -54,11 +68,24 @@ impl State {
         Some(StoreError::Unreadable { kind: key.kind, key: key.key.clone(), why: why.clone() })
     }
 
+    /// See [`Store::unreadable_in`](super::Store::unreadable_in).
+    pub(super) fn unreadable_in(&self, kind: Kind, namespace: Option<&str>, start: &str, until: Option<&str>) -> Option<StoreError> {
+        let prefix = namespace.filter(|_| kind.namespaced()).map(|ns| format!("{ns}/"));
+        let first = self
+            .unreadable
+            .keys()
+            .filter(|key| key.kind == kind && prefix.as_deref().is_none_or(|prefix| key.key.starts_with(prefix)))
+            .filter(|key| key.key.as_str() >= start && until.is_none_or(|until| key.key.as_str() <= until))
+            .min_by(|a, b| a.key.cmp(&b.key))?;
+        self.unreadable(first)
+    }
+
     /// Marks `key` as stored with a value that cannot be read, at `revision`: to watchers its
     /// object, if the state held one, is deleted.
     pub(super) fn record_unreadable(&mut self, key: &Key, why: String, revision: u64, now: Instant) -> Option<StoreEvent> {
         let prev = self.get(key).cloned();
         let event = prev.map(|prev| self.record(key, None, Some(prev), revision, now));
+        self.stale.remove(key);
         self.unreadable.insert(key.clone(), why);
         event
     }
@@ -79,7 +106,8 @@ impl State {
     }
 
     /// Applies one committed change at `revision` and records it: in the history, and a
-    /// deletion in the tombstones too. Returns the change as watchers see it.
+    /// deletion in the tombstones too; its value is taken as current, not stale. Returns the
+    /// change as watchers see it.
     pub(super) fn record(
         &mut self,
         key: &Key,
@@ -89,6 +117,7 @@ impl State {
         now: Instant,
     ) -> StoreEvent {
         self.unreadable.remove(key);
+        self.stale.remove(key);
         self.apply(key, object.clone());
         let event = match (object, prev) {
             (Some(object), None) => StoreEvent::new(EventType::Added, revision, object, None),

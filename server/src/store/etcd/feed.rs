@@ -29,6 +29,7 @@ pub(super) async fn list(client: &Client, layout: &Layout) -> Result<Snapshot> {
     let mut revision = 0;
     let mut objects = Vec::new();
     let mut unreadable = Vec::new();
+    let mut stale = Vec::new();
     loop {
         let mut options = GetOptions::new().with_range(range_end.clone()).with_limit(PAGE);
         if revision > 0 {
@@ -47,7 +48,12 @@ pub(super) async fn list(client: &Client, layout: &Layout) -> Result<Snapshot> {
             let Some(key) = layout.parse(kv.key()) else { continue };
             // As the watch does: one bad value must not keep the whole cluster from starting.
             match layout.decode(&key, kv.value(), kv.mod_revision()) {
-                Ok(object) => objects.push(object),
+                Ok((object, is_stale)) => {
+                    if is_stale {
+                        stale.push(key);
+                    }
+                    objects.push(object);
+                }
                 Err(why) => {
                     tracing::error!("{key} cannot be read: {why}; reads and writes of it fail until it is fixed");
                     unreadable.push((key, why));
@@ -62,7 +68,7 @@ pub(super) async fn list(client: &Client, layout: &Layout) -> Result<Snapshot> {
             _ => break,
         }
     }
-    Ok(Snapshot { revision: u64::try_from(revision).unwrap_or_default(), objects, unreadable })
+    Ok(Snapshot { revision: u64::try_from(revision).unwrap_or_default(), objects, unreadable, stale })
 }
 
 /// The end of the range of every key that starts with `prefix`, as etcd's `WithPrefix`.
@@ -152,16 +158,16 @@ fn apply(inner: &Inner, response: &WatchResponse) {
         // The marker, the node guards and the progress key are no objects, but their
         // revisions count: every change before them has come.
         let Some(key) = inner.layout.parse(kv.key()) else { continue };
-        let object = match event.event_type() {
+        let (object, stale) = match event.event_type() {
             EtcdEventType::Put => match inner.layout.decode(&key, kv.value(), kv.mod_revision()) {
-                Ok(object) => Some(kept(object)),
+                Ok((object, stale)) => (Some(kept(object)), stale),
                 Err(why) => {
                     tracing::error!("{key} cannot be read: {why}; reads and writes of it fail until it is fixed");
                     events.extend(state.record_unreadable(&key, why, revision, now));
                     continue;
                 }
             },
-            EtcdEventType::Delete => None,
+            EtcdEventType::Delete => (None, false),
         };
         let prev = state.get(&key).cloned();
         if object.is_none() && prev.is_none() {
@@ -169,6 +175,9 @@ fn apply(inner: &Inner, response: &WatchResponse) {
             continue;
         }
         events.push(state.record(&key, object, prev, revision, now));
+        if stale {
+            state.mark_stale(&key);
+        }
     }
     state.advance(last);
     state.forget_history(&inner.cache.history, now);

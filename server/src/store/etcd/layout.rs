@@ -95,10 +95,12 @@ impl Layout {
         self.encryption.seal(key.kind, &self.key(&key), json).map_err(|e| StoreError::Backend(format!("cannot store {key}: {e}")))
     }
 
-    /// The object stored at `key` with mod revision `revision`, or why it cannot be read.
-    pub(crate) fn decode(&self, key: &Key, value: &[u8], revision: i64) -> std::result::Result<Object, String> {
+    /// The object stored at `key` with mod revision `revision` and whether its value is stale
+    /// (see [`Encryption`]), or why it cannot be read.
+    pub(crate) fn decode(&self, key: &Key, value: &[u8], revision: i64) -> std::result::Result<(Object, bool), String> {
         let location = self.key(key);
-        let value = self.encryption.open(key.kind, &location, value).map_err(|e| format!("its value at {location} in etcd: {e}"))?;
+        let opened = self.encryption.open(key.kind, &location, value).map_err(|e| format!("its value at {location} in etcd: {e}"))?;
+        let value = opened.value;
         let corrupt = |why: String| format!("its value at {location} in etcd is not a Shepherd object: {why}");
         let value: serde_json::Value = serde_json::from_slice(&value).map_err(|e| corrupt(e.to_string()))?;
         let mut object = Object::from_value(value).map_err(|e| corrupt(e.to_string()))?;
@@ -106,7 +108,7 @@ impl Layout {
             return Err(corrupt(format!("it holds {}", Key::of(&object))));
         }
         object.metadata_mut().resource_version = u64::try_from(revision).unwrap_or_default();
-        Ok(object)
+        Ok((object, opened.stale))
     }
 }
 
@@ -139,7 +141,8 @@ mod tests {
         object.metadata_mut().resource_version = 7;
         let bytes = layout.encode(&object).unwrap();
         assert!(!String::from_utf8_lossy(&bytes).contains("resource_version"));
-        let read = layout.decode(&Key::of(&object), &bytes, 42).unwrap();
+        let (read, stale) = layout.decode(&Key::of(&object), &bytes, 42).unwrap();
+        assert!(!stale);
         assert_eq!(read.metadata().resource_version, 42);
         assert_eq!(read.metadata().name, "web");
         let elsewhere = layout.decode(&Key::new(Kind::Pod, "default", "other"), &bytes, 42).unwrap_err();
