@@ -119,14 +119,19 @@ async fn every_write_of_both_dialects_is_answered_as_the_real_one_and_stores_not
     assert_eq!(status, StatusCode::OK);
 
     // Nothing of it was stored, and no watcher heard of it: the next real write is the next
-    // revision, and the first change the pods' watch sees.
-    assert_eq!(revision(&server).await, before, "a dry run takes no revision");
+    // revision, and the first change the pods' watch sees. An etcd member is shared with the
+    // other tests, whose writes take revisions too: there only the watch can tell.
+    let private_store = shepherd_testing::store_under_test() != "etcd";
+    if private_store {
+        assert_eq!(revision(&server).await, before, "a dry run takes no revision");
+    }
     assert_eq!(deployment(&server).await, stored);
     let waiting = server.get(&format!("{PODS}/waiting")).await.1;
     assert_eq!((waiting["spec"]["node_name"].as_str(), waiting["status"].get("message")), (Some(""), None), "{waiting}");
     let (status, sentinel) = server.post(PODS, pod("sentinel", 100, 1 << 20)).await;
     assert_eq!(status, StatusCode::CREATED, "{sentinel}");
-    assert_eq!(sentinel["metadata"]["resource_version"].as_u64(), Some(before + 1), "{sentinel}");
+    let taken = sentinel["metadata"]["resource_version"].as_u64().expect("a resource_version");
+    assert!(if private_store { taken == before + 1 } else { taken > before }, "after {before}: {sentinel}");
     let first = pods.next(Duration::from_secs(10)).await.expect("the sentinel's event").watch_event();
     assert_eq!(first.object.as_ref().map(|o| o.metadata().name.as_str()), Some("sentinel"), "{first:?}");
 }
