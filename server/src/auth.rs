@@ -29,23 +29,53 @@ impl Role {
     }
 }
 
-/// Who is calling: a token's role and, for node tokens, the node it speaks for.
+/// Who is calling: a token's role, for node tokens the node it speaks for, and the
+/// token's fingerprint, by which the audit names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
     pub role: Role,
     pub node: Option<String>,
+    /// Set by [`Tokens::add`]; `None` for the caller of a server without tokens.
+    fingerprint: Option<String>,
+}
+
+/// How many hex digits of a token's SHA-256 name it in the audit: enough to tell a
+/// cluster's tokens apart, far too few to find the token from.
+const FINGERPRINT_DIGITS: usize = 8;
+
+/// The first [`FINGERPRINT_DIGITS`] hex digits of `token`'s SHA-256
+/// (`printf %s TOKEN | sha256sum | cut -c1-8`): what names a token in a log, never the token.
+pub fn fingerprint(token: &str) -> String {
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, token.as_bytes());
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect::<String>()[..FINGERPRINT_DIGITS].to_string()
 }
 
 impl Principal {
-    /// The caller when no token is configured.
-    pub fn anonymous() -> Self {
-        Principal { role: Role::Admin, node: None }
+    /// A principal of `role`, for node tokens speaking for `node`.
+    pub fn new(role: Role, node: Option<String>) -> Self {
+        Principal { role, node, fingerprint: None }
     }
 
+    /// The caller when no token is configured.
+    pub fn anonymous() -> Self {
+        Principal::new(Role::Admin, None)
+    }
+
+    /// The token as a refusal names it: its role, or the node it speaks for.
     pub(crate) fn describe(&self) -> String {
-        match &self.node {
-            Some(node) => format!("the token of node {node}"),
-            None => format!("a {} token", self.role.as_str()),
+        match (&self.node, self.role) {
+            (Some(node), _) => format!("the token of node {node}"),
+            (None, Role::Admin) => "an admin token".to_string(),
+            (None, role) => format!("a {} token", role.as_str()),
+        }
+    }
+
+    /// The caller as an audit line names it, as Kubernetes audits the user: the token's
+    /// role (or node) and fingerprint.
+    pub(crate) fn audited(&self) -> String {
+        match &self.fingerprint {
+            Some(fingerprint) => format!("{} (sha256 {fingerprint})", self.describe()),
+            None => "an anonymous caller (the server has no tokens)".to_string(),
         }
     }
 
@@ -164,6 +194,7 @@ impl Tokens {
         if let (Role::Node, Some(node)) = (principal.role, &principal.node) {
             self.by_node.insert(node.clone(), token.to_string());
         }
+        let principal = Principal { fingerprint: Some(fingerprint(token)), ..principal };
         self.by_token.insert(Arc::from(token), principal);
     }
 
@@ -179,7 +210,7 @@ impl Tokens {
         {
             return Err(TokenError::FlagInFile { path: path.clone(), line });
         }
-        self.add(token, Principal { role: Role::Admin, node: None });
+        self.add(token, Principal::new(Role::Admin, None));
         Ok(())
     }
 
@@ -236,11 +267,11 @@ impl Tokens {
             let syntax = |message: String| TokenError::Syntax { path: path.to_string(), line: index + 1, message };
             let fields: Vec<&str> = line.split_whitespace().collect();
             let principal = match fields.as_slice() {
-                [_, "admin"] => Principal { role: Role::Admin, node: None },
-                [_, "viewer"] => Principal { role: Role::Viewer, node: None },
+                [_, "admin"] => Principal::new(Role::Admin, None),
+                [_, "viewer"] => Principal::new(Role::Viewer, None),
                 // The rule of a node's metadata.name: any other name could never register.
                 [_, "node", node] => match shared::validation::node_name_error(node) {
-                    None => Principal { role: Role::Node, node: Some(node.to_string()) },
+                    None => Principal::new(Role::Node, Some(node.to_string())),
                     Some(why) => return Err(syntax(format!("not a valid node name: {why}"))),
                 },
                 [_, "node"] => return Err(syntax("a node token needs the node name: <token> node <node-name>".into())),
@@ -325,6 +356,19 @@ impl AgentKeys {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_audit_names_a_token_by_its_fingerprint_with_the_right_article() {
+        let tokens = Tokens::parse("admin-secret-token admin\nviewer-secret viewer\nnode-1-secret node node-1\n", "tokens").unwrap();
+        let audited = |token: &str| tokens.lookup(token).unwrap().1.audited();
+        // `printf %s admin-secret-token | sha256sum`
+        assert_eq!(fingerprint("admin-secret-token"), "76559a71");
+        assert_eq!(audited("admin-secret-token"), "an admin token (sha256 76559a71)");
+        assert_eq!(audited("viewer-secret"), format!("a viewer token (sha256 {})", fingerprint("viewer-secret")));
+        assert_eq!(audited("node-1-secret"), format!("the token of node node-1 (sha256 {})", fingerprint("node-1-secret")));
+        assert!(!audited("admin-secret-token").contains("secret"), "never the token itself");
+        assert_eq!(Principal::anonymous().audited(), "an anonymous caller (the server has no tokens)");
+    }
 
     #[test]
     fn registry_users_are_nodes_and_numbered_admins_without_viewers() {
@@ -463,7 +507,7 @@ node-one-again node node-1
 
     #[test]
     fn a_node_may_write_only_itself() {
-        let p = Principal { role: Role::Node, node: Some("n1".into()) };
+        let p = Principal::new(Role::Node, Some("n1".into()));
         assert!(p.may_write_node("n1").is_ok());
         assert!(p.may_write_node("n2").is_err());
         assert!(p.may_write_pod_status("default/a", "n1").is_ok());

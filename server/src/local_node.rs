@@ -107,7 +107,7 @@ pub fn agent_config(api: &str, runtime: RuntimeChoice, settings: &Settings, conf
             Some(token) => token.to_string(),
             None => {
                 let token = uuid::Uuid::new_v4().simple().to_string();
-                config.tokens.add(&token, Principal { role: Role::Node, node: Some(agent.node_name.clone()) });
+                config.tokens.add(&token, Principal::new(Role::Node, Some(agent.node_name.clone())));
                 token
             }
         };

@@ -26,8 +26,8 @@ const NODE_1: &str = "node-1-token";
 
 fn tokens() -> Tokens {
     let mut tokens = Tokens::default();
-    tokens.add(ADMIN, Principal { role: Role::Admin, node: None });
-    tokens.add(NODE_1, Principal { role: Role::Node, node: Some("node-1".into()) });
+    tokens.add(ADMIN, Principal::new(Role::Admin, None));
+    tokens.add(NODE_1, Principal::new(Role::Node, Some("node-1".into())));
     tokens
 }
 
@@ -99,11 +99,10 @@ async fn logs_reach_an_agent_with_a_token_only_signed_with_it() {
     let health = reqwest::get(format!("{}/healthz", node.status.agent_endpoint)).await.unwrap();
     assert_eq!(health.status(), 200, "health stays open");
 
-    // The agent's 404 for an unknown container reaches the client with the agent's message, not its JSON.
+    // A container the pod does not have is the server's 400, in kube-apiserver's words.
     let options = LogOptions { container: Some("nope".into()), ..LogOptions::default() };
     let error = admin.logs("default", &signed, &options).await.err().expect("no container nope").to_string();
-    assert!(error.contains("the agent of node node-1 answered 4"), "{error}");
-    assert!(error.contains("nope") && !error.contains('{'), "the agent's message, not its JSON: {error}");
+    assert!(error.contains(&format!("container nope is not valid for pod {signed}")) && !error.contains('{'), "{error}");
 
     let on_admin_token = running_pod_on(&admin, "node-2").await;
     let first = first_log_chunk(&admin, &on_admin_token).await.expect("the log of a node whose agent has an admin token");
@@ -166,13 +165,17 @@ async fn after_a_restart_the_node_token_signs_until_the_agent_speaks_again() {
         assert_eq!(admin.post(&format!("/api/v1/namespaces/default/pods/on-{node}/binding"), binding).await.0, StatusCode::CREATED);
     }
     let admin = Client::new(&server.url, Some(ADMIN.to_string())).unwrap();
-    assert_eq!(first_log_chunk(&admin, "on-node-2").await.as_deref(), Ok("log of /logs/default/on-node-2\n"));
+    assert_eq!(first_log_chunk(&admin, "on-node-2").await.as_deref(), Ok("log of /logs/default/on-node-2?container=web\n"));
     server.stop().await;
 
     // The restarted server has heard from no agent yet.
     let server = TestServer::start(config()).await;
     let admin = Client::new(&server.url, Some(ADMIN.to_string())).unwrap();
-    assert_eq!(first_log_chunk(&admin, "on-node-1").await.as_deref(), Ok("log of /logs/default/on-node-1\n"), "the node token");
+    assert_eq!(
+        first_log_chunk(&admin, "on-node-1").await.as_deref(),
+        Ok("log of /logs/default/on-node-1?container=web\n"),
+        "the node token"
+    );
     let error = first_log_chunk(&admin, "on-node-2").await.expect_err("nothing to sign with for an agent on an admin token");
     assert!(error.contains("the server could not sign its request to the agent of node node-2, so the agent refused it (401"), "{error}");
     assert!(!error.contains("the agent of node node-2 answered"), "the server could not sign; the agent did not fail: {error}");
@@ -180,7 +183,7 @@ async fn after_a_restart_the_node_token_signs_until_the_agent_speaks_again() {
     assert_eq!(status, StatusCode::BAD_GATEWAY, "the agent's 401 is the server's trouble, not a reason for the client to log in: {body}");
     assert!(error.contains("`<token> node node-2`"), "the error names the fix: {error}");
     shepherd_testing::renew_lease(&admin, &shepherd_testing::node("node-2")).await;
-    assert_eq!(first_log_chunk(&admin, "on-node-2").await.as_deref(), Ok("log of /logs/default/on-node-2\n"), "renewed");
+    assert_eq!(first_log_chunk(&admin, "on-node-2").await.as_deref(), Ok("log of /logs/default/on-node-2?container=web\n"), "renewed");
     server.stop().await;
 }
 
@@ -282,7 +285,7 @@ async fn recording_exec_agent() -> (String, tokio::sync::mpsc::UnboundedReceiver
 #[tokio::test]
 async fn a_browser_websocket_authenticates_with_its_token_in_a_subprotocol_that_never_reaches_the_agent() {
     let mut tokens = tokens();
-    tokens.add("viewer-token", Principal { role: Role::Viewer, node: None });
+    tokens.add("viewer-token", Principal::new(Role::Viewer, None));
     let server = TestServer::start(Config { tokens, run_scheduler: false, ..Config::in_memory() }).await;
     let (endpoint, mut heard) = recording_exec_agent().await;
     let mut description = shepherd_testing::node("node-1");
@@ -325,5 +328,20 @@ async fn a_browser_websocket_authenticates_with_its_token_in_a_subprotocol_that_
     refused(StatusCode::UNAUTHORIZED, "needs another subprotocol")(answer(open(alone).await.unwrap()).await);
     let garbled = format!("{}, {}!!", shared::remote_command::V5, shared::api::BEARER_PROTOCOL_PREFIX);
     refused(StatusCode::UNAUTHORIZED, "not unpadded base64url")(answer(open(garbled).await.unwrap()).await);
+    // A container the pod does not have is refused before the upgrade, in kube-apiserver's words.
+    for session in ["exec?command=ls&", "attach?"] {
+        let wrong = server
+            .bare(reqwest::Method::GET, &format!("/api/v1/namespaces/default/pods/web/{session}container=nope&stdout=true"))
+            .bearer_auth(ADMIN)
+            .header(header::CONNECTION, "Upgrade")
+            .header(header::UPGRADE, "websocket")
+            .header(header::SEC_WEBSOCKET_VERSION, "13")
+            .header(header::SEC_WEBSOCKET_KEY, "dGhlIHNhbXBsZSBub25jZQ==")
+            .header(header::SEC_WEBSOCKET_PROTOCOL, shared::remote_command::V5)
+            .send()
+            .await
+            .unwrap();
+        refused(StatusCode::BAD_REQUEST, "container nope is not valid for pod web")(answer(wrong).await);
+    }
     assert!(heard.try_recv().is_err(), "no refused session reached the agent");
 }

@@ -16,9 +16,9 @@ const VIEWER: &str = "viewer-token";
 
 async fn secured() -> TestServer {
     let mut tokens = Tokens::default();
-    tokens.add(ADMIN, Principal { role: Role::Admin, node: None });
-    tokens.add(NODE_1, Principal { role: Role::Node, node: Some("node-1".into()) });
-    tokens.add(VIEWER, Principal { role: Role::Viewer, node: None });
+    tokens.add(ADMIN, Principal::new(Role::Admin, None));
+    tokens.add(NODE_1, Principal::new(Role::Node, Some("node-1".into())));
+    tokens.add(VIEWER, Principal::new(Role::Viewer, None));
     TestServer::start(Config { tokens, run_scheduler: false, ..Config::in_memory() }).await
 }
 

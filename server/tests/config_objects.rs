@@ -123,9 +123,9 @@ async fn a_viewer_token_reads_config_maps_but_no_secrets_and_a_node_token_reads_
     use server::Config;
     use server::auth::{Principal, Role, Tokens};
     let mut tokens = Tokens::default();
-    tokens.add("admin-token", Principal { role: Role::Admin, node: None });
-    tokens.add("node-token", Principal { role: Role::Node, node: Some("node-1".into()) });
-    tokens.add("viewer-token", Principal { role: Role::Viewer, node: None });
+    tokens.add("admin-token", Principal::new(Role::Admin, None));
+    tokens.add("node-token", Principal::new(Role::Node, Some("node-1".into())));
+    tokens.add("viewer-token", Principal::new(Role::Viewer, None));
     let server = TestServer::start(Config { tokens, run_scheduler: false, ..Config::in_memory() }).await;
     let admin = server.with_token("admin-token");
     let secret = json!({"kind": "Secret", "metadata": {"name": "db"}, "string_data": {"password": "s3cret"}});

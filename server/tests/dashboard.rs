@@ -34,7 +34,7 @@ async fn get_page(url: &str) -> (u16, String, [String; 2], String) {
 async fn the_page_and_its_files_are_served_without_a_token_and_nothing_else_is() {
     let dir = dashboard();
     let mut tokens = Tokens::default();
-    tokens.add("admin-token-1", Principal { role: Role::Admin, node: None });
+    tokens.add("admin-token-1", Principal::new(Role::Admin, None));
     let server = TestServer::start(Config { dashboard_dir: Some(dir.path().to_path_buf()), tokens, ..Config::in_memory() }).await;
 
     for page in ["/", "/index.html"] {

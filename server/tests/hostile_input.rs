@@ -223,7 +223,7 @@ async fn an_open_server_takes_a_bare_delete_put_and_patch_and_refuses_a_form_pos
 #[tokio::test]
 async fn tokens_keep_working_as_before_and_the_scheme_is_case_insensitive() {
     let mut tokens = Tokens::default();
-    tokens.add("admin-secret-token", Principal { role: Role::Admin, node: None });
+    tokens.add("admin-secret-token", Principal::new(Role::Admin, None));
     let server = TestServer::start(Config { tokens, run_scheduler: false, ..Config::in_memory() }).await;
     let admin = server.with_token("admin-secret-token");
     add_node(&admin, "n1", 1000, 1 << 30, 10).await;

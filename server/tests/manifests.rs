@@ -123,8 +123,8 @@ async fn aliases_that_copy_too_much_and_answers_too_large_are_413s() {
 #[tokio::test]
 async fn it_needs_a_token_as_every_read_does_and_a_viewer_may() {
     let mut tokens = Tokens::default();
-    tokens.add("viewer-token", Principal { role: Role::Viewer, node: None });
-    tokens.add("node-token", Principal { role: Role::Node, node: Some("node-1".into()) });
+    tokens.add("viewer-token", Principal::new(Role::Viewer, None));
+    tokens.add("node-token", Principal::new(Role::Node, Some("node-1".into())));
     let anonymous = TestServer::start(Config { tokens, run_scheduler: false, ..Config::in_memory() }).await;
     assert_eq!(send(&anonymous, "application/yaml", YAML).await.0, StatusCode::UNAUTHORIZED);
     for token in ["viewer-token", "node-token"] {

@@ -48,8 +48,8 @@ async fn read(server: &TestServer, token: &str, path: &str) -> (StatusCode, Valu
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_top_reads_pods_and_nodes_usage_in_kubernetes_shapes() {
     let mut tokens = Tokens::default();
-    tokens.add(ADMIN, Principal { role: Role::Admin, node: None });
-    tokens.add(VIEWER, Principal { role: Role::Viewer, node: None });
+    tokens.add(ADMIN, Principal::new(Role::Admin, None));
+    tokens.add(VIEWER, Principal::new(Role::Viewer, None));
     let server = TestServer::start(Config { tokens, ..Config::in_memory() }).await;
     let admin = Client::new(&server.url, Some(ADMIN.to_string())).unwrap();
     let shutdown = CancellationToken::new();

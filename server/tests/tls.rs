@@ -58,7 +58,7 @@ async fn an_open_https_server_keeps_refusing_what_a_web_page_could_send() {
 #[tokio::test]
 async fn tokens_work_over_https_and_a_wrong_one_is_refused() {
     let mut tokens = Tokens::default();
-    tokens.add("admin-secret-token", Principal { role: Role::Admin, node: None });
+    tokens.add("admin-secret-token", Principal::new(Role::Admin, None));
     let server = TestServer::start(https(Config { tokens, ..Config::in_memory() })).await;
     let (status, list) = kubernetes(server.bare(Method::GET, "/k8s/api/v1/pods").bearer_auth("admin-secret-token")).await;
     assert_eq!(status, StatusCode::OK, "{list}");

@@ -1,6 +1,6 @@
 //! The real kubectl (v1.32, on PATH) runs commands in a real Docker pod through Shepherd's
 //! `pods/exec` and `pods/attach`, over HTTPS with tokens as a cluster runs: exec with stdin
-//! and with an exit code, `cp` both ways, `run -i --rm` (attach), and the refusals: a viewer, another node's token,
+//! and with an exit code, `cp` both ways, `run -i --rm` (attach), and the refusals: a container the pod does not have, a viewer, another node's token,
 //! a request to the agent the server did not sign, and a dropped session, which leaves no
 //! process behind. Fails, never skips, when kubectl or Docker is missing.
 
@@ -55,6 +55,14 @@ fn kubectl_execs_copies_and_is_refused_as_kubernetes_would() {
     let failed = kubectl.output(&["exec", "shell", "--", "sh", "-c", "exit 3"]);
     assert_eq!(failed.status.code(), Some(3), "kubectl exits with the command's code: {failed:?}");
     assert!(String::from_utf8_lossy(&failed.stderr).contains("command terminated with exit code 3"), "{failed:?}");
+
+    // A container the pod does not have: the server refuses it before any upgrade, in
+    // kube-apiserver's words, which kubectl prints as Kubernetes' (kubectl attach and logs
+    // check the container themselves).
+    let wrong = kubectl.output(&["exec", "shell", "-c", "nope", "--", "true"]);
+    let said = String::from_utf8_lossy(&wrong.stderr);
+    assert!(!wrong.status.success(), "{said}");
+    assert_eq!(said.trim(), "Error from server (BadRequest): container nope is not valid for pod shell");
 
     // cp is tar over exec, both ways.
     let local = dir.path().join("notes.txt");

@@ -189,7 +189,7 @@ struct LogWindow {
 /// The window of `params` for `pod` at `now`. Each restart is a new container and the agent
 /// keeps the one before (`previous`), as the kubelet does, while the status reports how it
 /// ended as `last_state`.
-fn log_window(pod: &Pod, params: &LogParams, now: chrono::DateTime<chrono::Utc>) -> ApiResult<LogWindow> {
+fn log_window(pod: &Pod, container: &str, params: &LogParams, now: chrono::DateTime<chrono::Utc>) -> ApiResult<LogWindow> {
     let since = match (params.since_seconds, params.since_time.as_deref()) {
         (Some(_), Some(_)) => return Err(ApiError::bad_request("at most one of sinceTime or sinceSeconds may be specified")),
         (Some(seconds), None) if seconds < 1 => return Err(ApiError::bad_request("sinceSeconds must be greater than 0")),
@@ -204,18 +204,6 @@ fn log_window(pod: &Pod, params: &LogParams, now: chrono::DateTime<chrono::Utc>)
     if params.previous != Some(true) {
         return Ok(LogWindow { since, previous: false });
     }
-    let container = match (&params.container, pod.spec.containers.as_slice()) {
-        (Some(name), _) => name.clone(),
-        (None, [only]) => only.name.clone(),
-        (None, containers) => {
-            let names: Vec<&str> = containers.iter().map(|c| c.name.as_str()).collect();
-            return Err(ApiError::bad_request(format!(
-                "a container name must be specified for pod {}, choose one of: [{}]",
-                pod.metadata.name,
-                names.join(" ")
-            )));
-        }
-    };
     let last = pod.status.container_statuses.iter().find(|s| s.name == container).and_then(|s| s.last_state.as_ref());
     match last {
         Some(ContainerState::Terminated { .. }) => Ok(LogWindow { since, previous: true }),
@@ -233,12 +221,10 @@ pub async fn log(
     Params(params): Params<LogParams>,
 ) -> ApiResult<Response> {
     let pod = stored_pod(&state, &namespace, &name)?;
+    let container = pod.container_for(params.container.as_deref().unwrap_or("")).map_err(ApiError::bad_request)?.to_string();
     let agent = crate::agent_client::pod_agent(&state, &pod, "logs")?;
-    let window = log_window(&pod, &params, chrono::Utc::now())?;
-    let mut query: Vec<(&str, String)> = Vec::new();
-    if let Some(c) = params.container {
-        query.push(("container", c));
-    }
+    let window = log_window(&pod, &container, &params, chrono::Utc::now())?;
+    let mut query: Vec<(&str, String)> = vec![("container", container)];
     if let Some(t) = params.tail {
         query.push(("tail", t.to_string()));
     }
@@ -284,7 +270,7 @@ mod tests {
     fn a_log_window_is_a_span_a_time_or_the_previous_run() {
         let at = |s: i64| chrono::DateTime::from_timestamp(s, 500_000_000).unwrap();
         let now = at(1_000);
-        let window = |params: LogParams, pod: &Pod| log_window(pod, &params, now);
+        let window = |params: LogParams, pod: &Pod| log_window(pod, "c", &params, now);
         let plain = pod(None);
         assert_eq!(
             window(LogParams { since_seconds: Some(5), ..LogParams::default() }, &plain).unwrap(),

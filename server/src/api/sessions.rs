@@ -1,8 +1,10 @@
 //! A pod's `exec` and `attach`, WebSocket sessions (`shared::remote_command`), and its
 //! `portforward` (`shared::api::port_forward`), proxied to the agent of the pod's node
 //! ([`crate::agent_upgrade`]). Each is a write on the pod, as Kubernetes asks `create` on
-//! `pods/exec` and `pods/portforward`. Each session writes one audit line: who ran what in
-//! which pod and container, or forwarded to it, and how it ended.
+//! `pods/exec` and `pods/portforward`, which `app::authorize` has checked against the pod's
+//! node before a handler here runs. Each session writes one audit line: which token
+//! ([`Principal::audited`]) ran what in which pod and container, or forwarded to it, and how
+//! it ended.
 
 use std::sync::{Arc, Mutex};
 
@@ -66,8 +68,10 @@ async fn join(
     request: Request,
 ) -> ApiResult<Response> {
     let pod = super::pods::stored_pod(state, namespace, name)?;
-    principal.may_join_pod(join.as_str(), &format!("{namespace}/{name}"), &pod.spec.node_name)?;
-    let options = Options::from_query(query).map_err(ApiError::bad_request)?;
+    let mut options = Options::from_query(query).map_err(ApiError::bad_request)?;
+    // Checked here, before any upgrade, as kube-apiserver does: the agent knows only the
+    // containers that run, and kubectl takes its refusal for a failed WebSocket handshake.
+    options.container = pod.container_for(&options.container).map_err(ApiError::bad_request)?.to_string();
     if join == Join::Exec && options.command.is_empty() {
         return Err(ApiError::bad_request("exec needs the command to run: command=<program>&command=<argument>…"));
     }
@@ -80,7 +84,7 @@ async fn join(
     let tap = Box::new(move |bytes: &[u8]| tapped.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).feed(bytes));
     let line = format!(
         "{} {} pod {namespace}/{name} container {:?} command {:?}",
-        principal.describe(),
+        principal.audited(),
         join.as_str(),
         options.container,
         options.command
@@ -108,8 +112,7 @@ pub async fn port_forward(
     request: Request,
 ) -> ApiResult<Response> {
     let pod = super::pods::stored_pod(&state, &namespace, &name)?;
-    principal.may_join_pod("portforward", &format!("{namespace}/{name}"), &pod.spec.node_name)?;
-    let line = format!("{} portforward pod {namespace}/{name}", principal.describe());
+    let line = format!("{} portforward pod {namespace}/{name}", principal.audited());
     let audit = move |end: SessionEnd| {
         let outcome = match end.error {
             Some(error) => format!("broke off: {error}"),

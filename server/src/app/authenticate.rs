@@ -1,18 +1,21 @@
 //! The layer that authenticates every request: it finds the bearer token's [`Principal`],
-//! applies each role's coarse rules by method and path (which API a path belongs to is known
-//! only up here, above both) and leaves the principal for the handlers' finer checks.
+//! authorizes the request ([`authorize`]: each role's rules by method and path, which API a
+//! path belongs to being known only up here, above both, and a session's pod as stored) and
+//! leaves the principal for the handlers' checks of which node a write is for.
 
 use axum::extract::{Request, State};
 use axum::http::{Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use shared::api::paths;
+use shared::model::{Kind, Object};
 
 use super::dashboard::is_api;
 use crate::auth::{Principal, Role};
 use crate::error::ApiError;
 use crate::k8s;
 use crate::state::AppState;
+use crate::store::Key;
 
 /// Paths anyone may read without a token: liveness and readiness probes, the server's
 /// version, and the dashboard's files (the dashboard asks for a token itself when the API
@@ -44,24 +47,54 @@ fn names_secrets(path: &str) -> bool {
     matches!(parts.as_slice(), ["", "api", "v1", "secrets", ..] | ["", "api", "v1", "namespaces", _, "secrets", ..])
 }
 
-/// The session (`exec`, `attach`, `portforward`) and the pod (`namespace/name`) a path opens,
-/// in either dialect. A session is a write whatever its method, since kubectl opens a
-/// WebSocket with GET and falls back to SPDY with POST; which pods a node may join, its
-/// handler checks (`Principal::may_join_pod`).
-fn session_of(path: &str) -> Option<(&str, String)> {
+/// A session a path opens (`exec`, `attach`, `portforward`) in pod `namespace/name`.
+struct Session<'a> {
+    kind: &'a str,
+    namespace: &'a str,
+    name: &'a str,
+}
+
+impl Session<'_> {
+    fn pod(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// The session a path opens, in either dialect. A session is a write whatever its method,
+/// since kubectl opens a WebSocket with GET and falls back to SPDY with POST.
+fn session_of(path: &str) -> Option<Session<'_>> {
     let path = path.strip_prefix(k8s::PREFIX).unwrap_or(path);
     let parts: Vec<&str> = path.trim_end_matches('/').split('/').collect();
     match parts.as_slice() {
-        ["", "api", "v1", "namespaces", namespace, "pods", name, session @ ("exec" | "attach" | "portforward")] => {
-            Some((*session, format!("{namespace}/{name}")))
+        ["", "api", "v1", "namespaces", namespace, "pods", name, kind @ ("exec" | "attach" | "portforward")] => {
+            Some(Session { kind, namespace, name })
         }
         _ => None,
     }
 }
 
-/// Whether `principal`'s role allows `method` on `path`: the one home of each role's coarse
-/// rules, which every request passes and which `kubectl auth can-i` asks
-/// (`k8s::access`); handlers check which node and pod after it.
+/// Whether `principal` may send `method` to `path`: its role's rules ([`role_allows`]) and,
+/// for a session, whether the pod as stored is one it may join (`Principal::may_join_pod`;
+/// a pod not stored is bound to no node). The one home of authorization: every request
+/// passes it, and `kubectl auth can-i` asks it of a named object (`k8s::access`).
+pub fn authorize(state: &AppState, principal: &Principal, method: &Method, path: &str) -> Result<(), ApiError> {
+    role_allows(principal, method, path)?;
+    match session_of(path) {
+        Some(session) => {
+            let key = Key::new(Kind::Pod, session.namespace, session.name);
+            let node = match state.store.get(&key).as_deref() {
+                Some(Object::Pod(pod)) => pod.spec.node_name.clone(),
+                _ => String::new(),
+            };
+            principal.may_join_pod(session.kind, &session.pod(), &node)
+        }
+        None => Ok(()),
+    }
+}
+
+/// Whether `principal`'s role allows `method` on `path`, whichever object it names: each
+/// role's coarse rules, which [`authorize`] applies first and `kubectl auth can-i` asks
+/// alone when it names no object (`k8s::access`). Handlers check which node a write is for.
 pub fn role_allows(principal: &Principal, method: &Method, path: &str) -> Result<(), ApiError> {
     // Reading a manifest is a read, though its body needs a POST; so is asking what one may do.
     let session = session_of(path);
@@ -70,7 +103,7 @@ pub fn role_allows(principal: &Principal, method: &Method, path: &str) -> Result
     match principal.role {
         Role::Admin => Ok(()),
         Role::Node if session.is_some() => Ok(()),
-        Role::Viewer if let Some((session, pod)) = &session => principal.may_join_pod(session, pod, ""),
+        Role::Viewer if let Some(session) = &session => principal.may_join_pod(session.kind, &session.pod(), ""),
         Role::Viewer if !read => Err(ApiError::forbidden(format!("a viewer token is read-only: {method} {path} is not allowed"))),
         Role::Viewer if names_secrets(path) => Err(ApiError::forbidden(format!(
             "a viewer token may not read secrets (as Kubernetes' view role): {method} {path} is not allowed"
@@ -150,7 +183,7 @@ pub async fn authenticate(State(state): State<AppState>, mut request: Request, n
             None => return ApiError::unauthorized("the bearer token is not known to this server").into_response(),
         }
     };
-    if let Err(refusal) = role_allows(&principal, request.method(), &path) {
+    if let Err(refusal) = authorize(&state, &principal, request.method(), &path) {
         return refusal.into_response();
     }
     request.extensions_mut().insert(principal);
@@ -196,7 +229,7 @@ mod tests {
         assert_eq!(decoded_path("/api/v1/pods/a%20b").unwrap(), "/api/v1/pods/a b");
         assert!(decoded_path("/api/v1/namespaces/a%2Fb/pods").is_err(), "an encoded slash would shift the segments");
         assert!(decoded_path("/api/v1/pods/%FF").is_err(), "not UTF-8");
-        let viewer = Principal { role: Role::Viewer, node: None };
+        let viewer = Principal::new(Role::Viewer, None);
         let path = decoded_path("/k8s/api/v1/namespaces/default/%73ecrets/db").unwrap();
         assert!(role_allows(&viewer, &Method::GET, &path).is_err());
     }

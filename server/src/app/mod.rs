@@ -5,7 +5,7 @@
 //! for every failure (unknown routes, rejected extractors, panics).
 
 mod authenticate;
-pub use authenticate::role_allows;
+pub use authenticate::{authorize, role_allows};
 mod dashboard;
 pub mod web_pages;
 

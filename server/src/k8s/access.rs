@@ -1,12 +1,14 @@
 //! `kubectl auth can-i`: `authorization.k8s.io/v1` SelfSubjectAccessReviews and, for
-//! `--list`, SelfSubjectRulesReviews. Each is answered by the role rules every request passes
-//! (`app::role_allows`), asked of the request kubectl would send through `/k8s` for the verb
-//! and resource named, so the answer and the real authorization cannot disagree.
+//! `--list`, SelfSubjectRulesReviews. Each is answered by the authorization every request
+//! passes (`app::authorize`; its role rules alone, `app::role_allows`, when no object is
+//! named), asked of the request kubectl would send through `/k8s` for the verb and resource
+//! named, so the answer and the real authorization cannot disagree.
 
 use axum::Extension;
 use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -65,7 +67,8 @@ fn method_of(verb: &str) -> Option<Method> {
     VERBS.iter().find(|(name, _)| *name == verb).map(|(_, method)| method.clone())
 }
 
-/// The path under `/k8s` of a request for `resource` (and `subresource`) of `group`.
+/// The path under `/k8s` of a request for `resource` (and `subresource`) of `group`. A
+/// cluster-scoped kind's path has no namespace, though kubectl names its current one.
 fn path_of(group: &str, version: &str, namespace: &str, resource: &str, name: &str, subresource: &str) -> String {
     let mut path = String::from(super::PREFIX);
     match (group, kinds::groups().contains(&group)) {
@@ -73,7 +76,8 @@ fn path_of(group: &str, version: &str, namespace: &str, resource: &str, name: &s
         ("", false) => path.push_str("/api/v1"),
         (_, false) => path.push_str(&format!("/apis/{group}/{}", if version.is_empty() { "v1" } else { version })),
     }
-    if !namespace.is_empty() {
+    let cluster_scoped = KINDS.iter().any(|e| e.gvk.group == group && e.plural == resource && !e.served.namespaced());
+    if !namespace.is_empty() && !cluster_scoped {
         path.push_str(&format!("/namespaces/{namespace}"));
     }
     path.push_str(&format!("/{resource}"));
@@ -86,19 +90,36 @@ fn path_of(group: &str, version: &str, namespace: &str, resource: &str, name: &s
     path
 }
 
+/// What a review is asked of: one object, which the request's own authorization judges
+/// (`app::authorize`), or any object of a kind, which its role's rules alone judge.
+#[derive(Clone, Copy)]
+enum Asked<'a> {
+    Named(&'a AppState),
+    Any,
+}
+
 /// Whether every `(verb, path)` is allowed, else the first refusal's words.
-fn decide(principal: &Principal, asked: impl IntoIterator<Item = (String, String)>) -> std::result::Result<(), String> {
+fn decide(principal: &Principal, of: Asked, asked: impl IntoIterator<Item = (String, String)>) -> std::result::Result<(), String> {
     for (verb, path) in asked {
         let Some(method) = method_of(&verb) else {
             let known: Vec<&str> = VERBS.iter().map(|(name, _)| *name).collect();
             return Err(format!("Shepherd's roles know the verbs {}, not {verb:?}", known.join(", ")));
         };
-        crate::app::role_allows(principal, &method, &path).map_err(|refusal| refusal.message)?;
+        let decision = match of {
+            Asked::Named(state) => crate::app::authorize(state, principal, &method, &path),
+            Asked::Any => crate::app::role_allows(principal, &method, &path),
+        };
+        decision.map_err(|refusal| refusal.message)?;
     }
     Ok(())
 }
 
-async fn access_review(Extension(principal): Extension<Principal>, headers: HeaderMap, body: Bytes) -> Result<Response> {
+async fn access_review(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response> {
     let mut review: authorization::SelfSubjectAccessReview = review(&headers, &body)?;
     let spec = &review.spec;
     let decision = match (&spec.resource_attributes, &spec.non_resource_attributes) {
@@ -114,11 +135,12 @@ async fn access_review(Extension(principal): Extension<Principal>, headers: Head
             let asked = verbs.iter().flat_map(|verb| {
                 resources.iter().map(|resource| (verb.clone(), path_of(&group, &version, &namespace, resource, &name, &subresource)))
             });
-            decide(&principal, asked.collect::<Vec<_>>())
+            let of = if name.is_empty() { Asked::Any } else { Asked::Named(&state) };
+            decide(&principal, of, asked.collect::<Vec<_>>())
         }
         (None, Some(n)) => {
             let path = n.path.clone().unwrap_or_default();
-            decide(&principal, [(n.verb.clone().unwrap_or_default(), path)])
+            decide(&principal, Asked::Named(&state), [(n.verb.clone().unwrap_or_default(), path)])
         }
         (None, None) => {
             return Err(Status::bad_request("a SelfSubjectAccessReview needs spec.resourceAttributes or spec.nonResourceAttributes"));
@@ -141,8 +163,11 @@ async fn rules_review(Extension(principal): Extension<Principal>, headers: Heade
         for (resource, subresource, verbs) in served {
             let in_namespace = if entry.served.namespaced() { namespace.as_str() } else { "" };
             let path = path_of(entry.gvk.group, entry.gvk.version, in_namespace, entry.plural, "", subresource);
-            let allowed: Vec<String> =
-                verbs.iter().filter(|verb| decide(&principal, [(verb.to_string(), path.clone())]).is_ok()).map(|v| v.to_string()).collect();
+            let allowed: Vec<String> = verbs
+                .iter()
+                .filter(|verb| decide(&principal, Asked::Any, [(verb.to_string(), path.clone())]).is_ok())
+                .map(|v| v.to_string())
+                .collect();
             if !allowed.is_empty() {
                 rules.push(authorization::ResourceRule {
                     verbs: allowed,
@@ -173,6 +198,7 @@ mod tests {
         assert_eq!(path_of("", "", "default", "pods", "", ""), "/k8s/api/v1/namespaces/default/pods");
         assert_eq!(path_of("apps", "", "team", "deployments", "web", "scale"), "/k8s/apis/apps/v1/namespaces/team/deployments/web/scale");
         assert_eq!(path_of("", "", "", "nodes", "n1", ""), "/k8s/api/v1/nodes/n1");
+        assert_eq!(path_of("", "", "default", "nodes", "n1", "status"), "/k8s/api/v1/nodes/n1/status", "nodes have no namespace");
         assert_eq!(path_of("batch", "", "a", "jobs", "", ""), "/k8s/apis/batch/v1/namespaces/a/jobs");
         assert!(is_review("/k8s/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"));
         assert!(!is_review("/k8s/apis/authorization.k8s.io/v1/subjectaccessreviews"));
@@ -180,14 +206,16 @@ mod tests {
 
     #[test]
     fn each_role_is_answered_by_the_rules_its_requests_pass() {
-        let asked = |role, verb: &str, path: &str| decide(&Principal { role, node: None }, [(verb.to_string(), path.to_string())]);
+        let asked = |role, verb: &str, path: &str| decide(&Principal::new(role, None), Asked::Any, [(verb.to_string(), path.to_string())]);
         let pods = "/k8s/api/v1/namespaces/default/pods";
         assert!(asked(Role::Admin, "create", pods).is_ok());
         assert!(asked(Role::Viewer, "list", pods).is_ok());
         assert!(asked(Role::Viewer, "create", pods).unwrap_err().contains("read-only"));
         assert!(asked(Role::Viewer, "get", "/k8s/api/v1/namespaces/default/secrets").unwrap_err().contains("may not read secrets"));
-        let node = Principal { role: Role::Node, node: Some("n1".into()) };
-        assert!(decide(&node, [("delete".to_string(), format!("{pods}/web"))]).unwrap_err().contains("may only read through /k8s"));
+        let node = Principal::new(Role::Node, Some("n1".into()));
+        assert!(
+            decide(&node, Asked::Any, [("delete".to_string(), format!("{pods}/web"))]).unwrap_err().contains("may only read through /k8s")
+        );
         assert!(asked(Role::Admin, "escalate", pods).unwrap_err().contains("not \"escalate\""));
     }
 }

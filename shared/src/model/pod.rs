@@ -716,6 +716,23 @@ impl Pod {
         !self.spec.node_name.is_empty()
     }
 
+    /// The container a request for `requested` (empty: none named) of this pod's `exec`,
+    /// `attach` or `log` is for, else kube-apiserver's words for the 400: an empty name is
+    /// the only container, and a name must be one of the pod's containers (Shepherd has no
+    /// init or ephemeral ones).
+    pub fn container_for(&self, requested: &str) -> Result<&str, String> {
+        let name = &self.metadata.name;
+        let names: Vec<&str> = self.spec.containers.iter().map(|c| c.name.as_str()).collect();
+        match (requested, names.as_slice()) {
+            ("", [only]) => Ok(only),
+            ("", []) => Err(format!("a container name must be specified for pod {name}")),
+            ("", several) => Err(format!("a container name must be specified for pod {name}, choose one of: [{}]", several.join(" "))),
+            (wanted, _) => {
+                names.into_iter().find(|n| *n == wanted).ok_or_else(|| format!("container {wanted} is not valid for pod {name}"))
+            }
+        }
+    }
+
     /// Pending with no node: what the scheduler works on.
     pub fn needs_scheduling(&self) -> bool {
         self.status.phase == PodPhase::Pending && self.spec.node_name.is_empty() && self.metadata.deletion_timestamp.is_none()
@@ -793,6 +810,24 @@ pub struct Binding {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_session_or_log_is_for_a_named_container_or_the_only_one_in_kube_apiservers_words() {
+        let pod = |names: &[&str]| {
+            let mut pod = Pod::default();
+            pod.metadata.name = "web".into();
+            pod.spec.containers = names.iter().map(|n| Container { name: n.to_string(), ..Container::default() }).collect();
+            pod
+        };
+        assert_eq!(pod(&["main"]).container_for(""), Ok("main"));
+        assert_eq!(pod(&["main", "side"]).container_for("side"), Ok("side"));
+        assert_eq!(pod(&["main"]).container_for("nope"), Err("container nope is not valid for pod web".to_string()));
+        assert_eq!(
+            pod(&["main", "side"]).container_for(""),
+            Err("a container name must be specified for pod web, choose one of: [main side]".to_string())
+        );
+        assert_eq!(pod(&[]).container_for(""), Err("a container name must be specified for pod web".to_string()));
+    }
 
     #[test]
     fn env_written_as_a_map_means_the_same_as_the_list() {

@@ -52,10 +52,7 @@ pub async fn container(context: &Context, name: &str, wanted: Option<&str>) -> R
     }
     let names: Vec<&str> = pod.spec.containers.iter().map(|c| c.name.as_str()).collect();
     if let Some(wanted) = wanted {
-        if !names.contains(&wanted) {
-            bail!("container {wanted} is not valid for pod {name}: it has {}", names.join(", "));
-        }
-        return Ok(wanted.to_string());
+        return pod.container_for(wanted).map(str::to_string).map_err(|refusal| anyhow::anyhow!("{refusal}: it has {}", names.join(", ")));
     }
     if let Some(named) = pod.metadata.annotations.get(DEFAULT_CONTAINER_ANNOTATION).filter(|n| names.contains(&n.as_str())) {
         return Ok(named.clone());
