@@ -42,6 +42,7 @@ fn assert_named_after(pod: &Pod, id: &str) {
     let name = &pod.metadata.name;
     assert_eq!(exec(id, "hostname").trim(), name, "hostname in {id}");
     assert_eq!(exec(id, "cat /etc/hostname").trim(), name);
+    assert_eq!(exec(id, "echo \"$HOSTNAME\"").trim(), name, "the HOSTNAME variable in {id}");
     let hosts = exec(id, "cat /etc/hosts");
     assert!(hosts.starts_with("# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n"), "{hosts}");
     assert!(hosts.ends_with(&format!("\n{}\t{name}\n", pod.status.pod_ip)), "the pod's address and name last: {hosts}");

@@ -140,7 +140,7 @@ pub fn read_json<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, Api
         let e = e.into_inner();
         ApiError::bad_request(format!(
             "the body is not a valid {what}: {field}{} at line {}, column {}",
-            strip_position(&e),
+            shared::decode_error::without_values(&strip_position(&e)),
             e.line(),
             e.column()
         ))

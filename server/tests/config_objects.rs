@@ -119,6 +119,26 @@ async fn bad_keys_are_422_naming_keys_and_never_values() {
 }
 
 #[tokio::test]
+async fn a_value_of_the_wrong_type_is_a_400_naming_the_types_and_never_the_value() {
+    let server = TestServer::in_memory().await;
+    let secrets = "/api/v1/namespaces/default/secrets";
+    let bodies = [
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "pin"}, "stringData": {"pin": 918273645}}),
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "pin"}, "data": "hunter2"}),
+    ];
+    for body in bodies {
+        let (status, refused) = k8s(&server, Method::POST, secrets, Some(body)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+        let text = refused.to_string();
+        assert!(text.contains("invalid type: ") && !text.contains("918273645") && !text.contains("hunter2"), "{text}");
+    }
+    let native = json!({"kind": "Secret", "metadata": {"name": "pin"}, "string_data": {"pin": true, "code": 918273645}});
+    let (status, refused) = server.post(secrets, native).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    assert!(refused.to_string().contains("invalid type: ") && !refused.to_string().contains("918273645"), "{refused}");
+}
+
+#[tokio::test]
 async fn a_viewer_token_reads_config_maps_but_no_secrets_and_a_node_token_reads_both() {
     use server::Config;
     use server::auth::{Principal, Role, Tokens};

@@ -44,6 +44,7 @@
 //!   header;
 //! - [`remote_command`]: Kubernetes' exec and attach protocol over WebSocket: subprotocols,
 //!   channels, the query, the Status with the exit code;
+//! - [`decode_error`]: serde's words for a body of the wrong shape, without the values it quotes;
 //! - [`api_error`]: how a client reads an error answer and what its status tells it to do;
 //! - [`cache`]: the objects of a watch, kept by lists and events under one staleness rule;
 //! - [`metrics`]: resource usage for `kubectl top`: the CPU-rate and working-set arithmetic, an
@@ -57,6 +58,7 @@ pub mod api_error;
 pub mod backoff;
 pub mod cache;
 pub mod capacity;
+pub mod decode_error;
 pub mod expansion;
 pub mod image;
 pub mod limits;

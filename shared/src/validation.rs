@@ -247,7 +247,10 @@ pub fn validate_service(service: &Service) -> Result<(), Vec<FieldError>> {
             check_port(&mut errors, &format!("{path}.node_port"), port.node_port);
         }
         check_protocol(&mut errors, &format!("{path}.protocol"), &port.protocol);
-        if !port.name.is_empty() && !names.insert(port.name.as_str()) {
+        // A DNS-1123 label, as in Kubernetes: it names the port's SRV records.
+        if let Some(message) = Some(&port.name).filter(|name| !name.is_empty()).and_then(|name| dns_label_error(name)) {
+            errors.invalid(format!("{path}.name"), &port.name, message);
+        } else if !port.name.is_empty() && !names.insert(port.name.as_str()) {
             errors.duplicate(format!("{path}.name"), &port.name);
         }
     }
@@ -1236,6 +1239,9 @@ mod tests {
         assert!(errors.iter().all(|e| e.type_ == FieldErrorType::Duplicate), "{errors:?}");
         assert_eq!(errors[0].value.as_deref(), Some(r#"{"port":80,"protocol":"TCP"}"#));
         assert!(validate_service(&service(r#"[{"name":"dns","port":53},{"name":"dns-udp","port":53,"protocol":"UDP"}]"#)).is_ok());
+        let errors = validate_service(&service(r#"[{"name":"HTTP","port":80},{"name":"a.b","port":81}]"#)).unwrap_err();
+        assert_eq!(fields(Err(errors.clone())), vec!["spec.ports[0].name", "spec.ports[1].name"], "names of SRV records");
+        assert_eq!(errors[0].value.as_deref(), Some(r#""HTTP""#));
     }
 
     #[test]

@@ -26,9 +26,7 @@ fn kubectl_drives_a_docker_node_through_the_compatible_api() {
     let shutdown = CancellationToken::new();
     let node = support::start_docker_node(&server.url, NODE, |_| {}, shutdown.clone());
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    server.sheepctl().args(["kubeconfig", "--save", kubeconfig.to_str().unwrap()]).assert().success();
-    let kubectl = Kubectl { kubeconfig };
+    let kubectl = Kubectl::saved_by(&server, dir.path());
 
     let nodes = server.eventually("/api/v1/nodes", "one node", |list| list["items"].as_array().is_some_and(|n| n.len() == 1));
     assert_eq!(nodes["items"][0]["metadata"]["name"], NODE);
@@ -162,9 +160,7 @@ fn kubectl_drives_a_docker_node_through_the_compatible_api() {
 fn kubectl_pages_a_list_with_chunk_size() {
     let server = TestServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    server.sheepctl().args(["kubeconfig", "--save", kubeconfig.to_str().unwrap()]).assert().success();
-    let kubectl = Kubectl { kubeconfig };
+    let kubectl = Kubectl::saved_by(&server, dir.path());
     let names: Vec<String> = (0..5).map(|i| format!("chunk-{i}")).collect();
     for name in &names {
         let pod = serde_json::json!({"kind": "Pod", "metadata": {"name": name},
@@ -191,9 +187,7 @@ fn kubectl_pages_a_list_with_chunk_size() {
 fn kubectl_reads_node_leases() {
     let server = TestServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    server.sheepctl().args(["kubeconfig", "--save", kubeconfig.to_str().unwrap()]).assert().success();
-    let kubectl = Kubectl { kubeconfig };
+    let kubectl = Kubectl::saved_by(&server, dir.path());
     server.register_node("lease-node");
     server.renew_lease("lease-node");
 

@@ -11,9 +11,7 @@ use support::{Kubectl, TestServer};
 fn kubectl_creates_reads_describes_applies_and_deletes_config_maps_and_secrets() {
     let server = TestServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    server.sheepctl().args(["kubeconfig", "--save", kubeconfig.to_str().unwrap()]).assert().success();
-    let kubectl = Kubectl { kubeconfig };
+    let kubectl = Kubectl::saved_by(&server, dir.path());
 
     assert_eq!(
         kubectl.run(&["create", "configmap", "app", "--from-literal=a=b", "--from-literal=greeting=hello"]),

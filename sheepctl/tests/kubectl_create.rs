@@ -11,9 +11,7 @@ use support::{Kubectl, TestServer};
 fn kubectl_create_shortcuts_make_what_get_then_shows() {
     let server = TestServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    server.sheepctl().args(["kubeconfig", "--save", kubeconfig.to_str().unwrap()]).assert().success();
-    let kubectl = Kubectl { kubeconfig };
+    let kubectl = Kubectl::saved_by(&server, dir.path());
 
     let created = [
         (vec!["create", "deployment", "d2", "--image=minimal"], "deployment.apps/d2 created\n"),

@@ -22,9 +22,7 @@ data:
 fn server_dry_runs_and_diff_change_nothing() {
     let server = TestServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    server.sheepctl().args(["kubeconfig", "--save", kubeconfig.to_str().unwrap()]).assert().success();
-    let kubectl = Kubectl { kubeconfig };
+    let kubectl = Kubectl::saved_by(&server, dir.path());
     let settings = dir.path().join("settings.yaml");
     std::fs::write(&settings, SETTINGS).unwrap();
     let settings = settings.to_str().unwrap();

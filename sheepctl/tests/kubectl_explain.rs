@@ -11,9 +11,7 @@ use support::{Kubectl, TestServer};
 fn kubectl_explain_prints_kubernetes_descriptions() {
     let server = TestServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    server.sheepctl().args(["kubeconfig", "--save", kubeconfig.to_str().unwrap()]).assert().success();
-    let kubectl = Kubectl { kubeconfig };
+    let kubectl = Kubectl::saved_by(&server, dir.path());
 
     let containers = kubectl.run(&["explain", "pod.spec.containers"]);
     assert!(containers.starts_with("KIND:       Pod\nVERSION:    v1\n\nFIELD: containers <[]Container>\n"), "{containers}");

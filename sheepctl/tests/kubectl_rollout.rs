@@ -25,9 +25,7 @@ fn kubectl_rolls_a_deployment_out_back_and_around() {
     let shutdown = CancellationToken::new();
     let node = start_node(&server.url, shutdown.clone());
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    server.sheepctl().args(["kubeconfig", "--save", kubeconfig.to_str().unwrap()]).assert().success();
-    let kubectl = Kubectl { kubeconfig };
+    let kubectl = Kubectl::saved_by(&server, dir.path());
     let manifest = support::example("kubernetes/deployment.yaml");
     let done = "deployment \"web\" successfully rolled out\n";
 

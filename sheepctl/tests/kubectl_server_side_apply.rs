@@ -35,9 +35,7 @@ spec:
 fn server_side_apply_twice_with_a_conflict_forced_and_a_dropped_label() {
     let server = TestServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    server.sheepctl().args(["kubeconfig", "--save", kubeconfig.to_str().unwrap()]).assert().success();
-    let kubectl = Kubectl { kubeconfig };
+    let kubectl = Kubectl::saved_by(&server, dir.path());
     let write = |name: &str, text: String| {
         let path = dir.path().join(name);
         std::fs::write(&path, text).unwrap();
@@ -94,9 +92,7 @@ fn server_side_apply_twice_with_a_conflict_forced_and_a_dropped_label() {
 fn a_scale_owns_the_replicas_until_an_apply_forces_them() {
     let server = TestServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    server.sheepctl().args(["kubeconfig", "--save", kubeconfig.to_str().unwrap()]).assert().success();
-    let kubectl = Kubectl { kubeconfig };
+    let kubectl = Kubectl::saved_by(&server, dir.path());
     let applied = dir.path().join("web.yaml");
     std::fs::write(&applied, manifest(Some(2), "app: web")).unwrap();
     let applied = applied.to_str().unwrap();

@@ -58,9 +58,7 @@ fn kubectl_exposes_a_deployment_on_a_cluster_ip_and_lists_its_endpoint_slices() 
     let shutdown = CancellationToken::new();
     let node = start_node(&server.url, shutdown.clone());
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    server.sheepctl().args(["kubeconfig", "--save", kubeconfig.to_str().unwrap()]).assert().success();
-    let kubectl = Kubectl { kubeconfig };
+    let kubectl = Kubectl::saved_by(&server, dir.path());
 
     let shop = dir.path().join("shop.yaml");
     std::fs::write(&shop, SHOP).unwrap();

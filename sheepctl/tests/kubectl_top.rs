@@ -38,9 +38,7 @@ fn kubectl_and_sheepctl_top_show_a_docker_pods_usage() {
     let shutdown = CancellationToken::new();
     let node = support::start_docker_node(&server.url, NODE, |_| {}, shutdown.clone());
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    server.sheepctl().args(["kubeconfig", "--save", kubeconfig.to_str().unwrap()]).assert().success();
-    let kubectl = Kubectl { kubeconfig };
+    let kubectl = Kubectl::saved_by(&server, dir.path());
     let pod = dir.path().join("pod.yaml");
     std::fs::write(&pod, POD).unwrap();
     assert!(kubectl.run(&["apply", "-f", pod.to_str().unwrap()]).contains("pod/busy created"));

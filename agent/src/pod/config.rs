@@ -36,12 +36,20 @@ pub fn container_config(ctx: &NodeContext, pod: &Pod, container: &Container, env
         (LABEL_GRACE.to_string(), grace_period(pod).as_secs().to_string()),
     ]);
     let ports = port_mappings(ctx, container);
-    let expanded = |words: &[String]| words.iter().map(|word| expand(word, in_pairs(&env))).collect();
+    let expanded = |words: &[String]| words.iter().map(|word| expand(word, in_pairs(&env))).collect::<Vec<_>>();
+    let (command, args) = (expanded(&container.command), expanded(&container.args));
+    let hostname = hosts::hostname(pod);
+    // As containerd's CRI sets it, unless the container sets its own: the engine would give a
+    // claimed warm sandbox's name.
+    let mut env = env;
+    if !env.iter().any(|(name, _)| name == "HOSTNAME") {
+        env.insert(0, ("HOSTNAME".to_string(), hostname.clone()));
+    }
     ContainerConfig {
         name: container_name(pod, &container.name, attempt),
         image: container.image.clone(),
-        command: expanded(&container.command),
-        args: expanded(&container.args),
+        command,
+        args,
         env,
         labels,
         memory_limit: container.resources.memory.max(0),
@@ -51,7 +59,7 @@ pub fn container_config(ctx: &NodeContext, pod: &Pod, container: &Container, env
         network_disabled: false,
         sandbox: String::new(),
         // The sandbox's instead when the container joins one.
-        hostname: hosts::hostname(pod),
+        hostname,
         resolv_conf: String::new(),
         // The worker's, once the pod's volumes are ready.
         mounts: Vec::new(),

@@ -1,8 +1,6 @@
 //! A container's environment, as `pkg/apis/core/validation` checks it: names, and exactly one
 //! source for each `valueFrom` and `envFrom` entry, each naming what it reads.
 
-use std::collections::BTreeSet;
-
 use super::{Errors, config_key_error, dns_subdomain_error};
 use crate::model::{Container, ENV_FIELD_PATHS, EnvVarSource, KeySelector};
 
@@ -20,13 +18,11 @@ pub fn env_name_error(name: &str) -> Option<String> {
 }
 
 pub(super) fn check_env(errors: &mut Errors, path: &str, container: &Container) {
-    let mut names = BTreeSet::new();
+    // A name given twice is no error, as in Kubernetes: the later one wins.
     for (i, env) in container.env.iter().enumerate() {
         let env_path = format!("{path}.env[{i}]");
         if let Some(message) = env_name_error(&env.name) {
             errors.invalid(format!("{env_path}.name"), &env.name, message);
-        } else if !names.insert(env.name.as_str()) {
-            errors.add(format!("{env_path}.name"), format!("duplicate variable {:?}", env.name));
         }
         if let Some(source) = &env.value_from {
             if !env.value.is_empty() {

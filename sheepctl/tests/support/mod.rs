@@ -6,7 +6,7 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
@@ -253,6 +253,13 @@ pub struct Kubectl {
 }
 
 impl Kubectl {
+    /// kubectl on the kubeconfig that `sheepctl kubeconfig --save` writes for `server` in `dir`.
+    pub fn saved_by(server: &TestServer, dir: &Path) -> Kubectl {
+        let kubeconfig = dir.join("kubeconfig");
+        server.sheepctl().args(["kubeconfig", "--save", kubeconfig.to_str().unwrap()]).assert().success();
+        Kubectl { kubeconfig }
+    }
+
     pub fn command(&self, args: &[&str]) -> std::process::Command {
         let mut command = std::process::Command::new("kubectl");
         command.args(args).env("KUBECONFIG", &self.kubeconfig);

@@ -178,8 +178,10 @@ pub fn scale_out<R: Scalable>(object: &R) -> autoscaling::Scale {
 /// Reads an `autoscaling/v1` Scale body into the native one, refusing the fields a Scale
 /// does not have, as [`decode`] refuses them for whole objects.
 pub fn scale_in(value: &Value) -> Result<Scale> {
-    let s: autoscaling::Scale = serde_path_to_error::deserialize(value)
-        .map_err(|e| Error::Malformed { kind: "Scale", message: format!("{}: {}", e.path(), e.inner()) })?;
+    let s: autoscaling::Scale = serde_path_to_error::deserialize(value).map_err(|e| Error::Malformed {
+        kind: "Scale",
+        message: format!("{}: {}", e.path(), shared::decode_error::without_values(&e.inner().to_string())),
+    })?;
     let mut errors: Vec<Cause> = unkept(value, &serde_json::to_value(&s).unwrap_or(Value::Null)).into_iter().map(Cause::unknown).collect();
     let metadata = meta_in(s.metadata, &mut errors);
     let name = metadata.name.clone();

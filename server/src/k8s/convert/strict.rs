@@ -195,7 +195,8 @@ pub fn decode_over<R: Convert>(value: &Value, stored: Option<&R>) -> Result<R> {
     let kind = <R::K8s as k8s_openapi::Resource>::KIND;
     let typed: R::K8s = serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
-        Error::Malformed { kind, message: if path == "." { e.inner().to_string() } else { format!("{path}: {}", e.inner()) } }
+        let message = shared::decode_error::without_values(&e.inner().to_string());
+        Error::Malformed { kind, message: if path == "." { message } else { format!("{path}: {message}") } }
     })?;
     let name = value.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
     let mut causes = Vec::new();
