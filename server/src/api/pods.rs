@@ -12,7 +12,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use shared::api::FieldError;
-use shared::model::{Binding, ContainerState, Kind, Object, Pod, PodPhase, PodStatus, event_types};
+use shared::model::{Binding, ContainerState, ContainerStatus, Kind, Object, Pod, PodPhase, PodStatus, event_types};
 
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
@@ -202,6 +202,19 @@ fn log_window(pod: &Pod, container: &str, params: &LogParams, now: chrono::DateT
         (None, None) => None,
     };
     if params.previous != Some(true) {
+        // As the kubelet: a container that has not run yet has nothing to show.
+        let status = pod.status.container_statuses.iter().find(|s| s.name == container);
+        if let Some(ContainerStatus { state: ContainerState::Waiting { reason, .. }, last_state, .. }) = status
+            && !matches!(last_state, Some(ContainerState::Terminated { .. }))
+        {
+            let why = match reason.as_str() {
+                "" => " - no logs yet".to_string(),
+                "ErrImagePull" => ": image can't be pulled".to_string(),
+                "ImagePullBackOff" => ": trying and failing to pull image".to_string(),
+                reason => format!(": {reason}"),
+            };
+            return Err(ApiError::bad_request(format!("container {container:?} in pod {:?} is waiting to start{why}", pod.metadata.name)));
+        }
         return Ok(LogWindow { since, previous: false });
     }
     let last = pod.status.container_statuses.iter().find(|s| s.name == container).and_then(|s| s.last_state.as_ref());
@@ -254,7 +267,7 @@ pub async fn log(
 
 #[cfg(test)]
 mod tests {
-    use shared::model::{Container, ContainerStatus};
+    use shared::model::Container;
 
     use super::*;
 
@@ -262,8 +275,31 @@ mod tests {
         let mut pod = Pod::default();
         pod.metadata.name = "web".into();
         pod.spec.containers = vec![Container { name: "c".into(), ..Container::default() }];
-        pod.status.container_statuses = vec![ContainerStatus { name: "c".into(), last_state, ..ContainerStatus::default() }];
+        let state = ContainerState::Running { started_at: None };
+        pod.status.container_statuses = vec![ContainerStatus { name: "c".into(), state, last_state, ..ContainerStatus::default() }];
         pod
+    }
+
+    #[test]
+    fn a_container_that_has_not_run_yet_has_no_logs_in_the_kubelets_words() {
+        let now = chrono::DateTime::from_timestamp(1_000, 0).unwrap();
+        let waiting = |reason: &str, last_state: Option<ContainerState>| {
+            let mut pod = pod(last_state);
+            pod.status.container_statuses[0].state = ContainerState::Waiting { reason: reason.into(), message: String::new() };
+            log_window(&pod, "c", &LogParams::default(), now)
+        };
+        let refused = |reason: &str| waiting(reason, None).unwrap_err().message;
+        assert_eq!(refused("ContainerCreating"), r#"container "c" in pod "web" is waiting to start: ContainerCreating"#);
+        assert_eq!(refused("ImagePullBackOff"), r#"container "c" in pod "web" is waiting to start: trying and failing to pull image"#);
+        assert_eq!(refused(""), r#"container "c" in pod "web" is waiting to start - no logs yet"#);
+        let ended = ContainerState::Terminated {
+            exit_code: 1,
+            reason: "Error".into(),
+            message: String::new(),
+            started_at: None,
+            finished_at: None,
+        };
+        assert!(waiting("CrashLoopBackOff", Some(ended)).is_ok(), "the run that ended is shown, as the kubelet shows it");
     }
 
     #[test]
