@@ -2,7 +2,7 @@
 //! unique names, one source each, mounts of declared volumes at unique absolute paths, and
 //! paths inside a volume that stay inside it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use super::{Errors, config_key_error, dns_label_error};
 use crate::model::{HOST_PATH_TYPES, KeyToPath, MAX_FILE_MODE, MEDIUM_MEMORY, PodSpec, VolumeSource};
@@ -25,7 +25,7 @@ pub(super) fn check_volumes(errors: &mut Errors, path: &str, spec: &PodSpec) {
         }
     }
     for (i, container) in spec.containers.iter().enumerate() {
-        let mut paths = BTreeSet::new();
+        let mut paths = BTreeMap::new();
         for (j, mount) in container.volume_mounts.iter().enumerate() {
             let mount_path = format!("{path}.containers[{i}].volume_mounts[{j}]");
             if mount.name.is_empty() {
@@ -38,11 +38,8 @@ pub(super) fn check_volumes(errors: &mut Errors, path: &str, spec: &PodSpec) {
                 errors.add(format!("{mount_path}.mount_path"), "must not be empty");
             } else if !mount.mount_path.starts_with('/') {
                 errors.invalid(format!("{mount_path}.mount_path"), &mount.mount_path, "must be an absolute path");
-            } else if !paths.insert(normalized(&mount.mount_path)) {
-                errors.add(
-                    format!("{mount_path}.mount_path"),
-                    format!("must be unique: another mount of this container is at {:?}", mount.mount_path),
-                );
+            } else if let Some(other) = paths.insert(normalized(&mount.mount_path), mount.mount_path.as_str()) {
+                errors.add(format!("{mount_path}.mount_path"), format!("must be unique: another mount of this container is at {other:?}"));
             }
             if !mount.sub_path.is_empty()
                 && let Some(message) = descending_path_error(&mount.sub_path)
@@ -105,7 +102,7 @@ fn check_files(errors: &mut Errors, path: &str, items: &[KeyToPath], default_mod
     if let Some(mode) = default_mode {
         check_mode(errors, &format!("{path}.default_mode"), mode);
     }
-    let mut paths = BTreeSet::new();
+    let mut paths = BTreeMap::new();
     for (i, item) in items.iter().enumerate() {
         let item_path = format!("{path}.items[{i}]");
         if let Some(message) = config_key_error(&item.key) {
@@ -117,10 +114,11 @@ fn check_files(errors: &mut Errors, path: &str, items: &[KeyToPath], default_mod
             // Kubernetes' ValidateLocalNonReservedPath: `..data` and `..<version>` are the
             // atomic writer's own names.
             None if item.path.starts_with("..") => errors.invalid(format!("{item_path}.path"), &item.path, "must not start with '..'"),
-            None if !paths.insert(normalized(&item.path)) => {
-                errors.add(format!("{item_path}.path"), format!("must be unique: another item is at {:?}", item.path))
+            None => {
+                if let Some(other) = paths.insert(normalized(&item.path), item.path.as_str()) {
+                    errors.add(format!("{item_path}.path"), format!("must be unique: another item is at {other:?}"));
+                }
             }
-            None => {}
         }
         if let Some(mode) = item.mode {
             check_mode(errors, &format!("{item_path}.mode"), mode);
