@@ -92,10 +92,16 @@ pub async fn serve(socket: WebSocket, mut session: Session, shutdown: Cancellati
     };
     let status = match ended {
         Ended::ClientLeft => None,
-        Ended::OutputDone => Some(match session.process.exit_code().await {
-            Ok(code) => exit_status(code),
-            Err(e) => failure_status(&e.to_string()),
-        }),
+        // An attached container's output also ends when its client closes stdin, and the
+        // container may run on for long after: the client may leave meanwhile.
+        Ended::OutputDone => tokio::select! {
+            code = session.process.exit_code() => Some(match code {
+                Ok(code) => exit_status(code),
+                Err(e) => failure_status(&e.to_string()),
+            }),
+            () = left.cancelled() => None,
+            () = shutdown.cancelled() => Some(failure_status("the node's agent is shutting down")),
+        },
         Ended::Failed(message) => Some(failure_status(&message)),
     };
     match status {
@@ -160,4 +166,67 @@ async fn read_client(
         }
     }
     left.cancel();
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use async_trait::async_trait;
+    use axum::Router;
+    use axum::extract::WebSocketUpgrade;
+    use axum::routing::get;
+    use tokio::sync::oneshot;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+    use super::*;
+
+    /// A container's own process, which runs on after its output ended.
+    struct RunsOn;
+
+    #[async_trait]
+    impl AttachedProcess for RunsOn {
+        async fn resize(&self, _: u16, _: u16) -> Result<()> {
+            Ok(())
+        }
+
+        async fn exit_code(&self) -> Result<i64> {
+            std::future::pending().await
+        }
+
+        async fn abandon(&self) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_client_that_leaves_after_the_output_ended_ends_the_session() {
+        let (ended, served) = oneshot::channel();
+        let ended = Arc::new(Mutex::new(Some(ended)));
+        let app = Router::new().route(
+            "/",
+            get(move |upgrade: WebSocketUpgrade| async move {
+                upgrade.protocols([V5]).on_upgrade(move |socket| async move {
+                    // As Docker's attach ends the output when the client closes stdin.
+                    let session = Session {
+                        output: futures::stream::empty().boxed(),
+                        input: Some(Box::pin(tokio::io::sink())),
+                        process: Arc::new(RunsOn),
+                    };
+                    serve(socket, session, CancellationToken::new()).await;
+                    if let Some(ended) = ended.lock().unwrap().take() {
+                        let _ = ended.send(());
+                    }
+                })
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let mut request = format!("ws://{address}/").into_client_request().unwrap();
+        request.headers_mut().insert("Sec-WebSocket-Protocol", V5.parse().unwrap());
+        let (client, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+        drop(client);
+        tokio::time::timeout(Duration::from_secs(10), served).await.expect("the session ends once its client left").unwrap();
+    }
 }
