@@ -184,6 +184,10 @@ pub async fn authenticate(State(state): State<AppState>, mut request: Request, n
         }
     };
     if let Err(refusal) = authorize(&state, &principal, request.method(), &path) {
+        // A session refused is audited as one that ran, as Kubernetes audits denied requests.
+        if let Some(session) = session_of(&path) {
+            tracing::info!(target: "audit", "{} {} pod {}: refused: {}", principal.audited(), session.kind, session.pod(), refusal.message);
+        }
         return refusal.into_response();
     }
     request.extensions_mut().insert(principal);
