@@ -69,15 +69,14 @@ async fn pods_find_a_service_a_headless_service_and_not_an_unknown_name_through_
 
     // The headless Service's answer follows its endpoints, which the controller fills once
     // both pods are ready: the client asks until it has both.
-    let script = format!(
-        "for i in $(seq 100); do [ $(nslookup -type=a db | grep -c '^Address: 10\\.') = 2 ] && break; sleep 0.2; done; \
+    let script = "for i in $(seq 100); do [ $(nslookup -type=a db | grep -c '^Address: 10\\.') = 2 ] && break; sleep 0.2; done; \
          echo '== short'; nslookup -type=a web-api; \
          echo '== full'; nslookup -type=a web-api.default.svc.cluster.local; \
          echo '== headless'; nslookup -type=a db; \
          echo '== unknown'; nslookup -type=a nope.default.svc.cluster.local.; \
          echo '== env'; env | grep '^WEB_API_' | sort; \
          echo '== resolv'; cat /etc/resolv.conf; echo '== end'"
-    );
+        .to_string();
     let asker = api.add_pod(&node, "asker", spec(vec![container("asker", &["sh", "-c", &script])], "Never")).await;
     api.wait_for(&asker.metadata.uid, "the asker done", WAIT, |p| p.status.phase == PodPhase::Succeeded).await;
     let output = reqwest::get(format!("{}/logs/default/asker", agent.endpoint)).await.unwrap().text().await.unwrap();
@@ -144,7 +143,7 @@ fn each_node_has_a_dns_address_of_its_own_kept_across_restarts_until_it_lets_it_
     // As an agent that crashed: the address stays on the loopback until the next start sweeps it.
     drop(held);
     assert!(on_loopback(address));
-    assert_eq!(network(&first).sweep_own_addresses().unwrap(), [first.clone()]);
+    assert_eq!(network(&first).sweep_own_addresses().unwrap(), std::slice::from_ref(&first));
     assert!(!on_loopback(address), "swept: {}", loopback_addresses());
     let again = network(&first).own_address(&first).unwrap();
     assert_eq!(again.address, address, "the same after a restart");

@@ -332,7 +332,7 @@ mod tests {
         let held = UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let addr = held.local_addr().unwrap();
         let waited = tokio::time::Instant::now();
-        let error = bind_both(addr).await.err().expect("the port stays in use");
+        let error = bind_both(addr).await.expect_err("the port stays in use");
         assert!(matches!(&error, Error::Bind { source, .. } if source.kind() == std::io::ErrorKind::AddrInUse), "{error}");
         assert_eq!(waited.elapsed(), Duration::from_millis(100 + 200 + 400 + 800 + 1600), "five waits between six tries");
     }

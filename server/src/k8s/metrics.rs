@@ -145,7 +145,7 @@ async fn pods_in(State(state): State<AppState>, namespace: Option<String>, query
         .iter()
         .filter_map(|o| if let Object::Pod(p) = &**o { Some(p) } else { None })
         .filter(|p| selector.matches(&p.metadata.labels))
-        .map(|p| p.clone())
+        .cloned()
         .collect();
     let items = pod_metrics(&state, &chosen).await.into_iter().map(|m| serde_json::to_value(m).expect("metrics serialize")).collect();
     Ok(list("PodMetricsList", items))

@@ -40,10 +40,10 @@ pub fn components(kinds: &[(Gvk, Option<Kind>)]) -> Map<String, Value> {
     for (name, gvk, _) in &named {
         let Some(Value::Object(schema)) = schemas.get_mut(name) else { continue };
         let tag = json!({"group": gvk.group, "kind": gvk.kind, "version": gvk.version});
-        if let Value::Array(tags) = schema.entry("x-kubernetes-group-version-kind").or_insert_with(|| json!([])) {
-            if !tags.contains(&tag) {
-                tags.push(tag);
-            }
+        if let Value::Array(tags) = schema.entry("x-kubernetes-group-version-kind").or_insert_with(|| json!([]))
+            && !tags.contains(&tag)
+        {
+            tags.push(tag);
         }
     }
     let mut verdicts = Verdicts::new();

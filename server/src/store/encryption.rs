@@ -221,7 +221,7 @@ mod tests {
     }
 
     fn line_error(text: &str) -> String {
-        Encryption::parse(Path::new("keys"), text).err().expect("a bad key file is refused").to_string()
+        Encryption::parse(Path::new("keys"), text).expect_err("a bad key file is refused").to_string()
     }
 
     const K1: &str = "k1:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="; // 32 bytes

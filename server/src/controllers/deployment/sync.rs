@@ -84,7 +84,7 @@ impl Sync<'_> {
             .first()
             .and_then(|o| o.object())
             .and_then(|o| as_rs(o).cloned())
-            .ok_or_else(|| StoreError::NotFound { kind: Kind::ReplicaSet, key: key.key })
+            .ok_or(StoreError::NotFound { kind: Kind::ReplicaSet, key: key.key })
     }
 
     /// Sizes a set to `to` (and its replicas annotations); true when its size changed.

@@ -52,7 +52,6 @@ impl Convert for Deployment {
                         })
                         .collect(),
                 ),
-                ..Default::default()
             }),
         }
     }
@@ -105,7 +104,6 @@ impl Convert for ReplicaSet {
                 available_replicas: count(s.available_replicas),
                 observed_generation: generation_out(s.observed_generation),
                 conditions: list(s.conditions.iter().map(|c| kubernetes_condition!(apps::ReplicaSetCondition, c)).collect()),
-                ..Default::default()
             }),
         }
     }
