@@ -106,7 +106,10 @@ mod tests {
         assert_eq!(config.labels[LABEL_GRACE], "3");
         assert_eq!(config.memory_limit, 64 << 20);
         assert_eq!(config.nano_cpus, 250_000_000);
-        assert_eq!(config.env, vec![("A".to_string(), "1".to_string())]);
+        let env = [("HOSTNAME", "web_1"), ("A", "1")].map(|(name, value)| (name.to_string(), value.to_string()));
+        assert_eq!(config.env, env, "the pod's hostname first, as containerd's CRI sets it");
+        let mine = vec![("HOSTNAME".to_string(), "mine".to_string())];
+        assert_eq!(container_config(&ctx(), &pod, &pod.spec.containers[0], mine.clone(), 0).env, mine, "the container's own wins");
         assert_eq!(
             config.ports,
             vec![PortMapping { container_port: 80, host_port: 8080, host_ip: "127.0.0.1".into(), protocol: "tcp".into() }]
