@@ -11,6 +11,7 @@
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
@@ -36,6 +37,10 @@ pub const PLUGINS: [&str; 4] = ["loopback", "bridge", "host-local", "portmap"];
 pub const INSTALL: &str = "apt-get install containernetworking-plugins";
 /// `statfs` magic of a namespace file (`nsfs`): a bind mount that still holds its namespace.
 const NSFS_MAGIC: i64 = 0x6e73_6673;
+/// How a held address record is waited for ([`CniNetwork::take_record`]): 50 ms, doubling,
+/// over six tries (about 1.5 s).
+const RECORD_BACKOFF: shared::backoff::Backoff = shared::backoff::Backoff::new(Duration::from_millis(50), Duration::from_millis(800));
+const RECORD_TRIES: u32 = 6;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -387,7 +392,7 @@ impl CniNetwork {
         let record = self.address_record(owner);
         let dir = record.parent().expect("a record has a directory");
         std::fs::create_dir_all(dir).map_err(Self::io("create", dir))?;
-        let lock = iptables::Lock::try_take(&record)?.ok_or_else(|| Error::AddressHeld(format!("shepherd-{owner}")))?;
+        let lock = Self::take_record(&record)?.ok_or_else(|| Error::AddressHeld(format!("shepherd-{owner}")))?;
         let address = match read_address(&record) {
             Some(address) => address,
             None => {
@@ -402,6 +407,23 @@ impl CniNetwork {
         };
         ip(&["address", "replace", &format!("{address}/32"), "dev", "lo"])?;
         Ok(OwnAddress { address, _lock: lock })
+    }
+
+    /// The lock on an address record, waited for a moment: the agent before this one may
+    /// have let it go just now while a process another thread was starting still shared the
+    /// record's open file (until that process runs its program). One that stays held is
+    /// another running agent's.
+    fn take_record(record: &Path) -> Result<Option<iptables::Lock>> {
+        let mut failures = 0;
+        loop {
+            match iptables::Lock::try_take(record)? {
+                None if failures + 1 < RECORD_TRIES => {
+                    failures += 1;
+                    std::thread::sleep(RECORD_BACKOFF.delay(failures));
+                }
+                taken => return Ok(taken),
+            }
+        }
     }
 
     fn address_record(&self, owner: &str) -> PathBuf {
